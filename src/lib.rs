@@ -1,0 +1,2 @@
+//! rfs: fail-closed, provable sandbox workflows scripted in Rhai.
+pub mod provider;

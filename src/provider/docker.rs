@@ -1,0 +1,1 @@
+//! Docker provider (bollard). Implemented in its own change.

@@ -1,0 +1,1 @@
+//! Local provider: a sandbox is a fresh directory under the state directory.

@@ -1,0 +1,190 @@
+//! The provider seam: everything rfs does to a sandbox goes through [`Provider`].
+//!
+//! The trait is shaped for remote providers: a sandbox path is a *remote* path
+//! (a `String`, never a host `Path`), uploads take a local file and a remote
+//! destination, and interactive sessions are byte streams over channels.
+
+pub mod docker;
+pub mod labels;
+pub mod local;
+pub mod select;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+pub use labels::Labels;
+
+/// Result type of provider calls. Provider failures are plain messages; the
+/// runtime decides whether they are refusals or internal errors.
+pub type ProviderResult<T> = Result<T, ProviderError>;
+
+/// What went wrong inside a provider.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// The provider (daemon, API) cannot be reached or is not usable.
+    #[error("provider {provider} is unavailable: {message}")]
+    Unavailable { provider: String, message: String },
+    /// The sandbox does not exist (any more).
+    #[error("sandbox {id} not found")]
+    NotFound { id: String },
+    /// Anything else, with the provider's own words.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl ProviderError {
+    pub fn other(msg: impl std::fmt::Display) -> Self {
+        ProviderError::Other(msg.to_string())
+    }
+}
+
+/// What the runtime asks for when it provisions the run's sandbox.
+#[derive(Debug, Clone, Default)]
+pub struct CreateSpec {
+    pub run_id: String,
+    pub labels: Labels,
+    /// Environment baked into the sandbox (if the provider supports it).
+    pub env: BTreeMap<String, String>,
+    /// Provider-specific image/snapshot name (docker image, daytona snapshot).
+    pub image: Option<String>,
+    /// Upper bound on the sandbox's life: a dead-man switch for providers
+    /// that support one, so a killed rfs cannot leak a sandbox forever.
+    pub max_lifetime: Duration,
+}
+
+/// A sandbox as the provider reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxInfo {
+    /// The exact provider id.
+    pub id: String,
+    pub labels: Labels,
+    /// Absolute remote path of the sandbox user's home directory.
+    pub home: String,
+    /// Provider-reported state (`running`, `exited`, ...), informational.
+    pub state: String,
+}
+
+/// One command to run in a sandbox.
+#[derive(Debug, Clone)]
+pub struct ExecRequest {
+    /// argv; providers never wrap this in a login shell.
+    pub argv: Vec<String>,
+    /// Absolute remote working directory.
+    pub cwd: String,
+    /// Environment, applied in order (later entries win).
+    pub env: Vec<(String, String)>,
+    pub timeout: Option<Duration>,
+    /// Cancelled when the run is interrupted: the provider must kill the
+    /// command's whole process group and return.
+    pub cancel: CancellationToken,
+}
+
+/// How a command ended. A missing exit code is never success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecOutcome {
+    pub exit: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub cancelled: bool,
+}
+
+impl ExecOutcome {
+    pub fn success(&self) -> bool {
+        self.exit == Some(0) && !self.timed_out && !self.cancelled
+    }
+}
+
+/// Receives a command's output as it arrives.
+pub trait OutputSink: Send {
+    fn stdout(&mut self, chunk: &[u8]);
+    fn stderr(&mut self, chunk: &[u8]);
+}
+
+/// A sink that keeps everything in memory; for small internal commands only.
+#[derive(Default, Debug)]
+pub struct Collect {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl OutputSink for Collect {
+    fn stdout(&mut self, chunk: &[u8]) {
+        self.stdout.extend_from_slice(chunk);
+    }
+    fn stderr(&mut self, chunk: &[u8]) {
+        self.stderr.extend_from_slice(chunk);
+    }
+}
+
+/// An interactive session under a PTY in the sandbox.
+#[derive(Debug, Clone)]
+pub struct PtyRequest {
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub env: Vec<(String, String)>,
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// Input to a PTY session.
+#[derive(Debug, Clone)]
+pub enum PtyInput {
+    Data(Vec<u8>),
+    Resize { cols: u16, rows: u16 },
+    /// Kill the session's whole process group.
+    Kill,
+}
+
+/// A live PTY session: bytes in, bytes out, resize, exit status.
+/// `output` closes when the session's output ends; `exit` resolves once.
+pub struct PtyChannel {
+    pub input: mpsc::UnboundedSender<PtyInput>,
+    pub output: mpsc::Receiver<Vec<u8>>,
+    pub exit: oneshot::Receiver<ExecOutcome>,
+}
+
+/// The operations rfs needs from a sandbox backend.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// Provider name as selected by `--provider`.
+    fn name(&self) -> &str;
+
+    /// Refuse early if the provider cannot work at all (daemon down, missing
+    /// credentials). Called before anything else happens in a run.
+    async fn preflight(&self) -> ProviderResult<()> {
+        Ok(())
+    }
+
+    /// Create a sandbox with the given labels. Returns once it can exec.
+    async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo>;
+
+    /// Get a sandbox by its exact id; `Ok(None)` means not found.
+    async fn get(&self, id: &str) -> ProviderResult<Option<SandboxInfo>>;
+
+    /// Every sandbox carrying all of `labels` (the provider's full inventory
+    /// for that selector, stopped ones included).
+    async fn list(&self, labels: &Labels) -> ProviderResult<Vec<SandboxInfo>>;
+
+    /// Copy the local file `local` into the sandbox at absolute `remote_path`
+    /// (its parent directory must exist). Streams; never loads the file whole.
+    async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()>;
+
+    /// Run a command and stream its output into `sink`.
+    async fn exec(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome>;
+
+    /// Start an interactive session under a PTY.
+    async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel>;
+
+    /// Destroy the sandbox. Destroying one that is already gone is `Ok`.
+    async fn destroy(&self, id: &str) -> ProviderResult<()>;
+}

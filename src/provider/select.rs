@@ -1,0 +1,1 @@
+//! Choosing the provider from flag, environment and default.
