@@ -1,2 +1,24 @@
 //! rfs: fail-closed, provable sandbox workflows scripted in Rhai.
+//!
+//! Data flows script → runtime → provider:
+//! - [`script`]: the Rhai engine and the script-facing functions;
+//! - [`runtime`]: one run, its shared sandbox, bound source, steps, teardown;
+//! - [`provider`]: the sandbox backends (`local`, `docker`);
+//! - [`source`]: resolving, archiving and verifying the committed tree;
+//! - [`journal`]: the hash-chained journal and EVIDENCE.md;
+//! - [`events`]/[`reporter`]: what the runtime reports and how the CLI shows it.
+
+pub mod cli;
+pub mod error;
+pub mod events;
+pub mod exit_code;
+pub mod gc;
+pub mod journal;
 pub mod provider;
+pub mod reporter;
+pub mod runner;
+pub mod runtime;
+pub mod script;
+pub mod secrets;
+pub mod settings;
+pub mod source;

@@ -1,1 +1,305 @@
 //! Local provider: a sandbox is a fresh directory under the state directory.
+//!
+//! Layout: `<state>/local/sandboxes/<id>/meta.json` (labels, created) and
+//! `<state>/local/sandboxes/<id>/home/` (the sandbox user's HOME). The
+//! inventory is the set of those directories. Destroy first renames the
+//! directory out of the inventory (atomic), then deletes it.
+
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncReadExt;
+
+use super::{
+    labels, CreateSpec, ExecOutcome, ExecRequest, Labels, OutputSink, Provider, ProviderError,
+    ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
+};
+
+/// The `local` provider.
+#[derive(Debug, Clone)]
+pub struct LocalProvider {
+    root: PathBuf,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    id: String,
+    labels: Labels,
+    created_unix: u64,
+}
+
+impl LocalProvider {
+    /// A provider keeping its sandboxes under `state_dir/local`.
+    pub fn new(state_dir: &Path) -> Self {
+        LocalProvider {
+            root: state_dir.join("local"),
+        }
+    }
+
+    fn sandboxes(&self) -> PathBuf {
+        self.root.join("sandboxes")
+    }
+
+    fn dir(&self, id: &str) -> ProviderResult<PathBuf> {
+        // ids are ours: refuse anything that could name another path.
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+            return Err(ProviderError::NotFound { id: id.into() });
+        }
+        Ok(self.sandboxes().join(id))
+    }
+
+    fn read(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
+        let dir = self.dir(id)?;
+        let meta = match std::fs::read(dir.join("meta.json")) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(ProviderError::other(format!("reading sandbox {id}: {e}"))),
+        };
+        let meta: Meta = serde_json::from_slice(&meta)
+            .map_err(|e| ProviderError::other(format!("sandbox {id} metadata is corrupt: {e}")))?;
+        Ok(Some(SandboxInfo {
+            id: meta.id,
+            labels: meta.labels,
+            home: dir.join("home").to_string_lossy().into_owned(),
+            state: "running".into(),
+        }))
+    }
+}
+
+fn io_err(what: &str, e: std::io::Error) -> ProviderError {
+    ProviderError::other(format!("{what}: {e}"))
+}
+
+/// Make every directory below `dir` writable so that removal cannot be
+/// blocked by a step that ran `chmod -w`.
+fn make_writable(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    for e in entries.flatten() {
+        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            make_writable(&e.path());
+        }
+    }
+}
+
+#[async_trait]
+impl Provider for LocalProvider {
+    fn name(&self) -> &str {
+        "local"
+    }
+
+    async fn preflight(&self) -> ProviderResult<()> {
+        std::fs::create_dir_all(self.sandboxes()).map_err(|e| ProviderError::Unavailable {
+            provider: "local".into(),
+            message: format!("cannot create {}: {e}", self.sandboxes().display()),
+        })
+    }
+
+    async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
+        self.preflight().await?;
+        let id = format!("local-{}", uuid::Uuid::new_v4().simple());
+        let dir = self.dir(&id)?;
+        std::fs::create_dir(&dir).map_err(|e| io_err("creating sandbox directory", e))?;
+        std::fs::create_dir(dir.join("home")).map_err(|e| io_err("creating sandbox home", e))?;
+        std::fs::create_dir(dir.join("tmp")).map_err(|e| io_err("creating sandbox tmp", e))?;
+        let meta = Meta {
+            id: id.clone(),
+            labels: spec.labels.clone(),
+            created_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+        };
+        let tmp = dir.join("meta.json.tmp");
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(&meta).expect("meta serialises"),
+        )
+        .map_err(|e| io_err("writing sandbox metadata", e))?;
+        std::fs::rename(&tmp, dir.join("meta.json"))
+            .map_err(|e| io_err("writing sandbox metadata", e))?;
+        self.read(&id)?
+            .ok_or_else(|| ProviderError::other(format!("sandbox {id} vanished after create")))
+    }
+
+    async fn get(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
+        match self.read(id) {
+            Err(ProviderError::NotFound { .. }) => Ok(None),
+            other => other,
+        }
+    }
+
+    async fn list(&self, want: &Labels) -> ProviderResult<Vec<SandboxInfo>> {
+        let entries = match std::fs::read_dir(self.sandboxes()) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(io_err("listing sandboxes", e)),
+        };
+        let mut out = vec![];
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Ok(Some(info)) = self.read(&name) {
+                if labels::matches(&info.labels, want) {
+                    out.push(info);
+                }
+            }
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()> {
+        let info = self
+            .read(id)?
+            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        let dest = Path::new(remote_path);
+        if !dest.starts_with(Path::new(&info.home).parent().unwrap_or(Path::new("/"))) {
+            return Err(ProviderError::other(format!(
+                "upload target {remote_path} is outside sandbox {id}"
+            )));
+        }
+        // Same filesystem in the common case: a hard link costs nothing;
+        // otherwise copy (streams through the kernel).
+        if std::fs::hard_link(local, dest).is_err() {
+            tokio::fs::copy(local, dest)
+                .await
+                .map_err(|e| io_err(&format!("copying into sandbox {id}"), e))?;
+        }
+        Ok(())
+    }
+
+    async fn exec(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let info = self
+            .read(id)?
+            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        let (prog, args) = req
+            .argv
+            .split_first()
+            .ok_or_else(|| ProviderError::other("empty argv"))?;
+        let mut cmd = std::process::Command::new(prog);
+        cmd.args(args)
+            .current_dir(&req.cwd)
+            .env_clear()
+            .env("PATH", host_path())
+            .env("HOME", &info.home)
+            .env("TMPDIR", Path::new(&info.home).with_file_name("tmp"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        for (k, v) in &req.env {
+            cmd.env(k, v);
+        }
+        let mut child = tokio::process::Command::from(cmd)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                ProviderError::other(format!("cannot start {prog} in sandbox {id}: {e}"))
+            })?;
+        let pgid = child.id().map(|p| p as i32);
+        let mut out = child.stdout.take().expect("piped");
+        let mut err = child.stderr.take().expect("piped");
+        let deadline = req.timeout.map(|t| tokio::time::Instant::now() + t);
+        let (mut obuf, mut ebuf) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+        let (mut odone, mut edone) = (false, false);
+        let mut outcome = ExecOutcome {
+            exit: None,
+            signal: None,
+            timed_out: false,
+            cancelled: false,
+        };
+        let sleep_until = async |d: Option<tokio::time::Instant>| match d {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        };
+        while !(odone && edone) {
+            tokio::select! {
+                n = out.read(&mut obuf), if !odone => match n {
+                    Ok(0) | Err(_) => odone = true,
+                    Ok(n) => sink.stdout(&obuf[..n]),
+                },
+                n = err.read(&mut ebuf), if !edone => match n {
+                    Ok(0) | Err(_) => edone = true,
+                    Ok(n) => sink.stderr(&ebuf[..n]),
+                },
+                _ = sleep_until(deadline) => { outcome.timed_out = true; break; }
+                _ = req.cancel.cancelled() => { outcome.cancelled = true; break; }
+            }
+        }
+        if outcome.timed_out || outcome.cancelled {
+            if let Some(pgid) = pgid {
+                kill_group(pgid);
+            }
+        }
+        // Bound the wait: a command that closed its pipes but ignores
+        // the end of its group is killed as well.
+        let status = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
+            Ok(s) => s,
+            Err(_) => {
+                if let Some(pgid) = pgid {
+                    kill_group(pgid);
+                }
+                child.wait().await
+            }
+        }
+        .map_err(|e| io_err("waiting for command", e))?;
+        // Orphans of the command's group must not outlive the step.
+        if let Some(pgid) = pgid {
+            kill_group(pgid);
+        }
+        use std::os::unix::process::ExitStatusExt;
+        outcome.exit = status.code();
+        outcome.signal = status.signal();
+        Ok(outcome)
+    }
+
+    async fn open_pty(&self, id: &str, _req: &PtyRequest) -> ProviderResult<PtyChannel> {
+        Err(ProviderError::other(format!(
+            "interactive sessions are not available in sandbox {id} yet"
+        )))
+    }
+
+    async fn destroy(&self, id: &str) -> ProviderResult<()> {
+        let dir = self.dir(id)?;
+        let trash = self.root.join("trash");
+        std::fs::create_dir_all(&trash).map_err(|e| io_err("creating trash", e))?;
+        let gone = trash.join(format!("{id}-{}", uuid::Uuid::new_v4().simple()));
+        match std::fs::rename(&dir, &gone) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_err(&format!("destroying sandbox {id}"), e)),
+        }
+        let res = tokio::task::spawn_blocking(move || {
+            make_writable(&gone);
+            std::fs::remove_dir_all(&gone)
+        })
+        .await
+        .map_err(|e| ProviderError::other(e.to_string()))?;
+        res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))
+    }
+}
+
+/// Kill a whole process group; it being gone already is fine.
+pub(crate) fn kill_group(pgid: i32) {
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+/// The PATH local sandboxes see: the host's standard system directories.
+fn host_path() -> &'static str {
+    "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+}

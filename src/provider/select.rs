@@ -1,1 +1,98 @@
-//! Choosing the provider from flag, environment and default.
+//! Choosing the provider: `--provider` beats `RELAYFLOWS_SANDBOX_PROVIDER`,
+//! which beats the embedded default (`local`). An empty or whitespace-only
+//! value counts as unset. The reason is kept: it is journaled as placement.
+
+use std::fmt;
+
+/// The env var naming the provider.
+pub const PROVIDER_ENV: &str = "RELAYFLOWS_SANDBOX_PROVIDER";
+/// The provider used when nothing else says.
+pub const DEFAULT_PROVIDER: &str = "local";
+/// Provider names rfs knows.
+pub const KNOWN: &[&str] = &["local", "docker"];
+
+/// Why this provider was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChoiceReason {
+    Flag,
+    Env,
+    Default,
+}
+
+impl fmt::Display for ChoiceReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ChoiceReason::Flag => "--provider flag",
+            ChoiceReason::Env => "RELAYFLOWS_SANDBOX_PROVIDER environment variable",
+            ChoiceReason::Default => "default",
+        })
+    }
+}
+
+/// The chosen provider's name and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderChoice {
+    pub name: String,
+    pub reason: ChoiceReason,
+}
+
+/// Pick the provider from the flag and the environment value.
+pub fn choose(flag: Option<&str>, env: Option<&str>) -> Result<ProviderChoice, String> {
+    let clean = |v: Option<&str>| {
+        v.map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    let (name, reason) = if let Some(f) = clean(flag) {
+        (f, ChoiceReason::Flag)
+    } else if let Some(e) = clean(env) {
+        (e, ChoiceReason::Env)
+    } else {
+        (DEFAULT_PROVIDER.to_owned(), ChoiceReason::Default)
+    };
+    if !KNOWN.contains(&name.as_str()) {
+        return Err(format!(
+            "unknown provider `{name}` (from {reason}); known providers: {}",
+            KNOWN.join(", ")
+        ));
+    }
+    Ok(ProviderChoice { name, reason })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_beats_env_beats_default() {
+        assert_eq!(
+            choose(Some("docker"), Some("local")).unwrap().reason,
+            ChoiceReason::Flag
+        );
+        let c = choose(None, Some("docker")).unwrap();
+        assert_eq!((c.name.as_str(), c.reason), ("docker", ChoiceReason::Env));
+        assert_eq!(
+            choose(None, Some("  ")).unwrap().reason,
+            ChoiceReason::Default
+        );
+        assert!(choose(Some("nope"), None)
+            .unwrap_err()
+            .contains("unknown provider `nope`"));
+    }
+}
+
+/// Construct the chosen provider. `state_dir` holds local sandboxes.
+pub fn build(
+    choice: &ProviderChoice,
+    state_dir: &std::path::Path,
+    image: Option<String>,
+) -> Result<std::sync::Arc<dyn super::Provider>, String> {
+    match choice.name.as_str() {
+        "local" => Ok(std::sync::Arc::new(super::local::LocalProvider::new(
+            state_dir,
+        ))),
+        "docker" => super::docker::connect_default(image)
+            .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>),
+        other => Err(format!("unknown provider `{other}`")),
+    }
+}

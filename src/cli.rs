@@ -1,0 +1,216 @@
+//! The command line: clap definitions and dispatch. Output for humans is
+//! printed here and by [`crate::reporter`]; the engine never prints.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::Error;
+use crate::exit_code;
+use crate::provider::select;
+use crate::settings::{self, RunArgs, RunSettings};
+
+/// rfs: fail-closed, provable sandbox workflows scripted in Rhai.
+#[derive(Debug, Parser)]
+#[command(name = "rfs", version, about, long_about = None, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const EXIT_CODES: &str = "Exit codes: 0 success, 1 script/step failed, 2 usage error, \
+3 refused by the fail-closed runtime, 4 journal invalid, 5 internal error, 130 interrupted.";
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a workflow/proof script in the run's one shared sandbox.
+    Run {
+        /// The Rhai script.
+        script: PathBuf,
+        /// Provider: local (default) or docker. Overrides RELAYFLOWS_SANDBOX_PROVIDER.
+        #[arg(long)]
+        provider: Option<String>,
+        /// Output directory for the journal, logs and EVIDENCE.md
+        /// (default: $RFS_STATE_DIR/runs/<run-id>, outside the repository).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// A value for the script's var(NAME). Repeatable.
+        #[arg(long = "var", value_name = "KEY=VALUE")]
+        vars: Vec<String>,
+        /// Keep the sandbox after the run (journaled).
+        #[arg(long)]
+        keep: bool,
+        /// Image for providers that take one (docker). Also RFS_DOCKER_IMAGE.
+        #[arg(long)]
+        image: Option<String>,
+        /// Maximum sandbox lifetime in seconds (dead-man switch).
+        #[arg(long, value_name = "SECS")]
+        max_lifetime: Option<u64>,
+        /// Only step output and script prints.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Compile a script and report errors without running it.
+    Check { script: PathBuf },
+    /// Journal tools.
+    Journal {
+        #[command(subcommand)]
+        command: JournalCommand,
+    },
+    /// Destroy sandboxes left behind by rfs processes that are gone.
+    Gc {
+        /// List what would be destroyed.
+        #[arg(long)]
+        dry_run: bool,
+        /// Only this provider (default: every available provider).
+        #[arg(long)]
+        provider: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JournalCommand {
+    /// Verify a journal's hash chain (detects edited, dropped, reordered lines).
+    Verify { file: PathBuf },
+}
+
+/// Parse arguments, run, return the process exit code.
+pub fn run() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                exit_code::USAGE
+            } else {
+                exit_code::SUCCESS
+            };
+        }
+    };
+    match dispatch(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            let code = e.exit_code();
+            eprintln!("{:?}", miette::Report::new(e));
+            code
+        }
+    }
+}
+
+fn dispatch(cmd: Command) -> Result<i32, Error> {
+    match cmd {
+        Command::Run {
+            script,
+            provider,
+            out,
+            vars,
+            keep,
+            image,
+            max_lifetime,
+            quiet,
+        } => {
+            let settings = RunSettings::from_args(RunArgs {
+                script,
+                provider,
+                out,
+                vars,
+                keep,
+                image,
+                max_lifetime_secs: max_lifetime,
+            })?;
+            let hooks = crate::runner::Hooks {
+                reporter: Arc::new(crate::reporter::Console { quiet }),
+                handle_signals: true,
+                ..Default::default()
+            };
+            let report = crate::runner::run(settings, hooks);
+            if let Some(e) = report.error {
+                eprintln!("{:?}", miette::Report::new(e));
+            }
+            Ok(report.exit_code)
+        }
+        Command::Check { script } => {
+            let s = crate::script::Script::load(&script)?;
+            let engine = crate::script::base_engine(&s.dir)?;
+            crate::script::compile(&engine, &s)?;
+            println!("{}: ok", script.display());
+            Ok(exit_code::SUCCESS)
+        }
+        Command::Journal {
+            command: JournalCommand::Verify { file },
+        } => {
+            let v =
+                crate::journal::verify::verify(&file).map_err(|reason| Error::JournalInvalid {
+                    path: file.display().to_string(),
+                    reason,
+                })?;
+            println!(
+                "{}: intact, {} lines, head {}{}{}",
+                file.display(),
+                v.lines,
+                v.head,
+                if v.complete {
+                    ""
+                } else {
+                    " (run did not reach run.end: incomplete)"
+                },
+                match v.head_matches_evidence {
+                    Some(_) => ", matches EVIDENCE.md",
+                    None => "",
+                }
+            );
+            Ok(exit_code::SUCCESS)
+        }
+        Command::Gc { dry_run, provider } => gc(dry_run, provider),
+    }
+}
+
+fn gc(dry_run: bool, only: Option<String>) -> Result<i32, Error> {
+    let names: Vec<String> = match only {
+        Some(p) => vec![select::choose(Some(&p), None).map_err(Error::Usage)?.name],
+        None => select::KNOWN.iter().map(|s| s.to_string()).collect(),
+    };
+    let rt = tokio::runtime::Runtime::new().map_err(Error::internal)?;
+    let state = settings::state_dir();
+    let mut failed = false;
+    for name in names {
+        let choice = select::ProviderChoice {
+            name: name.clone(),
+            reason: select::ChoiceReason::Flag,
+        };
+        let provider = match select::build(&choice, &state, None) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("rfs gc: skipping provider {name}: {e}");
+                continue;
+            }
+        };
+        if let Err(e) = rt.block_on(provider.preflight()) {
+            eprintln!("rfs gc: skipping provider {name}: {e}");
+            continue;
+        }
+        let entries = rt
+            .block_on(crate::gc::collect(provider.as_ref(), dry_run))
+            .map_err(Error::Refused)?;
+        for e in entries {
+            use crate::gc::GcAction::*;
+            let (verb, why) = match &e.action {
+                KeptAlive => ("kept (owner alive)", String::new()),
+                KeptUnknown(w) => ("kept", w.clone()),
+                WouldDestroy(w) => ("would destroy", w.clone()),
+                Destroyed(w) => ("destroyed", w.clone()),
+                Failed(w) => {
+                    failed = true;
+                    ("FAILED to destroy", w.clone())
+                }
+            };
+            println!("{} {} (run {}): {verb} {why}", e.provider, e.id, e.run_id);
+        }
+    }
+    Ok(if failed {
+        exit_code::INTERNAL
+    } else {
+        exit_code::SUCCESS
+    })
+}

@@ -1,0 +1,117 @@
+//! The one error type of rfs, rendered with miette.
+//!
+//! Fatal errors end a run; reported-and-continue problems (a teardown
+//! that could not be verified, a journal line for a warning) are
+//! [`crate::events::Event::Warning`]s instead and never become an `Error`.
+
+use miette::{Diagnostic, NamedSource, SourceSpan};
+
+use crate::exit_code;
+
+/// What kind of failure a script error stands for; decides the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The script (or a step, or an assertion) failed.
+    Failed,
+    /// The fail-closed runtime refused.
+    Refused,
+    /// The run was interrupted.
+    Interrupted,
+    /// rfs itself failed.
+    Internal,
+    /// The script could not be compiled.
+    Usage,
+}
+
+impl FailureKind {
+    pub fn exit_code(self) -> i32 {
+        match self {
+            FailureKind::Failed => exit_code::SCRIPT_FAILED,
+            FailureKind::Refused => exit_code::REFUSED,
+            FailureKind::Interrupted => exit_code::INTERRUPTED,
+            FailureKind::Internal => exit_code::INTERNAL,
+            FailureKind::Usage => exit_code::USAGE,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum Error {
+    /// The fail-closed runtime refused an operation.
+    #[error("refused: {0}")]
+    #[diagnostic(code(rfs::refused))]
+    Refused(String),
+
+    /// A step ended unsuccessfully.
+    #[error("step `{name}` failed: {reason}")]
+    #[diagnostic(code(rfs::step_failed))]
+    StepFailed { name: String, reason: String },
+
+    /// Ctrl-C or SIGTERM.
+    #[error("interrupted")]
+    #[diagnostic(code(rfs::interrupted))]
+    Interrupted,
+
+    /// A script failed, at a place in its source.
+    #[error("{message}")]
+    #[diagnostic(code(rfs::script))]
+    Script {
+        message: String,
+        #[source_code]
+        src: NamedSource<String>,
+        #[label("{label}")]
+        span: Option<SourceSpan>,
+        label: String,
+        #[help]
+        help: Option<String>,
+        kind: FailureKind,
+    },
+
+    /// Bad command-line usage or an unreadable/uncompilable script.
+    #[error("{0}")]
+    #[diagnostic(code(rfs::usage))]
+    Usage(String),
+
+    /// `rfs journal verify` found tampering.
+    #[error("journal {path} is not intact: {reason}")]
+    #[diagnostic(code(rfs::journal_invalid))]
+    JournalInvalid { path: String, reason: String },
+
+    /// rfs itself failed (I/O, journal writes, provider bugs).
+    #[error("internal error: {0}")]
+    #[diagnostic(code(rfs::internal))]
+    Internal(String),
+}
+
+impl Error {
+    /// The documented exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Refused(_) => exit_code::REFUSED,
+            Error::StepFailed { .. } => exit_code::SCRIPT_FAILED,
+            Error::Interrupted => exit_code::INTERRUPTED,
+            Error::Script { kind, .. } => kind.exit_code(),
+            Error::Usage(_) => exit_code::USAGE,
+            Error::JournalInvalid { .. } => exit_code::JOURNAL_INVALID,
+            Error::Internal(_) => exit_code::INTERNAL,
+        }
+    }
+
+    /// The failure kind, for errors that pass through a script.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            Error::Refused(_) => FailureKind::Refused,
+            Error::Interrupted => FailureKind::Interrupted,
+            Error::Internal(_) => FailureKind::Internal,
+            Error::Script { kind, .. } => *kind,
+            Error::Usage(_) => FailureKind::Usage,
+            _ => FailureKind::Failed,
+        }
+    }
+
+    pub fn internal(e: impl std::fmt::Display) -> Self {
+        Error::Internal(e.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

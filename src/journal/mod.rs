@@ -1,0 +1,107 @@
+//! The run journal: `journal.jsonl`, one JSON object per line with a
+//! sequence number, a timestamp, a kind, a payload and the sha256 of the
+//! previous line, so any edited, dropped or reordered line is detected.
+//! Every line is written and flushed before the call returns.
+
+pub mod evidence;
+pub mod verify;
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The `prev` of the first line.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// One journal line, fields in the order they are written.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Line {
+    pub seq: u64,
+    pub ts: String,
+    pub kind: String,
+    pub payload: serde_json::Value,
+    pub prev: String,
+}
+
+/// An append-only, hash-chained journal file.
+#[derive(Debug)]
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+    seq: u64,
+    head: String,
+}
+
+impl Journal {
+    /// Create a new journal at `path` (refuses to overwrite one).
+    pub fn create(path: &Path) -> std::io::Result<Self> {
+        let file = OpenOptions::new().write(true).create_new(true).open(path)?;
+        Ok(Journal {
+            file,
+            path: path.to_path_buf(),
+            seq: 0,
+            head: GENESIS.to_owned(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The hash of the last line written (or [`GENESIS`]).
+    pub fn head(&self) -> &str {
+        &self.head
+    }
+
+    /// Number of lines written.
+    pub fn len(&self) -> u64 {
+        self.seq
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.seq == 0
+    }
+
+    /// Append one fact; returns its sequence number. The line reaches the
+    /// file (one write) before this returns.
+    pub fn append(&mut self, kind: &str, payload: serde_json::Value) -> std::io::Result<u64> {
+        let line = Line {
+            seq: self.seq + 1,
+            ts: now_rfc3339(),
+            kind: kind.to_owned(),
+            payload,
+            prev: self.head.clone(),
+        };
+        let mut text = serde_json::to_string(&line).map_err(std::io::Error::other)?;
+        let hash = line_hash(&text);
+        text.push('\n');
+        self.file.write_all(text.as_bytes())?;
+        self.file.flush()?;
+        self.seq += 1;
+        self.head = hash;
+        Ok(self.seq)
+    }
+
+    /// Make sure everything is on disk.
+    pub fn sync(&self) -> std::io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
+/// sha256 hex of one line's text (without the newline).
+pub fn line_hash(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// Current UTC time, RFC 3339 with milliseconds.
+pub fn now_rfc3339() -> String {
+    let f = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    time::OffsetDateTime::now_utc()
+        .format(&f)
+        .unwrap_or_else(|_| "unknown".into())
+}

@@ -1,0 +1,194 @@
+//! Running a script end to end: the embedding entry point.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! let settings = rfs::settings::RunSettings::from_args(rfs::settings::RunArgs {
+//!     script: "proof.rhai".into(),
+//!     ..Default::default()
+//! }).unwrap();
+//! let report = rfs::runner::run(settings, rfs::runner::Hooks::default());
+//! std::process::exit(report.exit_code);
+//! ```
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, FailureKind};
+use crate::events::{Reporter, Silent};
+use crate::exit_code;
+use crate::provider::{select, Provider};
+use crate::runtime::{Run, RunConfig};
+use crate::script::{self, Script};
+use crate::settings::RunSettings;
+
+/// What an embedder can plug in.
+pub struct Hooks {
+    /// Use this provider instead of building the chosen one (tests inject
+    /// wrappers here).
+    pub provider: Option<Arc<dyn Provider>>,
+    pub reporter: Arc<dyn Reporter>,
+    /// Cancel to interrupt the run (the CLI wires Ctrl-C/SIGTERM to it).
+    pub interrupt: CancellationToken,
+    /// Listen for SIGINT/SIGTERM and interrupt the run on them.
+    pub handle_signals: bool,
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Hooks {
+            provider: None,
+            reporter: Arc::new(Silent),
+            interrupt: CancellationToken::new(),
+            handle_signals: false,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub struct RunReport {
+    pub run_id: String,
+    pub out_dir: std::path::PathBuf,
+    pub exit_code: i32,
+    /// The fatal error, if any (render it with miette).
+    pub error: Option<Error>,
+    /// Teardown could not be verified (reported, does not fail the run).
+    pub teardown_warning: Option<String>,
+}
+
+/// Run a script with validated settings.
+pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
+    let mut report = RunReport {
+        run_id: settings.run_id.clone(),
+        out_dir: settings.out_dir.clone(),
+        exit_code: exit_code::SUCCESS,
+        error: None,
+        teardown_warning: None,
+    };
+    let fail = |mut r: RunReport, e: Error| {
+        r.exit_code = e.exit_code();
+        r.error = Some(e);
+        r
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(report, Error::internal(e)),
+    };
+    let script = match Script::load(&settings.script) {
+        Ok(s) => s,
+        Err(e) => return fail(report, e),
+    };
+    // Compile before anything else: a broken script provisions nothing.
+    match script::base_engine(&script.dir).and_then(|e| script::compile(&e, &script)) {
+        Ok(_) => {}
+        Err(e) => return fail(report, e),
+    }
+    let provider = match hooks.provider {
+        Some(p) => p,
+        None => match select::build(
+            &settings.provider,
+            &settings.state_dir,
+            settings.image.clone(),
+        ) {
+            Ok(p) => p,
+            Err(m) => {
+                return fail(
+                    report,
+                    Error::Refused(format!("provider `{}`: {m}", settings.provider.name)),
+                )
+            }
+        },
+    };
+    let cfg = RunConfig {
+        run_id: settings.run_id.clone(),
+        provider,
+        choice: settings.provider.clone(),
+        invocation_dir: settings.invocation_dir.clone(),
+        script_path: script.path.clone(),
+        out_dir: settings.out_dir.clone(),
+        scratch_dir: settings.state_dir.join("tmp"),
+        keep: settings.keep,
+        image: settings.image.clone(),
+        max_lifetime: settings.max_lifetime,
+        cleanup_deadline: settings.cleanup_deadline,
+    };
+    let run = match Run::start(cfg, rt.handle().clone(), hooks.reporter, &settings.vars) {
+        Ok(r) => r,
+        Err(e) => return fail(report, e),
+    };
+    let engine = match script::run_engine(&run, &script, settings.vars.clone()) {
+        Ok(e) => e,
+        Err(e) => {
+            report.teardown_warning = run.finish("error");
+            return fail(report, e);
+        }
+    };
+
+    // The script runs on its own thread; this thread waits for it or for
+    // an interrupt, which cancels the run (steps are killed, the script is
+    // terminated at its next operation) and then waits for it to stop.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (r2, s2) = (run.clone(), script.clone());
+    let spawned = std::thread::Builder::new()
+        .name("rfs-run".into())
+        .spawn(move || {
+            let _ = tx.send(script::execute(&r2, &s2, engine));
+        });
+    if let Err(e) = spawned {
+        report.teardown_warning = run.finish("error");
+        return fail(report, Error::internal(e));
+    }
+    let interrupt = hooks.interrupt.clone();
+    let cancel = run.cancel.clone();
+    let signals = hooks.handle_signals;
+    let result = rt.block_on(async move {
+        let mut rx = rx;
+        tokio::select! {
+            r = &mut rx => return r,
+            _ = interrupt.cancelled() => {}
+            _ = wait_signal(signals) => {}
+        }
+        cancel.cancel();
+        rx.await
+    });
+    let result =
+        result.unwrap_or_else(|_| Err(Error::Internal("the script thread vanished".into())));
+    let outcome = match &result {
+        Ok(()) => "completed",
+        Err(e) => match e.kind() {
+            FailureKind::Refused => "refused",
+            FailureKind::Interrupted => "interrupted",
+            FailureKind::Internal => "error",
+            FailureKind::Failed | FailureKind::Usage => "failed",
+        },
+    };
+    report.teardown_warning = run.finish(outcome);
+    drop(run);
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
+        Ok(()) => report,
+        Err(e) => fail(report, e),
+    }
+}
+
+async fn wait_signal(enabled: bool) {
+    if !enabled {
+        return std::future::pending().await;
+    }
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+}

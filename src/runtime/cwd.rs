@@ -1,0 +1,168 @@
+//! Mapping a step's cwd into the synced root, by path components.
+//!
+//! An explicit cwd is relative to the synced root; the default is the
+//! invoking directory relative to the repository root. `..`, absolute
+//! paths and symlinks (as committed) that leave the synced root are refused
+//! here, before anything executes; symlinks created at run time are caught
+//! by the in-sandbox check of the step wrapper.
+
+use std::collections::VecDeque;
+use std::path::Path;
+
+use crate::source::manifest::{Entry, Manifest};
+
+/// The longest chain of symlinks followed.
+const MAX_LINKS: usize = 40;
+
+/// Resolve `input` (relative to the synced root) to a normalised relative
+/// path inside it ("" is the root itself).
+pub fn resolve(input: &str, m: &Manifest) -> Result<String, String> {
+    if input.starts_with('/') {
+        return Err(format!(
+            "cwd `{input}` is absolute; a step cwd is relative to the synced source root"
+        ));
+    }
+    let mut pending: VecDeque<Vec<u8>> = split(input.as_bytes());
+    let mut cur: Vec<Vec<u8>> = vec![];
+    let mut hops = 0;
+    while let Some(c) = pending.pop_front() {
+        match c.as_slice() {
+            b"" | b"." => {}
+            b".." => {
+                if cur.pop().is_none() {
+                    return Err(format!("cwd `{input}` escapes the synced source root"));
+                }
+            }
+            _ => {
+                cur.push(c);
+                let key = cur.join(&b'/');
+                match m.entries.get(&key) {
+                    Some(Entry::Symlink { target }) => {
+                        hops += 1;
+                        if hops > MAX_LINKS {
+                            return Err(format!("cwd `{input}`: too many levels of symlinks"));
+                        }
+                        if target.starts_with(b"/") {
+                            return Err(format!(
+                                "cwd `{input}` goes through symlink `{}` -> `{}`, which leaves the synced source root",
+                                String::from_utf8_lossy(&key),
+                                String::from_utf8_lossy(target)
+                            ));
+                        }
+                        cur.pop();
+                        for t in split(target).into_iter().rev() {
+                            pending.push_front(t);
+                        }
+                    }
+                    Some(Entry::File { .. }) => {
+                        return Err(format!(
+                            "cwd `{input}`: `{}` is a file, not a directory",
+                            String::from_utf8_lossy(&key)
+                        ))
+                    }
+                    Some(Entry::Dir) | None => {}
+                }
+            }
+        }
+    }
+    Ok(String::from_utf8_lossy(&cur.join(&b'/')).into_owned())
+}
+
+fn split(p: &[u8]) -> VecDeque<Vec<u8>> {
+    p.split(|b| *b == b'/').map(<[u8]>::to_vec).collect()
+}
+
+/// Where the default cwd maps: the invoking directory relative to the
+/// repository root (and to the synced subdirectory, if any). `Ok(None)`
+/// when rfs was started outside the repository (the synced root is used).
+pub fn default_relative(
+    invocation: &Path,
+    repo_root: &Path,
+    subdir: Option<&str>,
+) -> Result<Option<String>, String> {
+    let inv = invocation
+        .canonicalize()
+        .unwrap_or_else(|_| invocation.to_path_buf());
+    let root = repo_root
+        .canonicalize()
+        .unwrap_or_else(|_| repo_root.to_path_buf());
+    let Ok(rel) = inv.strip_prefix(&root) else {
+        return Ok(None);
+    };
+    let rel = rel.to_string_lossy().into_owned();
+    match subdir {
+        None => Ok(Some(rel)),
+        Some(sub) => {
+            let sub = Path::new(sub);
+            match Path::new(&rel).strip_prefix(sub) {
+                Ok(r) => Ok(Some(r.to_string_lossy().into_owned())),
+                Err(_) => Err(format!(
+                    "rfs was started in `{}`, which is outside the synced subdirectory `{}`; pass an explicit cwd",
+                    if rel.is_empty() { "." } else { &rel },
+                    sub.display()
+                )),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(entries: &[(&str, Entry)]) -> Manifest {
+        let mut m = Manifest::default();
+        for (p, e) in entries {
+            m.entries.insert(p.as_bytes().to_vec(), e.clone());
+        }
+        m
+    }
+
+    #[test]
+    fn components_not_prefixes() {
+        let man = m(&[("..cache", Entry::Dir), ("a", Entry::Dir)]);
+        assert_eq!(resolve("..cache", &man).unwrap(), "..cache");
+        assert_eq!(resolve("./a/../a/", &man).unwrap(), "a");
+        assert_eq!(resolve("", &man).unwrap(), "");
+        assert!(resolve("..", &man).unwrap_err().contains("escapes"));
+        assert!(resolve("a/../..", &man).unwrap_err().contains("escapes"));
+        assert!(resolve("/etc", &man).unwrap_err().contains("absolute"));
+    }
+
+    #[test]
+    fn symlinks_resolved_inside_the_tree() {
+        let man = m(&[
+            ("real", Entry::Dir),
+            (
+                "in",
+                Entry::Symlink {
+                    target: b"real".to_vec(),
+                },
+            ),
+            (
+                "up",
+                Entry::Symlink {
+                    target: b"../..".to_vec(),
+                },
+            ),
+            (
+                "etc",
+                Entry::Symlink {
+                    target: b"/etc".to_vec(),
+                },
+            ),
+            (
+                "f",
+                Entry::File {
+                    exec: false,
+                    sha256: String::new(),
+                    size: 0,
+                },
+            ),
+        ]);
+        assert_eq!(resolve("in", &man).unwrap(), "real");
+        assert!(resolve("up", &man).unwrap_err().contains("escapes"));
+        assert!(resolve("etc", &man).unwrap_err().contains("leaves"));
+        assert!(resolve("f", &man).unwrap_err().contains("not a directory"));
+    }
+}

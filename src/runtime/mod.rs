@@ -1,0 +1,261 @@
+//! The fail-closed runtime under the script: one run, one shared sandbox,
+//! one bound source, journaled steps, verified teardown.
+//!
+//! Script bindings call into [`Run`] from the script thread; every method
+//! blocks on the run's tokio runtime. Data flows script → runtime →
+//! provider; the runtime reports through [`crate::events`] and the journal.
+
+pub mod cwd;
+pub mod output;
+pub mod owner;
+pub mod placement;
+pub mod step;
+pub mod sync;
+pub mod teardown;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+use crate::events::{Event, Reporter};
+use crate::journal::evidence::Evidence;
+use crate::journal::Journal;
+use crate::provider::select::ProviderChoice;
+use crate::provider::{Provider, SandboxInfo};
+use crate::secrets::Redactor;
+use crate::source::manifest::Manifest;
+
+pub use placement::SandboxOptions;
+pub use step::{StepOptions, StepResult};
+pub use sync::SourcePin;
+
+/// Everything a run is configured with (validated settings).
+#[derive(Clone)]
+pub struct RunConfig {
+    pub run_id: String,
+    pub provider: Arc<dyn Provider>,
+    pub choice: ProviderChoice,
+    /// Where `rfs` was started: the default repository and step cwd.
+    pub invocation_dir: PathBuf,
+    pub script_path: PathBuf,
+    pub out_dir: PathBuf,
+    /// Scratch space for archives (same filesystem as local sandboxes).
+    pub scratch_dir: PathBuf,
+    pub keep: bool,
+    /// Default image for providers that take one.
+    pub image: Option<String>,
+    /// Upper bound on the sandbox's life (dead-man switch).
+    pub max_lifetime: Duration,
+    /// How long teardown verification may poll.
+    pub cleanup_deadline: Duration,
+}
+
+/// The source bound to the run.
+#[derive(Debug, Clone)]
+pub struct BoundSource {
+    pub pin: SourcePin,
+    pub manifest: Manifest,
+    /// Local repository root and the synced subdirectory (for cwd mapping).
+    pub repo_root: PathBuf,
+    pub subdir: Option<String>,
+    /// Physical remote path of the synced root, as the sandbox resolved it.
+    pub physical_root: String,
+    /// The options it was bound with (a second bind must match).
+    pub request: sync::SyncRequestKey,
+}
+
+/// Mutable state of a run.
+#[derive(Default)]
+pub struct RunState {
+    pub sandbox: Option<SandboxInfo>,
+    pub sandbox_opts: Option<SandboxOptions>,
+    /// Set once the sandbox was destroyed (after a failed sync or at the end).
+    pub destroyed: bool,
+    pub source: Option<BoundSource>,
+    /// Messages of refusals raised to the script (decides the exit code).
+    pub refusals: Vec<String>,
+    pub redactor: Redactor,
+    pub step_seq: u32,
+    /// An internal error that ended the script (not catchable).
+    pub fatal: Option<String>,
+}
+
+/// One run of a script.
+pub struct Run {
+    pub cfg: RunConfig,
+    pub rt: tokio::runtime::Handle,
+    pub cancel: CancellationToken,
+    reporter: Arc<dyn Reporter>,
+    state: Mutex<RunState>,
+    journal: Mutex<Journal>,
+    evidence: Mutex<Evidence>,
+}
+
+impl Run {
+    /// Start a run: create the output directory and the journal, and
+    /// journal the run's configuration.
+    pub fn start(
+        cfg: RunConfig,
+        rt: tokio::runtime::Handle,
+        reporter: Arc<dyn Reporter>,
+        vars: &BTreeMap<String, String>,
+    ) -> Result<Arc<Run>> {
+        std::fs::create_dir_all(cfg.out_dir.join("steps")).map_err(|e| {
+            Error::Usage(format!(
+                "cannot create output directory {}: {e}",
+                cfg.out_dir.display()
+            ))
+        })?;
+        std::fs::create_dir_all(&cfg.scratch_dir).map_err(Error::internal)?;
+        let journal = Journal::create(&cfg.out_dir.join("journal.jsonl")).map_err(|e| {
+            Error::Usage(format!(
+                "cannot create journal in {} (is it the output of an earlier run?): {e}",
+                cfg.out_dir.display()
+            ))
+        })?;
+        let evidence = Evidence {
+            run_id: cfg.run_id.clone(),
+            script: cfg.script_path.display().to_string(),
+            provider: cfg.choice.name.clone(),
+            provider_reason: cfg.choice.reason.to_string(),
+            ..Evidence::default()
+        };
+        let mut state = RunState::default();
+        for (k, v) in vars {
+            if crate::secrets::is_secret_name(k) {
+                state.redactor.add(v);
+            }
+        }
+        let run = Arc::new(Run {
+            cfg,
+            rt,
+            cancel: CancellationToken::new(),
+            reporter,
+            state: Mutex::new(state),
+            journal: Mutex::new(journal),
+            evidence: Mutex::new(evidence),
+        });
+        let vars_redacted: BTreeMap<_, _> = vars
+            .iter()
+            .map(|(k, v)| (k.clone(), run.redact_value(k, v)))
+            .collect();
+        run.journal(
+            "run.start",
+            json!({
+                "run_id": run.cfg.run_id,
+                "script": run.cfg.script_path.display().to_string(),
+                "invocation_dir": run.cfg.invocation_dir.display().to_string(),
+                "provider": run.cfg.choice.name,
+                "provider_reason": run.cfg.choice.reason.to_string(),
+                "rfs_version": env!("CARGO_PKG_VERSION"),
+                "vars": vars_redacted,
+                "keep": run.cfg.keep,
+            }),
+        )?;
+        run.emit(Event::RunStarted {
+            run_id: run.cfg.run_id.clone(),
+            provider: run.cfg.choice.name.clone(),
+            reason: run.cfg.choice.reason.to_string(),
+            out_dir: run.cfg.out_dir.display().to_string(),
+        });
+        run.write_evidence();
+        Ok(run)
+    }
+
+    pub fn state(&self) -> MutexGuard<'_, RunState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn emit(&self, e: Event) {
+        self.reporter.report(&e);
+    }
+
+    /// Append a journal fact. A journal that cannot be written fails the run.
+    pub fn journal(&self, kind: &str, payload: serde_json::Value) -> Result<()> {
+        let mut j = self.journal.lock().unwrap_or_else(|p| p.into_inner());
+        j.append(kind, payload)
+            .map(|_| ())
+            .map_err(|e| Error::Internal(format!("cannot write the journal: {e}")))
+    }
+
+    /// Update the evidence model and rewrite EVIDENCE.md.
+    pub fn evidence(&self, f: impl FnOnce(&mut Evidence)) {
+        {
+            let mut ev = self.evidence.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut ev);
+        }
+        self.write_evidence();
+    }
+
+    fn write_evidence(&self) {
+        let (lines, head) = {
+            let j = self.journal.lock().unwrap_or_else(|p| p.into_inner());
+            (j.len(), j.head().to_owned())
+        };
+        let mut ev = self.evidence.lock().unwrap_or_else(|p| p.into_inner());
+        ev.journal_lines = lines;
+        ev.journal_head = head;
+        if let Err(e) = ev.write(&self.cfg.out_dir) {
+            drop(ev);
+            self.emit(Event::Warning(format!("cannot write EVIDENCE.md: {e}")));
+        }
+    }
+
+    /// Record a refusal (so the exit code says "refused") and build the error.
+    pub fn refuse(&self, msg: impl Into<String>) -> Error {
+        let msg = msg.into();
+        self.state().refusals.push(msg.clone());
+        Error::Refused(msg)
+    }
+
+    /// A value as it may appear in the journal.
+    pub fn redact_value(&self, name: &str, value: &str) -> String {
+        if crate::secrets::is_secret_name(name) {
+            crate::secrets::REDACTED.to_owned()
+        } else {
+            self.state().redactor.redact_str(value)
+        }
+    }
+
+    /// Block the script thread on a future.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    /// Fail fast when the run was interrupted.
+    pub fn check_cancelled(&self) -> Result<()> {
+        if self.cancel.is_cancelled() {
+            Err(Error::Interrupted)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// End the run: tear down (unless kept), journal the end, rewrite the
+    /// evidence, flush. Never fails the run for a teardown problem; returns
+    /// a warning text instead.
+    pub fn finish(&self, outcome: &str) -> Option<String> {
+        let warning = self.block_on(teardown::finish(self));
+        if let Some(w) = &warning {
+            self.emit(Event::Warning(w.clone()));
+        }
+        let _ = self.journal(
+            "run.end",
+            json!({ "outcome": outcome, "teardown_warning": warning }),
+        );
+        self.evidence(|ev| ev.outcome = Some(outcome.to_owned()));
+        if let Ok(j) = self.journal.lock() {
+            let _ = j.sync();
+        }
+        self.emit(Event::RunFinished {
+            outcome: outcome.to_owned(),
+            out_dir: self.cfg.out_dir.display().to_string(),
+        });
+        warning
+    }
+}

@@ -1,0 +1,170 @@
+//! Where a step's output goes: redacted, line by line, to the step's log
+//! file in the run's output dir, to the reporter (prefixed by step name),
+//! and into a bounded in-memory capture (head + tail) returned to the
+//! script. A 100 MB output costs at most [`CAPTURE_HEAD`] + [`CAPTURE_TAIL`]
+//! bytes of memory per stream.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::events::{Event, Reporter, Stream};
+use crate::provider::OutputSink;
+use crate::secrets::Redactor;
+
+/// Bytes kept from the start of each stream.
+pub const CAPTURE_HEAD: usize = 512 * 1024;
+/// Bytes kept from the end of each stream.
+pub const CAPTURE_TAIL: usize = 512 * 1024;
+/// A line longer than this is passed on in pieces.
+const MAX_LINE: usize = 64 * 1024;
+
+struct StreamOut {
+    kind: Stream,
+    log: BufWriter<File>,
+    log_path: PathBuf,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+    line: Vec<u8>,
+    error: Option<std::io::Error>,
+}
+
+impl StreamOut {
+    fn new(kind: Stream, path: &Path) -> std::io::Result<Self> {
+        Ok(StreamOut {
+            kind,
+            log: BufWriter::new(File::create(path)?),
+            log_path: path.to_path_buf(),
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+            line: Vec::new(),
+            error: None,
+        })
+    }
+
+    fn keep(&mut self, b: &[u8]) {
+        self.total += b.len() as u64;
+        let room = CAPTURE_HEAD.saturating_sub(self.head.len());
+        let (h, t) = b.split_at(room.min(b.len()));
+        self.head.extend_from_slice(h);
+        self.tail.extend(t);
+        let excess = self.tail.len().saturating_sub(CAPTURE_TAIL);
+        self.tail.drain(..excess);
+    }
+
+    fn captured(&self) -> String {
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        let mut v = self.head.clone();
+        if self.total > kept {
+            v.extend_from_slice(
+                format!(
+                    "\n[rfs: {} bytes elided; the full output is in {}]\n",
+                    self.total - kept,
+                    self.log_path.display()
+                )
+                .as_bytes(),
+            );
+        }
+        v.extend(self.tail.iter());
+        String::from_utf8_lossy(&v).into_owned()
+    }
+}
+
+/// The sink a step's attempt writes into.
+pub struct StepSink {
+    name: String,
+    redactor: Redactor,
+    reporter: Arc<dyn Reporter>,
+    out: StreamOut,
+    err: StreamOut,
+}
+
+impl StepSink {
+    /// Logs go to `<dir>/<stem>.stdout.log` and `<dir>/<stem>.stderr.log`.
+    pub fn new(
+        name: &str,
+        dir: &Path,
+        stem: &str,
+        redactor: Redactor,
+        reporter: Arc<dyn Reporter>,
+    ) -> std::io::Result<Self> {
+        Ok(StepSink {
+            name: name.to_owned(),
+            redactor,
+            reporter,
+            out: StreamOut::new(Stream::Stdout, &dir.join(format!("{stem}.stdout.log")))?,
+            err: StreamOut::new(Stream::Stderr, &dir.join(format!("{stem}.stderr.log")))?,
+        })
+    }
+
+    fn feed(&mut self, which: Stream, chunk: &[u8]) {
+        let s = match which {
+            Stream::Stdout => &mut self.out,
+            Stream::Stderr => &mut self.err,
+        };
+        s.line.extend_from_slice(chunk);
+        let mut start = 0;
+        while let Some(nl) = s.line[start..].iter().position(|b| *b == b'\n') {
+            let end = start + nl + 1;
+            let line = s.line[start..end].to_vec();
+            emit_line(&self.name, &self.redactor, &*self.reporter, s, &line);
+            start = end;
+        }
+        s.line.drain(..start);
+        if s.line.len() > MAX_LINE {
+            let line = std::mem::take(&mut s.line);
+            emit_line(&self.name, &self.redactor, &*self.reporter, s, &line);
+        }
+    }
+
+    /// Flush partial lines and the logs; returns (stdout, stderr) captures.
+    pub fn finish(mut self) -> std::io::Result<(String, String)> {
+        for s in [&mut self.out, &mut self.err] {
+            if !s.line.is_empty() {
+                let line = std::mem::take(&mut s.line);
+                emit_line(&self.name, &self.redactor, &*self.reporter, s, &line);
+            }
+            s.log.flush()?;
+            if let Some(e) = s.error.take() {
+                return Err(e);
+            }
+        }
+        Ok((self.out.captured(), self.err.captured()))
+    }
+
+    /// The first bytes of stderr (for wrapper diagnostics).
+    pub fn stderr_head(&self) -> &[u8] {
+        if self.err.head.is_empty() {
+            &self.err.line
+        } else {
+            &self.err.head
+        }
+    }
+}
+
+fn emit_line(name: &str, r: &Redactor, rep: &dyn Reporter, s: &mut StreamOut, raw: &[u8]) {
+    let red = r.redact(raw);
+    if let Err(e) = s.log.write_all(&red) {
+        s.error.get_or_insert(e);
+    }
+    s.keep(&red);
+    let text = String::from_utf8_lossy(&red);
+    rep.report(&Event::StepOutput {
+        name: name.to_owned(),
+        stream: s.kind,
+        line: text.trim_end_matches('\n').to_owned(),
+    });
+}
+
+impl OutputSink for StepSink {
+    fn stdout(&mut self, chunk: &[u8]) {
+        self.feed(Stream::Stdout, chunk);
+    }
+    fn stderr(&mut self, chunk: &[u8]) {
+        self.feed(Stream::Stderr, chunk);
+    }
+}

@@ -1,0 +1,150 @@
+//! Placement: the run's one shared sandbox, provisioned lazily (on the
+//! first sync or step, so its labels carry the source pins) and journaled
+//! before anything runs in it.
+
+use serde_json::json;
+
+use super::Run;
+use crate::error::{Error, Result};
+use crate::events::Event;
+use crate::provider::labels::{self, Labels};
+use crate::provider::{CreateSpec, SandboxInfo};
+
+/// Options of `sandbox(opts)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxOptions {
+    pub image: Option<String>,
+    /// Extra labels (cannot override rfs's own `relayflows/*` labels).
+    pub labels: Labels,
+}
+
+impl Run {
+    /// Record the options of a `sandbox(opts)` call. A second call must
+    /// agree with the first.
+    pub fn sandbox_options(&self, opts: SandboxOptions) -> Result<()> {
+        for k in opts.labels.keys() {
+            if k.starts_with("relayflows/") {
+                return Err(self.refuse(format!(
+                    "label `{k}` is reserved: rfs stamps relayflows/* labels itself"
+                )));
+            }
+        }
+        let mut st = self.state();
+        match &st.sandbox_opts {
+            None if st.sandbox.is_some() && opts != SandboxOptions::default() => {
+                Err(Error::Refused(
+                    "sandbox options given after the run's sandbox was already provisioned"
+                        .into(),
+                ))
+            }
+            None => {
+                st.sandbox_opts = Some(opts);
+                Ok(())
+            }
+            Some(prev) if *prev == opts || opts == SandboxOptions::default() => Ok(()),
+            Some(prev) => Err(Error::Refused(format!(
+                "conflicting sandbox options: the run's one sandbox was requested with {prev:?}, now with {opts:?}"
+            ))),
+        }
+    }
+
+    /// The run's sandbox, provisioning it on first use.
+    pub fn ensure_sandbox(&self) -> Result<SandboxInfo> {
+        self.check_cancelled()?;
+        {
+            let st = self.state();
+            if st.destroyed {
+                drop(st);
+                return Err(self.refuse(
+                    "the run's sandbox was already destroyed (after a failed source sync or at run end); a run never provisions a second one",
+                ));
+            }
+            if let Some(s) = &st.sandbox {
+                return Ok(s.clone());
+            }
+        }
+        let (opts, commit, tree) = {
+            let st = self.state();
+            (
+                st.sandbox_opts.clone().unwrap_or_default(),
+                st.source.as_ref().map(|s| s.pin.commit.clone()),
+                st.source.as_ref().map(|s| s.pin.tree_digest.clone()),
+            )
+        };
+        self.provision(opts, commit, tree)
+    }
+
+    /// Provision with the given source labels (known pins, or `unbound`).
+    pub(crate) fn provision(
+        &self,
+        opts: SandboxOptions,
+        commit: Option<String>,
+        tree: Option<String>,
+    ) -> Result<SandboxInfo> {
+        let p = self.cfg.provider.clone();
+        let mut l = opts.labels.clone();
+        l.insert(labels::CREATED_BY.into(), labels::CREATED_BY_VALUE.into());
+        l.insert(labels::RUN_ID.into(), self.cfg.run_id.clone());
+        l.insert(
+            labels::SOURCE_COMMIT.into(),
+            commit.unwrap_or_else(|| labels::UNBOUND.into()),
+        );
+        l.insert(
+            labels::TREE_DIGEST.into(),
+            tree.unwrap_or_else(|| labels::UNBOUND.into()),
+        );
+        l.extend(super::owner::owner_labels());
+        l.insert(labels::STARTED_AT.into(), crate::journal::now_rfc3339());
+        let image = opts.image.clone().or_else(|| self.cfg.image.clone());
+        let reason = self.cfg.choice.reason.to_string();
+        // Journal the intent first: a crash during create still leaves the
+        // labels that find the sandbox.
+        self.journal(
+            "placement.intent",
+            json!({ "provider": p.name(), "reason": reason, "labels": l, "image": image }),
+        )?;
+        self.block_on(p.preflight())
+            .map_err(|e| self.refuse(format!("provider `{}` cannot be used: {e}", p.name())))?;
+        let spec = CreateSpec {
+            run_id: self.cfg.run_id.clone(),
+            labels: l.clone(),
+            env: Default::default(),
+            image: image.clone(),
+            max_lifetime: self.cfg.max_lifetime,
+        };
+        let info = self.block_on(p.create(&spec)).map_err(|e| {
+            self.refuse(format!(
+                "could not provision a sandbox on provider `{}`: {e}",
+                p.name()
+            ))
+        })?;
+        {
+            let mut st = self.state();
+            st.sandbox = Some(info.clone());
+        }
+        self.journal(
+            "placement",
+            json!({
+                "provider": p.name(),
+                "sandbox_id": info.id,
+                "reason": reason,
+                "labels": info.labels,
+                "home": info.home,
+                "image": image,
+            }),
+        )?;
+        self.emit(Event::SandboxPlaced {
+            id: info.id.clone(),
+            provider: p.name().to_owned(),
+        });
+        self.evidence(|ev| {
+            ev.sandbox_id = Some(info.id.clone());
+            ev.labels = info
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+        });
+        Ok(info)
+    }
+}

@@ -1,0 +1,375 @@
+//! `step()`: one command in the shared sandbox, cwd mapped into the synced
+//! root, the binding env set last, each attempt journaled. Retries reuse
+//! the same sandbox and see the files earlier attempts left behind.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::{cwd, Run};
+use crate::error::{Error, Result};
+use crate::events::Event;
+use crate::journal::evidence::StepRecord;
+use crate::provider::ExecRequest;
+use crate::source::SourceOptions;
+
+/// Exit code of the wrapper when the cwd does not exist in the sandbox.
+const EXIT_CWD_MISSING: i32 = 121;
+/// Exit code of the wrapper when the cwd resolves outside the synced root.
+const EXIT_CWD_ESCAPE: i32 = 122;
+
+/// Runs before the user's command, in the sandbox: enter the cwd, check
+/// that its physical path is inside the synced root, then replace itself
+/// with `/bin/sh -c COMMAND` (never a login shell).
+const WRAPPER: &str = r#"cd -P -- "$1" 2>/dev/null || { printf 'rfs-cwd-missing\n' >&2; exit 121; }
+case "$PWD/" in "$2"/*) ;; *) printf 'rfs-cwd-escape %s\n' "$PWD" >&2; exit 122;; esac
+exec /bin/sh -c "$3""#;
+
+/// Options of `step(name, command, opts)`.
+#[derive(Debug, Clone, Default)]
+pub struct StepOptions {
+    /// Relative to the synced root; default: the invoking dir, mapped.
+    pub cwd: Option<String>,
+    pub env: Vec<(String, String)>,
+    pub timeout: Option<Duration>,
+    pub retries: u32,
+    pub allow_failure: bool,
+}
+
+/// What `step()` returns to the script.
+#[derive(Debug, Clone)]
+pub struct StepResult {
+    pub exit: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub duration_ms: u128,
+    pub attempts: u32,
+    pub timed_out: bool,
+    pub ok: bool,
+}
+
+/// The names rfs binds into every command (set after user env).
+pub const BINDING_VARS: [&str; 5] = [
+    "RELAYFLOWS_SANDBOX_ID",
+    "RELAYFLOWS_SOURCE_COMMIT",
+    "RELAYFLOWS_TREE_DIGEST",
+    "RELAYFLOWS_SOURCE_WORKDIR",
+    "RELAYFLOWS_RUN_ID",
+];
+
+/// Where a command runs, resolved and checked.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    pub sandbox_id: String,
+    /// Relative to the synced root ("" = root).
+    pub rel: String,
+    pub remote_dir: String,
+    pub physical_root: String,
+    /// User env followed by the binding env.
+    pub env: Vec<(String, String)>,
+}
+
+impl Run {
+    /// Resolve cwd and env for a command (shared by `step()` and
+    /// `attach()`), binding the source first if needed. Refusals happen
+    /// here, before anything executes.
+    pub fn place_command(
+        &self,
+        what: &str,
+        cwd_opt: Option<&str>,
+        user_env: &[(String, String)],
+    ) -> Result<Placement> {
+        self.check_cancelled()?;
+        for (k, v) in user_env {
+            if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
+                return Err(self.refuse(format!(
+                    "{what}: invalid environment variable name or value for `{k}`"
+                )));
+            }
+            if crate::secrets::is_secret_name(k) {
+                self.state().redactor.add(v);
+            }
+        }
+        if self.state().source.is_none() {
+            if let Err(e) =
+                self.sync_source(SourceOptions::new(self.cfg.invocation_dir.clone()), true)
+            {
+                return Err(match e {
+                    Error::Refused(m) => {
+                        Error::Refused(format!("{what} refused: no source could be bound: {m}"))
+                    }
+                    other => other,
+                });
+            }
+        }
+        let src = self.state().source.clone().expect("bound above");
+        let rel = match cwd_opt {
+            Some(c) => cwd::resolve(c, &src.manifest),
+            None => cwd::default_relative(
+                &self.cfg.invocation_dir,
+                &src.repo_root,
+                src.subdir.as_deref(),
+            )
+            .and_then(|r| match r {
+                Some(r) => cwd::resolve(&r, &src.manifest),
+                None => Ok(String::new()),
+            }),
+        }
+        .map_err(|m| {
+            let _ = self.journal("cwd.refused", json!({ "what": what, "reason": m }));
+            self.refuse(format!("{what} refused before running anything: {m}"))
+        })?;
+        let sb = self.ensure_sandbox()?;
+        let remote_dir = if rel.is_empty() {
+            src.pin.workdir.clone()
+        } else {
+            format!("{}/{}", src.pin.workdir, rel)
+        };
+        let mut env = user_env.to_vec();
+        env.extend([
+            (BINDING_VARS[0].into(), sb.id.clone()),
+            (BINDING_VARS[1].into(), src.pin.commit.clone()),
+            (BINDING_VARS[2].into(), src.pin.tree_digest.clone()),
+            (BINDING_VARS[3].into(), src.pin.workdir.clone()),
+            (BINDING_VARS[4].into(), self.cfg.run_id.clone()),
+        ]);
+        Ok(Placement {
+            sandbox_id: sb.id,
+            rel,
+            remote_dir,
+            physical_root: src.physical_root,
+            env,
+        })
+    }
+
+    /// Run one step.
+    pub fn step(&self, name: &str, command: &str, opts: StepOptions) -> Result<StepResult> {
+        if name.trim().is_empty() || name.chars().any(char::is_control) {
+            return Err(Error::Usage(format!("invalid step name {name:?}")));
+        }
+        let what = format!("step `{name}`");
+        let pl = self.place_command(&what, opts.cwd.as_deref(), &opts.env)?;
+        let seq = {
+            let mut st = self.state();
+            st.step_seq += 1;
+            st.step_seq
+        };
+        let stem = format!("{seq:03}-{}", file_stem(name));
+        let env_journal: Vec<_> = opts
+            .env
+            .iter()
+            .map(|(k, v)| json!([k, self.redact_value(k, v)]))
+            .collect();
+        let command_journal = self.state().redactor.redact_str(command);
+        self.journal(
+            "step.start",
+            json!({
+                "name": name, "seq": seq, "command": command_journal,
+                "sandbox_id": pl.sandbox_id, "cwd": pl.rel, "cwd_remote": pl.remote_dir,
+                "env": env_journal, "timeout_s": opts.timeout.map(|t| t.as_secs_f64()),
+                "retries": opts.retries, "allow_failure": opts.allow_failure,
+            }),
+        )?;
+        let started = Instant::now();
+        let p = self.cfg.provider.clone();
+        let req = ExecRequest {
+            argv: vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                WRAPPER.into(),
+                "rfs-step".into(),
+                pl.remote_dir.clone(),
+                pl.physical_root.clone(),
+                command.into(),
+            ],
+            cwd: self
+                .state()
+                .sandbox
+                .as_ref()
+                .map(|s| s.home.clone())
+                .unwrap_or_default(),
+            env: pl.env.clone(),
+            timeout: opts.timeout,
+            cancel: self.cancel.clone(),
+        };
+        let steps_dir = self.cfg.out_dir.join("steps");
+        let mut attempt = 0;
+        let (result, log) = loop {
+            attempt += 1;
+            let stem_n = if attempt == 1 {
+                stem.clone()
+            } else {
+                format!("{stem}.attempt{attempt}")
+            };
+            self.emit(Event::StepStarted {
+                name: name.into(),
+                attempt,
+                cwd: pl.remote_dir.clone(),
+            });
+            let redactor = self.state().redactor.clone();
+            let mut sink = super::output::StepSink::new(
+                name,
+                &steps_dir,
+                &stem_n,
+                redactor,
+                self.reporter.clone(),
+            )
+            .map_err(|e| Error::Internal(format!("cannot create step log: {e}")))?;
+            let t = Instant::now();
+            let res = self.block_on(p.exec(&pl.sandbox_id, &req, &mut sink));
+            let wrapper_says = String::from_utf8_lossy(sink.stderr_head()).into_owned();
+            let (stdout, stderr) = sink
+                .finish()
+                .map_err(|e| Error::Internal(format!("cannot write step log: {e}")))?;
+            let elapsed = t.elapsed().as_millis();
+            let outcome = match res {
+                Ok(o) => o,
+                Err(e) => {
+                    let _ = self.journal(
+                        "step.attempt",
+                        json!({"name": name, "attempt": attempt, "error": e.to_string(), "duration_ms": elapsed}),
+                    );
+                    if attempt <= opts.retries {
+                        continue;
+                    }
+                    return Err(Error::StepFailed {
+                        name: name.into(),
+                        reason: format!(
+                            "the provider could not run it in sandbox {}: {e}",
+                            pl.sandbox_id
+                        ),
+                    });
+                }
+            };
+            if let Some(code @ (EXIT_CWD_MISSING | EXIT_CWD_ESCAPE)) = outcome.exit {
+                if wrapper_says.starts_with("rfs-cwd-") {
+                    let msg = if code == EXIT_CWD_MISSING {
+                        format!(
+                            "{what} refused: its cwd `{}` ({}) does not exist in sandbox {}",
+                            if pl.rel.is_empty() { "." } else { &pl.rel },
+                            pl.remote_dir,
+                            pl.sandbox_id
+                        )
+                    } else {
+                        format!(
+                            "{what} refused: its cwd `{}` resolves to `{}` in sandbox {}, outside the synced root {}",
+                            pl.rel,
+                            wrapper_says.trim().trim_start_matches("rfs-cwd-escape "),
+                            pl.sandbox_id,
+                            pl.physical_root
+                        )
+                    };
+                    let _ = self.journal("step.refused", json!({"name": name, "reason": msg}));
+                    return Err(self.refuse(msg));
+                }
+            }
+            self.journal(
+                "step.attempt",
+                json!({
+                    "name": name, "attempt": attempt, "sandbox_id": pl.sandbox_id,
+                    "exit": outcome.exit, "signal": outcome.signal,
+                    "timed_out": outcome.timed_out, "cancelled": outcome.cancelled,
+                    "duration_ms": elapsed,
+                    "stdout_log": format!("steps/{stem_n}.stdout.log"),
+                    "stderr_log": format!("steps/{stem_n}.stderr.log"),
+                }),
+            )?;
+            if outcome.cancelled {
+                return Err(Error::Interrupted);
+            }
+            let r = StepResult {
+                exit: outcome.exit,
+                stdout,
+                stderr,
+                duration_ms: started.elapsed().as_millis(),
+                attempts: attempt,
+                timed_out: outcome.timed_out,
+                ok: outcome.success(),
+            };
+            if r.ok || attempt > opts.retries {
+                break (r, format!("steps/{stem_n}.stdout.log"));
+            }
+        };
+        let summary = describe(&result, opts.timeout);
+        self.journal(
+            "step.end",
+            json!({
+                "name": name, "ok": result.ok, "exit": result.exit, "timed_out": result.timed_out,
+                "attempts": result.attempts, "duration_ms": result.duration_ms,
+                "sandbox_id": pl.sandbox_id,
+            }),
+        )?;
+        self.emit(Event::StepFinished {
+            name: name.into(),
+            ok: result.ok,
+            summary: summary.clone(),
+        });
+        self.evidence(|ev| {
+            ev.steps.push(StepRecord {
+                name: name.into(),
+                exit: result.exit,
+                outcome: if result.ok {
+                    "ok".into()
+                } else if opts.allow_failure {
+                    format!("failed, allowed ({summary})")
+                } else {
+                    format!("FAILED ({summary})")
+                },
+                duration_ms: result.duration_ms,
+                attempts: result.attempts,
+                cwd: if pl.rel.is_empty() {
+                    ".".into()
+                } else {
+                    pl.rel.clone()
+                },
+                log: log.clone(),
+            })
+        });
+        if !result.ok && !opts.allow_failure {
+            return Err(Error::StepFailed {
+                name: name.into(),
+                reason: summary,
+            });
+        }
+        Ok(result)
+    }
+}
+
+fn describe(r: &StepResult, timeout: Option<Duration>) -> String {
+    let tries = if r.attempts > 1 {
+        format!(" after {} attempts", r.attempts)
+    } else {
+        String::new()
+    };
+    if r.timed_out {
+        format!(
+            "timed out after {}s{tries}",
+            timeout.map(|t| t.as_secs_f64()).unwrap_or_default()
+        )
+    } else {
+        match r.exit {
+            Some(c) => format!("exit {c}, {} ms{tries}", r.duration_ms),
+            None => format!("no exit code (killed by a signal){tries}"),
+        }
+    }
+}
+
+/// A step name as part of a file name.
+fn file_stem(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(60)
+        .collect();
+    if s.is_empty() {
+        "step".into()
+    } else {
+        s
+    }
+}

@@ -1,0 +1,162 @@
+//! Verified teardown: destroy, then poll until get-by-id says not found
+//! **and** the id is absent from the provider's inventory in the same round,
+//! within a deadline (providers may be eventually consistent).
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::Run;
+use crate::events::Event;
+use crate::provider::{labels, Provider};
+
+/// The proof that a sandbox is gone.
+#[derive(Debug, Clone)]
+pub struct GoneProof {
+    pub id: String,
+    pub polls: u32,
+    pub elapsed_ms: u128,
+    pub inventory_count: usize,
+    pub saw_present_before: bool,
+}
+
+/// Destroy `id` and verify it is gone. Errors say what could not be proven.
+pub async fn destroy_verified(
+    p: &dyn Provider,
+    id: &str,
+    deadline: Duration,
+) -> Result<GoneProof, String> {
+    let start = Instant::now();
+    let saw_present_before = matches!(p.get(id).await, Ok(Some(_)));
+    let mut destroy_err = None;
+    for attempt in 0..3 {
+        match p.destroy(id).await {
+            Ok(()) => {
+                destroy_err = None;
+                break;
+            }
+            Err(e) => {
+                destroy_err = Some(e.to_string());
+                tokio::time::sleep(Duration::from_millis(200 * (attempt + 1))).await;
+            }
+        }
+    }
+    let mut polls = 0;
+    let mut wait = Duration::from_millis(20);
+    let mut last;
+    loop {
+        polls += 1;
+        let by_id = p.get(id).await;
+        let inventory = p.list(&labels::rfs_selector()).await;
+        match (&by_id, &inventory) {
+            (Ok(None), Ok(inv)) if !inv.iter().any(|s| s.id == id) => {
+                return Ok(GoneProof {
+                    id: id.to_owned(),
+                    polls,
+                    elapsed_ms: start.elapsed().as_millis(),
+                    inventory_count: inv.len(),
+                    saw_present_before,
+                })
+            }
+            _ => {
+                last = match (by_id, inventory) {
+                    (Err(e), _) | (_, Err(e)) => format!("provider error: {e}"),
+                    (Ok(Some(s)), _) => format!("get-by-id still returns it (state {})", s.state),
+                    (Ok(None), Ok(_)) => "still listed in the inventory".into(),
+                };
+            }
+        }
+        if start.elapsed() >= deadline {
+            let why = destroy_err
+                .map(|e| format!("destroy failed: {e}; "))
+                .unwrap_or_default();
+            return Err(format!(
+                "{why}sandbox {id} not verified gone after {} ms and {polls} polls: {last}",
+                start.elapsed().as_millis()
+            ));
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// Tear down the run's sandbox at the end of the run (or after a failed
+/// sync). Returns a warning when the teardown could not be proven.
+pub async fn finish(run: &Run) -> Option<String> {
+    let (id, destroyed) = {
+        let st = run.state();
+        (st.sandbox.as_ref().map(|s| s.id.clone()), st.destroyed)
+    };
+    let id = match id {
+        Some(id) if !destroyed => id,
+        _ => {
+            if !destroyed {
+                let _ = run.journal(
+                    "cleanup.none",
+                    json!({"reason": "no sandbox was provisioned"}),
+                );
+                run.evidence(|ev| ev.cleanup = Some("No sandbox was provisioned.".into()));
+            }
+            return None;
+        }
+    };
+    if run.cfg.keep {
+        let _ = run.journal(
+            "cleanup.kept",
+            json!({ "sandbox_id": id, "reason": "--keep" }),
+        );
+        run.evidence(|ev| {
+            ev.cleanup = Some(format!(
+                "Sandbox `{id}` was kept (--keep); destroy it with `rfs gc` once its owner is gone."
+            ))
+        });
+        return None;
+    }
+    destroy_and_record(run, &id, "run end").await
+}
+
+/// Destroy the run's sandbox now, journal the proof, mark it destroyed.
+pub async fn destroy_and_record(run: &Run, id: &str, why: &str) -> Option<String> {
+    let res = destroy_verified(run.cfg.provider.as_ref(), id, run.cfg.cleanup_deadline).await;
+    match res {
+        Ok(proof) => {
+            run.state().destroyed = true;
+            let _ = run.journal(
+                "cleanup.verified",
+                json!({
+                    "sandbox_id": proof.id,
+                    "why": why,
+                    "get_by_id": "not found",
+                    "in_inventory": false,
+                    "inventory_count": proof.inventory_count,
+                    "polls": proof.polls,
+                    "elapsed_ms": proof.elapsed_ms,
+                    "saw_present_before": proof.saw_present_before,
+                }),
+            );
+            run.emit(Event::CleanupVerified {
+                id: proof.id.clone(),
+                elapsed_ms: proof.elapsed_ms,
+            });
+            run.evidence(|ev| {
+                ev.cleanup = Some(format!(
+                    "Sandbox `{}` destroyed at {why}: get-by-id returned not found and it was absent from the provider inventory ({} sandboxes listed) after {} poll(s), {} ms.",
+                    proof.id, proof.inventory_count, proof.polls, proof.elapsed_ms
+                ))
+            });
+            None
+        }
+        Err(e) => {
+            let _ = run.journal(
+                "cleanup.failed",
+                json!({ "sandbox_id": id, "why": why, "error": e }),
+            );
+            run.evidence(|ev| {
+                ev.cleanup = Some(format!(
+                    "Teardown of sandbox `{id}` could NOT be verified: {e}. Run `rfs gc` to retry."
+                ))
+            });
+            Some(format!("teardown of sandbox {id} not verified: {e}"))
+        }
+    }
+}

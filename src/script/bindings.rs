@@ -1,0 +1,270 @@
+//! The script-facing functions: `sandbox()`, `sync_source()`, `step()`,
+//! `assert()`, `var()`, `fail()`. Each converts its options, calls the
+//! runtime and turns runtime errors into script errors at the call site.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext, Position};
+
+use super::options::Opts;
+use crate::error::Error;
+use crate::runtime::{Run, SandboxOptions, SourcePin, StepOptions, StepResult};
+use crate::source::{SourceOptions, SubmodulePolicy};
+
+type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
+
+/// The script's handle on the run's one sandbox.
+#[derive(Clone)]
+pub struct SandboxHandle {
+    run: Arc<Run>,
+}
+
+/// A runtime error as a script error at `pos`. Refusals and failures are
+/// catchable; interruption and internal errors end the script.
+pub fn to_rhai(run: &Run, e: Error, pos: Position) -> Box<EvalAltResult> {
+    match e {
+        Error::Interrupted => Box::new(EvalAltResult::ErrorTerminated("interrupted".into(), pos)),
+        Error::Internal(_) => {
+            let msg = e.to_string();
+            run.state().fatal = Some(msg.clone());
+            Box::new(EvalAltResult::ErrorTerminated(msg.into(), pos))
+        }
+        Error::Refused(ref m) => {
+            run.state().refusals.push(m.clone());
+            Box::new(EvalAltResult::ErrorRuntime(e.to_string().into(), pos))
+        }
+        other => Box::new(EvalAltResult::ErrorRuntime(other.to_string().into(), pos)),
+    }
+}
+
+fn usage(msg: String, pos: Position) -> Box<EvalAltResult> {
+    Box::new(EvalAltResult::ErrorRuntime(msg.into(), pos))
+}
+
+fn pin_map(p: &SourcePin) -> Map {
+    let mut m = Map::new();
+    m.insert("commit".into(), p.commit.clone().into());
+    m.insert("tree_digest".into(), p.tree_digest.clone().into());
+    m.insert("archive_sha256".into(), p.archive_sha256.clone().into());
+    m.insert("files".into(), (p.files as i64).into());
+    m.insert("workdir".into(), p.workdir.clone().into());
+    m
+}
+
+fn step_map(r: &StepResult) -> Map {
+    let mut m = Map::new();
+    m.insert(
+        "exit".into(),
+        r.exit
+            .map(|e| Dynamic::from(e as i64))
+            .unwrap_or(Dynamic::UNIT),
+    );
+    m.insert("stdout".into(), r.stdout.clone().into());
+    m.insert("stderr".into(), r.stderr.clone().into());
+    m.insert("duration_ms".into(), (r.duration_ms as i64).into());
+    m.insert("attempts".into(), (r.attempts as i64).into());
+    m.insert("timed_out".into(), r.timed_out.into());
+    m.insert("ok".into(), r.ok.into());
+    m
+}
+
+fn sandbox_opts(map: Map) -> Result<SandboxOptions, String> {
+    let mut o = Opts::new("sandbox()", map);
+    let image = o.string("image")?;
+    let labels = o.string_map("labels")?.into_iter().collect();
+    o.finish()?;
+    Ok(SandboxOptions { image, labels })
+}
+
+fn source_opts(run: &Run, map: Map) -> Result<SourceOptions, String> {
+    let mut o = Opts::new("sync_source()", map);
+    let mut s = SourceOptions::new(run.cfg.invocation_dir.clone());
+    if let Some(r) = o.string("repo")? {
+        let p = std::path::Path::new(&r);
+        s.repo = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            run.cfg.invocation_dir.join(p)
+        };
+    }
+    if let Some(r) = o.string("rev")? {
+        s.rev = r;
+    }
+    s.subdir = o.string("path")?;
+    s.allow_dirty = o.boolean("allow_dirty")?.unwrap_or(false);
+    s.submodules = match o.string("submodules")?.as_deref() {
+        None | Some("refuse") => SubmodulePolicy::Refuse,
+        Some("include") => SubmodulePolicy::Include,
+        Some(other) => {
+            return Err(format!(
+                "sync_source(): submodules must be \"refuse\" or \"include\", not {other:?}"
+            ))
+        }
+    };
+    if let Some(d) = o.string("dest")? {
+        s.dest = d;
+    }
+    o.finish()?;
+    Ok(s)
+}
+
+fn step_opts(map: Map) -> Result<StepOptions, String> {
+    let mut o = Opts::new("step()", map);
+    let cwd = o.string("cwd")?;
+    let env = o.string_map("env")?;
+    let timeout = o.seconds("timeout")?;
+    let retries = o.int("retries")?.unwrap_or(0);
+    if !(0..=100).contains(&retries) {
+        return Err("step(): retries must be between 0 and 100".into());
+    }
+    let allow_failure = o.boolean("allow_failure")?.unwrap_or(false);
+    o.finish()?;
+    Ok(StepOptions {
+        cwd,
+        env,
+        timeout,
+        retries: retries as u32,
+        allow_failure,
+    })
+}
+
+/// Register every function on `engine` for `run`.
+pub fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, String>) {
+    engine.register_type_with_name::<SandboxHandle>("Sandbox");
+    engine.register_get("id", |h: &mut SandboxHandle| -> RhaiResult<String> {
+        h.run
+            .ensure_sandbox()
+            .map(|s| s.id)
+            .map_err(|e| to_rhai(&h.run, e, Position::NONE))
+    });
+    engine.register_get("provider", |h: &mut SandboxHandle| {
+        h.run.cfg.provider.name().to_owned()
+    });
+    engine.register_get("workdir", |h: &mut SandboxHandle| -> Dynamic {
+        h.run
+            .state()
+            .source
+            .as_ref()
+            .map(|s| Dynamic::from(s.pin.workdir.clone()))
+            .unwrap_or(Dynamic::UNIT)
+    });
+    engine.register_fn("to_string", |h: &mut SandboxHandle| {
+        let st = h.run.state();
+        match &st.sandbox {
+            Some(s) => format!("sandbox {} ({})", s.id, h.run.cfg.provider.name()),
+            None => format!(
+                "sandbox (not yet provisioned, {})",
+                h.run.cfg.provider.name()
+            ),
+        }
+    });
+
+    let r = run.clone();
+    engine.register_fn(
+        "sandbox",
+        move |ctx: NativeCallContext| -> RhaiResult<SandboxHandle> {
+            r.sandbox_options(SandboxOptions::default())
+                .map_err(|e| to_rhai(&r, e, ctx.call_position()))?;
+            Ok(SandboxHandle { run: r.clone() })
+        },
+    );
+    let r = run.clone();
+    engine.register_fn(
+        "sandbox",
+        move |ctx: NativeCallContext, opts: Map| -> RhaiResult<SandboxHandle> {
+            let o = sandbox_opts(opts).map_err(|m| usage(m, ctx.call_position()))?;
+            r.sandbox_options(o)
+                .map_err(|e| to_rhai(&r, e, ctx.call_position()))?;
+            Ok(SandboxHandle { run: r.clone() })
+        },
+    );
+
+    let r = run.clone();
+    engine.register_fn(
+        "sync_source",
+        move |ctx: NativeCallContext| -> RhaiResult<Map> {
+            let o = SourceOptions::new(r.cfg.invocation_dir.clone());
+            r.sync_source(o, false)
+                .map(|p| pin_map(&p))
+                .map_err(|e| to_rhai(&r, e, ctx.call_position()))
+        },
+    );
+    let r = run.clone();
+    engine.register_fn(
+        "sync_source",
+        move |ctx: NativeCallContext, opts: Map| -> RhaiResult<Map> {
+            let o = source_opts(&r, opts).map_err(|m| usage(m, ctx.call_position()))?;
+            r.sync_source(o, false)
+                .map(|p| pin_map(&p))
+                .map_err(|e| to_rhai(&r, e, ctx.call_position()))
+        },
+    );
+
+    let r = run.clone();
+    engine.register_fn(
+        "step",
+        move |ctx: NativeCallContext, name: &str, cmd: &str| -> RhaiResult<Map> {
+            r.step(name, cmd, StepOptions::default())
+                .map(|x| step_map(&x))
+                .map_err(|e| to_rhai(&r, e, ctx.call_position()))
+        },
+    );
+    let r = run.clone();
+    engine.register_fn(
+        "step",
+        move |ctx: NativeCallContext, name: &str, cmd: &str, opts: Map| -> RhaiResult<Map> {
+            let o = step_opts(opts).map_err(|m| usage(m, ctx.call_position()))?;
+            r.step(name, cmd, o)
+                .map(|x| step_map(&x))
+                .map_err(|e| to_rhai(&r, e, ctx.call_position()))
+        },
+    );
+
+    engine.register_fn(
+        "assert",
+        |ctx: NativeCallContext, cond: bool| -> RhaiResult<()> {
+            if cond {
+                Ok(())
+            } else {
+                Err(usage("assertion failed".into(), ctx.call_position()))
+            }
+        },
+    );
+    engine.register_fn(
+        "assert",
+        |ctx: NativeCallContext, cond: bool, msg: &str| -> RhaiResult<()> {
+            if cond {
+                Ok(())
+            } else {
+                Err(usage(
+                    format!("assertion failed: {msg}"),
+                    ctx.call_position(),
+                ))
+            }
+        },
+    );
+    engine.register_fn(
+        "fail",
+        |ctx: NativeCallContext, msg: &str| -> RhaiResult<()> {
+            Err(usage(msg.to_owned(), ctx.call_position()))
+        },
+    );
+
+    let v = Arc::new(vars);
+    let vv = v.clone();
+    engine.register_fn(
+        "var",
+        move |ctx: NativeCallContext, name: &str| -> RhaiResult<String> {
+            vv.get(name).cloned().ok_or_else(|| {
+                usage(
+                    format!("variable `{name}` was not given (pass --var {name}=VALUE)"),
+                    ctx.call_position(),
+                )
+            })
+        },
+    );
+    engine.register_fn("var", move |name: &str, default: &str| -> String {
+        v.get(name).cloned().unwrap_or_else(|| default.to_owned())
+    });
+}

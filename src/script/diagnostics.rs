@@ -1,0 +1,111 @@
+//! Rhai errors → miette diagnostics pointing at the script line (the call
+//! site in the main script when the failure is deeper, e.g. in a module).
+
+use miette::{NamedSource, SourceOffset, SourceSpan};
+use rhai::{EvalAltResult, ParseError, Position};
+
+use crate::error::{Error, FailureKind};
+
+/// The script being run, for rendering.
+#[derive(Clone)]
+pub struct ScriptSource {
+    pub name: String,
+    pub text: String,
+}
+
+impl ScriptSource {
+    fn span(&self, pos: Position) -> Option<SourceSpan> {
+        let (line, col) = (pos.line()?, pos.position().unwrap_or(1));
+        let off = SourceOffset::from_location(&self.text, line, col).offset();
+        let len = self.text[off.min(self.text.len())..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .map(char::len_utf8)
+            .sum::<usize>()
+            .max(1);
+        Some(SourceSpan::new(off.into(), len))
+    }
+
+    fn error(&self, message: String, pos: Position, label: &str, kind: FailureKind) -> Error {
+        Error::Script {
+            message,
+            src: NamedSource::new(&self.name, self.text.clone()),
+            span: self.span(pos),
+            label: label.to_owned(),
+            help: None,
+            kind,
+        }
+    }
+
+    /// A compile error.
+    pub fn parse_error(&self, e: &ParseError) -> Error {
+        self.error(
+            format!("the script does not compile: {}", e.err_type()),
+            e.position(),
+            "here",
+            FailureKind::Usage,
+        )
+    }
+
+    /// A runtime error, classified by `kind`.
+    pub fn runtime_error(&self, e: &EvalAltResult, kind: FailureKind) -> Error {
+        let pos = call_site(e);
+        let inner = e.unwrap_inner();
+        let message = message_of(inner);
+        let mut chain = vec![];
+        let mut cur = e;
+        loop {
+            match cur {
+                EvalAltResult::ErrorInFunctionCall(f, _, next, _) => {
+                    chain.push(format!("in call to `{f}`"));
+                    cur = next;
+                }
+                EvalAltResult::ErrorInModule(m, next, _) => {
+                    chain.push(format!("in module `{m}`"));
+                    cur = next;
+                }
+                _ => break,
+            }
+        }
+        let label = match kind {
+            FailureKind::Refused => "refused here",
+            FailureKind::Interrupted => "interrupted here",
+            _ => "failed here",
+        };
+        let mut err = self.error(message, pos, label, kind);
+        if let Error::Script { help, .. } = &mut err {
+            if !chain.is_empty() {
+                *help = Some(chain.join(", "));
+            }
+        }
+        err
+    }
+}
+
+/// The text of an error without Rhai's position suffix.
+pub fn message_of(e: &EvalAltResult) -> String {
+    match e {
+        EvalAltResult::ErrorRuntime(v, _) => v.to_string(),
+        EvalAltResult::ErrorTerminated(v, _) => v.to_string(),
+        other => {
+            let text = other.to_string();
+            match text.rfind(" (line ") {
+                Some(i) if text.ends_with(')') => text[..i].to_owned(),
+                _ => text,
+            }
+        }
+    }
+}
+
+/// The outermost position in the main script (the call site).
+fn call_site(e: &EvalAltResult) -> Position {
+    let p = e.position();
+    if !p.is_none() {
+        return p;
+    }
+    match e {
+        EvalAltResult::ErrorInFunctionCall(_, _, inner, _)
+        | EvalAltResult::ErrorInModule(_, inner, _) => call_site(inner),
+        _ => Position::NONE,
+    }
+}

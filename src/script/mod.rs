@@ -1,0 +1,137 @@
+//! The Rhai side: a contained engine (raw engine + chosen packages, limits,
+//! no host file access beyond the stdlib and the script's directory), the
+//! bindings, and running a script on its own thread.
+
+pub mod bindings;
+pub mod diagnostics;
+pub mod options;
+pub mod resolver;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rhai::packages::{Package, StandardPackage};
+use rhai::{Engine, AST};
+use serde_json::json;
+
+use crate::error::{Error, FailureKind, Result};
+use crate::events::Event;
+use crate::runtime::Run;
+pub use diagnostics::ScriptSource;
+
+/// A loaded script.
+#[derive(Clone)]
+pub struct Script {
+    pub path: PathBuf,
+    /// The directory imports resolve in.
+    pub dir: PathBuf,
+    pub source: ScriptSource,
+}
+
+impl Script {
+    /// Read a script file.
+    pub fn load(path: &Path) -> Result<Script> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Usage(format!("cannot read script {}: {e}", path.display())))?;
+        let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let dir = abs.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(Script {
+            path: abs,
+            dir,
+            source: ScriptSource {
+                name: path.display().to_string(),
+                text,
+            },
+        })
+    }
+}
+
+/// The engine without run bindings: packages, limits, resolver.
+pub fn base_engine(script_dir: &Path) -> Result<Engine> {
+    let mut e = Engine::new_raw();
+    e.register_global_module(StandardPackage::new().as_shared_module());
+    e.set_max_operations(2_000_000_000)
+        .set_max_call_levels(64)
+        .set_max_expr_depths(128, 64)
+        .set_max_string_size(256 * 1024 * 1024)
+        .set_max_array_size(1_000_000)
+        .set_max_map_size(1_000_000)
+        .set_max_modules(256)
+        .set_max_variables(10_000)
+        .set_max_functions(10_000);
+    e.disable_symbol("eval");
+    e.set_fail_on_invalid_map_property(true);
+    let resolver = resolver::Resolver::new(&e, script_dir).map_err(Error::Internal)?;
+    e.set_module_resolver(resolver);
+    Ok(e)
+}
+
+/// Compile `script` (what `rfs check` does).
+pub fn compile(engine: &Engine, script: &Script) -> Result<AST> {
+    let mut ast = engine
+        .compile(&script.source.text)
+        .map_err(|e| script.source.parse_error(&e))?;
+    ast.set_source(script.source.name.as_str());
+    Ok(ast)
+}
+
+/// Build the run's engine: base engine + bindings + print/debug routed to
+/// the reporter and the journal + Ctrl-C through the progress callback.
+pub fn run_engine(
+    run: &Arc<Run>,
+    script: &Script,
+    vars: std::collections::BTreeMap<String, String>,
+) -> Result<Engine> {
+    let mut e = base_engine(&script.dir)?;
+    bindings::register(&mut e, run.clone(), vars);
+    let r = run.clone();
+    e.on_print(move |text| {
+        let text = r.state().redactor.redact_str(text);
+        let _ = r.journal("print", json!({ "text": text }));
+        r.emit(Event::Print(text));
+    });
+    let r = run.clone();
+    e.on_debug(move |text, _src, pos| {
+        let text = r.state().redactor.redact_str(text);
+        let _ = r.journal("debug", json!({ "text": text, "line": pos.line() }));
+        r.emit(Event::Debug(text));
+    });
+    let cancel = run.cancel.clone();
+    e.on_progress(move |_| cancel.is_cancelled().then(|| "interrupted".into()));
+    Ok(e)
+}
+
+/// Run `script` on its own thread (native calls block on the run's tokio
+/// runtime, which must not be this thread's). Returns the classified error.
+pub fn execute(run: &Arc<Run>, script: &Script, engine: Engine) -> Result<()> {
+    let ast = compile(&engine, script)?;
+    let handle = std::thread::Builder::new()
+        .name("rfs-script".into())
+        .stack_size(16 * 1024 * 1024)
+        .spawn(move || engine.run_ast(&ast))
+        .map_err(Error::internal)?;
+    let res = handle
+        .join()
+        .map_err(|_| Error::Internal("the script thread panicked".into()))?;
+    match res {
+        Ok(()) => Ok(()),
+        Err(e) => Err(script.source.runtime_error(&e, classify(run, &e))),
+    }
+}
+
+/// Decide what a script error stands for.
+fn classify(run: &Run, e: &rhai::EvalAltResult) -> FailureKind {
+    if run.cancel.is_cancelled() {
+        return FailureKind::Interrupted;
+    }
+    let st = run.state();
+    if st.fatal.is_some() {
+        return FailureKind::Internal;
+    }
+    let msg = diagnostics::message_of(e.unwrap_inner());
+    if st.refusals.iter().any(|r| msg.contains(r.as_str())) {
+        FailureKind::Refused
+    } else {
+        FailureKind::Failed
+    }
+}

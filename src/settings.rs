@@ -1,0 +1,133 @@
+//! Raw command-line arguments and environment turned into validated
+//! settings, in one place.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::provider::select::{self, ProviderChoice};
+
+/// Env var overriding where rfs keeps its state (local sandboxes, runs).
+pub const STATE_DIR_ENV: &str = "RFS_STATE_DIR";
+/// Default maximum sandbox lifetime (the dead-man switch).
+pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(4 * 3600);
+
+/// Validated settings of `rfs run`.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    pub script: PathBuf,
+    pub provider: ProviderChoice,
+    pub state_dir: PathBuf,
+    pub run_id: String,
+    pub out_dir: PathBuf,
+    pub invocation_dir: PathBuf,
+    pub vars: BTreeMap<String, String>,
+    pub keep: bool,
+    pub image: Option<String>,
+    pub max_lifetime: Duration,
+    pub cleanup_deadline: Duration,
+}
+
+/// The raw inputs of `rfs run`.
+#[derive(Debug, Clone, Default)]
+pub struct RunArgs {
+    pub script: PathBuf,
+    pub provider: Option<String>,
+    pub out: Option<PathBuf>,
+    pub vars: Vec<String>,
+    pub keep: bool,
+    pub image: Option<String>,
+    pub max_lifetime_secs: Option<u64>,
+}
+
+/// The state directory: `$RFS_STATE_DIR`, else `$XDG_STATE_HOME/rfs`,
+/// else `~/.local/state/rfs`.
+pub fn state_dir() -> PathBuf {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    env(STATE_DIR_ENV)
+        .or_else(|| env("XDG_STATE_HOME").map(|p| p.join("rfs")))
+        .or_else(|| env("HOME").map(|p| p.join(".local/state/rfs")))
+        .unwrap_or_else(|| std::env::temp_dir().join("rfs-state"))
+}
+
+/// A new run id: UTC timestamp plus random suffix.
+pub fn new_run_id() -> String {
+    let f = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
+    let ts = time::OffsetDateTime::now_utc()
+        .format(&f)
+        .unwrap_or_else(|_| "run".into());
+    let rnd = uuid::Uuid::new_v4().simple().to_string();
+    format!("{ts}-{}", &rnd[..8])
+}
+
+/// Parse `KEY=VALUE` pairs.
+pub fn parse_vars(raw: &[String]) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for v in raw {
+        let (k, val) = v
+            .split_once('=')
+            .ok_or_else(|| Error::Usage(format!("--var `{v}` must be KEY=VALUE")))?;
+        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(Error::Usage(format!(
+                "--var name `{k}` must be letters, digits and underscores"
+            )));
+        }
+        out.insert(k.to_owned(), val.to_owned());
+    }
+    Ok(out)
+}
+
+impl RunSettings {
+    /// Validate raw arguments against the environment.
+    pub fn from_args(a: RunArgs) -> Result<Self> {
+        let provider = select::choose(
+            a.provider.as_deref(),
+            std::env::var(select::PROVIDER_ENV).ok().as_deref(),
+        )
+        .map_err(Error::Usage)?;
+        if !a.script.is_file() {
+            return Err(Error::Usage(format!(
+                "script {} does not exist or is not a file",
+                a.script.display()
+            )));
+        }
+        let invocation_dir = std::env::current_dir()
+            .map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
+        let state_dir = state_dir();
+        let run_id = new_run_id();
+        let out_dir = match a.out {
+            Some(o) => absolute(&o),
+            None => state_dir.join("runs").join(&run_id),
+        };
+        let image = a
+            .image
+            .or_else(|| std::env::var("RFS_DOCKER_IMAGE").ok())
+            .filter(|s| !s.trim().is_empty());
+        let max_lifetime = a
+            .max_lifetime_secs
+            .map(Duration::from_secs)
+            .unwrap_or(DEFAULT_MAX_LIFETIME);
+        Ok(RunSettings {
+            script: a.script,
+            provider,
+            state_dir,
+            run_id,
+            out_dir,
+            invocation_dir,
+            vars: parse_vars(&a.vars)?,
+            keep: a.keep,
+            image,
+            max_lifetime,
+            cleanup_deadline: Duration::from_secs(60),
+        })
+    }
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}

@@ -1,0 +1,113 @@
+//! Source binding: resolve a commit once, ship exactly its tree, verify it.
+//!
+//! - [`repo`] finds the repository and decides what may ship (refusals for
+//!   missing repos, empty history, dirty trees and submodules).
+//! - [`manifest`] is the expected file set and content of a tree.
+//! - [`archive`] streams the tree from the object database into a tar file.
+//! - [`remote_check`] extracts and verifies inside the sandbox.
+
+pub mod archive;
+pub mod manifest;
+pub mod remote_check;
+pub mod repo;
+
+use std::path::PathBuf;
+
+/// How submodules are treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SubmodulePolicy {
+    /// Refuse to sync a tree that contains submodules (default).
+    #[default]
+    Refuse,
+    /// Ship each initialised submodule's pinned commit.
+    Include,
+}
+
+/// What `sync_source(opts)` asks for.
+#[derive(Debug, Clone)]
+pub struct SourceOptions {
+    /// Directory whose repository is synced (default: where rfs started).
+    pub repo: PathBuf,
+    /// Revision to resolve once (default `HEAD`).
+    pub rev: String,
+    /// Optional subdirectory of the commit's tree that becomes the synced root.
+    pub subdir: Option<String>,
+    pub allow_dirty: bool,
+    pub submodules: SubmodulePolicy,
+    /// Destination directory, relative to the sandbox home.
+    pub dest: String,
+}
+
+impl SourceOptions {
+    pub fn new(repo: PathBuf) -> Self {
+        SourceOptions {
+            repo,
+            rev: "HEAD".into(),
+            subdir: None,
+            allow_dirty: false,
+            submodules: SubmodulePolicy::Refuse,
+            dest: "relayflows-source".into(),
+        }
+    }
+}
+
+/// Why a source could not be bound. Every variant is a refusal.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("{dir} is not inside a git repository, so there is no source to bind")]
+    NotARepo { dir: String },
+    #[error("repository {repo} has no commits yet; commit something before syncing")]
+    NoCommits { repo: String },
+    #[error("revision `{rev}` does not resolve to a commit: {message}")]
+    BadRevision { rev: String, message: String },
+    #[error("the working tree has uncommitted or untracked changes, which would not be synced: {}{}", list(.paths), " (commit them, or pass allow_dirty: true to ship the committed tree anyway)")]
+    Dirty { paths: Vec<String> },
+    #[error("the tree contains submodules, which `git archive` would silently omit: {} (pass submodules: \"include\" to ship their pinned commits)", list(.paths))]
+    Submodules { paths: Vec<String> },
+    #[error("submodule {path} is not initialised here, so its pinned commit {commit} cannot be shipped (run `git submodule update --init`)")]
+    SubmoduleNotInitialised { path: String, commit: String },
+    #[error("subdirectory `{path}` is not a directory in commit {commit}")]
+    BadSubdir { path: String, commit: String },
+    #[error("invalid sync_source option: {0}")]
+    BadOption(String),
+    #[error("git: {0}")]
+    Git(String),
+    #[error("building the source archive: {0}")]
+    Io(String),
+}
+
+fn list(paths: &[String]) -> String {
+    const MAX: usize = 20;
+    let mut s = paths
+        .iter()
+        .take(MAX)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if paths.len() > MAX {
+        s.push_str(&format!(" … and {} more", paths.len() - MAX));
+    }
+    s
+}
+
+impl From<git2::Error> for SourceError {
+    fn from(e: git2::Error) -> Self {
+        SourceError::Git(e.message().to_owned())
+    }
+}
+
+impl From<std::io::Error> for SourceError {
+    fn from(e: std::io::Error) -> Self {
+        SourceError::Io(e.to_string())
+    }
+}
+
+/// Render a git path (bytes) for humans: UTF-8 where valid, escapes otherwise.
+pub fn display_path(p: &[u8]) -> String {
+    let s = String::from_utf8_lossy(p);
+    if s.chars().any(|c| c.is_control()) {
+        format!("{:?}", s)
+    } else {
+        s.into_owned()
+    }
+}

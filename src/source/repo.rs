@@ -1,0 +1,204 @@
+//! Finding the repository, resolving the revision once, and deciding what
+//! may ship: dirty trees and submodules are explicit decisions.
+
+use std::path::{Path, PathBuf};
+
+use git2::{ObjectType, Oid, Repository, StatusOptions, TreeWalkMode, TreeWalkResult};
+
+use super::{SourceError, SourceOptions, SubmodulePolicy};
+
+/// A submodule shipped at its pinned commit.
+#[derive(Debug, Clone)]
+pub struct PinnedSubmodule {
+    /// Path relative to the synced root.
+    pub path: String,
+    pub commit: Oid,
+    /// The initialised submodule's git directory.
+    pub repo_path: PathBuf,
+}
+
+/// The revision resolved once; everything after uses only these ids.
+#[derive(Debug, Clone)]
+pub struct ResolvedSource {
+    /// Repository working directory (or git dir for a bare repository).
+    pub repo_root: PathBuf,
+    pub commit: Oid,
+    /// The synced tree: the commit's root tree or the `subdir` subtree.
+    pub tree: Oid,
+    pub subdir: Option<String>,
+    /// Dirty paths shipped around (only with `allow_dirty`).
+    pub dirty: Vec<String>,
+    pub submodules: Vec<PinnedSubmodule>,
+}
+
+/// Find the repository containing `dir`.
+pub fn discover(dir: &Path) -> Result<Repository, SourceError> {
+    Repository::discover(dir).map_err(|_| SourceError::NotARepo {
+        dir: dir.display().to_string(),
+    })
+}
+
+/// The repository's root directory (work tree, or git dir when bare).
+pub fn root_of(repo: &Repository) -> PathBuf {
+    repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf()
+}
+
+/// Resolve `opts` into pinned ids, refusing per the fail-closed rules.
+/// `exclude` is a directory (e.g. the run's output dir) whose contents never
+/// count as dirty.
+pub fn resolve(
+    opts: &SourceOptions,
+    exclude: Option<&Path>,
+) -> Result<ResolvedSource, SourceError> {
+    let repo = discover(&opts.repo)?;
+    let root = root_of(&repo);
+    if repo.head().is_err() || repo.is_empty().unwrap_or(true) {
+        return Err(SourceError::NoCommits {
+            repo: root.display().to_string(),
+        });
+    }
+    let commit = repo
+        .revparse_single(&opts.rev)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|e| SourceError::BadRevision {
+            rev: opts.rev.clone(),
+            message: e.message().to_owned(),
+        })?;
+    let commit_id = commit.id();
+    let root_tree = commit.tree()?;
+    let tree = match &opts.subdir {
+        None => root_tree.id(),
+        Some(sub) => {
+            let clean = sub.trim_matches('/');
+            let entry =
+                root_tree
+                    .get_path(Path::new(clean))
+                    .map_err(|_| SourceError::BadSubdir {
+                        path: sub.clone(),
+                        commit: commit_id.to_string(),
+                    })?;
+            if entry.kind() != Some(ObjectType::Tree) {
+                return Err(SourceError::BadSubdir {
+                    path: sub.clone(),
+                    commit: commit_id.to_string(),
+                });
+            }
+            entry.id()
+        }
+    };
+    let dirty = dirty_paths(&repo, exclude)?;
+    if !dirty.is_empty() && !opts.allow_dirty {
+        return Err(SourceError::Dirty { paths: dirty });
+    }
+    let gitlinks = gitlinks(&repo, tree)?;
+    let submodules = match (gitlinks.is_empty(), opts.submodules) {
+        (true, _) => vec![],
+        (false, SubmodulePolicy::Refuse) => {
+            return Err(SourceError::Submodules {
+                paths: gitlinks.into_iter().map(|(p, _)| p).collect(),
+            })
+        }
+        (false, SubmodulePolicy::Include) => pin_submodules(&repo, &opts.subdir, gitlinks)?,
+    };
+    Ok(ResolvedSource {
+        repo_root: root,
+        commit: commit_id,
+        tree,
+        subdir: opts.subdir.as_ref().map(|s| s.trim_matches('/').to_owned()),
+        dirty,
+        submodules,
+    })
+}
+
+/// Tracked files with changes and untracked files that are not ignored.
+fn dirty_paths(repo: &Repository, exclude: Option<&Path>) -> Result<Vec<String>, SourceError> {
+    if repo.is_bare() {
+        return Ok(vec![]);
+    }
+    let mut so = StatusOptions::new();
+    so.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_ignored(false)
+        .exclude_submodules(false);
+    let root = root_of(repo);
+    let excluded = exclude
+        .and_then(|e| e.canonicalize().ok())
+        .and_then(|e| {
+            let r = root.canonicalize().ok()?;
+            e.strip_prefix(&r).ok().map(|p| p.to_path_buf())
+        })
+        .filter(|p| !p.as_os_str().is_empty());
+    let statuses = repo.statuses(Some(&mut so))?;
+    let mut out = vec![];
+    for s in statuses.iter() {
+        if s.status().is_empty() || s.status().contains(git2::Status::IGNORED) {
+            continue;
+        }
+        let path = String::from_utf8_lossy(s.path_bytes()).into_owned();
+        if let Some(ex) = &excluded {
+            if Path::new(&path).starts_with(ex) {
+                continue;
+            }
+        }
+        out.push(path);
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Every gitlink (submodule entry) below `tree`, with its pinned commit.
+fn gitlinks(repo: &Repository, tree: Oid) -> Result<Vec<(String, Oid)>, SourceError> {
+    let tree = repo.find_tree(tree)?;
+    let mut out = vec![];
+    tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
+        if entry.kind() == Some(ObjectType::Commit) {
+            let name = String::from_utf8_lossy(entry.name_bytes());
+            out.push((format!("{dir}{name}"), entry.id()));
+        }
+        TreeWalkResult::Ok
+    })?;
+    Ok(out)
+}
+
+fn pin_submodules(
+    repo: &Repository,
+    subdir: &Option<String>,
+    links: Vec<(String, Oid)>,
+) -> Result<Vec<PinnedSubmodule>, SourceError> {
+    let prefix = subdir
+        .as_ref()
+        .map(|s| format!("{}/", s.trim_matches('/')))
+        .unwrap_or_default();
+    let all = repo.submodules()?;
+    let mut out = vec![];
+    for (path, commit) in links {
+        let full = format!("{prefix}{path}");
+        let not_init = || SourceError::SubmoduleNotInitialised {
+            path: full.clone(),
+            commit: commit.to_string(),
+        };
+        let sm = all
+            .iter()
+            .find(|s| s.path() == Path::new(&full))
+            .ok_or_else(not_init)?;
+        let sub = sm.open().map_err(|_| not_init())?;
+        if sub.find_commit(commit).is_err() {
+            return Err(not_init());
+        }
+        let nested = gitlinks(&sub, sub.find_commit(commit)?.tree_id())?;
+        if !nested.is_empty() {
+            return Err(SourceError::Submodules {
+                paths: nested
+                    .into_iter()
+                    .map(|(p, _)| format!("{full}/{p} (nested)"))
+                    .collect(),
+            });
+        }
+        out.push(PinnedSubmodule {
+            path,
+            commit,
+            repo_path: sub.path().to_path_buf(),
+        });
+    }
+    Ok(out)
+}
