@@ -221,6 +221,9 @@ pub fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, Strin
         },
     );
 
+    // Rhai's `trim()` trims in place and returns nothing; scripts often
+    // want the trimmed value in an expression.
+    engine.register_fn("trimmed", |s: rhai::ImmutableString| s.trim().to_owned());
     engine.register_fn(
         "assert",
         |ctx: NativeCallContext, cond: bool| -> RhaiResult<()> {

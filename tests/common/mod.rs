@@ -1,0 +1,345 @@
+//! Shared harness for integration tests: real temporary git repositories,
+//! the real `rfs` binary, an isolated state directory per test, and the
+//! provider's own inventory to prove nothing was left behind.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// A temporary git repository.
+pub struct Repo {
+    pub dir: TempDir,
+}
+
+impl Repo {
+    /// `git init` with an identity and one committed marker file.
+    pub fn new() -> Repo {
+        let r = Repo::empty();
+        r.write("reproducer-marker.txt", "marker\n");
+        r.commit("init");
+        r
+    }
+
+    /// `git init` without commits.
+    pub fn empty() -> Repo {
+        let dir = tempfile::Builder::new()
+            .prefix("rfs-repo-")
+            .tempdir()
+            .unwrap();
+        let r = Repo { dir };
+        r.git(&["init", "-q", "-b", "main"]);
+        r.git(&["config", "user.name", "rfs test"]);
+        r.git(&["config", "user.email", "test@rfs.invalid"]);
+        r.git(&["config", "core.quotePath", "false"]);
+        r
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(self.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    pub fn write(&self, rel: &str, content: &str) {
+        let p = self.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
+    pub fn write_bytes(&self, rel: impl AsRef<Path>, content: &[u8]) {
+        let p = self.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
+    pub fn chmod_x(&self, rel: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        let p = self.path().join(rel);
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    pub fn symlink(&self, rel: &str, target: &str) {
+        let p = self.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(target, p).unwrap();
+    }
+
+    /// `git add -A && git commit`; returns the commit id.
+    pub fn commit(&self, msg: &str) -> String {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "--allow-empty", "-m", msg]);
+        self.head()
+    }
+
+    pub fn head(&self) -> String {
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    pub fn tree(&self) -> String {
+        self.git(&["rev-parse", "HEAD^{tree}"])
+    }
+}
+
+/// The provider a test body runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prov {
+    Local,
+    Docker,
+}
+
+impl Prov {
+    pub fn name(self) -> &'static str {
+        match self {
+            Prov::Local => "local",
+            Prov::Docker => "docker",
+        }
+    }
+}
+
+/// The image the Docker tests use (built by scripts/docker-test-image.sh).
+pub const DOCKER_TEST_IMAGE: &str = "rfs-test-busybox:latest";
+
+/// Build the Docker test image once per test binary.
+pub fn ensure_docker_image() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/docker-test-image.sh");
+        let st = Command::new("bash")
+            .arg(script)
+            .status()
+            .expect("bash runs");
+        assert!(st.success(), "scripts/docker-test-image.sh failed");
+    });
+}
+
+/// An isolated rfs environment (state dir) for one provider.
+pub struct Rfs {
+    pub state: TempDir,
+    pub prov: Prov,
+}
+
+/// The outcome of one `rfs run`.
+#[derive(Debug)]
+pub struct RunOut {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub out_dir: PathBuf,
+}
+
+impl RunOut {
+    /// Every journal entry.
+    pub fn journal(&self) -> Vec<Value> {
+        let text =
+            std::fs::read_to_string(self.out_dir.join("journal.jsonl")).unwrap_or_else(|e| {
+                panic!(
+                    "no journal in {}: {e}\n{}",
+                    self.out_dir.display(),
+                    self.stderr
+                )
+            });
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Payloads of journal entries of `kind`.
+    pub fn entries(&self, kind: &str) -> Vec<Value> {
+        self.journal()
+            .into_iter()
+            .filter(|e| e["kind"] == kind)
+            .map(|e| e["payload"].clone())
+            .collect()
+    }
+
+    pub fn kinds(&self) -> Vec<String> {
+        self.journal()
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// The sandbox id the journal's placement names.
+    pub fn sandbox_id(&self) -> String {
+        self.entries("placement")[0]["sandbox_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    pub fn evidence(&self) -> String {
+        std::fs::read_to_string(self.out_dir.join("EVIDENCE.md")).unwrap()
+    }
+
+    #[track_caller]
+    pub fn assert_code(&self, code: i32) {
+        assert_eq!(
+            self.code, code,
+            "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout, self.stderr
+        );
+    }
+}
+
+pub fn rfs_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_rfs"))
+}
+
+impl Rfs {
+    pub fn new(prov: Prov) -> Rfs {
+        if prov == Prov::Docker {
+            ensure_docker_image();
+        }
+        Rfs {
+            state: tempfile::Builder::new()
+                .prefix("rfs-state-")
+                .tempdir()
+                .unwrap(),
+            prov,
+        }
+    }
+
+    /// A `rfs` command with this environment (provider via the env var).
+    pub fn cmd(&self, cwd: &Path) -> Command {
+        let mut c = Command::new(rfs_bin());
+        c.current_dir(cwd)
+            .env("RFS_STATE_DIR", self.state.path())
+            .env("RELAYFLOWS_SANDBOX_PROVIDER", self.prov.name())
+            .env("RFS_DOCKER_IMAGE", DOCKER_TEST_IMAGE)
+            .env_remove("RUST_BACKTRACE");
+        c
+    }
+
+    /// Write `script` to a file outside any repository and run it from `cwd`.
+    pub fn run(&self, cwd: &Path, script: &str) -> RunOut {
+        self.run_with(cwd, script, &[])
+    }
+
+    pub fn run_with(&self, cwd: &Path, script: &str, args: &[&str]) -> RunOut {
+        let (script_path, out_dir) = self.prepare(script);
+        let out = self
+            .cmd(cwd)
+            .arg("run")
+            .arg(&script_path)
+            .arg("--out")
+            .arg(&out_dir)
+            .args(args)
+            .output()
+            .expect("rfs runs");
+        finish(out, out_dir)
+    }
+
+    /// Script file and a fresh output dir.
+    pub fn prepare(&self, script: &str) -> (PathBuf, PathBuf) {
+        let id = uuid_like();
+        let scripts = self.state.path().join("scripts");
+        std::fs::create_dir_all(&scripts).unwrap();
+        let script_path = scripts.join(format!("{id}.rhai"));
+        std::fs::write(&script_path, script).unwrap();
+        (script_path, self.state.path().join("out").join(id))
+    }
+
+    /// Sandboxes rfs created that still exist, per the provider's inventory.
+    pub fn leftovers(&self) -> Vec<String> {
+        use rfs::provider::{labels, select};
+        let choice = select::ProviderChoice {
+            name: self.prov.name().into(),
+            reason: select::ChoiceReason::Flag,
+        };
+        let p = select::build(&choice, self.state.path(), Some(DOCKER_TEST_IMAGE.into())).unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let all = rt.block_on(p.list(&labels::rfs_selector())).unwrap();
+        // Docker's inventory is shared by every test: only our runs count.
+        let ours = self.run_ids();
+        all.into_iter()
+            .filter(|s| {
+                self.prov == Prov::Local
+                    || s.labels
+                        .get(labels::RUN_ID)
+                        .map(|r| ours.contains(r))
+                        .unwrap_or(false)
+            })
+            .map(|s| s.id)
+            .collect()
+    }
+
+    /// Run ids of every run in this environment (from their journals).
+    fn run_ids(&self) -> Vec<String> {
+        let mut ids = vec![];
+        let Ok(dirs) = std::fs::read_dir(self.state.path().join("out")) else {
+            return ids;
+        };
+        for d in dirs.flatten() {
+            if let Ok(t) = std::fs::read_to_string(d.path().join("journal.jsonl")) {
+                if let Some(l) = t.lines().next() {
+                    let v: Value = serde_json::from_str(l).unwrap();
+                    ids.push(
+                        v["payload"]["run_id"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
+                    );
+                }
+            }
+        }
+        ids
+    }
+
+    #[track_caller]
+    pub fn assert_no_leftovers(&self) {
+        let left = self.leftovers();
+        assert!(left.is_empty(), "sandboxes left behind: {left:?}");
+    }
+}
+
+pub fn finish(out: Output, out_dir: PathBuf) -> RunOut {
+    RunOut {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        out_dir,
+    }
+}
+
+/// A unique-enough name for files in a test's own temp dirs.
+pub fn uuid_like() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    )
+}
+
+/// Generate one test per provider from one body:
+/// `provider_tests! { fn name(rfs: &Rfs) { ... } }` → `local::name`, `docker::name`.
+#[macro_export]
+macro_rules! provider_tests {
+    ($(fn $name:ident($rfs:ident: &Rfs) $body:block)*) => {
+        $(fn $name($rfs: &Rfs) $body)*
+        mod local {
+            $(#[test] fn $name() { super::$name(&super::Rfs::new(super::Prov::Local)); })*
+        }
+    };
+}
