@@ -77,6 +77,7 @@ pub enum JournalCommand {
 
 /// Parse arguments, run, return the process exit code.
 pub fn run() -> i32 {
+    install_miette_hook();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -213,4 +214,20 @@ fn gc(dry_run: bool, only: Option<String>) -> Result<i32, Error> {
     } else {
         exit_code::SUCCESS
     })
+}
+
+/// Render diagnostics unwrapped when stderr is not a terminal (CI logs,
+/// pasted bug reports), and to the terminal's width otherwise.
+fn install_miette_hook() {
+    use std::io::IsTerminal;
+    let tty = std::io::stderr().is_terminal();
+    let _ = miette::set_hook(Box::new(move |_| {
+        let opts = miette::MietteHandlerOpts::new().wrap_lines(tty);
+        let opts = if tty {
+            opts
+        } else {
+            opts.color(false).unicode(true)
+        };
+        Box::new(opts.build())
+    }));
 }

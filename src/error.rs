@@ -35,6 +35,22 @@ impl FailureKind {
     }
 }
 
+/// A script error with its source and the span of the failing call.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+#[error("{message}")]
+#[diagnostic(code(rfs::script))]
+pub struct ScriptError {
+    pub message: String,
+    #[source_code]
+    pub src: NamedSource<String>,
+    #[label("{label}")]
+    pub span: Option<SourceSpan>,
+    pub label: String,
+    #[help]
+    pub help: Option<String>,
+    pub kind: FailureKind,
+}
+
 #[derive(Debug, thiserror::Error, Diagnostic)]
 pub enum Error {
     /// The fail-closed runtime refused an operation.
@@ -53,19 +69,9 @@ pub enum Error {
     Interrupted,
 
     /// A script failed, at a place in its source.
-    #[error("{message}")]
-    #[diagnostic(code(rfs::script))]
-    Script {
-        message: String,
-        #[source_code]
-        src: NamedSource<String>,
-        #[label("{label}")]
-        span: Option<SourceSpan>,
-        label: String,
-        #[help]
-        help: Option<String>,
-        kind: FailureKind,
-    },
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Script(Box<ScriptError>),
 
     /// Bad command-line usage or an unreadable/uncompilable script.
     #[error("{0}")]
@@ -90,7 +96,7 @@ impl Error {
             Error::Refused(_) => exit_code::REFUSED,
             Error::StepFailed { .. } => exit_code::SCRIPT_FAILED,
             Error::Interrupted => exit_code::INTERRUPTED,
-            Error::Script { kind, .. } => kind.exit_code(),
+            Error::Script(s) => s.kind.exit_code(),
             Error::Usage(_) => exit_code::USAGE,
             Error::JournalInvalid { .. } => exit_code::JOURNAL_INVALID,
             Error::Internal(_) => exit_code::INTERNAL,
@@ -103,7 +109,7 @@ impl Error {
             Error::Refused(_) => FailureKind::Refused,
             Error::Interrupted => FailureKind::Interrupted,
             Error::Internal(_) => FailureKind::Internal,
-            Error::Script { kind, .. } => *kind,
+            Error::Script(s) => s.kind,
             Error::Usage(_) => FailureKind::Usage,
             _ => FailureKind::Failed,
         }

@@ -59,6 +59,22 @@ pub fn choose(flag: Option<&str>, env: Option<&str>) -> Result<ProviderChoice, S
     Ok(ProviderChoice { name, reason })
 }
 
+/// Construct the chosen provider. `state_dir` holds local sandboxes.
+pub fn build(
+    choice: &ProviderChoice,
+    state_dir: &std::path::Path,
+    image: Option<String>,
+) -> Result<std::sync::Arc<dyn super::Provider>, String> {
+    match choice.name.as_str() {
+        "local" => Ok(std::sync::Arc::new(super::local::LocalProvider::new(
+            state_dir,
+        ))),
+        "docker" => super::docker::connect_default(image)
+            .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>),
+        other => Err(format!("unknown provider `{other}`")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,21 +94,5 @@ mod tests {
         assert!(choose(Some("nope"), None)
             .unwrap_err()
             .contains("unknown provider `nope`"));
-    }
-}
-
-/// Construct the chosen provider. `state_dir` holds local sandboxes.
-pub fn build(
-    choice: &ProviderChoice,
-    state_dir: &std::path::Path,
-    image: Option<String>,
-) -> Result<std::sync::Arc<dyn super::Provider>, String> {
-    match choice.name.as_str() {
-        "local" => Ok(std::sync::Arc::new(super::local::LocalProvider::new(
-            state_dir,
-        ))),
-        "docker" => super::docker::connect_default(image)
-            .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>),
-        other => Err(format!("unknown provider `{other}`")),
     }
 }

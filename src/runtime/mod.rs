@@ -112,6 +112,9 @@ impl Run {
             ))
         })?;
         std::fs::create_dir_all(&cfg.scratch_dir).map_err(Error::internal)?;
+        // An output dir inside a repository must never make the next run's
+        // tree dirty: git ignores everything in it, this file included.
+        std::fs::write(cfg.out_dir.join(".gitignore"), "*\n").map_err(Error::internal)?;
         let journal = Journal::create(&cfg.out_dir.join("journal.jsonl")).map_err(|e| {
             Error::Usage(format!(
                 "cannot create journal in {} (is it the output of an earlier run?): {e}",

@@ -41,8 +41,7 @@ impl Run {
     pub fn sync_source(&self, opts: SourceOptions, implicit: bool) -> Result<SourcePin> {
         self.check_cancelled()?;
         validate_dest(&opts.dest).map_err(|m| self.refuse(m))?;
-        let exclude = self.cfg.out_dir.clone();
-        let resolved = repo::resolve(&opts, Some(&exclude)).map_err(|e| {
+        let resolved = repo::resolve(&opts).map_err(|e| {
             let msg = format!("cannot bind the source: {e}");
             let _ = self.journal("source.refused", json!({ "reason": msg }));
             self.refuse(msg)

@@ -4,7 +4,7 @@
 use miette::{NamedSource, SourceOffset, SourceSpan};
 use rhai::{EvalAltResult, ParseError, Position};
 
-use crate::error::{Error, FailureKind};
+use crate::error::{Error, FailureKind, ScriptError};
 
 /// The script being run, for rendering.
 #[derive(Clone)]
@@ -27,14 +27,14 @@ impl ScriptSource {
     }
 
     fn error(&self, message: String, pos: Position, label: &str, kind: FailureKind) -> Error {
-        Error::Script {
+        Error::Script(Box::new(ScriptError {
             message,
             src: NamedSource::new(&self.name, self.text.clone()),
             span: self.span(pos),
             label: label.to_owned(),
             help: None,
             kind,
-        }
+        }))
     }
 
     /// A compile error.
@@ -73,9 +73,9 @@ impl ScriptSource {
             _ => "failed here",
         };
         let mut err = self.error(message, pos, label, kind);
-        if let Error::Script { help, .. } = &mut err {
+        if let Error::Script(s) = &mut err {
             if !chain.is_empty() {
-                *help = Some(chain.join(", "));
+                s.help = Some(chain.join(", "));
             }
         }
         err

@@ -44,12 +44,7 @@ pub fn root_of(repo: &Repository) -> PathBuf {
 }
 
 /// Resolve `opts` into pinned ids, refusing per the fail-closed rules.
-/// `exclude` is a directory (e.g. the run's output dir) whose contents never
-/// count as dirty.
-pub fn resolve(
-    opts: &SourceOptions,
-    exclude: Option<&Path>,
-) -> Result<ResolvedSource, SourceError> {
+pub fn resolve(opts: &SourceOptions) -> Result<ResolvedSource, SourceError> {
     let repo = discover(&opts.repo)?;
     let root = root_of(&repo);
     if repo.head().is_err() || repo.is_empty().unwrap_or(true) {
@@ -86,7 +81,7 @@ pub fn resolve(
             entry.id()
         }
     };
-    let dirty = dirty_paths(&repo, exclude)?;
+    let dirty = dirty_paths(&repo)?;
     if !dirty.is_empty() && !opts.allow_dirty {
         return Err(SourceError::Dirty { paths: dirty });
     }
@@ -111,7 +106,7 @@ pub fn resolve(
 }
 
 /// Tracked files with changes and untracked files that are not ignored.
-fn dirty_paths(repo: &Repository, exclude: Option<&Path>) -> Result<Vec<String>, SourceError> {
+fn dirty_paths(repo: &Repository) -> Result<Vec<String>, SourceError> {
     if repo.is_bare() {
         return Ok(vec![]);
     }
@@ -120,27 +115,13 @@ fn dirty_paths(repo: &Repository, exclude: Option<&Path>) -> Result<Vec<String>,
         .recurse_untracked_dirs(true)
         .include_ignored(false)
         .exclude_submodules(false);
-    let root = root_of(repo);
-    let excluded = exclude
-        .and_then(|e| e.canonicalize().ok())
-        .and_then(|e| {
-            let r = root.canonicalize().ok()?;
-            e.strip_prefix(&r).ok().map(|p| p.to_path_buf())
-        })
-        .filter(|p| !p.as_os_str().is_empty());
     let statuses = repo.statuses(Some(&mut so))?;
     let mut out = vec![];
     for s in statuses.iter() {
         if s.status().is_empty() || s.status().contains(git2::Status::IGNORED) {
             continue;
         }
-        let path = String::from_utf8_lossy(s.path_bytes()).into_owned();
-        if let Some(ex) = &excluded {
-            if Path::new(&path).starts_with(ex) {
-                continue;
-            }
-        }
-        out.push(path);
+        out.push(String::from_utf8_lossy(s.path_bytes()).into_owned());
     }
     out.sort();
     Ok(out)

@@ -1,0 +1,179 @@
+//! Faults injected through a provider wrapper: a corrupted upload and an
+//! extraction that loses a file must both be refused, and the sandbox
+//! destroyed, before any step runs.
+
+mod common;
+use common::*;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rfs::provider::{
+    select, CreateSpec, ExecOutcome, ExecRequest, Labels, OutputSink, Provider, ProviderResult,
+    PtyChannel, PtyRequest, SandboxInfo,
+};
+
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Overwrite one byte of the uploaded archive inside the sandbox.
+    CorruptUpload,
+    /// Delete one extracted file right after extraction.
+    LoseFile,
+}
+
+struct Faulty {
+    inner: Arc<dyn Provider>,
+    fault: Fault,
+}
+
+#[async_trait]
+impl Provider for Faulty {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    async fn preflight(&self) -> ProviderResult<()> {
+        self.inner.preflight().await
+    }
+    async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
+        self.inner.create(spec).await
+    }
+    async fn get(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
+        self.inner.get(id).await
+    }
+    async fn list(&self, labels: &Labels) -> ProviderResult<Vec<SandboxInfo>> {
+        self.inner.list(labels).await
+    }
+    async fn upload(&self, id: &str, local: &Path, remote: &str) -> ProviderResult<()> {
+        self.inner.upload(id, local, remote).await?;
+        if let Fault::CorruptUpload = self.fault {
+            let info = self.inner.get(id).await?.unwrap();
+            let req = ExecRequest {
+                argv: vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    "printf Z | dd of=\"$1\" bs=1 seek=700 conv=notrunc 2>/dev/null".into(),
+                    "corrupt".into(),
+                    remote.into(),
+                ],
+                cwd: info.home,
+                env: vec![],
+                timeout: None,
+                cancel: Default::default(),
+            };
+            let mut sink = rfs::provider::Collect::default();
+            let o = self.inner.exec(id, &req, &mut sink).await?;
+            assert_eq!(o.exit, Some(0), "corruption failed: {sink:?}");
+        }
+        Ok(())
+    }
+    async fn exec(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let mut req = req.clone();
+        if let (Fault::LoseFile, Some("rfs-verify")) =
+            (self.fault, req.argv.get(3).map(String::as_str))
+        {
+            // Right after extraction, before the sandbox lists what it has.
+            let enter = r#"cd -P -- "$dest" || exit 92"#;
+            assert!(
+                req.argv[2].contains(enter),
+                "verification script changed shape"
+            );
+            req.argv[2] =
+                req.argv[2].replace(enter, &format!(r#"rm -f "$dest/lost.txt"; {enter}"#));
+        }
+        self.inner.exec(id, &req, sink).await
+    }
+    async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
+        self.inner.open_pty(id, req).await
+    }
+    async fn destroy(&self, id: &str) -> ProviderResult<()> {
+        self.inner.destroy(id).await
+    }
+}
+
+fn run_with_fault(rfs: &Rfs, fault: Fault) -> (RunOut, std::path::PathBuf) {
+    let repo = Repo::new();
+    repo.write("lost.txt", "this file must arrive\n");
+    repo.write("payload.bin", &"0123456789abcdef".repeat(200));
+    repo.commit("payload");
+    let marker = tempfile::tempdir().unwrap().keep().join("RAN");
+    let (script, out_dir) = rfs.prepare(&format!(
+        "sync_source();\nstep(\"after\", \"touch {}\");\n",
+        marker.display()
+    ));
+    let choice = select::ProviderChoice {
+        name: rfs.prov.name().into(),
+        reason: select::ChoiceReason::Flag,
+    };
+    let inner = select::build(&choice, rfs.state.path(), Some(DOCKER_TEST_IMAGE.into())).unwrap();
+    let settings = rfs::settings::RunSettings {
+        script,
+        provider: choice,
+        state_dir: rfs.state.path().to_path_buf(),
+        run_id: rfs::settings::new_run_id(),
+        out_dir: out_dir.clone(),
+        invocation_dir: repo.path().to_path_buf(),
+        vars: Default::default(),
+        keep: false,
+        image: Some(DOCKER_TEST_IMAGE.into()),
+        max_lifetime: std::time::Duration::from_secs(600),
+        cleanup_deadline: std::time::Duration::from_secs(30),
+    };
+    let report = rfs::runner::run(
+        settings,
+        rfs::runner::Hooks {
+            provider: Some(Arc::new(Faulty { inner, fault })),
+            ..Default::default()
+        },
+    );
+    let stderr = report.error.map(|e| e.to_string()).unwrap_or_default();
+    (
+        RunOut {
+            code: report.exit_code,
+            stdout: String::new(),
+            stderr,
+            out_dir,
+        },
+        marker,
+    )
+}
+
+#[track_caller]
+fn assert_refused_and_destroyed(rfs: &Rfs, out: &RunOut, marker: &Path, needle: &str) {
+    out.assert_code(3);
+    assert!(
+        out.stderr.contains(needle),
+        "expected {needle:?} in {}",
+        out.stderr
+    );
+    assert!(!marker.exists(), "a step ran after a failed sync");
+    assert!(out.entries("step.start").is_empty());
+    let failed = &out.entries("source.sync_failed")[0];
+    let id = out.sandbox_id();
+    assert_eq!(failed["sandbox_id"], id.as_str());
+    let cleanup = &out.entries("cleanup.verified")[0];
+    assert_eq!(cleanup["why"], "failed source sync");
+    assert_eq!(cleanup["sandbox_id"], id.as_str());
+    assert!(
+        out.entries("source.pin").is_empty(),
+        "nothing may be pinned"
+    );
+    rfs.assert_no_leftovers();
+}
+
+provider_tests! {
+    fn corrupted_upload_is_refused_and_the_sandbox_destroyed(rfs: &Rfs) {
+        let (out, marker) = run_with_fault(rfs, Fault::CorruptUpload);
+        assert_refused_and_destroyed(rfs, &out, &marker, "the archive arrived corrupted: local sha256");
+    }
+
+    fn extraction_that_loses_a_file_is_refused(rfs: &Rfs) {
+        let (out, marker) = run_with_fault(rfs, Fault::LoseFile);
+        assert_refused_and_destroyed(rfs, &out, &marker, "missing in sandbox: lost.txt");
+    }
+}
