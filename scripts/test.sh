@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine: installs what the tests need
+# (git, tmux, Debian's busybox-static for the tiny local Docker image),
+# makes sure the Docker engine answers, builds the test image, then runs
+# formatting, lints and every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v git >/dev/null || need+=(git)
+command -v tmux >/dev/null || need+=(tmux)
+[ -x /bin/busybox ] || need+=(busybox-static)
+command -v docker >/dev/null || need+=(docker.io)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "scripts/test.sh: installing ${need[*]}" >&2
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# The Docker tests need a running engine; start one if this machine has
+# the daemon but it is not running.
+if ! docker info >/dev/null 2>&1; then
+  echo "scripts/test.sh: starting the Docker engine" >&2
+  (service docker start || (nohup dockerd >/tmp/dockerd.log 2>&1 &)) >/dev/null 2>&1 || true
+  for _ in $(seq 1 30); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || { echo "scripts/test.sh: no Docker engine" >&2; exit 1; }
+fi
+if [ -f scripts/docker-test-image.sh ]; then
+  bash scripts/docker-test-image.sh
+fi
+
+cargo fmt --check
+cargo clippy --all-targets --locked -- -D warnings
+cargo test --all-targets --locked
+cargo test --doc --locked
