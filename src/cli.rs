@@ -51,6 +51,21 @@ pub enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// Explore a live sandbox interactively (one run, one sandbox, cleaned up on exit).
+    Repl {
+        /// Provider: local (default) or docker. Overrides RELAYFLOWS_SANDBOX_PROVIDER.
+        #[arg(long)]
+        provider: Option<String>,
+        /// Output directory for the journal, logs and EVIDENCE.md.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// A value for var(NAME). Repeatable.
+        #[arg(long = "var", value_name = "KEY=VALUE")]
+        vars: Vec<String>,
+        /// Image for providers that take one (docker).
+        #[arg(long)]
+        image: Option<String>,
+    },
     /// Compile a script and report errors without running it.
     Check { script: PathBuf },
     /// Journal tools.
@@ -130,6 +145,24 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
                 eprintln!("{:?}", miette::Report::new(e));
             }
             Ok(report.exit_code)
+        }
+        Command::Repl {
+            provider,
+            out,
+            vars,
+            image,
+        } => {
+            let settings = RunSettings::for_repl(RunArgs {
+                provider,
+                out,
+                vars,
+                image,
+                ..Default::default()
+            })?;
+            crate::repl::run(
+                settings,
+                Arc::new(crate::reporter::Console { quiet: false }),
+            )
         }
         Command::Check { script } => {
             let s = crate::script::Script::load(&script)?;

@@ -15,6 +15,7 @@ pub mod exit_code;
 pub mod gc;
 pub mod journal;
 pub mod provider;
+pub mod repl;
 pub mod reporter;
 pub mod runner;
 pub mod runtime;

@@ -88,34 +88,9 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
         Ok(_) => {}
         Err(e) => return fail(report, e),
     }
-    let provider = match hooks.provider {
-        Some(p) => p,
-        None => match select::build(
-            &settings.provider,
-            &settings.state_dir,
-            settings.image.clone(),
-        ) {
-            Ok(p) => p,
-            Err(m) => {
-                return fail(
-                    report,
-                    Error::Refused(format!("provider `{}`: {m}", settings.provider.name)),
-                )
-            }
-        },
-    };
-    let cfg = RunConfig {
-        run_id: settings.run_id.clone(),
-        provider,
-        choice: settings.provider.clone(),
-        invocation_dir: settings.invocation_dir.clone(),
-        script_path: script.path.clone(),
-        out_dir: settings.out_dir.clone(),
-        scratch_dir: settings.state_dir.join("tmp"),
-        keep: settings.keep,
-        image: settings.image.clone(),
-        max_lifetime: settings.max_lifetime,
-        cleanup_deadline: settings.cleanup_deadline,
+    let cfg = match config(&settings, hooks.provider, script.path.clone()) {
+        Ok(c) => c,
+        Err(e) => return fail(report, e),
     };
     let run = match Run::start(cfg, rt.handle().clone(), hooks.reporter, &settings.vars) {
         Ok(r) => r,
@@ -144,7 +119,7 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
         return fail(report, Error::internal(e));
     }
     let interrupt = hooks.interrupt.clone();
-    let cancel = run.cancel.clone();
+    let r3 = run.clone();
     let signals = hooks.handle_signals;
     let result = rt.block_on(async move {
         let mut rx = rx;
@@ -153,7 +128,7 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
             _ = interrupt.cancelled() => {}
             _ = wait_signal(signals) => {}
         }
-        cancel.cancel();
+        r3.interrupt();
         rx.await
     });
     let result =
@@ -176,7 +151,38 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
     }
 }
 
-async fn wait_signal(enabled: bool) {
+/// The run configuration for validated settings: the injected provider or
+/// the chosen one.
+pub fn config(
+    settings: &RunSettings,
+    provider: Option<Arc<dyn Provider>>,
+    script_path: std::path::PathBuf,
+) -> Result<RunConfig, Error> {
+    let provider = match provider {
+        Some(p) => p,
+        None => select::build(
+            &settings.provider,
+            &settings.state_dir,
+            settings.image.clone(),
+        )
+        .map_err(|m| Error::Refused(format!("provider `{}`: {m}", settings.provider.name)))?,
+    };
+    Ok(RunConfig {
+        run_id: settings.run_id.clone(),
+        provider,
+        choice: settings.provider.clone(),
+        invocation_dir: settings.invocation_dir.clone(),
+        script_path,
+        out_dir: settings.out_dir.clone(),
+        scratch_dir: settings.state_dir.join("tmp"),
+        keep: settings.keep,
+        image: settings.image.clone(),
+        max_lifetime: settings.max_lifetime,
+        cleanup_deadline: settings.cleanup_deadline,
+    })
+}
+
+pub(crate) async fn wait_signal(enabled: bool) {
     if !enabled {
         return std::future::pending().await;
     }

@@ -85,17 +85,27 @@ pub fn parse_vars(raw: &[String]) -> Result<BTreeMap<String, String>> {
 impl RunSettings {
     /// Validate raw arguments against the environment.
     pub fn from_args(a: RunArgs) -> Result<Self> {
-        let provider = select::choose(
-            a.provider.as_deref(),
-            std::env::var(select::PROVIDER_ENV).ok().as_deref(),
-        )
-        .map_err(Error::Usage)?;
         if !a.script.is_file() {
             return Err(Error::Usage(format!(
                 "script {} does not exist or is not a file",
                 a.script.display()
             )));
         }
+        Self::validate(a)
+    }
+
+    /// Settings for an interactive session (no script file).
+    pub fn for_repl(mut a: RunArgs) -> Result<Self> {
+        a.script = PathBuf::from("<repl>");
+        Self::validate(a)
+    }
+
+    fn validate(a: RunArgs) -> Result<Self> {
+        let provider = select::choose(
+            a.provider.as_deref(),
+            std::env::var(select::PROVIDER_ENV).ok().as_deref(),
+        )
+        .map_err(Error::Usage)?;
         let invocation_dir = std::env::current_dir()
             .map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
         let state_dir = state_dir();

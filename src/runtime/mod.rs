@@ -89,7 +89,9 @@ pub struct RunState {
 pub struct Run {
     pub cfg: RunConfig,
     pub rt: tokio::runtime::Handle,
-    pub cancel: CancellationToken,
+    /// Cancelled on interrupt; renewable (the REPL interrupts one
+    /// evaluation without ending the session).
+    cancel: Mutex<CancellationToken>,
     reporter: Arc<dyn Reporter>,
     state: Mutex<RunState>,
     journal: Mutex<Journal>,
@@ -137,7 +139,7 @@ impl Run {
         let run = Arc::new(Run {
             cfg,
             rt,
-            cancel: CancellationToken::new(),
+            cancel: Mutex::new(CancellationToken::new()),
             reporter,
             state: Mutex::new(state),
             journal: Mutex::new(journal),
@@ -230,9 +232,31 @@ impl Run {
         self.rt.block_on(f)
     }
 
+    /// The current interrupt token (provider calls watch it).
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Interrupt: running commands are killed, the script stops.
+    pub fn interrupt(&self) {
+        self.cancel_token().cancel();
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel_token().is_cancelled()
+    }
+
+    /// Start over after an interrupt (REPL only).
+    pub fn renew_cancel(&self) {
+        *self.cancel.lock().unwrap_or_else(|p| p.into_inner()) = CancellationToken::new();
+    }
+
     /// Fail fast when the run was interrupted.
     pub fn check_cancelled(&self) -> Result<()> {
-        if self.cancel.is_cancelled() {
+        if self.is_cancelled() {
             Err(Error::Interrupted)
         } else {
             Ok(())

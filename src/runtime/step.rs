@@ -190,7 +190,7 @@ impl Run {
                 .unwrap_or_default(),
             env: pl.env.clone(),
             timeout: opts.timeout,
-            cancel: self.cancel.clone(),
+            cancel: self.cancel_token(),
         };
         let steps_dir = self.cfg.out_dir.join("steps");
         let mut attempt = 0;

@@ -144,7 +144,7 @@ impl Run {
             cwd: sb.home.clone(),
             env: vec![("LC_ALL".into(), "C".into())],
             timeout: Some(std::time::Duration::from_secs(1800)),
-            cancel: self.cancel.clone(),
+            cancel: self.cancel_token(),
         };
         let mut out = Collect::default();
         let outcome = match self.block_on(p.exec(&sb.id, &req, &mut out)) {

@@ -96,8 +96,8 @@ pub fn run_engine(
         let _ = r.journal("debug", json!({ "text": text, "line": pos.line() }));
         r.emit(Event::Debug(text));
     });
-    let cancel = run.cancel.clone();
-    e.on_progress(move |_| cancel.is_cancelled().then(|| "interrupted".into()));
+    let r = run.clone();
+    e.on_progress(move |_| r.is_cancelled().then(|| "interrupted".into()));
     Ok(e)
 }
 
@@ -121,7 +121,7 @@ pub fn execute(run: &Arc<Run>, script: &Script, engine: Engine) -> Result<()> {
 
 /// Decide what a script error stands for.
 fn classify(run: &Run, e: &rhai::EvalAltResult) -> FailureKind {
-    if run.cancel.is_cancelled() {
+    if run.is_cancelled() {
         return FailureKind::Interrupted;
     }
     let st = run.state();
