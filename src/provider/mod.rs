@@ -7,6 +7,7 @@
 pub mod docker;
 pub mod labels;
 pub mod local;
+pub mod local_pty;
 pub mod select;
 
 use std::collections::BTreeMap;
@@ -135,7 +136,10 @@ pub struct PtyRequest {
 #[derive(Debug, Clone)]
 pub enum PtyInput {
     Data(Vec<u8>),
-    Resize { cols: u16, rows: u16 },
+    Resize {
+        cols: u16,
+        rows: u16,
+    },
     /// Kill the session's whole process group.
     Kill,
 }
