@@ -94,6 +94,7 @@ pub async fn spawn_local_pty(req: &PtyRequest) -> ProviderResult<PtyChannel> {
             req.cwd
         ))
     })?;
+    let tty = controlling_tty_nr(&pty.slave).map_err(|e| err("fstat", &e))?;
     drop(pty.slave);
     let pid = child
         .id()
@@ -128,8 +129,13 @@ pub async fn spawn_local_pty(req: &PtyRequest) -> ProviderResult<PtyChannel> {
         let _ = exited_tx.send(true);
         let _ = exit_tx.send(outcome);
     });
+    let target = Target {
+        sid: pid,
+        tty,
+        reaped: exited_rx.clone(),
+    };
     tokio::spawn(read_loop(master.clone(), out_tx, exited_rx));
-    tokio::spawn(write_loop(master, in_rx, pid));
+    tokio::spawn(write_loop(master, in_rx, target));
 
     Ok(PtyChannel {
         input: in_tx,
@@ -189,7 +195,7 @@ async fn read_loop(
 async fn write_loop(
     master: Arc<AsyncFd<File>>,
     mut input: mpsc::UnboundedReceiver<PtyInput>,
-    pid: i32,
+    target: Target,
 ) {
     while let Some(msg) = input.recv().await {
         match msg {
@@ -206,10 +212,10 @@ async fn write_loop(
                     libc::ioctl(master.get_ref().as_raw_fd(), libc::TIOCSWINSZ, &ws);
                 }
             }
-            PtyInput::Kill => kill_session(pid),
+            PtyInput::Kill => target.kill(),
         }
     }
-    kill_session(pid);
+    target.kill();
 }
 
 async fn write_all(master: &AsyncFd<File>, mut bytes: &[u8]) -> io::Result<()> {
@@ -225,21 +231,50 @@ async fn write_all(master: &AsyncFd<File>, mut bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// SIGKILL the child's process group and every process left in its session
-/// (job-control shells put background jobs in groups of their own).
-fn kill_session(sid: i32) {
-    let _ = killpg(Pid::from_raw(sid), Signal::SIGKILL);
-    // Two passes catch processes forked while the first pass ran.
-    for _ in 0..2 {
-        for pid in session_members(sid) {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+/// The processes a kill must reach: the child's session, which has our PTY
+/// as controlling terminal.
+struct Target {
+    /// The child's pid = its session id = its process group id.
+    sid: i32,
+    /// Kernel-encoded device number of the PTY slave (`tty_nr` in
+    /// `/proc/<pid>/stat`).
+    tty: u64,
+    /// Becomes true once the child has been reaped.
+    reaped: watch::Receiver<bool>,
+}
+
+impl Target {
+    /// SIGKILL the child's process group and every process left in its
+    /// session (job-control shells put background jobs in groups of their
+    /// own). Once the child is reaped its pid may be recycled, so only
+    /// processes whose controlling terminal is still our PTY are signalled.
+    fn kill(&self) {
+        if !*self.reaped.borrow() {
+            let _ = killpg(Pid::from_raw(self.sid), Signal::SIGKILL);
+        }
+        // Two passes catch processes forked while the first pass ran.
+        for _ in 0..2 {
+            for pid in session_members(self.sid, self.tty) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
         }
     }
 }
 
-/// Pids whose session or process group is `sid` (Linux `/proc`; empty
-/// elsewhere).
-fn session_members(sid: i32) -> Vec<i32> {
+/// `tty_nr` as the kernel reports it for a process whose controlling
+/// terminal is `slave` (`new_encode_dev`).
+fn controlling_tty_nr(slave: &OwnedFd) -> nix::Result<u64> {
+    let st = nix::sys::stat::fstat(slave.as_raw_fd())?;
+    let (major, minor) = (
+        libc::major(st.st_rdev) as u64,
+        libc::minor(st.st_rdev) as u64,
+    );
+    Ok((minor & 0xff) | (major << 8) | ((minor & !0xff) << 12))
+}
+
+/// Pids in session or process group `sid` whose controlling terminal is
+/// `tty` (Linux `/proc`; empty elsewhere).
+fn session_members(sid: i32, tty: u64) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -247,12 +282,13 @@ fn session_members(sid: i32) -> Vec<i32> {
         let name = entry.ok()?.file_name();
         let pid: i32 = name.to_str()?.parse().ok()?;
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // Fields after the parenthesised command: state ppid pgrp session.
+        // Fields after the parenthesised command: state ppid pgrp session tty_nr.
         let rest = &stat[stat.rfind(')')? + 1..];
         let mut fields = rest.split_whitespace().skip(2);
         let pgrp: i32 = fields.next()?.parse().ok()?;
         let session: i32 = fields.next()?.parse().ok()?;
-        (session == sid || pgrp == sid).then_some(pid)
+        let tty_nr: u64 = fields.next()?.parse().ok()?;
+        ((session == sid || pgrp == sid) && tty_nr == tty).then_some(pid)
     })
     .collect()
 }
