@@ -222,6 +222,8 @@ async fn asciicast_recording_is_well_formed() {
     let s = start_with(request(&["/bin/sh"], dir.path(), &[]), options).await;
     s.send("echo one-$((1+1))\n").unwrap();
     expect(&s, Pattern::text("one-2")).await;
+    // Type only at the prompt, so the echo and the output don't interleave.
+    expect(&s, Pattern::cursor_at(2, 2)).await;
     s.marker("after echo");
     s.resize(90, 20).unwrap();
     s.send("printf '中\\n'\n").unwrap();

@@ -94,7 +94,6 @@ pub async fn spawn_local_pty(req: &PtyRequest) -> ProviderResult<PtyChannel> {
             req.cwd
         ))
     })?;
-    let tty = controlling_tty_nr(&pty.slave).map_err(|e| err("fstat", &e))?;
     drop(pty.slave);
     let pid = child
         .id()
@@ -131,7 +130,6 @@ pub async fn spawn_local_pty(req: &PtyRequest) -> ProviderResult<PtyChannel> {
     });
     let target = Target {
         sid: pid,
-        tty,
         reaped: exited_rx.clone(),
     };
     tokio::spawn(read_loop(master.clone(), out_tx, exited_rx));
@@ -231,14 +229,10 @@ async fn write_all(master: &AsyncFd<File>, mut bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// The processes a kill must reach: the child's session, which has our PTY
-/// as controlling terminal.
+/// The processes a kill must reach: the child's session.
 struct Target {
     /// The child's pid = its session id = its process group id.
     sid: i32,
-    /// Kernel-encoded device number of the PTY slave (`tty_nr` in
-    /// `/proc/<pid>/stat`).
-    tty: u64,
     /// Becomes true once the child has been reaped.
     reaped: watch::Receiver<bool>,
 }
@@ -246,35 +240,34 @@ struct Target {
 impl Target {
     /// SIGKILL the child's process group and every process left in its
     /// session (job-control shells put background jobs in groups of their
-    /// own). Once the child is reaped its pid may be recycled, so only
-    /// processes whose controlling terminal is still our PTY are signalled.
+    /// own).
+    ///
+    /// Pid reuse: while the child is unreaped its pid is reserved. After
+    /// reaping, the number stays reserved as long as any process still has
+    /// it as session or group id; if it was recycled, its new owner shows up
+    /// in the scan with `pid == sid` (our own members never do, the leader
+    /// is gone), and then nothing is signalled.
     fn kill(&self) {
-        if !*self.reaped.borrow() {
+        let reaped = *self.reaped.borrow();
+        if !reaped {
             let _ = killpg(Pid::from_raw(self.sid), Signal::SIGKILL);
         }
         // Two passes catch processes forked while the first pass ran.
         for _ in 0..2 {
-            for pid in session_members(self.sid, self.tty) {
+            let members = session_members(self.sid);
+            if reaped && members.contains(&self.sid) {
+                return;
+            }
+            for pid in members {
                 let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             }
         }
     }
 }
 
-/// `tty_nr` as the kernel reports it for a process whose controlling
-/// terminal is `slave` (`new_encode_dev`).
-fn controlling_tty_nr(slave: &OwnedFd) -> nix::Result<u64> {
-    let st = nix::sys::stat::fstat(slave.as_raw_fd())?;
-    let (major, minor) = (
-        libc::major(st.st_rdev) as u64,
-        libc::minor(st.st_rdev) as u64,
-    );
-    Ok((minor & 0xff) | (major << 8) | ((minor & !0xff) << 12))
-}
-
-/// Pids in session or process group `sid` whose controlling terminal is
-/// `tty` (Linux `/proc`; empty elsewhere).
-fn session_members(sid: i32, tty: u64) -> Vec<i32> {
+/// Pids whose session or process group is `sid` (Linux `/proc`; empty
+/// elsewhere).
+fn session_members(sid: i32) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -282,13 +275,12 @@ fn session_members(sid: i32, tty: u64) -> Vec<i32> {
         let name = entry.ok()?.file_name();
         let pid: i32 = name.to_str()?.parse().ok()?;
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // Fields after the parenthesised command: state ppid pgrp session tty_nr.
+        // Fields after the parenthesised command: state ppid pgrp session.
         let rest = &stat[stat.rfind(')')? + 1..];
         let mut fields = rest.split_whitespace().skip(2);
         let pgrp: i32 = fields.next()?.parse().ok()?;
         let session: i32 = fields.next()?.parse().ok()?;
-        let tty_nr: u64 = fields.next()?.parse().ok()?;
-        ((session == sid || pgrp == sid) && tty_nr == tty).then_some(pid)
+        (session == sid || pgrp == sid).then_some(pid)
     })
     .collect()
 }
