@@ -5,6 +5,7 @@
 //! - [`runtime`]: one run, its shared sandbox, bound source, steps, teardown;
 //! - [`provider`]: the sandbox backends (`local`, `docker`);
 //! - [`source`]: resolving, archiving and verifying the committed tree;
+//! - [`terminal`]: PTY sessions, the terminal emulator and screen assertions;
 //! - [`journal`]: the hash-chained journal and EVIDENCE.md;
 //! - [`events`]/[`reporter`]: what the runtime reports and how the CLI shows it.
 
@@ -23,3 +24,4 @@ pub mod script;
 pub mod secrets;
 pub mod settings;
 pub mod source;
+pub mod terminal;

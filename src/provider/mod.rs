@@ -7,6 +7,7 @@
 pub mod docker;
 pub mod labels;
 pub mod local;
+pub mod local_pty;
 pub mod select;
 
 use std::collections::BTreeMap;

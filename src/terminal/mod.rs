@@ -1,0 +1,44 @@
+//! The terminal layer: drive interactive programs under a PTY and assert on
+//! what a user would see.
+//!
+//! - [`screen`]: [`Screen`], an immutable text snapshot (0-based rows/cols).
+//! - [`emulator`]: the [`Emulator`] seam and [`AlacrittyEmulator`].
+//! - [`keys`]: tmux-style key names to bytes.
+//! - [`pattern`]: [`Pattern`] screen assertions and their matching.
+//! - [`asciicast`]: asciicast v2 recording.
+//! - [`session`]: [`TerminalSession`], which ties a provider's
+//!   [`PtyChannel`](crate::provider::PtyChannel) to all of the above.
+
+pub mod asciicast;
+pub mod emulator;
+pub mod keys;
+pub mod pattern;
+pub mod screen;
+pub mod session;
+
+use std::time::Duration;
+
+pub use emulator::{AlacrittyEmulator, Emulator};
+pub use keys::KeyMode;
+pub use pattern::{Match, Matcher, Pattern, PatternSpec, Region};
+pub use screen::Screen;
+pub use session::{FailureKind, Outcome, SessionOptions, TerminalSession, WaitFailure};
+
+/// Errors of the terminal layer (wait failures are [`WaitFailure`]).
+#[derive(Debug, thiserror::Error)]
+pub enum TerminalError {
+    #[error("unknown key {0:?}")]
+    UnknownKey(String),
+    #[error("invalid pattern: {0}")]
+    Pattern(String),
+    #[error("invalid terminal size {cols}x{rows}: both must be at least 1")]
+    Size { cols: u16, rows: u16 },
+    #[error("cannot {0}: the terminal session has ended")]
+    Closed(&'static str),
+    #[error("recording {path}: {message}")]
+    Recording { path: String, message: String },
+    #[error("program did not exit within {timeout:?}\n{screen}")]
+    ExitTimeout { timeout: Duration, screen: String },
+    #[error("cancelled")]
+    Cancelled,
+}

@@ -1,0 +1,177 @@
+//! [`Screen`]: an immutable text snapshot of a terminal's visible area.
+//!
+//! Coordinates everywhere in `rfs::terminal` are **0-based**: row 0 is the top
+//! line of the visible screen, column 0 the leftmost cell.
+
+use std::fmt::Write as _;
+
+use sha2::{Digest, Sha256};
+use unicode_width::UnicodeWidthChar;
+
+/// The visible screen of a terminal at one instant.
+///
+/// `rows` holds exactly `self.rows` strings, one per screen line, top first.
+/// Each string is the line's text with trailing spaces trimmed, the spacer
+/// cells behind wide (CJK, emoji) characters removed, and combining marks
+/// attached to the character they modify. Attributes (colours, bold) are not
+/// part of the snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Screen {
+    /// Screen lines, top first; `rows.len() == self.rows as usize`.
+    pub lines: Vec<String>,
+    /// Cursor position as `(row, col)`, 0-based, in cells.
+    pub cursor: (u16, u16),
+    /// Width in cells.
+    pub cols: u16,
+    /// Height in lines.
+    pub rows: u16,
+    /// Whether the alternate screen (e.g. `CSI ? 1049 h`) is active.
+    pub alt_screen: bool,
+}
+
+impl Screen {
+    /// The screen's text: all lines joined with `\n` (no trailing newline).
+    pub fn text(&self) -> String {
+        self.lines.join("\n")
+    }
+
+    /// Line `n`, 0-based from the top; a negative `n` counts from the bottom
+    /// (`-1` is the last line). `None` when out of range.
+    pub fn line(&self, n: i32) -> Option<&str> {
+        let idx = resolve_row(n, self.rows)?;
+        self.lines.get(idx as usize).map(String::as_str)
+    }
+
+    /// SHA-256 (lower-case hex) of [`Screen::text`]. Stable across runs and
+    /// independent of the cursor and the alternate-screen flag.
+    pub fn digest(&self) -> String {
+        hex::encode(Sha256::digest(self.text().as_bytes()))
+    }
+
+    /// The whole screen rendered for humans (used in error messages): a
+    /// header with size, cursor and screen buffer, then every line prefixed by
+    /// its 0-based row number, framed so trailing spaces stay visible.
+    pub fn dump(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "screen {}x{} (cols x rows), cursor at row {} col {}{}",
+            self.cols,
+            self.rows,
+            self.cursor.0,
+            self.cursor.1,
+            if self.alt_screen {
+                ", alternate screen"
+            } else {
+                ""
+            }
+        );
+        let width = self.rows.saturating_sub(1).to_string().len();
+        for (i, line) in self.lines.iter().enumerate() {
+            let mark = if i == self.cursor.0 as usize {
+                '>'
+            } else {
+                ' '
+            };
+            let _ = writeln!(out, "{mark}{i:>width$} |{line}");
+        }
+        out
+    }
+
+    /// The text of line `row` between cell columns `col` and `col + cols`
+    /// (exclusive). A wide character is included when its first cell is in
+    /// range. Returns `""` for rows out of range.
+    pub fn crop(&self, row: u16, col: u16, cols: u16) -> String {
+        let Some(line) = self.lines.get(row as usize) else {
+            return String::new();
+        };
+        let end = col as usize + cols as usize;
+        let mut out = String::new();
+        let mut at = 0usize;
+        for ch in line.chars() {
+            let w = ch.width().unwrap_or(0);
+            // Zero-width characters belong to the preceding cell.
+            let cell = if w == 0 { at.saturating_sub(1) } else { at };
+            if cell >= col as usize && cell < end {
+                out.push(ch);
+            }
+            at += w;
+        }
+        out
+    }
+
+    /// Cell column of the character starting at byte offset `byte` of line
+    /// `row` (`byte` must lie on a char boundary).
+    pub fn column_of(&self, row: usize, byte: usize) -> u16 {
+        let Some(line) = self.lines.get(row) else {
+            return 0;
+        };
+        let w: usize = line[..byte.min(line.len())]
+            .chars()
+            .map(|c| c.width().unwrap_or(0))
+            .sum();
+        w.min(u16::MAX as usize) as u16
+    }
+}
+
+/// Resolve a possibly negative row index against a screen height.
+pub(crate) fn resolve_row(n: i32, rows: u16) -> Option<u16> {
+    let rows = rows as i32;
+    let idx = if n < 0 { rows + n } else { n };
+    (0..rows).contains(&idx).then_some(idx as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn screen(lines: &[&str]) -> Screen {
+        Screen {
+            lines: lines.iter().map(|s| s.to_string()).collect(),
+            cursor: (1, 2),
+            cols: 10,
+            rows: lines.len() as u16,
+            alt_screen: false,
+        }
+    }
+
+    #[test]
+    fn negative_lines_count_from_bottom() {
+        let s = screen(&["a", "b", "c"]);
+        assert_eq!(s.line(0), Some("a"));
+        assert_eq!(s.line(-1), Some("c"));
+        assert_eq!(s.line(-3), Some("a"));
+        assert_eq!(s.line(-4), None);
+        assert_eq!(s.line(3), None);
+    }
+
+    #[test]
+    fn dump_has_row_numbers_and_cursor() {
+        let s = screen(&["hello", "world", ""]);
+        let d = s.dump();
+        assert!(d.contains("cursor at row 1 col 2"), "{d}");
+        assert!(d.contains(" 0 |hello"), "{d}");
+        assert!(d.contains(">1 |world"), "{d}");
+    }
+
+    #[test]
+    fn digest_depends_on_text_only() {
+        let a = screen(&["x", "y"]);
+        let mut b = a.clone();
+        b.cursor = (0, 0);
+        assert_eq!(a.digest(), b.digest());
+        b.lines[1] = "z".into();
+        assert_ne!(a.digest(), b.digest());
+        assert_eq!(a.digest().len(), 64);
+    }
+
+    #[test]
+    fn crop_counts_cells_not_chars() {
+        let s = screen(&["a中b\u{301}cd"]);
+        // cells: a=0, 中=1-2, b́=3, c=4, d=5
+        assert_eq!(s.crop(0, 1, 2), "中");
+        assert_eq!(s.crop(0, 3, 2), "b\u{301}c");
+        assert_eq!(s.crop(0, 0, 1), "a");
+        assert_eq!(s.column_of(0, "a中".len()), 3);
+    }
+}
