@@ -12,6 +12,7 @@ pub mod placement;
 pub mod step;
 pub mod sync;
 pub mod teardown;
+pub mod wrapper;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

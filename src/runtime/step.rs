@@ -6,24 +6,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::{cwd, Run};
+use super::{cwd, wrapper, Run};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::journal::evidence::StepRecord;
 use crate::provider::ExecRequest;
 use crate::source::SourceOptions;
-
-/// Exit code of the wrapper when the cwd does not exist in the sandbox.
-const EXIT_CWD_MISSING: i32 = 121;
-/// Exit code of the wrapper when the cwd resolves outside the synced root.
-const EXIT_CWD_ESCAPE: i32 = 122;
-
-/// Runs before the user's command, in the sandbox: enter the cwd, check
-/// that its physical path is inside the synced root, then replace itself
-/// with `/bin/sh -c COMMAND` (never a login shell).
-const WRAPPER: &str = r#"cd -P -- "$1" 2>/dev/null || { printf 'rfs-cwd-missing\n' >&2; exit 121; }
-case "$PWD/" in "$2"/*) ;; *) printf 'rfs-cwd-escape %s\n' "$PWD" >&2; exit 122;; esac
-exec /bin/sh -c "$3""#;
 
 /// Options of `step(name, command, opts)`.
 #[derive(Debug, Clone, Default)]
@@ -173,15 +161,7 @@ impl Run {
         let started = Instant::now();
         let p = self.cfg.provider.clone();
         let req = ExecRequest {
-            argv: vec![
-                "/bin/sh".into(),
-                "-c".into(),
-                WRAPPER.into(),
-                "rfs-step".into(),
-                pl.remote_dir.clone(),
-                pl.physical_root.clone(),
-                command.into(),
-            ],
+            argv: wrapper::argv(&pl.remote_dir, &pl.physical_root, command),
             cwd: self
                 .state()
                 .sandbox
@@ -241,27 +221,17 @@ impl Run {
                     });
                 }
             };
-            if let Some(code @ (EXIT_CWD_MISSING | EXIT_CWD_ESCAPE)) = outcome.exit {
-                if wrapper_says.starts_with("rfs-cwd-") {
-                    let msg = if code == EXIT_CWD_MISSING {
-                        format!(
-                            "{what} refused: its cwd `{}` ({}) does not exist in sandbox {}",
-                            if pl.rel.is_empty() { "." } else { &pl.rel },
-                            pl.remote_dir,
-                            pl.sandbox_id
-                        )
-                    } else {
-                        format!(
-                            "{what} refused: its cwd `{}` resolves to `{}` in sandbox {}, outside the synced root {}",
-                            pl.rel,
-                            wrapper_says.trim().trim_start_matches("rfs-cwd-escape "),
-                            pl.sandbox_id,
-                            pl.physical_root
-                        )
-                    };
-                    let _ = self.journal("step.refused", json!({"name": name, "reason": msg}));
-                    return Err(self.refuse(msg));
-                }
+            if let Some(msg) = wrapper::refusal(
+                outcome.exit,
+                wrapper_says.as_bytes(),
+                &what,
+                &pl.rel,
+                &pl.remote_dir,
+                &pl.physical_root,
+                &pl.sandbox_id,
+            ) {
+                let _ = self.journal("step.refused", json!({"name": name, "reason": msg}));
+                return Err(self.refuse(msg));
             }
             self.journal(
                 "step.attempt",
