@@ -1,1 +1,142 @@
-//! Docker provider (bollard). Implemented in its own change.
+//! Docker provider: one container per sandbox, driven through the Engine API
+//! with bollard (never the `docker` CLI).
+//!
+//! * **Lifetime.** The container's main process is `sleep <max_lifetime>`
+//!   under Docker's init, with `auto_remove`: when rfs dies without cleaning
+//!   up, the container stops and removes itself once its lifetime is over (a
+//!   dead-man switch). A container that removed itself reads as gone, exactly
+//!   like one rfs destroyed.
+//! * **Commands** run under a tiny `sh` wrapper (see [`wrapper`]) that
+//!   checks the executable and records the command's process group, so a
+//!   timeout or a cancellation kills the whole group inside the container.
+//!   The image therefore needs `/bin/sh`, `cat`, `rm` and `sleep`.
+//! * **Uploads** stream a single-entry tar built on the fly (see [`upload`]).
+
+mod client;
+mod container;
+mod exec;
+mod pty;
+mod upload;
+mod wrapper;
+
+use std::path::Path;
+
+use async_trait::async_trait;
+
+use super::{
+    CreateSpec, ExecOutcome, ExecRequest, Labels, OutputSink, Provider, ProviderResult, PtyChannel,
+    PtyRequest, SandboxInfo,
+};
+use client::Client;
+pub use container::DEFAULT_MAX_LIFETIME;
+
+/// Environment variable naming the default image.
+pub const IMAGE_ENV: &str = "RFS_DOCKER_IMAGE";
+/// Default home directory of the sandbox user.
+pub const DEFAULT_HOME: &str = "/home/rfs";
+
+/// How the Docker provider builds its sandboxes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DockerOptions {
+    /// Image used when the [`CreateSpec`] names none. Never pulled: it must
+    /// exist locally.
+    pub image: Option<String>,
+    /// User (`name`, `uid` or `uid:gid`) the container and every command run
+    /// as; `None` keeps the image's default user.
+    pub user: Option<String>,
+    /// Home directory created (owned by `user`) in every sandbox.
+    pub home: String,
+}
+
+impl DockerOptions {
+    /// Options with the image taken from `RFS_DOCKER_IMAGE` (if set and not
+    /// empty), no user override and the default home.
+    pub fn from_env() -> Self {
+        DockerOptions {
+            image: std::env::var(IMAGE_ENV).ok().filter(|v| !v.is_empty()),
+            user: None,
+            home: DEFAULT_HOME.to_string(),
+        }
+    }
+}
+
+impl Default for DockerOptions {
+    /// Same as [`DockerOptions::from_env`].
+    fn default() -> Self {
+        Self::from_env()
+    }
+}
+
+/// The Docker provider.
+pub struct DockerProvider {
+    client: Client,
+    options: DockerOptions,
+}
+
+impl DockerProvider {
+    /// Connect to the daemon named by `DOCKER_HOST` (default: the local
+    /// socket). Does not contact the daemon: [`Provider::preflight`] does.
+    pub fn connect(options: DockerOptions) -> ProviderResult<Self> {
+        Ok(DockerProvider {
+            client: Client::connect()?,
+            options,
+        })
+    }
+
+    /// The options this provider was built with.
+    pub fn options(&self) -> &DockerOptions {
+        &self.options
+    }
+
+    /// The daemon address in use, as shown in error messages.
+    pub fn host(&self) -> &str {
+        self.client.host()
+    }
+}
+
+#[async_trait]
+impl Provider for DockerProvider {
+    fn name(&self) -> &str {
+        "docker"
+    }
+
+    async fn preflight(&self) -> ProviderResult<()> {
+        self.client.ping().await
+    }
+
+    async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
+        container::create(&self.client, &self.options, spec).await
+    }
+
+    async fn get(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
+        container::get(&self.client, &self.options, id).await
+    }
+
+    async fn list(&self, labels: &Labels) -> ProviderResult<Vec<SandboxInfo>> {
+        container::list(&self.client, &self.options, labels).await
+    }
+
+    async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()> {
+        container::check_id(id)?;
+        upload::upload(&self.client, id, local, remote_path).await
+    }
+
+    async fn exec(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        container::check_id(id)?;
+        exec::run(&self.client, id, self.options.user.as_deref(), req, sink).await
+    }
+
+    async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
+        container::check_id(id)?;
+        pty::open(&self.client, id, self.options.user.as_deref(), req).await
+    }
+
+    async fn destroy(&self, id: &str) -> ProviderResult<()> {
+        container::destroy(&self.client, id).await
+    }
+}

@@ -135,7 +135,10 @@ pub struct PtyRequest {
 #[derive(Debug, Clone)]
 pub enum PtyInput {
     Data(Vec<u8>),
-    Resize { cols: u16, rows: u16 },
+    Resize {
+        cols: u16,
+        rows: u16,
+    },
     /// Kill the session's whole process group.
     Kill,
 }
