@@ -4,7 +4,7 @@
 # `docker import`.
 #
 # Idempotent: the rootfs content is hashed and stamped on the image as the
-# label `relayflows/test-image-hash`; when an image with that tag and hash
+# label `rfs-test-image-hash`; when an image with that tag and hash
 # already exists, nothing is imported.
 #
 # Works on a fresh Debian machine as root: installs `busybox-static` (running
@@ -12,7 +12,7 @@
 set -euo pipefail
 
 IMAGE="${RFS_TEST_IMAGE:-rfs-test-busybox:latest}"
-HASH_LABEL="relayflows/test-image-hash"
+HASH_LABEL="rfs-test-image-hash"
 
 log() { printf 'docker-test-image: %s\n' "$*" >&2; }
 

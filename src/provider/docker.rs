@@ -71,6 +71,7 @@ impl Default for DockerOptions {
 pub struct DockerProvider {
     client: Client,
     options: DockerOptions,
+    owners: upload::Owners,
 }
 
 impl DockerProvider {
@@ -80,6 +81,7 @@ impl DockerProvider {
         Ok(DockerProvider {
             client: Client::connect()?,
             options,
+            owners: upload::Owners::default(),
         })
     }
 
@@ -118,7 +120,11 @@ impl Provider for DockerProvider {
 
     async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()> {
         container::check_id(id)?;
-        upload::upload(&self.client, id, local, remote_path).await
+        let owner = self
+            .owners
+            .resolve(&self.client, id, self.options.user.as_deref())
+            .await?;
+        upload::upload(&self.client, id, local, remote_path, owner).await
     }
 
     async fn exec(
@@ -137,6 +143,8 @@ impl Provider for DockerProvider {
     }
 
     async fn destroy(&self, id: &str) -> ProviderResult<()> {
-        container::destroy(&self.client, id).await
+        container::destroy(&self.client, id).await?;
+        self.owners.forget(id);
+        Ok(())
     }
 }

@@ -2,6 +2,7 @@
 //! single-entry tar: header, the file's bytes read from disk chunk by chunk,
 //! padding and the end-of-archive blocks. The file is never held in memory.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -12,6 +13,7 @@ use tokio::fs::File;
 use tokio::io::AsyncReadExt;
 
 use super::client::{self, Client};
+use super::exec::{self, ExecSpec};
 use crate::provider::{ProviderError, ProviderResult};
 
 /// Size of the chunks read from disk.
@@ -37,14 +39,20 @@ fn split_remote(remote: &str) -> ProviderResult<(&str, &str)> {
 
 /// The tar header block(s) for a regular file `name` of `size` bytes (a GNU
 /// long-name entry comes first when the name needs one).
-fn header_bytes(name: &str, size: u64, mode: u32, mtime: u64) -> std::io::Result<Vec<u8>> {
+fn header_bytes(
+    name: &str,
+    size: u64,
+    mode: u32,
+    mtime: u64,
+    owner: Owner,
+) -> std::io::Result<Vec<u8>> {
     let mut header = tar::Header::new_gnu();
     header.set_entry_type(tar::EntryType::Regular);
     header.set_size(size);
     header.set_mode(mode & 0o7777);
     header.set_mtime(mtime);
-    header.set_uid(0);
-    header.set_gid(0);
+    header.set_uid(owner.uid);
+    header.set_gid(owner.gid);
     let mut builder = tar::Builder::new(Vec::new());
     // Appending an empty reader writes the header blocks only.
     builder.append_data(&mut header, name, std::io::empty())?;
@@ -129,14 +137,72 @@ fn tar_stream(
     })
 }
 
+/// Numeric owner of uploaded files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Owner {
+    pub uid: u64,
+    pub gid: u64,
+}
+
+/// The owner of uploaded files per sandbox: the user commands run as,
+/// resolved once inside the sandbox with `id` (the daemon's own `copyUIDGID`
+/// resolves names on the host on some versions, so it is not used).
+#[derive(Default)]
+pub(super) struct Owners(Mutex<HashMap<String, Owner>>);
+
+impl Owners {
+    /// The owner for sandbox `id` whose commands run as `user`.
+    pub(super) async fn resolve(
+        &self,
+        client: &Client,
+        id: &str,
+        user: Option<&str>,
+    ) -> ProviderResult<Owner> {
+        if let Some(owner) = self.lock().get(id) {
+            return Ok(*owner);
+        }
+        let spec = ExecSpec {
+            argv: vec!["/bin/sh".into(), "-c".into(), "id -u && id -g".into()],
+            cwd: "/",
+            env: &[],
+            user,
+            tty: false,
+        };
+        let (code, out) = exec::run_collect(client, id, spec).await?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut ids = text.lines().map(|l| l.trim().parse::<u64>());
+        let owner = match (code, ids.next(), ids.next()) {
+            (Some(0), Some(Ok(uid)), Some(Ok(gid))) => Owner { uid, gid },
+            _ => {
+                return Err(ProviderError::other(format!(
+                    "cannot find the uid/gid of the sandbox user in sandbox {id} \
+                     (`id` exit {code:?}): {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )))
+            }
+        };
+        self.lock().insert(id.to_string(), owner);
+        Ok(owner)
+    }
+
+    /// Forget a sandbox (after it was destroyed).
+    pub(super) fn forget(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Owner>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// Upload `local` to `remote` (whose directory must exist) in container `id`.
-/// The file gets the local permission bits and belongs to the container's
-/// user.
+/// The file gets the local permission bits and belongs to `owner`.
 pub(super) async fn upload(
     client: &Client,
     id: &str,
     local: &Path,
     remote: &str,
+    owner: Owner,
 ) -> ProviderResult<()> {
     let (dir, name) = split_remote(remote)?;
     let local_err = |e: std::io::Error| {
@@ -157,13 +223,10 @@ pub(super) async fn upload(
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let header = header_bytes(name, meta.len(), mode, mtime).map_err(local_err)?;
+    let header = header_bytes(name, meta.len(), mode, mtime, owner).map_err(local_err)?;
     let failure = Arc::new(Mutex::new(None));
     let body = tar_stream(header, file, meta.len(), failure.clone());
-    let opts = UploadToContainerOptionsBuilder::default()
-        .path(dir)
-        .copy_uidgid("true")
-        .build();
+    let opts = UploadToContainerOptionsBuilder::default().path(dir).build();
     let api = client.upload_api().await?;
     let result = api
         .upload_to_container(id, Some(opts), bollard::body_try_stream(body))
@@ -201,6 +264,11 @@ mod tests {
     use futures_util::TryStreamExt;
     use std::io::Write;
 
+    const OWNER: Owner = Owner {
+        uid: 1000,
+        gid: 1001,
+    };
+
     #[test]
     fn remote_paths_split() {
         assert_eq!(split_remote("/a/b/c.txt").unwrap(), ("/a/b", "c.txt"));
@@ -216,7 +284,7 @@ mod tests {
         let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
         tmp.write_all(&data).unwrap();
         let file = File::open(tmp.path()).await.unwrap();
-        let header = header_bytes(name, len as u64, 0o754, 1_700_000_000).unwrap();
+        let header = header_bytes(name, len as u64, 0o754, 1_700_000_000, OWNER).unwrap();
         let failure = Arc::new(Mutex::new(None));
         let chunks: Vec<Bytes> = tar_stream(header, file, len as u64, failure)
             .try_collect()
@@ -229,6 +297,8 @@ mod tests {
         let mut entry = entries.next().unwrap().unwrap();
         assert_eq!(entry.path().unwrap().to_str().unwrap(), name);
         assert_eq!(entry.header().mode().unwrap(), 0o754);
+        assert_eq!(entry.header().uid().unwrap(), 1000);
+        assert_eq!(entry.header().gid().unwrap(), 1001);
         let mut got = Vec::new();
         std::io::Read::read_to_end(&mut entry, &mut got).unwrap();
         assert_eq!(got, data);
@@ -249,7 +319,7 @@ mod tests {
         let mut tmp = tempfile::NamedTempFile::new().unwrap();
         tmp.write_all(b"0123456789").unwrap();
         let file = File::open(tmp.path()).await.unwrap();
-        let header = header_bytes("f", 5, 0o644, 0).unwrap();
+        let header = header_bytes("f", 5, 0o644, 0, OWNER).unwrap();
         let failure = Arc::new(Mutex::new(None));
         let r: std::io::Result<Vec<Bytes>> = tar_stream(header, file, 5, failure.clone())
             .try_collect()
