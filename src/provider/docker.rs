@@ -4,13 +4,25 @@
 //! * **Lifetime.** The container's main process is `sleep <max_lifetime>`
 //!   under Docker's init, with `auto_remove`: when rfs dies without cleaning
 //!   up, the container stops and removes itself once its lifetime is over (a
-//!   dead-man switch). A container that removed itself reads as gone, exactly
-//!   like one rfs destroyed.
-//! * **Commands** run under a tiny `sh` wrapper (see [`wrapper`]) that
+//!   dead-man switch; a zero lifetime means [`DEFAULT_MAX_LIFETIME`]). A
+//!   container that removed itself reads as gone, exactly like one rfs
+//!   destroyed. Images are never pulled: a missing image is an error.
+//! * **Commands** run under a tiny `sh` wrapper (module `wrapper`) that
 //!   checks the executable and records the command's process group, so a
-//!   timeout or a cancellation kills the whole group inside the container.
-//!   The image therefore needs `/bin/sh`, `cat`, `rm` and `sleep`.
-//! * **Uploads** stream a single-entry tar built on the fly (see [`upload`]).
+//!   timeout or a cancellation kills the whole group (and its session)
+//!   inside the container. Runtime setup failures (missing cwd, missing
+//!   executable) become [`ProviderError`](super::ProviderError)s naming the
+//!   path or command and the sandbox. The image therefore needs `/bin/sh`,
+//!   `cat`, `rm`, `sleep` and `id` (any busybox or coreutils image has them).
+//!   Processes a command deliberately moves out of its session (`setsid`
+//!   daemons) are not killed on timeout; they die with the sandbox.
+//! * **Uploads** stream a single-entry tar built on the fly (module
+//!   `upload`); the file keeps its local permission bits and belongs to the
+//!   sandbox user.
+//!
+//! The tests in `tests/docker_provider.rs` need a local engine; they build
+//! the registry-free image `rfs-test-busybox:latest` themselves with
+//! `scripts/docker-test-image.sh`.
 
 mod client;
 mod container;
