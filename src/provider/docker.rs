@@ -1,8 +1,172 @@
-//! Docker provider (bollard). Implemented in its own change.
+//! Docker provider: one container per sandbox, driven through the Engine API
+//! with bollard (never the `docker` CLI).
+//!
+//! * **Lifetime.** The container's main process is `sleep <max_lifetime>`
+//!   under Docker's init, with `auto_remove`: when rfs dies without cleaning
+//!   up, the container stops and removes itself once its lifetime is over (a
+//!   dead-man switch; a zero lifetime means [`DEFAULT_MAX_LIFETIME`]). A
+//!   container that removed itself reads as gone, exactly like one rfs
+//!   destroyed. Images are never pulled: a missing image is an error.
+//! * **Commands** run under a tiny `sh` wrapper (module `wrapper`) that
+//!   checks the executable and records the command's process group, so a
+//!   timeout or a cancellation kills the whole group (and its session)
+//!   inside the container. Runtime setup failures (missing cwd, missing
+//!   executable) become [`ProviderError`](super::ProviderError)s naming the
+//!   path or command and the sandbox. The image therefore needs `/bin/sh`,
+//!   `cat`, `rm`, `sleep` and `id` (any busybox or coreutils image has them).
+//!   Processes a command deliberately moves out of its session (`setsid`
+//!   daemons) are not killed on timeout; they die with the sandbox.
+//! * **Uploads** stream a single-entry tar built on the fly (module
+//!   `upload`); the file keeps its local permission bits and belongs to the
+//!   sandbox user.
+//!
+//! The tests in `tests/docker_provider.rs` need a local engine; they build
+//! the registry-free image `rfs-test-busybox:latest` themselves with
+//! `scripts/docker-test-image.sh`.
 
-/// Placeholder until the Docker provider lands.
-pub struct DockerProvider;
+mod client;
+mod container;
+mod exec;
+mod pty;
+mod upload;
+mod wrapper;
 
-pub fn connect_default(_image: Option<String>) -> Result<super::local::LocalProvider, String> {
-    Err("the docker provider is not available in this build yet".into())
+use std::path::Path;
+
+use async_trait::async_trait;
+
+use super::{
+    CreateSpec, ExecOutcome, ExecRequest, Labels, OutputSink, Provider, ProviderResult, PtyChannel,
+    PtyRequest, SandboxInfo,
+};
+use client::Client;
+pub use container::DEFAULT_MAX_LIFETIME;
+
+/// Environment variable naming the default image.
+pub const IMAGE_ENV: &str = "RFS_DOCKER_IMAGE";
+/// Default home directory of the sandbox user.
+pub const DEFAULT_HOME: &str = "/home/rfs";
+
+/// How the Docker provider builds its sandboxes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DockerOptions {
+    /// Image used when the [`CreateSpec`] names none. Never pulled: it must
+    /// exist locally.
+    pub image: Option<String>,
+    /// User (`name`, `uid` or `uid:gid`) the container and every command run
+    /// as; `None` keeps the image's default user.
+    pub user: Option<String>,
+    /// Home directory created (owned by `user`) in every sandbox.
+    pub home: String,
+}
+
+impl DockerOptions {
+    /// Options with the image taken from `RFS_DOCKER_IMAGE` (if set and not
+    /// empty), no user override and the default home.
+    pub fn from_env() -> Self {
+        DockerOptions {
+            image: std::env::var(IMAGE_ENV).ok().filter(|v| !v.is_empty()),
+            user: None,
+            home: DEFAULT_HOME.to_string(),
+        }
+    }
+}
+
+impl Default for DockerOptions {
+    /// Same as [`DockerOptions::from_env`].
+    fn default() -> Self {
+        Self::from_env()
+    }
+}
+
+/// The Docker provider.
+pub struct DockerProvider {
+    client: Client,
+    options: DockerOptions,
+    owners: upload::Owners,
+}
+
+impl DockerProvider {
+    /// Connect to the daemon named by `DOCKER_HOST` (default: the local
+    /// socket). Does not contact the daemon: [`Provider::preflight`] does.
+    pub fn connect(options: DockerOptions) -> ProviderResult<Self> {
+        Ok(DockerProvider {
+            client: Client::connect()?,
+            options,
+            owners: upload::Owners::default(),
+        })
+    }
+
+    /// The options this provider was built with.
+    pub fn options(&self) -> &DockerOptions {
+        &self.options
+    }
+
+    /// The daemon address in use, as shown in error messages.
+    pub fn host(&self) -> &str {
+        self.client.host()
+    }
+}
+
+#[async_trait]
+impl Provider for DockerProvider {
+    fn name(&self) -> &str {
+        "docker"
+    }
+
+    async fn preflight(&self) -> ProviderResult<()> {
+        self.client.ping().await
+    }
+
+    async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
+        container::create(&self.client, &self.options, spec).await
+    }
+
+    async fn get(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
+        container::get(&self.client, &self.options, id).await
+    }
+
+    async fn list(&self, labels: &Labels) -> ProviderResult<Vec<SandboxInfo>> {
+        container::list(&self.client, &self.options, labels).await
+    }
+
+    async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()> {
+        container::check_id(id)?;
+        let owner = self
+            .owners
+            .resolve(&self.client, id, self.options.user.as_deref())
+            .await?;
+        upload::upload(&self.client, id, local, remote_path, owner).await
+    }
+
+    async fn exec(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        container::check_id(id)?;
+        exec::run(&self.client, id, self.options.user.as_deref(), req, sink).await
+    }
+
+    async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
+        container::check_id(id)?;
+        pty::open(&self.client, id, self.options.user.as_deref(), req).await
+    }
+
+    async fn destroy(&self, id: &str) -> ProviderResult<()> {
+        container::destroy(&self.client, id).await?;
+        self.owners.forget(id);
+        Ok(())
+    }
+}
+
+/// Connect with options from the environment and an optional image
+/// (`--image` / `sandbox(#{image})` default).
+pub fn connect_default(image: Option<String>) -> Result<DockerProvider, String> {
+    let mut opts = DockerOptions::from_env();
+    if image.is_some() {
+        opts.image = image;
+    }
+    DockerProvider::connect(opts).map_err(|e| e.to_string())
 }

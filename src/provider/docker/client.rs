@@ -1,0 +1,130 @@
+//! The connection to the Docker daemon: address, API version negotiation and
+//! the mapping of bollard errors to [`ProviderError`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bollard::errors::Error as BollardError;
+use bollard::Docker;
+use tokio::sync::OnceCell;
+
+use crate::provider::{ProviderError, ProviderResult};
+
+/// Provider name used in [`ProviderError::Unavailable`].
+const PROVIDER: &str = "docker";
+
+/// The daemon address used when `DOCKER_HOST` is not set.
+const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
+
+/// Request timeout for uploads: the daemon answers only after the whole
+/// archive has been received, which can take long for big files.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(6 * 60 * 60);
+
+/// A lazily negotiated connection to one daemon. Cheap to clone; clones
+/// share the negotiation.
+#[derive(Clone)]
+pub(super) struct Client {
+    docker: Docker,
+    host: Arc<str>,
+    negotiated: Arc<OnceCell<()>>,
+}
+
+impl Client {
+    /// Build a client for `DOCKER_HOST` (or the default local socket).
+    /// Nothing is sent to the daemon yet.
+    pub(super) fn connect() -> ProviderResult<Self> {
+        let host = std::env::var("DOCKER_HOST")
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| DEFAULT_HOST.to_string());
+        let docker = Docker::connect_with_host(&host).map_err(|e| unreachable_daemon(&host, &e))?;
+        Ok(Client {
+            docker,
+            host: host.into(),
+            negotiated: Arc::new(OnceCell::new()),
+        })
+    }
+
+    /// The daemon address, for messages.
+    pub(super) fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The API handle, after negotiating the API version once (so that an
+    /// older daemon, e.g. API 1.41, is spoken to in its own version).
+    pub(super) async fn api(&self) -> ProviderResult<&Docker> {
+        self.negotiated
+            .get_or_try_init(|| async {
+                // Clones share the version, so negotiating on a clone
+                // downgrades `self.docker` too.
+                self.docker
+                    .clone()
+                    .negotiate_version()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| self.error(e))
+            })
+            .await?;
+        Ok(&self.docker)
+    }
+
+    /// An API handle with a long request timeout, for uploads.
+    pub(super) async fn upload_api(&self) -> ProviderResult<Docker> {
+        Ok(self.api().await?.clone().with_timeout(UPLOAD_TIMEOUT))
+    }
+
+    /// Check that the daemon answers.
+    pub(super) async fn ping(&self) -> ProviderResult<()> {
+        let api = self.api().await?;
+        api.ping().await.map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// Map a bollard error: transport failures mean the daemon is
+    /// unavailable, anything else is reported in the daemon's own words.
+    pub(super) fn error(&self, e: BollardError) -> ProviderError {
+        match e {
+            BollardError::DockerResponseServerError {
+                status_code,
+                message,
+            } => ProviderError::Other(format!("docker daemon: {message} (HTTP {status_code})")),
+            BollardError::RequestTimeoutError => ProviderError::Unavailable {
+                provider: PROVIDER.into(),
+                message: format!("the Docker daemon at {} did not answer in time", self.host),
+            },
+            e @ (BollardError::IOError { .. }
+            | BollardError::HyperResponseError { .. }
+            | BollardError::HyperLegacyError { .. }
+            | BollardError::HttpClientError { .. }
+            | BollardError::SocketNotFoundError(_)) => unreachable_daemon(&self.host, &e),
+            e => ProviderError::Other(format!("docker: {e}")),
+        }
+    }
+}
+
+/// The error for a daemon that cannot be reached at `host`.
+fn unreachable_daemon(host: &str, e: &BollardError) -> ProviderError {
+    ProviderError::Unavailable {
+        provider: PROVIDER.into(),
+        message: format!(
+            "cannot reach the Docker daemon at {host} ({e}); is dockerd running? \
+             Set DOCKER_HOST to use another daemon"
+        ),
+    }
+}
+
+/// The HTTP status of a daemon error, if it is one.
+pub(super) fn status(e: &BollardError) -> Option<u16> {
+    match e {
+        BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}
+
+/// The daemon's message of a daemon error, if it is one.
+pub(super) fn server_message(e: &BollardError) -> Option<&str> {
+    match e {
+        BollardError::DockerResponseServerError { message, .. } => Some(message),
+        _ => None,
+    }
+}

@@ -1,0 +1,321 @@
+//! Container lifecycle: create (with the dead-man switch and the home
+//! directory), get, list and verified destroy.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bollard::models::{ContainerCreateBody, ContainerInspectResponse, HostConfig};
+use bollard::query_parameters::{
+    CreateContainerOptions, InspectContainerOptions, ListContainersOptionsBuilder,
+    RemoveContainerOptionsBuilder, StartContainerOptions,
+};
+
+use super::client::{self, Client};
+use super::exec::{self, ExecSpec};
+use super::DockerOptions;
+use crate::provider::{labels, CreateSpec, Labels, ProviderError, ProviderResult, SandboxInfo};
+
+/// Lifetime used when a [`CreateSpec`] gives none (zero): one day.
+pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long destroy waits for the daemon to report the container gone.
+const DESTROY_VERIFY: Duration = Duration::from_secs(20);
+
+/// True for a full Docker container id (64 lowercase hex digits). rfs only
+/// ever addresses containers by exact id: the daemon would also accept a
+/// name or an id prefix.
+fn is_container_id(id: &str) -> bool {
+    id.len() == 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Refuse anything but a full container id.
+pub(super) fn check_id(id: &str) -> ProviderResult<()> {
+    if is_container_id(id) {
+        Ok(())
+    } else {
+        Err(ProviderError::other(format!(
+            "`{id}` is not a full docker container id"
+        )))
+    }
+}
+
+/// Whole seconds of the container's life (at least one).
+fn lifetime_secs(max: Duration) -> u64 {
+    let max = if max.is_zero() {
+        DEFAULT_MAX_LIFETIME
+    } else {
+        max
+    };
+    let secs = max.as_secs() + u64::from(max.subsec_nanos() > 0);
+    secs.max(1)
+}
+
+/// Create and start a container, then create the home directory.
+pub(super) async fn create(
+    client: &Client,
+    options: &DockerOptions,
+    spec: &CreateSpec,
+) -> ProviderResult<SandboxInfo> {
+    let image = spec
+        .image
+        .as_deref()
+        .or(options.image.as_deref())
+        .filter(|i| !i.is_empty())
+        .ok_or_else(|| {
+            ProviderError::other(format!(
+                "no docker image given: name one for the sandbox or set {}",
+                super::IMAGE_ENV
+            ))
+        })?;
+    if !options.home.starts_with('/') {
+        return Err(ProviderError::other(format!(
+            "home directory `{}` is not an absolute path",
+            options.home
+        )));
+    }
+    let api = client.api().await?;
+    let image_info = match api.inspect_image(image).await {
+        Ok(info) => info,
+        Err(e) if client::status(&e) == Some(404) => {
+            return Err(ProviderError::other(format!(
+                "docker image `{image}` is not present on the daemon at {}; rfs never pulls \
+                 images: build, load or pull it first",
+                client.host()
+            )))
+        }
+        Err(e) => return Err(client.error(e)),
+    };
+    let env = spec
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect::<Vec<_>>();
+    let body = ContainerCreateBody {
+        image: Some(image.to_string()),
+        entrypoint: Some(vec![
+            "sleep".into(),
+            lifetime_secs(spec.max_lifetime).to_string(),
+        ]),
+        user: options.user.clone(),
+        env: Some(exec::env_entries(&env)?),
+        labels: Some(
+            spec.labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<HashMap<_, _>>(),
+        ),
+        host_config: Some(HostConfig {
+            init: Some(true),
+            auto_remove: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let created = api
+        .create_container(None::<CreateContainerOptions>, body)
+        .await
+        .map_err(|e| client.error(e))?;
+    let owner = options.user.clone().or_else(|| {
+        image_info
+            .config
+            .and_then(|c| c.user)
+            .filter(|u| !u.is_empty())
+    });
+    match start_and_prepare(client, options, &created.id, owner.as_deref()).await {
+        Ok(info) => Ok(info),
+        Err(e) => {
+            // Leave nothing behind; the creation error is what matters.
+            let _ = destroy(client, &created.id).await;
+            Err(e)
+        }
+    }
+}
+
+/// Start the container and create the home directory owned by `owner`.
+async fn start_and_prepare(
+    client: &Client,
+    options: &DockerOptions,
+    id: &str,
+    owner: Option<&str>,
+) -> ProviderResult<SandboxInfo> {
+    let api = client.api().await?;
+    api.start_container(id, None::<StartContainerOptions>)
+        .await
+        .map_err(|e| {
+            ProviderError::other(format!(
+                "cannot start sandbox container {id}: {}",
+                client.error(e)
+            ))
+        })?;
+    let mut argv = vec![
+        "/bin/sh".to_string(),
+        "-c".to_string(),
+        r#"mkdir -p "$1" && { [ -z "$2" ] || chown "$2" "$1"; }"#.to_string(),
+        "rfs-home".to_string(),
+        options.home.clone(),
+    ];
+    argv.extend(owner.map(str::to_string));
+    let spec = ExecSpec {
+        argv,
+        cwd: "/",
+        env: &[],
+        user: Some(exec::ROOT),
+        tty: false,
+    };
+    let (code, out) = exec::run_collect(client, id, spec).await?;
+    if code != Some(0) {
+        return Err(ProviderError::other(format!(
+            "cannot create home directory {} in sandbox {id} (exit {code:?}): {}{}",
+            options.home,
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    get(client, options, id).await?.ok_or_else(|| {
+        ProviderError::other(format!(
+            "sandbox container {id} vanished right after creation"
+        ))
+    })
+}
+
+/// Inspect a container; `None` when the daemon does not know it.
+async fn inspect(client: &Client, id: &str) -> ProviderResult<Option<ContainerInspectResponse>> {
+    let api = client.api().await?;
+    match api
+        .inspect_container(id, None::<InspectContainerOptions>)
+        .await
+    {
+        Ok(info) => Ok(Some(info)),
+        Err(e) if client::status(&e) == Some(404) => Ok(None),
+        Err(e) => Err(client.error(e)),
+    }
+}
+
+/// A sandbox by exact id.
+pub(super) async fn get(
+    client: &Client,
+    options: &DockerOptions,
+    id: &str,
+) -> ProviderResult<Option<SandboxInfo>> {
+    if !is_container_id(id) {
+        return Ok(None);
+    }
+    let Some(info) = inspect(client, id).await? else {
+        return Ok(None);
+    };
+    if info.id.as_deref() != Some(id) {
+        return Ok(None);
+    }
+    Ok(Some(SandboxInfo {
+        id: id.to_string(),
+        labels: info
+            .config
+            .and_then(|c| c.labels)
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
+        home: options.home.clone(),
+        state: info
+            .state
+            .and_then(|s| s.status)
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "unknown".into()),
+    }))
+}
+
+/// Every container (running or not) carrying all of `want`.
+pub(super) async fn list(
+    client: &Client,
+    options: &DockerOptions,
+    want: &Labels,
+) -> ProviderResult<Vec<SandboxInfo>> {
+    let api = client.api().await?;
+    let selector: Vec<String> = want.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut filters = HashMap::new();
+    if !selector.is_empty() {
+        filters.insert("label".to_string(), selector);
+    }
+    let opts = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let found = api
+        .list_containers(Some(opts))
+        .await
+        .map_err(|e| client.error(e))?;
+    Ok(found
+        .into_iter()
+        .filter_map(|c| {
+            let have: Labels = c.labels.unwrap_or_default().into_iter().collect();
+            // The daemon filtered already; re-check so a filter quirk can
+            // never widen the selection.
+            labels::matches(&have, want).then_some(SandboxInfo {
+                id: c.id?,
+                labels: have,
+                home: options.home.clone(),
+                state: c
+                    .state
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "unknown".into()),
+            })
+        })
+        .collect())
+}
+
+/// Force-remove a container with its anonymous volumes and verify that the
+/// daemon no longer knows it. Already gone is success.
+pub(super) async fn destroy(client: &Client, id: &str) -> ProviderResult<()> {
+    check_id(id)?;
+    let api = client.api().await?;
+    let opts = RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .v(true)
+        .build();
+    let deadline = tokio::time::Instant::now() + DESTROY_VERIFY;
+    loop {
+        match api.remove_container(id, Some(opts.clone())).await {
+            Ok(()) => {}
+            // Gone already, or an auto-removal is in progress.
+            Err(e) if matches!(client::status(&e), Some(404 | 409)) => {}
+            Err(e) => return Err(client.error(e)),
+        }
+        for _ in 0..10 {
+            if inspect(client, id).await?.is_none() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ProviderError::other(format!(
+                    "sandbox container {id} still exists {}s after its removal",
+                    DESTROY_VERIFY.as_secs()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifetime_rounds_up_and_defaults() {
+        assert_eq!(lifetime_secs(Duration::from_millis(1500)), 2);
+        assert_eq!(lifetime_secs(Duration::from_secs(30)), 30);
+        assert_eq!(lifetime_secs(Duration::from_millis(1)), 1);
+        assert_eq!(
+            lifetime_secs(Duration::ZERO),
+            DEFAULT_MAX_LIFETIME.as_secs()
+        );
+    }
+
+    #[test]
+    fn only_full_ids_are_ids() {
+        assert!(is_container_id(&"a1".repeat(32)));
+        assert!(!is_container_id("a1b2"));
+        assert!(!is_container_id(&"A1".repeat(32)));
+        assert!(!is_container_id(&"g1".repeat(32)));
+    }
+}

@@ -1,0 +1,419 @@
+//! Running commands in a container: the exec round trip (create, start,
+//! stream, inspect), the wrapped user command with timeout and cancellation,
+//! and the process-group kill.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use bollard::container::LogOutput;
+use bollard::errors::Error as BollardError;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bytes::{Bytes, BytesMut};
+use futures_util::{Stream, StreamExt};
+use tokio::io::AsyncWrite;
+use tokio::time::Instant;
+
+use super::client::{self, Client};
+use super::wrapper::{self, OciFailure, WrapperFailure};
+use crate::provider::{
+    Collect, ExecOutcome, ExecRequest, OutputSink, ProviderError, ProviderResult,
+};
+
+/// SIGKILL, reported as the signal of a command rfs killed.
+const SIGKILL: i32 = 9;
+/// How long to wait for a killed command's output to end before asking
+/// again (or giving up).
+const KILL_GRACE: Duration = Duration::from_secs(5);
+/// How many times a kill is attempted while the output stays open.
+const KILL_ATTEMPTS: u32 = 3;
+/// At most this much runtime failure text is held back from the sink.
+const HOLD_LIMIT: usize = 64 * 1024;
+/// The user internal commands run as.
+pub(super) const ROOT: &str = "0";
+
+/// One exec to create.
+pub(super) struct ExecSpec<'a> {
+    pub argv: Vec<String>,
+    pub cwd: &'a str,
+    pub env: &'a [(String, String)],
+    pub user: Option<&'a str>,
+    /// Allocate a TTY and attach stdin.
+    pub tty: bool,
+}
+
+/// The output stream of a started exec.
+pub(super) type Output = Pin<Box<dyn Stream<Item = Result<LogOutput, BollardError>> + Send>>;
+
+/// A started exec.
+pub(super) struct Started {
+    pub exec_id: String,
+    pub output: Output,
+    pub input: Pin<Box<dyn AsyncWrite + Send>>,
+}
+
+/// Docker `Env` entries from ordered pairs: later entries win.
+pub(super) fn env_entries(env: &[(String, String)]) -> ProviderResult<Vec<String>> {
+    let mut merged: Vec<(&str, &str)> = Vec::with_capacity(env.len());
+    for (k, v) in env {
+        if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
+            return Err(ProviderError::other(format!(
+                "invalid environment variable name `{k}`"
+            )));
+        }
+        merged.retain(|(mk, _)| *mk != k.as_str());
+        merged.push((k, v));
+    }
+    Ok(merged
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect())
+}
+
+/// Refuse a relative working directory before the runtime does.
+pub(super) fn check_cwd(cwd: &str) -> ProviderResult<()> {
+    if cwd.starts_with('/') {
+        Ok(())
+    } else {
+        Err(ProviderError::other(format!(
+            "working directory `{cwd}` is not an absolute path"
+        )))
+    }
+}
+
+/// Create and start an exec in container `id`.
+pub(super) async fn start(
+    client: &Client,
+    id: &str,
+    spec: ExecSpec<'_>,
+) -> ProviderResult<Started> {
+    let api = client.api().await?;
+    let config = CreateExecOptions::<String> {
+        attach_stdin: Some(spec.tty),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        tty: Some(spec.tty),
+        env: Some(env_entries(spec.env)?),
+        cmd: Some(spec.argv),
+        user: spec.user.map(str::to_string),
+        working_dir: Some(spec.cwd.to_string()),
+        ..Default::default()
+    };
+    let created = api
+        .create_exec(id, config)
+        .await
+        .map_err(|e| container_error(client, id, e))?;
+    let options = StartExecOptions {
+        detach: false,
+        tty: spec.tty,
+        output_capacity: None,
+    };
+    match api
+        .start_exec(&created.id, Some(options))
+        .await
+        .map_err(|e| container_error(client, id, e))?
+    {
+        StartExecResults::Attached { output, input } => Ok(Started {
+            exec_id: created.id,
+            output,
+            input,
+        }),
+        StartExecResults::Detached => Err(ProviderError::other(
+            "docker started the exec detached although rfs asked to attach",
+        )),
+    }
+}
+
+/// Map an error of an exec call on container `id`.
+pub(super) fn container_error(client: &Client, id: &str, e: BollardError) -> ProviderError {
+    match client::status(&e) {
+        Some(404) => ProviderError::NotFound { id: id.to_string() },
+        Some(409) => ProviderError::other(format!(
+            "sandbox {id} is not running (its lifetime may have ended): {}",
+            client::server_message(&e).unwrap_or_default()
+        )),
+        _ => client.error(e),
+    }
+}
+
+/// The exit code of a finished exec, read after its output ended. `None`
+/// when the daemon does not report one (still running, or unknown).
+pub(super) async fn exit_code(client: &Client, exec_id: &str) -> ProviderResult<Option<i32>> {
+    let api = client.api().await?;
+    let mut delay = Duration::from_millis(5);
+    for _ in 0..40 {
+        let info = api
+            .inspect_exec(exec_id)
+            .await
+            .map_err(|e| client.error(e))?;
+        if info.running != Some(true) {
+            return Ok(info.exit_code.and_then(|c| i32::try_from(c).ok()));
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(100));
+    }
+    Ok(None)
+}
+
+/// Run a short internal command to completion and collect its output.
+pub(super) async fn run_collect(
+    client: &Client,
+    id: &str,
+    spec: ExecSpec<'_>,
+) -> ProviderResult<(Option<i32>, Collect)> {
+    let mut started = start(client, id, spec).await?;
+    let mut out = Collect::default();
+    while let Some(item) = started.output.next().await {
+        route_plain(item.map_err(|e| client.error(e))?, &mut out);
+    }
+    let code = exit_code(client, &started.exec_id).await?;
+    Ok((code, out))
+}
+
+/// Send one output item to the sink.
+fn route_plain(item: LogOutput, sink: &mut dyn OutputSink) {
+    match item {
+        LogOutput::StdOut { message } | LogOutput::Console { message } => sink.stdout(&message),
+        LogOutput::StdErr { message } => sink.stderr(&message),
+        LogOutput::StdIn { .. } => {}
+    }
+}
+
+/// Kill the process group recorded under `token` (as root) and wait until
+/// its processes are gone. Returns the kill script's exit status.
+pub(super) async fn kill_group(client: &Client, id: &str, token: &str) -> ProviderResult<i32> {
+    let spec = ExecSpec {
+        argv: wrapper::kill_argv(token),
+        cwd: "/",
+        env: &[],
+        user: Some(ROOT),
+        tty: false,
+    };
+    let (code, out) = run_collect(client, id, spec).await?;
+    match code {
+        Some(0) | Some(wrapper::KILL_NOTHING_RECORDED) => Ok(code.unwrap_or_default()),
+        other => Err(ProviderError::other(format!(
+            "could not kill a command's process group in sandbox {id} (kill exit {other:?}): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
+    }
+}
+
+/// Why rfs stopped a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Timeout,
+    Cancel,
+}
+
+/// Run a user command under the wrapper, streaming into `sink`.
+pub(super) async fn run(
+    client: &Client,
+    id: &str,
+    user: Option<&str>,
+    req: &ExecRequest,
+    sink: &mut dyn OutputSink,
+) -> ProviderResult<ExecOutcome> {
+    let program = req
+        .argv
+        .first()
+        .ok_or_else(|| ProviderError::other("cannot run an empty command"))?;
+    check_cwd(&req.cwd)?;
+    if req.cancel.is_cancelled() {
+        return Ok(ExecOutcome {
+            exit: None,
+            signal: None,
+            timed_out: false,
+            cancelled: true,
+        });
+    }
+    let token = wrapper::token();
+    let spec = ExecSpec {
+        argv: wrapper::exec_argv(&token, &req.argv),
+        cwd: &req.cwd,
+        env: &req.env,
+        user,
+        tty: false,
+    };
+    let mut started = start(client, id, spec).await?;
+    let mut router = Router::new(&token);
+    let deadline = req.timeout.map(|t| Instant::now() + t);
+    let mut stop: Option<Stop> = None;
+    let mut killed = false;
+    let mut kills = 0;
+    let mut grace: Option<Instant> = None;
+    let mut ended = false;
+    loop {
+        tokio::select! {
+            item = started.output.next() => match item {
+                None => {
+                    ended = true;
+                    break;
+                }
+                Some(item) => router.route(item.map_err(|e| client.error(e))?, sink),
+            },
+            _ = sleep_until(deadline), if stop.is_none() => stop = Some(Stop::Timeout),
+            _ = req.cancel.cancelled(), if stop.is_none() => stop = Some(Stop::Cancel),
+            _ = sleep_until(grace), if grace.is_some() => {
+                if kills >= KILL_ATTEMPTS || killed {
+                    // The group is dead but something outside it still holds
+                    // the output open: stop reading.
+                    break;
+                }
+                grace = None;
+            },
+        }
+        if stop.is_some() && grace.is_none() {
+            let code = kill_group(client, id, &token).await?;
+            kills += 1;
+            killed |= code == 0;
+            grace = Some(Instant::now() + KILL_GRACE);
+        }
+    }
+    let exit = if ended {
+        exit_code(client, &started.exec_id).await?
+    } else {
+        None
+    };
+    if let Some(stop) = stop {
+        return Ok(ExecOutcome {
+            exit: if killed { None } else { exit },
+            signal: killed.then_some(SIGKILL),
+            timed_out: stop == Stop::Timeout,
+            cancelled: stop == Stop::Cancel,
+        });
+    }
+    if let Some(err) = router.setup_failure(exit, id, &req.cwd, program) {
+        return Err(err);
+    }
+    router.flush(sink);
+    Ok(ExecOutcome {
+        exit,
+        signal: None,
+        timed_out: false,
+        cancelled: false,
+    })
+}
+
+/// Sleep until `at`, or forever when there is no deadline.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What the first output of a command was held back as.
+enum Held {
+    /// Runtime failure text (stdout), possibly in several chunks.
+    Oci(BytesMut),
+    /// The wrapper's marker line (stderr).
+    Wrapper(WrapperFailure, Bytes),
+}
+
+/// Routes a wrapped command's output to the sink, holding back the very
+/// first chunk when it may be a setup failure (the runtime's exec failure
+/// text or the wrapper's marker), so that failures become provider errors
+/// instead of command output.
+struct Router<'t> {
+    token: &'t str,
+    first: bool,
+    held: Option<Held>,
+}
+
+impl<'t> Router<'t> {
+    fn new(token: &'t str) -> Self {
+        Router {
+            token,
+            first: true,
+            held: None,
+        }
+    }
+
+    fn route(&mut self, item: LogOutput, sink: &mut dyn OutputSink) {
+        let first = std::mem::replace(&mut self.first, false);
+        match (&item, &mut self.held) {
+            (LogOutput::StdOut { message }, None)
+                if first && wrapper::looks_like_oci_failure(message) =>
+            {
+                self.held = Some(Held::Oci(BytesMut::from(&message[..])));
+                return;
+            }
+            (LogOutput::StdErr { message }, None) if first => {
+                if let Some(f) = wrapper::wrapper_failure(self.token, message) {
+                    self.held = Some(Held::Wrapper(f, message.clone()));
+                    return;
+                }
+            }
+            (LogOutput::StdOut { message }, Some(Held::Oci(buf)))
+                if buf.len() + message.len() <= HOLD_LIMIT =>
+            {
+                buf.extend_from_slice(message);
+                return;
+            }
+            _ => {}
+        }
+        self.flush(sink);
+        route_plain(item, sink);
+    }
+
+    /// Release anything held back to the sink.
+    fn flush(&mut self, sink: &mut dyn OutputSink) {
+        match self.held.take() {
+            Some(Held::Oci(buf)) => sink.stdout(&buf),
+            Some(Held::Wrapper(_, line)) => sink.stderr(&line),
+            None => {}
+        }
+    }
+
+    /// The setup failure the held output and exit code prove, if any.
+    fn setup_failure(
+        &self,
+        exit: Option<i32>,
+        id: &str,
+        cwd: &str,
+        program: &str,
+    ) -> Option<ProviderError> {
+        match (&self.held, exit) {
+            (Some(Held::Oci(text)), Some(126)) => {
+                Some(oci_error(&wrapper::oci_failure(text), id, cwd, "/bin/sh"))
+            }
+            (Some(Held::Wrapper(f, _)), Some(125 | 127)) => Some(wrapper_error(*f, id, program)),
+            _ => None,
+        }
+    }
+}
+
+/// rfs's message for a runtime exec failure.
+pub(super) fn oci_error(f: &OciFailure, id: &str, cwd: &str, program: &str) -> ProviderError {
+    ProviderError::Other(match f {
+        OciFailure::Cwd(text) if text.contains("no such file or directory") => {
+            format!("working directory `{cwd}` does not exist in sandbox {id}")
+        }
+        OciFailure::Cwd(text) => {
+            format!("cannot enter working directory `{cwd}` in sandbox {id}: {text}")
+        }
+        OciFailure::Executable(_) => {
+            format!("`{program}` does not exist in sandbox {id}; rfs needs it to run commands")
+        }
+        OciFailure::Other(text) => format!("sandbox {id} could not start a command: {text}"),
+    })
+}
+
+/// rfs's message for a failure reported by the wrapper.
+pub(super) fn wrapper_error(f: WrapperFailure, id: &str, program: &str) -> ProviderError {
+    ProviderError::Other(match f {
+        WrapperFailure::Executable if program.contains('/') => {
+            format!("`{program}` is not an executable file in sandbox {id}")
+        }
+        WrapperFailure::Executable => {
+            format!("command `{program}` not found on PATH in sandbox {id}")
+        }
+        WrapperFailure::PgidFile => format!(
+            "cannot record the process group of `{program}` in /tmp of sandbox {id} \
+             (is /tmp writable?)"
+        ),
+        WrapperFailure::Setsid => format!(
+            "sandbox {id} has no `setsid`, which rfs needs to kill `{program}`'s process group"
+        ),
+    })
+}

@@ -1,0 +1,245 @@
+//! The small `sh` programs rfs runs inside a container around user commands,
+//! and the recognition of their (and the runtime's) setup failures.
+//!
+//! A command runs as `/bin/sh -c EXEC_SCRIPT rfs-exec TOKEN argv...`. The
+//! wrapper
+//! 1. checks that `argv[0]` is an executable file (on `PATH` or by path) and
+//!    otherwise prints a marker line `rfs-wrapper:TOKEN:noexec` on stderr;
+//! 2. records its process group id in `/tmp/.rfs-exec-TOKEN.pgid`. Docker
+//!    (runc) starts every exec as a session leader, so the wrapper's own pid
+//!    is the group id and the command runs as its foreground child; when the
+//!    wrapper is not a group leader (another runtime), the command runs under
+//!    `setsid` instead;
+//! 3. runs the command with `exec` (never a shell builtin) and removes the
+//!    record when it ends.
+//!
+//! [`kill_argv`] is the second exec that kills the recorded group (and any
+//! process of the same session that moved to another group) and waits until
+//! they are gone. The TOKEN is random per command, so a marker cannot be
+//! produced by a user command by accident.
+
+/// Shell function `__rfs_find NAME`: true when NAME is an executable file,
+/// looked up on `PATH` unless it contains a slash.
+const FIND_FN: &str = r#"__rfs_find() {
+  case "$1" in
+    */*) [ -f "$1" ] && [ -x "$1" ]; return ;;
+  esac
+  __rfs_ifs=$IFS; IFS=:
+  for __rfs_d in $PATH; do
+    if [ -f "${__rfs_d:-.}/$1" ] && [ -x "${__rfs_d:-.}/$1" ]; then IFS=$__rfs_ifs; return 0; fi
+  done
+  IFS=$__rfs_ifs; return 1
+}
+"#;
+
+/// The command wrapper. Arguments: TOKEN argv...
+const EXEC_SCRIPT: &str = r#"__rfs_t=$1; shift
+__rfs_f=/tmp/.rfs-exec-$__rfs_t.pgid
+__rfs_m=rfs-wrapper:$__rfs_t
+__rfs_find "$1" || { echo "$__rfs_m:noexec" >&2; exit 127; }
+__rfs_leader() {
+  read -r __rfs_s < /proc/$$/stat || return 1
+  __rfs_s=${__rfs_s##*) }
+  set -- $__rfs_s
+  [ "$3" = "$$" ]
+}
+if __rfs_leader; then
+  { echo $$ > "$__rfs_f"; } 2>/dev/null || { echo "$__rfs_m:nopgid" >&2; exit 125; }
+  ( exec "$@" )
+  __rfs_r=$?
+else
+  __rfs_find setsid || { echo "$__rfs_m:nosetsid" >&2; exit 125; }
+  setsid sh -c '{ echo $$ > "$0"; } 2>/dev/null || { echo "$1:nopgid" >&2; exit 125; }; shift; exec "$@"' "$__rfs_f" "$__rfs_m" "$@" &
+  wait $!
+  __rfs_r=$?
+fi
+rm -f "$__rfs_f"
+exit $__rfs_r
+"#;
+
+/// Kill the group recorded for TOKEN and wait until its processes are gone.
+/// Exit 0: killed (or ended); 3: no group recorded within 2 s; 4: processes
+/// survived SIGKILL for 5 s.
+const KILL_SCRIPT: &str = r#"f=/tmp/.rfs-exec-$1.pgid
+i=0
+while [ ! -s "$f" ]; do
+  i=$((i+1)); [ "$i" -gt 40 ] && exit 3
+  sleep 0.05
+done
+p=$(cat "$f") || exit 3
+case "$p" in ''|*[!0-9]*) exit 3 ;; esac
+kill -9 -"$p" 2>/dev/null
+i=0
+while :; do
+  left=0; zombies=0
+  for d in /proc/[0-9]*; do
+    read -r s < "$d/stat" 2>/dev/null || continue
+    s=${s##*) }
+    set -- $s
+    [ "$4" = "$p" ] || continue
+    if [ "$1" = Z ]; then zombies=1; else left=1; kill -9 "${d#/proc/}" 2>/dev/null; fi
+  done
+  [ "$left" = 0 ] && { [ "$zombies" = 0 ] || [ "$i" -ge 20 ]; } && break
+  i=$((i+1))
+  [ "$i" -gt 100 ] && exit 4
+  sleep 0.05
+done
+rm -f "$f"
+exit 0
+"#;
+
+/// PTY wrapper: record the session's group, then become the command.
+/// Arguments: TOKEN argv...
+const PTY_SCRIPT: &str = r#"{ echo $$ > "/tmp/.rfs-exec-$1.pgid"; } 2>/dev/null
+shift
+exec "$@"
+"#;
+
+/// Exit status of the kill script when no group was recorded.
+pub(super) const KILL_NOTHING_RECORDED: i32 = 3;
+
+/// A fresh random token for one command.
+pub(super) fn token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// The wrapped argv for a command.
+pub(super) fn exec_argv(token: &str, argv: &[String]) -> Vec<String> {
+    let mut v = vec![
+        "/bin/sh".to_string(),
+        "-c".to_string(),
+        format!("{FIND_FN}{EXEC_SCRIPT}"),
+        "rfs-exec".to_string(),
+        token.to_string(),
+    ];
+    v.extend(argv.iter().cloned());
+    v
+}
+
+/// The wrapped argv for a PTY session.
+pub(super) fn pty_argv(token: &str, argv: &[String]) -> Vec<String> {
+    let mut v = vec![
+        "/bin/sh".to_string(),
+        "-c".to_string(),
+        PTY_SCRIPT.to_string(),
+        "rfs-pty".to_string(),
+        token.to_string(),
+    ];
+    v.extend(argv.iter().cloned());
+    v
+}
+
+/// argv of the exec that kills the group recorded for `token`.
+pub(super) fn kill_argv(token: &str) -> Vec<String> {
+    vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        KILL_SCRIPT.into(),
+        "rfs-kill".into(),
+        token.into(),
+    ]
+}
+
+/// argv of a check that `program` is an executable (exit 0) or not (1).
+pub(super) fn find_argv(program: &str) -> Vec<String> {
+    vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        format!("{FIND_FN}__rfs_find \"$1\""),
+        "rfs-find".into(),
+        program.into(),
+    ]
+}
+
+/// argv that removes the group record of `token`.
+pub(super) fn cleanup_argv(token: &str) -> Vec<String> {
+    vec![
+        "rm".into(),
+        "-f".into(),
+        format!("/tmp/.rfs-exec-{token}.pgid"),
+    ]
+}
+
+/// A setup failure reported by the wrapper itself: what was missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WrapperFailure {
+    /// `argv[0]` is not an executable file.
+    Executable,
+    /// The process group could not be recorded in /tmp.
+    PgidFile,
+    /// The wrapper needed `setsid` and the image has none.
+    Setsid,
+}
+
+/// Recognise the wrapper's marker line for `token` at the start of `chunk`.
+pub(super) fn wrapper_failure(token: &str, chunk: &[u8]) -> Option<WrapperFailure> {
+    let text = std::str::from_utf8(chunk).ok()?;
+    let rest = text.strip_prefix("rfs-wrapper:")?.strip_prefix(token)?;
+    match rest.trim_end() {
+        ":noexec" => Some(WrapperFailure::Executable),
+        ":nopgid" => Some(WrapperFailure::PgidFile),
+        ":nosetsid" => Some(WrapperFailure::Setsid),
+        _ => None,
+    }
+}
+
+/// A failure of the container runtime to start an exec (Docker reports it
+/// as output text plus exit code 126).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum OciFailure {
+    /// The working directory does not exist (or cannot be entered).
+    Cwd(String),
+    /// The executable does not exist.
+    Executable(String),
+    /// Anything else (unknown user, ...), in the runtime's words.
+    Other(String),
+}
+
+/// True when `chunk` looks like the start of a runtime exec failure.
+pub(super) fn looks_like_oci_failure(chunk: &[u8]) -> bool {
+    chunk.starts_with(b"OCI runtime exec failed")
+}
+
+/// Classify the runtime's failure text.
+pub(super) fn oci_failure(text: &[u8]) -> OciFailure {
+    let text = String::from_utf8_lossy(text).trim().to_string();
+    if text.contains("chdir to cwd") || text.contains("Cwd must be an absolute path") {
+        OciFailure::Cwd(text)
+    } else if text.contains("executable file not found")
+        || (text.contains("exec: ") && text.contains("no such file or directory"))
+    {
+        OciFailure::Executable(text)
+    } else {
+        OciFailure::Other(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marker_needs_the_exact_token() {
+        assert_eq!(
+            wrapper_failure("abc", b"rfs-wrapper:abc:noexec\n"),
+            Some(WrapperFailure::Executable)
+        );
+        assert_eq!(wrapper_failure("abd", b"rfs-wrapper:abc:noexec\n"), None);
+        assert_eq!(wrapper_failure("abc", b"rfs-wrapper:abc:other\n"), None);
+        assert_eq!(wrapper_failure("abc", b"hello"), None);
+    }
+
+    #[test]
+    fn oci_texts_are_classified() {
+        let cwd = b"OCI runtime exec failed: exec failed: unable to start container process: \
+chdir to cwd (\"/nope\") set in config.json failed: no such file or directory: unknown";
+        assert!(looks_like_oci_failure(cwd));
+        assert!(matches!(oci_failure(cwd), OciFailure::Cwd(_)));
+        let exe = b"OCI runtime exec failed: exec failed: unable to start container process: \
+exec: \"nope\": executable file not found in $PATH: unknown";
+        assert!(matches!(oci_failure(exe), OciFailure::Executable(_)));
+        let user = b"OCI runtime exec failed: unable to find user x: no matching entries";
+        assert!(matches!(oci_failure(user), OciFailure::Other(_)));
+        assert!(!looks_like_oci_failure(b"hello"));
+    }
+}
