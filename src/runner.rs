@@ -96,6 +96,12 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
         Ok(r) => r,
         Err(e) => return fail(report, e),
     };
+    // A provider that cannot work at all (daemon down) refuses before
+    // anything else happens.
+    if let Err(e) = run.preflight() {
+        report.teardown_warning = run.finish("refused");
+        return fail(report, e);
+    }
     let engine = match script::run_engine(&run, &script, settings.vars.clone()) {
         Ok(e) => e,
         Err(e) => {

@@ -48,6 +48,19 @@ impl Run {
         }
     }
 
+    /// Check that the provider can work at all; journaled either way.
+    pub fn preflight(&self) -> Result<()> {
+        let p = self.cfg.provider.clone();
+        match self.block_on(p.preflight()) {
+            Ok(()) => self.journal("provider.ready", json!({ "provider": p.name() })),
+            Err(e) => {
+                let msg = format!("provider `{}` cannot be used: {e}", p.name());
+                let _ = self.journal("provider.unavailable", json!({ "provider": p.name(), "reason": msg }));
+                Err(self.refuse(msg))
+            }
+        }
+    }
+
     /// The run's sandbox, provisioning it on first use.
     pub fn ensure_sandbox(&self) -> Result<SandboxInfo> {
         self.check_cancelled()?;

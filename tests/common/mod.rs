@@ -341,5 +341,8 @@ macro_rules! provider_tests {
         mod local {
             $(#[test] fn $name() { super::$name(&super::Rfs::new(super::Prov::Local)); })*
         }
+        mod docker {
+            $(#[test] fn $name() { super::$name(&super::Rfs::new(super::Prov::Docker)); })*
+        }
     };
 }

@@ -1,0 +1,158 @@
+//! Docker-specific behaviour of whole runs against the real engine: a
+//! daemon that cannot be reached, a missing image, a container killed
+//! mid-step, and `rfs gc` after rfs itself was killed with SIGKILL.
+
+mod common;
+use common::*;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn docker(args: &[&str]) -> String {
+    let out = Command::new("docker").args(args).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn container_exists(id: &str) -> bool {
+    Command::new("docker")
+        .args(["inspect", id])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+fn wait_for_journal(out_dir: &std::path::Path, kind: &str) {
+    let needle = format!("\"kind\":\"{kind}\"");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if std::fs::read_to_string(out_dir.join("journal.jsonl")).is_ok_and(|t| t.contains(&needle)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no {kind} entry in the journal within 60 s");
+}
+
+#[test]
+fn unreachable_daemon_is_refused_before_anything_happens() {
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    let marker = rfs.state.path().join("RAN");
+    let (script, out_dir) = rfs.prepare(&format!("step(\"x\", \"touch {}\");", marker.display()));
+    let out = rfs
+        .cmd(repo.path())
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .arg("run")
+        .arg(&script)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let out = finish(out, out_dir);
+    out.assert_code(3);
+    assert!(out.stderr.contains("cannot reach the Docker daemon") && out.stderr.contains("DOCKER_HOST"), "{}", out.stderr);
+    assert!(!marker.exists());
+}
+
+#[test]
+fn missing_image_is_a_clear_refusal_without_fallback() {
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    let out = rfs.run_with(repo.path(), "step(\"x\", \"true\");", &["--image", "rfs-no-such-image:0"]);
+    out.assert_code(3);
+    assert!(out.stderr.contains("`rfs-no-such-image:0` is not present"), "{}", out.stderr);
+    assert!(out.entries("placement").is_empty());
+    assert!(out.entries("step.attempt").is_empty());
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn sandbox_image_option_beats_the_default() {
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    let out = rfs.run(repo.path(), "sandbox(#{ image: \"rfs-no-such-image:1\" }); step(\"x\", \"true\");");
+    out.assert_code(3);
+    assert!(out.stderr.contains("rfs-no-such-image:1"), "{}", out.stderr);
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn container_killed_mid_step_fails_clearly_and_is_cleaned_up() {
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    let (script, out_dir) = rfs.prepare("sync_source(); step(\"long\", \"sleep 600\"); step(\"never\", \"true\");");
+    let child = rfs
+        .cmd(repo.path())
+        .arg("run")
+        .arg(&script)
+        .arg("--out")
+        .arg(&out_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_journal(&out_dir, "step.start");
+    std::thread::sleep(Duration::from_millis(500));
+    let placement = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();
+    let id = placement
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["kind"] == "placement")
+        .unwrap()["payload"]["sandbox_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    docker(&["kill", &id]);
+    let out = finish(child.wait_with_output().unwrap(), out_dir);
+    assert_ne!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("long"), "{}", out.stderr);
+    assert!(out.entries("step.start").iter().all(|s| s["name"] != "never"));
+    assert_eq!(out.entries("cleanup.verified")[0]["sandbox_id"], id.as_str());
+    assert!(!container_exists(&id));
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn gc_reaps_the_container_of_an_rfs_killed_with_sigkill() {
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    let (script, out_dir) = rfs.prepare("sync_source(); step(\"long\", \"sleep 600\");");
+    let mut child = rfs
+        .cmd(repo.path())
+        .arg("run")
+        .arg(&script)
+        .arg("--out")
+        .arg(&out_dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_journal(&out_dir, "step.start");
+    child.kill().unwrap(); // SIGKILL: no cleanup can run
+    child.wait().unwrap();
+    let out = finish(
+        std::process::Output {
+            status: std::process::ExitStatus::default(),
+            stdout: vec![],
+            stderr: vec![],
+        },
+        out_dir,
+    );
+    let id = out.sandbox_id();
+    assert!(container_exists(&id), "the container must outlive a SIGKILLed rfs");
+    assert_eq!(rfs.leftovers(), vec![id.clone()]);
+
+    let dry = rfs.cmd(repo.path()).args(["gc", "--dry-run", "--provider", "docker"]).output().unwrap();
+    let dry_out = String::from_utf8_lossy(&dry.stdout);
+    assert!(dry_out.contains(&format!("{id} ")) && dry_out.contains("would destroy"), "{dry_out}");
+    assert!(container_exists(&id), "dry run destroyed it");
+
+    let gc = rfs.cmd(repo.path()).args(["gc", "--provider", "docker"]).output().unwrap();
+    let gc_out = String::from_utf8_lossy(&gc.stdout);
+    assert!(gc.status.success(), "{gc_out} {}", String::from_utf8_lossy(&gc.stderr));
+    assert!(gc_out.contains(&id) && gc_out.contains("destroyed"), "{gc_out}");
+    assert!(!container_exists(&id));
+    rfs.assert_no_leftovers();
+}
