@@ -63,6 +63,12 @@ pub enum Error {
     #[diagnostic(code(rfs::step_failed))]
     StepFailed { name: String, reason: String },
 
+    /// `assert_screen` did not see what it waited for (the message holds
+    /// the screen dump).
+    #[error("assert_screen failed: {0}")]
+    #[diagnostic(code(rfs::assert_screen))]
+    ScreenAssertion(String),
+
     /// Ctrl-C or SIGTERM.
     #[error("interrupted")]
     #[diagnostic(code(rfs::interrupted))]
@@ -94,7 +100,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Refused(_) => exit_code::REFUSED,
-            Error::StepFailed { .. } => exit_code::SCRIPT_FAILED,
+            Error::StepFailed { .. } | Error::ScreenAssertion(_) => exit_code::SCRIPT_FAILED,
             Error::Interrupted => exit_code::INTERRUPTED,
             Error::Script(s) => s.kind.exit_code(),
             Error::Usage(_) => exit_code::USAGE,

@@ -90,13 +90,15 @@ impl Tmux {
         loop {
             std::thread::sleep(Duration::from_millis(60));
             let now = self.run(&["capture-pane", "-p", "-t", name])
-                + &self.run(&[
-                    "display",
-                    "-p",
-                    "-t",
-                    name,
-                    "#{cursor_y} #{cursor_x} #{alternate_on}",
-                ]);
+                + self
+                    .run(&[
+                        "display",
+                        "-p",
+                        "-t",
+                        name,
+                        "#{cursor_y} #{cursor_x} #{alternate_on}",
+                    ])
+                    .as_str();
             if now == last {
                 break;
             }

@@ -265,10 +265,26 @@ impl Provider for LocalProvider {
         Ok(outcome)
     }
 
-    async fn open_pty(&self, id: &str, _req: &PtyRequest) -> ProviderResult<PtyChannel> {
-        Err(ProviderError::other(format!(
-            "interactive sessions are not available in sandbox {id} yet"
-        )))
+    async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
+        let info = self
+            .read(id)?
+            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        // The same base environment as exec, then the request's.
+        let mut req = req.clone();
+        let mut env = vec![
+            ("PATH".to_owned(), host_path().to_owned()),
+            ("HOME".to_owned(), info.home.clone()),
+            (
+                "TMPDIR".to_owned(),
+                Path::new(&info.home)
+                    .with_file_name("tmp")
+                    .display()
+                    .to_string(),
+            ),
+        ];
+        env.append(&mut req.env);
+        req.env = env;
+        super::local_pty::spawn_local_pty(&req).await
     }
 
     async fn destroy(&self, id: &str) -> ProviderResult<()> {

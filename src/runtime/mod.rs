@@ -5,6 +5,7 @@
 //! blocks on the run's tokio runtime. Data flows script → runtime →
 //! provider; the runtime reports through [`crate::events`] and the journal.
 
+pub mod attach;
 pub mod cwd;
 pub mod output;
 pub mod owner;
@@ -84,6 +85,9 @@ pub struct RunState {
     pub step_seq: u32,
     /// An internal error that ended the script (not catchable).
     pub fatal: Option<String>,
+    /// Attached terminal sessions (closed at run end).
+    pub sessions: Vec<Arc<attach::Attached>>,
+    pub session_seq: u32,
 }
 
 /// One run of a script.
@@ -268,6 +272,7 @@ impl Run {
     /// evidence, flush. Never fails the run for a teardown problem; returns
     /// a warning text instead.
     pub fn finish(&self, outcome: &str) -> Option<String> {
+        self.close_sessions();
         let warning = self.block_on(teardown::finish(self));
         if let Some(w) = &warning {
             self.emit(Event::Warning(w.clone()));

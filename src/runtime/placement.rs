@@ -55,7 +55,10 @@ impl Run {
             Ok(()) => self.journal("provider.ready", json!({ "provider": p.name() })),
             Err(e) => {
                 let msg = format!("provider `{}` cannot be used: {e}", p.name());
-                let _ = self.journal("provider.unavailable", json!({ "provider": p.name(), "reason": msg }));
+                let _ = self.journal(
+                    "provider.unavailable",
+                    json!({ "provider": p.name(), "reason": msg }),
+                );
                 Err(self.refuse(msg))
             }
         }

@@ -6,6 +6,7 @@ pub mod bindings;
 pub mod diagnostics;
 pub mod options;
 pub mod resolver;
+pub mod terminal_bindings;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -84,6 +85,7 @@ pub fn run_engine(
 ) -> Result<Engine> {
     let mut e = base_engine(&script.dir)?;
     bindings::register(&mut e, run.clone(), vars);
+    terminal_bindings::register(&mut e, run.clone());
     let r = run.clone();
     e.on_print(move |text| {
         let text = r.state().redactor.redact_str(text);

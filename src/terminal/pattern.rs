@@ -12,7 +12,7 @@ use std::time::Duration;
 use regex::Regex;
 use serde::Deserialize;
 
-use super::screen::{resolve_row, Screen};
+use super::screen::Screen;
 use super::TerminalError;
 
 /// Default time a wait may take.
@@ -158,7 +158,7 @@ impl Pattern {
         let mut lines: Vec<(u16, u16, String)> = Vec::new();
         if let Some(region) = self.region {
             let top = if region.row < 0 {
-                screen.rows as i32 + region.row
+                screen.content_rows() as i32 + region.row
             } else {
                 region.row
             };
@@ -167,11 +167,11 @@ impl Pattern {
                 lines.push((r, region.col, screen.crop(r, region.col, region.cols)));
             }
         } else if let Some(row) = self.row {
-            let r = resolve_row(row, screen.rows)?;
-            lines.push((r, 0, screen.lines[r as usize].clone()));
+            let r = screen.resolve(row)?;
+            lines.push((r, 0, screen.match_line(r)));
         } else {
-            for (r, l) in screen.lines.iter().enumerate() {
-                lines.push((r as u16, 0, l.clone()));
+            for r in 0..screen.rows {
+                lines.push((r, 0, screen.match_line(r)));
             }
         }
         let haystack = lines

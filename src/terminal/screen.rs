@@ -35,11 +35,46 @@ impl Screen {
         self.lines.join("\n")
     }
 
-    /// Line `n`, 0-based from the top; a negative `n` counts from the bottom
-    /// (`-1` is the last line). `None` when out of range.
+    /// Line `n`, 0-based from the top; a negative `n` counts up from the
+    /// bottom of the content (`-1` is the last line that holds text or the
+    /// cursor — the prompt line of a shell, the bottom row of a full-screen
+    /// program). `None` when out of range.
     pub fn line(&self, n: i32) -> Option<&str> {
-        let idx = resolve_row(n, self.rows)?;
+        let idx = self.resolve(n)?;
         self.lines.get(idx as usize).map(String::as_str)
+    }
+
+    /// Rows down to the bottom of the content: the last row holding text
+    /// or the cursor, plus one.
+    pub fn content_rows(&self) -> u16 {
+        let last_text = self.lines.iter().rposition(|l| !l.is_empty());
+        let last = last_text.map_or(self.cursor.0, |t| (t as u16).max(self.cursor.0));
+        (last + 1).min(self.rows)
+    }
+
+    /// Resolve a row index: negative counts up from the content bottom.
+    pub fn resolve(&self, n: i32) -> Option<u16> {
+        let idx = if n < 0 {
+            self.content_rows() as i32 + n
+        } else {
+            n
+        };
+        (0..self.rows as i32).contains(&idx).then_some(idx as u16)
+    }
+
+    /// Line `row` as matched by patterns: the cursor's line extends with
+    /// blanks up to the cursor, so a prompt's trailing space (`$ `) is
+    /// there to match.
+    pub fn match_line(&self, row: u16) -> String {
+        let mut line = self.lines.get(row as usize).cloned().unwrap_or_default();
+        if row == self.cursor.0 {
+            let width: usize = line.chars().map(|c| c.width().unwrap_or(0)).sum();
+            let want = self.cursor.1 as usize;
+            if width < want {
+                line.extend(std::iter::repeat_n(' ', want - width));
+            }
+        }
+        line
     }
 
     /// SHA-256 (lower-case hex) of [`Screen::text`]. Stable across runs and
@@ -112,13 +147,6 @@ impl Screen {
             .sum();
         w.min(u16::MAX as usize) as u16
     }
-}
-
-/// Resolve a possibly negative row index against a screen height.
-pub(crate) fn resolve_row(n: i32, rows: u16) -> Option<u16> {
-    let rows = rows as i32;
-    let idx = if n < 0 { rows + n } else { n };
-    (0..rows).contains(&idx).then_some(idx as u16)
 }
 
 #[cfg(test)]

@@ -1,0 +1,320 @@
+//! `attach()` / `assert_screen()`: interactive sessions under a PTY in the
+//! run's shared sandbox, with the same cwd mapping, escape rules and
+//! binding env as `step()`. Every session is recorded (asciicast v2 in
+//! `terminal/`), every assertion journaled with a screen snapshot, and
+//! every session still open at run end is closed before teardown.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::{wrapper, Run};
+use crate::error::{Error, Result};
+use crate::provider::{Collect, ExecOutcome, ExecRequest, PtyRequest};
+use crate::terminal::{self, PatternSpec, SessionOptions, TerminalSession};
+
+/// Options of `attach(command, opts)`.
+#[derive(Debug, Clone)]
+pub struct AttachOptions {
+    pub cols: u16,
+    pub rows: u16,
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<String>,
+    pub term: String,
+}
+
+impl Default for AttachOptions {
+    fn default() -> Self {
+        AttachOptions {
+            cols: 80,
+            rows: 24,
+            env: vec![],
+            cwd: None,
+            term: "xterm-256color".into(),
+        }
+    }
+}
+
+/// One attached session.
+pub struct Attached {
+    pub index: u32,
+    pub command: String,
+    pub session: TerminalSession,
+    started: Instant,
+    asserts: AtomicU32,
+    ended: AtomicBool,
+}
+
+impl Run {
+    /// Start `command` under a PTY in the shared sandbox.
+    pub fn attach(&self, command: &str, o: AttachOptions) -> Result<Arc<Attached>> {
+        let what = format!("attach `{}`", self.state().redactor.redact_str(command));
+        if o.cols == 0 || o.rows == 0 {
+            return Err(Error::Usage(format!(
+                "{what}: cols and rows must be at least 1"
+            )));
+        }
+        // A predictable prompt on every provider (root's `#` otherwise);
+        // the script's own PS1 wins.
+        let mut env = vec![("PS1".to_owned(), "$ ".to_owned())];
+        env.extend(o.env.iter().cloned());
+        env.push(("TERM".into(), o.term.clone()));
+        let pl = self.place_command(&what, o.cwd.as_deref(), &env)?;
+        let home = self
+            .state()
+            .sandbox
+            .as_ref()
+            .map(|s| s.home.clone())
+            .unwrap_or_default();
+        let p = self.cfg.provider.clone();
+        // The same wrapper as steps, run once without a terminal so a bad
+        // cwd is refused before the program starts.
+        let mut probe = Collect::default();
+        let check = ExecRequest {
+            argv: wrapper::argv(&pl.remote_dir, &pl.physical_root, "true"),
+            cwd: home.clone(),
+            env: pl.env.clone(),
+            timeout: Some(Duration::from_secs(60)),
+            cancel: self.cancel_token(),
+        };
+        let outcome = self
+            .block_on(p.exec(&pl.sandbox_id, &check, &mut probe))
+            .map_err(|e| Error::StepFailed {
+                name: what.clone(),
+                reason: format!("the provider could not check the cwd: {e}"),
+            })?;
+        if let Some(msg) = wrapper::refusal(
+            outcome.exit,
+            &probe.stderr,
+            &what,
+            &pl.rel,
+            &pl.remote_dir,
+            &pl.physical_root,
+            &pl.sandbox_id,
+        ) {
+            let _ = self.journal("attach.refused", json!({ "command": what, "reason": msg }));
+            return Err(self.refuse(msg));
+        }
+        let index = {
+            let mut st = self.state();
+            st.session_seq += 1;
+            st.session_seq
+        };
+        let rel_rec = format!("terminal/session-{index}.cast");
+        let dir = self.cfg.out_dir.join("terminal");
+        std::fs::create_dir_all(&dir).map_err(Error::internal)?;
+        let req = PtyRequest {
+            argv: wrapper::argv(&pl.remote_dir, &pl.physical_root, command),
+            cwd: home,
+            env: pl.env.clone(),
+            cols: o.cols,
+            rows: o.rows,
+        };
+        let ch = self
+            .block_on(p.open_pty(&pl.sandbox_id, &req))
+            .map_err(|e| Error::StepFailed {
+                name: what.clone(),
+                reason: format!(
+                    "cannot start a terminal session in sandbox {}: {e}",
+                    pl.sandbox_id
+                ),
+            })?;
+        let mut so = SessionOptions::new(o.cols, o.rows);
+        so.record = Some(self.cfg.out_dir.join(&rel_rec));
+        so.term = o.term.clone();
+        so.command = Some(self.state().redactor.redact_str(command));
+        so.cancel = self.cancel_token();
+        let session = TerminalSession::start(&self.rt, ch, so).map_err(Error::internal)?;
+        let env_journal: Vec<_> = o
+            .env
+            .iter()
+            .map(|(k, v)| json!([k, self.redact_value(k, v)]))
+            .collect();
+        self.journal(
+            "attach.start",
+            json!({
+                "session": index,
+                "command": self.state().redactor.redact_str(command),
+                "sandbox_id": pl.sandbox_id,
+                "cwd": pl.rel,
+                "cwd_remote": pl.remote_dir,
+                "cols": o.cols, "rows": o.rows, "term": o.term,
+                "env": env_journal,
+                "recording": rel_rec,
+            }),
+        )?;
+        self.evidence(|ev| {
+            ev.recordings.push(format!(
+                "session {index}: `{}` — [{rel_rec}]({rel_rec}) (asciicast v2; `asciinema play {rel_rec}`)",
+                command.replace('`', "'")
+            ))
+        });
+        let a = Arc::new(Attached {
+            index,
+            command: command.to_owned(),
+            session,
+            started: Instant::now(),
+            asserts: AtomicU32::new(0),
+            ended: AtomicBool::new(false),
+        });
+        self.state().sessions.push(a.clone());
+        Ok(a)
+    }
+
+    /// Type into a session; the journal gets the text with secrets redacted.
+    pub fn attach_send(&self, a: &Attached, text: &str) -> Result<()> {
+        a.session.send(text).map_err(|e| terminal_error(a, e))?;
+        let shown = redact_input(&self.state().redactor.redact_str(text));
+        self.journal("attach.input", json!({ "session": a.index, "text": shown }))
+    }
+
+    /// Press a named key (tmux-style names).
+    pub fn attach_press(&self, a: &Attached, key: &str) -> Result<()> {
+        a.session.press(key).map_err(|e| terminal_error(a, e))?;
+        self.journal("attach.input", json!({ "session": a.index, "key": key }))
+    }
+
+    pub fn attach_resize(&self, a: &Attached, cols: u16, rows: u16) -> Result<()> {
+        a.session
+            .resize(cols, rows)
+            .map_err(|e| terminal_error(a, e))?;
+        self.journal(
+            "attach.resize",
+            json!({ "session": a.index, "cols": cols, "rows": rows }),
+        )
+    }
+
+    /// Wait until the screen satisfies `spec`; journal the outcome with a
+    /// snapshot of the screen either way.
+    pub fn assert_screen(&self, a: &Attached, spec: &PatternSpec) -> Result<()> {
+        let pattern = spec
+            .compile()
+            .map_err(|e| Error::Usage(format!("assert_screen: {e}")))?;
+        let desc = pattern.describe();
+        let k = a.asserts.fetch_add(1, Ordering::SeqCst) + 1;
+        a.session.marker(&format!("assert {k}: {desc}"));
+        let res = self.block_on(a.session.wait_for(&pattern));
+        let (screen, outcome, elapsed) = match &res {
+            Ok(o) => (o.screen.clone(), "pass".to_owned(), o.elapsed),
+            Err(f) => (f.screen.clone(), format!("{:?}", f.kind), f.elapsed),
+        };
+        let snap = format!("terminal/session-{}-assert-{k}.txt", a.index);
+        let written = std::fs::write(self.cfg.out_dir.join(&snap), screen.dump());
+        self.journal(
+            "attach.assert",
+            json!({
+                "session": a.index,
+                "assert": k,
+                "pattern": desc,
+                "outcome": outcome,
+                "elapsed_ms": elapsed.as_millis(),
+                "screen_digest": screen.digest(),
+                "snapshot": written.is_ok().then_some(snap.clone()),
+            }),
+        )?;
+        match res {
+            Ok(_) => Ok(()),
+            Err(f) if f.kind == terminal::FailureKind::Cancelled => Err(Error::Interrupted),
+            Err(f) => Err(Error::ScreenAssertion(format!(
+                "session {} (`{}`): {f}\n(screen saved to {snap})",
+                a.index, a.command
+            ))),
+        }
+    }
+
+    /// Wait for the program to exit.
+    pub fn attach_wait_exit(&self, a: &Attached, timeout: Duration) -> Result<ExecOutcome> {
+        let o = self
+            .block_on(a.session.wait_exit(timeout))
+            .map_err(|e| match e {
+                terminal::TerminalError::Cancelled => Error::Interrupted,
+                e => terminal_error(a, e),
+            })?;
+        self.end_session(a, &o, "exited")?;
+        Ok(o)
+    }
+
+    /// Kill the session's whole process group and wait for it.
+    pub fn attach_close(&self, a: &Attached) -> Result<ExecOutcome> {
+        let o = self
+            .block_on(a.session.close())
+            .map_err(|e| terminal_error(a, e))?;
+        self.end_session(a, &o, "closed")?;
+        Ok(o)
+    }
+
+    fn end_session(&self, a: &Attached, o: &ExecOutcome, how: &str) -> Result<()> {
+        if a.ended.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.journal(
+            "attach.end",
+            json!({
+                "session": a.index, "how": how, "exit": o.exit, "signal": o.signal,
+                "duration_ms": a.started.elapsed().as_millis(),
+                "recording_error": a.session.recording_error(),
+            }),
+        )
+    }
+
+    /// Close every session still open (run end, before teardown).
+    pub(crate) fn close_sessions(&self) {
+        let sessions: Vec<_> = self.state().sessions.drain(..).collect();
+        for a in sessions {
+            if a.ended.load(Ordering::SeqCst) {
+                continue;
+            }
+            let o = self.block_on(a.session.close()).unwrap_or(ExecOutcome {
+                exit: None,
+                signal: None,
+                timed_out: false,
+                cancelled: true,
+            });
+            let _ = self.end_session(&a, &o, "closed at run end");
+        }
+    }
+}
+
+fn terminal_error(a: &Attached, e: terminal::TerminalError) -> Error {
+    match e {
+        terminal::TerminalError::UnknownKey(_) | terminal::TerminalError::Size { .. } => {
+            Error::Usage(format!("session {}: {e}", a.index))
+        }
+        e => Error::StepFailed {
+            name: format!("session {} (`{}`)", a.index, a.command),
+            reason: e.to_string(),
+        },
+    }
+}
+
+/// Typed text that looks like it sets a secret (`API_TOKEN=…`,
+/// `password: …`) keeps its name but not its value.
+fn redact_input(text: &str) -> String {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = RE.get_or_init(|| {
+        regex::Regex::new(
+            r"(?i)(\b[A-Z0-9_]*(?:TOKEN|SECRET|KEY|PASSWORD|PASSWD|CREDENTIAL)[A-Z0-9_]*\s*[=:]\s*)('[^']*'|[^\s;&|]+)",
+        )
+        .expect("valid regex")
+    });
+    re.replace_all(text, format!("${{1}}{}", crate::secrets::REDACTED))
+        .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn typed_secrets_are_redacted() {
+        assert_eq!(
+            super::redact_input("export API_TOKEN=abc123; echo hi"),
+            "export API_TOKEN=[REDACTED]; echo hi"
+        );
+        assert_eq!(
+            super::redact_input("password: 'x y'"),
+            "password: [REDACTED]"
+        );
+        assert_eq!(super::redact_input("echo keyboard"), "echo keyboard");
+    }
+}
