@@ -206,8 +206,10 @@ impl Emulator for AlacrittyEmulator {
         let grid = self.term.grid();
         let cols = grid.columns();
         let mut lines = Vec::with_capacity(grid.screen_lines());
+        let mut wrapped = Vec::with_capacity(grid.screen_lines());
         for row in 0..grid.screen_lines() {
             let row = &grid[Line(row as i32)];
+            wrapped.push(cols > 0 && row[Column(cols - 1)].flags.contains(Flags::WRAPLINE));
             let mut text = String::with_capacity(cols);
             for col in 0..cols {
                 let cell = &row[Column(col)];
@@ -233,6 +235,7 @@ impl Emulator for AlacrittyEmulator {
         let cursor = grid.cursor.point;
         Screen {
             lines,
+            wrapped,
             cursor: (cursor.line.0.max(0) as u16, cursor.column.0 as u16),
             cols: self.cols,
             rows: self.rows,

@@ -156,6 +156,7 @@ impl Pattern {
 
         // The searched lines: (screen row, first column, text).
         let mut lines: Vec<(u16, u16, String)> = Vec::new();
+        let restricted = self.region.is_some();
         if let Some(region) = self.region {
             let top = if region.row < 0 {
                 screen.content_rows() as i32 + region.row
@@ -174,11 +175,25 @@ impl Pattern {
                 lines.push((r, 0, screen.match_line(r)));
             }
         }
-        let haystack = lines
+        // Lines are joined with `\n`, except where the terminal soft-wrapped
+        // a line: there the text continues (as a user reads it).
+        let joins: Vec<&str> = lines
             .iter()
-            .map(|(_, _, l)| l.as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
+            .map(|(r, _, _)| {
+                if restricted || !screen.is_wrapped(*r) {
+                    "\n"
+                } else {
+                    ""
+                }
+            })
+            .collect();
+        let mut haystack = String::new();
+        for (i, (_, _, l)) in lines.iter().enumerate() {
+            haystack.push_str(l);
+            if i + 1 < lines.len() {
+                haystack.push_str(joins[i]);
+            }
+        }
         let (start, end) = match matcher {
             Matcher::Text(t) => {
                 let at = haystack.find(t.as_str())?;
@@ -192,8 +207,9 @@ impl Pattern {
 
         // Map the byte offset back to a (row, col).
         let mut offset = 0;
-        for (row, col0, text) in &lines {
-            if start <= offset + text.len() {
+        for (i, (row, col0, text)) in lines.iter().enumerate() {
+            let end_of_line = offset + text.len();
+            if start < end_of_line || (start == end_of_line && !joins[i].is_empty()) {
                 let prefix = &text[..start - offset];
                 let width: usize = prefix
                     .chars()
@@ -205,7 +221,7 @@ impl Pattern {
                     text: haystack[start..end].to_string(),
                 });
             }
-            offset += text.len() + 1;
+            offset = end_of_line + joins[i].len();
         }
         None
     }
@@ -323,6 +339,7 @@ mod tests {
     fn screen(lines: &[&str], cursor: (u16, u16)) -> Screen {
         Screen {
             lines: lines.iter().map(|s| s.to_string()).collect(),
+            wrapped: vec![false; lines.len()],
             cursor,
             cols: 20,
             rows: lines.len() as u16,
@@ -451,5 +468,17 @@ mod tests {
             d.contains("\"x\"") && d.contains("row -1") && d.contains("absent"),
             "{d}"
         );
+    }
+
+    #[test]
+    fn text_matches_across_a_soft_wrap_but_not_a_hard_break() {
+        let mut s = screen(&["abcdefghijklmnopqrst", "uvwxyz", "end", "x"], (3, 0));
+        s.wrapped[0] = true;
+        let m = Pattern::text("rstuvw").matches(&s).unwrap();
+        assert_eq!((m.row, m.col), (0, 17));
+        let m = Pattern::text("uvw").matches(&s).unwrap();
+        assert_eq!((m.row, m.col), (1, 0));
+        assert!(Pattern::text("xyzend").matches(&s).is_none());
+        assert!(Pattern::text("rstuvw").on_row(0).matches(&s).is_none());
     }
 }

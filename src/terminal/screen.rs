@@ -19,6 +19,9 @@ use unicode_width::UnicodeWidthChar;
 pub struct Screen {
     /// Screen lines, top first; `rows.len() == self.rows as usize`.
     pub lines: Vec<String>,
+    /// `wrapped[i]`: line `i` was soft-wrapped, its text continues on line
+    /// `i + 1` (patterns match across such breaks).
+    pub wrapped: Vec<bool>,
     /// Cursor position as `(row, col)`, 0-based, in cells.
     pub cursor: (u16, u16),
     /// Width in cells.
@@ -44,6 +47,11 @@ impl Screen {
         self.lines.get(idx as usize).map(String::as_str)
     }
 
+    /// Whether line `row` continues on the next line (soft wrap).
+    pub fn is_wrapped(&self, row: u16) -> bool {
+        self.wrapped.get(row as usize).copied().unwrap_or(false)
+    }
+
     /// Rows down to the bottom of the content: the last row holding text
     /// or the cursor, plus one.
     pub fn content_rows(&self) -> u16 {
@@ -67,7 +75,14 @@ impl Screen {
     /// there to match.
     pub fn match_line(&self, row: u16) -> String {
         let mut line = self.lines.get(row as usize).cloned().unwrap_or_default();
-        if row == self.cursor.0 {
+        if self.is_wrapped(row) {
+            // A soft-wrapped line is full: keep its trailing blanks.
+            let width: usize = line.chars().map(|c| c.width().unwrap_or(0)).sum();
+            line.extend(std::iter::repeat_n(
+                ' ',
+                (self.cols as usize).saturating_sub(width),
+            ));
+        } else if row == self.cursor.0 {
             let width: usize = line.chars().map(|c| c.width().unwrap_or(0)).sum();
             let want = self.cursor.1 as usize;
             if width < want {
@@ -156,6 +171,7 @@ mod tests {
     fn screen(lines: &[&str]) -> Screen {
         Screen {
             lines: lines.iter().map(|s| s.to_string()).collect(),
+            wrapped: vec![false; lines.len()],
             cursor: (1, 2),
             cols: 10,
             rows: lines.len() as u16,
