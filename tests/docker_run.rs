@@ -27,7 +27,8 @@ fn wait_for_journal(out_dir: &std::path::Path, kind: &str) {
     let needle = format!("\"kind\":\"{kind}\"");
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
-        if std::fs::read_to_string(out_dir.join("journal.jsonl")).is_ok_and(|t| t.contains(&needle)) {
+        if std::fs::read_to_string(out_dir.join("journal.jsonl")).is_ok_and(|t| t.contains(&needle))
+        {
             return;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -52,7 +53,11 @@ fn unreachable_daemon_is_refused_before_anything_happens() {
         .unwrap();
     let out = finish(out, out_dir);
     out.assert_code(3);
-    assert!(out.stderr.contains("cannot reach the Docker daemon") && out.stderr.contains("DOCKER_HOST"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("cannot reach the Docker daemon") && out.stderr.contains("DOCKER_HOST"),
+        "{}",
+        out.stderr
+    );
     assert!(!marker.exists());
 }
 
@@ -60,9 +65,17 @@ fn unreachable_daemon_is_refused_before_anything_happens() {
 fn missing_image_is_a_clear_refusal_without_fallback() {
     let rfs = Rfs::new(Prov::Docker);
     let repo = Repo::new();
-    let out = rfs.run_with(repo.path(), "step(\"x\", \"true\");", &["--image", "rfs-no-such-image:0"]);
+    let out = rfs.run_with(
+        repo.path(),
+        "step(\"x\", \"true\");",
+        &["--image", "rfs-no-such-image:0"],
+    );
     out.assert_code(3);
-    assert!(out.stderr.contains("`rfs-no-such-image:0` is not present"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("`rfs-no-such-image:0` is not present"),
+        "{}",
+        out.stderr
+    );
     assert!(out.entries("placement").is_empty());
     assert!(out.entries("step.attempt").is_empty());
     rfs.assert_no_leftovers();
@@ -72,7 +85,10 @@ fn missing_image_is_a_clear_refusal_without_fallback() {
 fn sandbox_image_option_beats_the_default() {
     let rfs = Rfs::new(Prov::Docker);
     let repo = Repo::new();
-    let out = rfs.run(repo.path(), "sandbox(#{ image: \"rfs-no-such-image:1\" }); step(\"x\", \"true\");");
+    let out = rfs.run(
+        repo.path(),
+        "sandbox(#{ image: \"rfs-no-such-image:1\" }); step(\"x\", \"true\");",
+    );
     out.assert_code(3);
     assert!(out.stderr.contains("rfs-no-such-image:1"), "{}", out.stderr);
     rfs.assert_no_leftovers();
@@ -82,7 +98,8 @@ fn sandbox_image_option_beats_the_default() {
 fn container_killed_mid_step_fails_clearly_and_is_cleaned_up() {
     let rfs = Rfs::new(Prov::Docker);
     let repo = Repo::new();
-    let (script, out_dir) = rfs.prepare("sync_source(); step(\"long\", \"sleep 600\"); step(\"never\", \"true\");");
+    let (script, out_dir) =
+        rfs.prepare("sync_source(); step(\"long\", \"sleep 600\"); step(\"never\", \"true\");");
     let child = rfs
         .cmd(repo.path())
         .arg("run")
@@ -108,8 +125,14 @@ fn container_killed_mid_step_fails_clearly_and_is_cleaned_up() {
     let out = finish(child.wait_with_output().unwrap(), out_dir);
     assert_ne!(out.code, 0, "{}", out.stderr);
     assert!(out.stderr.contains("long"), "{}", out.stderr);
-    assert!(out.entries("step.start").iter().all(|s| s["name"] != "never"));
-    assert_eq!(out.entries("cleanup.verified")[0]["sandbox_id"], id.as_str());
+    assert!(out
+        .entries("step.start")
+        .iter()
+        .all(|s| s["name"] != "never"));
+    assert_eq!(
+        out.entries("cleanup.verified")[0]["sandbox_id"],
+        id.as_str()
+    );
     assert!(!container_exists(&id));
     rfs.assert_no_leftovers();
 }
@@ -141,18 +164,39 @@ fn gc_reaps_the_container_of_an_rfs_killed_with_sigkill() {
         out_dir,
     );
     let id = out.sandbox_id();
-    assert!(container_exists(&id), "the container must outlive a SIGKILLed rfs");
+    assert!(
+        container_exists(&id),
+        "the container must outlive a SIGKILLed rfs"
+    );
     assert_eq!(rfs.leftovers(), vec![id.clone()]);
 
-    let dry = rfs.cmd(repo.path()).args(["gc", "--dry-run", "--provider", "docker"]).output().unwrap();
+    let dry = rfs
+        .cmd(repo.path())
+        .args(["gc", "--dry-run", "--provider", "docker"])
+        .output()
+        .unwrap();
     let dry_out = String::from_utf8_lossy(&dry.stdout);
-    assert!(dry_out.contains(&format!("{id} ")) && dry_out.contains("would destroy"), "{dry_out}");
+    assert!(
+        dry_out.contains(&format!("{id} ")) && dry_out.contains("would destroy"),
+        "{dry_out}"
+    );
     assert!(container_exists(&id), "dry run destroyed it");
 
-    let gc = rfs.cmd(repo.path()).args(["gc", "--provider", "docker"]).output().unwrap();
+    let gc = rfs
+        .cmd(repo.path())
+        .args(["gc", "--provider", "docker"])
+        .output()
+        .unwrap();
     let gc_out = String::from_utf8_lossy(&gc.stdout);
-    assert!(gc.status.success(), "{gc_out} {}", String::from_utf8_lossy(&gc.stderr));
-    assert!(gc_out.contains(&id) && gc_out.contains("destroyed"), "{gc_out}");
+    assert!(
+        gc.status.success(),
+        "{gc_out} {}",
+        String::from_utf8_lossy(&gc.stderr)
+    );
+    assert!(
+        gc_out.contains(&id) && gc_out.contains("destroyed"),
+        "{gc_out}"
+    );
     assert!(!container_exists(&id));
     rfs.assert_no_leftovers();
 }
