@@ -35,7 +35,7 @@ pub enum Command {
         /// (default: $RFS_STATE_DIR/runs/<run-id>, outside the repository).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// A value for the script's var(NAME). Repeatable.
+        /// A value for the script's arg(NAME). Repeatable.
         #[arg(long = "var", value_name = "KEY=VALUE")]
         vars: Vec<String>,
         /// Keep the sandbox after the run (journaled).
@@ -59,7 +59,7 @@ pub enum Command {
         /// Output directory for the journal, logs and EVIDENCE.md.
         #[arg(long)]
         out: Option<PathBuf>,
-        /// A value for var(NAME). Repeatable.
+        /// A value for arg(NAME). Repeatable.
         #[arg(long = "var", value_name = "KEY=VALUE")]
         vars: Vec<String>,
         /// Image for providers that take one (docker).
@@ -190,8 +190,9 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
                     " (run did not reach run.end: incomplete)"
                 },
                 match v.head_matches_evidence {
-                    Some(_) => ", matches EVIDENCE.md",
-                    None => "",
+                    Some(true) => ", matches EVIDENCE.md",
+                    Some(false) => ", runs past the head EVIDENCE.md recorded (the run stopped before rewriting it)",
+                    None => ", no EVIDENCE.md beside it",
                 }
             );
             Ok(exit_code::SUCCESS)

@@ -118,10 +118,15 @@ impl RunSettings {
             .image
             .or_else(|| std::env::var("RFS_DOCKER_IMAGE").ok())
             .filter(|s| !s.trim().is_empty());
-        let max_lifetime = a
-            .max_lifetime_secs
-            .map(Duration::from_secs)
-            .unwrap_or(DEFAULT_MAX_LIFETIME);
+        let max_lifetime = match a.max_lifetime_secs {
+            Some(0) => {
+                return Err(Error::Usage(
+                    "--max-lifetime must be at least 1 second".into(),
+                ))
+            }
+            Some(s) => Duration::from_secs(s),
+            None => DEFAULT_MAX_LIFETIME,
+        };
         Ok(RunSettings {
             script: a.script,
             provider,

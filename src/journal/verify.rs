@@ -45,6 +45,12 @@ pub fn verify(path: &Path) -> Result<Verified, String> {
         if canon != raw {
             return Err(format!("line {lineno} (seq {}) was edited", line.seq));
         }
+        if last_kind == "run.end" {
+            return Err(format!(
+                "line {lineno} (seq {}) follows the run.end entry (lines were added after the run ended)",
+                line.seq
+            ));
+        }
         prev = line_hash(raw);
         hashes.push(prev.clone());
         n += 1;
@@ -75,7 +81,10 @@ pub fn verify(path: &Path) -> Result<Verified, String> {
         })
         .transpose()?;
     if head_matches_evidence == Some(false) && last_kind == "run.end" {
-        return Err("lines were added after the recorded end of the run".into());
+        return Err(
+            "the journal ends with run.end but EVIDENCE.md records an earlier head (lines were added)"
+                .into(),
+        );
     }
     Ok(Verified {
         lines: n,

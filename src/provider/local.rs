@@ -95,6 +95,10 @@ impl Provider for LocalProvider {
         "local"
     }
 
+    fn uses_image(&self) -> bool {
+        false
+    }
+
     async fn preflight(&self) -> ProviderResult<()> {
         std::fs::create_dir_all(self.sandboxes()).map_err(|e| ProviderError::Unavailable {
             provider: "local".into(),
@@ -289,6 +293,9 @@ impl Provider for LocalProvider {
 
     async fn destroy(&self, id: &str) -> ProviderResult<()> {
         let dir = self.dir(id)?;
+        // Processes left running in the sandbox (an rfs killed with SIGKILL
+        // could not end its step) die with it.
+        kill_processes_under(&dir);
         let trash = self.root.join("trash");
         std::fs::create_dir_all(&trash).map_err(|e| io_err("creating trash", e))?;
         let gone = trash.join(format!("{id}-{}", uuid::Uuid::new_v4().simple()));
@@ -304,6 +311,28 @@ impl Provider for LocalProvider {
         .await
         .map_err(|e| ProviderError::other(e.to_string()))?;
         res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))
+    }
+}
+
+/// SIGKILL every process whose cwd is inside `dir`.
+fn kill_processes_under(dir: &Path) {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let me = std::process::id();
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        if std::fs::read_link(p.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(dir)) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 }
 

@@ -9,6 +9,7 @@ pub mod labels;
 pub mod local;
 pub mod local_pty;
 pub mod select;
+pub mod unavailable;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -157,6 +158,11 @@ pub struct PtyChannel {
 pub trait Provider: Send + Sync {
     /// Provider name as selected by `--provider`.
     fn name(&self) -> &str;
+
+    /// Whether `image` (sandbox option, `--image`) means anything here.
+    fn uses_image(&self) -> bool {
+        true
+    }
 
     /// Refuse early if the provider cannot work at all (daemon down, missing
     /// credentials). Called before anything else happens in a run.

@@ -118,7 +118,12 @@ impl Run {
                 cfg.out_dir.display()
             ))
         })?;
-        std::fs::create_dir_all(&cfg.scratch_dir).map_err(Error::internal)?;
+        std::fs::create_dir_all(&cfg.scratch_dir).map_err(|e| {
+            Error::Usage(format!(
+                "cannot create the state directory {} (set RFS_STATE_DIR): {e}",
+                cfg.scratch_dir.display()
+            ))
+        })?;
         // An output dir inside a repository must never make the next run's
         // tree dirty: git ignores everything in it, this file included.
         std::fs::write(cfg.out_dir.join(".gitignore"), "*\n").map_err(Error::internal)?;

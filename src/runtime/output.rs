@@ -77,6 +77,8 @@ impl StreamOut {
 /// The sink a step's attempt writes into.
 pub struct StepSink {
     name: String,
+    /// The wrapper's refusal marker, held back from logs and console.
+    marker: Vec<u8>,
     redactor: Redactor,
     reporter: Arc<dyn Reporter>,
     out: StreamOut,
@@ -94,6 +96,7 @@ impl StepSink {
     ) -> std::io::Result<Self> {
         Ok(StepSink {
             name: name.to_owned(),
+            marker: Vec::new(),
             redactor,
             reporter,
             out: StreamOut::new(Stream::Stdout, &dir.join(format!("{stem}.stdout.log")))?,
@@ -136,13 +139,10 @@ impl StepSink {
         Ok((self.out.captured(), self.err.captured()))
     }
 
-    /// The first bytes of stderr (for wrapper diagnostics).
-    pub fn stderr_head(&self) -> &[u8] {
-        if self.err.head.is_empty() {
-            &self.err.line
-        } else {
-            &self.err.head
-        }
+    /// What the in-sandbox wrapper said before refusing (empty when the
+    /// command itself ran).
+    pub fn wrapper_marker(&self) -> &[u8] {
+        &self.marker
     }
 }
 
@@ -165,6 +165,12 @@ impl OutputSink for StepSink {
         self.feed(Stream::Stdout, chunk);
     }
     fn stderr(&mut self, chunk: &[u8]) {
+        // The wrapper's marker comes first, alone, right before it exits:
+        // it is rfs's own diagnostic, not the command's output.
+        if self.err.total == 0 && self.err.line.is_empty() && chunk.starts_with(b"rfs-cwd-") {
+            self.marker.extend_from_slice(chunk);
+            return;
+        }
         self.feed(Stream::Stderr, chunk);
     }
 }

@@ -18,6 +18,25 @@ pub struct SandboxOptions {
     pub labels: Labels,
 }
 
+impl SandboxOptions {
+    /// Script-like text for messages.
+    fn describe(&self) -> String {
+        let mut parts = vec![];
+        if let Some(i) = &self.image {
+            parts.push(format!("image: {i:?}"));
+        }
+        if !self.labels.is_empty() {
+            let l: Vec<_> = self
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k:?}: {v:?}"))
+                .collect();
+            parts.push(format!("labels: #{{ {} }}", l.join(", ")));
+        }
+        format!("#{{ {} }}", parts.join(", "))
+    }
+}
+
 impl Run {
     /// Record the options of a `sandbox(opts)` call. A second call must
     /// agree with the first.
@@ -43,7 +62,9 @@ impl Run {
             }
             Some(prev) if *prev == opts || opts == SandboxOptions::default() => Ok(()),
             Some(prev) => Err(Error::Refused(format!(
-                "conflicting sandbox options: the run's one sandbox was requested with {prev:?}, now with {opts:?}"
+                "conflicting sandbox options: the run's one sandbox was requested with {}, now with {}",
+                prev.describe(),
+                opts.describe()
             ))),
         }
     }
@@ -113,6 +134,14 @@ impl Run {
         l.insert(labels::STARTED_AT.into(), crate::journal::now_rfc3339());
         let image = opts.image.clone().or_else(|| self.cfg.image.clone());
         let reason = self.cfg.choice.reason.to_string();
+        if let (Some(i), false) = (&image, p.uses_image()) {
+            let msg = format!(
+                "provider `{}` has no images; image `{i}` is ignored",
+                p.name()
+            );
+            self.journal("placement.warning", json!({ "message": msg }))?;
+            self.emit(Event::Warning(msg));
+        }
         // Journal the intent first: a crash during create still leaves the
         // labels that find the sandbox.
         self.journal(
@@ -129,10 +158,15 @@ impl Run {
             max_lifetime: self.cfg.max_lifetime,
         };
         let info = self.block_on(p.create(&spec)).map_err(|e| {
-            self.refuse(format!(
+            let msg = format!(
                 "could not provision a sandbox on provider `{}`: {e}",
                 p.name()
-            ))
+            );
+            let _ = self.journal(
+                "placement.failed",
+                json!({ "provider": p.name(), "reason": msg }),
+            );
+            self.refuse(msg)
         })?;
         {
             let mut st = self.state();

@@ -136,7 +136,25 @@ impl Run {
             return Err(Error::Usage(format!("invalid step name {name:?}")));
         }
         let what = format!("step `{name}`");
-        let pl = self.place_command(&what, opts.cwd.as_deref(), &opts.env)?;
+        let pl = match self.place_command(&what, opts.cwd.as_deref(), &opts.env) {
+            Ok(pl) => pl,
+            Err(e) => {
+                if let Error::Refused(m) = &e {
+                    self.evidence(|ev| {
+                        ev.steps.push(StepRecord {
+                            name: name.into(),
+                            exit: None,
+                            outcome: format!("REFUSED ({})", m.replace('|', "\\|")),
+                            duration_ms: 0,
+                            attempts: 0,
+                            cwd: opts.cwd.clone().unwrap_or_else(|| ".".into()),
+                            log: String::new(),
+                        })
+                    });
+                }
+                return Err(e);
+            }
+        };
         let seq = {
             let mut st = self.state();
             st.step_seq += 1;
@@ -197,7 +215,7 @@ impl Run {
             .map_err(|e| Error::Internal(format!("cannot create step log: {e}")))?;
             let t = Instant::now();
             let res = self.block_on(p.exec(&pl.sandbox_id, &req, &mut sink));
-            let wrapper_says = String::from_utf8_lossy(sink.stderr_head()).into_owned();
+            let wrapper_says = sink.wrapper_marker().to_vec();
             let (stdout, stderr) = sink
                 .finish()
                 .map_err(|e| Error::Internal(format!("cannot write step log: {e}")))?;
@@ -223,7 +241,7 @@ impl Run {
             };
             if let Some(msg) = wrapper::refusal(
                 outcome.exit,
-                wrapper_says.as_bytes(),
+                &wrapper_says,
                 &what,
                 &pl.rel,
                 &pl.remote_dir,
@@ -231,6 +249,17 @@ impl Run {
                 &pl.sandbox_id,
             ) {
                 let _ = self.journal("step.refused", json!({"name": name, "reason": msg}));
+                self.evidence(|ev| {
+                    ev.steps.push(StepRecord {
+                        name: name.into(),
+                        exit: None,
+                        outcome: "REFUSED (cwd)".into(),
+                        duration_ms: 0,
+                        attempts: attempt,
+                        cwd: pl.rel.clone(),
+                        log: String::new(),
+                    })
+                });
                 return Err(self.refuse(msg));
             }
             self.journal(

@@ -1,5 +1,5 @@
 //! The script-facing functions: `sandbox()`, `sync_source()`, `step()`,
-//! `assert()`, `var()`, `fail()`. Each converts its options, calls the
+//! `assert()`, `arg()`, `fail()`. Each converts its options, calls the
 //! runtime and turns runtime errors into script errors at the call site.
 
 use std::collections::BTreeMap;
@@ -257,7 +257,7 @@ pub fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, Strin
     let v = Arc::new(vars);
     let vv = v.clone();
     engine.register_fn(
-        "var",
+        "arg",
         move |ctx: NativeCallContext, name: &str| -> RhaiResult<String> {
             vv.get(name).cloned().ok_or_else(|| {
                 usage(
@@ -267,7 +267,7 @@ pub fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, Strin
             })
         },
     );
-    engine.register_fn("var", move |name: &str, default: &str| -> String {
+    engine.register_fn("arg", move |name: &str, default: &str| -> String {
         v.get(name).cloned().unwrap_or_else(|| default.to_owned())
     });
 }

@@ -67,11 +67,16 @@ pub fn base_engine(script_dir: &Path) -> Result<Engine> {
     Ok(e)
 }
 
-/// Compile `script` (what `rfs check` does).
+/// Compile `script` and check that its literal imports resolve and compile
+/// (what `rfs check` does; `rfs run` does it before anything runs).
 pub fn compile(engine: &Engine, script: &Script) -> Result<AST> {
     let mut ast = engine
         .compile(&script.source.text)
         .map_err(|e| script.source.parse_error(&e))?;
+    resolver::Resolver::new(engine, &script.dir)
+        .map_err(Error::Internal)?
+        .check_imports(engine, &script.source.text)
+        .map_err(|m| Error::Usage(format!("{}: {m}", script.source.name)))?;
     ast.set_source(script.source.name.as_str());
     Ok(ast)
 }
@@ -117,7 +122,14 @@ pub fn execute(run: &Arc<Run>, script: &Script, engine: Engine) -> Result<()> {
         .map_err(|_| Error::Internal("the script thread panicked".into()))?;
     match res {
         Ok(()) => Ok(()),
-        Err(e) => Err(script.source.runtime_error(&e, classify(run, &e))),
+        Err(e) => {
+            let mut err = script.source.runtime_error(&e, classify(run, &e));
+            // The error reaches the terminal and bug reports: no secrets.
+            if let Error::Script(s) = &mut err {
+                s.message = run.state().redactor.redact_str(&s.message);
+            }
+            Err(err)
+        }
     }
 }
 

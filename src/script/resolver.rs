@@ -45,11 +45,85 @@ impl Resolver {
     }
 }
 
+/// A refused import. (Rhai rewrites `ErrorModuleNotFound` without the
+/// reason, so the reason travels as a runtime error inside the module error.)
 fn refused(path: &str, why: &str, pos: Position) -> Box<EvalAltResult> {
-    Box::new(EvalAltResult::ErrorModuleNotFound(
-        format!("{path} ({why})"),
+    Box::new(EvalAltResult::ErrorInModule(
+        path.to_owned(),
+        Box::new(EvalAltResult::ErrorRuntime(
+            format!("import \"{path}\" refused: {why}").into(),
+            pos,
+        )),
         pos,
     ))
+}
+
+impl Resolver {
+    /// The file an import path names, or why it is refused.
+    pub fn locate(&self, path: &str) -> Result<PathBuf, String> {
+        let rel = Path::new(path);
+        if rel.is_absolute() {
+            return Err("absolute import paths are not allowed".into());
+        }
+        if rel
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err("imports may not leave the script's directory".into());
+        }
+        let mut file = self.script_dir.join(rel);
+        if file.extension().is_none() {
+            file.set_extension("rhai");
+        }
+        let real = file
+            .canonicalize()
+            .map_err(|_| format!("{} does not exist", file.display()))?;
+        if !real.starts_with(&self.script_dir) {
+            return Err("it resolves outside the script's directory".into());
+        }
+        Ok(real)
+    }
+
+    /// Check, without running anything, that every literal `import` in
+    /// `source` (and in the modules it imports) resolves and compiles.
+    pub fn check_imports(&self, engine: &Engine, source: &str) -> Result<(), String> {
+        let mut seen = std::collections::HashSet::new();
+        self.check_in(engine, source, &mut seen)
+    }
+
+    fn check_in(
+        &self,
+        engine: &Engine,
+        source: &str,
+        seen: &mut std::collections::HashSet<PathBuf>,
+    ) -> Result<(), String> {
+        static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+        let re = RE.get_or_init(|| {
+            regex::Regex::new(r#"(?m)^[^/\n]*?\bimport\s+"([^"]+)""#).expect("valid regex")
+        });
+        for cap in re.captures_iter(source) {
+            let path = &cap[1];
+            if path.starts_with("rfs/") {
+                if !STDLIB.iter().any(|(n, _)| *n == path) {
+                    return Err(format!("import \"{path}\": no such stdlib module"));
+                }
+                continue;
+            }
+            let file = self
+                .locate(path)
+                .map_err(|why| format!("import \"{path}\" refused: {why}"))?;
+            if !seen.insert(file.clone()) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| format!("import \"{path}\": cannot read: {e}"))?;
+            engine
+                .compile(&text)
+                .map_err(|e| format!("import \"{path}\" does not compile: {e}"))?;
+            self.check_in(engine, &text, seen)?;
+        }
+        Ok(())
+    }
 }
 
 impl ModuleResolver for Resolver {
@@ -70,34 +144,7 @@ impl ModuleResolver for Resolver {
                 )
             });
         }
-        let rel = Path::new(path);
-        if rel.is_absolute() {
-            return Err(refused(path, "absolute import paths are not allowed", pos));
-        }
-        if rel
-            .components()
-            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-        {
-            return Err(refused(
-                path,
-                "imports may not leave the script's directory",
-                pos,
-            ));
-        }
-        let mut file = self.script_dir.join(rel);
-        if file.extension().is_none() {
-            file.set_extension("rhai");
-        }
-        let real = file
-            .canonicalize()
-            .map_err(|_| refused(path, &format!("{} does not exist", file.display()), pos))?;
-        if !real.starts_with(&self.script_dir) {
-            return Err(refused(
-                path,
-                "it resolves outside the script's directory",
-                pos,
-            ));
-        }
+        let real = self.locate(path).map_err(|why| refused(path, &why, pos))?;
         if let Some(m) = self.cache.lock().expect("cache").get(&real) {
             return Ok(m.clone());
         }

@@ -64,6 +64,8 @@ pub enum SourceError {
     Dirty { paths: Vec<String> },
     #[error("the tree contains submodules, which `git archive` would silently omit: {} (pass submodules: \"include\" to ship their pinned commits)", list(.paths))]
     Submodules { paths: Vec<String> },
+    #[error("the included submodules contain submodules themselves, which rfs does not ship: {}", list(.paths))]
+    NestedSubmodules { paths: Vec<String> },
     #[error("submodule {path} is not initialised here, so its pinned commit {commit} cannot be shipped (run `git submodule update --init`)")]
     SubmoduleNotInitialised { path: String, commit: String },
     #[error("subdirectory `{path}` is not a directory in commit {commit}")]

@@ -168,10 +168,10 @@ fn pin_submodules(
         }
         let nested = gitlinks(&sub, sub.find_commit(commit)?.tree_id())?;
         if !nested.is_empty() {
-            return Err(SourceError::Submodules {
+            return Err(SourceError::NestedSubmodules {
                 paths: nested
                     .into_iter()
-                    .map(|(p, _)| format!("{full}/{p} (nested)"))
+                    .map(|(p, _)| format!("{full}/{p}"))
                     .collect(),
             });
         }
