@@ -145,7 +145,7 @@ async fn bench_latency() {
     let mut samples = Vec::with_capacity(SAMPLES);
     for seq in 0..SAMPLES + 10 {
         s.send(&format!("{seq}\n")).unwrap();
-        let re = format!(r"(?m)seq={seq} t=(\d+)$");
+        let re = format!(r"(?m)seq={seq} t=(\d+) *$");
         let out = s
             .wait_for(&Pattern::regex(&re).unwrap().timeout(Duration::from_secs(5)))
             .await

@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/docker-test-image.sh
-cargo run --quiet --release --example docker_bench -- "${1:-100}" "${2:-10}"
+cargo bench --quiet --bench docker -- "${1:-100}" "${2:-10}"

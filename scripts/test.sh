@@ -32,5 +32,6 @@ fi
 
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
-cargo test --all-targets --locked
-cargo test --doc --locked
+# Benchmarks are not tests: scripts/bench-*.sh and `cargo bench` run them.
+cargo test --locked --lib --bins --tests
+cargo test --locked --doc

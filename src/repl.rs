@@ -29,6 +29,7 @@ pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Er
         .enable_all()
         .build()
         .map_err(Error::internal)?;
+    let signals = crate::runner::Signals::install(&rt);
     let cfg = crate::runner::config(&settings, None, settings.script.clone())?;
     let run = Run::start(cfg, rt.handle().clone(), reporter, &settings.vars)?;
     let here = Script {
@@ -41,13 +42,15 @@ pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Er
     };
     let engine = script::run_engine(&run, &here, settings.vars.clone())?;
     // Ctrl-C while an evaluation runs (the terminal is not in raw mode then).
-    let r = run.clone();
-    rt.spawn(async move {
-        loop {
-            crate::runner::wait_signal(true).await;
-            r.interrupt();
-        }
-    });
+    if let Some(mut signals) = signals {
+        let r = run.clone();
+        rt.spawn(async move {
+            loop {
+                signals.recv().await;
+                r.interrupt();
+            }
+        });
+    }
     let mut ed = rustyline::DefaultEditor::new().map_err(Error::internal)?;
     let history = settings.state_dir.join("repl-history");
     let _ = ed.load_history(&history);

@@ -79,6 +79,11 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
         Ok(rt) => rt,
         Err(e) => return fail(report, Error::internal(e)),
     };
+    let mut signals = if hooks.handle_signals {
+        Signals::install(&rt)
+    } else {
+        None
+    };
     let script = match Script::load(&settings.script) {
         Ok(s) => s,
         Err(e) => return fail(report, e),
@@ -126,13 +131,12 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
     }
     let interrupt = hooks.interrupt.clone();
     let r3 = run.clone();
-    let signals = hooks.handle_signals;
     let result = rt.block_on(async move {
         let mut rx = rx;
         tokio::select! {
             r = &mut rx => return r,
             _ = interrupt.cancelled() => {}
-            _ = wait_signal(signals) => {}
+            _ = wait_signal(signals.as_mut()) => {}
         }
         r3.interrupt();
         rx.await
@@ -188,19 +192,35 @@ pub fn config(
     })
 }
 
-pub(crate) async fn wait_signal(enabled: bool) {
-    if !enabled {
-        return std::future::pending().await;
+/// SIGINT/SIGTERM listeners, installed before the run starts so that a
+/// Ctrl-C at any moment after the journal exists is an orderly interrupt.
+pub(crate) struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Install the listeners (must be called within the runtime).
+    pub(crate) fn install(rt: &tokio::runtime::Runtime) -> Option<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let _guard = rt.enter();
+        Some(Signals {
+            int: signal(SignalKind::interrupt()).ok()?,
+            term: signal(SignalKind::terminate()).ok()?,
+        })
     }
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+
+    pub(crate) async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
+    }
+}
+
+async fn wait_signal(signals: Option<&mut Signals>) {
+    match signals {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
     }
 }

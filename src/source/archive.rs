@@ -17,6 +17,9 @@ use super::manifest::{Entry, Manifest};
 use super::repo::ResolvedSource;
 use super::SourceError;
 
+/// Blobs larger than this that libgit2 cannot stream are streamed by git.
+const STREAM_THRESHOLD: usize = 8 * 1024 * 1024;
+
 /// The built archive.
 #[derive(Debug)]
 pub struct BuiltArchive {
@@ -173,11 +176,58 @@ impl<W: Write> Walker<'_, W> {
             }
             return Ok((sha, n));
         }
+        let (size, _) = odb.read_header(id)?;
+        if size > STREAM_THRESHOLD {
+            return self.blob_from_git(repo, id, size as u64, path, mode);
+        }
         let blob = repo.find_blob(id)?;
         let content = blob.content();
         let mut h = self.header(tar::EntryType::Regular, mode, content.len() as u64);
         self.tar.append_data(&mut h, path, content)?;
         Ok((hex::encode(Sha256::digest(content)), content.len() as u64))
+    }
+
+    /// Stream a large packed blob through `git cat-file` (libgit2 cannot
+    /// stream from packs, and a whole read would hold it in memory),
+    /// re-hashing it as a git object so that what ships is provably `id`.
+    fn blob_from_git(
+        &mut self,
+        repo: &Repository,
+        id: Oid,
+        size: u64,
+        path: &Path,
+        mode: u32,
+    ) -> Result<(String, u64), SourceError> {
+        let mut child = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(repo.path())
+            .args(["cat-file", "blob", &id.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| SourceError::Git(format!("cannot run git to stream object {id}: {e}")))?;
+        let stdout = child.stdout.take().expect("piped");
+        let mut oid = sha1::Sha1::new();
+        sha1::Digest::update(&mut oid, format!("blob {size}\0").as_bytes());
+        let mut hr = HashingReader::new(stdout, std::mem::take(&mut self.buf)).also_sha1(oid);
+        let mut h = self.header(tar::EntryType::Regular, mode, size);
+        let res = self.tar.append_data(&mut h, path, &mut hr);
+        let (buf, sha, n, object) = hr.finish_with_sha1();
+        self.buf = buf;
+        let status = child.wait()?;
+        res?;
+        if !status.success() || n != size {
+            return Err(SourceError::Git(format!(
+                "git cat-file streamed {n} of {size} bytes of object {id} ({status})"
+            )));
+        }
+        if id.to_string().len() == 40 && object.as_deref() != Some(id.to_string().as_str()) {
+            return Err(SourceError::Git(format!(
+                "object {id} streamed by git hashes to {object:?}: the object database is corrupt"
+            )));
+        }
+        Ok((sha, n))
     }
 }
 
@@ -219,6 +269,8 @@ impl<W: Write> Write for HashingWriter<W> {
 struct HashingReader<R> {
     inner: R,
     hash: Sha256,
+    /// Optionally also the git object id (SHA-1 over header + content).
+    object: Option<sha1::Sha1>,
     n: u64,
     buf: Vec<u8>,
     pos: usize,
@@ -230,6 +282,7 @@ impl<R: Read> HashingReader<R> {
         HashingReader {
             inner,
             hash: Sha256::new(),
+            object: None,
             n: 0,
             buf,
             pos: 0,
@@ -238,6 +291,16 @@ impl<R: Read> HashingReader<R> {
     }
     fn finish(self) -> (Vec<u8>, String, u64) {
         (self.buf, hex::encode(self.hash.finalize()), self.n)
+    }
+
+    fn also_sha1(mut self, seeded: sha1::Sha1) -> Self {
+        self.object = Some(seeded);
+        self
+    }
+
+    fn finish_with_sha1(self) -> (Vec<u8>, String, u64, Option<String>) {
+        let object = self.object.map(|o| hex::encode(sha1::Digest::finalize(o)));
+        (self.buf, hex::encode(self.hash.finalize()), self.n, object)
     }
 }
 
@@ -249,6 +312,9 @@ impl<R: Read> Read for HashingReader<R> {
                 return Ok(0);
             }
             self.hash.update(&self.buf[..n]);
+            if let Some(o) = self.object.as_mut() {
+                sha1::Digest::update(o, &self.buf[..n]);
+            }
             self.n += n as u64;
             self.pos = 0;
             self.len = n;

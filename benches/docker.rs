@@ -3,7 +3,7 @@
 //! Run through `scripts/bench-docker.sh` (which builds the test image).
 //! Measures N sequential execs of `true` through the provider and through
 //! `docker exec <ctr> true`, and the create+destroy time of a sandbox.
-//! Usage: docker_bench [EXECS] [SANDBOXES]
+//! Usage: cargo bench --bench docker -- [EXECS] [SANDBOXES]
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -66,7 +66,8 @@ fn cli_execs(id: &str, n: u32) -> Duration {
 
 #[tokio::main]
 async fn main() {
-    let mut args = std::env::args().skip(1);
+    // `cargo bench` adds `--bench`; only the numbers count.
+    let mut args = std::env::args().skip(1).filter(|a| !a.starts_with("--"));
     let execs: u32 = args.next().map_or(100, |a| a.parse().expect("EXECS"));
     let sandboxes: u32 = args.next().map_or(10, |a| a.parse().expect("SANDBOXES"));
     let p = DockerProvider::connect(DockerOptions {

@@ -1,0 +1,339 @@
+//! `rfs gc`: sandboxes kept by `--keep` (or left by a dead rfs) are found
+//! by their labels and destroyed once their owner is gone; sandboxes of a
+//! live owner, or of an owner rfs cannot judge, are left alone.
+
+mod common;
+use common::*;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use rfs::provider::labels::{self, Labels};
+use rfs::provider::local::LocalProvider;
+use rfs::provider::{CreateSpec, Provider};
+
+/// The outcome of one `rfs gc`.
+struct Gc {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn gc(rfs: &Rfs, args: &[&str]) -> Gc {
+    let out = rfs
+        .cmd(rfs.state.path())
+        .arg("gc")
+        .args(args)
+        .args(["--provider", "local"])
+        .output()
+        .expect("rfs runs");
+    let g = Gc {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert_eq!(
+        g.code, 0,
+        "rfs gc {args:?} failed\n--- stdout\n{}\n--- stderr\n{}",
+        g.stdout, g.stderr
+    );
+    g
+}
+
+impl Gc {
+    /// The one output line about sandbox `id`.
+    #[track_caller]
+    fn line_for(&self, id: &str) -> &str {
+        let lines: Vec<&str> = self.stdout.lines().filter(|l| l.contains(id)).collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "exactly one line about {id}:\n{}",
+            self.stdout
+        );
+        lines[0]
+    }
+}
+
+/// A spawned `rfs run`; interrupted (then killed) if the test panics, so
+/// no run outlives its test.
+struct Running(Option<std::process::Child>);
+
+impl Running {
+    fn child(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().expect("running")
+    }
+
+    /// SIGINT, then wait (bounded: SIGKILL after 60 s).
+    fn interrupt(&mut self) -> std::process::ExitStatus {
+        let mut child = self.0.take().expect("running");
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                return st;
+            }
+            if Instant::now() > deadline {
+                // Not stopping is reported by the caller's exit-code check.
+                let _ = child.kill();
+                return child.wait().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            let _ = self.interrupt();
+        }
+    }
+}
+
+/// A run with `--keep` that provisioned a sandbox; returns it and its id.
+fn kept_run(rfs: &Rfs, repo: &Repo) -> (RunOut, String) {
+    let out = rfs.run_with(
+        repo.path(),
+        "step(\"mark\", \"echo kept > kept.txt\");\n",
+        &["--keep"],
+    );
+    out.assert_code(0);
+    let id = out.sandbox_id();
+    (out, id)
+}
+
+fn local(rfs: &Rfs) -> LocalProvider {
+    LocalProvider::new(rfs.state.path())
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+/// Create a sandbox through the library, as rfs would, with `labels`.
+fn create_with(rfs: &Rfs, run_id: &str, mut l: Labels) -> String {
+    l.insert(labels::CREATED_BY.into(), labels::CREATED_BY_VALUE.into());
+    l.insert(labels::RUN_ID.into(), run_id.into());
+    let spec = CreateSpec {
+        run_id: run_id.into(),
+        labels: l,
+        max_lifetime: Duration::from_secs(600),
+        ..Default::default()
+    };
+    block_on(local(rfs).create(&spec)).unwrap().id
+}
+
+fn exists(rfs: &Rfs, id: &str) -> bool {
+    block_on(local(rfs).get(id)).unwrap().is_some()
+}
+
+#[test]
+fn keep_leaves_the_sandbox_and_journals_it() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let (out, id) = kept_run(&rfs, &repo);
+    let kept = out.entries("cleanup.kept");
+    assert_eq!(kept.len(), 1, "{:?}", out.kinds());
+    assert_eq!(kept[0]["sandbox_id"], id.as_str());
+    assert!(out.entries("cleanup.verified").is_empty());
+    assert_eq!(out.entries("run.start")[0]["keep"], true);
+    assert!(out.evidence().contains("was kept (--keep)"));
+    assert_eq!(rfs.leftovers(), vec![id.clone()]);
+    // What the steps left is still there.
+    let home = out.entries("placement")[0]["home"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let kept_file = Path::new(&home).join("relayflows-source/kept.txt");
+    assert_eq!(std::fs::read_to_string(kept_file).unwrap(), "kept\n");
+    // Clean up for the next test run.
+    gc(&rfs, &[]);
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn gc_dry_run_lists_an_orphan_and_gc_destroys_it() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let (out, id) = kept_run(&rfs, &repo);
+    let run_id = out.entries("run.start")[0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let owner_pid = out.entries("placement")[0]["labels"]["relayflows/owner-pid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let dry = gc(&rfs, &["--dry-run"]);
+    let line = dry.line_for(&id);
+    assert!(line.contains("would destroy"), "{line}");
+    assert!(line.contains(&format!("(run {run_id})")), "{line}");
+    assert!(
+        line.contains(&format!("owner pid {owner_pid} is not running")),
+        "{line}"
+    );
+    assert!(line.starts_with("local "), "{line}");
+    // A dry run destroys nothing.
+    assert_eq!(rfs.leftovers(), vec![id.clone()]);
+    assert!(exists(&rfs, &id));
+
+    let real = gc(&rfs, &[]);
+    let line = real.line_for(&id);
+    assert!(line.contains("destroyed"), "{line}");
+    assert!(line.contains("verified gone"), "{line}");
+    assert!(!line.contains("would destroy"), "{line}");
+    rfs.assert_no_leftovers();
+    assert!(!exists(&rfs, &id));
+
+    // Nothing is left to collect.
+    let again = gc(&rfs, &[]);
+    assert!(!again.stdout.contains(&id), "{}", again.stdout);
+    assert!(again.stdout.trim().is_empty(), "{}", again.stdout);
+}
+
+#[test]
+fn gc_keeps_a_sandbox_whose_owner_is_alive() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    // Owned by this (live) test process.
+    let alive = create_with(&rfs, "alive-owner-run", rfs::runtime::owner::owner_labels());
+    // And an orphan next to it: gc must tell them apart.
+    let (_out, orphan) = kept_run(&rfs, &repo);
+    let mut both = vec![alive.clone(), orphan.clone()];
+    both.sort();
+    assert_eq!(rfs.leftovers(), both);
+
+    let dry = gc(&rfs, &["--dry-run"]);
+    assert!(
+        dry.line_for(&alive).contains("kept (owner alive)"),
+        "{}",
+        dry.stdout
+    );
+    assert!(dry.line_for(&alive).contains("(run alive-owner-run)"));
+    assert!(dry.line_for(&orphan).contains("would destroy"));
+
+    let real = gc(&rfs, &[]);
+    assert!(
+        real.line_for(&alive).contains("kept (owner alive)"),
+        "{}",
+        real.stdout
+    );
+    assert!(real.line_for(&orphan).contains("destroyed"));
+    assert_eq!(rfs.leftovers(), vec![alive.clone()]);
+    assert!(exists(&rfs, &alive));
+
+    // Clean up what the test created.
+    block_on(local(&rfs).destroy(&alive)).unwrap();
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn gc_destroys_a_sandbox_whose_owner_pid_was_reused() {
+    let rfs = Rfs::new(Prov::Local);
+    // This process's pid, but a start time it never had: a reused pid.
+    let mut l = rfs::runtime::owner::owner_labels();
+    let real_start = l[labels::OWNER_PID_START].clone();
+    assert!(!real_start.is_empty(), "the test can read its start time");
+    l.insert(labels::OWNER_PID_START.into(), "1".into());
+    let id = create_with(&rfs, "reused-pid-run", l);
+
+    let dry = gc(&rfs, &["--dry-run"]);
+    let line = dry.line_for(&id);
+    assert!(line.contains("would destroy"), "{line}");
+    assert!(line.contains("reused"), "{line}");
+
+    let real = gc(&rfs, &[]);
+    assert!(real.line_for(&id).contains("destroyed"), "{}", real.stdout);
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn gc_keeps_sandboxes_it_cannot_judge() {
+    let rfs = Rfs::new(Prov::Local);
+    // Another host's sandbox: its pid means nothing here.
+    let mut other = Labels::new();
+    other.insert(labels::OWNER_HOST.into(), "another-host.invalid".into());
+    other.insert(labels::OWNER_PID.into(), "999999999".into());
+    other.insert(labels::OWNER_PID_START.into(), "1".into());
+    let foreign = create_with(&rfs, "foreign-run", other);
+    // No owner labels at all.
+    let unlabelled = create_with(&rfs, "unlabelled-run", Labels::new());
+
+    let real = gc(&rfs, &[]);
+    let line = real.line_for(&foreign);
+    assert!(
+        line.contains("kept") && line.contains("another-host.invalid"),
+        "{line}"
+    );
+    let line = real.line_for(&unlabelled);
+    assert!(
+        line.contains("kept") && line.contains("no owner-host"),
+        "{line}"
+    );
+    assert!(exists(&rfs, &foreign) && exists(&rfs, &unlabelled));
+
+    for id in [&foreign, &unlabelled] {
+        block_on(local(&rfs).destroy(id)).unwrap();
+    }
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn gc_keeps_the_sandbox_of_a_running_rfs() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let (script, out_dir) = rfs.prepare("step(\"long\", \"sleep 300\");\n");
+    let child = rfs
+        .cmd(repo.path())
+        .arg("run")
+        .arg(&script)
+        .arg("--out")
+        .arg(&out_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("rfs starts");
+    let mut run = Running(Some(child));
+    // The sandbox exists and is in use once the step has started.
+    let journal = out_dir.join("journal.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&journal)
+        .map(|t| t.contains("\"step.start\""))
+        .unwrap_or(false)
+    {
+        if let Ok(Some(st)) = run.child().try_wait() {
+            panic!("rfs exited early: {st}");
+        }
+        assert!(Instant::now() < deadline, "the step never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let left = rfs.leftovers();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let id = left[0].clone();
+
+    let real = gc(&rfs, &[]);
+    assert!(
+        real.line_for(&id).contains("kept (owner alive)"),
+        "{}",
+        real.stdout
+    );
+    assert!(
+        exists(&rfs, &id),
+        "gc destroyed the sandbox of a running rfs"
+    );
+
+    // End the run (Ctrl-C): it cleans up after itself.
+    assert_eq!(run.interrupt().code(), Some(130));
+    rfs.assert_no_leftovers();
+}
