@@ -253,4 +253,35 @@ line.txt' && echo nl-ok; test -s empty || echo empty-ok; ./bin/run.sh; test -x b
         assert!(out.stderr.contains("already bound"), "{}", out.stderr);
         rfs.assert_no_leftovers();
     }
+
+    fn large_blobs_stored_whole_in_a_pack_stream_and_arrive_intact(rfs: &Rfs) {
+        let repo = Repo::new();
+        // Pseudo-random, incompressible-ish content larger than the
+        // streaming threshold, packed at `git add` time (as git does for
+        // big files) and again by a repack.
+        let mut data = Vec::with_capacity(9 << 20);
+        let mut x: u64 = 0x9e3779b97f4a7c15;
+        while data.len() < 9 << 20 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            data.extend_from_slice(&x.to_le_bytes());
+        }
+        repo.write_bytes("big.bin", &data);
+        repo.git(&["-c", "core.bigFileThreshold=1m", "add", "big.bin"]);
+        repo.git(&["commit", "-q", "-m", "big"]);
+        repo.git(&["repack", "-a", "-d", "-q"]);
+        assert!(repo.git(&["count-objects", "-v"]).contains("count: 0"), "objects must all be packed");
+        let want = {
+            use sha2::Digest;
+            hex::encode(sha2::Sha256::digest(&data))
+        };
+        let out = rfs.run(repo.path(), &format!(r#"
+            sync_source();
+            let r = step("sum", "sha256sum big.bin");
+            assert(r.stdout.starts_with("{want}"), r.stdout);
+        "#));
+        out.assert_code(0);
+        rfs.assert_no_leftovers();
+    }
 }

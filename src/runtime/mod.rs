@@ -101,7 +101,14 @@ pub struct Run {
     state: Mutex<RunState>,
     journal: Mutex<Journal>,
     evidence: Mutex<Evidence>,
+    /// When EVIDENCE.md was last written (rewrites are throttled; the
+    /// journal is the record of truth and is never throttled).
+    evidence_written: Mutex<Option<std::time::Instant>>,
 }
+
+/// EVIDENCE.md is rewritten at most this often while a run goes, and
+/// always at its end.
+const EVIDENCE_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl Run {
     /// Start a run: create the output directory and the journal, and
@@ -154,6 +161,7 @@ impl Run {
             state: Mutex::new(state),
             journal: Mutex::new(journal),
             evidence: Mutex::new(evidence),
+            evidence_written: Mutex::new(None),
         });
         let vars_redacted: BTreeMap<_, _> = vars
             .iter()
@@ -198,16 +206,30 @@ impl Run {
             .map_err(|e| Error::Internal(format!("cannot write the journal: {e}")))
     }
 
-    /// Update the evidence model and rewrite EVIDENCE.md.
+    /// Update the evidence model; EVIDENCE.md is rewritten unless it was
+    /// written very recently (it always is at run end).
     pub fn evidence(&self, f: impl FnOnce(&mut Evidence)) {
         {
             let mut ev = self.evidence.lock().unwrap_or_else(|p| p.into_inner());
             f(&mut ev);
         }
-        self.write_evidence();
+        let due = {
+            let last = self
+                .evidence_written
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            last.is_none_or(|t| t.elapsed() >= EVIDENCE_EVERY)
+        };
+        if due {
+            self.write_evidence();
+        }
     }
 
     fn write_evidence(&self) {
+        *self
+            .evidence_written
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
         let (lines, head) = {
             let j = self.journal.lock().unwrap_or_else(|p| p.into_inner());
             (j.len(), j.head().to_owned())
@@ -287,6 +309,7 @@ impl Run {
             json!({ "outcome": outcome, "teardown_warning": warning }),
         );
         self.evidence(|ev| ev.outcome = Some(outcome.to_owned()));
+        self.write_evidence();
         if let Ok(j) = self.journal.lock() {
             let _ = j.sync();
         }

@@ -1,5 +1,5 @@
 //! Where a step's output goes: redacted, line by line, to the step's log
-//! file in the run's output dir, to the reporter (prefixed by step name),
+//! file in the run's output dir (created on first output), to the reporter (prefixed by step name),
 //! and into a bounded in-memory capture (head + tail) returned to the
 //! script. A 100 MB output costs at most [`CAPTURE_HEAD`] + [`CAPTURE_TAIL`]
 //! bytes of memory per stream.
@@ -23,7 +23,8 @@ const MAX_LINE: usize = 64 * 1024;
 
 struct StreamOut {
     kind: Stream,
-    log: BufWriter<File>,
+    /// Created on the first output (a silent stream leaves no file).
+    log: Option<BufWriter<File>>,
     log_path: PathBuf,
     head: Vec<u8>,
     tail: VecDeque<u8>,
@@ -36,7 +37,7 @@ impl StreamOut {
     fn new(kind: Stream, path: &Path) -> std::io::Result<Self> {
         Ok(StreamOut {
             kind,
-            log: BufWriter::new(File::create(path)?),
+            log: None,
             log_path: path.to_path_buf(),
             head: Vec::new(),
             tail: VecDeque::new(),
@@ -44,6 +45,13 @@ impl StreamOut {
             line: Vec::new(),
             error: None,
         })
+    }
+
+    fn write_log(&mut self, b: &[u8]) -> std::io::Result<()> {
+        if self.log.is_none() {
+            self.log = Some(BufWriter::new(File::create(&self.log_path)?));
+        }
+        self.log.as_mut().expect("created").write_all(b)
     }
 
     fn keep(&mut self, b: &[u8]) {
@@ -124,14 +132,17 @@ impl StepSink {
         }
     }
 
-    /// Flush partial lines and the logs; returns (stdout, stderr) captures.
+    /// Flush partial lines and the logs; returns the (stdout, stderr)
+    /// captures and which log files exist.
     pub fn finish(mut self) -> std::io::Result<(String, String)> {
         for s in [&mut self.out, &mut self.err] {
             if !s.line.is_empty() {
                 let line = std::mem::take(&mut s.line);
                 emit_line(&self.name, &self.redactor, &*self.reporter, s, &line);
             }
-            s.log.flush()?;
+            if let Some(log) = s.log.as_mut() {
+                log.flush()?;
+            }
             if let Some(e) = s.error.take() {
                 return Err(e);
             }
@@ -148,7 +159,7 @@ impl StepSink {
 
 fn emit_line(name: &str, r: &Redactor, rep: &dyn Reporter, s: &mut StreamOut, raw: &[u8]) {
     let red = r.redact(raw);
-    if let Err(e) = s.log.write_all(&red) {
+    if let Err(e) = s.write_log(&red) {
         s.error.get_or_insert(e);
     }
     s.keep(&red);

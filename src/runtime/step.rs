@@ -269,8 +269,8 @@ impl Run {
                     "exit": outcome.exit, "signal": outcome.signal,
                     "timed_out": outcome.timed_out, "cancelled": outcome.cancelled,
                     "duration_ms": elapsed,
-                    "stdout_log": format!("steps/{stem_n}.stdout.log"),
-                    "stderr_log": format!("steps/{stem_n}.stderr.log"),
+                    "stdout_log": log_if_any(&steps_dir, &format!("{stem_n}.stdout.log")),
+                    "stderr_log": log_if_any(&steps_dir, &format!("{stem_n}.stderr.log")),
                 }),
             )?;
             if outcome.cancelled {
@@ -286,7 +286,12 @@ impl Run {
                 ok: outcome.success(),
             };
             if r.ok || attempt > opts.retries {
-                break (r, format!("steps/{stem_n}.stdout.log"));
+                let log = [".stdout.log", ".stderr.log"]
+                    .iter()
+                    .filter_map(|ext| log_if_any(&steps_dir, &format!("{stem_n}{ext}")))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                break (r, log);
             }
         };
         let summary = describe(&result, opts.timeout);
@@ -351,6 +356,11 @@ fn describe(r: &StepResult, timeout: Option<Duration>) -> String {
             None => format!("no exit code (killed by a signal){tries}"),
         }
     }
+}
+
+/// `steps/NAME` if that log file was written (silent streams leave none).
+fn log_if_any(dir: &std::path::Path, name: &str) -> Option<String> {
+    dir.join(name).exists().then(|| format!("steps/{name}"))
 }
 
 /// A step name as part of a file name.

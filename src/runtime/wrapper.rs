@@ -1,7 +1,10 @@
 //! The in-sandbox wrapper every command goes through (steps and attached
-//! sessions alike): enter the mapped cwd, check that its physical path is
-//! inside the synced root, then replace itself with `/bin/sh -c COMMAND`
-//! (never a login shell). If the check fails the command never starts.
+//! sessions alike): `/bin/sh -c WRAPPER` (never a login shell) enters the
+//! mapped cwd, checks that its physical path is inside the synced root,
+//! then evaluates the command in that same shell (no second exec: a step
+//! costs one shell start, like `sh -c COMMAND`). The command sees no
+//! positional parameters and no wrapper variables. If the check fails the
+//! command never starts.
 
 /// Exit code when the cwd does not exist in the sandbox.
 pub const EXIT_CWD_MISSING: i32 = 121;
@@ -10,7 +13,7 @@ pub const EXIT_CWD_ESCAPE: i32 = 122;
 
 const SCRIPT: &str = r#"cd -P -- "$1" 2>/dev/null || { printf 'rfs-cwd-missing\n' >&2; exit 121; }
 case "$PWD/" in "$2"/*) ;; *) printf 'rfs-cwd-escape %s\n' "$PWD" >&2; exit 122;; esac
-exec /bin/sh -c "$3""#;
+c=$3; set --; eval "unset c; $c""#;
 
 /// argv running `command` in `dir`, confined to `root` (physical paths).
 pub fn argv(dir: &str, root: &str, command: &str) -> Vec<String> {

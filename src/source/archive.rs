@@ -17,7 +17,8 @@ use super::manifest::{Entry, Manifest};
 use super::repo::ResolvedSource;
 use super::SourceError;
 
-/// Blobs larger than this that libgit2 cannot stream are streamed by git.
+/// Blobs larger than this that libgit2 cannot stream are read from their
+/// pack with plain reads (see [`super::pack_stream`]).
 const STREAM_THRESHOLD: usize = 8 * 1024 * 1024;
 
 /// The built archive.
@@ -178,7 +179,9 @@ impl<W: Write> Walker<'_, W> {
         }
         let (size, _) = odb.read_header(id)?;
         if size > STREAM_THRESHOLD {
-            return self.blob_from_git(repo, id, size as u64, path, mode);
+            if let Some(done) = self.blob_from_pack(repo, id, path, mode)? {
+                return Ok(done);
+            }
         }
         let blob = repo.find_blob(id)?;
         let content = blob.content();
@@ -187,47 +190,32 @@ impl<W: Write> Walker<'_, W> {
         Ok((hex::encode(Sha256::digest(content)), content.len() as u64))
     }
 
-    /// Stream a large packed blob through `git cat-file` (libgit2 cannot
-    /// stream from packs, and a whole read would hold it in memory),
-    /// re-hashing it as a git object so that what ships is provably `id`.
-    fn blob_from_git(
+    /// Stream a large blob stored whole in a pack, re-hashing it as a git
+    /// object so that what ships is provably `id`.
+    fn blob_from_pack(
         &mut self,
         repo: &Repository,
         id: Oid,
-        size: u64,
         path: &Path,
         mode: u32,
-    ) -> Result<(String, u64), SourceError> {
-        let mut child = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(repo.path())
-            .args(["cat-file", "blob", &id.to_string()])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| SourceError::Git(format!("cannot run git to stream object {id}: {e}")))?;
-        let stdout = child.stdout.take().expect("piped");
-        let mut oid = sha1::Sha1::new();
-        sha1::Digest::update(&mut oid, format!("blob {size}\0").as_bytes());
-        let mut hr = HashingReader::new(stdout, std::mem::take(&mut self.buf)).also_sha1(oid);
+    ) -> Result<Option<(String, u64)>, SourceError> {
+        let Some((reader, size)) = super::pack_stream::open(repo.path(), id)? else {
+            return Ok(None);
+        };
+        let mut object = sha1::Sha1::new();
+        sha1::Digest::update(&mut object, format!("blob {size}\0").as_bytes());
+        let mut hr = HashingReader::new(reader, std::mem::take(&mut self.buf)).also_sha1(object);
         let mut h = self.header(tar::EntryType::Regular, mode, size);
         let res = self.tar.append_data(&mut h, path, &mut hr);
         let (buf, sha, n, object) = hr.finish_with_sha1();
         self.buf = buf;
-        let status = child.wait()?;
         res?;
-        if !status.success() || n != size {
+        if n != size || object.as_deref() != Some(id.to_string().as_str()) {
             return Err(SourceError::Git(format!(
-                "git cat-file streamed {n} of {size} bytes of object {id} ({status})"
+                "object {id} read from its pack does not hash back to its id (read {n} of {size} bytes): the pack is corrupt"
             )));
         }
-        if id.to_string().len() == 40 && object.as_deref() != Some(id.to_string().as_str()) {
-            return Err(SourceError::Git(format!(
-                "object {id} streamed by git hashes to {object:?}: the object database is corrupt"
-            )));
-        }
-        Ok((sha, n))
+        Ok(Some((sha, n)))
     }
 }
 

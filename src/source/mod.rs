@@ -8,6 +8,7 @@
 
 pub mod archive;
 pub mod manifest;
+pub mod pack_stream;
 pub mod remote_check;
 pub mod repo;
 
