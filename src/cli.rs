@@ -28,43 +28,19 @@ pub enum Command {
     Run {
         /// The Rhai script.
         script: PathBuf,
-        /// Provider: local (default) or docker. Overrides RELAYFLOWS_SANDBOX_PROVIDER.
-        #[arg(long)]
-        provider: Option<String>,
-        /// Output directory for the journal, logs and EVIDENCE.md
-        /// (default: $RFS_STATE_DIR/runs/<run-id>, outside the repository).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// A value for the script's arg(NAME). Repeatable.
-        #[arg(long = "var", value_name = "KEY=VALUE")]
-        vars: Vec<String>,
+        #[command(flatten)]
+        session: SessionArgs,
         /// Keep the sandbox after the run (journaled).
         #[arg(long)]
         keep: bool,
-        /// Image for providers that take one (docker). Also RFS_DOCKER_IMAGE.
-        #[arg(long)]
-        image: Option<String>,
-        /// Maximum sandbox lifetime in seconds (dead-man switch).
-        #[arg(long, value_name = "SECS")]
-        max_lifetime: Option<u64>,
         /// Only step output and script prints.
         #[arg(long, short)]
         quiet: bool,
     },
     /// Explore a live sandbox interactively (one run, one sandbox, cleaned up on exit).
     Repl {
-        /// Provider: local (default) or docker. Overrides RELAYFLOWS_SANDBOX_PROVIDER.
-        #[arg(long)]
-        provider: Option<String>,
-        /// Output directory for the journal, logs and EVIDENCE.md.
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// A value for arg(NAME). Repeatable.
-        #[arg(long = "var", value_name = "KEY=VALUE")]
-        vars: Vec<String>,
-        /// Image for providers that take one (docker).
-        #[arg(long)]
-        image: Option<String>,
+        #[command(flatten)]
+        session: SessionArgs,
     },
     /// Compile a script and report errors without running it.
     Check { script: PathBuf },
@@ -82,6 +58,41 @@ pub enum Command {
         #[arg(long)]
         provider: Option<String>,
     },
+}
+
+/// What `run` and `repl` share: where the run goes and what it gets.
+#[derive(Debug, clap::Args)]
+pub struct SessionArgs {
+    /// Provider: local (default) or docker. Overrides RELAYFLOWS_SANDBOX_PROVIDER.
+    #[arg(long)]
+    provider: Option<String>,
+    /// Output directory for the journal, logs and EVIDENCE.md
+    /// (default: $RFS_STATE_DIR/runs/<run-id>, outside the repository).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// A value for the script's arg(NAME). Repeatable.
+    #[arg(long = "var", value_name = "KEY=VALUE")]
+    vars: Vec<String>,
+    /// Image for providers that take one (docker). Also RFS_DOCKER_IMAGE.
+    #[arg(long)]
+    image: Option<String>,
+    /// Maximum sandbox lifetime in seconds (dead-man switch).
+    #[arg(long, value_name = "SECS")]
+    max_lifetime: Option<u64>,
+}
+
+impl SessionArgs {
+    fn into_run_args(self, script: PathBuf, keep: bool) -> RunArgs {
+        RunArgs {
+            script,
+            provider: self.provider,
+            out: self.out,
+            vars: self.vars,
+            keep,
+            image: self.image,
+            max_lifetime_secs: self.max_lifetime,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -118,23 +129,11 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
     match cmd {
         Command::Run {
             script,
-            provider,
-            out,
-            vars,
+            session,
             keep,
-            image,
-            max_lifetime,
             quiet,
         } => {
-            let settings = RunSettings::from_args(RunArgs {
-                script,
-                provider,
-                out,
-                vars,
-                keep,
-                image,
-                max_lifetime_secs: max_lifetime,
-            })?;
+            let settings = RunSettings::from_args(session.into_run_args(script, keep))?;
             let hooks = crate::runner::Hooks {
                 reporter: Arc::new(crate::reporter::Console { quiet }),
                 handle_signals: true,
@@ -146,19 +145,8 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             }
             Ok(report.exit_code)
         }
-        Command::Repl {
-            provider,
-            out,
-            vars,
-            image,
-        } => {
-            let settings = RunSettings::for_repl(RunArgs {
-                provider,
-                out,
-                vars,
-                image,
-                ..Default::default()
-            })?;
+        Command::Repl { session } => {
+            let settings = RunSettings::for_repl(session.into_run_args(PathBuf::new(), false))?;
             crate::repl::run(
                 settings,
                 Arc::new(crate::reporter::Console { quiet: false }),

@@ -168,41 +168,20 @@ provider_tests! {
 
     fn ctrl_c_while_attached_still_cleans_up(rfs: &Rfs) {
         let repo = Repo::new();
-        let (script, out_dir) = rfs.prepare(r#"
+        let (child, out_dir) = rfs.spawn(repo.path(), r#"
             let t = attach("sh");
             t.send("echo ready; sleep 4242\n");
             assert_screen(t, "ready");
             assert_screen(t, #{ text: "never", timeout: 120 });
         "#);
-        let child = rfs
-            .cmd(repo.path())
-            .arg("run")
-            .arg(&script)
-            .arg("--out")
-            .arg(&out_dir)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let j = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap_or_default();
-            if j.contains("\"outcome\":\"pass\"") {
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "first assertion never passed");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+        wait_for_journal_text(&out_dir, "\"outcome\":\"pass\"");
+        sigint(&child);
         let out = finish(child.wait_with_output().unwrap(), out_dir);
         out.assert_code(130);
         assert_eq!(out.entries("run.end")[0]["outcome"], "interrupted");
         assert_eq!(out.entries("attach.end").len(), 1);
         assert_eq!(out.entries("cleanup.verified").len(), 1);
-        let sleeping = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-            std::fs::read(e.path().join("cmdline")).map(|c| String::from_utf8_lossy(&c).contains("sleep\x004242")).unwrap_or(false)
-        });
-        assert!(!sleeping, "the session's process survived");
+        assert!(!process_running("sleep\x004242"), "the session's process survived");
         rfs.assert_no_leftovers();
     }
 }

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn docker(args: &[&str]) -> String {
     let out = Command::new("docker").args(args).output().unwrap();
@@ -21,19 +21,6 @@ fn container_exists(id: &str) -> bool {
         .status()
         .unwrap()
         .success()
-}
-
-fn wait_for_journal(out_dir: &std::path::Path, kind: &str) {
-    let needle = format!("\"kind\":\"{kind}\"");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if std::fs::read_to_string(out_dir.join("journal.jsonl")).is_ok_and(|t| t.contains(&needle))
-        {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("no {kind} entry in the journal within 60 s");
 }
 
 #[test]
@@ -98,18 +85,10 @@ fn sandbox_image_option_beats_the_default() {
 fn container_killed_mid_step_fails_clearly_and_is_cleaned_up() {
     let rfs = Rfs::new(Prov::Docker);
     let repo = Repo::new();
-    let (script, out_dir) =
-        rfs.prepare("sync_source(); step(\"long\", \"sleep 600\"); step(\"never\", \"true\");");
-    let child = rfs
-        .cmd(repo.path())
-        .arg("run")
-        .arg(&script)
-        .arg("--out")
-        .arg(&out_dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (child, out_dir) = rfs.spawn(
+        repo.path(),
+        "sync_source(); step(\"long\", \"sleep 600\"); step(\"never\", \"true\");",
+    );
     wait_for_journal(&out_dir, "step.start");
     std::thread::sleep(Duration::from_millis(500));
     let placement = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();

@@ -194,25 +194,11 @@ provider_tests! {
 
     fn ctrl_c_mid_step_kills_the_step_and_still_cleans_up(rfs: &Rfs) {
         let repo = Repo::new();
-        let (script, out_dir) = rfs.prepare(r#"sync_source(); step("long", "sleep 3141"); step("never", "true");"#);
-        let child = rfs
-            .cmd(repo.path())
-            .arg("run")
-            .arg(&script)
-            .arg("--out")
-            .arg(&out_dir)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let (child, out_dir) = rfs.spawn(repo.path(), r#"sync_source(); step("long", "sleep 3141"); step("never", "true");"#);
         wait_for_journal(&out_dir, "step.start");
         // Give the provider a moment to actually start the command.
         std::thread::sleep(std::time::Duration::from_millis(300));
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGINT,
-        )
-        .unwrap();
+        sigint(&child);
         let out = finish(child.wait_with_output().unwrap(), out_dir);
         out.assert_code(130);
         assert_eq!(out.entries("run.end")[0]["outcome"], "interrupted");
@@ -221,27 +207,4 @@ provider_tests! {
         assert!(!process_running("sleep\x003141"), "the step's process survived Ctrl-C");
         rfs.assert_no_leftovers();
     }
-}
-
-/// Wait (bounded) until the run's journal has an entry of `kind`.
-fn wait_for_journal(out_dir: &std::path::Path, kind: &str) {
-    let needle = format!("\"kind\":\"{kind}\"");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while std::time::Instant::now() < deadline {
-        if std::fs::read_to_string(out_dir.join("journal.jsonl")).is_ok_and(|t| t.contains(&needle))
-        {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    panic!("no {kind} entry in the journal within 60 s");
-}
-
-/// Whether a host process whose NUL-separated cmdline contains `needle` runs.
-fn process_running(needle: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        std::fs::read(e.path().join("cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).contains(needle))
-            .unwrap_or(false)
-    })
 }

@@ -245,6 +245,23 @@ impl Rfs {
         finish(out, out_dir)
     }
 
+    /// Start `rfs run` of `script` from `cwd` in the background (stdout and
+    /// stderr piped); returns the child and the run's output dir.
+    pub fn spawn(&self, cwd: &Path, script: &str) -> (std::process::Child, PathBuf) {
+        let (script_path, out_dir) = self.prepare(script);
+        let child = self
+            .cmd(cwd)
+            .arg("run")
+            .arg(&script_path)
+            .arg("--out")
+            .arg(&out_dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("rfs starts");
+        (child, out_dir)
+    }
+
     /// Script file and a fresh output dir.
     pub fn prepare(&self, script: &str) -> (PathBuf, PathBuf) {
         let id = uuid_like();
@@ -345,4 +362,40 @@ macro_rules! provider_tests {
             $(#[test] fn $name() { super::$name(&super::Rfs::new(super::Prov::Docker)); })*
         }
     };
+}
+
+/// Wait (bounded, 60 s) until the run's journal contains `needle`.
+pub fn wait_for_journal_text(out_dir: &Path, needle: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if std::fs::read_to_string(out_dir.join("journal.jsonl")).is_ok_and(|t| t.contains(needle))
+        {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("the journal did not contain {needle} within 60 s");
+}
+
+/// Wait (bounded) until the run's journal has an entry of `kind`.
+pub fn wait_for_journal(out_dir: &Path, kind: &str) {
+    wait_for_journal_text(out_dir, &format!("\"kind\":\"{kind}\""));
+}
+
+/// Send SIGINT (Ctrl-C) to a child.
+pub fn sigint(child: &std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("signal sent");
+}
+
+/// Whether a host process whose NUL-separated cmdline contains `needle` runs.
+pub fn process_running(needle: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains(needle))
+            .unwrap_or(false)
+    })
 }
