@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 need=()
 command -v git >/dev/null || need+=(git)
 command -v tmux >/dev/null || need+=(tmux)
+command -v vi >/dev/null || need+=(vim-tiny)
+command -v ps >/dev/null || need+=(procps)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v docker >/dev/null || need+=(docker.io)
 if [ ${#need[@]} -gt 0 ]; then
