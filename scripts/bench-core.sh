@@ -17,9 +17,7 @@ cargo build --release --quiet --manifest-path "$root/Cargo.toml"
 rfs="${CARGO_TARGET_DIR:-$root/target}/release/rfs"
 runs=${RUNS:-3}
 
-now() { date +%s.%N; }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
+source "$root/scripts/bench-lib.sh"
 
 gen_repo() {
   local dir=$1
@@ -66,16 +64,12 @@ base=(); ours=(); syncms=()
 for i in $(seq 1 "$runs"); do
   rm -rf "$work/extract"; mkdir -p "$work/extract"; sync
   t0=$(now); git -C "$work/repo" archive "$sha" | tar -x -C "$work/extract"; t1=$(now)
-  base+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')")
+  base+=("$(elapsed "$t0" "$t1")")
   rm -rf "$work/extract"; sync
   out="$work/out-sync-$i"; rm -rf "$out"
   t0=$(now); (cd "$work/repo" && "$rfs" run -q "$work/sync.rhai" --out "$out" >/dev/null); t1=$(now)
-  ours+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')")
-  syncms+=("$(python3 -c 'import json,sys
-for l in open(sys.argv[1]):
-    e=json.loads(l)
-    if e["kind"]=="source.verify":
-        p=e["payload"]; print((p["build_ms"]+p["upload_ms"]+p["verify_ms"])/1000)' "$out/journal.jsonl")")
+  ours+=("$(elapsed "$t0" "$t1")")
+  syncms+=("$(sync_seconds "$out/journal.jsonl")")
 done
 b=$(printf '%s\n' "${base[@]}" | median); o=$(printf '%s\n' "${ours[@]}" | median); s=$(printf '%s\n' "${syncms[@]}" | median)
 echo "   baseline git archive | tar -x : ${b}s (median of $runs)"
@@ -84,22 +78,14 @@ echo "   rfs sync_source alone (build+upload+verify, from the journal): ${s}s  r
 
 echo "== 2. 200 x step(\"x\",\"true\") vs 200 x sh -c true"
 { echo 'sync_source();'; echo 'for i in 0..200 { step("x", "true"); }'; } > "$work/steps.rhai"
-small="$work/small"
-if [ ! -d "$small/.git" ]; then
-  mkdir -p "$small"; echo m > "$small/f"; git -C "$small" init -q -b main; git -C "$small" add -A
-  git -C "$small" -c user.name=b -c user.email=b@b commit -qm s
-fi
+small="$work/small"; small_repo "$small"
 base=(); ours=()
 for i in $(seq 1 "$runs"); do
   t0=$(now); for _ in $(seq 1 200); do sh -c true; done; t1=$(now)
-  base+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')")
+  base+=("$(elapsed "$t0" "$t1")")
   out="$work/out-steps-$i"; rm -rf "$out"
   (cd "$small" && "$rfs" run -q "$work/steps.rhai" --out "$out" >/dev/null)
-  ours+=("$(python3 -c 'import json,sys
-ts=[e for e in map(json.loads, open(sys.argv[1])) if e["kind"] in ("step.start","step.end")]
-from datetime import datetime
-f=lambda s: datetime.strptime(s,"%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
-print(f(ts[-1]["ts"]) - f(ts[0]["ts"]))' "$out/journal.jsonl")")
+  ours+=("$(steps_seconds "$out/journal.jsonl")")
 done
 b=$(printf '%s\n' "${base[@]}" | median); o=$(printf '%s\n' "${ours[@]}" | median)
 echo "   baseline 200 x sh -c true: ${b}s"

@@ -20,10 +20,7 @@ export RFS_DOCKER_IMAGE=rfs-test-busybox:latest
 bash "$root/scripts/docker-test-image.sh" >/dev/null
 cargo build --release --quiet --manifest-path "$root/Cargo.toml"
 rfs="${CARGO_TARGET_DIR:-$root/target}/release/rfs"
-now() { date +%s.%N; }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
-jq_ms() { python3 -c "$1" "$2"; }
+source "$root/scripts/bench-lib.sh"
 
 if [ ! -d "$repo/.git" ]; then
   echo "== generating a repository (scripts/bench-core.sh makes the big one)"
@@ -51,14 +48,10 @@ base=(); ours=()
 for i in $(seq 1 "$runs"); do
   docker exec "$ctr" sh -c "rm -rf /tmp/x$i && mkdir -p /tmp/x$i"
   t0=$(now); git -C "$repo" archive "$sha" | docker cp - "$ctr:/tmp/x$i"; t1=$(now)
-  base+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')")
+  base+=("$(elapsed "$t0" "$t1")")
   out="$work/out-dsync-$i"; rm -rf "$out"
   (cd "$repo" && "$rfs" run -q --provider docker "$work/sync.rhai" --out "$out" >/dev/null)
-  ours+=("$(jq_ms 'import json,sys
-for l in open(sys.argv[1]):
-    e=json.loads(l)
-    if e["kind"]=="source.verify":
-        p=e["payload"]; print((p["build_ms"]+p["upload_ms"]+p["verify_ms"])/1000)' "$out/journal.jsonl")")
+  ours+=("$(sync_seconds "$out/journal.jsonl")")
 done
 b=$(printf '%s\n' "${base[@]}" | median); o=$(printf '%s\n' "${ours[@]}" | median)
 echo "   baseline git archive | docker cp - : ${b}s (median of $runs; no verification)"
@@ -66,22 +59,14 @@ echo "   rfs sync_source (build+upload+verify, from the journal): ${o}s  ratio $
 
 echo "== 2. 100 x step(\"x\",\"true\") vs 100 x docker exec <ctr> true"
 { echo 'sync_source();'; echo 'for i in 0..100 { step("x", "true"); }'; } > "$work/steps.rhai"
-small="$work/small"
-if [ ! -d "$small/.git" ]; then
-  mkdir -p "$small"; echo m > "$small/f"; git -C "$small" init -q -b main; git -C "$small" add -A
-  git -C "$small" -c user.name=b -c user.email=b@b commit -qm s
-fi
+small="$work/small"; small_repo "$small"
 base=(); ours=()
 for i in $(seq 1 "$runs"); do
   t0=$(now); for _ in $(seq 1 100); do docker exec "$ctr" true; done; t1=$(now)
-  base+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')")
+  base+=("$(elapsed "$t0" "$t1")")
   out="$work/out-dsteps-$i"; rm -rf "$out"
   (cd "$small" && "$rfs" run -q --provider docker "$work/steps.rhai" --out "$out" >/dev/null)
-  ours+=("$(jq_ms 'import json,sys
-from datetime import datetime
-ts=[e for e in map(json.loads, open(sys.argv[1])) if e["kind"] in ("step.start","step.end")]
-f=lambda s: datetime.strptime(s,"%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
-print(f(ts[-1]["ts"]) - f(ts[0]["ts"]))' "$out/journal.jsonl")")
+  ours+=("$(steps_seconds "$out/journal.jsonl")")
 done
 b=$(printf '%s\n' "${base[@]}" | median); o=$(printf '%s\n' "${ours[@]}" | median)
 echo "   baseline 100 x docker exec (CLI): ${b}s"
@@ -93,7 +78,7 @@ walls=()
 for i in $(seq 1 "$runs"); do
   out="$work/out-dprov-$i"; rm -rf "$out"
   t0=$(now); (cd "$small" && "$rfs" run -q --provider docker "$work/provision.rhai" --out "$out" >/dev/null); t1=$(now)
-  walls+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')")
+  walls+=("$(elapsed "$t0" "$t1")")
 done
 echo "   rfs run (provision, verified teardown): $(printf '%s\n' "${walls[@]}" | median)s per run"
 echo "   provider micro-benchmark:"
