@@ -20,6 +20,9 @@ enum Fault {
     CorruptUpload,
     /// Delete one extracted file right after extraction.
     LoseFile,
+    /// The sandbox has every tool but `sha256sum` (the verification runs
+    /// with a PATH that lacks it).
+    NoSha256sum(&'static str),
 }
 
 struct Faulty {
@@ -74,6 +77,11 @@ impl Provider for Faulty {
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
         let mut req = req.clone();
+        if let (Fault::NoSha256sum(path), Some("rfs-verify")) =
+            (self.fault, req.argv.get(3).map(String::as_str))
+        {
+            req.env.push(("PATH".into(), path.into()));
+        }
         if let (Fault::LoseFile, Some("rfs-verify")) =
             (self.fault, req.argv.get(3).map(String::as_str))
         {
@@ -164,6 +172,38 @@ fn assert_refused_and_destroyed(rfs: &Rfs, out: &RunOut, marker: &Path, needle: 
         "nothing may be pinned"
     );
     rfs.assert_no_leftovers();
+}
+
+/// A directory of links to the host tools the verification uses, except
+/// `sha256sum`.
+fn tools_without_sha256sum() -> &'static str {
+    static DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap().keep();
+        for tool in [
+            "sh", "tar", "find", "mkdir", "readlink", "cut", "tr", "head", "rm", "cat",
+        ] {
+            let host = ["/usr/bin", "/bin"]
+                .iter()
+                .map(|d| Path::new(d).join(tool))
+                .find(|p| p.exists())
+                .unwrap_or_else(|| panic!("host has no {tool}"));
+            std::os::unix::fs::symlink(host, dir.join(tool)).unwrap();
+        }
+        dir.display().to_string()
+    })
+}
+
+#[test]
+fn a_sandbox_missing_a_verification_tool_is_refused_naming_it() {
+    let rfs = Rfs::new(Prov::Local);
+    let (out, marker) = run_with_fault(&rfs, Fault::NoSha256sum(tools_without_sha256sum()));
+    assert_refused_and_destroyed(
+        &rfs,
+        &out,
+        &marker,
+        "required tool 'sha256sum' is missing in the sandbox",
+    );
 }
 
 provider_tests! {
