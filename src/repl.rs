@@ -30,7 +30,7 @@ pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Er
         .build()
         .map_err(Error::internal)?;
     let signals = crate::runner::Signals::install(&rt);
-    let cfg = crate::runner::config(&settings, None, settings.script.clone())?;
+    let cfg = crate::runner::config(&settings, None, settings.script.clone());
     let run = Run::start(cfg, rt.handle().clone(), reporter, &settings.vars)?;
     let here = Script {
         path: settings.invocation_dir.join("<repl>"),

@@ -93,10 +93,7 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
         Ok(_) => {}
         Err(e) => return fail(report, e),
     }
-    let cfg = match config(&settings, hooks.provider, script.path.clone()) {
-        Ok(c) => c,
-        Err(e) => return fail(report, e),
-    };
+    let cfg = config(&settings, hooks.provider, script.path.clone());
     let run = match Run::start(cfg, rt.handle().clone(), hooks.reporter, &settings.vars) {
         Ok(r) => r,
         Err(e) => return fail(report, e),
@@ -167,17 +164,23 @@ pub fn config(
     settings: &RunSettings,
     provider: Option<Arc<dyn Provider>>,
     script_path: std::path::PathBuf,
-) -> Result<RunConfig, Error> {
-    let provider = match provider {
-        Some(p) => p,
-        None => select::build(
+) -> RunConfig {
+    // A provider that cannot even be constructed still gets a run (output
+    // dir, journal); it refuses at preflight with the reason.
+    let provider = provider.unwrap_or_else(|| {
+        select::build(
             &settings.provider,
             &settings.state_dir,
             settings.image.clone(),
         )
-        .map_err(|m| Error::Refused(format!("provider `{}`: {m}", settings.provider.name)))?,
-    };
-    Ok(RunConfig {
+        .unwrap_or_else(|message| {
+            Arc::new(crate::provider::unavailable::Unavailable {
+                name: settings.provider.name.clone(),
+                message,
+            })
+        })
+    });
+    RunConfig {
         run_id: settings.run_id.clone(),
         provider,
         choice: settings.provider.clone(),
@@ -189,7 +192,7 @@ pub fn config(
         image: settings.image.clone(),
         max_lifetime: settings.max_lifetime,
         cleanup_deadline: settings.cleanup_deadline,
-    })
+    }
 }
 
 /// SIGINT/SIGTERM listeners, installed before the run starts so that a

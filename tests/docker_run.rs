@@ -46,6 +46,13 @@ fn unreachable_daemon_is_refused_before_anything_happens() {
         out.stderr
     );
     assert!(!marker.exists());
+    // The refusal is evidence too: journaled, and the run ended.
+    assert!(out.entries("provider.unavailable")[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("DOCKER_HOST"));
+    assert_eq!(out.entries("run.end")[0]["outcome"], "refused");
+    assert!(out.entries("placement.intent").is_empty());
 }
 
 #[test]
