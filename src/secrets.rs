@@ -32,15 +32,6 @@ impl Redactor {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.secrets.is_empty()
-    }
-
-    /// Longest secret length (for streaming carry-over).
-    pub fn max_len(&self) -> usize {
-        self.secrets.first().map(Vec::len).unwrap_or(0)
-    }
-
     /// Redact every secret in `data`.
     pub fn redact(&self, data: &[u8]) -> Vec<u8> {
         if self.secrets.is_empty() {

@@ -157,6 +157,28 @@ fn find_line(lines: &[String], needle: &str) -> usize {
         .unwrap_or_else(|| panic!("no journal line contains {needle}: {lines:#?}"))
 }
 
+/// Verify a copy of `out`'s run (EVIDENCE.md beside it) after `tamper`
+/// changed its journal lines; the journal must be reported invalid.
+fn verify_tampered(rfs: &Rfs, out: &RunOut, tamper: impl FnOnce(&mut Vec<String>)) -> Verify {
+    let (_dir, journal) = copy_run(out, true);
+    let mut lines = read_lines(&journal);
+    tamper(&mut lines);
+    write_lines(&journal, &lines);
+    let v = verify(rfs, &journal);
+    v.assert_invalid();
+    v
+}
+
+/// The verification error names 1-based line `line`.
+#[track_caller]
+fn assert_names_line(v: &Verify, line: usize, what: &str) {
+    assert!(
+        lines_named(&v.stderr).contains(&line),
+        "{what}: the error names line {line}: {}",
+        v.stderr
+    );
+}
+
 #[test]
 fn a_fresh_journal_verifies_intact_and_its_chain_is_real() {
     let rfs = Rfs::new(Prov::Local);
@@ -267,40 +289,24 @@ fn an_edited_payload_value_in_a_middle_line_is_detected_and_named() {
 fn a_dropped_middle_line_is_detected() {
     let rfs = Rfs::new(Prov::Local);
     let out = journaled_run(&rfs);
-    let (_dir, journal) = copy_run(&out, true);
-    let mut lines = read_lines(&journal);
-    let i = lines.len() / 2;
-    lines.remove(i);
-    write_lines(&journal, &lines);
-
-    let v = verify(&rfs, &journal);
-    v.assert_invalid();
-    assert!(
-        lines_named(&v.stderr).contains(&(i + 1)),
-        "the error names line {}: {}",
-        i + 1,
-        v.stderr
-    );
+    let mut i = 0;
+    let v = verify_tampered(&rfs, &out, |lines| {
+        i = lines.len() / 2;
+        lines.remove(i);
+    });
+    assert_names_line(&v, i + 1, "dropped line");
 }
 
 #[test]
 fn two_swapped_lines_are_detected() {
     let rfs = Rfs::new(Prov::Local);
     let out = journaled_run(&rfs);
-    let (_dir, journal) = copy_run(&out, true);
-    let mut lines = read_lines(&journal);
-    let i = lines.len() / 2;
-    lines.swap(i, i + 1);
-    write_lines(&journal, &lines);
-
-    let v = verify(&rfs, &journal);
-    v.assert_invalid();
-    assert!(
-        lines_named(&v.stderr).contains(&(i + 1)),
-        "the error names line {}: {}",
-        i + 1,
-        v.stderr
-    );
+    let mut i = 0;
+    let v = verify_tampered(&rfs, &out, |lines| {
+        i = lines.len() / 2;
+        lines.swap(i, i + 1);
+    });
+    assert_names_line(&v, i + 1, "swapped lines");
 }
 
 #[test]
@@ -309,10 +315,7 @@ fn dropping_the_last_lines_is_detected_against_evidence() {
     let out = journaled_run(&rfs);
     let full = read_lines(&out.out_dir.join("journal.jsonl"));
     for drop in [1, 2, 3] {
-        let (_dir, journal) = copy_run(&out, true);
-        write_lines(&journal, &full[..full.len() - drop]);
-        let v = verify(&rfs, &journal);
-        v.assert_invalid();
+        let v = verify_tampered(&rfs, &out, |lines| lines.truncate(full.len() - drop));
         assert!(
             v.stderr.contains("EVIDENCE.md"),
             "dropping {drop} line(s): the error points at the recorded head: {}",
@@ -383,18 +386,8 @@ fn whitespace_or_key_order_changes_are_detected() {
             .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {edited}"));
         assert_eq!(parsed, v, "{what}");
         assert_ne!(edited, original[i], "{what}");
-        let (_dir, journal) = copy_run(&out, true);
-        let mut lines = original.clone();
-        lines[i] = edited;
-        write_lines(&journal, &lines);
-        let r = verify(&rfs, &journal);
-        r.assert_invalid();
-        assert!(
-            lines_named(&r.stderr).contains(&(i + 1)),
-            "{what}: the error names line {}: {}",
-            i + 1,
-            r.stderr
-        );
+        let r = verify_tampered(&rfs, &out, |lines| lines[i] = edited);
+        assert_names_line(&r, i + 1, what);
     }
 }
 

@@ -8,7 +8,7 @@ pub mod verify;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -30,7 +30,6 @@ pub struct Line {
 #[derive(Debug)]
 pub struct Journal {
     file: File,
-    path: PathBuf,
     seq: u64,
     head: String,
 }
@@ -41,14 +40,9 @@ impl Journal {
         let file = OpenOptions::new().write(true).create_new(true).open(path)?;
         Ok(Journal {
             file,
-            path: path.to_path_buf(),
             seq: 0,
             head: GENESIS.to_owned(),
         })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// The hash of the last line written (or [`GENESIS`]).

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::{wrapper, Run};
+use super::Run;
 use crate::error::{Error, Result};
 use crate::provider::{Collect, ExecOutcome, ExecRequest, PtyRequest};
 use crate::terminal::{self, PatternSpec, SessionOptions, TerminalSession};
@@ -62,19 +62,13 @@ impl Run {
         env.extend(o.env.iter().cloned());
         env.push(("TERM".into(), o.term.clone()));
         let pl = self.place_command(&what, o.cwd.as_deref(), &env)?;
-        let home = self
-            .state()
-            .sandbox
-            .as_ref()
-            .map(|s| s.home.clone())
-            .unwrap_or_default();
         let p = self.cfg.provider.clone();
         // The same wrapper as steps, run once without a terminal so a bad
         // cwd is refused before the program starts.
         let mut probe = Collect::default();
         let check = ExecRequest {
-            argv: wrapper::argv(&pl.remote_dir, &pl.physical_root, "true"),
-            cwd: home.clone(),
+            argv: pl.argv("true"),
+            cwd: pl.home.clone(),
             env: pl.env.clone(),
             timeout: Some(Duration::from_secs(60)),
             cancel: self.cancel_token(),
@@ -85,15 +79,7 @@ impl Run {
                 name: what.clone(),
                 reason: format!("the provider could not check the cwd: {e}"),
             })?;
-        if let Some(msg) = wrapper::refusal(
-            outcome.exit,
-            &probe.stderr,
-            &what,
-            &pl.rel,
-            &pl.remote_dir,
-            &pl.physical_root,
-            &pl.sandbox_id,
-        ) {
+        if let Some(msg) = pl.refusal(outcome.exit, &probe.stderr, &what) {
             let _ = self.journal("attach.refused", json!({ "command": what, "reason": msg }));
             return Err(self.refuse(msg));
         }
@@ -106,8 +92,8 @@ impl Run {
         let dir = self.cfg.out_dir.join("terminal");
         std::fs::create_dir_all(&dir).map_err(Error::internal)?;
         let req = PtyRequest {
-            argv: wrapper::argv(&pl.remote_dir, &pl.physical_root, command),
-            cwd: home,
+            argv: pl.argv(command),
+            cwd: pl.home.clone(),
             env: pl.env.clone(),
             cols: o.cols,
             rows: o.rows,

@@ -62,12 +62,10 @@ pub struct RunConfig {
 pub struct BoundSource {
     pub pin: SourcePin,
     pub manifest: Manifest,
-    /// Local repository root and the synced subdirectory (for cwd mapping).
-    pub repo_root: PathBuf,
-    pub subdir: Option<String>,
     /// Physical remote path of the synced root, as the sandbox resolved it.
     pub physical_root: String,
-    /// The options it was bound with (a second bind must match).
+    /// The options it was bound with (a second bind must match); also the
+    /// local repository root and synced subdirectory for cwd mapping.
     pub request: sync::SyncRequestKey,
 }
 
@@ -97,6 +95,9 @@ pub struct Run {
     /// Cancelled on interrupt; renewable (the REPL interrupts one
     /// evaluation without ending the session).
     cancel: Mutex<CancellationToken>,
+    /// Mirrors the current token's state for the script engine's
+    /// per-operation check (an atomic load, no lock).
+    interrupted: std::sync::atomic::AtomicBool,
     reporter: Arc<dyn Reporter>,
     state: Mutex<RunState>,
     journal: Mutex<Journal>,
@@ -157,6 +158,7 @@ impl Run {
             cfg,
             rt,
             cancel: Mutex::new(CancellationToken::new()),
+            interrupted: std::sync::atomic::AtomicBool::new(false),
             reporter,
             state: Mutex::new(state),
             journal: Mutex::new(journal),
@@ -243,11 +245,10 @@ impl Run {
         }
     }
 
-    /// Record a refusal (so the exit code says "refused") and build the error.
+    /// A refusal by the fail-closed runtime. (It is recorded for the exit
+    /// code where it reaches the script, `script::bindings::to_rhai`.)
     pub fn refuse(&self, msg: impl Into<String>) -> Error {
-        let msg = msg.into();
-        self.state().refusals.push(msg.clone());
-        Error::Refused(msg)
+        Error::Refused(msg.into())
     }
 
     /// A value as it may appear in the journal.
@@ -274,16 +275,20 @@ impl Run {
 
     /// Interrupt: running commands are killed, the script stops.
     pub fn interrupt(&self) {
+        self.interrupted
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.cancel_token().cancel();
     }
 
     pub fn is_cancelled(&self) -> bool {
-        self.cancel_token().is_cancelled()
+        self.interrupted.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Start over after an interrupt (REPL only).
     pub fn renew_cancel(&self) {
         *self.cancel.lock().unwrap_or_else(|p| p.into_inner()) = CancellationToken::new();
+        self.interrupted
+            .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Fail fast when the run was interrupted.
@@ -308,7 +313,10 @@ impl Run {
             "run.end",
             json!({ "outcome": outcome, "teardown_warning": warning }),
         );
-        self.evidence(|ev| ev.outcome = Some(outcome.to_owned()));
+        self.evidence
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .outcome = Some(outcome.to_owned());
         self.write_evidence();
         if let Ok(j) = self.journal.lock() {
             let _ = j.sync();

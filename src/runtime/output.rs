@@ -34,8 +34,8 @@ struct StreamOut {
 }
 
 impl StreamOut {
-    fn new(kind: Stream, path: &Path) -> std::io::Result<Self> {
-        Ok(StreamOut {
+    fn new(kind: Stream, path: &Path) -> Self {
+        StreamOut {
             kind,
             log: None,
             log_path: path.to_path_buf(),
@@ -44,7 +44,7 @@ impl StreamOut {
             total: 0,
             line: Vec::new(),
             error: None,
-        })
+        }
     }
 
     fn write_log(&mut self, b: &[u8]) -> std::io::Result<()> {
@@ -101,15 +101,15 @@ impl StepSink {
         stem: &str,
         redactor: Redactor,
         reporter: Arc<dyn Reporter>,
-    ) -> std::io::Result<Self> {
-        Ok(StepSink {
+    ) -> Self {
+        StepSink {
             name: name.to_owned(),
             marker: Vec::new(),
             redactor,
             reporter,
-            out: StreamOut::new(Stream::Stdout, &dir.join(format!("{stem}.stdout.log")))?,
-            err: StreamOut::new(Stream::Stderr, &dir.join(format!("{stem}.stderr.log")))?,
-        })
+            out: StreamOut::new(Stream::Stdout, &dir.join(format!("{stem}.stdout.log"))),
+            err: StreamOut::new(Stream::Stderr, &dir.join(format!("{stem}.stderr.log"))),
+        }
     }
 
     fn feed(&mut self, which: Stream, chunk: &[u8]) {

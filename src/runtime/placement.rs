@@ -85,34 +85,51 @@ impl Run {
         }
     }
 
-    /// The run's sandbox, provisioning it on first use.
+    /// The run's sandbox, provisioning it on first use (its source labels
+    /// then say `unbound`; `sync_source` provisions with its pins instead).
     pub fn ensure_sandbox(&self) -> Result<SandboxInfo> {
+        self.sandbox_with_pins(None)
+    }
+
+    /// The run's sandbox; provisioned with `pins` (commit, tree digest) as
+    /// its source labels when it does not exist yet. A sandbox that already
+    /// exists keeps its labels (journaled when pins were asked for).
+    pub(crate) fn sandbox_with_pins(&self, pins: Option<(&str, &str)>) -> Result<SandboxInfo> {
         self.check_cancelled()?;
-        {
+        let (existing, opts) = {
             let st = self.state();
             if st.destroyed {
-                drop(st);
-                return Err(self.refuse(
-                    "the run's sandbox was already destroyed (after a failed source sync or at run end); a run never provisions a second one",
+                return Err(Error::Refused(
+                    "the run's sandbox was already destroyed (after a failed source sync or at run end); a run never provisions a second one".into(),
                 ));
             }
-            if let Some(s) = &st.sandbox {
-                return Ok(s.clone());
-            }
-        }
-        let (opts, commit, tree) = {
-            let st = self.state();
             (
+                st.sandbox.clone(),
                 st.sandbox_opts.clone().unwrap_or_default(),
-                st.source.as_ref().map(|s| s.pin.commit.clone()),
-                st.source.as_ref().map(|s| s.pin.tree_digest.clone()),
             )
         };
-        self.provision(opts, commit, tree)
+        match (existing, pins) {
+            (Some(s), None) => Ok(s),
+            (Some(s), Some(_)) => {
+                self.journal(
+                    "placement.labels_unbound",
+                    json!({
+                        "sandbox_id": s.id,
+                        "reason": "the sandbox was provisioned before the source was bound; its source labels say `unbound`, the pin is in this journal",
+                    }),
+                )?;
+                Ok(s)
+            }
+            (None, pins) => self.provision(
+                opts,
+                pins.map(|(c, _)| c.to_owned()),
+                pins.map(|(_, t)| t.to_owned()),
+            ),
+        }
     }
 
     /// Provision with the given source labels (known pins, or `unbound`).
-    pub(crate) fn provision(
+    fn provision(
         &self,
         opts: SandboxOptions,
         commit: Option<String>,

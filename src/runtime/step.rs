@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::{cwd, wrapper, Run};
+use super::wrapper::Placement;
+use super::{cwd, Run};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::journal::evidence::StepRecord;
@@ -44,18 +45,6 @@ pub const BINDING_VARS: [&str; 5] = [
     "RELAYFLOWS_SOURCE_WORKDIR",
     "RELAYFLOWS_RUN_ID",
 ];
-
-/// Where a command runs, resolved and checked.
-#[derive(Debug, Clone)]
-pub struct Placement {
-    pub sandbox_id: String,
-    /// Relative to the synced root ("" = root).
-    pub rel: String,
-    pub remote_dir: String,
-    pub physical_root: String,
-    /// User env followed by the binding env.
-    pub env: Vec<(String, String)>,
-}
 
 impl Run {
     /// Resolve cwd and env for a command (shared by `step()` and
@@ -95,8 +84,8 @@ impl Run {
             Some(c) => cwd::resolve(c, &src.manifest),
             None => cwd::default_relative(
                 &self.cfg.invocation_dir,
-                &src.repo_root,
-                src.subdir.as_deref(),
+                &src.request.repo_root,
+                src.request.subdir.as_deref(),
             )
             .and_then(|r| match r {
                 Some(r) => cwd::resolve(&r, &src.manifest),
@@ -123,6 +112,7 @@ impl Run {
         ]);
         Ok(Placement {
             sandbox_id: sb.id,
+            home: sb.home,
             rel,
             remote_dir,
             physical_root: src.physical_root,
@@ -140,17 +130,7 @@ impl Run {
             Ok(pl) => pl,
             Err(e) => {
                 if let Error::Refused(m) = &e {
-                    self.evidence(|ev| {
-                        ev.steps.push(StepRecord {
-                            name: name.into(),
-                            exit: None,
-                            outcome: format!("REFUSED ({})", m.replace('|', "\\|")),
-                            duration_ms: 0,
-                            attempts: 0,
-                            cwd: opts.cwd.clone().unwrap_or_else(|| ".".into()),
-                            log: String::new(),
-                        })
-                    });
+                    self.record_refused_step(name, opts.cwd.as_deref().unwrap_or("."), m);
                 }
                 return Err(e);
             }
@@ -179,13 +159,8 @@ impl Run {
         let started = Instant::now();
         let p = self.cfg.provider.clone();
         let req = ExecRequest {
-            argv: wrapper::argv(&pl.remote_dir, &pl.physical_root, command),
-            cwd: self
-                .state()
-                .sandbox
-                .as_ref()
-                .map(|s| s.home.clone())
-                .unwrap_or_default(),
+            argv: pl.argv(command),
+            cwd: pl.home.clone(),
             env: pl.env.clone(),
             timeout: opts.timeout,
             cancel: self.cancel_token(),
@@ -211,8 +186,7 @@ impl Run {
                 &stem_n,
                 redactor,
                 self.reporter.clone(),
-            )
-            .map_err(|e| Error::Internal(format!("cannot create step log: {e}")))?;
+            );
             let t = Instant::now();
             let res = self.block_on(p.exec(&pl.sandbox_id, &req, &mut sink));
             let wrapper_says = sink.wrapper_marker().to_vec();
@@ -239,27 +213,9 @@ impl Run {
                     });
                 }
             };
-            if let Some(msg) = wrapper::refusal(
-                outcome.exit,
-                &wrapper_says,
-                &what,
-                &pl.rel,
-                &pl.remote_dir,
-                &pl.physical_root,
-                &pl.sandbox_id,
-            ) {
+            if let Some(msg) = pl.refusal(outcome.exit, &wrapper_says, &what) {
                 let _ = self.journal("step.refused", json!({"name": name, "reason": msg}));
-                self.evidence(|ev| {
-                    ev.steps.push(StepRecord {
-                        name: name.into(),
-                        exit: None,
-                        outcome: "REFUSED (cwd)".into(),
-                        duration_ms: 0,
-                        attempts: attempt,
-                        cwd: pl.rel.clone(),
-                        log: String::new(),
-                    })
-                });
+                self.record_refused_step(name, &pl.rel, "cwd");
                 return Err(self.refuse(msg));
             }
             self.journal(
@@ -336,6 +292,27 @@ impl Run {
             });
         }
         Ok(result)
+    }
+}
+
+impl Run {
+    /// A refused step's row in EVIDENCE.md.
+    fn record_refused_step(&self, name: &str, cwd: &str, why: &str) {
+        self.evidence(|ev| {
+            ev.steps.push(StepRecord {
+                name: name.into(),
+                exit: None,
+                outcome: format!("REFUSED ({})", why.replace('|', "\\|")),
+                duration_ms: 0,
+                attempts: 0,
+                cwd: if cwd.is_empty() {
+                    ".".into()
+                } else {
+                    cwd.into()
+                },
+                log: String::new(),
+            })
+        });
     }
 }
 

@@ -101,7 +101,7 @@ impl Run {
             .map_err(|e| self.refuse(format!("cannot build the source archive: {e}")))?;
         let build_ms = started.elapsed().as_millis();
 
-        let sb = self.ensure_sandbox_with_pins(&commit, &tree)?;
+        let sb = self.sandbox_with_pins(Some((&commit, &tree)))?;
         let dest = format!("{}/{}", sb.home.trim_end_matches('/'), opts.dest);
         let upload = format!(
             "{}/.rfs-upload-{}.tar",
@@ -223,8 +223,6 @@ impl Run {
         self.state().source = Some(BoundSource {
             pin: pin.clone(),
             manifest: built.manifest,
-            repo_root: resolved.repo_root.clone(),
-            subdir: resolved.subdir.clone(),
             physical_root,
             request: key,
         });
@@ -242,36 +240,6 @@ impl Run {
             ev.workdir = Some(pin.workdir.clone());
         });
         Ok(pin)
-    }
-
-    /// The sandbox, provisioned with source labels if it does not exist yet.
-    fn ensure_sandbox_with_pins(
-        &self,
-        commit: &str,
-        tree: &str,
-    ) -> Result<crate::provider::SandboxInfo> {
-        let (existing, opts, destroyed) = {
-            let st = self.state();
-            (st.sandbox.clone(), st.sandbox_opts.clone(), st.destroyed)
-        };
-        match existing {
-            Some(s) if !destroyed => {
-                let _ = self.journal(
-                    "placement.labels_unbound",
-                    json!({
-                        "sandbox_id": s.id,
-                        "reason": "the sandbox was provisioned before the source was bound; its source labels say `unbound`, the pin is in this journal",
-                    }),
-                );
-                Ok(s)
-            }
-            _ if destroyed => self.ensure_sandbox(),
-            _ => self.provision(
-                opts.unwrap_or_default(),
-                Some(commit.to_owned()),
-                Some(tree.to_owned()),
-            ),
-        }
     }
 }
 

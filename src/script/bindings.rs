@@ -38,7 +38,8 @@ pub fn to_rhai(run: &Run, e: Error, pos: Position) -> Box<EvalAltResult> {
     }
 }
 
-fn usage(msg: String, pos: Position) -> Box<EvalAltResult> {
+/// A catchable script error at `pos` (bad options, failed assertions).
+pub(super) fn script_error(msg: String, pos: Position) -> Box<EvalAltResult> {
     Box::new(EvalAltResult::ErrorRuntime(msg.into(), pos))
 }
 
@@ -173,7 +174,7 @@ pub fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, Strin
     engine.register_fn(
         "sandbox",
         move |ctx: NativeCallContext, opts: Map| -> RhaiResult<SandboxHandle> {
-            let o = sandbox_opts(opts).map_err(|m| usage(m, ctx.call_position()))?;
+            let o = sandbox_opts(opts).map_err(|m| script_error(m, ctx.call_position()))?;
             r.sandbox_options(o)
                 .map_err(|e| to_rhai(&r, e, ctx.call_position()))?;
             Ok(SandboxHandle { run: r.clone() })
@@ -194,7 +195,7 @@ pub fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, Strin
     engine.register_fn(
         "sync_source",
         move |ctx: NativeCallContext, opts: Map| -> RhaiResult<Map> {
-            let o = source_opts(&r, opts).map_err(|m| usage(m, ctx.call_position()))?;
+            let o = source_opts(&r, opts).map_err(|m| script_error(m, ctx.call_position()))?;
             r.sync_source(o, false)
                 .map(|p| pin_map(&p))
                 .map_err(|e| to_rhai(&r, e, ctx.call_position()))
@@ -214,7 +215,7 @@ pub fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, Strin
     engine.register_fn(
         "step",
         move |ctx: NativeCallContext, name: &str, cmd: &str, opts: Map| -> RhaiResult<Map> {
-            let o = step_opts(opts).map_err(|m| usage(m, ctx.call_position()))?;
+            let o = step_opts(opts).map_err(|m| script_error(m, ctx.call_position()))?;
             r.step(name, cmd, o)
                 .map(|x| step_map(&x))
                 .map_err(|e| to_rhai(&r, e, ctx.call_position()))
@@ -230,7 +231,7 @@ pub fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, Strin
             if cond {
                 Ok(())
             } else {
-                Err(usage("assertion failed".into(), ctx.call_position()))
+                Err(script_error("assertion failed".into(), ctx.call_position()))
             }
         },
     );
@@ -240,7 +241,7 @@ pub fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, Strin
             if cond {
                 Ok(())
             } else {
-                Err(usage(
+                Err(script_error(
                     format!("assertion failed: {msg}"),
                     ctx.call_position(),
                 ))
@@ -250,7 +251,7 @@ pub fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, Strin
     engine.register_fn(
         "fail",
         |ctx: NativeCallContext, msg: &str| -> RhaiResult<()> {
-            Err(usage(msg.to_owned(), ctx.call_position()))
+            Err(script_error(msg.to_owned(), ctx.call_position()))
         },
     );
 
@@ -260,7 +261,7 @@ pub fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, Strin
         "arg",
         move |ctx: NativeCallContext, name: &str| -> RhaiResult<String> {
             vv.get(name).cloned().ok_or_else(|| {
-                usage(
+                script_error(
                     format!("variable `{name}` was not given (pass --var {name}=VALUE)"),
                     ctx.call_position(),
                 )

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rhai::{Array, Dynamic, Engine, EvalAltResult, Map, NativeCallContext};
 
-use super::bindings::to_rhai;
+use super::bindings::{script_error, to_rhai};
 use super::options::Opts;
 use crate::provider::ExecOutcome;
 use crate::runtime::attach::{AttachOptions, Attached};
@@ -24,7 +24,7 @@ pub struct TerminalHandle {
 }
 
 fn usage(msg: String, ctx: &NativeCallContext) -> Box<EvalAltResult> {
-    Box::new(EvalAltResult::ErrorRuntime(msg.into(), ctx.call_position()))
+    script_error(msg, ctx.call_position())
 }
 
 fn size(v: i64, what: &str, ctx: &NativeCallContext) -> RhaiResult<u16> {
