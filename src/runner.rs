@@ -22,6 +22,10 @@ use crate::runtime::{Run, RunConfig};
 use crate::script::{self, Script};
 use crate::settings::RunSettings;
 
+/// Stack of the script thread (Rhai recursion is bounded by the engine's
+/// call-level and expression-depth limits).
+const SCRIPT_STACK: usize = 16 * 1024 * 1024;
+
 /// What an embedder can plug in.
 pub struct Hooks {
     /// Use this provider instead of building the chosen one (tests inject
@@ -89,10 +93,10 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
         Err(e) => return fail(report, e),
     };
     // Compile before anything else: a broken script provisions nothing.
-    match script::base_engine(&script.dir).and_then(|e| script::compile(&e, &script)) {
-        Ok(_) => {}
+    let ast = match script::base_engine(&script.dir).and_then(|e| script::compile(&e, &script)) {
+        Ok(ast) => ast,
         Err(e) => return fail(report, e),
-    }
+    };
     let cfg = config(&settings, hooks.provider, script.path.clone());
     let run = match Run::start(cfg, rt.handle().clone(), hooks.reporter, &settings.vars) {
         Ok(r) => r,
@@ -118,9 +122,10 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let (r2, s2) = (run.clone(), script.clone());
     let spawned = std::thread::Builder::new()
-        .name("rfs-run".into())
+        .name("rfs-script".into())
+        .stack_size(SCRIPT_STACK)
         .spawn(move || {
-            let _ = tx.send(script::execute(&r2, &s2, engine));
+            let _ = tx.send(script::execute(&r2, &s2, engine, &ast));
         });
     if let Err(e) = spawned {
         report.teardown_warning = run.finish("error");

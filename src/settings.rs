@@ -116,8 +116,8 @@ impl RunSettings {
         };
         let image = a
             .image
-            .or_else(|| std::env::var("RFS_DOCKER_IMAGE").ok())
-            .filter(|s| !s.trim().is_empty());
+            .filter(|s| !s.trim().is_empty())
+            .or_else(crate::provider::docker::image_from_env);
         let max_lifetime = match a.max_lifetime_secs {
             Some(0) => {
                 return Err(Error::Usage(

@@ -184,4 +184,15 @@ provider_tests! {
         assert!(!process_running("sleep\x004242"), "the session's process survived");
         rfs.assert_no_leftovers();
     }
+
+    fn a_program_sees_the_requested_size_from_its_first_instruction(rfs: &Rfs) {
+        let repo = Repo::new();
+        let out = rfs.run(repo.path(), r#"
+            let t = attach("stty size; sleep 30", #{ cols: 100, rows: 30 });
+            assert_screen(t, #{ text: "30 100", row: 0 });
+            t.close();
+        "#);
+        out.assert_code(0);
+        rfs.assert_no_leftovers();
+    }
 }

@@ -403,3 +403,30 @@ fn usable_from_a_thread_outside_the_runtime() {
     .join()
     .unwrap();
 }
+
+/// A program that never reads its terminal blocks writes once the PTY's
+/// input buffer is full; closing the session must still kill it at once
+/// (a kill is never queued behind stuck input).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_is_not_blocked_by_input_the_program_never_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(
+        &[
+            "/bin/sh",
+            "-c",
+            "stty -icanon -echo; echo ready; sleep 1000",
+        ],
+        dir.path(),
+    )
+    .await;
+    expect(&s, Pattern::text("ready")).await;
+    // Far more than a PTY buffers (a few KiB to 64 KiB).
+    for _ in 0..64 {
+        s.send(&"x".repeat(16 * 1024)).unwrap();
+    }
+    let t = std::time::Instant::now();
+    let outcome = s.close().await.unwrap();
+    assert_eq!(outcome.signal, Some(9), "{outcome:?}");
+    assert!(outcome.cancelled, "{outcome:?}");
+    assert!(t.elapsed() < secs(3.0), "close took {:?}", t.elapsed());
+}

@@ -65,7 +65,7 @@ impl DockerOptions {
     /// empty), no user override and the default home.
     pub fn from_env() -> Self {
         DockerOptions {
-            image: std::env::var(IMAGE_ENV).ok().filter(|v| !v.is_empty()),
+            image: image_from_env(),
             user: None,
             home: DEFAULT_HOME.to_string(),
         }
@@ -95,16 +95,6 @@ impl DockerProvider {
             options,
             owners: upload::Owners::default(),
         })
-    }
-
-    /// The options this provider was built with.
-    pub fn options(&self) -> &DockerOptions {
-        &self.options
-    }
-
-    /// The daemon address in use, as shown in error messages.
-    pub fn host(&self) -> &str {
-        self.client.host()
     }
 }
 
@@ -161,12 +151,20 @@ impl Provider for DockerProvider {
     }
 }
 
-/// Connect with options from the environment and an optional image
-/// (`--image` / `sandbox(#{image})` default).
+/// `RFS_DOCKER_IMAGE`, unless unset, empty or only whitespace.
+pub fn image_from_env() -> Option<String> {
+    std::env::var(IMAGE_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+}
+
+/// Connect with the run's default image, already resolved from `--image`
+/// and `RFS_DOCKER_IMAGE` by the settings (read once, in one place).
 pub fn connect_default(image: Option<String>) -> Result<DockerProvider, String> {
-    let mut opts = DockerOptions::from_env();
-    if image.is_some() {
-        opts.image = image;
-    }
-    DockerProvider::connect(opts).map_err(|e| e.to_string())
+    DockerProvider::connect(DockerOptions {
+        image,
+        user: None,
+        home: DEFAULT_HOME.to_string(),
+    })
+    .map_err(|e| e.to_string())
 }

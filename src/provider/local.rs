@@ -218,16 +218,7 @@ impl Provider for LocalProvider {
         let deadline = req.timeout.map(|t| tokio::time::Instant::now() + t);
         let (mut obuf, mut ebuf) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
         let (mut odone, mut edone) = (false, false);
-        let mut outcome = ExecOutcome {
-            exit: None,
-            signal: None,
-            timed_out: false,
-            cancelled: false,
-        };
-        let sleep_until = async |d: Option<tokio::time::Instant>| match d {
-            Some(d) => tokio::time::sleep_until(d).await,
-            None => std::future::pending().await,
-        };
+        let mut outcome = ExecOutcome::default();
         while !(odone && edone) {
             tokio::select! {
                 n = out.read(&mut obuf), if !odone => match n {
@@ -238,7 +229,7 @@ impl Provider for LocalProvider {
                     Ok(0) | Err(_) => edone = true,
                     Ok(n) => sink.stderr(&ebuf[..n]),
                 },
-                _ = sleep_until(deadline) => { outcome.timed_out = true; break; }
+                _ = super::sleep_until(deadline) => { outcome.timed_out = true; break; }
                 _ = req.cancel.cancelled() => { outcome.cancelled = true; break; }
             }
         }

@@ -108,22 +108,20 @@ pub async fn spawn_local_pty(req: &PtyRequest) -> ProviderResult<PtyChannel> {
     let (out_tx, out_rx) = mpsc::channel(OUTPUT_QUEUE);
     let (exit_tx, exit_rx) = oneshot::channel();
     let (exited_tx, exited_rx) = watch::channel(false);
+    let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
 
+    let killed_seen = killed.clone();
     tokio::spawn(async move {
         let status = child.wait().await;
         let outcome = match status {
+            // A session rfs killed reports `cancelled`, as on every provider.
             Ok(s) => ExecOutcome {
                 exit: s.code(),
                 signal: s.signal(),
                 timed_out: false,
-                cancelled: false,
+                cancelled: killed_seen.load(std::sync::atomic::Ordering::SeqCst),
             },
-            Err(_) => ExecOutcome {
-                exit: None,
-                signal: None,
-                timed_out: false,
-                cancelled: false,
-            },
+            Err(_) => ExecOutcome::default(),
         };
         let _ = exited_tx.send(true);
         let _ = exit_tx.send(outcome);
@@ -131,6 +129,7 @@ pub async fn spawn_local_pty(req: &PtyRequest) -> ProviderResult<PtyChannel> {
     let target = Target {
         sid: pid,
         reaped: exited_rx.clone(),
+        killed,
     };
     tokio::spawn(read_loop(master.clone(), out_tx, exited_rx));
     tokio::spawn(write_loop(master, in_rx, target));
@@ -188,20 +187,36 @@ async fn read_loop(
     }
 }
 
-/// Apply input: bytes to the master, resizes, kills. Ends (killing the
-/// session) when every sender is gone.
+/// Pause before retrying a write the terminal did not take.
+const WRITE_BACKOFF: Duration = Duration::from_millis(5);
+
+/// Apply input: resizes and kills at once, bytes through a writer task (a
+/// program that stops reading its terminal blocks writes, and must not
+/// block a kill queued behind them). Ends, killing the session, when every
+/// sender is gone.
 async fn write_loop(
     master: Arc<AsyncFd<File>>,
     mut input: mpsc::UnboundedReceiver<PtyInput>,
     target: Target,
 ) {
+    let (data_tx, mut data_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let writer = master.clone();
+    let mut reaped = target.reaped.clone();
+    tokio::spawn(async move {
+        while let Some(bytes) = data_rx.recv().await {
+            tokio::select! {
+                // A failed write means the terminal is gone: later data
+                // has nowhere to go either.
+                _ = write_all(&writer, &bytes) => {}
+                // Nobody reads input once the program has exited.
+                _ = reaped.wait_for(|r| *r) => return,
+            }
+        }
+    });
     while let Some(msg) = input.recv().await {
         match msg {
             PtyInput::Data(bytes) => {
-                if write_all(&master, &bytes).await.is_err() {
-                    // The terminal is gone; later data has nowhere to go.
-                    continue;
-                }
+                let _ = data_tx.send(bytes);
             }
             PtyInput::Resize { cols, rows } => {
                 let ws = winsize(cols.max(1), rows.max(1));
@@ -216,11 +231,15 @@ async fn write_loop(
     target.kill();
 }
 
+/// Write all of `bytes`. A PTY master can report itself writable while a
+/// program that does not read its terminal keeps the line discipline full
+/// (the write then fails with EAGAIN again): back off briefly instead of
+/// spinning on the readiness.
 async fn write_all(master: &AsyncFd<File>, mut bytes: &[u8]) -> io::Result<()> {
     while !bytes.is_empty() {
         let mut guard = master.writable().await?;
         match guard.try_io(|fd| fd.get_ref().write(bytes)) {
-            Err(_would_block) => continue,
+            Err(_would_block) => tokio::time::sleep(WRITE_BACKOFF).await,
             Ok(Ok(n)) => bytes = &bytes[n..],
             Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
             Ok(Err(e)) => return Err(e),
@@ -235,6 +254,8 @@ struct Target {
     sid: i32,
     /// Becomes true once the child has been reaped.
     reaped: watch::Receiver<bool>,
+    /// Set when rfs killed the session (reported as `cancelled`).
+    killed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Target {
@@ -249,6 +270,9 @@ impl Target {
     /// is gone), and then nothing is signalled.
     fn kill(&self) {
         let reaped = *self.reaped.borrow();
+        if !reaped {
+            self.killed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         if !reaped {
             let _ = killpg(Pid::from_raw(self.sid), Signal::SIGKILL);
         }

@@ -86,8 +86,9 @@ pub struct ExecRequest {
     pub cancel: CancellationToken,
 }
 
-/// How a command ended. A missing exit code is never success.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a command ended. A missing exit code is never success (the
+/// default, "nothing known", is not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ExecOutcome {
     pub exit: Option<i32>,
     pub signal: Option<i32>,
@@ -147,6 +148,7 @@ pub enum PtyInput {
 
 /// A live PTY session: bytes in, bytes out, resize, exit status.
 /// `output` closes when the session's output ends; `exit` resolves once.
+/// Dropping every `input` sender kills the session like [`PtyInput::Kill`].
 pub struct PtyChannel {
     pub input: mpsc::UnboundedSender<PtyInput>,
     pub output: mpsc::Receiver<Vec<u8>>,
@@ -197,4 +199,13 @@ pub trait Provider: Send + Sync {
 
     /// Destroy the sandbox. Destroying one that is already gone is `Ok`.
     async fn destroy(&self, id: &str) -> ProviderResult<()>;
+}
+
+/// Sleep until `at`, or forever when there is no deadline (for `select!`
+/// arms of optional timeouts).
+pub(crate) async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }

@@ -253,10 +253,8 @@ impl Run {
                 continue;
             }
             let o = self.block_on(a.session.close()).unwrap_or(ExecOutcome {
-                exit: None,
-                signal: None,
-                timed_out: false,
                 cancelled: true,
+                ..ExecOutcome::default()
             });
             let _ = self.end_session(&a, &o, "closed at run end");
         }

@@ -108,19 +108,12 @@ pub fn run_engine(
     Ok(e)
 }
 
-/// Run `script` on its own thread (native calls block on the run's tokio
-/// runtime, which must not be this thread's). Returns the classified error.
-pub fn execute(run: &Arc<Run>, script: &Script, engine: Engine) -> Result<()> {
-    let ast = compile(&engine, script)?;
-    let handle = std::thread::Builder::new()
-        .name("rfs-script".into())
-        .stack_size(16 * 1024 * 1024)
-        .spawn(move || engine.run_ast(&ast))
-        .map_err(Error::internal)?;
-    let res = handle
-        .join()
-        .map_err(|_| Error::Internal("the script thread panicked".into()))?;
-    match res {
+/// Run `ast` (the script as [`compile`] checked it, before anything ran)
+/// on the calling thread, which must not be one of the run's tokio
+/// runtime's threads: native calls block on that runtime. Returns the
+/// classified error.
+pub fn execute(run: &Arc<Run>, script: &Script, engine: Engine, ast: &AST) -> Result<()> {
+    match engine.run_ast(ast) {
         Ok(()) => Ok(()),
         Err(e) => {
             let mut err = script.source.runtime_error(&e, classify(run, &e));

@@ -211,10 +211,7 @@ impl Pattern {
             let end_of_line = offset + text.len();
             if start < end_of_line || (start == end_of_line && !joins[i].is_empty()) {
                 let prefix = &text[..start - offset];
-                let width: usize = prefix
-                    .chars()
-                    .map(|c| unicode_width::UnicodeWidthChar::width(c).unwrap_or(0))
-                    .sum();
+                let width = super::screen::cell_width(prefix);
                 return Some(Match {
                     row: *row,
                     col: col0.saturating_add(width as u16),

@@ -77,13 +77,13 @@ impl Screen {
         let mut line = self.lines.get(row as usize).cloned().unwrap_or_default();
         if self.is_wrapped(row) {
             // A soft-wrapped line is full: keep its trailing blanks.
-            let width: usize = line.chars().map(|c| c.width().unwrap_or(0)).sum();
+            let width = cell_width(&line);
             line.extend(std::iter::repeat_n(
                 ' ',
                 (self.cols as usize).saturating_sub(width),
             ));
         } else if row == self.cursor.0 {
-            let width: usize = line.chars().map(|c| c.width().unwrap_or(0)).sum();
+            let width = cell_width(&line);
             let want = self.cursor.1 as usize;
             if width < want {
                 line.extend(std::iter::repeat_n(' ', want - width));
@@ -149,19 +149,12 @@ impl Screen {
         }
         out
     }
+}
 
-    /// Cell column of the character starting at byte offset `byte` of line
-    /// `row` (`byte` must lie on a char boundary).
-    pub fn column_of(&self, row: usize, byte: usize) -> u16 {
-        let Some(line) = self.lines.get(row) else {
-            return 0;
-        };
-        let w: usize = line[..byte.min(line.len())]
-            .chars()
-            .map(|c| c.width().unwrap_or(0))
-            .sum();
-        w.min(u16::MAX as usize) as u16
-    }
+/// Width of `text` in terminal cells (wide characters take two, combining
+/// marks none).
+pub fn cell_width(text: &str) -> usize {
+    text.chars().map(|c| c.width().unwrap_or(0)).sum()
 }
 
 #[cfg(test)]
@@ -216,6 +209,6 @@ mod tests {
         assert_eq!(s.crop(0, 1, 2), "中");
         assert_eq!(s.crop(0, 3, 2), "b\u{301}c");
         assert_eq!(s.crop(0, 0, 1), "a");
-        assert_eq!(s.column_of(0, "a中".len()), 3);
+        assert_eq!(cell_width("a中"), 3);
     }
 }

@@ -1,8 +1,7 @@
 //! [`TerminalSession`]: a program under a PTY, seen through an emulator.
 //!
 //! A background task (the *pump*) owns the PTY's output stream: it feeds
-//! every chunk to the emulator, appends it to the asciicast recording and a
-//! bounded in-memory tail, writes the emulator's query replies back to the
+//! every chunk to the emulator, appends it to the asciicast recording, writes the emulator's query replies back to the
 //! program, and bumps a `watch` counter that wakes waiters. So output is
 //! always consumed (memory stays bounded even if nobody looks at the screen)
 //! and [`TerminalSession::wait_for`] re-checks its pattern after every chunk
@@ -12,7 +11,6 @@
 //! outside the runtime with `Handle::block_on`, provided the runtime is
 //! multi-threaded (its workers run the pump).
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -52,8 +50,6 @@ pub struct SessionOptions {
     /// Cancelling this aborts every wait with [`FailureKind::Cancelled`] /
     /// [`TerminalError::Cancelled`] (e.g. on Ctrl-C of the run).
     pub cancel: CancellationToken,
-    /// Raw output bytes kept in memory for [`TerminalSession::output_tail`].
-    pub tail_bytes: usize,
 }
 
 impl SessionOptions {
@@ -65,7 +61,6 @@ impl SessionOptions {
             term: "xterm-256color".into(),
             command: None,
             cancel: CancellationToken::new(),
-            tail_bytes: 64 * 1024,
         }
     }
 }
@@ -136,8 +131,6 @@ struct State {
     emulator: Box<dyn Emulator>,
     recorder: Option<AsciicastWriter>,
     record_error: Option<String>,
-    tail: VecDeque<u8>,
-    tail_cap: usize,
     output_closed: bool,
     exit: Option<ExecOutcome>,
 }
@@ -150,13 +143,6 @@ impl State {
                 self.recorder = None;
             }
         }
-    }
-
-    fn push_tail(&mut self, bytes: &[u8]) {
-        let bytes = &bytes[bytes.len().saturating_sub(self.tail_cap)..];
-        let overflow = (self.tail.len() + bytes.len()).saturating_sub(self.tail_cap);
-        self.tail.drain(..overflow);
-        self.tail.extend(bytes);
     }
 }
 
@@ -225,8 +211,6 @@ impl TerminalSession {
                 emulator,
                 recorder,
                 record_error: None,
-                tail: VecDeque::new(),
-                tail_cap: options.tail_bytes,
                 output_closed: false,
                 exit: None,
             }),
@@ -240,12 +224,7 @@ impl TerminalSession {
         let pump = runtime.spawn(pump(shared.clone(), output, input.clone()));
         let exit_shared = shared.clone();
         runtime.spawn(async move {
-            let outcome = exit.await.unwrap_or(ExecOutcome {
-                exit: None,
-                signal: None,
-                timed_out: false,
-                cancelled: false,
-            });
+            let outcome = exit.await.unwrap_or_default();
             exit_shared.lock().exit = Some(outcome);
             exit_shared.bump();
         });
@@ -322,11 +301,6 @@ impl TerminalSession {
     /// Cursor `(row, col)`, 0-based.
     pub fn cursor(&self) -> (u16, u16) {
         self.screen().cursor
-    }
-
-    /// The last raw output bytes (at most `SessionOptions::tail_bytes`).
-    pub fn output_tail(&self) -> Vec<u8> {
-        self.shared.lock().tail.iter().copied().collect()
     }
 
     /// How the program ended, if it has.
@@ -412,23 +386,13 @@ impl TerminalSession {
 
     /// Wait for the program to exit, at most `timeout`.
     pub async fn wait_exit(&self, timeout: Duration) -> Result<ExecOutcome, TerminalError> {
-        let deadline = Instant::now() + timeout;
-        let mut changes = self.shared.changed.subscribe();
-        loop {
-            changes.borrow_and_update();
-            if let Some(outcome) = self.exit_status() {
-                return Ok(outcome);
-            }
-            tokio::select! {
-                _ = changes.changed() => {}
-                _ = tokio::time::sleep_until(deadline) => {
-                    return Err(TerminalError::ExitTimeout {
-                        timeout,
-                        screen: self.screen().dump(),
-                    });
-                }
-                _ = self.cancel.cancelled() => return Err(TerminalError::Cancelled),
-            }
+        tokio::select! {
+            outcome = self.wait_exit_uncancelled() => Ok(outcome),
+            _ = tokio::time::sleep(timeout) => Err(TerminalError::ExitTimeout {
+                timeout,
+                screen: self.screen().dump(),
+            }),
+            _ = self.cancel.cancelled() => Err(TerminalError::Cancelled),
         }
     }
 
@@ -470,6 +434,7 @@ impl TerminalSession {
         Ok(outcome)
     }
 
+    /// How the program ended, once it has (no timeout, no cancellation).
     async fn wait_exit_uncancelled(&self) -> ExecOutcome {
         let mut changes = self.shared.changed.subscribe();
         loop {
@@ -479,12 +444,7 @@ impl TerminalSession {
             }
             if changes.changed().await.is_err() {
                 // Unreachable while `self` holds the sender; be safe anyway.
-                return self.exit_status().unwrap_or(ExecOutcome {
-                    exit: None,
-                    signal: None,
-                    timed_out: false,
-                    cancelled: false,
-                });
+                return self.exit_status().unwrap_or_default();
             }
         }
     }
@@ -512,7 +472,6 @@ async fn pump(
             while let Some(chunk) = next.take() {
                 taken += chunk.len();
                 st.emulator.feed(&chunk);
-                st.push_tail(&chunk);
                 st.record(|r| r.output(&chunk));
                 if taken < BATCH_BYTES {
                     next = output.try_recv().ok();

@@ -13,6 +13,8 @@ use futures_util::{Stream, StreamExt};
 use tokio::io::AsyncWrite;
 use tokio::time::Instant;
 
+use crate::provider::sleep_until;
+
 use super::client::{self, Client};
 use super::wrapper::{self, OciFailure, WrapperFailure};
 use crate::provider::{
@@ -220,10 +222,8 @@ pub(super) async fn run(
     check_cwd(&req.cwd)?;
     if req.cancel.is_cancelled() {
         return Ok(ExecOutcome {
-            exit: None,
-            signal: None,
-            timed_out: false,
             cancelled: true,
+            ..ExecOutcome::default()
         });
     }
     let token = wrapper::token();
@@ -242,6 +242,8 @@ pub(super) async fn run(
     let mut kills = 0;
     let mut grace: Option<Instant> = None;
     let mut ended = false;
+    // An error mid-command must not leave the command running.
+    let mut failure: Option<ProviderError> = None;
     loop {
         tokio::select! {
             item = started.output.next() => match item {
@@ -249,7 +251,11 @@ pub(super) async fn run(
                     ended = true;
                     break;
                 }
-                Some(item) => router.route(item.map_err(|e| client.error(e))?, sink),
+                Some(Ok(item)) => router.route(item, sink),
+                Some(Err(e)) => {
+                    failure = Some(client.error(e));
+                    break;
+                }
             },
             _ = sleep_until(deadline), if stop.is_none() => stop = Some(Stop::Timeout),
             _ = req.cancel.cancelled(), if stop.is_none() => stop = Some(Stop::Cancel),
@@ -263,24 +269,37 @@ pub(super) async fn run(
             },
         }
         if stop.is_some() && grace.is_none() {
-            let code = kill_group(client, id, &token).await?;
+            match kill_group(client, id, &token).await {
+                Ok(code) => killed |= code == 0,
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
             kills += 1;
-            killed |= code == 0;
             grace = Some(Instant::now() + KILL_GRACE);
         }
     }
-    let exit = if ended {
-        exit_code(client, &started.exec_id).await?
-    } else {
-        None
+    let exit = match failure {
+        None if ended => exit_code(client, &started.exec_id).await,
+        None => Ok(None),
+        Some(e) => Err(e),
+    };
+    let exit = match exit {
+        Ok(exit) => exit,
+        Err(e) => {
+            let _ = kill_group(client, id, &token).await;
+            return Err(e);
+        }
     };
     if let Some(stop) = stop {
-        return Ok(ExecOutcome {
-            exit: if killed { None } else { exit },
-            signal: killed.then_some(SIGKILL),
-            timed_out: stop == Stop::Timeout,
-            cancelled: stop == Stop::Cancel,
-        });
+        router.flush(sink);
+        return Ok(stopped_outcome(
+            exit,
+            killed,
+            stop == Stop::Timeout,
+            stop == Stop::Cancel,
+        ));
     }
     if let Some(err) = router.setup_failure(exit, id, &req.cwd, program) {
         return Err(err);
@@ -288,17 +307,23 @@ pub(super) async fn run(
     router.flush(sink);
     Ok(ExecOutcome {
         exit,
-        signal: None,
-        timed_out: false,
-        cancelled: false,
+        ..ExecOutcome::default()
     })
 }
 
-/// Sleep until `at`, or forever when there is no deadline.
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+/// The outcome of a command rfs stopped: killed means no exit code and
+/// SIGKILL (shared by plain execs and PTY sessions).
+pub(super) fn stopped_outcome(
+    exit: Option<i32>,
+    killed: bool,
+    timed_out: bool,
+    cancelled: bool,
+) -> ExecOutcome {
+    ExecOutcome {
+        exit: if killed { None } else { exit },
+        signal: killed.then_some(SIGKILL),
+        timed_out,
+        cancelled,
     }
 }
 

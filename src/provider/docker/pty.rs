@@ -14,14 +14,10 @@ use tokio_util::sync::CancellationToken;
 use super::client::Client;
 use super::exec::{self, ExecSpec, Started};
 use super::wrapper::{self, WrapperFailure};
-use crate::provider::{
-    ExecOutcome, ProviderError, ProviderResult, PtyChannel, PtyInput, PtyRequest,
-};
+use crate::provider::{ProviderError, ProviderResult, PtyChannel, PtyInput, PtyRequest};
 
 /// Output chunks buffered before the session waits for the reader.
 const OUTPUT_BUFFER: usize = 256;
-/// SIGKILL, reported for a killed session.
-const SIGKILL: i32 = 9;
 
 /// Open a PTY session running `req.argv` in container `id`.
 pub(super) async fn open(
@@ -38,7 +34,7 @@ pub(super) async fn open(
     precheck(client, id, user, req, program).await?;
     let token = wrapper::token();
     let spec = ExecSpec {
-        argv: wrapper::pty_argv(&token, &req.argv),
+        argv: wrapper::pty_argv(&token, req.cols, req.rows, &req.argv),
         cwd: &req.cwd,
         env: &req.env,
         user,
@@ -134,12 +130,9 @@ fn spawn_pumps(client: Client, id: String, token: String, started: Started) -> P
         done.cancel();
         let exit = exec::exit_code(&client, &exec_id).await.ok().flatten();
         let killed = killed.load(Ordering::SeqCst);
-        let _ = exit_tx.send(ExecOutcome {
-            exit: if killed { None } else { exit },
-            signal: killed.then_some(SIGKILL),
-            timed_out: false,
-            cancelled: killed,
-        });
+        // A session rfs killed reports SIGKILL and `cancelled`, as on
+        // every provider.
+        let _ = exit_tx.send(exec::stopped_outcome(exit, killed, false, killed));
         // The session exec'd into the command, so nobody else removes its
         // group record; the sandbox may be gone already, which is fine.
         let spec = ExecSpec {
@@ -176,9 +169,11 @@ async fn pump_input(
             _ = done.cancelled() => return,
         };
         match msg {
-            // The caller dropped its sender: keep the stream open until the
-            // session ends on its own.
+            // Every sender was dropped: nobody can drive or close the
+            // session any more, so it ends, as a local PTY session does.
             None => {
+                killed.store(true, Ordering::SeqCst);
+                let _ = exec::kill_group(&client, &id, &token).await;
                 done.cancelled().await;
                 return;
             }

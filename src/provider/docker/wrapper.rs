@@ -91,7 +91,8 @@ exit 0
 /// PTY wrapper: record the session's group, then become the command.
 /// Arguments: TOKEN argv...
 const PTY_SCRIPT: &str = r#"{ echo $$ > "/tmp/.rfs-exec-$1.pgid"; } 2>/dev/null
-shift
+stty cols "$2" rows "$3" 2>/dev/null
+shift 3
 exec "$@"
 "#;
 
@@ -117,13 +118,18 @@ pub(super) fn exec_argv(token: &str, argv: &[String]) -> Vec<String> {
 }
 
 /// The wrapped argv for a PTY session.
-pub(super) fn pty_argv(token: &str, argv: &[String]) -> Vec<String> {
+/// The terminal gets its size before the program starts (Docker applies
+/// a resize only once the exec runs, too late for a program that reads its
+/// size at start-up).
+pub(super) fn pty_argv(token: &str, cols: u16, rows: u16, argv: &[String]) -> Vec<String> {
     let mut v = vec![
         "/bin/sh".to_string(),
         "-c".to_string(),
         PTY_SCRIPT.to_string(),
         "rfs-pty".to_string(),
         token.to_string(),
+        cols.to_string(),
+        rows.to_string(),
     ];
     v.extend(argv.iter().cloned());
     v
