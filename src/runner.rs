@@ -105,7 +105,7 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
     // A provider that cannot work at all (daemon down) refuses before
     // anything else happens.
     if let Err(e) = run.preflight() {
-        report.teardown_warning = run.finish("refused");
+        report.teardown_warning = run.finish_with("refused", Some(&e.to_string()));
         return fail(report, e);
     }
     let engine = match script::run_engine(&run, &script, settings.vars.clone()) {
@@ -154,7 +154,8 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
             FailureKind::Failed | FailureKind::Usage => "failed",
         },
     };
-    report.teardown_warning = run.finish(outcome);
+    let reason = result.as_ref().err().map(|e| e.to_string());
+    report.teardown_warning = run.finish_with(outcome, reason.as_deref());
     drop(run);
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {

@@ -12,6 +12,8 @@ use crate::provider::select::{self, ProviderChoice};
 pub const STATE_DIR_ENV: &str = "RFS_STATE_DIR";
 /// Default maximum sandbox lifetime (the dead-man switch).
 pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(4 * 3600);
+/// The longest `--max-lifetime` accepted (30 days).
+pub const MAX_MAX_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Validated settings of `rfs run`.
 #[derive(Debug, Clone)]
@@ -123,6 +125,12 @@ impl RunSettings {
                 return Err(Error::Usage(
                     "--max-lifetime must be at least 1 second".into(),
                 ))
+            }
+            Some(s) if s > MAX_MAX_LIFETIME.as_secs() => {
+                return Err(Error::Usage(format!(
+                    "--max-lifetime must be at most {} seconds (30 days), not {s}",
+                    MAX_MAX_LIFETIME.as_secs()
+                )))
             }
             Some(s) => Duration::from_secs(s),
             None => DEFAULT_MAX_LIFETIME,

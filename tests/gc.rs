@@ -337,3 +337,31 @@ fn gc_keeps_the_sandbox_of_a_running_rfs() {
     assert_eq!(run.interrupt().code(), Some(130));
     rfs.assert_no_leftovers();
 }
+
+/// Bug 9: when the owner's start time is unknown (not recorded, or not
+/// readable), a live owner was judged "pid reused" and its sandbox
+/// destroyed. Unknown means keep, with the reason shown.
+#[test]
+fn gc_keeps_a_live_owner_whose_start_time_is_unknown() {
+    let rfs = Rfs::new(Prov::Local);
+    let mut ids = vec![];
+    for recorded in ["", "not-a-number"] {
+        // This (live) process is the owner; its start time is unknown.
+        let mut l = rfs::runtime::owner::owner_labels();
+        l.insert(labels::OWNER_PID_START.into(), recorded.into());
+        ids.push(create_with(&rfs, "unknown-start-run", l));
+    }
+    let real = gc(&rfs, &[]);
+    for id in &ids {
+        let line = real.line_for(id);
+        assert!(
+            line.contains("kept") && line.contains("cannot be ruled out"),
+            "{line}"
+        );
+        assert!(exists(&rfs, id), "{id} was destroyed");
+    }
+    for id in &ids {
+        block_on(local(&rfs).destroy(id)).unwrap();
+    }
+    rfs.assert_no_leftovers();
+}

@@ -298,13 +298,8 @@ fn session_members(sid: i32) -> Vec<i32> {
     dir.filter_map(|entry| {
         let name = entry.ok()?.file_name();
         let pid: i32 = name.to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // Fields after the parenthesised command: state ppid pgrp session.
-        let rest = &stat[stat.rfind(')')? + 1..];
-        let mut fields = rest.split_whitespace().skip(2);
-        let pgrp: i32 = fields.next()?.parse().ok()?;
-        let session: i32 = fields.next()?.parse().ok()?;
-        (session == sid || pgrp == sid).then_some(pid)
+        let st = crate::procfs::stat(u32::try_from(pid).ok()?).ok()?;
+        (st.session == sid || st.pgrp == sid).then_some(pid)
     })
     .collect()
 }

@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 
 use crate::source::manifest::{Entry, Manifest};
+use crate::validate::shown;
 
 /// The longest chain of symlinks followed.
 const MAX_LINKS: usize = 40;
@@ -19,7 +20,8 @@ const MAX_LINKS: usize = 40;
 pub fn resolve(input: &str, m: &Manifest) -> Result<String, String> {
     if input.starts_with('/') {
         return Err(format!(
-            "cwd `{input}` is absolute; a step cwd is relative to the synced source root"
+            "cwd {} is absolute; a step cwd is relative to the synced source root",
+            shown(input)
         ));
     }
     let mut pending: VecDeque<Vec<u8>> = split(input.as_bytes());
@@ -30,7 +32,10 @@ pub fn resolve(input: &str, m: &Manifest) -> Result<String, String> {
             b"" | b"." => {}
             b".." => {
                 if cur.pop().is_none() {
-                    return Err(format!("cwd `{input}` escapes the synced source root"));
+                    return Err(format!(
+                        "cwd {} escapes the synced source root",
+                        shown(input)
+                    ));
                 }
             }
             _ => {
@@ -40,13 +45,17 @@ pub fn resolve(input: &str, m: &Manifest) -> Result<String, String> {
                     Some(Entry::Symlink { target }) => {
                         hops += 1;
                         if hops > MAX_LINKS {
-                            return Err(format!("cwd `{input}`: too many levels of symlinks"));
+                            return Err(format!(
+                                "cwd {}: too many levels of symlinks",
+                                shown(input)
+                            ));
                         }
                         if target.starts_with(b"/") {
                             return Err(format!(
-                                "cwd `{input}` goes through symlink `{}` -> `{}`, which leaves the synced source root",
-                                String::from_utf8_lossy(&key),
-                                String::from_utf8_lossy(target)
+                                "cwd {} goes through symlink {} -> {}, which leaves the synced source root",
+                                shown(input),
+                                shown(&String::from_utf8_lossy(&key)),
+                                shown(&String::from_utf8_lossy(target))
                             ));
                         }
                         cur.pop();
@@ -56,8 +65,9 @@ pub fn resolve(input: &str, m: &Manifest) -> Result<String, String> {
                     }
                     Some(Entry::File { .. }) => {
                         return Err(format!(
-                            "cwd `{input}`: `{}` is a file, not a directory",
-                            String::from_utf8_lossy(&key)
+                            "cwd {}: {} is a file, not a directory",
+                            shown(input),
+                            shown(&String::from_utf8_lossy(&key))
                         ))
                     }
                     Some(Entry::Dir) | None => {}

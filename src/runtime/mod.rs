@@ -304,6 +304,13 @@ impl Run {
     /// evidence, flush. Never fails the run for a teardown problem; returns
     /// a warning text instead.
     pub fn finish(&self, outcome: &str) -> Option<String> {
+        self.finish_with(outcome, None)
+    }
+
+    /// [`Run::finish`], journaling why the run ended that way (`reason`,
+    /// redacted) in `run.end`.
+    pub fn finish_with(&self, outcome: &str, reason: Option<&str>) -> Option<String> {
+        let reason = reason.map(|r| self.state().redactor.redact_str(r));
         self.close_sessions();
         let warning = self.block_on(teardown::finish(self));
         if let Some(w) = &warning {
@@ -311,7 +318,7 @@ impl Run {
         }
         let _ = self.journal(
             "run.end",
-            json!({ "outcome": outcome, "teardown_warning": warning }),
+            json!({ "outcome": outcome, "reason": reason, "teardown_warning": warning }),
         );
         self.evidence
             .lock()

@@ -1,8 +1,9 @@
 //! Owner identity stamped on sandboxes, and deciding whether an owner is
 //! still alive (for `rfs gc`). A pid alone is not identity: the process
 //! start time (ticks since boot, `/proc/<pid>/stat` field 22) guards
-//! against pid reuse.
+//! against pid reuse. What cannot be read is unknown, and unknown keeps.
 
+use crate::procfs::StatError;
 use crate::provider::labels::{self, Labels};
 
 /// This host's name.
@@ -12,12 +13,9 @@ pub fn host() -> String {
         .unwrap_or_else(|_| "unknown-host".into())
 }
 
-/// Start time of `pid` in kernel ticks since boot, if it is running.
+/// Start time of `pid` in kernel ticks since boot, if it can be read.
 pub fn pid_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // comm may contain spaces and parentheses: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split(' ').nth(19)?.parse().ok()
+    crate::procfs::stat(pid).ok().map(|s| s.start_ticks)
 }
 
 /// The owner labels for the current process.
@@ -52,14 +50,25 @@ pub fn owner_liveness(l: &Labels) -> Liveness {
     let Some(pid) = l.get(labels::OWNER_PID).and_then(|p| p.parse::<u32>().ok()) else {
         return Liveness::Unknown("no owner-pid label".into());
     };
-    match pid_start(pid) {
-        None => Liveness::Gone(format!("owner pid {pid} is not running")),
-        Some(start) => match l.get(labels::OWNER_PID_START) {
-            Some(want) if *want == start.to_string() => Liveness::Alive,
-            Some(want) => Liveness::Gone(format!(
-                "pid {pid} was reused (started at tick {start}, owner started at {want})"
-            )),
-            None => Liveness::Alive,
-        },
+    let start = match crate::procfs::stat(pid) {
+        Err(StatError::NotRunning) => {
+            return Liveness::Gone(format!("owner pid {pid} is not running"))
+        }
+        // Unknown means keep: a live owner must never be judged gone.
+        Err(StatError::Unreadable(why)) => {
+            return Liveness::Unknown(format!(
+                "owner pid {pid} is running but its start time cannot be read ({why}), so pid reuse cannot be ruled out"
+            ))
+        }
+        Ok(s) => s.start_ticks,
+    };
+    match l.get(labels::OWNER_PID_START).map(|s| s.trim()) {
+        Some(want) if want == start.to_string() => Liveness::Alive,
+        Some(want) if want.parse::<u64>().is_ok() => Liveness::Gone(format!(
+            "pid {pid} was reused (started at tick {start}, owner started at {want})"
+        )),
+        _ => Liveness::Unknown(format!(
+            "owner pid {pid} is running and its start time was not recorded, so pid reuse cannot be ruled out"
+        )),
     }
 }

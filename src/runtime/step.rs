@@ -57,12 +57,13 @@ impl Run {
         user_env: &[(String, String)],
     ) -> Result<Placement> {
         self.check_cancelled()?;
+        if let Some(c) = cwd_opt {
+            crate::validate::path("its cwd", c)
+                .map_err(|m| self.refuse(format!("{what} refused before running anything: {m}")))?;
+        }
         for (k, v) in user_env {
-            if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
-                return Err(self.refuse(format!(
-                    "{what}: invalid environment variable name or value for `{k}`"
-                )));
-            }
+            crate::validate::env_var(k, v)
+                .map_err(|m| self.refuse(format!("{what} refused before running anything: {m}")))?;
             if crate::secrets::is_secret_name(k) {
                 self.state().redactor.add(v);
             }
@@ -122,10 +123,16 @@ impl Run {
 
     /// Run one step.
     pub fn step(&self, name: &str, command: &str, opts: StepOptions) -> Result<StepResult> {
-        if name.trim().is_empty() || name.chars().any(char::is_control) {
-            return Err(Error::Usage(format!("invalid step name {name:?}")));
-        }
+        crate::validate::name("a step name", name).map_err(|m| self.refuse(m))?;
+        let name = &self.state().redactor.redact_str(name);
         let what = format!("step `{name}`");
+        if command.contains('\0') || command.trim().is_empty() {
+            let m = format!(
+                "{what} refused before running anything: its command is empty or contains a NUL byte"
+            );
+            self.record_refused_step(name, opts.cwd.as_deref().unwrap_or("."), &m);
+            return Err(self.refuse(m));
+        }
         let pl = match self.place_command(&what, opts.cwd.as_deref(), &opts.env) {
             Ok(pl) => pl,
             Err(e) => {

@@ -31,6 +31,10 @@ pub fn to_rhai(run: &Run, e: Error, pos: Position) -> Box<EvalAltResult> {
             Box::new(EvalAltResult::ErrorTerminated(msg.into(), pos))
         }
         Error::Refused(ref m) => {
+            // Every refusal is a journal fact with its reason, whichever
+            // check raised it (the run's end only says `refused`).
+            let reason = run.state().redactor.redact_str(m);
+            let _ = run.journal("refused", serde_json::json!({ "reason": reason }));
             run.state().refusals.push(m.clone());
             Box::new(EvalAltResult::ErrorRuntime(e.to_string().into(), pos))
         }

@@ -6,6 +6,26 @@ use std::time::Duration;
 
 use rhai::{Dynamic, Map};
 
+/// The longest duration a script may ask for (7 days): a step timeout,
+/// a wait. Longer values are option errors, never a panic or an overflow
+/// deeper down.
+pub const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
+
+/// A number (int or float) of seconds in (0, [`MAX_SECONDS`]]; `what`
+/// names the option for the message.
+pub fn seconds_value(what: &str, v: &Dynamic) -> Result<Duration, String> {
+    let secs = v
+        .as_float()
+        .or_else(|_| v.as_int().map(|i| i as f64))
+        .map_err(|_| format!("{what} must be a number of seconds, not {}", v.type_name()))?;
+    if !(secs > 0.0 && secs <= MAX_SECONDS) {
+        return Err(format!(
+            "{what} must be > 0 seconds and at most {MAX_SECONDS} (7 days), not {secs}"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
 /// An option map being read; call [`Opts::finish`] to reject leftovers.
 pub struct Opts {
     what: &'static str,
@@ -63,19 +83,13 @@ impl Opts {
         }
     }
 
-    /// A number (int or float) of seconds, > 0.
+    /// A number (int or float) of seconds, > 0 and at most
+    /// [`MAX_SECONDS`].
     pub fn seconds(&mut self, key: &str) -> Result<Option<Duration>, String> {
         let Some(v) = self.get(key) else {
             return Ok(None);
         };
-        let secs = v
-            .as_float()
-            .or_else(|_| v.as_int().map(|i| i as f64))
-            .map_err(|_| self.wrong(key, "a number of seconds", &v))?;
-        if !(secs > 0.0 && secs.is_finite()) {
-            return Err(format!("{}: option `{key}` must be > 0 seconds", self.what));
-        }
-        Ok(Some(Duration::from_secs_f64(secs)))
+        seconds_value(&format!("{}: option `{key}`", self.what), &v).map(Some)
     }
 
     /// A map of string → string (values may be any printable scalar).

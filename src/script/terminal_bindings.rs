@@ -3,7 +3,6 @@
 //! `close`) and `assert_screen()`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use rhai::{Array, Dynamic, Engine, EvalAltResult, Map, NativeCallContext};
 
@@ -162,19 +161,10 @@ pub fn register(engine: &mut Engine, run: Arc<Run>) {
     engine.register_fn(
         "wait_exit",
         |ctx: NativeCallContext, t: &mut TerminalHandle, secs: Dynamic| -> RhaiResult<Map> {
-            let s = secs
-                .as_float()
-                .or_else(|_| secs.as_int().map(|i| i as f64))
-                .ok()
-                .filter(|s| *s > 0.0 && s.is_finite())
-                .ok_or_else(|| {
-                    usage(
-                        "wait_exit: timeout must be a number of seconds > 0".into(),
-                        &ctx,
-                    )
-                })?;
+            let d = super::options::seconds_value("wait_exit: the timeout", &secs)
+                .map_err(|m| usage(m, &ctx))?;
             t.run
-                .attach_wait_exit(&t.s, Duration::from_secs_f64(s))
+                .attach_wait_exit(&t.s, d)
                 .map(|o| outcome_map(&o))
                 .map_err(|e| to_rhai(&t.run, e, ctx.call_position()))
         },

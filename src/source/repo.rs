@@ -1,6 +1,7 @@
 //! Finding the repository, resolving the revision once, and deciding what
 //! may ship: dirty trees and submodules are explicit decisions.
 
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
 use git2::{ObjectType, Oid, Repository, StatusOptions, TreeWalkMode, TreeWalkResult};
@@ -116,15 +117,42 @@ fn dirty_paths(repo: &Repository) -> Result<Vec<String>, SourceError> {
         .include_ignored(false)
         .exclude_submodules(false);
     let statuses = repo.statuses(Some(&mut so))?;
+    let index = repo.index()?;
     let mut out = vec![];
     for s in statuses.iter() {
         if s.status().is_empty() || s.status().contains(git2::Status::IGNORED) {
+            continue;
+        }
+        if worktree_only(s.status()) && not_a_change(&index, s.path_bytes()) {
             continue;
         }
         out.push(String::from_utf8_lossy(s.path_bytes()).into_owned());
     }
     out.sort();
     Ok(out)
+}
+
+/// Whether a status is about the working tree alone (nothing staged).
+fn worktree_only(st: git2::Status) -> bool {
+    let wt = git2::Status::WT_MODIFIED
+        | git2::Status::WT_DELETED
+        | git2::Status::WT_TYPECHANGE
+        | git2::Status::WT_RENAMED;
+    !st.is_empty() && wt.contains(st)
+}
+
+/// Index entries git itself does not compare with the working tree:
+/// skip-worktree (sparse checkout) and assume-unchanged. `git status`
+/// reports no change for them, and neither does rfs (the committed tree
+/// ships from the object database anyway).
+fn not_a_change(index: &git2::Index, path: &[u8]) -> bool {
+    /// `GIT_INDEX_ENTRY_VALID` (assume-unchanged), in `flags`.
+    const ASSUME_UNCHANGED: u16 = 0x8000;
+    /// `GIT_INDEX_ENTRY_SKIP_WORKTREE`, in `flags_extended`.
+    const SKIP_WORKTREE: u16 = 1 << 14;
+    index
+        .get_path(Path::new(std::ffi::OsStr::from_bytes(path)), 0)
+        .is_some_and(|e| e.flags & ASSUME_UNCHANGED != 0 || e.flags_extended & SKIP_WORKTREE != 0)
 }
 
 /// Every gitlink (submodule entry) below `tree`, with its pinned commit.

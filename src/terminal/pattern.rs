@@ -318,6 +318,9 @@ impl PatternSpec {
         if self.absent && self.stable_ms.is_some() {
             return Err(bad("absent and stable_ms cannot be combined".into()));
         }
+        if let Some(ms) = self.stable_ms.filter(|ms| *ms > 86_400_000) {
+            return Err(bad(format!("stable_ms must be 0..86400000, got {ms}")));
+        }
         p.stable = self.stable_ms.map(Duration::from_millis);
         if let Some(t) = self.timeout {
             if !(0.0..=86_400.0).contains(&t) {

@@ -57,11 +57,7 @@ pub(super) struct Started {
 pub(super) fn env_entries(env: &[(String, String)]) -> ProviderResult<Vec<String>> {
     let mut merged: Vec<(&str, &str)> = Vec::with_capacity(env.len());
     for (k, v) in env {
-        if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
-            return Err(ProviderError::other(format!(
-                "invalid environment variable name `{k}`"
-            )));
-        }
+        crate::validate::env_var(k, v).map_err(ProviderError::other)?;
         merged.retain(|(mk, _)| *mk != k.as_str());
         merged.push((k, v));
     }

@@ -1,0 +1,148 @@
+//! Regression tests for issue #8's bug classes, each named after its bug,
+//! on every provider where it applies. Each asserts what a user sees: the
+//! exit code, the message, that nothing ran, that no sandbox is left and
+//! that the journal verifies and ends with the reason.
+
+mod common;
+use common::*;
+
+/// `rfs journal verify` on the run's journal succeeds and the journal's
+/// last entry is `run.end`.
+#[track_caller]
+fn assert_journal_verifies_and_ends(rfs: &Rfs, out: &RunOut) {
+    let v = rfs
+        .cmd(&out.out_dir)
+        .args(["journal", "verify"])
+        .arg(out.out_dir.join("journal.jsonl"))
+        .output()
+        .expect("rfs runs");
+    assert!(
+        v.status.success(),
+        "journal verify failed: {}",
+        String::from_utf8_lossy(&v.stderr)
+    );
+    assert_eq!(out.kinds().last().map(String::as_str), Some("run.end"));
+}
+
+/// The run failed with `code`, said `needle` on stderr, ran no step
+/// command (no attempt journaled), left no sandbox, and its journal
+/// verifies and ends.
+#[track_caller]
+fn assert_stopped_before_running(rfs: &Rfs, out: &RunOut, code: i32, needle: &str) {
+    out.assert_code(code);
+    assert!(
+        out.stderr.contains(needle),
+        "expected {needle:?} in:\n{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("panicked") && !out.stderr.contains("vanished"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.entries("step.attempt").is_empty(),
+        "a step attempt was journaled"
+    );
+    rfs.assert_no_leftovers();
+    assert_journal_verifies_and_ends(rfs, out);
+}
+
+provider_tests! {
+    fn huge_timeout_is_an_option_error_not_a_panic(rfs: &Rfs) {
+        let repo = Repo::new();
+        for t in ["1e300", "9223372036854775807", "-1", "0", "1e-400", "\"soon\""] {
+            let out = rfs.run(repo.path(), &format!(
+                "step(\"s\", \"echo ran\", #{{ timeout: {t} }});\n"
+            ));
+            assert_stopped_before_running(rfs, &out, 1, "option `timeout`");
+            assert!(!out.stdout.contains("ran"), "{}", out.stdout);
+        }
+    }
+
+    fn huge_wait_exit_is_an_option_error_not_a_panic(rfs: &Rfs) {
+        let repo = Repo::new();
+        for t in ["1e300", "9223372036854775807", "-3"] {
+            let out = rfs.run(repo.path(), &format!(
+                "let t = attach(\"cat\");\nt.wait_exit({t});\n"
+            ));
+            out.assert_code(1);
+            assert!(out.stderr.contains("wait_exit: the timeout"), "{}", out.stderr);
+            assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+            rfs.assert_no_leftovers();
+            assert_journal_verifies_and_ends(rfs, &out);
+        }
+    }
+
+    fn nul_bytes_in_cwd_env_and_names_are_refused_before_the_provider(rfs: &Rfs) {
+        let repo = Repo::new();
+        let cases = [
+            ("step(\"s\", \"echo ran\", #{ cwd: \"a\\x00b\" });", "NUL byte"),
+            ("step(\"s\", \"echo ran\", #{ cwd: \"\" });", "its cwd is empty"),
+            ("step(\"s\", \"echo ran\", #{ env: #{ \"A B\": \"1\" } });", "not a valid name"),
+            ("step(\"s\", \"echo ran\", #{ env: #{ \"A=B\": \"1\" } });", "not a valid name"),
+            ("step(\"s\", \"echo ran\", #{ env: #{ \"\": \"1\" } });", "name is empty"),
+            ("step(\"s\", \"echo ran\", #{ env: #{ A: \"x\\x00y\" } });", "NUL byte"),
+            ("step(\"s\", \"echo ran\\x00\");", "NUL byte"),
+            ("step(\"a\\x00b\", \"echo ran\");", "control characters"),
+            ("attach(\"cat\", #{ cwd: \"x\\x00y\" });", "NUL byte"),
+        ];
+        for (script, needle) in cases {
+            let out = rfs.run(repo.path(), script);
+            assert_stopped_before_running(rfs, &out, 3, needle);
+            assert!(!out.stdout.contains("ran"), "{script}: {}", out.stdout);
+            assert!(!out.stderr.contains('\0'), "{script}: a raw NUL was echoed");
+            assert!(out.entries("step.start").is_empty(), "{script}: journaled as started");
+            assert!(out.entries("attach.start").is_empty(), "{script}: journaled as started");
+        }
+    }
+
+    fn refusal_reasons_reach_the_journal(rfs: &Rfs) {
+        let repo = Repo::new();
+        let cases = [
+            ("step(\"s\", \"true\", #{ env: #{ \"BAD NAME\": \"1\" } });", "not a valid name"),
+            ("sandbox(#{ labels: #{ a: \"1\" } });\nsandbox(#{ labels: #{ a: \"2\" } });", "conflicting sandbox options"),
+            ("sync_source(#{ dest: \"../../etc\" });", "dest"),
+        ];
+        for (script, needle) in cases {
+            let out = rfs.run(repo.path(), script);
+            out.assert_code(3);
+            let refused = out.entries("refused");
+            assert!(
+                refused.iter().any(|r| r["reason"].as_str().unwrap().contains(needle)),
+                "{script}: no journaled refusal naming {needle:?}: {refused:?}"
+            );
+            let end = &out.entries("run.end")[0];
+            assert_eq!(end["outcome"], "refused");
+            assert!(end["reason"].as_str().unwrap().contains(needle), "{end}");
+            rfs.assert_no_leftovers();
+            assert_journal_verifies_and_ends(rfs, &out);
+        }
+    }
+
+    fn sparse_checkout_is_not_refused_as_dirty(rfs: &Rfs) {
+        let repo = Repo::new();
+        repo.write("kept/a.txt", "a\n");
+        repo.write("gone/b.txt", "b\n");
+        repo.write("assumed.txt", "committed\n");
+        repo.commit("tree");
+        repo.git(&["sparse-checkout", "set", "kept"]);
+        assert!(!repo.path().join("gone/b.txt").exists(), "sparse checkout removed it");
+        repo.git(&["update-index", "--assume-unchanged", "assumed.txt"]);
+        repo.write("assumed.txt", "changed locally\n");
+        assert_eq!(repo.git(&["status", "--porcelain"]), "", "git sees no change");
+        let out = rfs.run(repo.path(), r#"
+            sync_source();
+            let r = step("s", "cat gone/b.txt assumed.txt");
+            assert(r.stdout == "b\ncommitted\n", r.stdout);
+        "#);
+        out.assert_code(0);
+        rfs.assert_no_leftovers();
+        // A real change next to them is still refused, named.
+        repo.write("kept/a.txt", "changed\n");
+        let out = rfs.run(repo.path(), "sync_source();");
+        out.assert_code(3);
+        assert!(out.stderr.contains("kept/a.txt"), "{}", out.stderr);
+        assert!(!out.stderr.contains("gone/b.txt") && !out.stderr.contains("assumed.txt"), "{}", out.stderr);
+    }
+}
