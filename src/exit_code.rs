@@ -8,7 +8,7 @@
 //! | 3 | refused: the fail-closed runtime refused to do something (no repo, dirty tree, cwd escape, failed verification, provider unavailable) |
 //! | 4 | the journal is invalid (`rfs journal verify`) |
 //! | 5 | internal error: rfs itself failed (journal write, provider bug) |
-//! | 130 | interrupted by Ctrl-C / SIGTERM (cleanup still ran) |
+//! | 130 | interrupted by Ctrl-C / SIGTERM / SIGHUP / SIGQUIT (cleanup still ran) |
 
 pub const SUCCESS: i32 = 0;
 pub const SCRIPT_FAILED: i32 = 1;

@@ -34,7 +34,8 @@ pub struct Hooks {
     pub reporter: Arc<dyn Reporter>,
     /// Cancel to interrupt the run (the CLI wires Ctrl-C/SIGTERM to it).
     pub interrupt: CancellationToken,
-    /// Listen for SIGINT/SIGTERM and interrupt the run on them.
+    /// Listen for SIGINT, SIGTERM, SIGHUP and SIGQUIT and interrupt the run
+    /// on them.
     pub handle_signals: bool,
 }
 
@@ -201,29 +202,40 @@ pub fn config(
     }
 }
 
-/// SIGINT/SIGTERM listeners, installed before the run starts so that a
-/// Ctrl-C at any moment after the journal exists is an orderly interrupt.
+/// Listeners for every terminating signal a terminal or a supervisor
+/// sends: SIGINT (Ctrl-C), SIGTERM (kill, systemd, docker stop), SIGHUP
+/// (terminal closed, SSH session lost) and SIGQUIT (Ctrl-\\). Installed
+/// before the run starts so that any of them, at any moment after the
+/// journal exists, is an orderly interrupt with verified cleanup.
 pub(crate) struct Signals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
+    listeners: Vec<tokio::signal::unix::Signal>,
 }
+
+/// The signals [`Signals`] turns into an interrupt.
+pub const INTERRUPT_SIGNALS: [&str; 4] = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"];
 
 impl Signals {
     /// Install the listeners (must be called within the runtime).
     pub(crate) fn install(rt: &tokio::runtime::Runtime) -> Option<Signals> {
         use tokio::signal::unix::{signal, SignalKind};
         let _guard = rt.enter();
-        Some(Signals {
-            int: signal(SignalKind::interrupt()).ok()?,
-            term: signal(SignalKind::terminate()).ok()?,
-        })
+        let kinds = [
+            SignalKind::interrupt(),
+            SignalKind::terminate(),
+            SignalKind::hangup(),
+            SignalKind::quit(),
+        ];
+        let listeners = kinds
+            .into_iter()
+            .map(signal)
+            .collect::<std::io::Result<Vec<_>>>()
+            .ok()?;
+        Some(Signals { listeners })
     }
 
     pub(crate) async fn recv(&mut self) {
-        tokio::select! {
-            _ = self.int.recv() => {}
-            _ = self.term.recv() => {}
-        }
+        let waits = self.listeners.iter_mut().map(|s| Box::pin(s.recv()));
+        futures_util::future::select_all(waits).await;
     }
 }
 

@@ -48,7 +48,34 @@ fn assert_stopped_before_running(rfs: &Rfs, out: &RunOut, code: i32, needle: &st
     assert_journal_verifies_and_ends(rfs, out);
 }
 
+/// Send `sig` to a child.
+fn signal(child: &std::process::Child, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig)
+        .expect("signal sent");
+}
+
 provider_tests! {
+    fn sighup_and_sigquit_get_the_same_verified_cleanup_as_sigint(rfs: &Rfs) {
+        use nix::sys::signal::Signal;
+        for (sig, n) in [(Signal::SIGHUP, 2718), (Signal::SIGQUIT, 2719)] {
+            let repo = Repo::new();
+            let (child, out_dir) = rfs.spawn(repo.path(), &format!(
+                "sync_source(); step(\"long\", \"sleep {n}\"); step(\"never\", \"true\");"
+            ));
+            wait_for_journal(&out_dir, "step.start");
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            signal(&child, sig);
+            let out = finish(child.wait_with_output().unwrap(), out_dir);
+            out.assert_code(130);
+            assert_eq!(out.entries("run.end")[0]["outcome"], "interrupted", "{sig}");
+            assert!(out.entries("step.start").iter().all(|s| s["name"] != "never"));
+            assert_eq!(out.entries("cleanup.verified")[0]["sandbox_id"], out.sandbox_id().as_str());
+            assert!(!process_running(&format!("sleep\x00{n}")), "the step survived {sig}");
+            rfs.assert_no_leftovers();
+            assert_journal_verifies_and_ends(rfs, &out);
+        }
+    }
+
     fn huge_timeout_is_an_option_error_not_a_panic(rfs: &Rfs) {
         let repo = Repo::new();
         for t in ["1e300", "9223372036854775807", "-1", "0", "1e-400", "\"soon\""] {
