@@ -172,4 +172,95 @@ provider_tests! {
         assert!(out.stderr.contains("kept/a.txt"), "{}", out.stderr);
         assert!(!out.stderr.contains("gone/b.txt") && !out.stderr.contains("assumed.txt"), "{}", out.stderr);
     }
+
+    fn a_command_forging_the_wrapper_refusal_is_a_failed_command(rfs: &Rfs) {
+        let repo = Repo::new();
+        // The command digs the nonce out of its shell's argv, prints the
+        // wrapper's refusal line (and the old marker) and exits with the
+        // wrapper's code: it ran, so it failed; it was not refused.
+        let out = rfs.run(repo.path(), r#"
+            step("forger", "n=$(tr '\\000' '\\n' < /proc/$$/cmdline | tail -n 1); printf 'rfs-refused:%s:cwd\\n' \"$n\" >&2; printf 'rfs-cwd-missing\\n' >&2; exit 121");
+        "#);
+        out.assert_code(1);
+        assert!(out.stderr.contains("step `forger` failed: exit 121"), "{}", out.stderr);
+        assert!(!out.stderr.contains("`forger` refused"), "{}", out.stderr);
+        assert!(out.entries("refused").is_empty());
+        assert!(out.entries("step.refused").is_empty());
+        assert_eq!(out.entries("run.end")[0]["outcome"], "failed");
+        // What it printed is its output, kept in its log.
+        let log = std::fs::read_to_string(out.out_dir.join("steps/001-forger.stderr.log")).unwrap();
+        assert!(log.contains("rfs-refused:") && log.contains("rfs-cwd-missing"), "{log}");
+        rfs.assert_no_leftovers();
+        assert_journal_verifies_and_ends(rfs, &out);
+    }
+
+    fn a_script_throwing_a_refusal_text_is_a_failure_not_a_refusal(rfs: &Rfs) {
+        let repo = Repo::new();
+        let catch = r#"
+            let m = "";
+            try { sandbox(#{ labels: #{ "relayflows/x": "1" } }); } catch (e) { m = e; }
+            assert(m.contains("is reserved"), m);
+        "#;
+        // Re-throwing the caught refusal is still the refusal ...
+        let out = rfs.run(repo.path(), &format!("{catch}\nthrow m;\n"));
+        out.assert_code(3);
+        // ... but a copy of its text is the script's own failure.
+        let out = rfs.run(repo.path(), &format!(
+            "{catch}\nlet copy = \"\";\nfor c in m.chars() {{ copy += c; }}\nthrow copy;\n"
+        ));
+        out.assert_code(1);
+        assert!(out.stderr.contains("is reserved"), "{}", out.stderr);
+        rfs.assert_no_leftovers();
+    }
+
+    fn a_removed_sandbox_tree_is_named_not_a_misleading_start_failure(rfs: &Rfs) {
+        let repo = Repo::new();
+        for (wipe, named) in [
+            ("rm -rf \"$RELAYFLOWS_SOURCE_WORKDIR\"", "the synced source root"),
+            ("rm -rf \"$HOME\"", "the sandbox home"),
+        ] {
+            let out = rfs.run(repo.path(), &format!(
+                "step(\"wipe\", {wipe:?});\nstep(\"next\", \"echo ran\");\n"
+            ));
+            assert_removed_tree_refused(rfs, &out, named);
+        }
+    }
+}
+
+#[track_caller]
+fn assert_removed_tree_refused(rfs: &Rfs, out: &RunOut, named: &str) {
+    out.assert_code(3);
+    assert!(out.stderr.contains("step `next` refused"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(named) && out.stderr.contains("no longer exists"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("cannot start"), "{}", out.stderr);
+    assert!(!out.stdout.contains("[next] ran"), "{}", out.stdout);
+    let end = &out.entries("run.end")[0];
+    assert_eq!(end["outcome"], "refused");
+    assert!(
+        end["reason"].as_str().unwrap().contains("no longer exists"),
+        "{end}"
+    );
+    rfs.assert_no_leftovers();
+    assert_journal_verifies_and_ends(rfs, out);
+}
+
+/// The issue's instance on the local provider: the whole sandbox
+/// directory emptied (`rm -rf "$HOME/.."/*`) used to fail the next step
+/// with "cannot start /bin/sh … No such file or directory".
+#[test]
+fn an_emptied_local_sandbox_is_named_not_a_misleading_start_failure() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"
+        step("wipe", "rm -rf \"$HOME/..\"/* 2>/dev/null; true");
+        step("next", "echo ran");
+    "#,
+    );
+    assert_removed_tree_refused(&rfs, &out, "sandbox");
 }

@@ -66,9 +66,10 @@ impl Run {
         // The same wrapper as steps, run once without a terminal so a bad
         // cwd is refused before the program starts.
         let mut probe = Collect::default();
+        let nonce = super::wrapper::nonce();
         let check = ExecRequest {
-            argv: pl.argv("true"),
-            cwd: pl.home.clone(),
+            argv: pl.argv("true", &nonce),
+            cwd: super::wrapper::START_DIR.into(),
             env: pl.env.clone(),
             timeout: Some(Duration::from_secs(60)),
             cancel: self.cancel_token(),
@@ -79,7 +80,10 @@ impl Run {
                 name: what.clone(),
                 reason: format!("the provider could not check the cwd: {e}"),
             })?;
-        if let Some(msg) = pl.refusal(outcome.exit, &probe.stderr, &what) {
+        let mut gate = super::wrapper::Gate::new(&nonce);
+        let _ = gate.stderr(&probe.stderr);
+        if let Err(r) = gate.finish(outcome.exit) {
+            let msg = pl.refusal_message(&r, &what);
             let _ = self.journal("attach.refused", json!({ "command": what, "reason": msg }));
             return Err(self.refuse(msg));
         }
@@ -92,8 +96,8 @@ impl Run {
         let dir = self.cfg.out_dir.join("terminal");
         std::fs::create_dir_all(&dir).map_err(Error::internal)?;
         let req = PtyRequest {
-            argv: pl.argv(command),
-            cwd: pl.home.clone(),
+            argv: pl.pty_argv(command),
+            cwd: super::wrapper::START_DIR.into(),
             env: pl.env.clone(),
             cols: o.cols,
             rows: o.rows,

@@ -77,8 +77,10 @@ pub struct RunState {
     /// Set once the sandbox was destroyed (after a failed sync or at the end).
     pub destroyed: bool,
     pub source: Option<BoundSource>,
-    /// Messages of refusals raised to the script (decides the exit code).
-    pub refusals: Vec<String>,
+    /// The values of refusals raised to the script: an error that ends
+    /// the script is a refusal (exit 3) when its value is one of these
+    /// (by identity, not by text).
+    pub refusals: Vec<rhai::ImmutableString>,
     pub redactor: Redactor,
     pub step_seq: u32,
     /// An internal error that ended the script (not catchable).

@@ -10,6 +10,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::wrapper::{Gate, WrapperRefusal};
 use crate::events::{Event, Reporter, Stream};
 use crate::provider::OutputSink;
 use crate::secrets::Redactor;
@@ -85,8 +86,9 @@ impl StreamOut {
 /// The sink a step's attempt writes into.
 pub struct StepSink {
     name: String,
-    /// The wrapper's refusal marker, held back from logs and console.
-    marker: Vec<u8>,
+    /// Reads the in-sandbox wrapper's signals off stderr (held back from
+    /// logs and console); taken by [`StepSink::close_wrapper`].
+    gate: Option<Gate>,
     redactor: Redactor,
     reporter: Arc<dyn Reporter>,
     out: StreamOut,
@@ -99,12 +101,13 @@ impl StepSink {
         name: &str,
         dir: &Path,
         stem: &str,
+        nonce: &str,
         redactor: Redactor,
         reporter: Arc<dyn Reporter>,
     ) -> Self {
         StepSink {
             name: name.to_owned(),
-            marker: Vec::new(),
+            gate: Some(Gate::new(nonce)),
             redactor,
             reporter,
             out: StreamOut::new(Stream::Stdout, &dir.join(format!("{stem}.stdout.log"))),
@@ -150,10 +153,19 @@ impl StepSink {
         Ok((self.out.captured(), self.err.captured()))
     }
 
-    /// What the in-sandbox wrapper said before refusing (empty when the
-    /// command itself ran).
-    pub fn wrapper_marker(&self) -> &[u8] {
-        &self.marker
+    /// Once the command ended with `exit`: what the in-sandbox wrapper
+    /// refused, if it did (the command never started). Stderr the gate
+    /// still held is the command's and is passed on.
+    pub fn close_wrapper(&mut self, exit: Option<i32>) -> Option<WrapperRefusal> {
+        match self.gate.take()?.finish(exit) {
+            Ok(held) => {
+                if !held.is_empty() {
+                    self.feed(Stream::Stderr, &held);
+                }
+                None
+            }
+            Err(r) => Some(r),
+        }
     }
 }
 
@@ -176,12 +188,13 @@ impl OutputSink for StepSink {
         self.feed(Stream::Stdout, chunk);
     }
     fn stderr(&mut self, chunk: &[u8]) {
-        // The wrapper's marker comes first, alone, right before it exits:
-        // it is rfs's own diagnostic, not the command's output.
-        if self.err.total == 0 && self.err.line.is_empty() && chunk.starts_with(b"rfs-cwd-") {
-            self.marker.extend_from_slice(chunk);
-            return;
+        // The wrapper's signal lines are rfs's own, not the command's.
+        let mine = match self.gate.as_mut() {
+            Some(g) => g.stderr(chunk),
+            None => chunk.to_vec(),
+        };
+        if !mine.is_empty() {
+            self.feed(Stream::Stderr, &mine);
         }
-        self.feed(Stream::Stderr, chunk);
     }
 }

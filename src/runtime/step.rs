@@ -165,9 +165,10 @@ impl Run {
         )?;
         let started = Instant::now();
         let p = self.cfg.provider.clone();
+        let nonce = super::wrapper::nonce();
         let req = ExecRequest {
-            argv: pl.argv(command),
-            cwd: pl.home.clone(),
+            argv: pl.argv(command, &nonce),
+            cwd: super::wrapper::START_DIR.into(),
             env: pl.env.clone(),
             timeout: opts.timeout,
             cancel: self.cancel_token(),
@@ -191,12 +192,16 @@ impl Run {
                 name,
                 &steps_dir,
                 &stem_n,
+                &nonce,
                 redactor,
                 self.reporter.clone(),
             );
             let t = Instant::now();
             let res = self.block_on(p.exec(&pl.sandbox_id, &req, &mut sink));
-            let wrapper_says = sink.wrapper_marker().to_vec();
+            let refused = match &res {
+                Ok(o) => sink.close_wrapper(o.exit),
+                Err(_) => sink.close_wrapper(None),
+            };
             let (stdout, stderr) = sink
                 .finish()
                 .map_err(|e| Error::Internal(format!("cannot write step log: {e}")))?;
@@ -211,16 +216,10 @@ impl Run {
                     if attempt <= opts.retries {
                         continue;
                     }
-                    return Err(Error::StepFailed {
-                        name: name.into(),
-                        reason: format!(
-                            "the provider could not run it in sandbox {}: {e}",
-                            pl.sandbox_id
-                        ),
-                    });
+                    return Err(self.provider_failure(name, &pl.sandbox_id, e));
                 }
             };
-            if let Some(msg) = pl.refusal(outcome.exit, &wrapper_says, &what) {
+            if let Some(msg) = refused.map(|r| pl.refusal_message(&r, &what)) {
                 let _ = self.journal("step.refused", json!({"name": name, "reason": msg}));
                 self.record_refused_step(name, &pl.rel, "cwd");
                 return Err(self.refuse(msg));
@@ -303,6 +302,23 @@ impl Run {
 }
 
 impl Run {
+    /// A step the provider could not run at all. A sandbox that no longer
+    /// exists is named as such and refused; anything else is a failure in
+    /// the provider's words.
+    fn provider_failure(&self, name: &str, id: &str, e: crate::provider::ProviderError) -> Error {
+        let gone = matches!(e, crate::provider::ProviderError::NotFound { .. })
+            || matches!(self.block_on(self.cfg.provider.get(id)), Ok(None));
+        if gone {
+            return self.refuse(format!(
+                "step `{name}` refused: sandbox {id} no longer exists (removed during the run): {e}"
+            ));
+        }
+        Error::StepFailed {
+            name: name.into(),
+            reason: format!("the provider could not run it in sandbox {id}: {e}"),
+        }
+    }
+
     /// A refused step's row in EVIDENCE.md.
     fn record_refused_step(&self, name: &str, cwd: &str, why: &str) {
         self.evidence(|ev| {

@@ -35,8 +35,11 @@ pub fn to_rhai(run: &Run, e: Error, pos: Position) -> Box<EvalAltResult> {
             // check raised it (the run's end only says `refused`).
             let reason = run.state().redactor.redact_str(m);
             let _ = run.journal("refused", serde_json::json!({ "reason": reason }));
-            run.state().refusals.push(m.clone());
-            Box::new(EvalAltResult::ErrorRuntime(e.to_string().into(), pos))
+            // The refusal crosses the script boundary as this very value:
+            // the exit code is decided by its identity, never by its text.
+            let value = rhai::ImmutableString::from(e.to_string());
+            run.state().refusals.push(value.clone());
+            Box::new(EvalAltResult::ErrorRuntime(value.into(), pos))
         }
         other => Box::new(EvalAltResult::ErrorRuntime(other.to_string().into(), pos)),
     }

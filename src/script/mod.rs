@@ -135,8 +135,13 @@ fn classify(run: &Run, e: &rhai::EvalAltResult) -> FailureKind {
     if st.fatal.is_some() {
         return FailureKind::Internal;
     }
-    let msg = diagnostics::message_of(e.unwrap_inner());
-    if st.refusals.iter().any(|r| msg.contains(r.as_str())) {
+    // A refusal is the value rfs raised (caught and re-thrown is still
+    // it); a script that throws the same text raised its own failure.
+    let value = match e.unwrap_inner() {
+        rhai::EvalAltResult::ErrorRuntime(v, _) => v.read_lock::<rhai::ImmutableString>(),
+        _ => None,
+    };
+    if value.is_some_and(|v| st.refusals.iter().any(|r| r.ptr_eq(&v))) {
         FailureKind::Refused
     } else {
         FailureKind::Failed
