@@ -63,7 +63,7 @@ pub enum Command {
 /// What `run` and `repl` share: where the run goes and what it gets.
 #[derive(Debug, clap::Args)]
 pub struct SessionArgs {
-    /// Provider: local (default) or docker. Overrides RELAYFLOWS_SANDBOX_PROVIDER.
+    /// Provider: local (default), docker or daytona. Overrides RELAYFLOWS_SANDBOX_PROVIDER.
     #[arg(long)]
     provider: Option<String>,
     /// Output directory for the journal, logs and EVIDENCE.md
@@ -76,6 +76,10 @@ pub struct SessionArgs {
     /// Image for providers that take one (docker). Also RFS_DOCKER_IMAGE.
     #[arg(long)]
     image: Option<String>,
+    /// Snapshot for providers that take one (daytona). Also
+    /// RELAYFLOWS_SANDBOX_SNAPSHOT; `sandbox(#{ snapshot })` beats both.
+    #[arg(long)]
+    snapshot: Option<String>,
     /// Maximum sandbox lifetime in seconds (dead-man switch).
     #[arg(long, value_name = "SECS")]
     max_lifetime: Option<u64>,
@@ -90,6 +94,7 @@ impl SessionArgs {
             vars: self.vars,
             keep,
             image: self.image,
+            snapshot: self.snapshot,
             max_lifetime_secs: self.max_lifetime,
         }
     }

@@ -175,10 +175,11 @@ pub fn config(
     // A provider that cannot even be constructed still gets a run (output
     // dir, journal); it refuses at preflight with the reason.
     let provider = provider.unwrap_or_else(|| {
-        select::build(
+        select::build_with_snapshot(
             &settings.provider,
             &settings.state_dir,
             settings.image.clone(),
+            settings.snapshot.clone(),
         )
         .unwrap_or_else(|message| {
             Arc::new(crate::provider::unavailable::Unavailable {

@@ -27,6 +27,9 @@ pub struct RunSettings {
     pub vars: BTreeMap<String, String>,
     pub keep: bool,
     pub image: Option<String>,
+    /// Daytona's default snapshot: `--snapshot`, else
+    /// `RELAYFLOWS_SANDBOX_SNAPSHOT` (read by the provider).
+    pub snapshot: Option<String>,
     pub max_lifetime: Duration,
     pub cleanup_deadline: Duration,
 }
@@ -40,6 +43,7 @@ pub struct RunArgs {
     pub vars: Vec<String>,
     pub keep: bool,
     pub image: Option<String>,
+    pub snapshot: Option<String>,
     pub max_lifetime_secs: Option<u64>,
 }
 
@@ -145,6 +149,7 @@ impl RunSettings {
             vars: parse_vars(&a.vars)?,
             keep: a.keep,
             image,
+            snapshot: a.snapshot.filter(|s| !s.trim().is_empty()),
             max_lifetime,
             cleanup_deadline: Duration::from_secs(60),
         })

@@ -503,6 +503,7 @@ fn run_proof(
         vars: Default::default(),
         keep: false,
         image: None,
+        snapshot: None,
         max_lifetime: Duration::from_secs(600),
         cleanup_deadline: Duration::from_secs(30),
     };

@@ -69,6 +69,7 @@ fn spec(labels: Labels) -> CreateSpec {
         labels,
         env: BTreeMap::from([("SANDBOX_VAR".to_string(), "baked".to_string())]),
         image: None,
+        snapshot: None,
         max_lifetime: Duration::from_secs(600),
     }
 }

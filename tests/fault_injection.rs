@@ -129,6 +129,7 @@ fn run_with_fault(rfs: &Rfs, fault: Fault) -> (RunOut, std::path::PathBuf) {
         vars: Default::default(),
         keep: false,
         image: Some(DOCKER_TEST_IMAGE.into()),
+        snapshot: None,
         max_lifetime: std::time::Duration::from_secs(600),
         cleanup_deadline: std::time::Duration::from_secs(30),
     };

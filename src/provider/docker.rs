@@ -29,7 +29,7 @@ mod container;
 mod exec;
 mod pty;
 mod upload;
-mod wrapper;
+pub(crate) mod wrapper;
 
 use std::path::Path;
 

@@ -4,6 +4,7 @@
 //! (a `String`, never a host `Path`), uploads take a local file and a remote
 //! destination, and interactive sessions are byte streams over channels.
 
+pub mod daytona;
 pub mod docker;
 pub mod labels;
 pub mod local;
@@ -54,6 +55,9 @@ pub struct CreateSpec {
     pub env: BTreeMap<String, String>,
     /// Provider-specific image/snapshot name (docker image, daytona snapshot).
     pub image: Option<String>,
+    /// Daytona snapshot named by the script (`sandbox(#{ snapshot })`);
+    /// the provider's own default applies when `None`.
+    pub snapshot: Option<String>,
     /// Upper bound on the sandbox's life: a dead-man switch for providers
     /// that support one, so a killed rfs cannot leak a sandbox forever.
     pub max_lifetime: Duration,

@@ -9,7 +9,7 @@ pub const PROVIDER_ENV: &str = "RELAYFLOWS_SANDBOX_PROVIDER";
 /// The provider used when nothing else says.
 pub const DEFAULT_PROVIDER: &str = "local";
 /// Provider names rfs knows.
-pub const KNOWN: &[&str] = &["local", "docker"];
+pub const KNOWN: &[&str] = &["local", "docker", "daytona"];
 
 /// Why this provider was chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +65,20 @@ pub fn build(
     state_dir: &std::path::Path,
     image: Option<String>,
 ) -> Result<std::sync::Arc<dyn super::Provider>, String> {
+    build_with_snapshot(choice, state_dir, image, None)
+}
+
+/// [`build`] with the `--snapshot` flag (daytona's default snapshot; it
+/// beats `RELAYFLOWS_SANDBOX_SNAPSHOT`).
+pub fn build_with_snapshot(
+    choice: &ProviderChoice,
+    state_dir: &std::path::Path,
+    image: Option<String>,
+    snapshot: Option<String>,
+) -> Result<std::sync::Arc<dyn super::Provider>, String> {
     match choice.name.as_str() {
+        "daytona" => super::daytona::DaytonaProvider::from_env(snapshot)
+            .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>),
         "local" => Ok(std::sync::Arc::new(super::local::LocalProvider::new(
             state_dir,
         ))),

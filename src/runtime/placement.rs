@@ -14,6 +14,8 @@ use crate::provider::{CreateSpec, SandboxInfo};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SandboxOptions {
     pub image: Option<String>,
+    /// Daytona snapshot (beats `--snapshot` and the environment).
+    pub snapshot: Option<String>,
     /// Extra labels (cannot override rfs's own `relayflows/*` labels).
     pub labels: Labels,
 }
@@ -24,6 +26,9 @@ impl SandboxOptions {
         let mut parts = vec![];
         if let Some(i) = &self.image {
             parts.push(format!("image: {i:?}"));
+        }
+        if let Some(s) = &self.snapshot {
+            parts.push(format!("snapshot: {s:?}"));
         }
         if !self.labels.is_empty() {
             let l: Vec<_> = self
@@ -172,6 +177,7 @@ impl Run {
             labels: l.clone(),
             env: Default::default(),
             image: image.clone(),
+            snapshot: opts.snapshot.clone(),
             max_lifetime: self.cfg.max_lifetime,
         };
         let info = self.block_on(p.create(&spec)).map_err(|e| {

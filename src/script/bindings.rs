@@ -80,9 +80,14 @@ fn step_map(r: &StepResult) -> Map {
 fn sandbox_opts(map: Map) -> Result<SandboxOptions, String> {
     let mut o = Opts::new("sandbox()", map);
     let image = o.string("image")?;
+    let snapshot = o.string("snapshot")?;
     let labels = o.string_map("labels")?.into_iter().collect();
     o.finish()?;
-    Ok(SandboxOptions { image, labels })
+    Ok(SandboxOptions {
+        image,
+        snapshot,
+        labels,
+    })
 }
 
 fn source_opts(run: &Run, map: Map) -> Result<SourceOptions, String> {

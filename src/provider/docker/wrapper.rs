@@ -97,7 +97,7 @@ exec "$@"
 "#;
 
 /// Exit status of the kill script when no group was recorded.
-pub(super) const KILL_NOTHING_RECORDED: i32 = 3;
+pub(crate) const KILL_NOTHING_RECORDED: i32 = 3;
 
 /// A fresh random token for one command.
 pub(super) fn token() -> String {
@@ -136,7 +136,7 @@ pub(super) fn pty_argv(token: &str, cols: u16, rows: u16, argv: &[String]) -> Ve
 }
 
 /// argv of the exec that kills the group recorded for `token`.
-pub(super) fn kill_argv(token: &str) -> Vec<String> {
+pub(crate) fn kill_argv(token: &str) -> Vec<String> {
     vec![
         "/bin/sh".into(),
         "-c".into(),

@@ -1,0 +1,515 @@
+//! Commands through toolbox sessions: a session per command, async exec
+//! (so a long command outlives the proxy's request timeout), polled
+//! status and logs (new bytes go to the sink as they arrive, stdout and
+//! stderr apart when the toolbox splits them), a kill of the whole process
+//! group on timeout or Ctrl-C, and rfs's own errors for the toolbox's
+//! misleading failures.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::http::{Call, HttpError};
+use super::sandbox::enc;
+use super::wrapper::{self, Refusal};
+use super::Api;
+use crate::provider::{
+    sleep_until, ExecOutcome, ExecRequest, OutputSink, ProviderError, ProviderResult,
+};
+
+/// SIGKILL, reported for a command rfs killed.
+const SIGKILL: i32 = 9;
+/// How long a killed command may take to report its end.
+const KILL_GRACE: Duration = Duration::from_secs(10);
+/// First and longest pause between polls.
+const POLL_MIN: Duration = Duration::from_millis(20);
+const POLL_MAX: Duration = Duration::from_millis(500);
+
+/// Marker bytes the toolbox puts before stdout / stderr chunks in raw logs.
+const STDOUT_MARK: &[u8] = b"\x01\x01\x01";
+const STDERR_MARK: &[u8] = b"\x02\x02\x02";
+
+/// A command's output so far.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Logs {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+#[derive(Deserialize)]
+struct JsonLogs {
+    #[serde(default)]
+    output: Option<String>,
+    #[serde(default)]
+    stdout: Option<String>,
+    #[serde(default)]
+    stderr: Option<String>,
+}
+
+/// Split raw multiplexed output at the toolbox's markers (unmarked output
+/// is stdout).
+pub fn demux(raw: &[u8]) -> Logs {
+    let mut l = Logs::default();
+    let mut to_err = false;
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i..].starts_with(STDOUT_MARK) {
+            to_err = false;
+            i += 3;
+        } else if raw[i..].starts_with(STDERR_MARK) {
+            to_err = true;
+            i += 3;
+        } else {
+            if to_err {
+                l.stderr.push(raw[i]);
+            } else {
+                l.stdout.push(raw[i]);
+            }
+            i += 1;
+        }
+    }
+    l
+}
+
+/// Parse a logs answer in either shape: JSON `{output, stdout, stderr}`
+/// (version header ≥ 0.167) or plain text (older daemons).
+pub fn parse_logs(body: &[u8]) -> Logs {
+    if let Ok(j) = serde_json::from_slice::<JsonLogs>(body) {
+        if j.stdout.is_some() || j.stderr.is_some() {
+            return Logs {
+                stdout: j.stdout.unwrap_or_default().into_bytes(),
+                stderr: j.stderr.unwrap_or_default().into_bytes(),
+            };
+        }
+        if let Some(o) = j.output {
+            return demux(o.as_bytes());
+        }
+    }
+    demux(body)
+}
+
+/// Exec answer: async → `{cmdId}`; a server that ran it synchronously
+/// also gives the exit code and output.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ExecStart {
+    cmd_id: Option<String>,
+    #[serde(default)]
+    exit_code: Option<i32>,
+    #[serde(default)]
+    output: Option<String>,
+    #[serde(default)]
+    stdout: Option<String>,
+    #[serde(default)]
+    stderr: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CommandStatus {
+    #[serde(default)]
+    exit_code: Option<i32>,
+}
+
+/// rfs's error for the toolbox's exit code -1 (the command never started).
+pub fn toolbox_start_error(id: &str, output: &str) -> ProviderError {
+    let out = output.trim();
+    if out.contains("fork/exec") {
+        ProviderError::other(format!(
+            "the Daytona toolbox could not start a shell in sandbox {id}: it says `{out}`, \
+             which means the working directory it was given does not exist (not that the shell is missing)"
+        ))
+    } else if out.is_empty() {
+        ProviderError::other(format!(
+            "the Daytona toolbox reported exit code -1 with no output in sandbox {id}: \
+             the command could not be started (rfs never reads this as a result)"
+        ))
+    } else {
+        ProviderError::other(format!(
+            "the Daytona toolbox could not run the command in sandbox {id} (exit code -1): {out}"
+        ))
+    }
+}
+
+/// rfs's error for a refusal of the wrapper.
+fn refusal_error(r: Refusal, id: &str, cwd: &str) -> ProviderError {
+    ProviderError::Other(match r {
+        Refusal::Cwd => format!("working directory `{cwd}` does not exist in sandbox {id}"),
+        Refusal::Env => format!("sandbox {id} refused an environment variable of the command"),
+        Refusal::Setsid => format!(
+            "sandbox {id} has no `setsid`, which rfs needs to kill a command's process group"
+        ),
+        Refusal::PgidFile => format!(
+            "cannot record a command's process group in /tmp of sandbox {id} (is /tmp writable?)"
+        ),
+    })
+}
+
+/// Streams new output to the sink, holding back stderr while it may still
+/// be the wrapper's refusal marker.
+struct Relay {
+    marker: String,
+    out_sent: usize,
+    err_sent: usize,
+    holding: bool,
+}
+
+impl Relay {
+    fn new(token: &str) -> Self {
+        Relay {
+            marker: wrapper::marker(token),
+            out_sent: 0,
+            err_sent: 0,
+            holding: true,
+        }
+    }
+
+    fn feed(&mut self, logs: &Logs, sink: &mut dyn OutputSink) {
+        if logs.stdout.len() > self.out_sent {
+            sink.stdout(&logs.stdout[self.out_sent..]);
+            self.out_sent = logs.stdout.len();
+        }
+        if self.holding {
+            let m = self.marker.as_bytes();
+            let n = logs.stderr.len().min(m.len());
+            if logs.stderr[..n] != m[..n] {
+                self.holding = false;
+            } else {
+                // A prefix of the marker, or the marker itself (held
+                // until the end).
+                return;
+            }
+        }
+        if logs.stderr.len() > self.err_sent {
+            sink.stderr(&logs.stderr[self.err_sent..]);
+            self.err_sent = logs.stderr.len();
+        }
+    }
+
+    fn flush(&mut self, logs: &Logs, sink: &mut dyn OutputSink) {
+        self.holding = false;
+        self.feed(logs, sink);
+    }
+}
+
+impl Api {
+    async fn session_call<T: serde::de::DeserializeOwned>(
+        &self,
+        call: Call<'_>,
+        body: Option<serde_json::Value>,
+    ) -> Result<T, HttpError> {
+        self.http
+            .json(&call, |r| match &body {
+                Some(b) => r.json(b),
+                None => r,
+            })
+            .await
+    }
+
+    /// Current output of a session command.
+    async fn logs(&self, base: &str, id: &str, sid: &str, cmd: &str) -> ProviderResult<Logs> {
+        let call = Call::new(
+            "read command output",
+            Some(id),
+            Method::GET,
+            format!(
+                "{base}/process/session/{}/command/{}/logs",
+                enc(sid),
+                enc(cmd)
+            ),
+        );
+        let resp = self.http.send(&call, |r| r).await?;
+        let body = resp.bytes().await.map_err(|e| {
+            ProviderError::other(format!(
+                "daytona: read command output (sandbox {id}) failed: {e}"
+            ))
+        })?;
+        Ok(parse_logs(&body))
+    }
+
+    /// A session command's exit code, once it has one.
+    async fn status(
+        &self,
+        base: &str,
+        id: &str,
+        sid: &str,
+        cmd: &str,
+    ) -> ProviderResult<Option<i32>> {
+        let call = Call::new(
+            "read command status",
+            Some(id),
+            Method::GET,
+            format!("{base}/process/session/{}/command/{}", enc(sid), enc(cmd)),
+        );
+        let s: CommandStatus = self.session_call(call, None).await?;
+        Ok(s.exit_code)
+    }
+
+    /// Run `req` in sandbox `id`, streaming into `sink`.
+    pub async fn exec(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        if req.argv.is_empty() {
+            return Err(ProviderError::other("cannot run an empty command"));
+        }
+        if !req.cwd.starts_with('/') {
+            return Err(ProviderError::other(format!(
+                "working directory `{}` is not an absolute path",
+                req.cwd
+            )));
+        }
+        wrapper::check_env(&req.env).map_err(ProviderError::Other)?;
+        if req.cancel.is_cancelled() {
+            return Ok(ExecOutcome {
+                cancelled: true,
+                ..ExecOutcome::default()
+            });
+        }
+        let base = self.toolbox(id).await?;
+        let token = wrapper::token();
+        let sid = format!("rfs-{token}");
+        let create = Call::new(
+            "create session",
+            Some(id),
+            Method::POST,
+            format!("{base}/process/session"),
+        );
+        self.http
+            .send(&create, |r| r.json(&json!({ "sessionId": sid })))
+            .await?;
+        let res = self
+            .exec_in_session(&base, id, &sid, &token, req, sink)
+            .await;
+        // Best effort: the session is gone with the sandbox anyway.
+        let _ = self.delete_session(id, &sid).await;
+        res
+    }
+
+    async fn exec_in_session(
+        &self,
+        base: &str,
+        id: &str,
+        sid: &str,
+        token: &str,
+        req: &ExecRequest,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let line = wrapper::exec_line(token, &req.cwd, &req.env, &req.argv);
+        let call = Call::new(
+            "start command",
+            Some(id),
+            Method::POST,
+            format!("{base}/process/session/{}/exec", enc(sid)),
+        );
+        let started: ExecStart = self
+            .session_call(
+                call,
+                Some(json!({ "command": line, "runAsync": true, "async": true })),
+            )
+            .await?;
+        let mut relay = Relay::new(token);
+        let cmd = match started {
+            ExecStart {
+                cmd_id: Some(c),
+                exit_code: None,
+                ..
+            } => c,
+            ExecStart {
+                exit_code: Some(code),
+                output,
+                stdout,
+                stderr,
+                ..
+            } => {
+                // Ran synchronously.
+                let logs = if stdout.is_some() || stderr.is_some() {
+                    Logs {
+                        stdout: stdout.unwrap_or_default().into_bytes(),
+                        stderr: stderr.unwrap_or_default().into_bytes(),
+                    }
+                } else {
+                    demux(output.unwrap_or_default().as_bytes())
+                };
+                return self.finish(id, req, token, Some(code), &logs, &mut relay, sink);
+            }
+            ExecStart { cmd_id: None, .. } => {
+                return Err(ProviderError::other(format!(
+                "daytona: start command (sandbox {id}) failed: the toolbox returned no command id"
+            )))
+            }
+        };
+        let deadline = req.timeout.map(|t| Instant::now() + t);
+        let mut stop: Option<bool> = None; // Some(true) = timeout, Some(false) = cancel
+        let mut grace: Option<Instant> = None;
+        let mut killed = false;
+        let mut pause = POLL_MIN;
+        let (mut exit, mut logs);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = sleep_until(deadline), if stop.is_none() => stop = Some(true),
+                _ = req.cancel.cancelled(), if stop.is_none() => stop = Some(false),
+            }
+            if stop.is_some() && grace.is_none() {
+                killed = self.kill_group(id, token).await?;
+                grace = Some(Instant::now() + KILL_GRACE);
+            }
+            exit = self.status(base, id, sid, &cmd).await?;
+            logs = self.logs(base, id, sid, &cmd).await?;
+            if exit.is_some() {
+                break;
+            }
+            relay.feed(&logs, sink);
+            if grace.is_some_and(|g| Instant::now() >= g) {
+                break;
+            }
+            pause = (pause * 3 / 2).min(POLL_MAX);
+        }
+        if let Some(timed_out) = stop {
+            relay.flush(&logs, sink);
+            return Ok(ExecOutcome {
+                exit: if killed { None } else { exit },
+                signal: killed.then_some(SIGKILL),
+                timed_out,
+                cancelled: !timed_out,
+            });
+        }
+        self.finish(id, req, token, exit, &logs, &mut relay, sink)
+    }
+
+    /// The outcome of a command that ended by itself.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        token: &str,
+        exit: Option<i32>,
+        logs: &Logs,
+        relay: &mut Relay,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        match exit {
+            Some(-1) => {
+                let mut all = logs.stdout.clone();
+                all.extend_from_slice(&logs.stderr);
+                return Err(toolbox_start_error(id, &String::from_utf8_lossy(&all)));
+            }
+            Some(wrapper::EXIT_SETUP) => {
+                if let Some(r) = wrapper::refusal(token, &logs.stderr) {
+                    return Err(refusal_error(r, id, &req.cwd));
+                }
+            }
+            _ => {}
+        }
+        relay.flush(logs, sink);
+        Ok(ExecOutcome {
+            exit,
+            ..ExecOutcome::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::Collect;
+
+    #[test]
+    fn logs_parse_in_both_shapes() {
+        let j = br#"{"output":"ignored","stdout":"out\n","stderr":"err\n"}"#;
+        assert_eq!(
+            parse_logs(j),
+            Logs {
+                stdout: b"out\n".to_vec(),
+                stderr: b"err\n".to_vec()
+            }
+        );
+        let raw = b"\x01\x01\x01hello \x02\x02\x02oops\x01\x01\x01world";
+        assert_eq!(
+            parse_logs(raw),
+            Logs {
+                stdout: b"hello world".to_vec(),
+                stderr: b"oops".to_vec()
+            }
+        );
+        let jraw =
+            serde_json::to_vec(&json!({"output": "\u{1}\u{1}\u{1}a\u{2}\u{2}\u{2}b"})).unwrap();
+        assert_eq!(
+            parse_logs(&jraw),
+            Logs {
+                stdout: b"a".to_vec(),
+                stderr: b"b".to_vec()
+            }
+        );
+        assert_eq!(
+            parse_logs(b"plain combined"),
+            Logs {
+                stdout: b"plain combined".to_vec(),
+                stderr: vec![]
+            }
+        );
+    }
+
+    #[test]
+    fn the_zsh_fork_exec_error_and_empty_output_become_rfs_errors() {
+        let e = toolbox_start_error("sb1", "fork/exec /usr/bin/zsh: no such file or directory")
+            .to_string();
+        assert!(
+            e.contains("working directory it was given does not exist"),
+            "{e}"
+        );
+        assert!(e.contains("sb1"));
+        let e = toolbox_start_error("sb1", "  ").to_string();
+        assert!(e.contains("exit code -1 with no output"), "{e}");
+    }
+
+    #[test]
+    fn relay_holds_back_only_the_wrappers_marker() {
+        let mut sink = Collect::default();
+        let mut r = Relay::new("tk");
+        r.feed(
+            &Logs {
+                stdout: b"a".to_vec(),
+                stderr: b"rfs-day".to_vec(),
+            },
+            &mut sink,
+        );
+        assert_eq!(sink.stderr, b"");
+        r.feed(
+            &Logs {
+                stdout: b"ab".to_vec(),
+                stderr: b"rfs-dayX more".to_vec(),
+            },
+            &mut sink,
+        );
+        assert_eq!(
+            (sink.stdout.as_slice(), sink.stderr.as_slice()),
+            (&b"ab"[..], &b"rfs-dayX more"[..])
+        );
+        let mut sink = Collect::default();
+        let mut r = Relay::new("tk");
+        r.feed(
+            &Logs {
+                stdout: vec![],
+                stderr: b"rfs-daytona:tk:nocwd\n".to_vec(),
+            },
+            &mut sink,
+        );
+        assert!(sink.stderr.is_empty());
+        r.feed(
+            &Logs {
+                stdout: vec![],
+                stderr: b"warning\n".to_vec(),
+            },
+            &mut sink,
+        );
+        assert_eq!(sink.stderr, b"warning\n");
+    }
+}

@@ -1,0 +1,373 @@
+//! `attach()` sessions over the toolbox PTY: create, WebSocket connect,
+//! the first control frame, binary output, input as binary frames, resize
+//! by its own call, the exit code from the close reason. Daytona's PTY
+//! runs a login shell, not a command: rfs types one `exec` line running
+//! its wrapper and drops everything the shell printed before the wrapper's
+//! marker, so the screen starts with the command's own output.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use reqwest::Method;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::http::{Call, SDK_VERSION};
+use super::sandbox::enc;
+use super::wrapper;
+use super::Api;
+use crate::provider::{
+    ExecOutcome, ProviderError, ProviderResult, PtyChannel, PtyInput, PtyRequest,
+};
+
+/// Output chunks buffered before the session waits for the reader.
+const OUTPUT_BUFFER: usize = 256;
+/// The shell's preamble (prompt, echo) is dropped up to the marker; more
+/// than this without a marker is an error.
+const PREAMBLE_LIMIT: usize = 256 * 1024;
+
+#[derive(Deserialize)]
+struct Control {
+    #[serde(rename = "type")]
+    kind: String,
+    status: Option<String>,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CloseReason {
+    exit_code: Option<i32>,
+}
+
+/// The exit code in a close frame's reason (`{"exitCode":N,...}`).
+pub fn exit_from_close(code: Option<u16>, reason: &str) -> Option<i32> {
+    match serde_json::from_str::<CloseReason>(reason) {
+        Ok(r) if r.exit_code.is_some() => r.exit_code,
+        _ => {
+            let _ = code;
+            None
+        }
+    }
+}
+
+/// Where the preamble ends: the byte after the marker line, if seen.
+pub fn after_marker(buf: &[u8], marker: &str) -> Option<usize> {
+    let m = marker.as_bytes();
+    let at = buf.windows(m.len()).position(|w| w == m)?;
+    let mut end = at + m.len();
+    while end < buf.len() && (buf[end] == b'\r' || buf[end] == b'\n') {
+        end += 1;
+    }
+    // The line ending may not have arrived yet.
+    if end == at + m.len() && end == buf.len() {
+        return None;
+    }
+    Some(end)
+}
+
+impl Api {
+    /// Open a PTY session running `req.argv` in sandbox `id`.
+    pub async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
+        if req.argv.is_empty() {
+            return Err(ProviderError::other(
+                "cannot open a session with an empty command",
+            ));
+        }
+        if !req.cwd.starts_with('/') {
+            return Err(ProviderError::other(format!(
+                "working directory `{}` is not an absolute path",
+                req.cwd
+            )));
+        }
+        wrapper::check_env(&req.env).map_err(ProviderError::Other)?;
+        let base = self.toolbox(id).await?;
+        let token = wrapper::token();
+        let pty_id = format!("rfs-pty-{token}");
+        let call = Call::new(
+            "create terminal session",
+            Some(id),
+            Method::POST,
+            format!("{base}/process/pty"),
+        );
+        let body = json!({
+            "id": pty_id,
+            "cwd": req.cwd,
+            "envs": {},
+            "cols": req.cols.clamp(1, 1000),
+            "rows": req.rows.clamp(1, 1000),
+            "lazyStart": false,
+        });
+        let created: serde_json::Value = self.http.json(&call, |r| r.json(&body)).await?;
+        let session = created
+            .get("sessionId")
+            .and_then(|v| v.as_str())
+            .unwrap_or(&pty_id)
+            .to_owned();
+        let url = format!("{base}/process/pty/{}/connect", enc(&session));
+        let ws_url = url
+            .replacen("https://", "wss://", 1)
+            .replacen("http://", "ws://", 1);
+        let mut request = ws_url.as_str().into_client_request().map_err(|e| {
+            ProviderError::other(format!("daytona: terminal URL {ws_url} is invalid: {e}"))
+        })?;
+        let mut auth = HeaderValue::from_str(&self.http.config().bearer())
+            .map_err(|_| ProviderError::other("the Daytona credential is not a valid header"))?;
+        auth.set_sensitive(true);
+        request.headers_mut().insert("Authorization", auth);
+        request.headers_mut().insert(
+            "X-Daytona-SDK-Version",
+            HeaderValue::from_static(SDK_VERSION),
+        );
+        if let Some(org) = self.http.config().organization() {
+            if let Ok(v) = HeaderValue::from_str(org) {
+                request.headers_mut().insert("X-Daytona-Organization-ID", v);
+            }
+        }
+        let connect = tokio_tungstenite::connect_async(request);
+        let (mut ws, _) = match tokio::time::timeout(super::http::REQUEST_TIMEOUT, connect).await {
+            Ok(Ok(ws)) => ws,
+            Ok(Err(e)) => {
+                let _ = self.delete_pty(&base, id, &session).await;
+                return Err(ProviderError::other(self.http.config().redact(&format!(
+                    "daytona: connect terminal session (sandbox {id}) failed: {e}"
+                ))));
+            }
+            Err(_) => {
+                let _ = self.delete_pty(&base, id, &session).await;
+                return Err(ProviderError::other(format!(
+                    "daytona: connect terminal session (sandbox {id}) failed: no answer in time"
+                )));
+            }
+        };
+        // The first frame says whether the server attached the PTY.
+        let first = tokio::time::timeout(super::http::REQUEST_TIMEOUT, ws.next()).await;
+        let ok = match &first {
+            Ok(Some(Ok(Message::Text(t)))) => match serde_json::from_str::<Control>(t) {
+                Ok(c) if c.kind == "control" && c.status.as_deref() == Some("connected") => Ok(()),
+                Ok(c) => Err(c.error.unwrap_or_else(|| format!("status {:?}", c.status))),
+                Err(_) => Err(format!("unexpected first frame `{t}`")),
+            },
+            Ok(Some(Ok(m))) => Err(format!("unexpected first frame {m:?}")),
+            Ok(Some(Err(e))) => Err(e.to_string()),
+            Ok(None) => Err("the connection closed".into()),
+            Err(_) => Err("no control frame in time".into()),
+        };
+        if let Err(why) = ok {
+            let _ = self.delete_pty(&base, id, &session).await;
+            return Err(ProviderError::other(format!(
+                "daytona: terminal session (sandbox {id}) did not connect: {why}"
+            )));
+        }
+        let line = wrapper::pty_line(&token, &pty_cwd(req), &req.env, &req.argv);
+        ws.send(Message::Binary(line.into_bytes().into()))
+            .await
+            .map_err(|e| {
+                ProviderError::other(format!("daytona: terminal session (sandbox {id}): {e}"))
+            })?;
+        Ok(self.spawn_pumps(base, id.to_owned(), session, token, ws))
+    }
+
+    async fn delete_pty(&self, base: &str, id: &str, session: &str) -> ProviderResult<()> {
+        let call = Call::new(
+            "close terminal session",
+            Some(id),
+            Method::DELETE,
+            format!("{base}/process/pty/{}", enc(session)),
+        );
+        match self.http.send(&call, |r| r).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.status() == Some(404) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn spawn_pumps(
+        &self,
+        base: String,
+        id: String,
+        session: String,
+        token: String,
+        ws: tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+    ) -> PtyChannel {
+        let (input_tx, mut input_rx) = mpsc::unbounded_channel::<PtyInput>();
+        let (output_tx, output_rx) = mpsc::channel::<Vec<u8>>(OUTPUT_BUFFER);
+        let (exit_tx, exit_rx) = oneshot::channel();
+        let (mut ws_tx, mut ws_rx) = ws.split();
+        let killed = Arc::new(AtomicBool::new(false));
+        let ready = Arc::new(tokio::sync::Notify::new());
+        let is_ready = Arc::new(AtomicBool::new(false));
+        let done = tokio_util::sync::CancellationToken::new();
+
+        // Input: held until the command runs (keys typed earlier would go
+        // to the login shell), then sent as binary frames.
+        {
+            let api = self.clone();
+            let (base, id, session, token) =
+                (base.clone(), id.clone(), session.clone(), token.clone());
+            let (killed, ready, is_ready, done) = (
+                killed.clone(),
+                ready.clone(),
+                is_ready.clone(),
+                done.clone(),
+            );
+            tokio::spawn(async move {
+                let mut pending: Vec<Vec<u8>> = vec![];
+                loop {
+                    let msg = tokio::select! {
+                        m = input_rx.recv() => m,
+                        _ = ready.notified(), if !pending.is_empty() => {
+                            for p in pending.drain(..) {
+                                let _ = ws_tx.send(Message::Binary(p.into())).await;
+                            }
+                            continue;
+                        }
+                        _ = done.cancelled() => return,
+                    };
+                    match msg {
+                        None | Some(PtyInput::Kill) => {
+                            killed.store(true, Ordering::SeqCst);
+                            let _ = api.kill_group(&id, &token).await;
+                            let _ = api.delete_pty(&base, &id, &session).await;
+                            if msg.is_none() {
+                                return;
+                            }
+                        }
+                        Some(PtyInput::Data(d)) => {
+                            if is_ready.load(Ordering::SeqCst) {
+                                for p in pending.drain(..) {
+                                    let _ = ws_tx.send(Message::Binary(p.into())).await;
+                                }
+                                if ws_tx.send(Message::Binary(d.into())).await.is_err() {
+                                    return;
+                                }
+                            } else {
+                                pending.push(d);
+                            }
+                        }
+                        Some(PtyInput::Resize { cols, rows }) => {
+                            let call = Call::new(
+                                "resize terminal session",
+                                Some(&id),
+                                Method::POST,
+                                format!("{base}/process/pty/{}/resize", enc(&session)),
+                            );
+                            let body =
+                                json!({ "cols": cols.clamp(1, 1000), "rows": rows.clamp(1, 1000) });
+                            let _ = api.http.send(&call, |r| r.json(&body)).await;
+                        }
+                    }
+                }
+            });
+        }
+
+        // Output: drop the preamble, forward the rest, read the exit.
+        let api = self.clone();
+        tokio::spawn(async move {
+            let marker = wrapper::pty_ready(&token);
+            let nocwd = wrapper::pty_nocwd(&token);
+            let mut pre: Option<Vec<u8>> = Some(vec![]);
+            let mut exit: Option<i32> = None;
+            let mut refused = false;
+            while let Some(msg) = ws_rx.next().await {
+                let bytes = match msg {
+                    Ok(Message::Binary(b)) => b.to_vec(),
+                    Ok(Message::Text(t)) => t.as_bytes().to_vec(),
+                    Ok(Message::Close(frame)) => {
+                        if let Some(f) = frame {
+                            let code: u16 = f.code.into();
+                            // No exit code in the reason: unknown, never
+                            // success.
+                            exit = exit_from_close(Some(code), &f.reason);
+                        }
+                        break;
+                    }
+                    Ok(_) => continue,
+                    Err(_) => break,
+                };
+                if let Some(buf) = pre.as_mut() {
+                    buf.extend_from_slice(&bytes);
+                    if let Some(end) = after_marker(buf, &marker) {
+                        let rest = buf.split_off(end);
+                        pre = None;
+                        is_ready.store(true, Ordering::SeqCst);
+                        ready.notify_one();
+                        if !rest.is_empty() {
+                            let _ = output_tx.send(rest).await;
+                        }
+                    } else if after_marker(buf, &nocwd).is_some() {
+                        refused = true;
+                    } else if buf.len() > PREAMBLE_LIMIT {
+                        // No marker: show what the shell said.
+                        let all = pre.take().unwrap_or_default();
+                        let _ = output_tx.send(all).await;
+                    }
+                    continue;
+                }
+                let _ = output_tx.send(bytes).await;
+            }
+            if let Some(buf) = pre.take() {
+                // The command never started: show the shell's words.
+                if !refused {
+                    let _ = output_tx.send(buf).await;
+                }
+            }
+            drop(output_tx);
+            done.cancel();
+            let killed = killed.load(Ordering::SeqCst);
+            let outcome = ExecOutcome {
+                exit: if killed || refused { None } else { exit },
+                signal: killed.then_some(9),
+                timed_out: false,
+                cancelled: killed,
+            };
+            let _ = exit_tx.send(outcome);
+            let _ = api.delete_pty(&base, &id, &session).await;
+        });
+        PtyChannel {
+            input: input_tx,
+            output: output_rx,
+            exit: exit_rx,
+        }
+    }
+}
+
+/// The directory the wrapper enters: the request's cwd.
+fn pty_cwd(req: &PtyRequest) -> String {
+    req.cwd.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_reason_carries_the_exit_code() {
+        assert_eq!(
+            exit_from_close(Some(1011), r#"{"exitCode":3,"exitReason":"non-zero exit"}"#),
+            Some(3)
+        );
+        assert_eq!(exit_from_close(Some(1000), r#"{"exitCode":0}"#), Some(0));
+        assert_eq!(exit_from_close(Some(1011), ""), None);
+        assert_eq!(exit_from_close(Some(1008), "slow consumer"), None);
+    }
+
+    #[test]
+    fn the_preamble_ends_after_the_marker_line() {
+        let m = "rfs-abc-ready";
+        assert_eq!(
+            after_marker(b"$ exec ... rfs-%s-%s\r\nrfs-abc-ready\r\nhello", m),
+            Some(37)
+        );
+        assert_eq!(after_marker(b"prompt rfs-abc-rea", m), None);
+        assert_eq!(after_marker(b"rfs-abc-ready", m), None);
+        assert_eq!(after_marker(b"rfs-abc-ready\n", m), Some(14));
+    }
+}

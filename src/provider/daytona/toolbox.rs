@@ -1,0 +1,182 @@
+//! Toolbox calls that are not sessions or PTYs: the base URL
+//! (`{toolboxProxyUrl}/{id}`), the home directory, the streamed upload and
+//! a one-shot `process/execute` (used for kills).
+
+use std::path::Path;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::http::{Call, Retry};
+use super::sandbox::enc;
+use super::Api;
+use crate::provider::{ProviderError, ProviderResult};
+
+/// Upload timeout: the whole archive goes through one request.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+#[derive(Deserialize)]
+struct Dir {
+    dir: String,
+}
+
+/// `process/execute` answer.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecuteResponse {
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub result: Option<String>,
+}
+
+impl Api {
+    /// The toolbox base of sandbox `id`, from the cache or the API.
+    pub async fn toolbox(&self, id: &str) -> ProviderResult<String> {
+        if let Some(b) = self.cached_toolbox(id) {
+            return Ok(b);
+        }
+        let dto = self
+            .get_dto(id)
+            .await?
+            .ok_or_else(|| ProviderError::NotFound { id: id.to_owned() })?;
+        self.remember(&dto);
+        self.cached_toolbox(id).ok_or_else(|| {
+            ProviderError::other(format!(
+                "daytona: sandbox {id} has no toolboxProxyUrl; rfs cannot reach its toolbox"
+            ))
+        })
+    }
+
+    /// `GET /user-home-dir` → the sandbox user's home.
+    pub async fn home_dir(&self, id: &str) -> ProviderResult<String> {
+        let base = self.toolbox(id).await?;
+        let call = Call::new(
+            "read the home directory",
+            Some(id),
+            Method::GET,
+            format!("{base}/user-home-dir"),
+        );
+        let d: Dir = self.http.json(&call, |r| r).await?;
+        if !d.dir.starts_with('/') {
+            return Err(ProviderError::other(format!(
+                "daytona: sandbox {id} reports home directory `{}`, not an absolute path",
+                d.dir
+            )));
+        }
+        Ok(d.dir)
+    }
+
+    /// Stream the local file to `remote_path` (`POST /files/upload`,
+    /// multipart part `file`). The file is read in chunks, never whole;
+    /// a retried attempt reopens it.
+    pub async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()> {
+        if !remote_path.starts_with('/') {
+            return Err(ProviderError::other(format!(
+                "upload destination `{remote_path}` is not an absolute path"
+            )));
+        }
+        let len = std::fs::metadata(local)
+            .map_err(|e| ProviderError::other(format!("cannot read {}: {e}", local.display())))?
+            .len();
+        let base = self.toolbox(id).await?;
+        // Overwriting a file with the same bytes is idempotent.
+        let call = Call::new(
+            "upload file",
+            Some(id),
+            Method::POST,
+            format!("{base}/files/upload"),
+        )
+        .retry(Retry::Idempotent)
+        .timeout(UPLOAD_TIMEOUT);
+        let file_name = Path::new(remote_path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "upload".into());
+        let local = local.to_path_buf();
+        self.http
+            .send(&call, |r| {
+                let body = match std::fs::File::open(&local) {
+                    Ok(f) => {
+                        let f = tokio::fs::File::from_std(f);
+                        reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(
+                            f,
+                            256 * 1024,
+                        ))
+                    }
+                    // Surfaces as a transport error naming the upload.
+                    Err(e) => reqwest::Body::wrap_stream(futures_util::stream::once(async move {
+                        Err::<bytes::Bytes, _>(e)
+                    })),
+                };
+                let part = reqwest::multipart::Part::stream_with_length(body, len)
+                    .file_name(file_name.clone())
+                    .mime_str("application/octet-stream")
+                    .expect("static mime type");
+                r.query(&[("path", remote_path)])
+                    .multipart(reqwest::multipart::Form::new().part("file", part))
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// `POST /process/execute` (short internal commands only; its output
+    /// is combined and it has no streaming).
+    pub async fn execute(
+        &self,
+        id: &str,
+        op: &str,
+        command: &str,
+        timeout: Duration,
+    ) -> ProviderResult<ExecuteResponse> {
+        let base = self.toolbox(id).await?;
+        let call = Call::new(
+            op,
+            Some(id),
+            Method::POST,
+            format!("{base}/process/execute"),
+        )
+        .timeout(timeout + Duration::from_secs(10));
+        let body = json!({ "command": command, "timeout": timeout.as_secs().max(1) });
+        Ok(self.http.json(&call, |r| r.json(&body)).await?)
+    }
+
+    /// Kill the process group recorded for `token`; `Ok(true)` when a group
+    /// was found and killed.
+    pub async fn kill_group(&self, id: &str, token: &str) -> ProviderResult<bool> {
+        let r = self
+            .execute(
+                id,
+                "kill a command's process group",
+                &super::wrapper::kill_line(token),
+                Duration::from_secs(30),
+            )
+            .await?;
+        match r.exit_code {
+            Some(0) => Ok(true),
+            Some(super::wrapper::KILL_NOTHING_RECORDED) => Ok(false),
+            other => Err(ProviderError::other(format!(
+                "could not kill a command's process group in sandbox {id} (kill exit {other:?}): {}",
+                r.result.unwrap_or_default().trim()
+            ))),
+        }
+    }
+
+    /// Remove a session (best effort is the caller's choice).
+    pub async fn delete_session(&self, id: &str, session: &str) -> ProviderResult<()> {
+        let base = self.toolbox(id).await?;
+        let call = Call::new(
+            "delete session",
+            Some(id),
+            Method::DELETE,
+            format!("{base}/process/session/{}", enc(session)),
+        );
+        match self.http.send(&call, |r| r).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.status() == Some(404) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The shell text rfs sends through the toolbox. Session commands and PTY
+//! input are *command lines* read by the sandbox's own shell (zsh on
+//! Daytona's default image, bash or sh elsewhere), so every argument is
+//! single-quoted, which all of them read the same way. Session exec has
+//! no cwd or env (upstream issue 2605): the wrapper enters the directory,
+//! exports the environment and runs the command in its own process group
+//! (under `setsid`), recorded in `/tmp/.rfs-exec-TOKEN.pgid` so that a
+//! timeout or Ctrl-C kills the whole group (with the same kill script the
+//! Docker provider uses).
+
+/// Non-PTY wrapper. Arguments: TOKEN CWD K=V... -- argv...
+const EXEC_SCRIPT: &str = r#"t=$1; d=$2; shift 2
+m=rfs-daytona:$t
+while [ "$#" -gt 0 ] && [ "$1" != -- ]; do export "$1" 2>/dev/null || { echo "$m:env" >&2; exit 125; }; shift; done
+shift
+cd -- "$d" 2>/dev/null || { echo "$m:nocwd" >&2; exit 125; }
+command -v setsid >/dev/null 2>&1 || { echo "$m:nosetsid" >&2; exit 125; }
+f=/tmp/.rfs-exec-$t.pgid
+setsid sh -c '{ echo $$ > "$0"; } 2>/dev/null || { echo "$1:nopgid" >&2; exit 125; }; shift; exec "$@"' "$f" "$m" "$@" </dev/null &
+wait $!
+r=$?
+rm -f "$f"
+exit $r
+"#;
+
+/// PTY wrapper, typed into the PTY's login shell and `exec`'d so that the
+/// command replaces it. Arguments: TOKEN CWD K=V... -- argv...
+/// It prints a marker (built with printf so that the echo of the typed
+/// line never contains it); everything before the marker is the shell's
+/// prompt and echo and is dropped.
+const PTY_SCRIPT: &str = r#"t=$1; d=$2; shift 2
+while [ "$#" -gt 0 ] && [ "$1" != -- ]; do export "$1" 2>/dev/null; shift; done
+shift
+{ echo $$ > "/tmp/.rfs-exec-$t.pgid"; } 2>/dev/null
+cd -- "$d" 2>/dev/null || { printf 'rfs-%s-%s\n' "$t" nocwd; exit 125; }
+printf 'rfs-%s-%s\n' "$t" ready
+exec "$@"
+"#;
+
+/// Exit status of the wrapper when it refused (its marker says why).
+pub const EXIT_SETUP: i32 = 125;
+
+/// A fresh random token for one command.
+pub fn token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// `s` as one single-quoted shell word.
+pub fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A command line running `argv` (each word quoted).
+pub fn join(argv: &[String]) -> String {
+    argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
+}
+
+/// Refuse environment names the wrapper cannot export.
+pub fn check_env(env: &[(String, String)]) -> Result<(), String> {
+    for (k, v) in env {
+        let ok = !k.is_empty()
+            && !k.starts_with(|c: char| c.is_ascii_digit())
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok || v.contains('\0') {
+            return Err(format!("invalid environment variable name `{k}`"));
+        }
+    }
+    Ok(())
+}
+
+fn args(token: &str, cwd: &str, env: &[(String, String)], argv: &[String]) -> Vec<String> {
+    let mut v = vec![token.to_owned(), cwd.to_owned()];
+    v.extend(env.iter().map(|(k, val)| format!("{k}={val}")));
+    v.push("--".into());
+    v.extend(argv.iter().cloned());
+    v
+}
+
+/// The session command line running `argv` in `cwd` with `env`.
+pub fn exec_line(token: &str, cwd: &str, env: &[(String, String)], argv: &[String]) -> String {
+    let mut v = vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        EXEC_SCRIPT.into(),
+        "rfs-exec".into(),
+    ];
+    v.extend(args(token, cwd, env, argv));
+    join(&v)
+}
+
+/// The line typed into a PTY's shell.
+pub fn pty_line(token: &str, cwd: &str, env: &[(String, String)], argv: &[String]) -> String {
+    let mut v = vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        PTY_SCRIPT.into(),
+        "rfs-pty".into(),
+    ];
+    v.extend(args(token, cwd, env, argv));
+    format!("exec {}\n", join(&v))
+}
+
+/// The PTY marker that ends the shell's preamble.
+pub fn pty_ready(token: &str) -> String {
+    format!("rfs-{token}-ready")
+}
+
+/// The PTY marker for a missing cwd.
+pub fn pty_nocwd(token: &str) -> String {
+    format!("rfs-{token}-nocwd")
+}
+
+/// The command line that kills the group recorded for `token`.
+pub fn kill_line(token: &str) -> String {
+    join(&crate::provider::docker::wrapper::kill_argv(token))
+}
+
+/// Exit status of the kill script when no group was recorded.
+pub(crate) use crate::provider::docker::wrapper::KILL_NOTHING_RECORDED;
+
+/// What the wrapper's marker line says went wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    Cwd,
+    Env,
+    Setsid,
+    PgidFile,
+}
+
+/// The wrapper's marker prefix for `token`.
+pub fn marker(token: &str) -> String {
+    format!("rfs-daytona:{token}:")
+}
+
+/// Recognise the wrapper's marker line at the start of `stderr`.
+pub fn refusal(token: &str, stderr: &[u8]) -> Option<Refusal> {
+    let text = std::str::from_utf8(stderr).ok()?;
+    let rest = text.strip_prefix(&marker(token))?;
+    match rest.lines().next()?.trim() {
+        "nocwd" => Some(Refusal::Cwd),
+        "env" => Some(Refusal::Env),
+        "nosetsid" => Some(Refusal::Setsid),
+        "nopgid" => Some(Refusal::PgidFile),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn sh(line: &str) -> std::process::Output {
+        Command::new("/bin/sh")
+            .arg("-c")
+            .arg(line)
+            .output()
+            .unwrap()
+    }
+
+    #[test]
+    fn quoting_survives_the_shell() {
+        let nasty = "a'b \"c\" $HOME `x` \\n\nline2 ;|&";
+        let out = sh(&format!("printf %s {}", quote(nasty)));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), nasty);
+    }
+
+    #[test]
+    fn exec_line_sets_cwd_env_and_keeps_streams_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = exec_line(
+            "tok1",
+            dir.path().to_str().unwrap(),
+            &[("A".into(), "1".into()), ("A".into(), "it's 2".into())],
+            &[
+                "/bin/sh".into(),
+                "-c".into(),
+                "pwd; echo \"$A\"; echo err >&2; exit 7".into(),
+            ],
+        );
+        let out = sh(&line);
+        assert_eq!(out.status.code(), Some(7));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.ends_with("it's 2\n"), "{stdout}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n");
+        assert!(!std::path::Path::new("/tmp/.rfs-exec-tok1.pgid").exists());
+    }
+
+    #[test]
+    fn a_missing_cwd_is_the_wrappers_refusal() {
+        let line = exec_line("tok2", "/nonexistent/rfs", &[], &["true".into()]);
+        let out = sh(&line);
+        assert_eq!(out.status.code(), Some(EXIT_SETUP));
+        assert_eq!(refusal("tok2", &out.stderr), Some(Refusal::Cwd));
+        assert_eq!(refusal("other", &out.stderr), None);
+    }
+
+    #[test]
+    fn bad_env_names_are_refused() {
+        assert!(check_env(&[("OK_1".into(), "x".into())]).is_ok());
+        assert!(check_env(&[("1X".into(), "x".into())]).is_err());
+        assert!(check_env(&[("A=B".into(), "x".into())]).is_err());
+        assert!(check_env(&[("".into(), "x".into())]).is_err());
+    }
+}
