@@ -44,6 +44,13 @@ pub enum Command {
     },
     /// Compile a script and report errors without running it.
     Check { script: PathBuf },
+    /// Verify a run's output directory: the journal's chain, EVIDENCE.md
+    /// against the journal, and every step log and recording against its
+    /// journaled sha256.
+    Verify {
+        /// The run's output directory (holds journal.jsonl).
+        out: PathBuf,
+    },
     /// Journal tools.
     Journal {
         #[command(subcommand)]
@@ -190,7 +197,31 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             );
             Ok(exit_code::SUCCESS)
         }
+        Command::Verify { out } => verify(&out),
         Command::Gc { dry_run, provider } => gc(dry_run, provider),
+    }
+}
+
+/// `rfs verify OUT`: print every check that passed; the first failure is
+/// the error (exit 4).
+fn verify(out: &std::path::Path) -> Result<i32, Error> {
+    let (passed, failed) = match crate::verify::verify(out) {
+        Ok(p) => (p, None),
+        Err(f) => (f.passed.clone(), Some(f)),
+    };
+    for p in &passed {
+        println!("ok: {}: {}", p.check, p.detail);
+    }
+    match failed {
+        None => {
+            println!("{}: verified", out.display());
+            Ok(exit_code::SUCCESS)
+        }
+        Some(f) => Err(Error::NotVerified {
+            out: out.display().to_string(),
+            check: f.check,
+            reason: f.reason,
+        }),
     }
 }
 

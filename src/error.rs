@@ -89,6 +89,15 @@ pub enum Error {
     #[diagnostic(code(rfs::journal_invalid))]
     JournalInvalid { path: String, reason: String },
 
+    /// `rfs verify` found a check that does not hold.
+    #[error("{out} does not verify: {check}: {reason}")]
+    #[diagnostic(code(rfs::not_verified))]
+    NotVerified {
+        out: String,
+        check: &'static str,
+        reason: String,
+    },
+
     /// rfs itself failed (I/O, journal writes, provider bugs).
     #[error("internal error: {0}")]
     #[diagnostic(code(rfs::internal))]
@@ -104,7 +113,7 @@ impl Error {
             Error::Interrupted => exit_code::INTERRUPTED,
             Error::Script(s) => s.kind.exit_code(),
             Error::Usage(_) => exit_code::USAGE,
-            Error::JournalInvalid { .. } => exit_code::JOURNAL_INVALID,
+            Error::JournalInvalid { .. } | Error::NotVerified { .. } => exit_code::JOURNAL_INVALID,
             Error::Internal(_) => exit_code::INTERNAL,
         }
     }

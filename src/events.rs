@@ -1,5 +1,17 @@
-//! What the runtime reports as a run goes. The runtime never writes to the
-//! terminal: it emits [`Event`]s and a [`Reporter`] decides how to show them.
+//! The one record of a run: every fact rfs establishes is an [`Event`],
+//! written to the hash-chained journal (`journal.jsonl`) and then handed
+//! to the [`Reporter`]. `EVIDENCE.md` is rendered from the same events
+//! ([`crate::journal::evidence`]), and the console is one more consumer
+//! ([`crate::reporter::Console`]) — no fact is written three ways.
+//!
+//! On disk an event is a journal line's `kind` (the serde tag, e.g.
+//! `step.end`) and `payload` (the variant's fields, keys sorted). The
+//! book's journal chapter lists every kind and field; a test keeps the two
+//! in step.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 /// Which output stream a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -8,60 +20,328 @@ pub enum Stream {
     Stderr,
 }
 
-/// One thing that happened.
-#[derive(Debug, Clone)]
+/// A file rfs wrote into the output directory and closed, with its digest
+/// (so `rfs verify` can check it was not changed after the run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDigest {
+    /// Relative to the output directory, `/`-separated.
+    pub path: String,
+    /// sha256 (hex) of the file's bytes when rfs closed it.
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+/// A submodule shipped at its pinned commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmodulePin {
+    pub path: String,
+    pub commit: String,
+}
+
+/// One fact of a run, as journaled. Field names are the journal payload's
+/// keys. New kinds are added as rfs grows: match with a catch-all arm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "payload")]
+#[non_exhaustive]
 pub enum Event {
-    RunStarted {
+    /// The run starts (first line).
+    #[serde(rename = "run.start")]
+    RunStart {
         run_id: String,
-        provider: String,
-        reason: String,
+        script: String,
+        invocation_dir: String,
         out_dir: String,
-    },
-    SandboxPlaced {
-        id: String,
         provider: String,
+        provider_reason: String,
+        rfs_version: String,
+        /// `--var`s, secret values redacted.
+        vars: BTreeMap<String, String>,
+        keep: bool,
     },
-    SourcePinned {
+    /// The provider's preflight passed.
+    #[serde(rename = "provider.ready")]
+    ProviderReady { provider: String },
+    /// The preflight failed; the run is refused.
+    #[serde(rename = "provider.unavailable")]
+    ProviderUnavailable { provider: String, reason: String },
+    /// The revision was resolved and the repository accepted.
+    #[serde(rename = "source.resolved")]
+    SourceResolved {
+        repo: String,
+        rev: String,
         commit: String,
         tree_digest: String,
+        subdir: Option<String>,
+        implicit: bool,
+        dirty_paths_not_shipped: Vec<String>,
+        submodules: Vec<SubmodulePin>,
+    },
+    /// The repository (or a `sync_source` option) was refused.
+    #[serde(rename = "source.refused")]
+    SourceRefused { reason: String },
+    /// A problem placing the sandbox that does not stop the run.
+    #[serde(rename = "placement.warning")]
+    PlacementWarning { message: String },
+    /// Just before the sandbox is created (a crash during creation still
+    /// leaves the labels that find it).
+    #[serde(rename = "placement.intent")]
+    PlacementIntent {
+        provider: String,
+        reason: String,
+        labels: BTreeMap<String, String>,
+        image: Option<String>,
+    },
+    /// The sandbox could not be created; the run is refused.
+    #[serde(rename = "placement.failed")]
+    PlacementFailed { provider: String, reason: String },
+    /// The sandbox exists.
+    #[serde(rename = "placement")]
+    Placement {
+        provider: String,
+        sandbox_id: String,
+        reason: String,
+        labels: BTreeMap<String, String>,
+        home: String,
+        image: Option<String>,
+    },
+    /// The source was bound to a sandbox provisioned earlier, whose source
+    /// labels say `unbound`.
+    #[serde(rename = "placement.labels_unbound")]
+    PlacementLabelsUnbound { sandbox_id: String, reason: String },
+    /// The sandbox's report on the uploaded source matched.
+    #[serde(rename = "source.verify")]
+    SourceVerify {
+        sandbox_id: String,
+        archive_sha256_local: String,
+        archive_sha256_sandbox: String,
+        archive_bytes: u64,
+        entries_compared: usize,
+        file_set_equal: bool,
+        content_equal: bool,
+        build_ms: u64,
+        upload_ms: u64,
+        verify_ms: u64,
+    },
+    /// The source is bound.
+    #[serde(rename = "source.pin")]
+    SourcePin {
+        sandbox_id: String,
+        commit: String,
+        tree_digest: String,
+        archive_sha256: String,
         files: usize,
         workdir: String,
+        implicit: bool,
     },
-    StepStarted {
+    /// Upload or verification failed; the sandbox is destroyed next.
+    #[serde(rename = "source.sync_failed")]
+    SourceSyncFailed {
+        sandbox_id: String,
+        commit: String,
+        reason: String,
+    },
+    /// A cwd was refused before anything ran.
+    #[serde(rename = "cwd.refused")]
+    CwdRefused { what: String, reason: String },
+    /// A step begins.
+    #[serde(rename = "step.start")]
+    StepStart {
+        name: String,
+        seq: u32,
+        command: String,
+        sandbox_id: String,
+        /// Relative to the synced root, `""` for the root.
+        cwd: String,
+        cwd_remote: String,
+        /// `[name, value]` pairs, secret values redacted.
+        env: Vec<(String, String)>,
+        timeout_s: Option<f64>,
+        retries: u32,
+        allow_failure: bool,
+    },
+    /// An attempt of a step ended.
+    #[serde(rename = "step.attempt")]
+    StepAttempt {
         name: String,
         attempt: u32,
-        cwd: String,
+        sandbox_id: String,
+        exit: Option<i32>,
+        signal: Option<i32>,
+        timed_out: bool,
+        cancelled: bool,
+        duration_ms: u64,
+        /// `null` when the stream printed nothing.
+        stdout_log: Option<FileDigest>,
+        stderr_log: Option<FileDigest>,
     },
-    /// One line (or a final partial line) of a step's output, redacted.
-    StepOutput {
+    /// The provider could not run an attempt at all.
+    #[serde(rename = "step.provider_error")]
+    StepProviderError {
         name: String,
-        stream: Stream,
-        line: String,
+        attempt: u32,
+        error: String,
+        duration_ms: u64,
+        stdout_log: Option<FileDigest>,
+        stderr_log: Option<FileDigest>,
     },
-    StepFinished {
+    /// A step was refused (before it started, or by the in-sandbox cwd
+    /// check); nothing of the command ran.
+    #[serde(rename = "step.refused")]
+    StepRefused {
+        name: String,
+        cwd: String,
+        reason: String,
+    },
+    /// The step is over (not written after a refusal or an interrupt).
+    #[serde(rename = "step.end")]
+    StepEnd {
         name: String,
         ok: bool,
+        exit: Option<i32>,
+        timed_out: bool,
+        attempts: u32,
+        duration_ms: u64,
+        sandbox_id: String,
+        /// e.g. `exit 0, 12 ms` or `timed out after 2s`.
         summary: String,
     },
-    /// `print` from the script.
-    Print(String),
-    /// `debug` from the script.
-    Debug(String),
-    /// A problem that is reported and the run continues.
-    Warning(String),
-    CleanupVerified {
-        id: String,
-        elapsed_ms: u128,
+    /// The script printed (redacted).
+    #[serde(rename = "print")]
+    Print { text: String },
+    /// The script called `debug` (redacted).
+    #[serde(rename = "debug")]
+    Debug { text: String, line: Option<usize> },
+    /// `attach()` was refused (bad cwd).
+    #[serde(rename = "attach.refused")]
+    AttachRefused { command: String, reason: String },
+    /// A terminal session started.
+    #[serde(rename = "attach.start")]
+    AttachStart {
+        session: u32,
+        command: String,
+        sandbox_id: String,
+        cwd: String,
+        cwd_remote: String,
+        cols: u16,
+        rows: u16,
+        term: String,
+        env: Vec<(String, String)>,
+        /// The asciicast file, relative to the output directory.
+        recording: String,
     },
-    RunFinished {
+    /// Input sent to a session: typed `text` (redacted) or a named `key`.
+    #[serde(rename = "attach.input")]
+    AttachInput {
+        session: u32,
+        text: Option<String>,
+        key: Option<String>,
+    },
+    #[serde(rename = "attach.resize")]
+    AttachResize { session: u32, cols: u16, rows: u16 },
+    /// An `assert_screen` ended (`outcome`: `pass`, `Timeout`, `Appeared`,
+    /// `Ended`, `Cancelled`).
+    #[serde(rename = "attach.assert")]
+    AttachAssert {
+        session: u32,
+        assert: u32,
+        pattern: String,
         outcome: String,
-        out_dir: String,
+        elapsed_ms: u64,
+        screen_digest: String,
+        /// The screen snapshot file (`null` if it could not be written).
+        snapshot: Option<FileDigest>,
+    },
+    /// A session ended and its recording was closed.
+    #[serde(rename = "attach.end")]
+    AttachEnd {
+        session: u32,
+        how: String,
+        exit: Option<i32>,
+        signal: Option<i32>,
+        duration_ms: u64,
+        recording_error: Option<String>,
+        recording: Option<FileDigest>,
+    },
+    /// The sandbox was destroyed and proven gone.
+    #[serde(rename = "cleanup.verified")]
+    CleanupVerified {
+        sandbox_id: String,
+        why: String,
+        get_by_id: String,
+        in_inventory: bool,
+        inventory_count: usize,
+        polls: u32,
+        elapsed_ms: u64,
+        saw_present_before: bool,
+    },
+    /// `--keep`: the sandbox was left running.
+    #[serde(rename = "cleanup.kept")]
+    CleanupKept { sandbox_id: String, reason: String },
+    /// Destruction could not be proven within the deadline.
+    #[serde(rename = "cleanup.failed")]
+    CleanupFailed {
+        sandbox_id: String,
+        why: String,
+        error: String,
+    },
+    /// No sandbox was ever provisioned.
+    #[serde(rename = "cleanup.none")]
+    CleanupNone { reason: String },
+    /// The fail-closed runtime refused something the script asked for
+    /// (every refusal, whichever check raised it; redacted).
+    #[serde(rename = "refused")]
+    Refused { reason: String },
+    /// The run is over (last line).
+    #[serde(rename = "run.end")]
+    RunEnd {
+        /// `completed`, `failed`, `refused`, `interrupted` or `error`.
+        outcome: String,
+        /// Why the run ended that way (the error, redacted), if it failed.
+        reason: Option<String>,
+        teardown_warning: Option<String>,
     },
 }
 
-/// Receives events. Implementations must be cheap and never fail the run.
+impl Event {
+    /// The journal `kind` and `payload` (keys sorted).
+    pub fn to_kind_payload(&self) -> (String, serde_json::Value) {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        let kind = v["kind"].as_str().unwrap_or_default().to_owned();
+        let payload = v
+            .get_mut("payload")
+            .map(serde_json::Value::take)
+            .unwrap_or(serde_json::Value::Object(Default::default()));
+        (kind, payload)
+    }
+
+    /// The event a journal line records. Fails for kinds this rfs does not
+    /// know and payloads that do not have the kind's fields.
+    pub fn from_kind_payload(
+        kind: &str,
+        payload: &serde_json::Value,
+    ) -> Result<Event, serde_json::Error> {
+        serde_json::from_value(serde_json::json!({ "kind": kind, "payload": payload }))
+    }
+
+    /// The journal `kind`.
+    pub fn kind(&self) -> String {
+        self.to_kind_payload().0
+    }
+}
+
+/// Receives a run's events. Implementations must be cheap and never fail
+/// the run.
 pub trait Reporter: Send + Sync {
-    fn report(&self, event: &Event);
+    /// A fact, right after it reached the journal.
+    fn event(&self, event: &Event);
+
+    /// One line (or a final partial line) of a step's output, redacted.
+    /// Output goes to the step's log file, not to the journal.
+    fn output(&self, _step: &str, _stream: Stream, _line: &str) {}
+
+    /// A problem with rfs's own record keeping that cannot itself be
+    /// journaled (EVIDENCE.md or the journal could not be written).
+    fn warning(&self, _text: &str) {}
 }
 
 /// A reporter that drops everything (for embedding and tests).
@@ -69,5 +349,332 @@ pub trait Reporter: Send + Sync {
 pub struct Silent;
 
 impl Reporter for Silent {
-    fn report(&self, _: &Event) {}
+    fn event(&self, _: &Event) {}
+}
+
+#[cfg(test)]
+pub(crate) mod catalog {
+    //! One sample of every kind, for the tests that keep the book and the
+    //! renderer in step with the enum.
+    use super::*;
+
+    fn fd(p: &str) -> Option<FileDigest> {
+        Some(FileDigest {
+            path: p.into(),
+            sha256: "0".repeat(64),
+            bytes: 1,
+        })
+    }
+
+    /// Exhaustive (no wildcard): adding a variant fails to compile here
+    /// until it gets a sample below.
+    fn ordinal(e: &Event) -> usize {
+        match e {
+            Event::RunStart { .. } => 0,
+            Event::ProviderReady { .. } => 1,
+            Event::ProviderUnavailable { .. } => 2,
+            Event::SourceResolved { .. } => 3,
+            Event::SourceRefused { .. } => 4,
+            Event::PlacementWarning { .. } => 5,
+            Event::PlacementIntent { .. } => 6,
+            Event::PlacementFailed { .. } => 7,
+            Event::Placement { .. } => 8,
+            Event::PlacementLabelsUnbound { .. } => 9,
+            Event::SourceVerify { .. } => 10,
+            Event::SourcePin { .. } => 11,
+            Event::SourceSyncFailed { .. } => 12,
+            Event::CwdRefused { .. } => 13,
+            Event::StepStart { .. } => 14,
+            Event::StepAttempt { .. } => 15,
+            Event::StepProviderError { .. } => 16,
+            Event::StepRefused { .. } => 17,
+            Event::StepEnd { .. } => 18,
+            Event::Print { .. } => 19,
+            Event::Debug { .. } => 20,
+            Event::AttachRefused { .. } => 21,
+            Event::AttachStart { .. } => 22,
+            Event::AttachInput { .. } => 23,
+            Event::AttachResize { .. } => 24,
+            Event::AttachAssert { .. } => 25,
+            Event::AttachEnd { .. } => 26,
+            Event::CleanupVerified { .. } => 27,
+            Event::CleanupKept { .. } => 28,
+            Event::CleanupFailed { .. } => 29,
+            Event::CleanupNone { .. } => 30,
+            Event::RunEnd { .. } => 31,
+            Event::Refused { .. } => 32,
+        }
+    }
+    const COUNT: usize = 33;
+
+    pub(crate) fn samples() -> Vec<Event> {
+        let s = |x: &str| x.to_owned();
+        let labels: BTreeMap<String, String> = [(s("team"), s("core"))].into();
+        let all = vec![
+            Event::RunStart {
+                run_id: s("r1"),
+                script: s("proof.rhai"),
+                invocation_dir: s("/repo"),
+                out_dir: s("/out"),
+                provider: s("local"),
+                provider_reason: s("--provider flag"),
+                rfs_version: s("0.1.0"),
+                vars: [(s("MODE"), s("ci"))].into(),
+                keep: false,
+            },
+            Event::ProviderReady {
+                provider: s("local"),
+            },
+            Event::ProviderUnavailable {
+                provider: s("docker"),
+                reason: s("daemon down"),
+            },
+            Event::SourceResolved {
+                repo: s("/repo"),
+                rev: s("HEAD"),
+                commit: s("c0ffee"),
+                tree_digest: s("7ree"),
+                subdir: None,
+                implicit: false,
+                dirty_paths_not_shipped: vec![],
+                submodules: vec![SubmodulePin {
+                    path: s("sub"),
+                    commit: s("abc"),
+                }],
+            },
+            Event::SourceRefused { reason: s("dirty") },
+            Event::PlacementWarning {
+                message: s("image ignored"),
+            },
+            Event::PlacementIntent {
+                provider: s("local"),
+                reason: s("default"),
+                labels: labels.clone(),
+                image: None,
+            },
+            Event::PlacementFailed {
+                provider: s("docker"),
+                reason: s("no image"),
+            },
+            Event::Placement {
+                provider: s("local"),
+                sandbox_id: s("local-1"),
+                reason: s("default"),
+                labels,
+                home: s("/home/sb"),
+                image: None,
+            },
+            Event::PlacementLabelsUnbound {
+                sandbox_id: s("local-1"),
+                reason: s("provisioned first"),
+            },
+            Event::SourceVerify {
+                sandbox_id: s("local-1"),
+                archive_sha256_local: s("aa"),
+                archive_sha256_sandbox: s("aa"),
+                archive_bytes: 10,
+                entries_compared: 2,
+                file_set_equal: true,
+                content_equal: true,
+                build_ms: 1,
+                upload_ms: 2,
+                verify_ms: 3,
+            },
+            Event::SourcePin {
+                sandbox_id: s("local-1"),
+                commit: s("c0ffee"),
+                tree_digest: s("7ree"),
+                archive_sha256: s("aa"),
+                files: 2,
+                workdir: s("/home/sb/src"),
+                implicit: false,
+            },
+            Event::SourceSyncFailed {
+                sandbox_id: s("local-1"),
+                commit: s("c0ffee"),
+                reason: s("corrupt"),
+            },
+            Event::CwdRefused {
+                what: s("step `x`"),
+                reason: s("escapes"),
+            },
+            Event::StepStart {
+                name: s("build"),
+                seq: 1,
+                command: s("make"),
+                sandbox_id: s("local-1"),
+                cwd: s(""),
+                cwd_remote: s("/home/sb/src"),
+                env: vec![(s("A"), s("b"))],
+                timeout_s: Some(1.5),
+                retries: 1,
+                allow_failure: false,
+            },
+            Event::StepAttempt {
+                name: s("build"),
+                attempt: 1,
+                sandbox_id: s("local-1"),
+                exit: Some(0),
+                signal: None,
+                timed_out: false,
+                cancelled: false,
+                duration_ms: 5,
+                stdout_log: fd("steps/001-build.stdout.log"),
+                stderr_log: None,
+            },
+            Event::StepProviderError {
+                name: s("build"),
+                attempt: 1,
+                error: s("gone"),
+                duration_ms: 5,
+                stdout_log: None,
+                stderr_log: None,
+            },
+            Event::StepRefused {
+                name: s("build"),
+                cwd: s("../x"),
+                reason: s("escapes"),
+            },
+            Event::StepEnd {
+                name: s("build"),
+                ok: true,
+                exit: Some(0),
+                timed_out: false,
+                attempts: 1,
+                duration_ms: 5,
+                sandbox_id: s("local-1"),
+                summary: s("exit 0, 5 ms"),
+            },
+            Event::Print { text: s("hi") },
+            Event::Debug {
+                text: s("dbg"),
+                line: Some(3),
+            },
+            Event::AttachRefused {
+                command: s("vi"),
+                reason: s("escapes"),
+            },
+            Event::AttachStart {
+                session: 1,
+                command: s("vi"),
+                sandbox_id: s("local-1"),
+                cwd: s(""),
+                cwd_remote: s("/home/sb/src"),
+                cols: 80,
+                rows: 24,
+                term: s("xterm"),
+                env: vec![],
+                recording: s("terminal/session-1.cast"),
+            },
+            Event::AttachInput {
+                session: 1,
+                text: Some(s("ls\r")),
+                key: None,
+            },
+            Event::AttachResize {
+                session: 1,
+                cols: 100,
+                rows: 30,
+            },
+            Event::AttachAssert {
+                session: 1,
+                assert: 1,
+                pattern: s("text"),
+                outcome: s("pass"),
+                elapsed_ms: 3,
+                screen_digest: s("dd"),
+                snapshot: fd("terminal/session-1-assert-1.txt"),
+            },
+            Event::AttachEnd {
+                session: 1,
+                how: s("closed"),
+                exit: None,
+                signal: Some(9),
+                duration_ms: 40,
+                recording_error: None,
+                recording: fd("terminal/session-1.cast"),
+            },
+            Event::CleanupVerified {
+                sandbox_id: s("local-1"),
+                why: s("run end"),
+                get_by_id: s("not found"),
+                in_inventory: false,
+                inventory_count: 0,
+                polls: 1,
+                elapsed_ms: 4,
+                saw_present_before: true,
+            },
+            Event::CleanupKept {
+                sandbox_id: s("local-1"),
+                reason: s("--keep"),
+            },
+            Event::CleanupFailed {
+                sandbox_id: s("local-1"),
+                why: s("run end"),
+                error: s("still there"),
+            },
+            Event::CleanupNone {
+                reason: s("no sandbox was provisioned"),
+            },
+            Event::Refused {
+                reason: s("cwd escapes the root"),
+            },
+            Event::RunEnd {
+                outcome: s("failed"),
+                reason: Some(s("step `x` failed")),
+                teardown_warning: None,
+            },
+        ];
+        let mut seen: Vec<usize> = all.iter().map(ordinal).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..COUNT).collect::<Vec<_>>(), "one sample per kind");
+        all
+    }
+
+    #[test]
+    fn every_kind_round_trips_through_the_journal_shape() {
+        for e in samples() {
+            let (kind, payload) = e.to_kind_payload();
+            assert!(!kind.is_empty());
+            assert!(payload.is_object(), "{kind}");
+            assert_eq!(Event::from_kind_payload(&kind, &payload).unwrap(), e);
+        }
+    }
+
+    #[test]
+    fn an_unknown_kind_is_rejected() {
+        assert!(Event::from_kind_payload("step.bogus", &serde_json::json!({})).is_err());
+    }
+
+    /// The journal chapter of the book lists every kind with exactly its
+    /// payload fields (and no kind that does not exist).
+    #[test]
+    fn journal_chapter_lists_every_kind_and_field() {
+        let book = include_str!("../book/src/journal.md");
+        let mut documented: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for line in book.lines() {
+            let cells: Vec<&str> = line.split(" | ").collect();
+            if cells.len() != 3 || !cells[0].starts_with("| `") {
+                continue;
+            }
+            let kind = cells[0].trim_start_matches("| ").trim_matches('`');
+            let fields = cells[2]
+                .trim_end_matches(" |")
+                .split(", ")
+                .map(|f| f.trim_matches('`').to_owned())
+                .collect();
+            documented.insert(kind.to_owned(), fields);
+        }
+        let mut actual: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for e in samples() {
+            let (kind, payload) = e.to_kind_payload();
+            let mut keys: Vec<String> = payload.as_object().unwrap().keys().cloned().collect();
+            keys.sort();
+            actual.insert(kind, keys);
+        }
+        for fields in documented.values_mut() {
+            fields.sort();
+        }
+        assert_eq!(documented, actual);
+    }
 }

@@ -27,3 +27,4 @@ pub mod settings;
 pub mod source;
 pub mod terminal;
 pub mod validate;
+pub mod verify;

@@ -1,5 +1,7 @@
-//! The console reporter used by the CLI: step output prefixed by step name
-//! on stdout, everything about the run on stderr.
+//! The console reporter used by the CLI: one consumer of the run's event
+//! stream (the journal is the record; this is a view of it). Step output
+//! goes to stdout prefixed by the step name, everything about the run to
+//! stderr.
 
 use std::io::Write;
 
@@ -8,63 +10,103 @@ use crate::events::{Event, Reporter, Stream};
 /// Prints events for a human.
 #[derive(Debug, Default)]
 pub struct Console {
+    /// Only step output, `print`, `debug` and warnings.
     pub quiet: bool,
 }
 
 impl Reporter for Console {
-    fn report(&self, event: &Event) {
-        let out = std::io::stdout();
-        let err = std::io::stderr();
+    fn output(&self, step: &str, stream: Stream, line: &str) {
         // Terminal write errors (closed pipe) must not fail the run.
-        let _ = match event {
-            Event::StepOutput { name, stream, line } => match stream {
-                Stream::Stdout => writeln!(out.lock(), "[{name}] {line}"),
-                Stream::Stderr => writeln!(err.lock(), "[{name}] {line}"),
-            },
-            Event::Print(t) => writeln!(out.lock(), "{t}"),
-            Event::Debug(t) => writeln!(err.lock(), "debug: {t}"),
-            _ if self.quiet => Ok(()),
-            Event::RunStarted {
+        let _ = match stream {
+            Stream::Stdout => writeln!(std::io::stdout().lock(), "[{step}] {line}"),
+            Stream::Stderr => writeln!(std::io::stderr().lock(), "[{step}] {line}"),
+        };
+    }
+
+    fn warning(&self, text: &str) {
+        let _ = writeln!(std::io::stderr().lock(), "rfs: warning: {text}");
+    }
+
+    fn event(&self, event: &Event) {
+        let line = match event {
+            Event::Print { text } => {
+                let _ = writeln!(std::io::stdout().lock(), "{text}");
+                return;
+            }
+            Event::Debug { text, .. } => format!("debug: {text}"),
+            Event::PlacementWarning { message } => format!("rfs: warning: {message}"),
+            Event::SourceResolved {
+                commit,
+                dirty_paths_not_shipped: dirty,
+                ..
+            } if !dirty.is_empty() => format!(
+                "rfs: warning: allow_dirty: {} uncommitted/untracked path(s) are NOT shipped; the committed tree {commit} is",
+                dirty.len()
+            ),
+            Event::CleanupFailed {
+                sandbox_id, error, ..
+            } => format!("rfs: warning: teardown of sandbox {sandbox_id} not verified: {error}"),
+            _ if self.quiet => return,
+            Event::RunStart {
                 run_id,
                 provider,
-                reason,
+                provider_reason,
                 out_dir,
-            } => writeln!(
-                err.lock(),
-                "rfs: run {run_id} on provider `{provider}` ({reason}); evidence in {out_dir}"
+                ..
+            } => format!(
+                "rfs: run {run_id} on provider `{provider}` ({provider_reason}); evidence in {out_dir}"
             ),
-            Event::SandboxPlaced { id, provider } => {
-                writeln!(err.lock(), "rfs: sandbox {id} ({provider})")
-            }
-            Event::SourcePinned {
+            Event::Placement {
+                sandbox_id,
+                provider,
+                ..
+            } => format!("rfs: sandbox {sandbox_id} ({provider})"),
+            Event::SourcePin {
                 commit,
                 tree_digest,
                 files,
                 workdir,
-            } => writeln!(
-                err.lock(),
+                ..
+            } => format!(
                 "rfs: synced commit {commit} (tree {tree_digest}, {files} files verified) to {workdir}"
             ),
-            Event::StepStarted { name, attempt, cwd } => {
-                if *attempt > 1 {
-                    writeln!(err.lock(), "rfs: step `{name}` attempt {attempt} in {cwd}")
-                } else {
-                    writeln!(err.lock(), "rfs: step `{name}` in {cwd}")
-                }
+            Event::StepStart {
+                name, cwd_remote, ..
+            } => format!("rfs: step `{name}` in {cwd_remote}"),
+            Event::StepAttempt {
+                name,
+                attempt,
+                exit,
+                ..
+            } if *exit != Some(0) => {
+                format!("rfs: step `{name}` attempt {attempt} ended with exit {exit:?}")
             }
-            Event::StepFinished { name, ok, summary } => writeln!(
-                err.lock(),
+            Event::StepProviderError {
+                name,
+                attempt,
+                error,
+                ..
+            } => format!("rfs: step `{name}` attempt {attempt}: provider error: {error}"),
+            Event::StepEnd {
+                name, ok, summary, ..
+            } => format!(
                 "rfs: step `{name}` {} ({summary})",
                 if *ok { "ok" } else { "FAILED" }
             ),
-            Event::Warning(w) => writeln!(err.lock(), "rfs: warning: {w}"),
-            Event::CleanupVerified { id, elapsed_ms } => writeln!(
-                err.lock(),
-                "rfs: sandbox {id} destroyed, verified gone in {elapsed_ms} ms"
-            ),
-            Event::RunFinished { outcome, out_dir } => {
-                writeln!(err.lock(), "rfs: run {outcome}; evidence: {out_dir}/EVIDENCE.md")
+            Event::StepRefused { name, reason, .. } => {
+                format!("rfs: step `{name}` REFUSED: {reason}")
             }
+            Event::CleanupVerified {
+                sandbox_id,
+                elapsed_ms,
+                ..
+            } => format!("rfs: sandbox {sandbox_id} destroyed, verified gone in {elapsed_ms} ms"),
+            Event::CleanupKept { sandbox_id, .. } => {
+                format!("rfs: sandbox {sandbox_id} kept (--keep)")
+            }
+            Event::RunEnd { outcome, .. } => format!("rfs: run {outcome}; evidence: EVIDENCE.md"),
+            _ => return,
         };
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
     }
 }

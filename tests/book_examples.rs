@@ -402,11 +402,17 @@ struct Summary {
 }
 
 impl Reporter for Summary {
-    fn report(&self, event: &Event) {
+    fn event(&self, event: &Event) {
         let line = match event {
-            Event::SandboxPlaced { id, provider } => format!("sandbox {id} on {provider}"),
-            Event::StepFinished { name, ok, summary } => format!("{name}: {ok} ({summary})"),
-            Event::RunFinished { outcome, .. } => format!("run {outcome}"),
+            Event::Placement {
+                sandbox_id,
+                provider,
+                ..
+            } => format!("sandbox {sandbox_id} on {provider}"),
+            Event::StepEnd {
+                name, ok, summary, ..
+            } => format!("{name}: {ok} ({summary})"),
+            Event::RunEnd { outcome, .. } => format!("run {outcome}"),
             _ => return,
         };
         self.lines.lock().unwrap().push(line);

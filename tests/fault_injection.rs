@@ -23,6 +23,9 @@ enum Fault {
     /// The sandbox has every tool but `sha256sum` (the verification runs
     /// with a PATH that lacks it).
     NoSha256sum(&'static str),
+    /// Every step's exec prints one line and then fails in the provider
+    /// (the connection to the sandbox is lost mid-command).
+    StepExecFails,
 }
 
 struct Faulty {
@@ -93,6 +96,15 @@ impl Provider for Faulty {
             );
             req.argv[2] =
                 req.argv[2].replace(enter, &format!(r#"rm -f "$dest/lost.txt"; {enter}"#));
+        }
+        if let (Fault::StepExecFails, false) = (
+            self.fault,
+            req.argv.get(3).map(String::as_str) == Some("rfs-verify"),
+        ) {
+            sink.stdout(b"partial output before the fault\n");
+            return Err(rfs::provider::ProviderError::Other(
+                "injected: connection to the sandbox lost".into(),
+            ));
         }
         self.inner.exec(id, &req, sink).await
     }
@@ -217,4 +229,46 @@ provider_tests! {
         let (out, marker) = run_with_fault(rfs, Fault::LoseFile);
         assert_refused_and_destroyed(rfs, &out, &marker, "missing in sandbox: lost.txt");
     }
+}
+
+#[test]
+fn evidence_lists_a_step_whose_provider_failed() {
+    let rfs = Rfs::new(Prov::Local);
+    let (out, _marker) = run_with_fault(&rfs, Fault::StepExecFails);
+    out.assert_code(1);
+    assert!(
+        out.stderr.contains("connection to the sandbox lost"),
+        "{}",
+        out.stderr
+    );
+    let errors = out.entries("step.provider_error");
+    assert_eq!(errors.len(), 1, "{:?}", out.kinds());
+    assert_eq!(
+        errors[0]["stdout_log"]["path"],
+        "steps/001-after.stdout.log"
+    );
+    let ev = out.evidence();
+    assert!(!ev.contains("(no steps ran)"), "{ev}");
+    let row = ev
+        .lines()
+        .find(|l| l.starts_with("| 1 | after |"))
+        .unwrap_or_else(|| panic!("no row for the step in\n{ev}"));
+    assert!(
+        row.contains("FAILED (the provider could not run it: injected\\: connection"),
+        "{row}"
+    );
+    assert!(row.contains("steps/001-after.stdout.log"), "{row}");
+    let v = rfs
+        .cmd(&out.out_dir)
+        .arg("verify")
+        .arg(&out.out_dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        v.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&v.stderr)
+    );
+    rfs.assert_no_leftovers();
 }

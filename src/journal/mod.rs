@@ -13,6 +13,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::events::{Event, FileDigest};
+
 /// The `prev` of the first line.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -61,11 +63,12 @@ impl Journal {
 
     /// Append one fact; returns its sequence number. The line reaches the
     /// file (one write) before this returns.
-    pub fn append(&mut self, kind: &str, payload: serde_json::Value) -> std::io::Result<u64> {
+    pub fn append(&mut self, event: &Event) -> std::io::Result<u64> {
+        let (kind, payload) = event.to_kind_payload();
         let line = Line {
             seq: self.seq + 1,
             ts: now_rfc3339(),
-            kind: kind.to_owned(),
+            kind,
             payload,
             prev: self.head.clone(),
         };
@@ -88,6 +91,28 @@ impl Journal {
 /// sha256 hex of one line's text (without the newline).
 pub fn line_hash(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// The digest of a file rfs wrote and closed, `rel` being its path
+/// relative to `out_dir` (read in chunks: logs can be large).
+pub fn file_digest(out_dir: &Path, rel: &str) -> std::io::Result<FileDigest> {
+    let mut f = File::open(out_dir.join(rel))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut bytes = 0u64;
+    loop {
+        let n = std::io::Read::read(&mut f, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        bytes += n as u64;
+    }
+    Ok(FileDigest {
+        path: rel.to_owned(),
+        sha256: hex::encode(h.finalize()),
+        bytes,
+    })
 }
 
 /// Current UTC time, RFC 3339 with milliseconds.

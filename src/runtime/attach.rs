@@ -8,10 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use super::Run;
 use crate::error::{Error, Result};
+use crate::events::Event;
 use crate::provider::{Collect, ExecOutcome, ExecRequest, PtyRequest};
 use crate::terminal::{self, PatternSpec, SessionOptions, TerminalSession};
 
@@ -84,7 +83,10 @@ impl Run {
         let _ = gate.stderr(&probe.stderr);
         if let Err(r) = gate.finish(outcome.exit) {
             let msg = pl.refusal_message(&r, &what);
-            let _ = self.journal("attach.refused", json!({ "command": what, "reason": msg }));
+            let _ = self.record(Event::AttachRefused {
+                command: what.clone(),
+                reason: msg.clone(),
+            });
             return Err(self.refuse(msg));
         }
         let index = {
@@ -120,27 +122,20 @@ impl Run {
         let env_journal: Vec<_> = o
             .env
             .iter()
-            .map(|(k, v)| json!([k, self.redact_value(k, v)]))
+            .map(|(k, v)| (k.clone(), self.redact_value(k, v)))
             .collect();
-        self.journal(
-            "attach.start",
-            json!({
-                "session": index,
-                "command": self.state().redactor.redact_str(command),
-                "sandbox_id": pl.sandbox_id,
-                "cwd": pl.rel,
-                "cwd_remote": pl.remote_dir,
-                "cols": o.cols, "rows": o.rows, "term": o.term,
-                "env": env_journal,
-                "recording": rel_rec,
-            }),
-        )?;
-        self.evidence(|ev| {
-            ev.recordings.push(format!(
-                "session {index}: `{}` — [{rel_rec}]({rel_rec}) (asciicast v2; `asciinema play {rel_rec}`)",
-                command.replace('`', "'")
-            ))
-        });
+        self.record(Event::AttachStart {
+            session: index,
+            command: self.state().redactor.redact_str(command),
+            sandbox_id: pl.sandbox_id.clone(),
+            cwd: pl.rel.clone(),
+            cwd_remote: pl.remote_dir.clone(),
+            cols: o.cols,
+            rows: o.rows,
+            term: o.term.clone(),
+            env: env_journal,
+            recording: rel_rec,
+        })?;
         let a = Arc::new(Attached {
             index,
             command: command.to_owned(),
@@ -157,23 +152,32 @@ impl Run {
     pub fn attach_send(&self, a: &Attached, text: &str) -> Result<()> {
         a.session.send(text).map_err(|e| terminal_error(a, e))?;
         let shown = redact_input(&self.state().redactor.redact_str(text));
-        self.journal("attach.input", json!({ "session": a.index, "text": shown }))
+        self.record(Event::AttachInput {
+            session: a.index,
+            text: Some(shown),
+            key: None,
+        })
     }
 
     /// Press a named key (tmux-style names).
     pub fn attach_press(&self, a: &Attached, key: &str) -> Result<()> {
         a.session.press(key).map_err(|e| terminal_error(a, e))?;
-        self.journal("attach.input", json!({ "session": a.index, "key": key }))
+        self.record(Event::AttachInput {
+            session: a.index,
+            text: None,
+            key: Some(key.to_owned()),
+        })
     }
 
     pub fn attach_resize(&self, a: &Attached, cols: u16, rows: u16) -> Result<()> {
         a.session
             .resize(cols, rows)
             .map_err(|e| terminal_error(a, e))?;
-        self.journal(
-            "attach.resize",
-            json!({ "session": a.index, "cols": cols, "rows": rows }),
-        )
+        self.record(Event::AttachResize {
+            session: a.index,
+            cols,
+            rows,
+        })
     }
 
     /// Wait until the screen satisfies `spec`; journal the outcome with a
@@ -191,19 +195,23 @@ impl Run {
             Err(f) => (f.screen.clone(), format!("{:?}", f.kind), f.elapsed),
         };
         let snap = format!("terminal/session-{}-assert-{k}.txt", a.index);
-        let written = std::fs::write(self.cfg.out_dir.join(&snap), screen.dump());
-        self.journal(
-            "attach.assert",
-            json!({
-                "session": a.index,
-                "assert": k,
-                "pattern": desc,
-                "outcome": outcome,
-                "elapsed_ms": elapsed.as_millis(),
-                "screen_digest": screen.digest(),
-                "snapshot": written.is_ok().then_some(snap.clone()),
-            }),
-        )?;
+        let text = screen.dump();
+        let snapshot = std::fs::write(self.cfg.out_dir.join(&snap), &text)
+            .ok()
+            .map(|()| crate::events::FileDigest {
+                path: snap.clone(),
+                sha256: crate::journal::line_hash(&text),
+                bytes: text.len() as u64,
+            });
+        self.record(Event::AttachAssert {
+            session: a.index,
+            assert: k,
+            pattern: desc,
+            outcome,
+            elapsed_ms: super::sync::ms(elapsed.as_millis()),
+            screen_digest: screen.digest(),
+            snapshot,
+        })?;
         match res {
             Ok(_) => Ok(()),
             Err(f) if f.kind == terminal::FailureKind::Cancelled => Err(Error::Interrupted),
@@ -239,14 +247,23 @@ impl Run {
         if a.ended.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        self.journal(
-            "attach.end",
-            json!({
-                "session": a.index, "how": how, "exit": o.exit, "signal": o.signal,
-                "duration_ms": a.started.elapsed().as_millis(),
-                "recording_error": a.session.recording_error(),
-            }),
-        )
+        // The recording is complete once the session is closed (output
+        // drained, file flushed); only then is its digest final.
+        if how == "exited" {
+            let _ = self.block_on(a.session.close());
+        }
+        let recording_error = a.session.recording_error();
+        let rel = format!("terminal/session-{}.cast", a.index);
+        let recording = crate::journal::file_digest(&self.cfg.out_dir, &rel).ok();
+        self.record(Event::AttachEnd {
+            session: a.index,
+            how: how.to_owned(),
+            exit: o.exit,
+            signal: o.signal,
+            duration_ms: super::sync::ms(a.started.elapsed().as_millis()),
+            recording_error,
+            recording,
+        })
     }
 
     /// Close every session still open (run end, before teardown).

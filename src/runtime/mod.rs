@@ -20,7 +20,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
@@ -102,11 +101,17 @@ pub struct Run {
     interrupted: std::sync::atomic::AtomicBool,
     reporter: Arc<dyn Reporter>,
     state: Mutex<RunState>,
-    journal: Mutex<Journal>,
-    evidence: Mutex<Evidence>,
+    /// The journal and the evidence folded from it, under one lock so
+    /// EVIDENCE.md always renders exactly the lines written.
+    record: Mutex<Record>,
     /// When EVIDENCE.md was last written (rewrites are throttled; the
     /// journal is the record of truth and is never throttled).
     evidence_written: Mutex<Option<std::time::Instant>>,
+}
+
+struct Record {
+    journal: Journal,
+    evidence: Evidence,
 }
 
 /// EVIDENCE.md is rewritten at most this often while a run goes, and
@@ -143,13 +148,6 @@ impl Run {
                 cfg.out_dir.display()
             ))
         })?;
-        let evidence = Evidence {
-            run_id: cfg.run_id.clone(),
-            script: cfg.script_path.display().to_string(),
-            provider: cfg.choice.name.clone(),
-            provider_reason: cfg.choice.reason.to_string(),
-            ..Evidence::default()
-        };
         let mut state = RunState::default();
         for (k, v) in vars {
             if crate::secrets::is_secret_name(k) {
@@ -163,33 +161,27 @@ impl Run {
             interrupted: std::sync::atomic::AtomicBool::new(false),
             reporter,
             state: Mutex::new(state),
-            journal: Mutex::new(journal),
-            evidence: Mutex::new(evidence),
+            record: Mutex::new(Record {
+                journal,
+                evidence: Evidence::default(),
+            }),
             evidence_written: Mutex::new(None),
         });
         let vars_redacted: BTreeMap<_, _> = vars
             .iter()
             .map(|(k, v)| (k.clone(), run.redact_value(k, v)))
             .collect();
-        run.journal(
-            "run.start",
-            json!({
-                "run_id": run.cfg.run_id,
-                "script": run.cfg.script_path.display().to_string(),
-                "invocation_dir": run.cfg.invocation_dir.display().to_string(),
-                "provider": run.cfg.choice.name,
-                "provider_reason": run.cfg.choice.reason.to_string(),
-                "rfs_version": env!("CARGO_PKG_VERSION"),
-                "vars": vars_redacted,
-                "keep": run.cfg.keep,
-            }),
-        )?;
-        run.emit(Event::RunStarted {
+        run.record(Event::RunStart {
             run_id: run.cfg.run_id.clone(),
-            provider: run.cfg.choice.name.clone(),
-            reason: run.cfg.choice.reason.to_string(),
+            script: run.cfg.script_path.display().to_string(),
+            invocation_dir: run.cfg.invocation_dir.display().to_string(),
             out_dir: run.cfg.out_dir.display().to_string(),
-        });
+            provider: run.cfg.choice.name.clone(),
+            provider_reason: run.cfg.choice.reason.to_string(),
+            rfs_version: env!("CARGO_PKG_VERSION").to_owned(),
+            vars: vars_redacted,
+            keep: run.cfg.keep,
+        })?;
         run.write_evidence();
         Ok(run)
     }
@@ -198,26 +190,30 @@ impl Run {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn emit(&self, e: Event) {
-        self.reporter.report(&e);
+    /// Report something that cannot be journaled (a problem with the
+    /// record itself).
+    pub fn warn(&self, text: &str) {
+        self.reporter.warning(text);
     }
 
-    /// Append a journal fact. A journal that cannot be written fails the run.
-    pub fn journal(&self, kind: &str, payload: serde_json::Value) -> Result<()> {
-        let mut j = self.journal.lock().unwrap_or_else(|p| p.into_inner());
-        j.append(kind, payload)
-            .map(|_| ())
-            .map_err(|e| Error::Internal(format!("cannot write the journal: {e}")))
-    }
-
-    /// Update the evidence model; EVIDENCE.md is rewritten unless it was
-    /// written very recently (it always is at run end).
-    pub fn evidence(&self, f: impl FnOnce(&mut Evidence)) {
+    /// Journal a fact, fold it into the evidence and hand it to the
+    /// reporter. A journal that cannot be written fails the run.
+    /// EVIDENCE.md is rewritten unless it was written very recently (it
+    /// always is at run end).
+    pub fn record(&self, e: Event) -> Result<()> {
+        let ended = matches!(e, Event::RunEnd { .. });
         {
-            let mut ev = self.evidence.lock().unwrap_or_else(|p| p.into_inner());
-            f(&mut ev);
+            let mut r = self.record.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(err) = r.journal.append(&e) {
+                drop(r);
+                let msg = format!("cannot write the journal: {err}");
+                self.warn(&msg);
+                return Err(Error::Internal(msg));
+            }
+            r.evidence.apply(&e);
         }
-        let due = {
+        self.reporter.event(&e);
+        let due = ended || {
             let last = self
                 .evidence_written
                 .lock()
@@ -227,6 +223,7 @@ impl Run {
         if due {
             self.write_evidence();
         }
+        Ok(())
     }
 
     fn write_evidence(&self) {
@@ -234,16 +231,12 @@ impl Run {
             .evidence_written
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
-        let (lines, head) = {
-            let j = self.journal.lock().unwrap_or_else(|p| p.into_inner());
-            (j.len(), j.head().to_owned())
+        let text = {
+            let r = self.record.lock().unwrap_or_else(|p| p.into_inner());
+            r.evidence.render(r.journal.len(), r.journal.head())
         };
-        let mut ev = self.evidence.lock().unwrap_or_else(|p| p.into_inner());
-        ev.journal_lines = lines;
-        ev.journal_head = head;
-        if let Err(e) = ev.write(&self.cfg.out_dir) {
-            drop(ev);
-            self.emit(Event::Warning(format!("cannot write EVIDENCE.md: {e}")));
+        if let Err(e) = crate::journal::evidence::write(&self.cfg.out_dir, &text) {
+            self.warn(&format!("cannot write EVIDENCE.md: {e}"));
         }
     }
 
@@ -315,25 +308,14 @@ impl Run {
         let reason = reason.map(|r| self.state().redactor.redact_str(r));
         self.close_sessions();
         let warning = self.block_on(teardown::finish(self));
-        if let Some(w) = &warning {
-            self.emit(Event::Warning(w.clone()));
-        }
-        let _ = self.journal(
-            "run.end",
-            json!({ "outcome": outcome, "reason": reason, "teardown_warning": warning }),
-        );
-        self.evidence
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .outcome = Some(outcome.to_owned());
-        self.write_evidence();
-        if let Ok(j) = self.journal.lock() {
-            let _ = j.sync();
-        }
-        self.emit(Event::RunFinished {
+        let _ = self.record(Event::RunEnd {
             outcome: outcome.to_owned(),
-            out_dir: self.cfg.out_dir.display().to_string(),
+            reason,
+            teardown_warning: warning.clone(),
         });
+        if let Ok(r) = self.record.lock() {
+            let _ = r.journal.sync();
+        }
         warning
     }
 }

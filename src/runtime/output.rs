@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::wrapper::{Gate, WrapperRefusal};
-use crate::events::{Event, Reporter, Stream};
+use crate::events::{Reporter, Stream};
 use crate::provider::OutputSink;
 use crate::secrets::Redactor;
 
@@ -176,11 +176,7 @@ fn emit_line(name: &str, r: &Redactor, rep: &dyn Reporter, s: &mut StreamOut, ra
     }
     s.keep(&red);
     let text = String::from_utf8_lossy(&red);
-    rep.report(&Event::StepOutput {
-        name: name.to_owned(),
-        stream: s.kind,
-        line: text.trim_end_matches('\n').to_owned(),
-    });
+    rep.output(name, s.kind, text.trim_end_matches('\n'));
 }
 
 impl OutputSink for StepSink {

@@ -2,8 +2,6 @@
 //! first sync or step, so its labels carry the source pins) and journaled
 //! before anything runs in it.
 
-use serde_json::json;
-
 use super::Run;
 use crate::error::{Error, Result};
 use crate::events::Event;
@@ -78,13 +76,15 @@ impl Run {
     pub fn preflight(&self) -> Result<()> {
         let p = self.cfg.provider.clone();
         match self.block_on(p.preflight()) {
-            Ok(()) => self.journal("provider.ready", json!({ "provider": p.name() })),
+            Ok(()) => self.record(Event::ProviderReady {
+                provider: p.name().to_owned(),
+            }),
             Err(e) => {
                 let msg = format!("provider `{}` cannot be used: {e}", p.name());
-                let _ = self.journal(
-                    "provider.unavailable",
-                    json!({ "provider": p.name(), "reason": msg }),
-                );
+                let _ = self.record(Event::ProviderUnavailable {
+                    provider: p.name().to_owned(),
+                    reason: msg.clone(),
+                });
                 Err(self.refuse(msg))
             }
         }
@@ -116,13 +116,10 @@ impl Run {
         match (existing, pins) {
             (Some(s), None) => Ok(s),
             (Some(s), Some(_)) => {
-                self.journal(
-                    "placement.labels_unbound",
-                    json!({
-                        "sandbox_id": s.id,
-                        "reason": "the sandbox was provisioned before the source was bound; its source labels say `unbound`, the pin is in this journal",
-                    }),
-                )?;
+                self.record(Event::PlacementLabelsUnbound {
+                    sandbox_id: s.id.clone(),
+                    reason: "the sandbox was provisioned before the source was bound; its source labels say `unbound`, the pin is in this journal".into(),
+                })?;
                 Ok(s)
             }
             (None, pins) => self.provision(
@@ -161,15 +158,16 @@ impl Run {
                 "provider `{}` has no images; image `{i}` is ignored",
                 p.name()
             );
-            self.journal("placement.warning", json!({ "message": msg }))?;
-            self.emit(Event::Warning(msg));
+            self.record(Event::PlacementWarning { message: msg })?;
         }
         // Journal the intent first: a crash during create still leaves the
         // labels that find the sandbox.
-        self.journal(
-            "placement.intent",
-            json!({ "provider": p.name(), "reason": reason, "labels": l, "image": image }),
-        )?;
+        self.record(Event::PlacementIntent {
+            provider: p.name().to_owned(),
+            reason: reason.clone(),
+            labels: l.clone(),
+            image: image.clone(),
+        })?;
         self.block_on(p.preflight())
             .map_err(|e| self.refuse(format!("provider `{}` cannot be used: {e}", p.name())))?;
         let spec = CreateSpec {
@@ -185,39 +183,24 @@ impl Run {
                 "could not provision a sandbox on provider `{}`: {e}",
                 p.name()
             );
-            let _ = self.journal(
-                "placement.failed",
-                json!({ "provider": p.name(), "reason": msg }),
-            );
+            let _ = self.record(Event::PlacementFailed {
+                provider: p.name().to_owned(),
+                reason: msg.clone(),
+            });
             self.refuse(msg)
         })?;
         {
             let mut st = self.state();
             st.sandbox = Some(info.clone());
         }
-        self.journal(
-            "placement",
-            json!({
-                "provider": p.name(),
-                "sandbox_id": info.id,
-                "reason": reason,
-                "labels": info.labels,
-                "home": info.home,
-                "image": image,
-            }),
-        )?;
-        self.emit(Event::SandboxPlaced {
-            id: info.id.clone(),
+        self.record(Event::Placement {
             provider: p.name().to_owned(),
-        });
-        self.evidence(|ev| {
-            ev.sandbox_id = Some(info.id.clone());
-            ev.labels = info
-                .labels
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-        });
+            sandbox_id: info.id.clone(),
+            reason,
+            labels: info.labels.clone(),
+            home: info.home.clone(),
+            image,
+        })?;
         Ok(info)
     }
 }

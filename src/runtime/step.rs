@@ -4,13 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use super::wrapper::Placement;
 use super::{cwd, Run};
 use crate::error::{Error, Result};
 use crate::events::Event;
-use crate::journal::evidence::StepRecord;
 use crate::provider::ExecRequest;
 use crate::source::SourceOptions;
 
@@ -94,7 +91,10 @@ impl Run {
             }),
         }
         .map_err(|m| {
-            let _ = self.journal("cwd.refused", json!({ "what": what, "reason": m }));
+            let _ = self.record(Event::CwdRefused {
+                what: what.to_owned(),
+                reason: m.clone(),
+            });
             self.refuse(format!("{what} refused before running anything: {m}"))
         })?;
         let sb = self.ensure_sandbox()?;
@@ -151,18 +151,21 @@ impl Run {
         let env_journal: Vec<_> = opts
             .env
             .iter()
-            .map(|(k, v)| json!([k, self.redact_value(k, v)]))
+            .map(|(k, v)| (k.clone(), self.redact_value(k, v)))
             .collect();
         let command_journal = self.state().redactor.redact_str(command);
-        self.journal(
-            "step.start",
-            json!({
-                "name": name, "seq": seq, "command": command_journal,
-                "sandbox_id": pl.sandbox_id, "cwd": pl.rel, "cwd_remote": pl.remote_dir,
-                "env": env_journal, "timeout_s": opts.timeout.map(|t| t.as_secs_f64()),
-                "retries": opts.retries, "allow_failure": opts.allow_failure,
-            }),
-        )?;
+        self.record(Event::StepStart {
+            name: name.to_owned(),
+            seq,
+            command: command_journal,
+            sandbox_id: pl.sandbox_id.clone(),
+            cwd: pl.rel.clone(),
+            cwd_remote: pl.remote_dir.clone(),
+            env: env_journal,
+            timeout_s: opts.timeout.map(|t| t.as_secs_f64()),
+            retries: opts.retries,
+            allow_failure: opts.allow_failure,
+        })?;
         let started = Instant::now();
         let p = self.cfg.provider.clone();
         let nonce = super::wrapper::nonce();
@@ -175,18 +178,13 @@ impl Run {
         };
         let steps_dir = self.cfg.out_dir.join("steps");
         let mut attempt = 0;
-        let (result, log) = loop {
+        let result = loop {
             attempt += 1;
             let stem_n = if attempt == 1 {
                 stem.clone()
             } else {
                 format!("{stem}.attempt{attempt}")
             };
-            self.emit(Event::StepStarted {
-                name: name.into(),
-                attempt,
-                cwd: pl.remote_dir.clone(),
-            });
             let redactor = self.state().redactor.clone();
             let mut sink = super::output::StepSink::new(
                 name,
@@ -205,14 +203,20 @@ impl Run {
             let (stdout, stderr) = sink
                 .finish()
                 .map_err(|e| Error::Internal(format!("cannot write step log: {e}")))?;
-            let elapsed = t.elapsed().as_millis();
+            let elapsed = super::sync::ms(t.elapsed().as_millis());
+            let stdout_log = self.log_digest(&format!("{stem_n}.stdout.log"))?;
+            let stderr_log = self.log_digest(&format!("{stem_n}.stderr.log"))?;
             let outcome = match res {
                 Ok(o) => o,
                 Err(e) => {
-                    let _ = self.journal(
-                        "step.attempt",
-                        json!({"name": name, "attempt": attempt, "error": e.to_string(), "duration_ms": elapsed}),
-                    );
+                    let _ = self.record(Event::StepProviderError {
+                        name: name.to_owned(),
+                        attempt,
+                        error: e.to_string(),
+                        duration_ms: elapsed,
+                        stdout_log,
+                        stderr_log,
+                    });
                     if attempt <= opts.retries {
                         continue;
                     }
@@ -220,21 +224,21 @@ impl Run {
                 }
             };
             if let Some(msg) = refused.map(|r| pl.refusal_message(&r, &what)) {
-                let _ = self.journal("step.refused", json!({"name": name, "reason": msg}));
-                self.record_refused_step(name, &pl.rel, "cwd");
+                self.record_refused_step(name, &pl.rel, &msg);
                 return Err(self.refuse(msg));
             }
-            self.journal(
-                "step.attempt",
-                json!({
-                    "name": name, "attempt": attempt, "sandbox_id": pl.sandbox_id,
-                    "exit": outcome.exit, "signal": outcome.signal,
-                    "timed_out": outcome.timed_out, "cancelled": outcome.cancelled,
-                    "duration_ms": elapsed,
-                    "stdout_log": log_if_any(&steps_dir, &format!("{stem_n}.stdout.log")),
-                    "stderr_log": log_if_any(&steps_dir, &format!("{stem_n}.stderr.log")),
-                }),
-            )?;
+            self.record(Event::StepAttempt {
+                name: name.to_owned(),
+                attempt,
+                sandbox_id: pl.sandbox_id.clone(),
+                exit: outcome.exit,
+                signal: outcome.signal,
+                timed_out: outcome.timed_out,
+                cancelled: outcome.cancelled,
+                duration_ms: elapsed,
+                stdout_log,
+                stderr_log,
+            })?;
             if outcome.cancelled {
                 return Err(Error::Interrupted);
             }
@@ -248,49 +252,20 @@ impl Run {
                 ok: outcome.success(),
             };
             if r.ok || attempt > opts.retries {
-                let log = [".stdout.log", ".stderr.log"]
-                    .iter()
-                    .filter_map(|ext| log_if_any(&steps_dir, &format!("{stem_n}{ext}")))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                break (r, log);
+                break r;
             }
         };
         let summary = describe(&result, opts.timeout);
-        self.journal(
-            "step.end",
-            json!({
-                "name": name, "ok": result.ok, "exit": result.exit, "timed_out": result.timed_out,
-                "attempts": result.attempts, "duration_ms": result.duration_ms,
-                "sandbox_id": pl.sandbox_id,
-            }),
-        )?;
-        self.emit(Event::StepFinished {
-            name: name.into(),
+        self.record(Event::StepEnd {
+            name: name.to_owned(),
             ok: result.ok,
+            exit: result.exit,
+            timed_out: result.timed_out,
+            attempts: result.attempts,
+            duration_ms: super::sync::ms(result.duration_ms),
+            sandbox_id: pl.sandbox_id.clone(),
             summary: summary.clone(),
-        });
-        self.evidence(|ev| {
-            ev.steps.push(StepRecord {
-                name: name.into(),
-                exit: result.exit,
-                outcome: if result.ok {
-                    "ok".into()
-                } else if opts.allow_failure {
-                    format!("failed, allowed ({summary})")
-                } else {
-                    format!("FAILED ({summary})")
-                },
-                duration_ms: result.duration_ms,
-                attempts: result.attempts,
-                cwd: if pl.rel.is_empty() {
-                    ".".into()
-                } else {
-                    pl.rel.clone()
-                },
-                log: log.clone(),
-            })
-        });
+        })?;
         if !result.ok && !opts.allow_failure {
             return Err(Error::StepFailed {
                 name: name.into(),
@@ -319,23 +294,24 @@ impl Run {
         }
     }
 
-    /// A refused step's row in EVIDENCE.md.
+    /// Journal a refused step (its row in EVIDENCE.md).
     fn record_refused_step(&self, name: &str, cwd: &str, why: &str) {
-        self.evidence(|ev| {
-            ev.steps.push(StepRecord {
-                name: name.into(),
-                exit: None,
-                outcome: format!("REFUSED ({})", why.replace('|', "\\|")),
-                duration_ms: 0,
-                attempts: 0,
-                cwd: if cwd.is_empty() {
-                    ".".into()
-                } else {
-                    cwd.into()
-                },
-                log: String::new(),
-            })
+        let _ = self.record(Event::StepRefused {
+            name: name.to_owned(),
+            cwd: cwd.to_owned(),
+            reason: why.to_owned(),
         });
+    }
+
+    /// The digest of step log `steps/NAME`, if it was written (silent
+    /// streams leave none).
+    fn log_digest(&self, name: &str) -> Result<Option<crate::events::FileDigest>> {
+        let rel = format!("steps/{name}");
+        match crate::journal::file_digest(&self.cfg.out_dir, &rel) {
+            Ok(d) => Ok(Some(d)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::Internal(format!("cannot hash step log {rel}: {e}"))),
+        }
     }
 }
 
@@ -356,11 +332,6 @@ fn describe(r: &StepResult, timeout: Option<Duration>) -> String {
             None => format!("no exit code (killed by a signal){tries}"),
         }
     }
-}
-
-/// `steps/NAME` if that log file was written (silent streams leave none).
-fn log_if_any(dir: &std::path::Path, name: &str) -> Option<String> {
-    dir.join(name).exists().then(|| format!("steps/{name}"))
 }
 
 /// A step name as part of a file name.

@@ -5,11 +5,9 @@
 use std::path::Path;
 use std::time::Instant;
 
-use serde_json::json;
-
 use super::{BoundSource, Run};
 use crate::error::{Error, Result};
-use crate::events::Event;
+use crate::events::{Event, SubmodulePin};
 use crate::provider::{Collect, ExecRequest};
 use crate::source::{archive, remote_check, repo, SourceOptions, SubmodulePolicy};
 
@@ -43,7 +41,9 @@ impl Run {
         validate_dest(&opts.dest).map_err(|m| self.refuse(m))?;
         let resolved = repo::resolve(&opts).map_err(|e| {
             let msg = format!("cannot bind the source: {e}");
-            let _ = self.journal("source.refused", json!({ "reason": msg }));
+            let _ = self.record(Event::SourceRefused {
+                reason: msg.clone(),
+            });
             self.refuse(msg)
         })?;
         let key = SyncRequestKey {
@@ -65,27 +65,23 @@ impl Run {
         }
         let commit = resolved.commit.to_string();
         let tree = resolved.tree.to_string();
-        self.journal(
-            "source.resolved",
-            json!({
-                "repo": resolved.repo_root.display().to_string(),
-                "rev": opts.rev,
-                "commit": commit,
-                "tree_digest": tree,
-                "subdir": resolved.subdir,
-                "implicit": implicit,
-                "dirty_paths_not_shipped": resolved.dirty,
-                "submodules": resolved.submodules.iter()
-                    .map(|s| json!({"path": s.path, "commit": s.commit.to_string()}))
-                    .collect::<Vec<_>>(),
-            }),
-        )?;
-        if !resolved.dirty.is_empty() {
-            self.emit(Event::Warning(format!(
-                "allow_dirty: {} uncommitted/untracked path(s) are NOT shipped; the committed tree {commit} is",
-                resolved.dirty.len()
-            )));
-        }
+        self.record(Event::SourceResolved {
+            repo: resolved.repo_root.display().to_string(),
+            rev: opts.rev.clone(),
+            commit: commit.clone(),
+            tree_digest: tree.clone(),
+            subdir: resolved.subdir.clone(),
+            implicit,
+            dirty_paths_not_shipped: resolved.dirty.clone(),
+            submodules: resolved
+                .submodules
+                .iter()
+                .map(|s| SubmodulePin {
+                    path: s.path.clone(),
+                    commit: s.commit.to_string(),
+                })
+                .collect(),
+        })?;
 
         // Build the archive locally before provisioning: a repository
         // problem must not cost a sandbox.
@@ -110,17 +106,18 @@ impl Run {
         );
         let fail = |what: String| -> Error {
             let msg = format!("source sync into sandbox {} failed: {what}", sb.id);
-            let _ = self.journal(
-                "source.sync_failed",
-                json!({ "sandbox_id": sb.id, "commit": commit, "reason": msg }),
-            );
+            let _ = self.record(Event::SourceSyncFailed {
+                sandbox_id: sb.id.clone(),
+                commit: commit.clone(),
+                reason: msg.clone(),
+            });
             let err = self.refuse(msg);
             if let Some(w) = self.block_on(super::teardown::destroy_and_record(
                 self,
                 &sb.id,
                 "failed source sync",
             )) {
-                self.emit(Event::Warning(w));
+                self.warn(&w);
             }
             err
         };
@@ -193,51 +190,32 @@ impl Run {
             files: built.manifest.file_count(),
             workdir: dest.clone(),
         };
-        self.journal(
-            "source.verify",
-            json!({
-                "sandbox_id": sb.id,
-                "archive_sha256_local": built.sha256,
-                "archive_sha256_sandbox": report.archive_sha256,
-                "archive_bytes": built.size,
-                "entries_compared": expected.entries.len(),
-                "file_set_equal": true,
-                "content_equal": true,
-                "build_ms": build_ms,
-                "upload_ms": upload_ms,
-                "verify_ms": verify_ms,
-            }),
-        )?;
-        self.journal(
-            "source.pin",
-            json!({
-                "sandbox_id": sb.id,
-                "commit": pin.commit,
-                "tree_digest": pin.tree_digest,
-                "archive_sha256": pin.archive_sha256,
-                "files": pin.files,
-                "workdir": pin.workdir,
-                "implicit": implicit,
-            }),
-        )?;
+        self.record(Event::SourceVerify {
+            sandbox_id: sb.id.clone(),
+            archive_sha256_local: built.sha256.clone(),
+            archive_sha256_sandbox: report.archive_sha256.clone(),
+            archive_bytes: built.size,
+            entries_compared: expected.entries.len(),
+            file_set_equal: true,
+            content_equal: true,
+            build_ms: ms(build_ms),
+            upload_ms: ms(upload_ms),
+            verify_ms: ms(verify_ms),
+        })?;
+        self.record(Event::SourcePin {
+            sandbox_id: sb.id.clone(),
+            commit: pin.commit.clone(),
+            tree_digest: pin.tree_digest.clone(),
+            archive_sha256: pin.archive_sha256.clone(),
+            files: pin.files,
+            workdir: pin.workdir.clone(),
+            implicit,
+        })?;
         self.state().source = Some(BoundSource {
             pin: pin.clone(),
             manifest: built.manifest,
             physical_root,
             request: key,
-        });
-        self.emit(Event::SourcePinned {
-            commit: pin.commit.clone(),
-            tree_digest: pin.tree_digest.clone(),
-            files: pin.files,
-            workdir: pin.workdir.clone(),
-        });
-        self.evidence(|ev| {
-            ev.commit = Some(pin.commit.clone());
-            ev.tree_digest = Some(pin.tree_digest.clone());
-            ev.archive_sha256 = Some(pin.archive_sha256.clone());
-            ev.files = Some(pin.files);
-            ev.workdir = Some(pin.workdir.clone());
         });
         Ok(pin)
     }
@@ -257,4 +235,9 @@ fn validate_dest(dest: &str) -> std::result::Result<(), String> {
             "sync_source dest `{dest}` must be a relative path below the sandbox home without `..`"
         ))
     }
+}
+
+/// Milliseconds for the journal.
+pub(crate) fn ms(ms: u128) -> u64 {
+    u64::try_from(ms).unwrap_or(u64::MAX)
 }

@@ -4,8 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use super::Run;
 use crate::events::Event;
 use crate::provider::{labels, Provider};
@@ -91,24 +89,17 @@ pub async fn finish(run: &Run) -> Option<String> {
         Some(id) if !destroyed => id,
         _ => {
             if !destroyed {
-                let _ = run.journal(
-                    "cleanup.none",
-                    json!({"reason": "no sandbox was provisioned"}),
-                );
-                run.evidence(|ev| ev.cleanup = Some("No sandbox was provisioned.".into()));
+                let _ = run.record(Event::CleanupNone {
+                    reason: "no sandbox was provisioned".into(),
+                });
             }
             return None;
         }
     };
     if run.cfg.keep {
-        let _ = run.journal(
-            "cleanup.kept",
-            json!({ "sandbox_id": id, "reason": "--keep" }),
-        );
-        run.evidence(|ev| {
-            ev.cleanup = Some(format!(
-                "Sandbox `{id}` was kept (--keep); destroy it with `rfs gc` once its owner is gone."
-            ))
+        let _ = run.record(Event::CleanupKept {
+            sandbox_id: id,
+            reason: "--keep".into(),
         });
         return None;
     }
@@ -121,40 +112,23 @@ pub async fn destroy_and_record(run: &Run, id: &str, why: &str) -> Option<String
     match res {
         Ok(proof) => {
             run.state().destroyed = true;
-            let _ = run.journal(
-                "cleanup.verified",
-                json!({
-                    "sandbox_id": proof.id,
-                    "why": why,
-                    "get_by_id": "not found",
-                    "in_inventory": false,
-                    "inventory_count": proof.inventory_count,
-                    "polls": proof.polls,
-                    "elapsed_ms": proof.elapsed_ms,
-                    "saw_present_before": proof.saw_present_before,
-                }),
-            );
-            run.emit(Event::CleanupVerified {
-                id: proof.id.clone(),
-                elapsed_ms: proof.elapsed_ms,
-            });
-            run.evidence(|ev| {
-                ev.cleanup = Some(format!(
-                    "Sandbox `{}` destroyed at {why}: get-by-id returned not found and it was absent from the provider inventory ({} sandboxes listed) after {} poll(s), {} ms.",
-                    proof.id, proof.inventory_count, proof.polls, proof.elapsed_ms
-                ))
+            let _ = run.record(Event::CleanupVerified {
+                sandbox_id: proof.id,
+                why: why.to_owned(),
+                get_by_id: "not found".into(),
+                in_inventory: false,
+                inventory_count: proof.inventory_count,
+                polls: proof.polls,
+                elapsed_ms: super::sync::ms(proof.elapsed_ms),
+                saw_present_before: proof.saw_present_before,
             });
             None
         }
         Err(e) => {
-            let _ = run.journal(
-                "cleanup.failed",
-                json!({ "sandbox_id": id, "why": why, "error": e }),
-            );
-            run.evidence(|ev| {
-                ev.cleanup = Some(format!(
-                    "Teardown of sandbox `{id}` could NOT be verified: {e}. Run `rfs gc` to retry."
-                ))
+            let _ = run.record(Event::CleanupFailed {
+                sandbox_id: id.to_owned(),
+                why: why.to_owned(),
+                error: e.clone(),
             });
             Some(format!("teardown of sandbox {id} not verified: {e}"))
         }

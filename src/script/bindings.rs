@@ -34,7 +34,7 @@ pub fn to_rhai(run: &Run, e: Error, pos: Position) -> Box<EvalAltResult> {
             // Every refusal is a journal fact with its reason, whichever
             // check raised it (the run's end only says `refused`).
             let reason = run.state().redactor.redact_str(m);
-            let _ = run.journal("refused", serde_json::json!({ "reason": reason }));
+            let _ = run.record(crate::events::Event::Refused { reason });
             // The refusal crosses the script boundary as this very value:
             // the exit code is decided by its identity, never by its text.
             let value = rhai::ImmutableString::from(e.to_string());

@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use rhai::packages::{Package, StandardPackage};
 use rhai::{Engine, AST};
-use serde_json::json;
 
 use crate::error::{Error, FailureKind, Result};
 use crate::events::Event;
@@ -94,14 +93,15 @@ pub fn run_engine(
     let r = run.clone();
     e.on_print(move |text| {
         let text = r.state().redactor.redact_str(text);
-        let _ = r.journal("print", json!({ "text": text }));
-        r.emit(Event::Print(text));
+        let _ = r.record(Event::Print { text });
     });
     let r = run.clone();
     e.on_debug(move |text, _src, pos| {
         let text = r.state().redactor.redact_str(text);
-        let _ = r.journal("debug", json!({ "text": text, "line": pos.line() }));
-        r.emit(Event::Debug(text));
+        let _ = r.record(Event::Debug {
+            text,
+            line: pos.line(),
+        });
     });
     let r = run.clone();
     e.on_progress(move |_| r.is_cancelled().then(|| "interrupted".into()));
