@@ -66,7 +66,7 @@ provider_tests! {
         assert!(out.stderr.contains("3 │ assert_screen("), "{}", out.stderr);
         let a = &out.entries("attach.assert")[0];
         assert_eq!(a["outcome"], "Timeout");
-        let snap = std::fs::read_to_string(out.out_dir.join(a["snapshot"].as_str().unwrap())).unwrap();
+        let snap = std::fs::read_to_string(out.out_dir.join(a["snapshot"]["path"].as_str().unwrap())).unwrap();
         assert!(snap.contains("visible-text"));
         // Closed at run end, then the sandbox destroyed.
         assert_eq!(out.entries("attach.end")[0]["how"], "closed at run end");

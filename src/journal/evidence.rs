@@ -201,7 +201,7 @@ impl Evidence {
             Event::CleanupNone { .. } => self.cleanup = Some("No sandbox was provisioned.".into()),
             Event::CleanupKept { sandbox_id, .. } => {
                 self.cleanup = Some(format!(
-                    "Sandbox {} was kept (\\-\\-keep); destroy it with `rfs gc` once its owner is gone.",
+                    "Sandbox {} was kept (--keep); destroy it with `rfs gc` once its owner is gone.",
                     code(sandbox_id)
                 ))
             }
