@@ -41,6 +41,9 @@ pub enum Command {
     Repl {
         #[command(flatten)]
         session: SessionArgs,
+        /// Keep the sandbox when the session ends (journaled; prints how to remove it).
+        #[arg(long)]
+        keep: bool,
     },
     /// Compile a script and report errors without running it.
     Check { script: PathBuf },
@@ -157,8 +160,8 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             }
             Ok(report.exit_code)
         }
-        Command::Repl { session } => {
-            let settings = RunSettings::for_repl(session.into_run_args(PathBuf::new(), false))?;
+        Command::Repl { session, keep } => {
+            let settings = RunSettings::for_repl(session.into_run_args(PathBuf::new(), keep))?;
             crate::repl::run(
                 settings,
                 Arc::new(crate::reporter::Console { quiet: false }),

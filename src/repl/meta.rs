@@ -1,0 +1,192 @@
+//! The REPL's meta-commands (`:help`, `:sandbox`, `:journal`, `:screen`,
+//! `:save`, `:quit`): views of the live run that are not script.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::runtime::Run;
+
+/// Every meta-command with its one-line help.
+pub const COMMANDS: &[(&str, &str)] = &[
+    (":help", "this text"),
+    (
+        ":sandbox",
+        "the sandbox: id, provider, labels, home; the source pin",
+    ),
+    (":journal", "[n] the last n journal facts (default 10)"),
+    (
+        ":screen",
+        "[session] a terminal session's screen with row numbers and cursor (default: the latest)",
+    ),
+    (
+        ":save",
+        "FILE the inputs that succeeded, in order, as a script `rfs run` replays (:save! overwrites)",
+    ),
+    (
+        ":quit",
+        "end the session (also Ctrl-D); the sandbox is destroyed and verified gone",
+    ),
+];
+
+/// The help text.
+pub fn help() -> String {
+    let mut s = String::from(
+        "rfs repl — Rhai with sandbox(), sync_source(), step(), attach() and friends.\n",
+    );
+    for (name, what) in COMMANDS {
+        let _ = writeln!(s, "  {name:<9} {what}");
+    }
+    s.push_str(
+        "An open bracket, block or `string continues on the next line (Ctrl-C abandons it).\n\
+         Tab completes; Ctrl-C interrupts a running step or wait and keeps the session.",
+    );
+    s
+}
+
+/// `:sandbox`.
+pub fn sandbox(run: &Run) -> String {
+    let st = run.state();
+    let mut s = String::new();
+    match &st.sandbox {
+        Some(sb) => {
+            let _ = writeln!(s, "sandbox   {}", sb.id);
+            let _ = writeln!(s, "provider  {}", run.cfg.provider.name());
+            let _ = writeln!(s, "home      {}", sb.home);
+            let _ = writeln!(s, "state     {}", sb.state);
+            s.push_str("labels\n");
+            for (k, v) in &sb.labels {
+                let _ = writeln!(s, "  {k} = {v}");
+            }
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "no sandbox yet on provider `{}` (provisioned on first use)",
+                run.cfg.provider.name()
+            );
+        }
+    }
+    match &st.source {
+        Some(b) => {
+            let _ = writeln!(s, "source    commit {}", b.pin.commit);
+            let _ = writeln!(s, "          tree {}", b.pin.tree_digest);
+            let _ = writeln!(s, "          {} files at {}", b.pin.files, b.pin.workdir);
+        }
+        None => s.push_str("source    not synced (sync_source())\n"),
+    }
+    s.trim_end().to_owned()
+}
+
+/// `:journal [n]`: the last `n` facts, one a line.
+pub fn journal(run: &Run, args: &str) -> Result<String, String> {
+    let n: usize = if args.is_empty() {
+        10
+    } else {
+        args.parse()
+            .map_err(|_| format!(":journal takes a number of facts, not `{args}`"))?
+    };
+    let path = run.cfg.out_dir.join("journal.jsonl");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::new();
+    for l in &lines[lines.len().saturating_sub(n)..] {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else {
+            continue;
+        };
+        let ts = v["ts"].as_str().unwrap_or("");
+        let time = ts.split('T').nth(1).unwrap_or(ts);
+        let _ = write!(
+            out,
+            "#{:<4} {} {:<18}",
+            v["seq"],
+            time.get(..8).unwrap_or(time),
+            v["kind"].as_str().unwrap_or("?")
+        );
+        if let Some(m) = v["payload"].as_object() {
+            for (k, val) in m {
+                if val.is_null() {
+                    continue;
+                }
+                let shown = match val {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let shown = shown.replace('\n', "⏎");
+                let shown = if shown.chars().count() > 60 {
+                    format!("{}…", shown.chars().take(60).collect::<String>())
+                } else {
+                    shown
+                };
+                let _ = write!(out, " {k}={shown}");
+            }
+        }
+        out.push('\n');
+    }
+    Ok(out.trim_end().to_owned())
+}
+
+/// `:screen [session]`.
+pub fn screen(run: &Run, args: &str) -> Result<String, String> {
+    let sessions = run.state().sessions.clone();
+    if sessions.is_empty() {
+        return Err("no terminal session: start one with attach(\"cmd\")".into());
+    }
+    let s = if args.is_empty() {
+        sessions.last().cloned()
+    } else {
+        let n: u32 = args
+            .parse()
+            .map_err(|_| format!(":screen takes a session number, not `{args}`"))?;
+        sessions.iter().find(|s| s.index == n).cloned()
+    };
+    let s = s.ok_or_else(|| {
+        format!(
+            "no session {args}; sessions: {}",
+            sessions
+                .iter()
+                .map(|s| format!("{} (`{}`)", s.index, s.command))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    let live = if s.session.exit_status().is_some() {
+        "exited"
+    } else {
+        "live"
+    };
+    Ok(format!(
+        "session {} `{}` ({live})\n{}",
+        s.index,
+        s.command,
+        s.session.screen().dump().trim_end()
+    ))
+}
+
+/// `:save FILE` / `:save! FILE`.
+pub fn save(
+    transcript: &super::transcript::Transcript,
+    run: &Run,
+    args: &str,
+    overwrite: bool,
+    cwd: &Path,
+) -> Result<String, String> {
+    if args.is_empty() {
+        return Err(":save needs a file name".into());
+    }
+    let path = cwd.join(args);
+    if path.exists() && !overwrite {
+        return Err(format!(
+            "{} exists; `:save! {args}` overwrites it",
+            path.display()
+        ));
+    }
+    let text = transcript.script(run);
+    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(format!(
+        "saved {} inputs to {}; replay with `rfs run {}`",
+        transcript.len(),
+        path.display(),
+        args
+    ))
+}

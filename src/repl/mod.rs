@@ -1,0 +1,302 @@
+//! `rfs repl`: explore the run's live sandbox interactively. Every input is
+//! evaluated in one persistent scope against one run (one sandbox, one
+//! bound source, one journal).
+//!
+//! - [`input`]: meta-command or script; open input continues on the next
+//!   line (decided by Rhai's parser).
+//! - [`complete`]: tab completion.
+//! - [`meta`]: `:help`, `:sandbox`, `:journal`, `:screen`, `:save`, `:quit`.
+//! - [`pretty`]: how values are shown.
+//! - [`transcript`]: the inputs that succeeded, as a replayable script.
+//!
+//! Input typed or pasted while a step runs is never lost: rustyline keeps
+//! bytes it read past the end of a line for the next prompt (its
+//! `buffer-redux` feature), and the terminal holds what arrives while no
+//! prompt is reading. Ctrl-C interrupts the current evaluation (killing a
+//! running step, ending a wait) without ending the session; Ctrl-D or
+//! `:quit` ends it, and the sandbox is destroyed and verified gone as for
+//! `rfs run` (or kept with `--keep`).
+
+pub mod complete;
+pub mod input;
+pub mod meta;
+pub mod pretty;
+pub mod transcript;
+mod tty;
+
+use std::sync::Arc;
+
+use rhai::{Dynamic, Engine, Scope, AST};
+use rustyline::error::ReadlineError;
+use rustyline::history::FileHistory;
+
+use crate::error::{Error, FailureKind};
+use crate::events::Reporter;
+use crate::exit_code;
+use crate::runtime::Run;
+use crate::script::{self, Script, ScriptSource};
+use crate::settings::RunSettings;
+use input::Parsed;
+
+const PROMPT: &str = "rfs> ";
+const CONTINUE: &str = "...> ";
+
+/// Run an interactive session; returns the process exit code.
+pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Error> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(Error::internal)?;
+    let signals = crate::runner::Signals::install(&rt);
+    let cfg = crate::runner::config(&settings, None, settings.script.clone());
+    let run = Run::start(cfg, rt.handle().clone(), reporter, &settings.vars)?;
+    let here = Script {
+        path: settings.invocation_dir.join("<repl>"),
+        dir: settings.invocation_dir.clone(),
+        source: ScriptSource {
+            name: "<repl>".into(),
+            text: String::new(),
+        },
+    };
+    let engine = script::run_engine(&run, &here, settings.vars.clone())?;
+    // Ctrl-C while an evaluation runs (the terminal is not in raw mode then).
+    if let Some(mut signals) = signals {
+        let r = run.clone();
+        rt.spawn(async move {
+            loop {
+                signals.recv().await;
+                r.interrupt();
+            }
+        });
+    }
+    let mut session = Session {
+        helper_scope: Default::default(),
+        run: run.clone(),
+        scope: Scope::new(),
+        functions: AST::empty(),
+        imports: String::new(),
+        transcript: Default::default(),
+        cwd: settings.invocation_dir.clone(),
+    };
+    let helper = complete::Helper::new(&engine);
+    session.helper_scope = helper.scope.clone();
+    let config = rustyline::Config::builder()
+        .auto_add_history(false)
+        .completion_type(rustyline::CompletionType::List)
+        .max_history_size(10_000)
+        .map_err(Error::internal)?
+        .build();
+    let mut ed = rustyline::Editor::<complete::Helper, FileHistory>::with_config(config)
+        .map_err(Error::internal)?;
+    ed.set_helper(Some(helper));
+    let _ = std::fs::create_dir_all(&settings.state_dir);
+    let history = settings.state_dir.join("repl-history");
+    let _ = ed.load_history(&history);
+    eprintln!(
+        "{}\nrun {} on provider `{}`; evidence in {}",
+        meta::help(),
+        settings.run_id,
+        settings.provider.name,
+        settings.out_dir.display()
+    );
+    let mut buf = String::new();
+    loop {
+        let prompt = if buf.is_empty() { PROMPT } else { CONTINUE };
+        let line = match ed.readline(prompt) {
+            Ok(l) => l,
+            Err(ReadlineError::Interrupted) => {
+                if !buf.is_empty() {
+                    eprintln!("(input abandoned)");
+                }
+                buf.clear();
+                continue;
+            }
+            Err(ReadlineError::Eof) => break,
+            Err(e) => {
+                eprintln!("rfs: cannot read input: {e}");
+                break;
+            }
+        };
+        if buf.is_empty() {
+            if let Some((name, args)) = input::meta(&line) {
+                let _ = ed.add_history_entry(line.trim());
+                let _typeahead = tty::TypeaheadGuard::new();
+                if session.meta(name, args) == Flow::Quit {
+                    break;
+                }
+                continue;
+            }
+        }
+        // A trailing backslash still forces a continuation.
+        if let Some(cont) = line.strip_suffix('\\') {
+            buf.push_str(cont);
+            buf.push('\n');
+            continue;
+        }
+        buf.push_str(&line);
+        if input::classify(&engine, &buf) == Parsed::Incomplete {
+            buf.push('\n');
+            continue;
+        }
+        let input = std::mem::take(&mut buf);
+        if input.trim().is_empty() {
+            continue;
+        }
+        let _ = ed.add_history_entry(input.as_str());
+        let _typeahead = tty::TypeaheadGuard::new();
+        session.eval(&engine, &input);
+    }
+    let _ = ed.save_history(&history);
+    // A teardown problem is reported (and journaled) but does not turn a
+    // completed session into a failed one, as for `rfs run`.
+    run.finish("completed");
+    if run.cfg.keep {
+        let st = run.state();
+        if let (Some(sb), false) = (&st.sandbox, st.destroyed) {
+            eprintln!(
+                "rfs: sandbox {} was kept (--keep); once this session has ended, remove it with `rfs gc --provider {}`",
+                sb.id,
+                run.cfg.choice.name
+            );
+        }
+    }
+    drop(session);
+    drop(run);
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    Ok(exit_code::SUCCESS)
+}
+
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Quit,
+}
+
+/// One interactive session's state across inputs.
+struct Session {
+    run: Arc<Run>,
+    scope: Scope<'static>,
+    /// Functions defined so far.
+    functions: AST,
+    /// `import … as …;` statements that succeeded (modules are re-imported
+    /// for every input: Rhai keeps imports for one evaluation only).
+    imports: String,
+    transcript: transcript::Transcript,
+    helper_scope: Arc<std::sync::Mutex<complete::ScopeView>>,
+    cwd: std::path::PathBuf,
+}
+
+impl Session {
+    fn meta(&mut self, name: &str, args: &str) -> Flow {
+        let shown = match name {
+            "quit" | "q" | "exit" => return Flow::Quit,
+            "help" | "h" => Ok(meta::help()),
+            "sandbox" => Ok(meta::sandbox(&self.run)),
+            "journal" => meta::journal(&self.run, args),
+            "screen" => meta::screen(&self.run, args),
+            "save" | "save!" => meta::save(
+                &self.transcript,
+                &self.run,
+                args,
+                name == "save!",
+                &self.cwd,
+            ),
+            other => Err(format!(
+                "unknown command `:{other}`; :help lists the commands"
+            )),
+        };
+        match shown {
+            Ok(s) => println!("{s}"),
+            Err(e) => eprintln!("rfs: {e}"),
+        }
+        Flow::Continue
+    }
+
+    fn eval(&mut self, engine: &Engine, input: &str) {
+        let src = ScriptSource {
+            name: "<repl>".into(),
+            text: input.to_owned(),
+        };
+        let ast = match engine.compile_with_scope(&self.scope, input) {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("{:?}", miette::Report::new(src.parse_error(&e)));
+                return;
+            }
+        };
+        let imports = match engine.compile(&self.imports) {
+            Ok(a) => a,
+            Err(_) => AST::empty(),
+        };
+        let whole = imports.merge(&self.functions).merge(&ast);
+        if self.run.is_cancelled() {
+            self.run.renew_cancel();
+        }
+        match engine.eval_ast_with_scope::<Dynamic>(&mut self.scope, &whole) {
+            Ok(v) => {
+                if !v.is_unit() {
+                    println!("{}", pretty::render(&v));
+                }
+                self.transcript.push(input);
+                self.functions += ast.clone_functions_only();
+                for stmt in import_statements(input) {
+                    self.imports.push_str(&stmt);
+                    self.imports.push('\n');
+                }
+            }
+            Err(e) => {
+                let kind = if self.run.is_cancelled() {
+                    FailureKind::Interrupted
+                } else {
+                    FailureKind::Failed
+                };
+                let mut err = src.runtime_error(&e, kind);
+                if let Error::Script(s) = &mut err {
+                    s.message = self.run.state().redactor.redact_str(&s.message);
+                }
+                eprintln!("{:?}", miette::Report::new(err));
+            }
+        }
+        if self.run.is_cancelled() {
+            self.run.renew_cancel();
+        }
+        self.refresh_view();
+    }
+
+    /// Tell the completer what is in scope now.
+    fn refresh_view(&self) {
+        let mut v = self.helper_scope.lock().unwrap_or_else(|p| p.into_inner());
+        v.vars = self
+            .scope
+            .iter_raw()
+            .map(|(name, _, value)| (name.to_owned(), complete::Kind::of(value)))
+            .collect();
+        v.fns = self
+            .functions
+            .iter_functions()
+            .map(|f| f.name.to_owned())
+            .collect();
+        v.modules = import_aliases(&self.imports);
+    }
+}
+
+fn import_re() -> regex::Regex {
+    regex::Regex::new(r#"(?m)^\s*import\s+("[^"\n]*")\s+as\s+([A-Za-z_][A-Za-z0-9_]*)\s*;?"#)
+        .expect("valid regex")
+}
+
+/// Top-level `import "…" as name;` statements of an input.
+fn import_statements(input: &str) -> Vec<String> {
+    import_re()
+        .captures_iter(input)
+        .map(|c| format!("import {} as {};", &c[1], &c[2]))
+        .collect()
+}
+
+fn import_aliases(imports: &str) -> Vec<String> {
+    import_re()
+        .captures_iter(imports)
+        .map(|c| c[2].to_owned())
+        .collect()
+}
