@@ -26,7 +26,7 @@ const EXIT_CODES: &str = "Exit codes: 0 success, 1 script/step failed, 2 usage e
 pub enum Command {
     /// Run a workflow/proof script in the run's one shared sandbox.
     Run {
-        /// The Rhai script.
+        /// The Rhai script; `-` reads it from standard input.
         script: PathBuf,
         #[command(flatten)]
         session: SessionArgs,
@@ -45,8 +45,12 @@ pub enum Command {
         #[arg(long)]
         keep: bool,
     },
-    /// Compile a script and report errors without running it.
-    Check { script: PathBuf },
+    /// Compile a script and report errors without running it: syntax,
+    /// imports, unknown functions, wrong argument counts, misspelt option keys.
+    Check {
+        /// The Rhai script; `-` reads it from standard input.
+        script: PathBuf,
+    },
     /// Verify a run's output directory: the journal's chain, EVIDENCE.md
     /// against the journal, and every step log and recording against its
     /// journaled sha256.

@@ -91,7 +91,7 @@ pub fn parse_vars(raw: &[String]) -> Result<BTreeMap<String, String>> {
 impl RunSettings {
     /// Validate raw arguments against the environment.
     pub fn from_args(a: RunArgs) -> Result<Self> {
-        if !a.script.is_file() {
+        if a.script.as_os_str() != crate::script::STDIN && !a.script.is_file() {
             return Err(Error::Usage(format!(
                 "script {} does not exist or is not a file",
                 a.script.display()

@@ -37,6 +37,30 @@ impl ScriptSource {
         }))
     }
 
+    /// What [`super::lint`] found (at least one problem): the first at its
+    /// span, the others listed with their line and column.
+    pub fn lint_error(&self, problems: &[super::lint::Problem]) -> Error {
+        let first = &problems[0];
+        let mut err = self.error(first.message.clone(), first.pos, "here", FailureKind::Usage);
+        let mut help: Vec<String> = first.help.iter().cloned().collect();
+        for p in &problems[1..] {
+            help.push(format!(
+                "also at {}:{}: {}{}",
+                p.pos.line().unwrap_or(0),
+                p.pos.position().unwrap_or(0),
+                p.message,
+                p.help
+                    .as_ref()
+                    .map(|h| format!(" ({h})"))
+                    .unwrap_or_default()
+            ));
+        }
+        if let Error::Script(s) = &mut err {
+            s.help = (!help.is_empty()).then(|| help.join("\n"));
+        }
+        err
+    }
+
     /// A compile error.
     pub fn parse_error(&self, e: &ParseError) -> Error {
         self.error(

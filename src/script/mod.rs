@@ -4,6 +4,7 @@
 
 pub mod bindings;
 pub mod diagnostics;
+pub mod lint;
 pub mod options;
 pub mod resolver;
 pub mod terminal_bindings;
@@ -31,6 +32,9 @@ pub struct Script {
 impl Script {
     /// Read a script file.
     pub fn load(path: &Path) -> Result<Script> {
+        if path == Path::new(STDIN) {
+            return Self::from_stdin();
+        }
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::Usage(format!("cannot read script {}: {e}", path.display())))?;
         let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
@@ -40,6 +44,31 @@ impl Script {
             dir,
             source: ScriptSource {
                 name: path.display().to_string(),
+                text,
+            },
+        })
+    }
+}
+
+/// The script path that means "read the script from standard input".
+pub const STDIN: &str = "-";
+
+impl Script {
+    /// The script piped to `rfs run -`: named `<stdin>`, imports resolve
+    /// in the current directory.
+    fn from_stdin() -> Result<Script> {
+        use std::io::Read;
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| Error::Usage(format!("cannot read the script from stdin: {e}")))?;
+        let dir = std::env::current_dir()
+            .map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
+        Ok(Script {
+            path: PathBuf::from("<stdin>"),
+            dir,
+            source: ScriptSource {
+                name: "<stdin>".into(),
                 text,
             },
         })
@@ -76,6 +105,10 @@ pub fn compile(engine: &Engine, script: &Script) -> Result<AST> {
         .map_err(Error::Internal)?
         .check_imports(engine, &script.source.text)
         .map_err(|m| Error::Usage(format!("{}: {m}", script.source.name)))?;
+    let problems = lint::lint(&lint::Known::new(engine), &script.source.text);
+    if !problems.is_empty() {
+        return Err(script.source.lint_error(&problems));
+    }
     ast.set_source(script.source.name.as_str());
     Ok(ast)
 }
