@@ -1,21 +1,46 @@
 #!/usr/bin/env bash
-# Core benchmarks (issue #2), reported as ratios against named baselines
-# measured in the same run:
-#   1. sync_source on `local` (incl. in-sandbox verification) vs
-#      `git archive <sha> | tar -x -C dir`, on a generated repository
-#      (>= 20,000 files, >= 200 MB, nested dirs, a few large files);
-#   2. 200 x step("x","true") vs 200 x `sh -c true` spawns;
-#   3. peak RSS of a run syncing a repository holding a 1 GiB file
-#      (target <= 64 MiB).
-# Usage: scripts/bench-core.sh [WORKDIR]   (needs ~3 GB of free disk)
+# Core benchmarks (issues #2 and #12), reported as ratios against baselines
+# measured in the same run, interleaved (baseline and rfs alternate, the
+# order flipping every run), on one machine:
+#   1. sync_source (incl. the in-sandbox verification) vs
+#      `git archive <sha> | tar -x -C dir` on `local` (and vs
+#      `git archive <sha> | docker cp - <ctr>:<dir>` on `docker` when a
+#      Docker engine and the test image are available), for three
+#      repository shapes:
+#        loose  >= 20,000 files, >= 200 MB, nested, 4 x 25 MiB files,
+#               loose objects (as right after `git add`/`commit`);
+#        packed the same history after `git gc` (one pack);
+#        huge   one 1 GiB file (stored in a pack by `git add`);
+#      in two disk regimes:
+#        cache  writes stay in the page cache (time until extracted);
+#        disk   time until the extracted tree is on disk (`sync` after the
+#               baseline; a `sync` step right after sync_source in rfs), the
+#               regime of a throttled disk;
+#      plus the peak RSS of every rfs run (target <= 64 MiB);
+#   2. 200 x step("x","true") vs 200 x `sh -c true` (STEPS=1 only).
+# rfs's figure is the sync phase from its journal (source.resolved to
+# source.pin, or to the end of the `sync` step): provisioning included,
+# process start-up and teardown not.
+# Writes $work/samples.tsv (every sample), $work/table.md (medians and
+# ratios) and the chart $SVG (default book/src/performance-sync.svg).
+# Not a test: never run in CI.
+# Usage: scripts/bench-core.sh [WORKDIR]   (needs ~4 GB of free disk)
+#   RUNS=3 SHAPES="loose packed huge" REGIMES="cache disk" DOCKER=auto
+#   RFS=/path/to/rfs (default: release build of this checkout)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-$(mktemp -d /tmp/rfs-bench.XXXXXX)}
 mkdir -p "$work"
 export RFS_STATE_DIR="$work/state"
-cargo build --release --quiet --manifest-path "$root/Cargo.toml"
-rfs="${CARGO_TARGET_DIR:-$root/target}/release/rfs"
 runs=${RUNS:-3}
+shapes=${SHAPES:-loose packed huge}
+regimes=${REGIMES:-cache disk}
+svg=${SVG:-$root/book/src/performance-sync.svg}
+if [ -z "${RFS:-}" ]; then
+  cargo build --release --quiet --manifest-path "$root/Cargo.toml"
+  RFS="${CARGO_TARGET_DIR:-$root/target}/release/rfs"
+fi
+rfs=$RFS
 
 source "$root/scripts/bench-lib.sh"
 
@@ -45,60 +70,120 @@ print(f"generated {n} small files + 4 x 25 MiB", file=sys.stderr)
 PY
   echo marker > "$dir/reproducer-marker.txt"
   git -C "$dir" init -q -b main
+  git -C "$dir" config gc.auto 0   # stay loose: no automatic gc after the commit
   git -C "$dir" add -A
   git -C "$dir" -c user.name=bench -c user.email=b@b commit -qm bench
 }
 
-echo "== generating the benchmark repository in $work/repo"
-gen_repo "$work/repo"
-files=$(git -C "$work/repo" ls-files | wc -l)
-bytes=$(du -sb --exclude=.git "$work/repo" | cut -f1)
-sha=$(git -C "$work/repo" rev-parse HEAD)
-echo "   $files files, $((bytes / 1024 / 1024)) MiB, commit $sha"
+# The same history, packed (as after `git gc`).
+gen_packed() {
+  local from=$1 dir=$2
+  [ -d "$dir/.git" ] && return
+  git clone -q --no-local "$from" "$dir"
+  git -C "$dir" gc -q
+}
 
-cat > "$work/sync.rhai" <<'RHAI'
-sync_source();
-RHAI
-echo "== 1. sync_source (local, incl. verification) vs git archive | tar -x"
-base=(); ours=(); syncms=()
-for i in $(seq 1 "$runs"); do
-  rm -rf "$work/extract"; mkdir -p "$work/extract"; sync
-  t0=$(now); git -C "$work/repo" archive "$sha" | tar -x -C "$work/extract"; t1=$(now)
-  base+=("$(elapsed "$t0" "$t1")")
-  rm -rf "$work/extract"; sync
-  out="$work/out-sync-$i"; rm -rf "$out"
-  t0=$(now); (cd "$work/repo" && "$rfs" run -q "$work/sync.rhai" --out "$out" >/dev/null); t1=$(now)
-  ours+=("$(elapsed "$t0" "$t1")")
-  syncms+=("$(sync_seconds "$out/journal.jsonl")")
+gen_huge() {
+  local dir=$1
+  [ -d "$dir/.git" ] && return
+  mkdir -p "$dir"; head -c 1073741824 /dev/urandom > "$dir/huge.bin"; echo m > "$dir/small.txt"
+  git -C "$dir" init -q -b main; git -C "$dir" add -A
+  git -C "$dir" -c user.name=b -c user.email=b@b commit -qm huge
+}
+
+echo "== repositories in $work"
+gen_repo "$work/loose"
+case " $shapes " in *" packed "*) gen_packed "$work/loose" "$work/packed" ;; esac
+case " $shapes " in *" huge "*) gen_huge "$work/huge" ;; esac
+for s in $shapes; do
+  r="$work/$s"
+  printf '   %-6s %6s files, %5s MiB tree, .git %5s MiB, %s loose objects\n' "$s" \
+    "$(git -C "$r" ls-files | wc -l)" "$(du -sm --exclude=.git "$r" | cut -f1)" \
+    "$(du -sm "$r/.git" | cut -f1)" "$(git -C "$r" count-objects | cut -d' ' -f1)"
 done
-b=$(printf '%s\n' "${base[@]}" | median); o=$(printf '%s\n' "${ours[@]}" | median); s=$(printf '%s\n' "${syncms[@]}" | median)
-echo "   baseline git archive | tar -x : ${b}s (median of $runs)"
-echo "   rfs run (whole run: provision, sync, verify, teardown): ${o}s  ratio $(ratio "$o" "$b")x"
-echo "   rfs sync_source alone (build+upload+verify, from the journal): ${s}s  ratio $(ratio "$s" "$b")x  (target <= 1.5x)"
 
-echo "== 2. 200 x step(\"x\",\"true\") vs 200 x sh -c true"
-{ echo 'sync_source();'; echo 'for i in 0..200 { step("x", "true"); }'; } > "$work/steps.rhai"
-small="$work/small"; small_repo "$small"
-base=(); ours=()
-for i in $(seq 1 "$runs"); do
-  t0=$(now); for _ in $(seq 1 200); do sh -c true; done; t1=$(now)
-  base+=("$(elapsed "$t0" "$t1")")
-  out="$work/out-steps-$i"; rm -rf "$out"
-  (cd "$small" && "$rfs" run -q "$work/steps.rhai" --out "$out" >/dev/null)
-  ours+=("$(steps_seconds "$out/journal.jsonl")")
-done
-b=$(printf '%s\n' "${base[@]}" | median); o=$(printf '%s\n' "${ours[@]}" | median)
-echo "   baseline 200 x sh -c true: ${b}s"
-echo "   rfs 200 steps (first step.start to last step.end): ${o}s  ratio $(ratio "$o" "$b")x  (target <= 1.5x)"
-
-echo "== 3. peak RSS syncing a repository holding a 1 GiB file"
-huge="$work/huge"
-if [ ! -d "$huge/.git" ]; then
-  mkdir -p "$huge"; head -c 1073741824 /dev/urandom > "$huge/huge.bin"; echo m > "$huge/small.txt"
-  git -C "$huge" init -q -b main; git -C "$huge" add -A
-  git -C "$huge" -c user.name=b -c user.email=b@b commit -qm huge
+docker_ok=0
+if [ "${DOCKER:-auto}" != 0 ] && docker info >/dev/null 2>&1; then
+  bash "$root/scripts/docker-test-image.sh" >/dev/null && docker_ok=1
 fi
-out="$work/out-huge"; rm -rf "$out"
-(cd "$huge" && /usr/bin/time -v "$rfs" run -q "$work/sync.rhai" --out "$out" >/dev/null 2>"$work/huge.time") || { cat "$work/huge.time"; exit 1; }
-rss=$(awk -F: '/Maximum resident set size/ {gsub(/ /,"",$2); print $2}' "$work/huge.time")
-echo "   peak RSS: $((rss / 1024)) MiB (target <= 64 MiB)"
+
+printf 'sync_source();\n' > "$work/sync-cache.rhai"
+printf 'sync_source();\nstep("flush", "sync");\n' > "$work/sync-disk.rhai"
+samples="$work/samples.tsv"
+printf 'shape\tprovider\tregime\trun\tbaseline_s\trfs_s\trfs_wall_s\trss_kib\n' > "$samples"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+
+baseline_local() { # shape regime
+  rm -rf "$work/extract"; mkdir -p "$work/extract"; sync
+  local t0 t1; t0=$(now)
+  git -C "$work/$1" archive "$(git -C "$work/$1" rev-parse HEAD)" | tar -x -C "$work/extract"
+  [ "$2" = disk ] && sync
+  t1=$(now); elapsed "$t0" "$t1"
+  rm -rf "$work/extract"
+}
+
+baseline_docker() { # shape
+  docker exec "$ctr" sh -c 'rm -rf /tmp/x && mkdir -p /tmp/x'
+  local t0 t1; t0=$(now)
+  git -C "$work/$1" archive "$(git -C "$work/$1" rev-parse HEAD)" | docker cp - "$ctr:/tmp/x"
+  t1=$(now); elapsed "$t0" "$t1"
+  docker exec "$ctr" rm -rf /tmp/x
+}
+
+# Prints "sync_seconds wall_seconds rss_kib".
+rfs_run() { # shape provider regime run
+  local out="$work/out-$1-$2-$3-$4" t0 t1
+  rm -rf "$out"; sync
+  t0=$(now)
+  (cd "$work/$1" && /usr/bin/time -f '%M' -o "$work/rss" "$rfs" run -q --provider "$2" \
+    "$work/sync-$3.rhai" --out "$out" >/dev/null 2>"$work/rfs.err") \
+    || { cat "$work/rfs.err" >&2; exit 1; }
+  t1=$(now)
+  echo "$(phase_seconds "$out/journal.jsonl") $(elapsed "$t0" "$t1") $(tail -1 "$work/rss")"
+}
+
+measure() { # shape provider regime
+  local i b r
+  for i in $(seq 1 "$runs"); do
+    if [ $((i % 2)) = 1 ]; then
+      b=$(baseline_"$2" "$1" "$3"); r=$(rfs_run "$1" "$2" "$3" "$i")
+    else
+      r=$(rfs_run "$1" "$2" "$3" "$i"); b=$(baseline_"$2" "$1" "$3")
+    fi
+    read -r rs rw rss <<<"$r"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$i" "$b" "$rs" "$rw" "$rss" | tee -a "$samples"
+  done
+}
+
+echo "== 1. sync_source vs git archive | tar -x ($runs paired runs each)"
+for s in $shapes; do
+  for g in $regimes; do measure "$s" local "$g"; done
+done
+if [ "$docker_ok" = 1 ]; then
+  export RFS_DOCKER_IMAGE=rfs-test-busybox:latest
+  ctr=$(docker run -d --label relayflows/bench=1 "$RFS_DOCKER_IMAGE" sleep 3600)
+  trap 'docker rm -f "$ctr" >/dev/null 2>&1 || true' EXIT
+  for s in $shapes; do measure "$s" docker cache; done
+fi
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+python3 "$root/scripts/bench-chart.py" "$samples" "$work/table.md" "$svg" \
+  "$(nproc) cores, load average $load_before before / $load_after after, $(date -u +%Y-%m-%d)"
+cat "$work/table.md"
+
+if [ "${STEPS:-0}" = 1 ]; then
+  echo "== 2. 200 x step(\"x\",\"true\") vs 200 x sh -c true"
+  { echo 'sync_source();'; echo 'for i in 0..200 { step("x", "true"); }'; } > "$work/steps.rhai"
+  small="$work/small"; small_repo "$small"
+  base=(); ours=()
+  for i in $(seq 1 "$runs"); do
+    t0=$(now); for _ in $(seq 1 200); do sh -c true; done; t1=$(now)
+    base+=("$(elapsed "$t0" "$t1")")
+    out="$work/out-steps-$i"; rm -rf "$out"
+    (cd "$small" && "$rfs" run -q "$work/steps.rhai" --out "$out" >/dev/null)
+    ours+=("$(steps_seconds "$out/journal.jsonl")")
+  done
+  b=$(printf '%s\n' "${base[@]}" | median); o=$(printf '%s\n' "${ours[@]}" | median)
+  echo "   baseline 200 x sh -c true: ${b}s"
+  echo "   rfs 200 steps (first step.start to last step.end): ${o}s  ratio $(ratio "$o" "$b")x  (target <= 1.5x)"
+fi

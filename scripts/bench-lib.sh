@@ -28,3 +28,18 @@ small_repo() {
   mkdir -p "$1"; echo m > "$1/f"; git -C "$1" init -q -b main; git -C "$1" add -A
   git -C "$1" -c user.name=b -c user.email=b@b commit -qm s
 }
+
+# Seconds of the run's sync phase, from its journal: source.resolved to
+# source.pin, or to the end of a step named "flush" when there is one
+# (provisioning included; process start-up and teardown not).
+phase_seconds() {
+  python3 -c 'import json,sys
+from datetime import datetime
+f=lambda s: datetime.strptime(s,"%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+t0=t1=None
+for e in map(json.loads, open(sys.argv[1])):
+    if e["kind"]=="source.resolved": t0=f(e["ts"])
+    if e["kind"]=="source.pin" and t1 is None: t1=f(e["ts"])
+    if e["kind"]=="step.end" and e["payload"].get("name")=="flush": t1=f(e["ts"])
+print(round(t1-t0,3))' "$1"
+}

@@ -121,6 +121,21 @@ pub enum Event {
         build_ms: u64,
         upload_ms: u64,
         verify_ms: u64,
+        /// `stream` (built while the sandbox extracts) or `file`.
+        #[serde(default)]
+        transfer: String,
+        /// `gzip` or `none`.
+        #[serde(default)]
+        compression: String,
+        /// Bytes sent to the sandbox (compressed size when compressed).
+        #[serde(default)]
+        wire_bytes: u64,
+        /// Sum of the synced files' sizes.
+        #[serde(default)]
+        tree_bytes: u64,
+        /// The whole sync: build, provisioning, transfer, verification.
+        #[serde(default)]
+        sync_ms: u64,
     },
     /// The source is bound.
     #[serde(rename = "source.pin")]
@@ -479,6 +494,11 @@ pub(crate) mod catalog {
                 build_ms: 1,
                 upload_ms: 2,
                 verify_ms: 3,
+                transfer: s("stream"),
+                compression: s("none"),
+                wire_bytes: 10,
+                tree_bytes: 4,
+                sync_ms: 7,
             },
             Event::SourcePin {
                 sandbox_id: s("local-1"),

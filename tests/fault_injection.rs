@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use rfs::provider::{
-    select, CreateSpec, ExecOutcome, ExecRequest, Labels, OutputSink, Provider, ProviderResult,
-    PtyChannel, PtyRequest, SandboxInfo,
+    select, CreateSpec, ExecOutcome, ExecRequest, InputStream, Labels, OutputSink, Provider,
+    ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
 };
 
 #[derive(Clone, Copy)]
@@ -26,6 +26,82 @@ enum Fault {
     /// Every step's exec prints one line and then fails in the provider
     /// (the connection to the sandbox is lost mid-command).
     StepExecFails,
+    /// Streamed transfer (the inner provider's): one byte of the stream is
+    /// changed on its way into the sandbox.
+    StreamCorrupt,
+    /// Streamed transfer: the stream breaks (an I/O error) mid-transfer.
+    StreamBreaks,
+    /// Streamed transfer: one extracted file is deleted after extraction.
+    StreamLoseFile,
+    /// The provider claims to be remote, so the transfer is compressed
+    /// when the sandbox can decompress.
+    Remote,
+    /// Remote, and every command runs with this PATH (no `gzip`).
+    RemoteWithoutGzip(&'static str),
+    /// Remote; the probe finds gzip, but the verification runs with this
+    /// PATH, which lacks it (gzip vanished in between).
+    RemoteGzipVanishes(&'static str),
+}
+
+impl Fault {
+    fn streams(self) -> bool {
+        matches!(
+            self,
+            Fault::StreamCorrupt | Fault::StreamBreaks | Fault::StreamLoseFile
+        )
+    }
+    fn remote(self) -> bool {
+        matches!(
+            self,
+            Fault::Remote | Fault::RemoteWithoutGzip(_) | Fault::RemoteGzipVanishes(_)
+        )
+    }
+}
+
+/// Changes the byte at `corrupt_at`, or fails with an I/O error once
+/// `break_at` bytes went through.
+struct Tamper {
+    inner: InputStream,
+    pos: u64,
+    corrupt_at: Option<u64>,
+    break_at: Option<u64>,
+}
+
+impl tokio::io::AsyncRead for Tamper {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let me = &mut *self;
+        if me.break_at.is_some_and(|b| me.pos >= b) {
+            return std::task::Poll::Ready(Err(std::io::Error::other(
+                "connection reset mid-transfer",
+            )));
+        }
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut me.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = r {
+            let n = (buf.filled().len() - before) as u64;
+            if let Some(at) = me.corrupt_at.filter(|at| (me.pos..me.pos + n).contains(at)) {
+                let i = before + (at - me.pos) as usize;
+                buf.filled_mut()[i] ^= 0x20;
+            }
+            me.pos += n;
+        }
+        r
+    }
+}
+
+/// Delete `lost.txt` right after extraction, before the sandbox lists
+/// what it has.
+fn lose_a_file(req: &mut ExecRequest) {
+    let enter = r#"cd -P -- "$dest" || exit 92"#;
+    assert!(
+        req.argv[2].contains(enter),
+        "verification script changed shape"
+    );
+    req.argv[2] = req.argv[2].replace(enter, &format!(r#"rm -f "$dest/lost.txt"; {enter}"#));
 }
 
 struct Faulty {
@@ -88,14 +164,19 @@ impl Provider for Faulty {
         if let (Fault::LoseFile, Some("rfs-verify")) =
             (self.fault, req.argv.get(3).map(String::as_str))
         {
-            // Right after extraction, before the sandbox lists what it has.
-            let enter = r#"cd -P -- "$dest" || exit 92"#;
-            assert!(
-                req.argv[2].contains(enter),
-                "verification script changed shape"
-            );
-            req.argv[2] =
-                req.argv[2].replace(enter, &format!(r#"rm -f "$dest/lost.txt"; {enter}"#));
+            lose_a_file(&mut req);
+        }
+        match (self.fault, req.argv.get(3).map(String::as_str)) {
+            (Fault::RemoteGzipVanishes(path), Some("rfs-verify")) => {
+                req.env.push(("PATH".into(), path.into()))
+            }
+            // The probe and the verification (steps keep the host PATH).
+            (Fault::RemoteWithoutGzip(path), arg)
+                if arg == Some("rfs-verify") || req.argv[2].contains("gzip -dc") =>
+            {
+                req.env.push(("PATH".into(), path.into()))
+            }
+            _ => {}
         }
         if let (Fault::StepExecFails, false) = (
             self.fault,
@@ -107,6 +188,36 @@ impl Provider for Faulty {
             ));
         }
         self.inner.exec(id, &req, sink).await
+    }
+    fn streams_input(&self) -> bool {
+        self.fault.streams() && self.inner.streams_input()
+    }
+    fn remote_transfer(&self) -> bool {
+        self.fault.remote()
+    }
+    async fn exec_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let mut req = req.clone();
+        let mut tamper = Tamper {
+            inner: input,
+            pos: 0,
+            corrupt_at: None,
+            break_at: None,
+        };
+        match self.fault {
+            Fault::StreamCorrupt => tamper.corrupt_at = Some(700),
+            Fault::StreamBreaks => tamper.break_at = Some(4096),
+            Fault::StreamLoseFile => lose_a_file(&mut req),
+            _ => {}
+        }
+        self.inner
+            .exec_with_input(id, &req, Box::new(tamper), sink)
+            .await
     }
     async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
         self.inner.open_pty(id, req).await
@@ -123,7 +234,8 @@ fn run_with_fault(rfs: &Rfs, fault: Fault) -> (RunOut, std::path::PathBuf) {
     repo.commit("payload");
     let marker = tempfile::tempdir().unwrap().keep().join("RAN");
     let (script, out_dir) = rfs.prepare(&format!(
-        "sync_source();\nstep(\"after\", \"touch {}\");\n",
+        "sync_source();\nstep(\"after\", \"mkdir -p {} && touch {}\");\n",
+        marker.parent().unwrap().display(),
         marker.display()
     ));
     let choice = select::ProviderChoice {
@@ -192,10 +304,42 @@ fn assert_refused_and_destroyed(rfs: &Rfs, out: &RunOut, marker: &Path, needle: 
 fn tools_without_sha256sum() -> &'static str {
     static DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap().keep();
-        for tool in [
+        tool_dir(&[
             "sh", "tar", "find", "mkdir", "readlink", "cut", "tr", "head", "rm", "cat",
-        ] {
+        ])
+    })
+}
+
+/// A directory of links to every host tool the verification may use,
+/// except `gzip`.
+fn tools_without_gzip() -> &'static str {
+    static DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        tool_dir(&[
+            "sh",
+            "tar",
+            "find",
+            "mkdir",
+            "readlink",
+            "cut",
+            "tr",
+            "head",
+            "rm",
+            "cat",
+            "xargs",
+            "mktemp",
+            "tee",
+            "mkfifo",
+            "sha256sum",
+            "nproc",
+        ])
+    })
+}
+
+fn tool_dir(tools: &[&str]) -> String {
+    {
+        let dir = tempfile::tempdir().unwrap().keep();
+        for tool in tools {
             let host = ["/usr/bin", "/bin"]
                 .iter()
                 .map(|d| Path::new(d).join(tool))
@@ -204,7 +348,7 @@ fn tools_without_sha256sum() -> &'static str {
             std::os::unix::fs::symlink(host, dir.join(tool)).unwrap();
         }
         dir.display().to_string()
-    })
+    }
 }
 
 #[test]
@@ -229,6 +373,82 @@ provider_tests! {
         let (out, marker) = run_with_fault(rfs, Fault::LoseFile);
         assert_refused_and_destroyed(rfs, &out, &marker, "missing in sandbox: lost.txt");
     }
+
+    fn a_remote_transfer_is_compressed_and_verified(rfs: &Rfs) {
+        let (out, _marker) = run_with_fault(rfs, Fault::Remote);
+        out.assert_code(0);
+        assert_eq!(out.entries("step.end")[0]["ok"], true, "the step after the sync did not run");
+        let v = transfer(&out);
+        assert_eq!(v["compression"], "gzip");
+        assert_eq!(v["content_equal"], true);
+        // The payload repeats: gzip must shrink it well below the tar.
+        assert!(
+            v["wire_bytes"].as_u64().unwrap() * 2 < v["archive_bytes"].as_u64().unwrap(),
+            "{v}"
+        );
+        assert!(v["tree_bytes"].as_u64().unwrap() > 3200, "{v}");
+        rfs.assert_no_leftovers();
+    }
+}
+
+/// The journal's account of the transfer.
+fn transfer(out: &RunOut) -> serde_json::Value {
+    out.entries("source.verify")[0].clone()
+}
+
+#[test]
+fn a_streamed_archive_corrupted_in_transit_is_refused() {
+    let rfs = Rfs::new(Prov::Local);
+    let (out, marker) = run_with_fault(&rfs, Fault::StreamCorrupt);
+    assert_refused_and_destroyed(
+        &rfs,
+        &out,
+        &marker,
+        "the archive arrived corrupted: local sha256",
+    );
+}
+
+#[test]
+fn a_stream_that_breaks_mid_transfer_is_refused() {
+    let rfs = Rfs::new(Prov::Local);
+    let (out, marker) = run_with_fault(&rfs, Fault::StreamBreaks);
+    assert_refused_and_destroyed(
+        &rfs,
+        &out,
+        &marker,
+        "the input stream broke before its end: connection reset mid-transfer",
+    );
+}
+
+#[test]
+fn a_streamed_extraction_that_loses_a_file_is_refused() {
+    let rfs = Rfs::new(Prov::Local);
+    let (out, marker) = run_with_fault(&rfs, Fault::StreamLoseFile);
+    assert_refused_and_destroyed(&rfs, &out, &marker, "missing in sandbox: lost.txt");
+}
+
+#[test]
+fn without_gzip_in_the_sandbox_a_remote_transfer_is_uncompressed() {
+    let rfs = Rfs::new(Prov::Local);
+    let (out, marker) = run_with_fault(&rfs, Fault::RemoteWithoutGzip(tools_without_gzip()));
+    out.assert_code(0);
+    assert!(marker.exists(), "the step after the sync did not run");
+    let v = transfer(&out);
+    assert_eq!(v["compression"], "none");
+    assert_eq!(v["wire_bytes"], v["archive_bytes"]);
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn a_decompressor_missing_at_verification_fails_closed() {
+    let rfs = Rfs::new(Prov::Local);
+    let (out, marker) = run_with_fault(&rfs, Fault::RemoteGzipVanishes(tools_without_gzip()));
+    assert_refused_and_destroyed(
+        &rfs,
+        &out,
+        &marker,
+        "required tool 'gzip' is missing in the sandbox (the transfer is compressed)",
+    );
 }
 
 #[test]

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
 use super::{
-    labels, CreateSpec, ExecOutcome, ExecRequest, Labels, OutputSink, Provider, ProviderError,
-    ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
+    labels, CreateSpec, ExecOutcome, ExecRequest, InputStream, Labels, OutputSink, Provider,
+    ProviderError, ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
 };
 
 /// The `local` provider.
@@ -179,6 +179,63 @@ impl Provider for LocalProvider {
         Ok(())
     }
 
+    fn streams_input(&self) -> bool {
+        true
+    }
+
+    /// The input goes through a FIFO in the sandbox's tmp directory: the
+    /// command runs under `sh -c 'exec "$@" <FIFO'` through [`Self::exec`]
+    /// (so it gets exactly exec's environment and process handling) while
+    /// rfs writes the stream into the FIFO. Nothing touches the disk.
+    async fn exec_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let info = self
+            .read(id)?
+            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        let fifo = Path::new(&info.home)
+            .with_file_name("tmp")
+            .join(format!("rfs-input-{}", uuid::Uuid::new_v4().simple()));
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).map_err(|e| {
+            ProviderError::other(format!("creating an input FIFO in sandbox {id}: {e}"))
+        })?;
+        let _remove = RemoveOnDrop(fifo.clone());
+        let mut wrapped = req.clone();
+        wrapped.argv = [
+            "/bin/sh",
+            "-c",
+            r#"f=$1; shift; exec "$@" <"$f""#,
+            "rfs-input",
+            &fifo.to_string_lossy(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(req.argv.iter().cloned())
+        .collect();
+        let feed = feed_fifo(fifo.clone(), input);
+        tokio::pin!(feed);
+        let exec = self.exec(id, &wrapped, sink);
+        tokio::pin!(exec);
+        let mut fed = None;
+        let outcome = loop {
+            tokio::select! {
+                r = &mut feed, if fed.is_none() => fed = Some(r),
+                o = &mut exec => break o?,
+            }
+        };
+        // Input the command did not read is dropped with `feed`.
+        if let Some(Err(e)) = fed {
+            return Err(ProviderError::other(format!(
+                "the input stream broke before its end: {e}"
+            )));
+        }
+        Ok(outcome)
+    }
+
     async fn exec(
         &self,
         id: &str,
@@ -302,6 +359,45 @@ impl Provider for LocalProvider {
         .await
         .map_err(|e| ProviderError::other(e.to_string()))?;
         res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))
+    }
+}
+
+/// Removes a path when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Copy `input` into the FIFO at `path` once a reader has opened it. A
+/// reader that goes away (broken pipe) ends the feed without error (the
+/// command's outcome says why); an error reading `input` is returned.
+async fn feed_fifo(path: PathBuf, mut input: InputStream) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    // Opening for writing without a reader fails (ENXIO) instead of
+    // blocking; poll until the command has opened its end.
+    let mut tx = loop {
+        match tokio::net::unix::pipe::OpenOptions::new().open_sender(&path) {
+            Ok(tx) => break tx,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                tokio::time::sleep(Duration::from_millis(2)).await
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = input.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        match tx.write_all(&buf[..n]).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(e),
+        }
     }
 }
 

@@ -106,6 +106,10 @@ impl ExecOutcome {
     }
 }
 
+/// A byte stream fed to a command's standard input
+/// ([`Provider::exec_with_input`]).
+pub type InputStream = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+
 /// Receives a command's output as it arrives.
 pub trait OutputSink: Send {
     fn stdout(&mut self, chunk: &[u8]);
@@ -189,6 +193,39 @@ pub trait Provider: Send + Sync {
     /// Copy the local file `local` into the sandbox at absolute `remote_path`
     /// (its parent directory must exist). Streams; never loads the file whole.
     async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()>;
+
+    /// Whether [`Provider::exec_with_input`] is implemented: a command can
+    /// read a byte stream from rfs on its standard input while rfs produces
+    /// it. Providers that cannot stream keep the file-based
+    /// [`Provider::upload`] path (the default).
+    fn streams_input(&self) -> bool {
+        false
+    }
+
+    /// Whether bytes sent to this provider's sandboxes cross a network, so
+    /// that compressing a transfer pays for its CPU cost.
+    fn remote_transfer(&self) -> bool {
+        false
+    }
+
+    /// Run a command like [`Provider::exec`], with `input` streamed into its
+    /// standard input (closed at the end of `input`). Returns when the
+    /// command ends; input it did not read is dropped. An error reading
+    /// `input` is an error of the call (the command saw a truncated
+    /// stream). Only called when [`Provider::streams_input`] is true.
+    async fn exec_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let _ = (id, req, input, sink);
+        Err(ProviderError::other(format!(
+            "provider {} cannot stream input into a command",
+            self.name()
+        )))
+    }
 
     /// Run a command and stream its output into `sink`.
     async fn exec(

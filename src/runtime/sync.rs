@@ -8,8 +8,11 @@ use std::time::Instant;
 use super::{BoundSource, Run};
 use crate::error::{Error, Result};
 use crate::events::{Event, SubmodulePin};
+use crate::provider::Provider;
 use crate::provider::{Collect, ExecRequest};
-use crate::source::{archive, remote_check, repo, SourceOptions, SubmodulePolicy};
+use crate::source::manifest::Entry;
+use crate::source::repo::ResolvedSource;
+use crate::source::{archive, remote_check, repo, stream, SourceOptions, SubmodulePolicy};
 
 /// What a bound source is pinned to; returned to the script.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,27 +86,27 @@ impl Run {
                 .collect(),
         })?;
 
-        // Build the archive locally before provisioning: a repository
-        // problem must not cost a sandbox.
+        let p = self.cfg.provider.clone();
         let started = Instant::now();
-        let tmp = tempfile::Builder::new()
-            .prefix("rfs-source-")
-            .suffix(".tar")
-            .tempfile_in(&self.cfg.scratch_dir)
-            .map_err(Error::internal)?;
-        let repo_dir = resolved.repo_root.clone();
-        // The script thread does the (blocking) git work itself.
-        let built = archive::build(&repo_dir, &resolved, tmp.path())
-            .map_err(|e| self.refuse(format!("cannot build the source archive: {e}")))?;
-        let build_ms = started.elapsed().as_millis();
+        let streaming = p.streams_input();
+        let remote = p.remote_transfer();
+        // On the file path the archive is built before provisioning (a
+        // repository problem must not cost a sandbox), except for remote
+        // providers, whose compression is decided by probing the sandbox.
+        // A streamed archive is built while the sandbox extracts it.
+        let mut prebuilt = None;
+        if !streaming && !remote {
+            prebuilt = Some(
+                self.build_archive_file(&resolved, false)
+                    .map_err(|e| self.refuse(e))?,
+            );
+        }
 
         let sb = self.sandbox_with_pins(Some((&commit, &tree)))?;
-        let dest = format!("{}/{}", sb.home.trim_end_matches('/'), opts.dest);
-        let upload = format!(
-            "{}/.rfs-upload-{}.tar",
-            sb.home.trim_end_matches('/'),
-            self.cfg.run_id
-        );
+        let home = sb.home.trim_end_matches('/');
+        let dest = format!("{home}/{}", opts.dest);
+        let upload = format!("{home}/.rfs-upload-{}.tar", self.cfg.run_id);
+        let aux = format!("{home}/.rfs-verify-{}", self.cfg.run_id);
         let fail = |what: String| -> Error {
             let msg = format!("source sync into sandbox {} failed: {what}", sb.id);
             let _ = self.record(Event::SourceSyncFailed {
@@ -121,32 +124,105 @@ impl Run {
             }
             err
         };
-        let p = self.cfg.provider.clone();
-        let t_up = Instant::now();
-        if let Err(e) = self.block_on(p.upload(&sb.id, tmp.path(), &upload)) {
-            return Err(fail(format!("upload: {e}")));
-        }
-        let upload_ms = t_up.elapsed().as_millis();
-        drop(tmp);
-        let t_ver = Instant::now();
-        let req = ExecRequest {
-            argv: vec![
-                "/bin/sh".into(),
-                "-c".into(),
-                remote_check::SCRIPT.into(),
-                "rfs-verify".into(),
-                upload.clone(),
-                dest.clone(),
-            ],
+        let gzip = if remote {
+            match self.block_on(probe_gzip(
+                p.as_ref(),
+                &sb.id,
+                &sb.home,
+                self.cancel_token(),
+            )) {
+                Ok(g) => g,
+                Err(e) => return Err(fail(format!("probing for a decompressor: {e}"))),
+            }
+        } else {
+            false
+        };
+        let verify_req = |archive: &str| ExecRequest {
+            argv: [
+                "/bin/sh",
+                "-c",
+                remote_check::SCRIPT,
+                "rfs-verify",
+                archive,
+                &dest,
+                &aux,
+                if gzip { "gzip" } else { "" },
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
             cwd: sb.home.clone(),
             env: vec![("LC_ALL".into(), "C".into())],
             timeout: Some(std::time::Duration::from_secs(1800)),
             cancel: self.cancel_token(),
         };
         let mut out = Collect::default();
-        let outcome = match self.block_on(p.exec(&sb.id, &req, &mut out)) {
-            Ok(o) => o,
-            Err(e) => return Err(fail(format!("running the verification: {e}"))),
+        let (built, build_ms, upload_ms, outcome, t_ver) = if streaming {
+            let (writer, reader) = stream::channel();
+            let streamed = reader.digest();
+            let resolved2 = resolved.clone();
+            let builder = std::thread::Builder::new()
+                .name("rfs-archive".into())
+                .spawn(move || {
+                    let t = Instant::now();
+                    build_streamed(&resolved2, writer, gzip).map(|b| (b, t.elapsed().as_millis()))
+                })
+                .map_err(Error::internal)?;
+            let t_ver = Instant::now();
+            let outcome = self.block_on(p.exec_with_input(
+                &sb.id,
+                &verify_req(remote_check::STDIN),
+                Box::new(reader),
+                &mut out,
+            ));
+            let (built, build_ms) = match builder.join() {
+                Ok(Ok(b)) => b,
+                Ok(Err(e)) => return Err(fail(format!("cannot build the source archive: {e}"))),
+                Err(_) => return Err(fail("the archive builder panicked".into())),
+            };
+            let outcome = match outcome {
+                Ok(o) => o,
+                Err(e) => return Err(fail(format!("streaming the archive: {e}"))),
+            };
+            let Some((sha, wire)) = streamed.get() else {
+                return Err(fail(
+                    "the sandbox did not read the archive to its end".into(),
+                ));
+            };
+            let (sha256, size) = built.archive.clone().unwrap_or((sha, wire));
+            let built = archive::BuiltArchive {
+                sha256,
+                size,
+                wire_bytes: wire,
+                manifest: built.manifest,
+            };
+            (built, build_ms, 0, outcome, t_ver)
+        } else {
+            let t_build = Instant::now();
+            let (tmp, built) = match prebuilt.take() {
+                Some(b) => b,
+                None => match self.build_archive_file(&resolved, gzip) {
+                    Ok(b) => b,
+                    Err(e) => return Err(fail(e)),
+                },
+            };
+            let build_ms = if remote {
+                t_build.elapsed().as_millis()
+            } else {
+                started.elapsed().as_millis()
+            };
+            let t_up = Instant::now();
+            if let Err(e) = self.block_on(p.upload(&sb.id, tmp.path(), &upload)) {
+                return Err(fail(format!("upload: {e}")));
+            }
+            let upload_ms = t_up.elapsed().as_millis();
+            drop(tmp);
+            let t_ver = Instant::now();
+            let outcome = match self.block_on(p.exec(&sb.id, &verify_req(&upload), &mut out)) {
+                Ok(o) => o,
+                Err(e) => return Err(fail(format!("running the verification: {e}"))),
+            };
+            (built, build_ms, upload_ms, outcome, t_ver)
         };
         if outcome.cancelled {
             return Err(fail("interrupted".into()));
@@ -159,6 +235,9 @@ impl Run {
                 Some(remote_check::EXIT_MKDIR) => format!("cannot create {dest}: {stderr}"),
                 Some(remote_check::EXIT_EXTRACT) => format!("extraction failed: {stderr}"),
                 Some(remote_check::EXIT_DIGEST) => format!("cannot hash the upload: {stderr}"),
+                Some(remote_check::EXIT_DECOMPRESS) => {
+                    format!("decompressing the transfer failed: {stderr}")
+                }
                 other => format!("verification exited with {other:?}: {stderr}"),
             };
             return Err(fail(what));
@@ -201,6 +280,19 @@ impl Run {
             build_ms: ms(build_ms),
             upload_ms: ms(upload_ms),
             verify_ms: ms(verify_ms),
+            transfer: if streaming { "stream" } else { "file" }.into(),
+            compression: if gzip { "gzip" } else { "none" }.into(),
+            wire_bytes: built.wire_bytes,
+            tree_bytes: built
+                .manifest
+                .entries
+                .values()
+                .map(|e| match e {
+                    Entry::File { size, .. } => *size,
+                    _ => 0,
+                })
+                .sum(),
+            sync_ms: ms(started.elapsed().as_millis()),
         })?;
         self.record(Event::SourcePin {
             sandbox_id: sb.id.clone(),
@@ -219,6 +311,70 @@ impl Run {
         });
         Ok(pin)
     }
+}
+
+impl Run {
+    /// Build the archive into a temporary file in the scratch directory.
+    fn build_archive_file(
+        &self,
+        resolved: &ResolvedSource,
+        gzip: bool,
+    ) -> std::result::Result<(tempfile::NamedTempFile, archive::BuiltArchive), String> {
+        let tmp = tempfile::Builder::new()
+            .prefix("rfs-source-")
+            .suffix(if gzip { ".tar.gz" } else { ".tar" })
+            .tempfile_in(&self.cfg.scratch_dir)
+            .map_err(|e| format!("cannot create the archive file: {e}"))?;
+        // The script thread does the (blocking) git work itself.
+        let built = archive::build(&resolved.repo_root, resolved, tmp.path(), gzip)
+            .map_err(|e| format!("cannot build the source archive: {e}"))?;
+        Ok((tmp, built))
+    }
+}
+
+/// Build the archive into the stream; with `gzip` the stream is compressed
+/// and the uncompressed tar is hashed here (the reader then sees only
+/// compressed bytes).
+fn build_streamed(
+    resolved: &ResolvedSource,
+    writer: stream::ChunkWriter,
+    gzip: bool,
+) -> std::result::Result<archive::Built, crate::source::SourceError> {
+    if gzip {
+        let z = flate2::write::GzEncoder::new(writer, flate2::Compression::fast());
+        let (z, built) = archive::build_into(&resolved.repo_root, resolved, z, true)?;
+        z.finish()?.finish()?;
+        Ok(built)
+    } else {
+        let (w, built) = archive::build_into(&resolved.repo_root, resolved, writer, false)?;
+        w.finish()?;
+        Ok(built)
+    }
+}
+
+/// Whether the sandbox can decompress gzip: a round trip through its
+/// `gzip`. An unusable or missing gzip means an uncompressed transfer; a
+/// provider failure is an error.
+async fn probe_gzip(
+    p: &dyn Provider,
+    id: &str,
+    home: &str,
+    cancel: tokio_util::sync::CancellationToken,
+) -> crate::provider::ProviderResult<bool> {
+    let req = ExecRequest {
+        argv: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            "command -v gzip >/dev/null 2>&1 && printf rfs-probe | gzip -c | gzip -dc".into(),
+        ],
+        cwd: home.into(),
+        env: vec![],
+        timeout: Some(std::time::Duration::from_secs(60)),
+        cancel,
+    };
+    let mut out = Collect::default();
+    let o = p.exec(id, &req, &mut out).await?;
+    Ok(o.success() && out.stdout == b"rfs-probe")
 }
 
 /// The destination must be a plain relative path below the sandbox home.

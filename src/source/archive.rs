@@ -24,21 +24,86 @@ const STREAM_THRESHOLD: usize = 8 * 1024 * 1024;
 /// The built archive.
 #[derive(Debug)]
 pub struct BuiltArchive {
+    /// sha256 of the (uncompressed) tar stream.
     pub sha256: String,
+    /// Bytes of the (uncompressed) tar stream.
     pub size: u64,
+    /// Bytes written to the output (compressed size when compressed).
+    pub wire_bytes: u64,
     pub manifest: Manifest,
 }
 
-/// Write the resolved tree (plus pinned submodules) as a tar to `out`.
+/// What [`build_into`] returns: the manifest, and the archive's digest and
+/// size when it was asked to hash the archive itself.
+#[derive(Debug)]
+pub struct Built {
+    pub manifest: Manifest,
+    pub archive: Option<(String, u64)>,
+}
+
+/// Bound libgit2's memory once per process: pack windows are mapped in
+/// 8 MiB pieces with at most 32 MiB mapped at a time (default: 1 GiB
+/// windows, up to 8 GiB mapped, all of it counted in RSS once read).
+pub fn bound_git_memory() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: libgit2 global options, set once before any repository
+        // is opened by this module (the calls are not thread-safe against
+        // concurrent pack access, hence the Once before first use).
+        unsafe {
+            let _ = git2::opts::set_mwindow_size(8 << 20);
+            let _ = git2::opts::set_mwindow_mapped_limit(32 << 20);
+        }
+    });
+}
+
+/// Write the resolved tree (plus pinned submodules) as a tar to the file
+/// `out`, gzip-compressed when `gzip` (the digest and size are those of
+/// the uncompressed tar, which is what the sandbox hashes).
 pub fn build(
     repo_dir: &Path,
     src: &ResolvedSource,
     out: &Path,
+    gzip: bool,
 ) -> Result<BuiltArchive, SourceError> {
+    let file = BufWriter::with_capacity(1 << 20, File::create(out)?);
+    let (file, sha, size, manifest) = if gzip {
+        let z = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+        let (hw, built) = build_into(repo_dir, src, HashingWriter::new(z), false)?;
+        let (z, sha, size) = hw.finish();
+        (z.finish()?, sha, size, built.manifest)
+    } else {
+        let (hw, built) = build_into(repo_dir, src, HashingWriter::new(file), false)?;
+        let (file, sha, size) = hw.finish();
+        (file, sha, size, built.manifest)
+    };
+    let file = file.into_inner().map_err(|e| e.into_error())?;
+    file.sync_data().ok();
+    let wire_bytes = file.metadata()?.len();
+    Ok(BuiltArchive {
+        sha256: sha,
+        size,
+        wire_bytes,
+        manifest,
+    })
+}
+
+/// Stream the resolved tree (plus pinned submodules) as a tar into `out`,
+/// returning `out` (flushed) and the manifest; `hash_archive` also hashes
+/// the tar stream here (leave it off when the consumer hashes it).
+pub fn build_into<W: Write>(
+    repo_dir: &Path,
+    src: &ResolvedSource,
+    out: W,
+    hash_archive: bool,
+) -> Result<(W, Built), SourceError> {
+    bound_git_memory();
     let repo = Repository::open(repo_dir)?;
     let mtime = repo.find_commit(src.commit)?.time().seconds().max(0) as u64;
-    let file = File::create(out)?;
-    let mut tar = tar::Builder::new(HashingWriter::new(BufWriter::with_capacity(1 << 20, file)));
+    let mut tar = tar::Builder::new(MaybeHashing {
+        inner: out,
+        hash: hash_archive.then(|| (Sha256::new(), 0)),
+    });
     tar.mode(tar::HeaderMode::Deterministic);
     tar.follow_symlinks(false);
     let mut manifest = Manifest::default();
@@ -54,15 +119,30 @@ pub fn build(
             .find(|s| s.path.as_bytes() == path)
             .map(|s| (s.repo_path.clone(), s.commit))
     })?;
-    let hw = tar.into_inner()?;
-    let (mut inner, sha, size) = hw.finish();
-    inner.flush()?;
-    inner.get_ref().sync_data().ok();
-    Ok(BuiltArchive {
-        sha256: sha,
-        size,
-        manifest,
-    })
+    let mut mh = tar.into_inner()?;
+    mh.inner.flush()?;
+    let archive = mh.hash.map(|(h, n)| (hex::encode(h.finalize()), n));
+    Ok((mh.inner, Built { manifest, archive }))
+}
+
+/// A writer that optionally hashes what passes through.
+struct MaybeHashing<W> {
+    inner: W,
+    hash: Option<(Sha256, u64)>,
+}
+
+impl<W: Write> Write for MaybeHashing<W> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(b)?;
+        if let Some((h, total)) = self.hash.as_mut() {
+            h.update(&b[..n]);
+            *total += n as u64;
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 type SubmoduleLookup<'a> = dyn Fn(&[u8]) -> Option<(std::path::PathBuf, Oid)> + 'a;

@@ -3,7 +3,8 @@
 //! - [`repo`] finds the repository and decides what may ship (refusals for
 //!   missing repos, empty history, dirty trees and submodules).
 //! - [`manifest`] is the expected file set and content of a tree.
-//! - [`archive`] streams the tree from the object database into a tar file.
+//! - [`archive`] streams the tree from the object database into a tar (a
+//!   file, or [`stream`] to a provider that reads it while it is built).
 //! - [`remote_check`] extracts and verifies inside the sandbox.
 
 pub mod archive;
@@ -11,6 +12,7 @@ pub mod manifest;
 pub mod pack_stream;
 pub mod remote_check;
 pub mod repo;
+pub mod stream;
 
 use std::path::PathBuf;
 

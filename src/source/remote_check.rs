@@ -5,6 +5,14 @@
 //! [`Manifest`] to compare with the expected one. Names are never split on
 //! newlines and never sorted remotely, so odd names, locale and collation
 //! cannot cause false mismatches.
+//!
+//! Cost: the archive is hashed while it is extracted (from the uploaded
+//! file, or from standard input through `tee` when the provider streams);
+//! the extracted files are hashed in parallel batches (`xargs -P`, one
+//! process per core), each batch reporting its own names and sums so the
+//! pairing never depends on scheduling. The hash is `openssl dgst -sha256`
+//! when the sandbox has an openssl that hashes a known vector right (it uses
+//! the CPU's SHA extensions), `sha256sum` otherwise.
 
 use super::manifest::{Entry, Manifest};
 
@@ -14,32 +22,64 @@ pub const EXIT_DEST_EXISTS: i32 = 91;
 pub const EXIT_MKDIR: i32 = 92;
 pub const EXIT_EXTRACT: i32 = 93;
 pub const EXIT_DIGEST: i32 = 94;
+pub const EXIT_DECOMPRESS: i32 = 95;
 
-/// `sh -c SCRIPT rfs-verify ARCHIVE DEST`.
+/// The archive argument meaning "read the archive from standard input".
+pub const STDIN: &str = "-";
+
+/// `sh -c SCRIPT rfs-verify ARCHIVE DEST AUX [DECOMPRESSOR]`: ARCHIVE is a
+/// file in the sandbox or [`STDIN`]; AUX is a scratch directory (created,
+/// then removed); DECOMPRESSOR (`gzip`) when the transfer is compressed.
 pub const SCRIPT: &str = r#"set -u
 LC_ALL=C; export LC_ALL
-arc=$1; dest=$2
-for t in sha256sum tar find mkdir readlink cut tr; do
-  command -v "$t" >/dev/null 2>&1 || { echo "required tool '$t' is missing in the sandbox" >&2; exit 90; }
-done
-if [ -e "$dest" ] || [ -L "$dest" ]; then echo "destination $dest already exists in the sandbox" >&2; exit 91; fi
-sha256sum "$arc" >"$arc.sha256" 2>&1 &
-spid=$!
-mkdir -p -- "$dest" || { wait "$spid"; exit 92; }
-if ! tar -xf "$arc" -C "$dest" 2>"$arc.err"; then
-  wait "$spid"; head -c 500 "$arc.err" >&2; exit 93
+arc=$1; dest=$2; aux=$3; z=${4:-}
+need() { command -v "$1" >/dev/null 2>&1 || { echo "required tool '$1' is missing in the sandbox$2" >&2; exit 90; }; }
+if command -v openssl >/dev/null 2>&1 && [ "$(printf abc | openssl dgst -sha256 -r 2>/dev/null | cut -c1-64)" = ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad ]; then
+  H='openssl dgst -sha256 -r'
+else
+  need sha256sum ""; H=sha256sum
 fi
-wait "$spid" || { head -c 500 "$arc.sha256" >&2; exit 94; }
+for t in tar find mkdir readlink cut tr xargs mktemp; do need "$t" ""; done
+if [ "$arc" = - ] || [ -n "$z" ]; then need tee ""; need mkfifo ""; fi
+if [ -n "$z" ]; then need "$z" " (the transfer is compressed)"; fi
+if [ -e "$dest" ] || [ -L "$dest" ]; then echo "destination $dest already exists in the sandbox" >&2; exit 91; fi
+mkdir -p -- "$dest" || exit 92
+mkdir -- "$aux" || exit 92
+unpack() { if [ -n "$z" ]; then "$z" -dc 2>"$aux/zerr" || : >"$aux/zfail"; else cat; fi; }
+if [ "$arc" = - ] || [ -n "$z" ]; then
+  mkfifo "$aux/fifo" || exit 92
+  $H <"$aux/fifo" >"$aux/sum" 2>&1 &
+  spid=$!
+  if [ "$arc" = - ] && [ -z "$z" ]; then tee "$aux/fifo"
+  elif [ "$arc" = - ]; then unpack | tee "$aux/fifo"
+  else unpack <"$arc" | tee "$aux/fifo"
+  fi | { tar -xf - -C "$dest" 2>"$aux/err" || : >"$aux/tarfail"; cat >/dev/null; }
+  wait "$spid"; src=$?
+  if [ -e "$aux/zfail" ]; then head -c 500 "$aux/zerr" >&2; exit 95; fi
+  if [ -e "$aux/tarfail" ]; then head -c 500 "$aux/err" >&2; exit 93; fi
+else
+  $H "$arc" >"$aux/sum" 2>&1 &
+  spid=$!
+  if ! tar -xf "$arc" -C "$dest" 2>"$aux/err"; then
+    wait "$spid"; head -c 500 "$aux/err" >&2; exit 93
+  fi
+  wait "$spid"; src=$?
+fi
+[ "$src" = 0 ] || { head -c 500 "$aux/sum" >&2; exit 94; }
 cd -P -- "$dest" || exit 92
 printf 'ROOT\0%s\0' "$PWD"
-printf 'ARCHIVE\0'; cut -c1-64 "$arc.sha256" | tr -d '\n'; printf '\0'
+printf 'ARCHIVE\0'; cut -c1-64 "$aux/sum" | tr -d '\n'; printf '\0'
 printf 'DIRS\0'; find . -type d -print0
 printf 'LINKS\0'; find . -type l -exec sh -c 'for p do printf "%s\0" "$p"; readlink "$p"; printf "\0"; done' sh {} +
 printf 'EXEC\0'; find . -type f -perm -100 -print0
-printf 'FILES\0'; find . -type f -print0
-printf 'SUMS'; find . -type f -exec sha256sum {} +
-printf '\0END\0'
-rm -f -- "$arc" "$arc.sha256" "$arc.err"
+printf 'FILES\0'
+j=$(nproc 2>/dev/null) || j=1
+P=; if [ "${j:-1}" -gt 1 ] 2>/dev/null && echo x | xargs -P 2 true 2>/dev/null; then P="-P $j"; fi
+find . -type f -print0 | xargs -0 -r $P -n 256 sh -c 'o=$(mktemp "$0/b.XXXXXX") || exit 255; { printf "BATCH\0"; printf "%s\0" "$@"; printf SUMS; '"$H"' "$@"; printf "\0"; } >"$o"' "$aux"
+for b in "$aux"/b.*; do [ -f "$b" ] && cat "$b"; done
+printf 'END\0'
+rm -rf -- "$aux"
+[ "$arc" = - ] || rm -f -- "$arc"
 "#;
 
 /// What the sandbox reported.
@@ -107,36 +147,45 @@ pub fn parse_report(out: &[u8]) -> Result<Report, String> {
     if next != Some(b"FILES") {
         return Err("verification report: FILES section missing".into());
     }
-    let mut files: Vec<&[u8]> = vec![];
-    next = fields.next();
-    while let Some(p) = next.filter(|p| p.starts_with(b"./")) {
-        files.push(p);
-        next = fields.next();
-    }
-    // SUMS runs to the final NUL before END; it may contain no NUL itself.
-    let sums = next
-        .filter(|s| s.starts_with(b"SUMS"))
-        .ok_or("verification report: SUMS section missing")?;
-    let mut sums = &sums[4..];
-    if fields.next() != Some(b"END") {
-        return Err("verification report is truncated (no END marker)".into());
-    }
-    for f in files {
-        let (sha, rest) = parse_sum_line(sums, f)?;
-        sums = rest;
-        let key = rel(f).unwrap_or(f).to_vec();
-        let is_exec = exec.contains(&key);
-        m.entries.insert(
-            key,
-            Entry::File {
+    // Batches of `BATCH\0 name\0… SUMS<sum lines>\0`, in any order, then
+    // END. Each batch pairs its own names with its own sums, in order; a
+    // SUMS block may contain no NUL itself.
+    loop {
+        match fields.next() {
+            Some(b"END") => break,
+            Some(b"BATCH") => {}
+            _ => return Err("verification report is truncated (no END marker)".into()),
+        }
+        let mut files: Vec<&[u8]> = vec![];
+        let mut next = fields.next();
+        while let Some(p) = next.filter(|p| p.starts_with(b"./")) {
+            files.push(p);
+            next = fields.next();
+        }
+        let sums = next
+            .filter(|s| s.starts_with(b"SUMS"))
+            .ok_or("verification report: SUMS section missing")?;
+        let mut sums = &sums[4..];
+        for f in files {
+            let (sha, rest) = parse_sum_line(sums, f)?;
+            sums = rest;
+            let key = rel(f).unwrap_or(f).to_vec();
+            let is_exec = exec.contains(&key);
+            let entry = Entry::File {
                 exec: is_exec,
                 sha256: sha,
                 size: 0,
-            },
-        );
-    }
-    if !sums.is_empty() {
-        return Err("verification report: more checksums than files".into());
+            };
+            if m.entries.insert(key, entry).is_some() {
+                return Err(format!(
+                    "verification report: {} reported twice",
+                    String::from_utf8_lossy(f)
+                ));
+            }
+        }
+        if !sums.is_empty() {
+            return Err("verification report: more checksums than files".into());
+        }
     }
     Ok(Report {
         physical_root,
@@ -172,20 +221,33 @@ fn parse_sum_line<'a>(s: &'a [u8], name: &[u8]) -> Result<(String, &'a [u8]), St
         .strip_prefix(b"  ")
         .or_else(|| s.strip_prefix(b" *"))
         .ok_or_else(bad)?;
-    let want = if escaped { escape(name) } else { name.to_vec() };
-    let s = s.strip_prefix(want.as_slice()).ok_or_else(bad)?;
-    let s = s.strip_prefix(b"\n").ok_or_else(bad)?;
-    Ok((sha, s))
+    // GNU escapes `\\`, newline and CR; OpenSSL 3 escapes newline and
+    // backslash only. Either way the line must be exactly the expected name.
+    let wants = if escaped {
+        vec![escape(name, true), escape(name, false)]
+    } else {
+        vec![name.to_vec()]
+    };
+    for want in wants {
+        if let Some(rest) = s
+            .strip_prefix(want.as_slice())
+            .and_then(|r| r.strip_prefix(b"\n"))
+        {
+            return Ok((sha, rest));
+        }
+    }
+    Err(bad())
 }
 
-/// GNU coreutils' escaping of file names in checksum lines.
-fn escape(name: &[u8]) -> Vec<u8> {
+/// The escaping of file names in checksum lines: GNU coreutils' (with
+/// `cr`), or OpenSSL's (without).
+fn escape(name: &[u8], cr: bool) -> Vec<u8> {
     let mut o = Vec::with_capacity(name.len());
     for &b in name {
         match b {
             b'\\' => o.extend_from_slice(b"\\\\"),
             b'\n' => o.extend_from_slice(b"\\n"),
-            b'\r' => o.extend_from_slice(b"\\r"),
+            b'\r' if cr => o.extend_from_slice(b"\\r"),
             _ => o.push(b),
         }
     }
@@ -218,7 +280,7 @@ mod tests {
         r.extend_from_slice(b"ROOT\0/x\0ARCHIVE\0");
         r.extend_from_slice(h.as_bytes());
         r.extend_from_slice(
-            b"\0DIRS\0.\0./d\0LINKS\0./l\0target\n\0EXEC\0./d/x\0FILES\0./d/x\0./new\nline\0SUMS",
+            b"\0DIRS\0.\0./d\0LINKS\0./l\0target\n\0EXEC\0./d/x\0FILES\0BATCH\0./d/x\0./new\nline\0SUMS",
         );
         r.extend_from_slice(format!("{h}  ./d/x\n\\{h}  ./new\\nline\n").as_bytes());
         r.extend_from_slice(b"\0END\0");
@@ -243,7 +305,65 @@ mod tests {
 
     #[test]
     fn truncated_report_is_an_error() {
-        let r = b"ROOT\0/x\0ARCHIVE\0x\0DIRS\0.\0LINKS\0EXEC\0FILES\0SUMS";
+        let r = b"ROOT\0/x\0ARCHIVE\0x\0DIRS\0.\0LINKS\0EXEC\0FILES\0BATCH\0./a\0SUMS";
+        assert!(parse_report(r).is_err());
+        let r = b"ROOT\0/x\0ARCHIVE\0x\0DIRS\0.\0LINKS\0EXEC\0FILES\0";
         assert!(parse_report(r).unwrap_err().contains("END"));
+    }
+
+    fn with_batches(batches: &[(&[&str], String)]) -> Vec<u8> {
+        let mut r = b"ROOT\0/x\0ARCHIVE\0h\0DIRS\0.\0LINKS\0EXEC\0FILES\0".to_vec();
+        for (names, sums) in batches {
+            r.extend_from_slice(b"BATCH\0");
+            for n in *names {
+                r.extend_from_slice(n.as_bytes());
+                r.push(0);
+            }
+            r.extend_from_slice(b"SUMS");
+            r.extend_from_slice(sums.as_bytes());
+            r.push(0);
+        }
+        r.extend_from_slice(b"END\0");
+        r
+    }
+
+    /// Parallel batches arrive in any order; each pairs its own names and
+    /// sums, so the manifest does not depend on scheduling.
+    #[test]
+    fn batches_in_any_order_pair_their_own_names() {
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        let one = (&["./x"][..], format!("{a} *./x\n"));
+        let two = (&["./y", "./z"][..], format!("{b}  ./y\n{a}  ./z\n"));
+        let m1 = parse_report(&with_batches(&[one.clone(), two.clone()])).unwrap();
+        let m2 = parse_report(&with_batches(&[two, one])).unwrap();
+        assert_eq!(m1.manifest, m2.manifest);
+        assert!(
+            matches!(&m1.manifest.entries[&b"y"[..]], Entry::File { sha256, .. } if *sha256 == b)
+        );
+    }
+
+    #[test]
+    fn a_batch_with_fewer_sums_than_names_is_an_error() {
+        let a = "a".repeat(64);
+        let r = with_batches(&[(&["./x", "./y"][..], format!("{a}  ./x\n"))]);
+        assert!(parse_report(&r)
+            .unwrap_err()
+            .contains("malformed checksum line for ./y"));
+    }
+
+    #[test]
+    fn a_file_reported_by_two_batches_is_an_error() {
+        let a = "a".repeat(64);
+        let line = format!("{a}  ./x\n");
+        let r = with_batches(&[(&["./x"][..], line.clone()), (&["./x"][..], line)]);
+        assert!(parse_report(&r).unwrap_err().contains("reported twice"));
+    }
+
+    /// OpenSSL escapes newlines and backslashes but not CR.
+    #[test]
+    fn openssl_escaping_without_cr_is_accepted() {
+        let a = "a".repeat(64);
+        let r = with_batches(&[(&["./n\nl\rc"][..], format!("\\{a} *./n\\nl\rc\n"))]);
+        assert!(parse_report(&r).is_ok());
     }
 }

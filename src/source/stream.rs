@@ -1,0 +1,227 @@
+//! The archive as a stream from the thread that builds it to the provider
+//! that ships it: a bounded channel of chunks (at most
+//! `CAPACITY x CHUNK` bytes in flight), hashed on the consuming side so the
+//! archive digest costs the builder nothing.
+//!
+//! The stream ends cleanly only when the builder says it is complete; a
+//! builder that fails or disappears (panic) makes the reader return an
+//! error, never a silent end of file, so a truncated archive can never look
+//! like a whole one.
+
+use std::io::{self, Write};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::mpsc;
+
+/// Bytes per chunk handed over.
+const CHUNK: usize = 1 << 20;
+/// Chunks in flight.
+const CAPACITY: usize = 4;
+
+enum Msg {
+    Data(Vec<u8>),
+    Done,
+    Failed(String),
+}
+
+/// A pair: the blocking writer for the builder thread, the async reader for
+/// the provider.
+pub fn channel() -> (ChunkWriter, ArchiveReader) {
+    let (tx, rx) = mpsc::channel(CAPACITY);
+    let digest = Arc::new(Mutex::new(None));
+    (
+        ChunkWriter {
+            tx,
+            buf: Vec::with_capacity(CHUNK),
+        },
+        ArchiveReader {
+            rx,
+            cur: Vec::new(),
+            pos: 0,
+            hash: Sha256::new(),
+            n: 0,
+            done: false,
+            digest: digest.clone(),
+        },
+    )
+}
+
+/// The builder's end (blocking; not for async contexts).
+pub struct ChunkWriter {
+    tx: mpsc::Sender<Msg>,
+    buf: Vec<u8>,
+}
+
+impl ChunkWriter {
+    fn send(&mut self, m: Msg) -> io::Result<()> {
+        self.tx.blocking_send(m).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the receiving side stopped reading the archive",
+            )
+        })
+    }
+
+    /// The archive is complete.
+    pub fn finish(mut self) -> io::Result<()> {
+        self.flush()?;
+        self.send(Msg::Done)
+    }
+
+    /// The archive cannot be completed: the reader fails with `why`.
+    pub fn fail(mut self, why: String) {
+        let _ = self.send(Msg::Failed(why));
+    }
+}
+
+impl Write for ChunkWriter {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        let k = b.len().min(CHUNK - self.buf.len());
+        self.buf.extend_from_slice(&b[..k]);
+        if self.buf.len() == CHUNK {
+            self.flush()?;
+        }
+        Ok(k)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK));
+            self.send(Msg::Data(chunk))?;
+        }
+        Ok(())
+    }
+}
+
+/// The shipping end: an [`AsyncRead`] that hashes what it yields.
+pub struct ArchiveReader {
+    rx: mpsc::Receiver<Msg>,
+    cur: Vec<u8>,
+    pos: usize,
+    hash: Sha256,
+    n: u64,
+    done: bool,
+    digest: Arc<Mutex<Option<(String, u64)>>>,
+}
+
+/// Where the digest of a fully read stream appears.
+#[derive(Clone)]
+pub struct Digest256(Arc<Mutex<Option<(String, u64)>>>);
+
+impl Digest256 {
+    /// The hex sha256 and length, once the whole stream was read.
+    pub fn get(&self) -> Option<(String, u64)> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl ArchiveReader {
+    pub fn digest(&self) -> Digest256 {
+        Digest256(self.digest.clone())
+    }
+}
+
+impl AsyncRead for ArchiveReader {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = &mut *self;
+        while me.pos == me.cur.len() {
+            if me.done {
+                return Poll::Ready(Ok(()));
+            }
+            match me.rx.poll_recv(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Msg::Data(d))) => {
+                    me.hash.update(&d);
+                    me.n += d.len() as u64;
+                    me.cur = d;
+                    me.pos = 0;
+                }
+                Poll::Ready(Some(Msg::Done)) => {
+                    me.done = true;
+                    let h = std::mem::take(&mut me.hash);
+                    *me.digest.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some((hex::encode(h.finalize()), me.n));
+                }
+                Poll::Ready(Some(Msg::Failed(why))) => {
+                    return Poll::Ready(Err(io::Error::other(why)))
+                }
+                Poll::Ready(None) => {
+                    return Poll::Ready(Err(io::Error::other(
+                        "the archive builder stopped before the archive was complete",
+                    )))
+                }
+            }
+        }
+        let k = out.remaining().min(me.cur.len() - me.pos);
+        out.put_slice(&me.cur[me.pos..me.pos + k]);
+        me.pos += k;
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    #[tokio::test]
+    async fn whole_stream_arrives_and_is_hashed() {
+        let (mut w, mut r) = channel();
+        let digest = r.digest();
+        let data: Vec<u8> = (0..3 * CHUNK + 17).map(|i| (i % 251) as u8).collect();
+        let d2 = data.clone();
+        let t = std::thread::spawn(move || {
+            w.write_all(&d2).unwrap();
+            w.finish().unwrap();
+        });
+        let mut got = vec![];
+        r.read_to_end(&mut got).await.unwrap();
+        t.join().unwrap();
+        assert_eq!(got, data);
+        assert_eq!(
+            digest.get().unwrap(),
+            (hex::encode(Sha256::digest(&data)), data.len() as u64)
+        );
+    }
+
+    /// A builder that fails or vanishes mid-stream is an error for the
+    /// reader, never a clean (truncated) end of file, and no digest appears.
+    #[tokio::test]
+    async fn a_stream_that_breaks_mid_transfer_is_an_error_not_an_eof() {
+        for fail in [true, false] {
+            let (mut w, mut r) = channel();
+            let digest = r.digest();
+            let t = std::thread::spawn(move || {
+                w.write_all(&vec![7u8; CHUNK + 5]).unwrap();
+                w.flush().unwrap();
+                if fail {
+                    w.fail("object 1234 is corrupt".into());
+                } // else: dropped without finish, like a panicking builder
+            });
+            let mut got = vec![];
+            let err = r.read_to_end(&mut got).await.unwrap_err();
+            t.join().unwrap();
+            if fail {
+                assert!(err.to_string().contains("object 1234 is corrupt"));
+            } else {
+                assert!(err.to_string().contains("stopped before"));
+            }
+            assert!(digest.get().is_none());
+        }
+    }
+
+    #[test]
+    fn a_reader_that_goes_away_unblocks_the_builder() {
+        let (mut w, r) = channel();
+        drop(r);
+        let err = w.write_all(&vec![0u8; 2 * CHUNK]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
+    }
+}
