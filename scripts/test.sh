@@ -33,7 +33,8 @@ if [ -f scripts/docker-test-image.sh ]; then
 fi
 
 cargo fmt --check
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 # Benchmarks are not tests: scripts/bench-*.sh and `cargo bench` run them.
-cargo test --locked --lib --bins --tests
+# --workspace: also the Daytona-API test server (tests/daytona-sim), which needs root and busybox-static.
+cargo test --workspace --locked --lib --bins --tests
 cargo test --locked --doc

@@ -1,0 +1,159 @@
+//! Runtime fault knobs: tests arm them, the HTTP layer consumes them.
+//!
+//! A rule matches a request by method (case-insensitive, `*` = any) and a
+//! path prefix compared with the request path without the leading `/api`
+//! (REST) — toolbox paths keep their `/toolbox/{id}/...` form.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// What the HTTP layer must do with one request before routing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Injected {
+    /// Answer with this status and body (`None` = empty body).
+    Fail { status: u16, body: Option<String> },
+    /// Answer 429 with this `Retry-After` (seconds).
+    RateLimit { retry_after_secs: u64 },
+    /// Close the connection without any response.
+    Drop,
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    method: String,
+    prefix: String,
+    remaining: u32,
+    action: Injected,
+}
+
+#[derive(Debug, Clone)]
+struct SlowRule {
+    method: String,
+    prefix: String,
+    delay: Duration,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    rules: Vec<Rule>,
+    slow: Vec<SlowRule>,
+    corrupt_uploads: u32,
+    create_late: Option<Duration>,
+}
+
+/// Thread-safe fault knobs of a running [`crate::Sim`].
+#[derive(Debug, Default)]
+pub struct Faults {
+    inner: Mutex<Inner>,
+}
+
+fn matches(rule_method: &str, rule_prefix: &str, method: &str, path: &str) -> bool {
+    (rule_method == "*" || rule_method.eq_ignore_ascii_case(method))
+        && path.starts_with(rule_prefix)
+}
+
+impl Faults {
+    fn push(&self, method: &str, path_prefix: &str, n: u32, action: Injected) {
+        if n == 0 {
+            return;
+        }
+        self.inner.lock().unwrap().rules.push(Rule {
+            method: method.to_string(),
+            prefix: path_prefix.to_string(),
+            remaining: n,
+            action,
+        });
+    }
+
+    /// The next `n` matching requests fail with `status` and `body` (`None` = empty body).
+    pub fn fail_next(
+        &self,
+        method: &str,
+        path_prefix: &str,
+        n: u32,
+        status: u16,
+        body: Option<String>,
+    ) {
+        self.push(method, path_prefix, n, Injected::Fail { status, body });
+    }
+
+    /// The next `n` matching requests get 429 with `Retry-After: retry_after_secs`.
+    pub fn rate_limit_next(&self, method: &str, path_prefix: &str, n: u32, retry_after_secs: u64) {
+        self.push(
+            method,
+            path_prefix,
+            n,
+            Injected::RateLimit { retry_after_secs },
+        );
+    }
+
+    /// Every matching request waits `delay` before it is handled, until [`Faults::clear`].
+    pub fn slow(&self, method: &str, path_prefix: &str, delay: Duration) {
+        self.inner.lock().unwrap().slow.push(SlowRule {
+            method: method.to_string(),
+            prefix: path_prefix.to_string(),
+            delay,
+        });
+    }
+
+    /// The next `n` matching requests see their connection closed without a response.
+    pub fn drop_next(&self, method: &str, path_prefix: &str, n: u32) {
+        self.push(method, path_prefix, n, Injected::Drop);
+    }
+
+    /// The next uploaded file lands with one byte flipped (the client's verification must catch it).
+    pub fn corrupt_next_upload(&self) {
+        self.inner.lock().unwrap().corrupt_uploads += 1;
+    }
+
+    /// The next `POST /sandbox` creates the sandbox at once but answers only after `delay`.
+    pub fn create_succeeds_late(&self, delay: Duration) {
+        self.inner.lock().unwrap().create_late = Some(delay);
+    }
+
+    /// Disarm every knob.
+    pub fn clear(&self) {
+        *self.inner.lock().unwrap() = Inner::default();
+    }
+
+    /// Consume the first armed rule matching this request, if any.
+    pub(crate) fn take(&self, method: &str, path: &str) -> Option<Injected> {
+        let mut inner = self.inner.lock().unwrap();
+        let pos = inner
+            .rules
+            .iter()
+            .position(|r| matches(&r.method, &r.prefix, method, path))?;
+        let rule = &mut inner.rules[pos];
+        rule.remaining -= 1;
+        let action = rule.action.clone();
+        if rule.remaining == 0 {
+            inner.rules.remove(pos);
+        }
+        Some(action)
+    }
+
+    /// Total delay of the slow rules matching this request.
+    pub(crate) fn delay(&self, method: &str, path: &str) -> Duration {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .slow
+            .iter()
+            .filter(|r| matches(&r.method, &r.prefix, method, path))
+            .map(|r| r.delay)
+            .sum()
+    }
+
+    pub(crate) fn take_corrupt_upload(&self) -> bool {
+        let mut inner = self.inner.lock().unwrap();
+        if inner.corrupt_uploads > 0 {
+            inner.corrupt_uploads -= 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(crate) fn take_create_late(&self) -> Option<Duration> {
+        self.inner.lock().unwrap().create_late.take()
+    }
+}

@@ -1,0 +1,656 @@
+//! `/process/session`: a persistent shell per session; each command runs
+//! in it (so `cd` and variables persist), with stdout and stderr labelled
+//! line by line into one log (`\x01\x01\x01` / `\x02\x02\x02` markers) and
+//! its exit code written to a file once the log is complete — the same
+//! observable protocol as the toolbox daemon.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{output_mode, OutputMode, ToolboxState};
+use crate::errors;
+use crate::isolation::{base_env, chown, SandboxBox, HOME, SHELL};
+use crate::state::AppState;
+
+const OUT: &[u8] = b"\x01\x01\x01";
+const ERR: &[u8] = b"\x02\x02\x02";
+
+pub(crate) struct Session {
+    child: Child,
+    stdin: ChildStdin,
+    commands: Vec<CommandRec>,
+    dir: String,
+}
+
+struct CommandRec {
+    id: String,
+    command: String,
+    exit_code: Option<i32>,
+}
+
+impl Session {
+    pub fn kill(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn command_dir(session_dir: &str, cmd_id: &str) -> String {
+    format!("{session_dir}/{cmd_id}")
+}
+
+/// Read (and cache) a command's exit code from its file.
+fn refresh_exit(sandbox: &SandboxBox, dir: &str, c: &mut CommandRec) -> Option<i32> {
+    if c.exit_code.is_none() {
+        let path = sandbox.host_path(&format!("{}/exit_code", command_dir(dir, &c.id)));
+        if let Ok(s) = std::fs::read_to_string(path) {
+            if let Ok(code) = s.trim_end_matches('\n').trim().parse() {
+                c.exit_code = Some(code);
+            }
+        }
+    }
+    c.exit_code
+}
+
+fn command_json(c: &CommandRec) -> Value {
+    let mut v = json!({ "id": c.id, "command": c.command });
+    if let Some(code) = c.exit_code {
+        v["exitCode"] = json!(code);
+    }
+    v
+}
+
+/// Create a sandbox directory (and missing parents) owned by the sandbox user.
+fn mkdir_owned(sandbox: &SandboxBox, path: &str) -> std::io::Result<()> {
+    let mut cur = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        cur.push('/');
+        cur.push_str(part);
+        let host = sandbox.host_path(&cur);
+        if !host.exists() {
+            std::fs::create_dir(&host)?;
+            chown(&host)?;
+        }
+    }
+    Ok(())
+}
+
+fn strip_markers(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(OUT) || b[i..].starts_with(ERR) {
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn demux(b: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut cur: Option<bool> = None;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(OUT) {
+            cur = Some(true);
+            i += 3;
+        } else if b[i..].starts_with(ERR) {
+            cur = Some(false);
+            i += 3;
+        } else {
+            match cur {
+                Some(true) => out.push(b[i]),
+                Some(false) => err.push(b[i]),
+                None => {}
+            }
+            i += 1;
+        }
+    }
+    (out, err)
+}
+
+type St = State<Arc<AppState>>;
+
+fn nf(method: &Method, uri: &Uri, what: &str) -> Response {
+    errors::toolbox(
+        404,
+        "NOT_FOUND",
+        method.as_str(),
+        uri.path(),
+        format!("not found: {what} not found"),
+    )
+}
+
+#[derive(Deserialize)]
+struct CreateSessionRequest {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+}
+
+pub(crate) async fn create(
+    State(st): St,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
+    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let req: CreateSessionRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(_) => return errors::empty(400),
+    };
+    if req.session_id.is_empty() {
+        return errors::empty(400);
+    }
+    let tb: &ToolboxState = &ctx.tb;
+    if tb.sessions.lock().unwrap().contains_key(&req.session_id) {
+        return errors::toolbox(
+            409,
+            "CONFLICT",
+            method.as_str(),
+            uri.path(),
+            "conflict: session already exists",
+        );
+    }
+    let dir = format!("{HOME}/.daytona/sessions/{}", req.session_id);
+    let sandbox = ctx.sandbox();
+    let spawned = mkdir_owned(sandbox, &dir).and_then(|_| {
+        let mut cmd = sandbox.command(HOME, &base_env(&ctx.env), &[SHELL])?;
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        cmd.spawn()
+    });
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            return errors::toolbox(
+                500,
+                "INTERNAL_SERVER_ERROR",
+                method.as_str(),
+                uri.path(),
+                e.to_string(),
+            )
+        }
+    };
+    let stdin = child.stdin.take().expect("piped");
+    tb.sessions.lock().unwrap().insert(
+        req.session_id,
+        Session {
+            child,
+            stdin,
+            commands: Vec::new(),
+            dir,
+        },
+    );
+    StatusCode::CREATED.into_response()
+}
+
+fn session_json(sandbox: &SandboxBox, id: &str, s: &mut Session) -> Value {
+    let dir = s.dir.clone();
+    let commands: Vec<Value> = s
+        .commands
+        .iter_mut()
+        .map(|c| {
+            refresh_exit(sandbox, &dir, c);
+            command_json(c)
+        })
+        .collect();
+    json!({ "sessionId": id, "commands": commands })
+}
+
+pub(crate) async fn list(
+    State(st): St,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    method: Method,
+    uri: Uri,
+) -> Response {
+    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let mut sessions = ctx.tb.sessions.lock().unwrap();
+    let all: Vec<Value> = sessions
+        .iter_mut()
+        .map(|(sid, s)| session_json(&ctx.tb.sandbox, sid, s))
+        .collect();
+    Json(Value::Array(all)).into_response()
+}
+
+pub(crate) async fn get(
+    State(st): St,
+    Path((id, sid)): Path<(String, String)>,
+    headers: HeaderMap,
+    method: Method,
+    uri: Uri,
+) -> Response {
+    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let mut sessions = ctx.tb.sessions.lock().unwrap();
+    match sessions.get_mut(&sid) {
+        Some(s) => Json(session_json(&ctx.tb.sandbox, &sid, s)).into_response(),
+        None => nf(&method, &uri, "session"),
+    }
+}
+
+pub(crate) async fn delete(
+    State(st): St,
+    Path((id, sid)): Path<(String, String)>,
+    headers: HeaderMap,
+    method: Method,
+    uri: Uri,
+) -> Response {
+    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let removed = ctx.tb.sessions.lock().unwrap().remove(&sid);
+    match removed {
+        Some(mut s) => {
+            tokio::task::spawn_blocking(move || s.kill());
+            StatusCode::NO_CONTENT.into_response()
+        }
+        None => nf(&method, &uri, "session"),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ExecRequest {
+    command: String,
+    #[serde(default)]
+    run_async: bool,
+    #[serde(default)]
+    r#async: bool,
+}
+
+fn wrapper(dir: &str, is_async: bool) -> String {
+    let holder = if is_async {
+        r#"sleep 2147483647 > "$_sim_i" &"#
+    } else {
+        r#": > "$_sim_i" &"#
+    };
+    format!(
+        r#"{{
+_sim_d='{dir}'
+_sim_o="$_sim_d/stdout.pipe"; _sim_e="$_sim_d/stderr.pipe"; _sim_i="$_sim_d/input.pipe"
+rm -f "$_sim_o" "$_sim_e" "$_sim_i"; mkfifo "$_sim_o" "$_sim_e" "$_sim_i"
+( while IFS= read -r _sim_l || [ -n "$_sim_l" ]; do printf '\001\001\001%s\n' "$_sim_l"; done < "$_sim_o" ) >> "$_sim_d/output.log" & _sim_r1=$!
+( while IFS= read -r _sim_l || [ -n "$_sim_l" ]; do printf '\002\002\002%s\n' "$_sim_l"; done < "$_sim_e" ) >> "$_sim_d/output.log" & _sim_r2=$!
+{holder} _sim_h=$!
+{{ . "$_sim_d/cmd.sh"; }} < "$_sim_i" > "$_sim_o" 2> "$_sim_e"
+_sim_c=$?
+kill "$_sim_h" 2>/dev/null; wait "$_sim_h" 2>/dev/null
+wait "$_sim_r1" "$_sim_r2"
+rm -f "$_sim_o" "$_sim_e" "$_sim_i"
+echo "$_sim_c" >> "$_sim_d/exit_code"
+}}
+"#
+    )
+}
+
+fn exec_response(mode: OutputMode, cmd_id: &str, log: &[u8], code: i32) -> Value {
+    if mode.combined {
+        let out = String::from_utf8_lossy(&strip_markers(log)).into_owned();
+        return json!({ "cmdId": cmd_id, "output": out, "stdout": null, "stderr": null, "exitCode": code });
+    }
+    let raw = String::from_utf8_lossy(log).into_owned();
+    if mode.demux {
+        let (o, e) = demux(log);
+        json!({
+            "cmdId": cmd_id,
+            "output": raw,
+            "stdout": String::from_utf8_lossy(&o),
+            "stderr": String::from_utf8_lossy(&e),
+            "exitCode": code,
+        })
+    } else {
+        json!({ "cmdId": cmd_id, "output": raw, "stdout": null, "stderr": null, "exitCode": code })
+    }
+}
+
+pub(crate) async fn exec(
+    State(st): St,
+    Path((id, sid)): Path<(String, String)>,
+    headers: HeaderMap,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
+    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let req: ExecRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(_) => return errors::empty(400),
+    };
+    if req.command.trim().is_empty() {
+        return errors::empty(400);
+    }
+    let is_async = req.run_async || req.r#async;
+    let mode = output_mode(&headers);
+    let sandbox = ctx.sandbox();
+    let cmd_id = uuid::Uuid::new_v4().to_string();
+    let dir = {
+        let mut sessions = ctx.tb.sessions.lock().unwrap();
+        let Some(s) = sessions.get_mut(&sid) else {
+            return nf(&method, &uri, "session");
+        };
+        let dir = command_dir(&s.dir, &cmd_id);
+        let prepared = mkdir_owned(sandbox, &dir).and_then(|_| {
+            for (name, content) in [("output.log", &b""[..]), ("cmd.sh", req.command.as_bytes())] {
+                let host = sandbox.host_path(&format!("{dir}/{name}"));
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&host)?
+                    .write_all(content)?;
+                chown(&host)?;
+            }
+            s.stdin.write_all(wrapper(&dir, is_async).as_bytes())?;
+            s.stdin.flush()
+        });
+        if let Err(e) = prepared {
+            return errors::toolbox(
+                400,
+                "BAD_REQUEST",
+                method.as_str(),
+                uri.path(),
+                format!("bad request: failed to write command: {e}"),
+            );
+        }
+        s.commands.push(CommandRec {
+            id: cmd_id.clone(),
+            command: req.command.clone(),
+            exit_code: None,
+        });
+        dir
+    };
+    if is_async {
+        return (StatusCode::ACCEPTED, Json(json!({ "cmdId": cmd_id }))).into_response();
+    }
+    loop {
+        let code = {
+            let mut sessions = ctx.tb.sessions.lock().unwrap();
+            let Some(s) = sessions.get_mut(&sid) else {
+                return errors::toolbox(
+                    400,
+                    "BAD_REQUEST",
+                    method.as_str(),
+                    uri.path(),
+                    "bad request: session cancelled",
+                );
+            };
+            let sdir = s.dir.clone();
+            s.commands
+                .iter_mut()
+                .find(|c| c.id == cmd_id)
+                .and_then(|c| refresh_exit(sandbox, &sdir, c))
+        };
+        if let Some(code) = code {
+            let log =
+                std::fs::read(sandbox.host_path(&format!("{dir}/output.log"))).unwrap_or_default();
+            return Json(exec_response(mode, &cmd_id, &log, code)).into_response();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub(crate) async fn command(
+    State(st): St,
+    Path((id, sid, cid)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    method: Method,
+    uri: Uri,
+) -> Response {
+    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let mut sessions = ctx.tb.sessions.lock().unwrap();
+    let Some(s) = sessions.get_mut(&sid) else {
+        return nf(&method, &uri, "session");
+    };
+    let sdir = s.dir.clone();
+    match s.commands.iter_mut().find(|c| c.id == cid) {
+        Some(c) => {
+            refresh_exit(&ctx.tb.sandbox, &sdir, c);
+            Json(command_json(c)).into_response()
+        }
+        None => nf(&method, &uri, "command"),
+    }
+}
+
+/// The sandbox dir of a known command, or the 404 to answer.
+fn locate(
+    tb: &ToolboxState,
+    sid: &str,
+    cid: &str,
+    method: &Method,
+    uri: &Uri,
+) -> Result<String, Response> {
+    let sessions = tb.sessions.lock().unwrap();
+    let Some(s) = sessions.get(sid) else {
+        return Err(nf(method, uri, "session"));
+    };
+    if !s.commands.iter().any(|c| c.id == cid) {
+        return Err(nf(method, uri, "command"));
+    }
+    Ok(command_dir(&s.dir, cid))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn logs(
+    State(st): St,
+    Path((id, sid, cid)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    method: Method,
+    uri: Uri,
+    RawQuery(q): RawQuery,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let dir = match locate(&ctx.tb, &sid, &cid, &method, &uri) {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    let mode = output_mode(&headers);
+    let follow = q
+        .as_deref()
+        .and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
+        .unwrap_or_default()
+        .iter()
+        .any(|(k, v)| k == "follow" && v == "true");
+    let log_path = ctx.sandbox().host_path(&format!("{dir}/output.log"));
+    let exit_path = ctx.sandbox().host_path(&format!("{dir}/exit_code"));
+    if let Ok(ws) = ws {
+        return ws.on_upgrade(move |socket| {
+            stream_log(socket, log_path, exit_path, follow, mode.combined)
+        });
+    }
+    let log = match std::fs::read(&log_path) {
+        Ok(l) => l,
+        Err(_) => return nf(&method, &uri, "log file"),
+    };
+    if mode.demux && !mode.combined {
+        let (o, e) = demux(&log);
+        return Json(json!({
+            "output": String::from_utf8_lossy(&log),
+            "stdout": String::from_utf8_lossy(&o),
+            "stderr": String::from_utf8_lossy(&e),
+        }))
+        .into_response();
+    }
+    let body = if mode.combined {
+        strip_markers(&log)
+    } else {
+        log
+    };
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+        .into_response()
+}
+
+/// Drop complete markers from a streamed chunk, keeping a possible partial marker for the next one.
+fn filter_chunk(pending: &mut Vec<u8>, chunk: &[u8]) -> Vec<u8> {
+    pending.extend_from_slice(chunk);
+    let mut keep = 0;
+    for n in (1..3).rev() {
+        if pending.len() >= n {
+            let tail = &pending[pending.len() - n..];
+            if OUT.starts_with(tail) || ERR.starts_with(tail) {
+                keep = n;
+                break;
+            }
+        }
+    }
+    let cut = pending.len() - keep;
+    let out = strip_markers(&pending[..cut]);
+    pending.drain(..cut);
+    out
+}
+
+async fn stream_log(
+    mut socket: WebSocket,
+    log_path: std::path::PathBuf,
+    exit_path: std::path::PathBuf,
+    follow: bool,
+    combined: bool,
+) {
+    let mut offset = 0usize;
+    let mut pending = Vec::new();
+    loop {
+        let done = !follow || exit_path.exists();
+        let data = std::fs::read(&log_path).unwrap_or_default();
+        if data.len() > offset {
+            let chunk = &data[offset..];
+            offset = data.len();
+            let out = if combined {
+                filter_chunk(&mut pending, chunk)
+            } else {
+                chunk.to_vec()
+            };
+            if !out.is_empty() && socket.send(Message::Binary(out.into())).await.is_err() {
+                return;
+            }
+            continue;
+        }
+        if done {
+            if combined && !pending.is_empty() {
+                let rest = std::mem::take(&mut pending);
+                let _ = socket.send(Message::Binary(rest.into())).await;
+            }
+            let _ = socket
+                .send(Message::Close(Some(CloseFrame {
+                    code: 1000,
+                    reason: "".into(),
+                })))
+                .await;
+            return;
+        }
+        tokio::select! {
+            msg = socket.recv() => {
+                match msg {
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                    _ => {}
+                }
+            }
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct InputRequest {
+    data: String,
+}
+
+pub(crate) async fn input(
+    State(st): St,
+    Path((id, sid, cid)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
+    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let dir = match locate(&ctx.tb, &sid, &cid, &method, &uri) {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    let req: InputRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(_) => return errors::empty(400),
+    };
+    let pipe = ctx.sandbox().host_path(&format!("{dir}/input.pipe"));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&pipe)
+        .and_then(|mut f| f.write_all(req.data.as_bytes()));
+    match written {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => errors::toolbox(
+            400,
+            "BAD_REQUEST",
+            method.as_str(),
+            uri.path(),
+            format!("bad request: command is not accepting input: {e}"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_are_split_and_stripped() {
+        let log = b"\x01\x01\x01out1\n\x02\x02\x02err1\n\x01\x01\x01out2\n";
+        let (o, e) = demux(log);
+        assert_eq!(o, b"out1\nout2\n");
+        assert_eq!(e, b"err1\n");
+        assert_eq!(strip_markers(log), b"out1\nerr1\nout2\n");
+        let mut pending = Vec::new();
+        let mut got = filter_chunk(&mut pending, b"a\n\x01\x01");
+        got.extend(filter_chunk(&mut pending, b"\x01b\n"));
+        assert_eq!(got, b"a\nb\n");
+    }
+}

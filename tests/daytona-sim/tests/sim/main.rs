@@ -1,0 +1,6 @@
+//! Tests of the Daytona-API test server itself, over plain HTTP.
+
+mod faults;
+mod lifecycle;
+mod support;
+mod toolbox;
