@@ -90,8 +90,16 @@ fn not_found(uri: &Uri, id: &str) -> Response {
     )
 }
 
+/// A create completes on the server even when the client hangs up (as Daytona's does).
 async fn create(State(st): St, uri: Uri, body: Option<Json<Value>>) -> Response {
     let path = uri.path().to_string();
+    match tokio::spawn(create_detached(st, path.clone(), body)).await {
+        Ok(r) => r,
+        Err(e) => errors::api(500, &path, format!("create failed: {e}")),
+    }
+}
+
+async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Value>>) -> Response {
     let body = body.map(|Json(v)| v).unwrap_or_else(|| json!({}));
     let req: CreateSandbox = match serde_json::from_value(body) {
         Ok(r) => r,
