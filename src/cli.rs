@@ -184,7 +184,7 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             let v =
                 crate::journal::verify::verify(&file).map_err(|reason| Error::JournalInvalid {
                     path: file.display().to_string(),
-                    reason,
+                    reason: Box::new(reason),
                 })?;
             println!(
                 "{}: intact, {} lines, head {}{}{}",
@@ -214,7 +214,7 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
 fn verify(out: &std::path::Path) -> Result<i32, Error> {
     let (passed, failed) = match crate::verify::verify(out) {
         Ok(p) => (p, None),
-        Err(f) => (f.passed.clone(), Some(f)),
+        Err(mut f) => (std::mem::take(&mut f.passed), Some(f)),
     };
     for p in &passed {
         println!("ok: {}: {}", p.check, p.detail);

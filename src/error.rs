@@ -87,7 +87,11 @@ pub enum Error {
     /// `rfs journal verify` found tampering.
     #[error("journal {path} is not intact: {reason}")]
     #[diagnostic(code(rfs::journal_invalid))]
-    JournalInvalid { path: String, reason: String },
+    JournalInvalid {
+        path: String,
+        #[source]
+        reason: Box<crate::verify::ChainError>,
+    },
 
     /// `rfs verify` found a check that does not hold.
     #[error("{out} does not verify: {check}: {reason}")]
@@ -95,7 +99,8 @@ pub enum Error {
     NotVerified {
         out: String,
         check: &'static str,
-        reason: String,
+        #[source]
+        reason: Box<crate::verify::Failure>,
     },
 
     /// rfs itself failed (I/O, journal writes, provider bugs).

@@ -49,7 +49,7 @@ pub async fn collect(p: &dyn Provider, dry_run: bool) -> Result<Vec<GcEntry>, St
                         "{why}; verified gone after {} poll(s), {} ms",
                         proof.polls, proof.elapsed_ms
                     )),
-                    Err(e) => GcAction::Failed(e),
+                    Err(e) => GcAction::Failed(e.to_string()),
                 }
             }
         };

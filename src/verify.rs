@@ -29,16 +29,61 @@ pub struct Passed {
     pub detail: String,
 }
 
+pub use crate::journal::verify::ChainError;
+
+/// Why a check failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    #[error("line {line} (`{kind}`) is not an entry this rfs knows: {error}")]
+    UnknownEntry {
+        line: usize,
+        kind: String,
+        #[source]
+        error: serde_json::Error,
+    },
+    #[error("the journal does not end with run.end (the run was killed before it ended, or lines were cut)")]
+    NotEnded,
+    #[error("cannot render the journal: {0}")]
+    Unrenderable(#[from] journal::evidence::RenderError),
+    #[error("cannot read {path}: {error}")]
+    Unreadable {
+        path: String,
+        #[source]
+        error: std::io::Error,
+    },
+    #[error("differs from the rendering of the journal at line {line}: the file has {file:?}, the journal renders {journal:?} (EVIDENCE.md was edited after the run)")]
+    EvidenceDiffers {
+        line: usize,
+        file: String,
+        journal: String,
+    },
+    #[error("the journal names {path:?}, which is not a file under steps/ or terminal/")]
+    OutsideArtifacts { path: String },
+    #[error("{path} was changed after it was closed: journaled sha256 {journaled} ({journaled_bytes} bytes), now {now} ({now_bytes} bytes)")]
+    Changed {
+        path: String,
+        journaled: String,
+        journaled_bytes: u64,
+        now: String,
+        now_bytes: u64,
+    },
+    #[error("{path} is in the output directory but not in the journal (added after the run)")]
+    Unjournaled { path: String },
+}
+
 /// The first check that failed (and those that passed before it).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[error("{check}: {reason}")]
 pub struct Failed {
     pub check: &'static str,
-    pub reason: String,
+    #[source]
+    pub reason: Box<Failure>,
     pub passed: Vec<Passed>,
 }
 
-type CheckFn = fn(&Subject) -> Result<String, String>;
+type CheckFn = fn(&Subject) -> Result<String, Failure>;
 
 /// The checks, in the order they run.
 pub const CHECKS: &[(&str, CheckFn)] = &[
@@ -50,16 +95,19 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
 
 /// Verify the output directory `out`.
 pub fn verify(out: &Path) -> Result<Vec<Passed>, Failed> {
-    let fail = |check, reason: String| Failed {
+    let fail = |check, reason: Failure| Failed {
         check,
-        reason,
+        reason: Box::new(reason),
         passed: vec![],
     };
     let path = out.join("journal.jsonl");
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let text = std::fs::read_to_string(&path).map_err(|error| {
         fail(
             "journal chain",
-            format!("cannot read {}: {e}", path.display()),
+            Failure::Unreadable {
+                path: path.display().to_string(),
+                error,
+            },
         )
     })?;
     let mut events = vec![];
@@ -70,14 +118,14 @@ pub fn verify(out: &Path) -> Result<Vec<Passed>, Failed> {
         };
         match Event::from_kind_payload(&line.kind, &line.payload) {
             Ok(e) => events.push(e),
-            Err(e) => {
+            Err(error) => {
                 return Err(fail(
                     "journal chain",
-                    format!(
-                        "line {} (`{}`) is not an entry this rfs knows: {e}",
-                        i + 1,
-                        line.kind
-                    ),
+                    Failure::UnknownEntry {
+                        line: i + 1,
+                        kind: line.kind,
+                        error,
+                    },
                 ))
             }
         }
@@ -94,7 +142,7 @@ pub fn verify(out: &Path) -> Result<Vec<Passed>, Failed> {
             Err(reason) => {
                 return Err(Failed {
                     check,
-                    reason,
+                    reason: Box::new(reason),
                     passed,
                 })
             }
@@ -103,22 +151,24 @@ pub fn verify(out: &Path) -> Result<Vec<Passed>, Failed> {
     Ok(passed)
 }
 
-fn check_chain(s: &Subject) -> Result<String, String> {
-    let v = journal::verify::verify(&s.out.join("journal.jsonl")).map_err(|e| e.to_string())?;
+fn check_chain(s: &Subject) -> Result<String, Failure> {
+    let v = journal::verify::verify(&s.out.join("journal.jsonl"))?;
     Ok(format!("{} lines, head {}", v.lines, v.head))
 }
 
-fn check_ended(s: &Subject) -> Result<String, String> {
+fn check_ended(s: &Subject) -> Result<String, Failure> {
     match s.events.last() {
         Some(Event::RunEnd { outcome, .. }) => Ok(format!("outcome {outcome}")),
-        _ => Err("the journal does not end with run.end (the run was killed before it ended, or lines were cut)".into()),
+        _ => Err(Failure::NotEnded),
     }
 }
 
-fn check_evidence(s: &Subject) -> Result<String, String> {
-    let expected = journal::evidence::render_journal(&s.journal).map_err(|e| e.to_string())?;
-    let path = s.out.join("EVIDENCE.md");
-    let actual = std::fs::read(&path).map_err(|e| format!("cannot read EVIDENCE.md: {e}"))?;
+fn check_evidence(s: &Subject) -> Result<String, Failure> {
+    let expected = journal::evidence::render_journal(&s.journal)?;
+    let actual = std::fs::read(s.out.join("EVIDENCE.md")).map_err(|error| Failure::Unreadable {
+        path: "EVIDENCE.md".into(),
+        error,
+    })?;
     if actual == expected.as_bytes() {
         return Ok(format!(
             "equals the rendering of the journal ({} bytes)",
@@ -134,11 +184,11 @@ fn check_evidence(s: &Subject) -> Result<String, String> {
         match (a.next(), e.next()) {
             (Some(x), Some(y)) if x == y => continue,
             (x, y) => {
-                return Err(format!(
-                    "differs from the rendering of the journal at line {n}: the file has {:?}, the journal renders {:?} (EVIDENCE.md was edited after the run)",
-                    x.unwrap_or("(end of file)"),
-                    y.unwrap_or("(end of file)")
-                ))
+                return Err(Failure::EvidenceDiffers {
+                    line: n,
+                    file: x.unwrap_or("(end of file)").to_owned(),
+                    journal: y.unwrap_or("(end of file)").to_owned(),
+                })
             }
         }
     }
@@ -174,7 +224,7 @@ fn journaled_files(events: &[Event]) -> Vec<&FileDigest> {
 /// The directories whose every file must be journaled.
 const ARTIFACT_DIRS: [&str; 2] = ["steps", "terminal"];
 
-fn check_files(s: &Subject) -> Result<String, String> {
+fn check_files(s: &Subject) -> Result<String, Failure> {
     let files = journaled_files(&s.events);
     let mut named = BTreeSet::new();
     for f in &files {
@@ -182,18 +232,22 @@ fn check_files(s: &Subject) -> Result<String, String> {
         let inside = rel.components().all(|c| matches!(c, Component::Normal(_)))
             && ARTIFACT_DIRS.iter().any(|d| rel.starts_with(d));
         if !inside {
-            return Err(format!(
-                "the journal names {:?}, which is not a file under steps/ or terminal/",
-                f.path
-            ));
+            return Err(Failure::OutsideArtifacts {
+                path: f.path.clone(),
+            });
         }
-        let now = journal::file_digest(&s.out, &f.path)
-            .map_err(|e| format!("{}: cannot read it: {e}", f.path))?;
+        let now = journal::file_digest(&s.out, &f.path).map_err(|error| Failure::Unreadable {
+            path: f.path.clone(),
+            error,
+        })?;
         if now.sha256 != f.sha256 || now.bytes != f.bytes {
-            return Err(format!(
-                "{} was changed after it was closed: journaled sha256 {} ({} bytes), now {} ({} bytes)",
-                f.path, f.sha256, f.bytes, now.sha256, now.bytes
-            ));
+            return Err(Failure::Changed {
+                path: f.path.clone(),
+                journaled: f.sha256.clone(),
+                journaled_bytes: f.bytes,
+                now: now.sha256,
+                now_bytes: now.bytes,
+            });
         }
         named.insert(f.path.clone());
     }
@@ -207,10 +261,8 @@ fn check_files(s: &Subject) -> Result<String, String> {
             .filter(|p| !named.contains(p))
             .collect();
         extra.sort();
-        if let Some(p) = extra.first() {
-            return Err(format!(
-                "{p} is in the output directory but not in the journal (added after the run)"
-            ));
+        if let Some(path) = extra.into_iter().next() {
+            return Err(Failure::Unjournaled { path });
         }
     }
     Ok(format!(

@@ -15,41 +15,80 @@ pub struct Verified {
     pub head_matches_evidence: Option<bool>,
 }
 
+/// Why a journal is not intact: the first problem found.
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    #[error("cannot read: {0}")]
+    Unreadable(#[source] std::io::Error),
+    #[error("line {line} is not a journal entry: {error}")]
+    NotAnEntry {
+        line: usize,
+        #[source]
+        error: serde_json::Error,
+    },
+    #[error("line {line} has sequence number {seq}, expected {expected} (a line was dropped, duplicated or reordered)")]
+    Sequence {
+        line: usize,
+        seq: u64,
+        expected: u64,
+    },
+    #[error("line {line} (seq {seq}) does not chain to the line before it (that line was edited, dropped or reordered)")]
+    Unchained { line: usize, seq: u64 },
+    #[error("line {line} (seq {seq}) was edited")]
+    Edited { line: usize, seq: u64 },
+    #[error(
+        "line {line} (seq {seq}) follows the run.end entry (lines were added after the run ended)"
+    )]
+    AfterEnd { line: usize, seq: u64 },
+    #[error("the journal is empty")]
+    Empty,
+    #[error(
+        "line {line} does not match the head recorded in EVIDENCE.md (the journal was edited)"
+    )]
+    HeadMismatch { line: u64 },
+    #[error("EVIDENCE.md records {recorded} lines but the journal has {actual} (lines were dropped from its end)")]
+    Truncated { recorded: u64, actual: u64 },
+    #[error(
+        "the journal ends with run.end but EVIDENCE.md records an earlier head (lines were added)"
+    )]
+    AddedAfterRecordedEnd,
+}
+
 /// Verify `path`. Errors say which line broke the chain and how.
-pub fn verify(path: &Path) -> Result<Verified, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+pub fn verify(path: &Path) -> Result<Verified, ChainError> {
+    let text = std::fs::read_to_string(path).map_err(ChainError::Unreadable)?;
     let mut prev = GENESIS.to_owned();
     let mut n = 0u64;
     let mut last_kind = String::new();
     let mut hashes = vec![];
     for (i, raw) in text.split_terminator('\n').enumerate() {
-        let lineno = i + 1;
-        let line: Line = serde_json::from_str(raw)
-            .map_err(|e| format!("line {lineno} is not a journal entry: {e}"))?;
-        if line.seq != n + 1 {
-            return Err(format!(
-                "line {lineno} has sequence number {}, expected {} (a line was dropped, duplicated or reordered)",
-                line.seq,
-                n + 1
-            ));
+        let line_no = i + 1;
+        let line: Line = serde_json::from_str(raw).map_err(|error| ChainError::NotAnEntry {
+            line: line_no,
+            error,
+        })?;
+        let seq = line.seq;
+        if seq != n + 1 {
+            return Err(ChainError::Sequence {
+                line: line_no,
+                seq,
+                expected: n + 1,
+            });
         }
         if line.prev != prev {
-            return Err(format!(
-                "line {lineno} (seq {}) does not chain to the line before it (that line was edited, dropped or reordered)",
-                line.seq
-            ));
+            return Err(ChainError::Unchained { line: line_no, seq });
         }
         // Re-serialising must reproduce the exact bytes: catches edits
         // that keep the JSON valid (whitespace, key order, escapes).
-        let canon = serde_json::to_string(&line).map_err(|e| e.to_string())?;
+        let canon = serde_json::to_string(&line).map_err(|error| ChainError::NotAnEntry {
+            line: line_no,
+            error,
+        })?;
         if canon != raw {
-            return Err(format!("line {lineno} (seq {}) was edited", line.seq));
+            return Err(ChainError::Edited { line: line_no, seq });
         }
         if last_kind == "run.end" {
-            return Err(format!(
-                "line {lineno} (seq {}) follows the run.end entry (lines were added after the run ended)",
-                line.seq
-            ));
+            return Err(ChainError::AfterEnd { line: line_no, seq });
         }
         prev = line_hash(raw);
         hashes.push(prev.clone());
@@ -57,7 +96,7 @@ pub fn verify(path: &Path) -> Result<Verified, String> {
         last_kind = line.kind;
     }
     if n == 0 {
-        return Err("the journal is empty".into());
+        return Err(ChainError::Empty);
     }
     let head_matches_evidence = path
         .parent()
@@ -71,20 +110,16 @@ pub fn verify(path: &Path) -> Result<Verified, String> {
             let at = usize::try_from(lines).ok().and_then(|l| l.checked_sub(1));
             match at.and_then(|i| hashes.get(i)) {
                 Some(h) if *h == head => Ok(lines == n),
-                Some(_) => Err(format!(
-                    "line {lines} does not match the head recorded in EVIDENCE.md (the journal was edited)"
-                )),
-                None => Err(format!(
-                    "EVIDENCE.md records {lines} lines but the journal has {n} (lines were dropped from its end)"
-                )),
+                Some(_) => Err(ChainError::HeadMismatch { line: lines }),
+                None => Err(ChainError::Truncated {
+                    recorded: lines,
+                    actual: n,
+                }),
             }
         })
         .transpose()?;
     if head_matches_evidence == Some(false) && last_kind == "run.end" {
-        return Err(
-            "the journal ends with run.end but EVIDENCE.md records an earlier head (lines were added)"
-                .into(),
-        );
+        return Err(ChainError::AddedAfterRecordedEnd);
     }
     Ok(Verified {
         lines: n,

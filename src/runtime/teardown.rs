@@ -18,12 +18,25 @@ pub struct GoneProof {
     pub saw_present_before: bool,
 }
 
+/// A sandbox that could not be proven gone within the deadline.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}sandbox {id} not verified gone after {elapsed_ms} ms and {polls} polls: {last}", .destroy_error.as_ref().map(|e| format!("destroy failed: {e}; ")).unwrap_or_default())]
+pub struct NotGone {
+    pub id: String,
+    pub elapsed_ms: u128,
+    pub polls: u32,
+    /// What the last poll saw.
+    pub last: String,
+    /// Why every destroy call failed, if they all did.
+    pub destroy_error: Option<String>,
+}
+
 /// Destroy `id` and verify it is gone. Errors say what could not be proven.
 pub async fn destroy_verified(
     p: &dyn Provider,
     id: &str,
     deadline: Duration,
-) -> Result<GoneProof, String> {
+) -> Result<GoneProof, NotGone> {
     let start = Instant::now();
     let saw_present_before = matches!(p.get(id).await, Ok(Some(_)));
     let mut destroy_err = None;
@@ -65,13 +78,13 @@ pub async fn destroy_verified(
             }
         }
         if start.elapsed() >= deadline {
-            let why = destroy_err
-                .map(|e| format!("destroy failed: {e}; "))
-                .unwrap_or_default();
-            return Err(format!(
-                "{why}sandbox {id} not verified gone after {} ms and {polls} polls: {last}",
-                start.elapsed().as_millis()
-            ));
+            return Err(NotGone {
+                id: id.to_owned(),
+                elapsed_ms: start.elapsed().as_millis(),
+                polls,
+                last,
+                destroy_error: destroy_err,
+            });
         }
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(Duration::from_secs(2));
@@ -128,7 +141,7 @@ pub async fn destroy_and_record(run: &Run, id: &str, why: &str) -> Option<String
             let _ = run.record(Event::CleanupFailed {
                 sandbox_id: id.to_owned(),
                 why: why.to_owned(),
-                error: e.clone(),
+                error: e.to_string(),
             });
             Some(format!("teardown of sandbox {id} not verified: {e}"))
         }
