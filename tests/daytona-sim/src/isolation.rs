@@ -322,11 +322,14 @@ impl SandboxBox {
     }
 
     /// A command that runs `argv` inside the sandbox as `daytona`, in `cwd`, with exactly `env`.
+    /// With `own_session` the program leads a new session and process group whose id is
+    /// visible inside the sandbox (the daemon's `Setpgid`); find its host pid with [`shell_pid`].
     pub fn command(
         &self,
         cwd: &str,
         env: &[(String, String)],
         argv: &[&str],
+        own_session: bool,
     ) -> std::io::Result<Command> {
         let pid1 = self
             .init
@@ -345,13 +348,67 @@ impl SandboxBox {
                 "/bin/busybox",
                 "sh",
                 "-c",
-                "cd -- \"$0\" || exit 126; exec \"$@\"",
+                if own_session { LEADER } else { PLAIN },
             ])
             .arg(cwd)
             .args(argv)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         Ok(cmd)
+    }
+}
+
+const PLAIN: &str = "cd -- \"$0\" || exit 126; exec \"$@\"";
+const LEADER: &str = "cd -- \"$0\" || exit 126; exec /bin/busybox setsid \"$@\"";
+
+/// The host pid of the program `nsenter` (pid `nsenter_pid`) started inside a sandbox.
+pub(crate) fn shell_pid(nsenter_pid: u32) -> Option<i32> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let children =
+            std::fs::read_to_string(format!("/proc/{nsenter_pid}/task/{nsenter_pid}/children"))
+                .ok()?;
+        if let Some(pid) = children
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+        {
+            return Some(pid);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// SIGKILL every process of session `sid` (host pid numbering).
+pub(crate) fn kill_session(sid: i32) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        // fields after comm: state ppid pgrp session
+        if rest
+            .split_whitespace()
+            .nth(3)
+            .and_then(|s| s.parse::<i32>().ok())
+            == Some(sid)
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 }
 

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
-use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,16 +120,15 @@ async fn run(
 ) -> std::io::Result<Outcome> {
     let (rx, tx) = nix::unistd::pipe().map_err(std::io::Error::from)?;
     let tx2: OwnedFd = tx.try_clone()?;
-    let mut cmd = sandbox.command(cwd, env, &[SHELL])?;
+    let mut cmd = sandbox.command(cwd, env, &[SHELL], true)?;
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::from(tx))
-        .stderr(Stdio::from(tx2))
-        .process_group(0);
+        .stderr(Stdio::from(tx2));
     let mut cmd = tokio::process::Command::from(cmd);
     cmd.kill_on_drop(true);
     let mut child = cmd.spawn()?;
     drop(cmd);
-    let pgid = child.id().map(|p| p as i32);
+    let nsenter = child.id();
     let mut stdin = child.stdin.take().expect("piped");
     let script = command.to_string();
     tokio::spawn(async move {
@@ -148,12 +146,11 @@ async fn run(
             match tokio::time::timeout(Duration::from_secs(secs.into()), child.wait()).await {
                 Ok(s) => s?,
                 Err(_) => {
-                    if let Some(pg) = pgid {
-                        let _ = nix::sys::signal::killpg(
-                            nix::unistd::Pid::from_raw(pg),
-                            nix::sys::signal::Signal::SIGKILL,
-                        );
+                    // the daemon kills the shell's group; here the shell leads its own session
+                    if let Some(shell) = nsenter.and_then(crate::isolation::shell_pid) {
+                        crate::isolation::kill_session(shell);
                     }
+                    let _ = child.start_kill();
                     let _ = child.wait().await;
                     read.abort();
                     return Ok(Outcome::TimedOut);

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 
 use super::ToolboxState;
 use crate::errors;
-use crate::isolation::{base_env, HOME, SHELL};
+use crate::isolation::{base_env, kill_session, HOME, SHELL};
 use crate::state::{now_rfc3339, AppState};
 
 enum Out {
@@ -62,35 +62,6 @@ fn set_winsize(fd: i32, cols: u16, rows: u16) -> std::io::Result<()> {
         Err(std::io::Error::last_os_error())
     } else {
         Ok(())
-    }
-}
-
-/// Kill every process of the PTY's session (the shell, its jobs).
-fn kill_session(sid: i32) {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for e in entries.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        // fields after comm: state ppid pgrp session
-        let session = rest
-            .split_whitespace()
-            .nth(3)
-            .and_then(|s| s.parse::<i32>().ok());
-        if session == Some(sid) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
     }
 }
 
@@ -174,7 +145,9 @@ impl PtySession {
         let pty = nix::pty::openpty(None, None).map_err(std::io::Error::from)?;
         set_winsize(pty.master.as_raw_fd(), cols, rows)?;
         let slave: OwnedFd = pty.slave;
-        let mut cmd = tb.sandbox.command(&cwd, &env, &[SHELL, "-i", "-l"])?;
+        let mut cmd = tb
+            .sandbox
+            .command(&cwd, &env, &[SHELL, "-i", "-l"], false)?;
         cmd.stdin(Stdio::from(slave.try_clone()?))
             .stdout(Stdio::from(slave.try_clone()?))
             .stderr(Stdio::from(slave));

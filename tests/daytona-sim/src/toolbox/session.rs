@@ -6,7 +6,6 @@
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +21,7 @@ use serde_json::{json, Value};
 
 use super::{output_mode, OutputMode, ToolboxState};
 use crate::errors;
-use crate::isolation::{base_env, chown, SandboxBox, HOME, SHELL};
+use crate::isolation::{base_env, chown, kill_session, SandboxBox, HOME, SHELL};
 use crate::state::AppState;
 
 const OUT: &[u8] = b"\x01\x01\x01";
@@ -30,6 +29,8 @@ const ERR: &[u8] = b"\x02\x02\x02";
 
 pub(crate) struct Session {
     child: Child,
+    /// Host pid of the session's shell (leader of its own session inside the sandbox).
+    shell: Option<i32>,
     stdin: ChildStdin,
     commands: Vec<CommandRec>,
     dir: String,
@@ -43,8 +44,9 @@ struct CommandRec {
 
 impl Session {
     pub fn kill(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+        if let Some(shell) = self.shell {
+            kill_session(shell);
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -177,11 +179,10 @@ pub(crate) async fn create(
     let dir = format!("{HOME}/.daytona/sessions/{}", req.session_id);
     let sandbox = ctx.sandbox();
     let spawned = mkdir_owned(sandbox, &dir).and_then(|_| {
-        let mut cmd = sandbox.command(HOME, &base_env(&ctx.env), &[SHELL])?;
+        let mut cmd = sandbox.command(HOME, &base_env(&ctx.env), &[SHELL], true)?;
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
+            .stderr(Stdio::null());
         cmd.spawn()
     });
     let mut child = match spawned {
@@ -197,10 +198,12 @@ pub(crate) async fn create(
         }
     };
     let stdin = child.stdin.take().expect("piped");
+    let shell = crate::isolation::shell_pid(child.id());
     tb.sessions.lock().unwrap().insert(
         req.session_id,
         Session {
             child,
+            shell,
             stdin,
             commands: Vec::new(),
             dir,

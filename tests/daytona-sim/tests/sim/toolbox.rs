@@ -298,11 +298,27 @@ async fn session_commands_share_a_shell_and_report_exit_codes_and_split_output()
         (400, ""),
         "empty-body error"
     );
+    let leader = "test \"$(cut -d' ' -f5 /proc/$$/stat)\" = \"$$\" && echo leader";
+    let bg = t
+        .tb(
+            &id,
+            Method::POST,
+            "/process/session/s/exec",
+            Some(json!({ "command": format!("sleep 7392 >/dev/null 2>&1 & {leader}") })),
+        )
+        .await
+        .json();
+    assert_eq!(
+        bg["stdout"], "leader\n",
+        "the session shell leads its own process group"
+    );
+    let (_, leader_out) = t.exec(&id, leader).await;
+    assert_eq!(leader_out, "leader\n", "so does the execute shell");
     let session = t
         .tb(&id, Method::GET, "/process/session/s", None)
         .await
         .json();
-    assert_eq!(session["commands"].as_array().unwrap().len(), 4);
+    assert_eq!(session["commands"].as_array().unwrap().len(), 5);
     assert_eq!(
         t.tb(&id, Method::DELETE, "/process/session/s", None)
             .await
@@ -315,6 +331,11 @@ async fn session_commands_share_a_shell_and_report_exit_codes_and_split_output()
             .status,
         404
     );
+    let killed = eventually(Duration::from_secs(3), || async {
+        !t.exec(&id, "ps -o args").await.1.contains("sleep 7392")
+    })
+    .await;
+    assert!(killed, "deleting a session kills its shell's jobs");
 }
 
 #[tokio::test]
