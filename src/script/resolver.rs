@@ -13,7 +13,11 @@ use rhai::{Engine, EvalAltResult, Module, ModuleResolver, Position, Scope, Share
 type SharedModule = Shared<Module>;
 
 /// The stdlib modules: (import name, source).
-pub const STDLIB: &[(&str, &str)] = &[("rfs/assert", include_str!("../../stdlib/assert.rhai"))];
+pub const STDLIB: &[(&str, &str)] = &[
+    ("rfs/assert", include_str!("../../stdlib/assert.rhai")),
+    ("rfs/proof", include_str!("../../stdlib/proof.rhai")),
+    ("rfs/poll", include_str!("../../stdlib/poll.rhai")),
+];
 
 /// The contained resolver.
 pub struct Resolver {
