@@ -56,6 +56,62 @@ impl Redactor {
     pub fn redact_str(&self, s: &str) -> String {
         String::from_utf8_lossy(&self.redact(s.as_bytes())).into_owned()
     }
+
+    /// Whether `tail` is a proper prefix of a secret (the start of one
+    /// that may continue in the next chunk).
+    fn may_continue(&self, tail: &[u8]) -> bool {
+        self.secrets
+            .iter()
+            .any(|s| s.len() > tail.len() && s.starts_with(tail))
+    }
+
+    fn longest(&self) -> usize {
+        self.secrets.first().map_or(0, Vec::len)
+    }
+}
+
+/// Redacts a byte stream that arrives in chunks (terminal output, typed
+/// input): a secret split across two chunks is still caught, because the
+/// shortest tail that could be the start of a secret is held back until
+/// the next chunk (or [`StreamRedactor::finish`]).
+#[derive(Debug, Clone, Default)]
+pub struct StreamRedactor {
+    redactor: Redactor,
+    pending: Vec<u8>,
+}
+
+impl StreamRedactor {
+    pub fn new(redactor: Redactor) -> Self {
+        StreamRedactor {
+            redactor,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Learn another secret from now on.
+    pub fn add(&mut self, value: &str) {
+        self.redactor.add(value);
+    }
+
+    /// The redacted bytes of `chunk` that are safe to write now.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.pending);
+        buf.extend_from_slice(chunk);
+        let from = buf
+            .len()
+            .saturating_sub(self.redactor.longest().saturating_sub(1));
+        let hold = (from..buf.len())
+            .find(|&k| self.redactor.may_continue(&buf[k..]))
+            .unwrap_or(buf.len());
+        self.pending = buf.split_off(hold);
+        self.redactor.redact(&buf)
+    }
+
+    /// Everything still held back, redacted (at the end of the stream).
+    pub fn finish(&mut self) -> Vec<u8> {
+        let rest = std::mem::take(&mut self.pending);
+        self.redactor.redact(&rest)
+    }
 }
 
 #[cfg(test)]
@@ -70,5 +126,29 @@ mod tests {
         let mut r = Redactor::default();
         r.add("hunter22");
         assert_eq!(r.redact_str("pw=hunter22!"), "pw=[REDACTED]!");
+    }
+
+    #[test]
+    fn a_secret_split_across_chunks_is_redacted() {
+        let mut r = Redactor::default();
+        r.add("hunter22");
+        let mut s = StreamRedactor::new(r);
+        let mut out = s.push(b"pw=hun");
+        assert_eq!(out, b"pw=", "the possible start is held back");
+        out.extend(s.push(b"ter22 and hu"));
+        out.extend(s.push(b"mble"));
+        out.extend(s.finish());
+        assert_eq!(String::from_utf8(out).unwrap(), "pw=[REDACTED] and humble");
+        // Every split point of a stream gives the same text.
+        let text = b"a hunter22 b hunter2 c hunter22";
+        for cut in 0..text.len() {
+            let mut r = Redactor::default();
+            r.add("hunter22");
+            let mut s = StreamRedactor::new(r);
+            let mut out = s.push(&text[..cut]);
+            out.extend(s.push(&text[cut..]));
+            out.extend(s.finish());
+            assert_eq!(out, b"a [REDACTED] b hunter2 c [REDACTED]", "cut at {cut}");
+        }
     }
 }

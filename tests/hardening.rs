@@ -227,6 +227,80 @@ provider_tests! {
     }
 }
 
+/// Every file below `dir` (names relative to it) with its content.
+fn files_below(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_below(&p));
+        } else {
+            out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+        }
+    }
+    out
+}
+
+/// Bug 2 (its own module: one `provider_tests!` per module).
+mod secrets {
+    use super::*;
+
+    provider_tests! {
+        fn secrets_never_reach_recordings_snapshots_file_names_or_the_console(rfs: &Rfs) {
+            let repo = Repo::new();
+            repo.write("dir-sekrit-value-123/f", "x\n");
+            repo.commit("dir");
+            let script = r#"
+                // (Secrets built from pieces: the script's own text is shown
+                // in diagnostics.)
+                let tok = arg("API_TOKEN");
+                let env_secret = "attach-" + "secret-456";
+                let pw = "typed-" + "pw-789";
+                let t = attach("cat", #{ env: #{ MY_SECRET: env_secret } });
+                t.send(env_secret + "\n");
+                t.send("export DB_PASSWORD=" + pw + "\n");
+                t.send(tok + "\n");
+                assert_screen(t, pw);
+                assert_screen(t, #{ text: "nothing like this", timeout: 0.2 });
+            "#;
+            let out = rfs.run_with(repo.path(), script, &["--var", "API_TOKEN=sekrit-value-123"]);
+            out.assert_code(1);
+            let step = r#"
+                let tok = arg("API_TOKEN");
+                step("name " + tok, "echo hi", #{ cwd: "dir-" + tok });
+                step("fails " + tok, "exit 3", #{ cwd: "dir-" + tok });
+            "#;
+            let out2 = rfs.run_with(repo.path(), step, &["--var", "API_TOKEN=sekrit-value-123"]);
+            out2.assert_code(1);
+            let secrets = ["sekrit-value-123", "attach-secret-456", "typed-pw-789"];
+            for o in [&out, &out2] {
+                let files = files_below(&o.out_dir);
+                assert!(files.len() > 3, "{files:?}");
+                for (name, content) in &files {
+                    let text = String::from_utf8_lossy(content);
+                    for s in secrets {
+                        assert!(!name.contains(s), "file name {name} holds {s}");
+                        assert!(!text.contains(s), "{name} holds {s}:\n{text}");
+                    }
+                    if name.ends_with(".cast") {
+                        for l in text.lines() {
+                            serde_json::from_str::<serde_json::Value>(l)
+                                .unwrap_or_else(|e| panic!("{name}: {e}: {l}"));
+                        }
+                        assert!(text.contains("[REDACTED]"), "{text}");
+                    }
+                }
+                for s in secrets {
+                    assert!(!o.stdout.contains(s) && !o.stderr.contains(s), "console holds {s}:\n{}\n{}", o.stdout, o.stderr);
+                }
+            }
+            assert!(out.out_dir.join("terminal/session-1-assert-1.txt").exists());
+            assert!(out2.stderr.contains("step `fails [REDACTED]` failed"), "{}", out2.stderr);
+            rfs.assert_no_leftovers();
+        }
+    }
+}
+
 #[track_caller]
 fn assert_removed_tree_refused(rfs: &Rfs, out: &RunOut, named: &str) {
     out.assert_code(3);

@@ -39,6 +39,7 @@ impl Default for AttachOptions {
 /// One attached session.
 pub struct Attached {
     pub index: u32,
+    /// The command as rfs shows it (known secrets redacted).
     pub command: String,
     pub session: TerminalSession,
     started: Instant,
@@ -83,6 +84,7 @@ impl Run {
         let _ = gate.stderr(&probe.stderr);
         if let Err(r) = gate.finish(outcome.exit) {
             let msg = pl.refusal_message(&r, &what);
+            let msg = self.state().redactor.redact_str(&msg);
             let _ = self.record(Event::AttachRefused {
                 command: what.clone(),
                 reason: msg.clone(),
@@ -116,7 +118,9 @@ impl Run {
         let mut so = SessionOptions::new(o.cols, o.rows);
         so.record = Some(self.cfg.out_dir.join(&rel_rec));
         so.term = o.term.clone();
-        so.command = Some(self.state().redactor.redact_str(command));
+        let shown_command = self.state().redactor.redact_str(command);
+        so.command = Some(shown_command.clone());
+        so.redactor = Some(self.state().redactor.clone());
         so.cancel = self.cancel_token();
         let session = TerminalSession::start(&self.rt, ch, so).map_err(Error::internal)?;
         let env_journal: Vec<_> = o
@@ -126,10 +130,10 @@ impl Run {
             .collect();
         self.record(Event::AttachStart {
             session: index,
-            command: self.state().redactor.redact_str(command),
+            command: shown_command.clone(),
             sandbox_id: pl.sandbox_id.clone(),
-            cwd: pl.rel.clone(),
-            cwd_remote: pl.remote_dir.clone(),
+            cwd: self.state().redactor.redact_str(&pl.rel),
+            cwd_remote: self.state().redactor.redact_str(&pl.remote_dir),
             cols: o.cols,
             rows: o.rows,
             term: o.term.clone(),
@@ -138,7 +142,7 @@ impl Run {
         })?;
         let a = Arc::new(Attached {
             index,
-            command: command.to_owned(),
+            command: shown_command.clone(),
             session,
             started: Instant::now(),
             asserts: AtomicU32::new(0),
@@ -150,6 +154,12 @@ impl Run {
 
     /// Type into a session; the journal gets the text with secrets redacted.
     pub fn attach_send(&self, a: &Attached, text: &str) -> Result<()> {
+        // A typed secret (`API_TOKEN=…`) is a known secret from now on:
+        // its echo is redacted in the recording, logs and console too.
+        for v in typed_secrets(text) {
+            self.state().redactor.add(&v);
+            a.session.add_secret(&v);
+        }
         a.session.send(text).map_err(|e| terminal_error(a, e))?;
         let shown = redact_input(&self.state().redactor.redact_str(text));
         self.record(Event::AttachInput {
@@ -186,7 +196,7 @@ impl Run {
         let pattern = spec
             .compile()
             .map_err(|e| Error::Usage(format!("assert_screen: {e}")))?;
-        let desc = pattern.describe();
+        let desc = self.state().redactor.redact_str(&pattern.describe());
         let k = a.asserts.fetch_add(1, Ordering::SeqCst) + 1;
         a.session.marker(&format!("assert {k}: {desc}"));
         let res = self.block_on(a.session.wait_for(&pattern));
@@ -195,7 +205,7 @@ impl Run {
             Err(f) => (f.screen.clone(), format!("{:?}", f.kind), f.elapsed),
         };
         let snap = format!("terminal/session-{}-assert-{k}.txt", a.index);
-        let text = screen.dump();
+        let text = self.state().redactor.redact_str(&screen.dump());
         let snapshot = std::fs::write(self.cfg.out_dir.join(&snap), &text)
             .ok()
             .map(|()| crate::events::FileDigest {
@@ -294,18 +304,32 @@ fn terminal_error(a: &Attached, e: terminal::TerminalError) -> Error {
     }
 }
 
-/// Typed text that looks like it sets a secret (`API_TOKEN=…`,
-/// `password: …`) keeps its name but not its value.
-fn redact_input(text: &str) -> String {
+/// Text that looks like it sets a secret: `API_TOKEN=…`, `password: …`.
+fn secret_assignment() -> &'static regex::Regex {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    let re = RE.get_or_init(|| {
+    RE.get_or_init(|| {
         regex::Regex::new(
             r"(?i)(\b[A-Z0-9_]*(?:TOKEN|SECRET|KEY|PASSWORD|PASSWD|CREDENTIAL)[A-Z0-9_]*\s*[=:]\s*)('[^']*'|[^\s;&|]+)",
         )
         .expect("valid regex")
-    });
-    re.replace_all(text, format!("${{1}}{}", crate::secrets::REDACTED))
+    })
+}
+
+/// Typed text that looks like it sets a secret keeps its name but not its
+/// value.
+fn redact_input(text: &str) -> String {
+    secret_assignment()
+        .replace_all(text, format!("${{1}}{}", crate::secrets::REDACTED))
         .into_owned()
+}
+
+/// The values typed text sets secrets to (quotes stripped).
+fn typed_secrets(text: &str) -> Vec<String> {
+    secret_assignment()
+        .captures_iter(text)
+        .map(|c| c[2].trim_matches('\'').to_owned())
+        .filter(|v| !v.is_empty())
+        .collect()
 }
 
 #[cfg(test)]

@@ -91,6 +91,7 @@ impl Run {
             }),
         }
         .map_err(|m| {
+            let m = self.state().redactor.redact_str(&m);
             let _ = self.record(Event::CwdRefused {
                 what: what.to_owned(),
                 reason: m.clone(),
@@ -147,6 +148,15 @@ impl Run {
             st.step_seq += 1;
             st.step_seq
         };
+        // What rfs writes about the cwd (journal, evidence, console) passes
+        // the redactor like everything else; the real path is only run.
+        let (rel_shown, remote_shown) = {
+            let st = self.state();
+            (
+                st.redactor.redact_str(&pl.rel),
+                st.redactor.redact_str(&pl.remote_dir),
+            )
+        };
         let stem = format!("{seq:03}-{}", file_stem(name));
         let env_journal: Vec<_> = opts
             .env
@@ -159,8 +169,8 @@ impl Run {
             seq,
             command: command_journal,
             sandbox_id: pl.sandbox_id.clone(),
-            cwd: pl.rel.clone(),
-            cwd_remote: pl.remote_dir.clone(),
+            cwd: rel_shown.clone(),
+            cwd_remote: remote_shown.clone(),
             env: env_journal,
             timeout_s: opts.timeout.map(|t| t.as_secs_f64()),
             retries: opts.retries,
@@ -224,7 +234,8 @@ impl Run {
                 }
             };
             if let Some(msg) = refused.map(|r| pl.refusal_message(&r, &what)) {
-                self.record_refused_step(name, &pl.rel, &msg);
+                let msg = self.state().redactor.redact_str(&msg);
+                self.record_refused_step(name, &rel_shown, &msg);
                 return Err(self.refuse(msg));
             }
             self.record(Event::StepAttempt {

@@ -13,6 +13,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::secrets::{Redactor, StreamRedactor};
+
 /// The header line of a recording.
 #[derive(Debug, Clone, Serialize)]
 pub struct Header {
@@ -98,6 +100,10 @@ pub struct AsciicastWriter {
     last: f64,
     output: Utf8Stream,
     input: Utf8Stream,
+    /// Known secrets never reach the file (output and input streams are
+    /// redacted separately, so a secret split across chunks is caught).
+    redact_output: StreamRedactor,
+    redact_input: StreamRedactor,
 }
 
 impl AsciicastWriter {
@@ -110,6 +116,8 @@ impl AsciicastWriter {
             last: 0.0,
             output: Utf8Stream::default(),
             input: Utf8Stream::default(),
+            redact_output: StreamRedactor::default(),
+            redact_input: StreamRedactor::default(),
         };
         serde_json::to_writer(&mut w.file, header)?;
         w.file.write_all(b"\n")?;
@@ -135,8 +143,35 @@ impl AsciicastWriter {
         self.file.write_all(b"]\n")
     }
 
-    /// Program output. Partial UTF-8 sequences are carried to the next call.
+    /// Redact every value `redactor` knows (and, via [`Self::add_secret`],
+    /// learns later) in everything recorded from now on.
+    pub fn redact_with(&mut self, redactor: &Redactor) {
+        self.redact_output = StreamRedactor::new(redactor.clone());
+        self.redact_input = StreamRedactor::new(redactor.clone());
+    }
+
+    /// Another secret to redact from now on.
+    pub fn add_secret(&mut self, value: &str) {
+        self.redact_output.add(value);
+        self.redact_input.add(value);
+    }
+
+    /// Write what the redactors still hold back (the streams ended).
+    pub fn end_streams(&mut self) -> io::Result<()> {
+        let out = self.redact_output.finish();
+        self.output_redacted(&out)?;
+        let inp = self.redact_input.finish();
+        self.input_redacted(&inp)
+    }
+
+    /// Program output. Partial UTF-8 sequences (and possible starts of a
+    /// secret) are carried to the next call.
     pub fn output(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let bytes = self.redact_output.push(bytes);
+        self.output_redacted(&bytes)
+    }
+
+    fn output_redacted(&mut self, bytes: &[u8]) -> io::Result<()> {
         let text = self.output.decode(bytes);
         if text.is_empty() {
             return Ok(());
@@ -146,6 +181,11 @@ impl AsciicastWriter {
 
     /// Input sent to the program.
     pub fn input(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let bytes = self.redact_input.push(bytes);
+        self.input_redacted(&bytes)
+    }
+
+    fn input_redacted(&mut self, bytes: &[u8]) -> io::Result<()> {
         let text = self.input.decode(bytes);
         if text.is_empty() {
             return Ok(());
@@ -216,5 +256,39 @@ mod tests {
         assert_eq!(events[4][2], "step 1");
         let times: Vec<f64> = events.iter().map(|e| e[0].as_f64().unwrap()).collect();
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    }
+
+    #[test]
+    fn secrets_never_reach_the_recording_and_it_still_parses() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rec.cast");
+        let mut w = AsciicastWriter::create(&path, &Header::new(80, 24, "xterm", None)).unwrap();
+        let mut r = Redactor::default();
+        r.add("s3cr3t-value");
+        w.redact_with(&r);
+        w.input(b"echo s3cr3t-").unwrap();
+        w.input(b"value\r").unwrap();
+        w.output(b"s3cr3").unwrap();
+        w.output(b"t-value\r\n").unwrap();
+        w.add_secret("typed-later");
+        w.output(b"typed-la").unwrap();
+        w.end_streams().unwrap();
+        w.flush().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("s3cr3t"), "{text}");
+        let events: Vec<Value> = text
+            .lines()
+            .skip(1)
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let all: String = events.iter().map(|e| e[2].as_str().unwrap()).collect();
+        assert!(
+            all.contains("echo [REDACTED]\r") && all.contains("[REDACTED]\r\n"),
+            "{all}"
+        );
+        assert!(
+            all.ends_with("typed-la"),
+            "an unfinished secret is flushed as is: {all}"
+        );
     }
 }

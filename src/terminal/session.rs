@@ -47,6 +47,8 @@ pub struct SessionOptions {
     pub term: String,
     /// Command line stated in the recording header.
     pub command: Option<String>,
+    /// Secrets the recording must never contain (output and input).
+    pub redactor: Option<crate::secrets::Redactor>,
     /// Cancelling this aborts every wait with [`FailureKind::Cancelled`] /
     /// [`TerminalError::Cancelled`] (e.g. on Ctrl-C of the run).
     pub cancel: CancellationToken,
@@ -60,6 +62,7 @@ impl SessionOptions {
             record: None,
             term: "xterm-256color".into(),
             command: None,
+            redactor: None,
             cancel: CancellationToken::new(),
         }
     }
@@ -197,12 +200,16 @@ impl TerminalSession {
                     &options.term,
                     options.command.clone(),
                 );
-                Some(AsciicastWriter::create(path, &header).map_err(|e| {
+                let mut w = AsciicastWriter::create(path, &header).map_err(|e| {
                     TerminalError::Recording {
                         path: path.display().to_string(),
                         message: e.to_string(),
                     }
-                })?)
+                })?;
+                if let Some(r) = &options.redactor {
+                    w.redact_with(r);
+                }
+                Some(w)
             }
             None => None,
         };
@@ -247,6 +254,13 @@ impl TerminalSession {
     /// `"Enter"` to submit a line).
     pub fn send(&self, text: &str) -> Result<(), TerminalError> {
         self.send_bytes(text.as_bytes())
+    }
+
+    /// A secret the recording must not contain from now on.
+    pub fn add_secret(&self, value: &str) {
+        if let Some(rec) = self.shared.lock().recorder.as_mut() {
+            rec.add_secret(value);
+        }
     }
 
     /// Send raw bytes to the program.
@@ -420,7 +434,7 @@ impl TerminalSession {
             let _ = tokio::time::timeout(CLOSE_GRACE, pump).await;
         }
         let mut st = self.shared.lock();
-        st.record(|r| r.flush());
+        st.record(|r| r.end_streams().and_then(|_| r.flush()));
         if let Some(message) = st.record_error.clone() {
             return Err(TerminalError::Recording {
                 path: self
@@ -485,6 +499,10 @@ async fn pump(
         }
         shared.bump();
     }
-    shared.lock().output_closed = true;
+    {
+        let mut st = shared.lock();
+        st.record(|r| r.end_streams().and_then(|_| r.flush()));
+        st.output_closed = true;
+    }
     shared.bump();
 }
