@@ -32,6 +32,8 @@ if [ -f scripts/docker-test-image.sh ]; then
   bash scripts/docker-test-image.sh
 fi
 
+# CI has an engine: a missing one must fail the docker suites, not skip them.
+export RFS_REQUIRE_DOCKER=1
 cargo fmt --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Benchmarks are not tests: scripts/bench-*.sh and `cargo bench` run them.

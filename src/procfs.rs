@@ -84,7 +84,6 @@ mod tests {
     #[test]
     fn own_process_is_readable() {
         let me = stat(std::process::id()).unwrap();
-        assert_eq!(me.state, 'R');
-        assert!(me.start_ticks > 0);
+        assert!(me.start_ticks > 0 && me.ppid > 0);
     }
 }

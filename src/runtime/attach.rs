@@ -128,12 +128,20 @@ impl Run {
             .iter()
             .map(|(k, v)| (k.clone(), self.redact_value(k, v)))
             .collect();
+        // (Computed first: `record` takes the state lock itself.)
+        let (rel_shown, remote_shown) = {
+            let st = self.state();
+            (
+                st.redactor.redact_str(&pl.rel),
+                st.redactor.redact_str(&pl.remote_dir),
+            )
+        };
         self.record(Event::AttachStart {
             session: index,
             command: shown_command.clone(),
             sandbox_id: pl.sandbox_id.clone(),
-            cwd: self.state().redactor.redact_str(&pl.rel),
-            cwd_remote: self.state().redactor.redact_str(&pl.remote_dir),
+            cwd: rel_shown,
+            cwd_remote: remote_shown,
             cols: o.cols,
             rows: o.rows,
             term: o.term.clone(),
