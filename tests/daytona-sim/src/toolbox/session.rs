@@ -547,6 +547,18 @@ fn filter_chunk(pending: &mut Vec<u8>, chunk: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The bytes of `path` from `offset` on (at most 1 MiB per call).
+fn read_from(path: &std::path::Path, offset: usize) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut buf = Vec::new();
+    if let Ok(mut f) = std::fs::File::open(path) {
+        if f.seek(SeekFrom::Start(offset as u64)).is_ok() {
+            let _ = f.take(1 << 20).read_to_end(&mut buf);
+        }
+    }
+    buf
+}
+
 async fn stream_log(
     mut socket: WebSocket,
     log_path: std::path::PathBuf,
@@ -558,14 +570,13 @@ async fn stream_log(
     let mut pending = Vec::new();
     loop {
         let done = !follow || exit_path.exists();
-        let data = std::fs::read(&log_path).unwrap_or_default();
-        if data.len() > offset {
-            let chunk = &data[offset..];
-            offset = data.len();
+        let data = read_from(&log_path, offset);
+        if !data.is_empty() {
+            offset += data.len();
             let out = if combined {
-                filter_chunk(&mut pending, chunk)
+                filter_chunk(&mut pending, &data)
             } else {
-                chunk.to_vec()
+                data
             };
             if !out.is_empty() && socket.send(Message::Binary(out.into())).await.is_err() {
                 return;
