@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs what the tests need
-# (git, tmux, Debian's busybox-static for the tiny local Docker image),
+# (git, tmux, Debian's busybox-static for the tiny local Docker image,
+# openssh-client and python3-cryptography for the signing tests),
 # makes sure the Docker engine answers, builds the test image, then runs
 # formatting, lints and every test.
 set -euo pipefail
@@ -13,6 +14,11 @@ command -v vi >/dev/null || need+=(vim-tiny)
 command -v ps >/dev/null || need+=(procps)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v docker >/dev/null || need+=(docker.io)
+# Signing tests: the real ssh-keygen/ssh-agent, and an independent DSSE
+# verifier in Python (`cryptography`).
+command -v ssh-keygen >/dev/null && command -v ssh-agent >/dev/null || need+=(openssh-client)
+python3 -c 'import cryptography' 2>/dev/null || /usr/bin/python3 -c 'import cryptography' 2>/dev/null \
+  || need+=(python3 python3-cryptography)
 if [ ${#need[@]} -gt 0 ]; then
   echo "scripts/test.sh: installing ${need[*]}" >&2
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi

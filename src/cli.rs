@@ -36,6 +36,11 @@ pub enum Command {
         /// Only step output and script prints.
         #[arg(long, short)]
         quiet: bool,
+        /// Sign the journal (journal.sig) and the attestation with this
+        /// OpenSSH ed25519 key: a private key file, or a key (private or
+        /// .pub) held by ssh-agent. Also RFS_SIGNING_KEY.
+        #[arg(long, value_name = "PATH")]
+        sign_key: Option<PathBuf>,
     },
     /// Explore a live sandbox interactively (one run, one sandbox, cleaned up on exit).
     Repl {
@@ -52,16 +57,45 @@ pub enum Command {
         script: PathBuf,
     },
     /// Verify a run's output directory: the journal's chain, EVIDENCE.md
-    /// against the journal, and every step log and recording against its
-    /// journaled sha256.
+    /// against the journal, every step log, recording and bundled file
+    /// against its journaled sha256, the signature and the attestation.
     Verify {
         /// The run's output directory (holds journal.jsonl).
         out: PathBuf,
+        /// Require a signature (journal.sig) by a key this `ssh-keygen`
+        /// allowed-signers file allows for namespace `rfs`.
+        #[arg(long, value_name = "FILE")]
+        allowed_signers: Option<PathBuf>,
+        /// The principal the signer must be (with --allowed-signers).
+        #[arg(long, value_name = "ID")]
+        identity: Option<String>,
     },
     /// Journal tools.
     Journal {
         #[command(subcommand)]
         command: JournalCommand,
+    },
+    /// Re-run a bundle's script against the commit it pinned, in a fresh
+    /// sandbox, and compare each step with the original (exit 0 all match,
+    /// 1 some differ).
+    Replay {
+        /// The original run's output directory (the bundle).
+        bundle: PathBuf,
+        /// Provider for the replay (default as for `run`).
+        #[arg(long)]
+        provider: Option<String>,
+        /// Output directory of the replay.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Compare each step's stdout digest too.
+        #[arg(long)]
+        strict: bool,
+        /// A value for a variable the original journal redacted. Repeatable.
+        #[arg(long = "var", value_name = "KEY=VALUE")]
+        vars: Vec<String>,
+        /// Image for providers that take one (docker).
+        #[arg(long)]
+        image: Option<String>,
     },
     /// Destroy sandboxes left behind by rfs processes that are gone.
     Gc {
@@ -151,11 +185,13 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             session,
             keep,
             quiet,
+            sign_key,
         } => {
             let settings = RunSettings::from_args(session.into_run_args(script, keep))?;
             let hooks = crate::runner::Hooks {
                 reporter: Arc::new(crate::reporter::Console { quiet }),
                 handle_signals: true,
+                signing_key: crate::signing::key::for_run(sign_key.as_deref())?,
                 ..Default::default()
             };
             let report = crate::runner::run(settings, hooks);
@@ -204,15 +240,43 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             );
             Ok(exit_code::SUCCESS)
         }
-        Command::Verify { out } => verify(&out),
+        Command::Verify {
+            out,
+            allowed_signers,
+            identity,
+        } => verify(
+            &out,
+            crate::seal::Trust {
+                allowed_signers,
+                identity,
+            },
+        ),
         Command::Gc { dry_run, provider } => gc(dry_run, provider),
+        Command::Replay {
+            bundle,
+            provider,
+            out,
+            strict,
+            vars,
+            image,
+        } => crate::replay::replay(
+            crate::replay::ReplayArgs {
+                bundle,
+                provider,
+                out,
+                strict,
+                vars,
+                image,
+            },
+            Arc::new(crate::reporter::Console { quiet: false }),
+        ),
     }
 }
 
 /// `rfs verify OUT`: print every check that passed; the first failure is
 /// the error (exit 4).
-fn verify(out: &std::path::Path) -> Result<i32, Error> {
-    let (passed, failed) = match crate::verify::verify(out) {
+fn verify(out: &std::path::Path, trust: crate::seal::Trust) -> Result<i32, Error> {
+    let (passed, failed) = match crate::verify::verify_with(out, trust) {
         Ok(p) => (p, None),
         Err(mut f) => (std::mem::take(&mut f.passed), Some(f)),
     };

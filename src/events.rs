@@ -38,6 +38,47 @@ pub struct SubmodulePin {
     pub commit: String,
 }
 
+/// A file copied into the bundle (`bundle/…`) with its digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BundledFile {
+    /// Relative to the output directory, `/`-separated.
+    pub path: String,
+    pub sha256: String,
+    /// The `import` path that named it (absent for the script).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub import: Option<String>,
+}
+
+/// The script and the modules it imports, copied into the output directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BundleManifest {
+    pub script: BundledFile,
+    pub modules: Vec<BundledFile>,
+}
+
+/// The key that signs the journal (`journal.sig`): never the key itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Signer {
+    /// `ssh-ed25519`.
+    pub algorithm: String,
+    /// `SHA256:…`, as `ssh-keygen -l` shows it.
+    pub fingerprint: String,
+}
+
+/// What a replay replays (`rfs replay`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayOf {
+    pub run_id: String,
+    /// The original output directory, as given to `rfs replay`.
+    pub out_dir: String,
+    /// Hash of the original journal's last line.
+    pub journal_head: String,
+    /// sha256 of the original journal's bytes.
+    pub journal_sha256: String,
+    /// The commit the original run pinned (bound by the replay).
+    pub commit: String,
+}
+
 /// One fact of a run, as journaled. Field names are the journal payload's
 /// keys. New kinds are added as rfs grows: match with a catch-all arm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,6 +98,15 @@ pub enum Event {
         /// `--var`s, secret values redacted.
         vars: BTreeMap<String, String>,
         keep: bool,
+        /// The bundled script and modules (absent in the REPL).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bundle: Option<Box<BundleManifest>>,
+        /// The key that signs the journal, when the run is signed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signing_key: Option<Box<Signer>>,
+        /// Set when the run is a replay.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replay_of: Option<Box<ReplayOf>>,
     },
     /// The provider's preflight passed.
     #[serde(rename = "provider.ready")]
@@ -436,6 +486,29 @@ pub(crate) mod catalog {
                 rfs_version: s("0.1.0"),
                 vars: [(s("MODE"), s("ci"))].into(),
                 keep: false,
+                bundle: Some(Box::new(BundleManifest {
+                    script: BundledFile {
+                        path: s("bundle/proof.rhai"),
+                        sha256: s("5c41"),
+                        import: None,
+                    },
+                    modules: vec![BundledFile {
+                        path: s("bundle/lib/util.rhai"),
+                        sha256: s("a7b1"),
+                        import: Some(s("lib/util")),
+                    }],
+                })),
+                signing_key: Some(Box::new(Signer {
+                    algorithm: s("ssh-ed25519"),
+                    fingerprint: s("SHA256:abc"),
+                })),
+                replay_of: Some(Box::new(ReplayOf {
+                    run_id: s("r0"),
+                    out_dir: s("/out0"),
+                    journal_head: s("4ead"),
+                    journal_sha256: s("9e11"),
+                    commit: s("c0ffee"),
+                })),
             },
             Event::ProviderReady {
                 provider: s("local"),

@@ -9,6 +9,8 @@
 //! - [`journal`]: the hash-chained journal and EVIDENCE.md;
 //! - [`events`]/[`reporter`]: what the runtime reports and how the CLI shows it.
 
+pub mod attestation;
+pub mod bundle;
 pub mod cli;
 pub mod error;
 pub mod events;
@@ -18,12 +20,15 @@ pub mod journal;
 pub mod procfs;
 pub mod provider;
 pub mod repl;
+pub mod replay;
 pub mod reporter;
 pub mod runner;
 pub mod runtime;
 pub mod script;
+pub mod seal;
 pub mod secrets;
 pub mod settings;
+pub mod signing;
 pub mod source;
 pub mod terminal;
 pub mod validate;

@@ -37,6 +37,11 @@ pub struct Hooks {
     /// Listen for SIGINT, SIGTERM, SIGHUP and SIGQUIT and interrupt the run
     /// on them.
     pub handle_signals: bool,
+    /// Sign the journal (`journal.sig`) and the attestation with this key.
+    pub signing_key: Option<Arc<crate::signing::SigningKey>>,
+    /// Set by `rfs replay`: the run replayed (its commit is bound whatever
+    /// the script asks; the first journal fact names it).
+    pub replay_of: Option<crate::events::ReplayOf>,
 }
 
 impl Default for Hooks {
@@ -46,6 +51,8 @@ impl Default for Hooks {
             reporter: Arc::new(Silent),
             interrupt: CancellationToken::new(),
             handle_signals: false,
+            signing_key: None,
+            replay_of: None,
         }
     }
 }
@@ -64,6 +71,36 @@ pub struct RunReport {
 
 /// Run a script with validated settings.
 pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
+    let mut started = false;
+    let key = hooks.signing_key.clone();
+    let report = run_journaled(&settings, hooks, &mut started);
+    if started {
+        seal(&settings, key.as_deref(), report)
+    } else {
+        report
+    }
+}
+
+/// After the journal is closed: the attestation (signed when there is a
+/// key) and `journal.sig`. Failing to seal fails the run.
+fn seal(
+    settings: &RunSettings,
+    key: Option<&crate::signing::SigningKey>,
+    mut report: RunReport,
+) -> RunReport {
+    let sealed = crate::seal::seal(&settings.out_dir, key);
+    if let Err(e) = sealed {
+        let msg = match report.error.take() {
+            Some(prev) => format!("{prev}; then sealing the evidence failed: {e}"),
+            None => format!("the run ended but sealing its evidence failed: {e}"),
+        };
+        report.exit_code = exit_code::INTERNAL;
+        report.error = Some(Error::Internal(msg));
+    }
+    report
+}
+
+fn run_journaled(settings: &RunSettings, hooks: Hooks, started: &mut bool) -> RunReport {
     let mut report = RunReport {
         run_id: settings.run_id.clone(),
         out_dir: settings.out_dir.clone(),
@@ -98,11 +135,19 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
         Ok(ast) => ast,
         Err(e) => return fail(report, e),
     };
-    let cfg = config(&settings, hooks.provider, script.path.clone());
+    let bundle = match crate::bundle::Bundle::collect(&script) {
+        Ok(b) => b,
+        Err(e) => return fail(report, e),
+    };
+    let mut cfg = config(settings, hooks.provider, script.path.clone());
+    cfg.bundle = Some(Arc::new(bundle));
+    cfg.signer = hooks.signing_key.as_ref().map(|k| k.signer());
+    cfg.replay_of = hooks.replay_of.clone();
     let run = match Run::start(cfg, rt.handle().clone(), hooks.reporter, &settings.vars) {
         Ok(r) => r,
         Err(e) => return fail(report, e),
     };
+    *started = true;
     // A provider that cannot work at all (daemon down) refuses before
     // anything else happens.
     if let Err(e) = run.preflight() {
@@ -200,6 +245,9 @@ pub fn config(
         image: settings.image.clone(),
         max_lifetime: settings.max_lifetime,
         cleanup_deadline: settings.cleanup_deadline,
+        bundle: None,
+        signer: None,
+        replay_of: None,
     }
 }
 

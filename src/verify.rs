@@ -20,6 +20,8 @@ pub struct Subject {
     pub journal: String,
     /// The journal's events, in order.
     pub events: Vec<Event>,
+    /// What the signature is checked against.
+    pub trust: crate::seal::Trust,
 }
 
 /// A check that passed, with what it established.
@@ -71,6 +73,16 @@ pub enum Failure {
     },
     #[error("{path} is in the output directory but not in the journal (added after the run)")]
     Unjournaled { path: String },
+    /// A bundled script or module differs from its journaled digest.
+    #[error("{0}")]
+    Bundle(String),
+    /// `journal.sig` is missing, invalid, or not by an allowed signer.
+    #[error("{0}")]
+    Signature(String),
+    /// `attestation.intoto.json` is missing, badly signed, or does not
+    /// match the journal.
+    #[error("{0}")]
+    Attestation(String),
 }
 
 /// The first check that failed (and those that passed before it).
@@ -91,10 +103,19 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("run ended", check_ended),
     ("EVIDENCE.md", check_evidence),
     ("files", check_files),
+    ("bundle", check_bundle),
+    ("signature", check_signature),
+    ("attestation", check_attestation),
 ];
 
-/// Verify the output directory `out`.
+/// Verify the output directory `out` (a signature, if any, is checked
+/// but not against allowed signers).
 pub fn verify(out: &Path) -> Result<Vec<Passed>, Failed> {
+    verify_with(out, crate::seal::Trust::default())
+}
+
+/// Verify `out`, its signature against `trust`.
+pub fn verify_with(out: &Path, trust: crate::seal::Trust) -> Result<Vec<Passed>, Failed> {
     let fail = |check, reason: Failure| Failed {
         check,
         reason: Box::new(reason),
@@ -134,6 +155,7 @@ pub fn verify(out: &Path) -> Result<Vec<Passed>, Failed> {
         out: out.to_path_buf(),
         journal: text,
         events,
+        trust,
     };
     let mut passed = vec![];
     for (check, f) in CHECKS {
@@ -269,4 +291,33 @@ fn check_files(s: &Subject) -> Result<String, Failure> {
         "{} step log(s), recording(s) and snapshot(s) match their journaled sha256",
         files.len()
     ))
+}
+
+fn check_bundle(s: &Subject) -> Result<String, Failure> {
+    match s.events.first() {
+        Some(Event::RunStart {
+            bundle: Some(b), ..
+        }) => crate::bundle::check(&s.out, b)
+            .map(|n| {
+                format!(
+                    "the script and {} module(s) match their journaled sha256",
+                    n - 1
+                )
+            })
+            .map_err(Failure::Bundle),
+        _ => Ok("none (the run had no script file)".into()),
+    }
+}
+
+fn check_signature(s: &Subject) -> Result<String, Failure> {
+    let announced = match s.events.first() {
+        Some(Event::RunStart { signing_key, .. }) => signing_key.as_deref(),
+        _ => None,
+    };
+    crate::seal::check_signature(&s.out, s.journal.as_bytes(), announced, &s.trust)
+        .map_err(Failure::Signature)
+}
+
+fn check_attestation(s: &Subject) -> Result<String, Failure> {
+    crate::seal::check_attestation(&s.out, s.journal.as_bytes()).map_err(Failure::Attestation)
 }

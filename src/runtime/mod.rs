@@ -54,6 +54,13 @@ pub struct RunConfig {
     pub max_lifetime: Duration,
     /// How long teardown verification may poll.
     pub cleanup_deadline: Duration,
+    /// The script and modules copied into the output directory (their
+    /// digests go into the first journal fact).
+    pub bundle: Option<Arc<crate::bundle::Bundle>>,
+    /// The key that will sign the journal (named in the first fact).
+    pub signer: Option<crate::events::Signer>,
+    /// What this run replays; its commit is bound whatever the script asks.
+    pub replay_of: Option<crate::events::ReplayOf>,
 }
 
 /// The source bound to the run.
@@ -148,6 +155,11 @@ impl Run {
                 cfg.out_dir.display()
             ))
         })?;
+        if let Some(b) = &cfg.bundle {
+            b.write(&cfg.out_dir).map_err(|e| {
+                Error::Internal(format!("cannot copy the script into the bundle: {e}"))
+            })?;
+        }
         let mut state = RunState::default();
         for (k, v) in vars {
             if crate::secrets::is_secret_name(k) {
@@ -181,6 +193,9 @@ impl Run {
             rfs_version: env!("CARGO_PKG_VERSION").to_owned(),
             vars: vars_redacted,
             keep: run.cfg.keep,
+            bundle: run.cfg.bundle.as_ref().map(|b| Box::new(b.manifest())),
+            signing_key: run.cfg.signer.clone().map(Box::new),
+            replay_of: run.cfg.replay_of.clone().map(Box::new),
         })?;
         run.write_evidence();
         Ok(run)

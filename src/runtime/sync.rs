@@ -41,6 +41,16 @@ impl Run {
     /// `step()` because the script did not call `sync_source()`.
     pub fn sync_source(&self, opts: SourceOptions, implicit: bool) -> Result<SourcePin> {
         self.check_cancelled()?;
+        // A replay ships the commit it replays, whatever HEAD and the
+        // working tree are now (dirty paths are still journaled).
+        let opts = match &self.cfg.replay_of {
+            Some(r) => SourceOptions {
+                rev: r.commit.clone(),
+                allow_dirty: true,
+                ..opts
+            },
+            None => opts,
+        };
         validate_dest(&opts.dest).map_err(|m| self.refuse(m))?;
         let resolved = repo::resolve(&opts).map_err(|e| {
             let msg = format!("cannot bind the source: {e}");

@@ -91,15 +91,22 @@ impl Resolver {
     /// Check, without running anything, that every literal `import` in
     /// `source` (and in the modules it imports) resolves and compiles.
     pub fn check_imports(&self, engine: &Engine, source: &str) -> Result<(), String> {
-        let mut seen = std::collections::HashSet::new();
-        self.check_in(engine, source, &mut seen)
+        self.imports(engine, source).map(|_| ())
+    }
+
+    /// Like [`Self::check_imports`], returning each imported file once, as
+    /// (import path, resolved file), in the order first met.
+    pub fn imports(&self, engine: &Engine, source: &str) -> Result<Vec<(String, PathBuf)>, String> {
+        let mut seen = Vec::new();
+        self.check_in(engine, source, &mut seen)?;
+        Ok(seen)
     }
 
     fn check_in(
         &self,
         engine: &Engine,
         source: &str,
-        seen: &mut std::collections::HashSet<PathBuf>,
+        seen: &mut Vec<(String, PathBuf)>,
     ) -> Result<(), String> {
         static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
         let re = RE.get_or_init(|| {
@@ -116,9 +123,10 @@ impl Resolver {
             let file = self
                 .locate(path)
                 .map_err(|why| format!("import \"{path}\" refused: {why}"))?;
-            if !seen.insert(file.clone()) {
+            if seen.iter().any(|(_, f)| *f == file) {
                 continue;
             }
+            seen.push((path.to_owned(), file.clone()));
             let text = std::fs::read_to_string(&file)
                 .map_err(|e| format!("import \"{path}\": cannot read: {e}"))?;
             engine

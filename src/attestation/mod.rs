@@ -1,0 +1,265 @@
+//! `attestation.intoto.json`: an in-toto Statement v1 about a run, in a
+//! DSSE envelope ([`dsse`]).
+//!
+//! The subject is the synced source (`gitCommit` and `gitTree` digests);
+//! the predicate is an in-toto test result (`test-result/v0.1`: result,
+//! configuration = the script and its modules with sha256, passed/warned/
+//! failed step names) plus a `run` object with each step's exit and
+//! duration, the outcome, provider, sandbox id, rfs version, script digest
+//! and the journal's sha256. The statement is derived from the journal
+//! alone ([`statement`]), so `rfs verify` re-derives it and compares.
+
+pub mod dsse;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::events::Event;
+use crate::signing::SigningKey;
+
+/// The attestation file in a run's output directory.
+pub const FILE: &str = "attestation.intoto.json";
+pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+pub const PREDICATE_TYPE: &str = "https://in-toto.io/attestation/test-result/v0.1";
+
+/// The journal's events, in order (`text` is `journal.jsonl`).
+pub fn events(text: &str) -> Result<Vec<Event>, String> {
+    text.split_terminator('\n')
+        .enumerate()
+        .map(|(i, l)| {
+            let line: crate::journal::Line = serde_json::from_str(l)
+                .map_err(|e| format!("journal line {} is not a journal entry: {e}", i + 1))?;
+            Event::from_kind_payload(&line.kind, &line.payload).map_err(|e| {
+                format!(
+                    "journal line {} (`{}`) is not an entry this rfs knows: {e}",
+                    i + 1,
+                    line.kind
+                )
+            })
+        })
+        .collect()
+}
+
+/// The in-toto Statement for the journal `journal` (its exact bytes).
+pub fn statement(journal: &[u8]) -> Result<Value, String> {
+    let text = std::str::from_utf8(journal).map_err(|_| "the journal is not UTF-8".to_string())?;
+    let evs = events(text)?;
+    let Some(Event::RunStart {
+        run_id,
+        script,
+        provider,
+        rfs_version,
+        bundle,
+        ..
+    }) = evs.first()
+    else {
+        return Err("the journal does not start with run.start".into());
+    };
+    let mut pin = None;
+    let mut repo = None;
+    let mut sandbox_id = None;
+    let mut outcome = Value::Null;
+    let mut allow_failure: BTreeMap<&str, bool> = BTreeMap::new();
+    let mut steps = vec![];
+    let (mut passed, mut warned, mut failed) = (vec![], vec![], vec![]);
+    for e in &evs {
+        match e {
+            Event::SourceResolved { repo: r, .. } if repo.is_none() => repo = Some(r.as_str()),
+            Event::SourcePin {
+                commit,
+                tree_digest,
+                ..
+            } if pin.is_none() => pin = Some((commit, tree_digest)),
+            Event::Placement { sandbox_id: id, .. } if sandbox_id.is_none() => {
+                sandbox_id = Some(id.clone())
+            }
+            Event::StepStart {
+                name,
+                allow_failure: a,
+                ..
+            } => {
+                allow_failure.insert(name, *a);
+            }
+            Event::StepEnd {
+                name,
+                ok,
+                exit,
+                timed_out,
+                attempts,
+                duration_ms,
+                ..
+            } => {
+                let result = if *ok {
+                    passed.push(name.clone());
+                    "passed"
+                } else if allow_failure.get(name.as_str()) == Some(&true) {
+                    warned.push(name.clone());
+                    "failed-allowed"
+                } else {
+                    failed.push(name.clone());
+                    "failed"
+                };
+                steps.push(json!({
+                    "name": name, "result": result, "exit": exit, "timedOut": timed_out,
+                    "attempts": attempts, "durationMs": duration_ms,
+                }));
+            }
+            Event::StepRefused { name, .. } => {
+                failed.push(name.clone());
+                steps.push(json!({ "name": name, "result": "refused", "exit": null }));
+            }
+            Event::RunEnd { outcome: o, .. } => outcome = json!(o),
+            _ => {}
+        }
+    }
+    let script_digest = bundle
+        .as_ref()
+        .map(|b| json!({ "sha256": b.script.sha256 }));
+    let configuration: Vec<Value> = bundle
+        .iter()
+        .flat_map(|b| std::iter::once(&b.script).chain(&b.modules))
+        .map(|f| json!({ "name": f.path, "digest": { "sha256": f.sha256 } }))
+        .collect();
+    let result = if outcome != json!("completed") || !failed.is_empty() {
+        "FAILED"
+    } else if !warned.is_empty() {
+        "WARNED"
+    } else {
+        "PASSED"
+    };
+    let subject = match pin {
+        Some((commit, tree)) => {
+            let name = repo
+                .and_then(|r| Path::new(r).file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "source".into());
+            json!({ "name": name, "digest": { "gitCommit": commit, "gitTree": tree } })
+        }
+        // No source was bound: the script is what the run is about.
+        None => json!({ "name": script, "digest": script_digest.clone().unwrap_or(json!({})) }),
+    };
+    let lines = text.split_terminator('\n').collect::<Vec<_>>();
+    let head = lines
+        .last()
+        .map(|l| crate::journal::line_hash(l))
+        .unwrap_or_default();
+    Ok(json!({
+        "_type": STATEMENT_TYPE,
+        "subject": [subject],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "result": result,
+            "configuration": configuration,
+            "passedTests": passed,
+            "warnedTests": warned,
+            "failedTests": failed,
+            "run": {
+                "id": run_id,
+                "outcome": outcome,
+                "provider": provider,
+                "sandboxId": sandbox_id,
+                "rfsVersion": rfs_version,
+                "scriptDigest": script_digest,
+                "journal": { "sha256": hex::encode(Sha256::digest(journal)), "lines": lines.len(), "head": head },
+                "steps": steps,
+            },
+        },
+    }))
+}
+
+/// Build the attestation for the journal in `out_dir` and write it there,
+/// signed with `key` when given.
+pub fn write(out_dir: &Path, key: Option<&SigningKey>) -> Result<(), String> {
+    let journal = std::fs::read(out_dir.join("journal.jsonl"))
+        .map_err(|e| format!("cannot read the journal: {e}"))?;
+    let st = statement(&journal)?;
+    let payload = serde_json::to_vec(&st).map_err(|e| e.to_string())?;
+    let env = dsse::seal(dsse::INTOTO_PAYLOAD_TYPE, &payload, key)?;
+    let mut text = serde_json::to_string_pretty(&env).map_err(|e| e.to_string())?;
+    text.push('\n');
+    write_atomic(&out_dir.join(FILE), text.as_bytes())
+}
+
+/// Write through a temporary file and rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// What [`check`] found.
+#[derive(Debug)]
+pub struct Checked {
+    pub signed: bool,
+    pub steps: usize,
+}
+
+/// Check `out_dir`'s attestation: it must be a DSSE envelope of an in-toto
+/// Statement equal to the one the journal gives, and signed by `key` when
+/// one is given (unsigned attestations are accepted only without a key).
+pub fn check(out_dir: &Path, key: Option<&ssh_key::PublicKey>) -> Result<Checked, String> {
+    let text = std::fs::read_to_string(out_dir.join(FILE))
+        .map_err(|e| format!("cannot read {FILE}: {e}"))?;
+    let env: dsse::Envelope =
+        serde_json::from_str(&text).map_err(|e| format!("{FILE} is not a DSSE envelope: {e}"))?;
+    if env.payload_type != dsse::INTOTO_PAYLOAD_TYPE {
+        return Err(format!(
+            "{FILE} has payload type `{}`, not `{}`",
+            env.payload_type,
+            dsse::INTOTO_PAYLOAD_TYPE
+        ));
+    }
+    let payload = match key {
+        Some(k) => env.verify(k).map_err(|e| format!("{FILE}: {e}"))?,
+        None => env.payload_bytes()?,
+    };
+    let claimed: Value = serde_json::from_slice(&payload)
+        .map_err(|e| format!("{FILE}'s payload is not JSON: {e}"))?;
+    let journal = std::fs::read(out_dir.join("journal.jsonl"))
+        .map_err(|e| format!("cannot read the journal: {e}"))?;
+    let expected = statement(&journal)?;
+    if claimed != expected {
+        return Err(format!(
+            "{FILE} does not match the journal: {}",
+            first_difference(&expected, &claimed, "statement")
+        ));
+    }
+    let steps = expected["predicate"]["run"]["steps"]
+        .as_array()
+        .map_or(0, Vec::len);
+    Ok(Checked {
+        signed: key.is_some(),
+        steps,
+    })
+}
+
+/// The first path where two JSON values differ, for a readable error.
+fn first_difference(want: &Value, got: &Value, at: &str) -> String {
+    match (want, got) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                match b.get(k) {
+                    None => return format!("{at}.{k} is missing"),
+                    Some(w) if w != v => return first_difference(v, w, &format!("{at}.{k}")),
+                    _ => {}
+                }
+            }
+            match b.keys().find(|k| !a.contains_key(*k)) {
+                Some(k) => format!("{at}.{k} is not in the journal"),
+                None => format!("{at} differs"),
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .find(|(_, (x, y))| x != y)
+            .map(|(i, (x, y))| first_difference(x, y, &format!("{at}[{i}]")))
+            .unwrap_or_else(|| format!("{at} differs")),
+        _ => format!("{at} is {got}, the journal says {want}"),
+    }
+}

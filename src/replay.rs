@@ -1,0 +1,396 @@
+//! `rfs replay OUT`: re-run a bundle's script against the commit it pinned,
+//! in a fresh sandbox, and compare each step with the original.
+//!
+//! The bundle is checked first (journal chain, bundled files' digests);
+//! the pinned commit must be in the local repository (the one `rfs replay`
+//! starts in) and is bound whatever HEAD is. The new journal's first fact
+//! records what is replayed (`replay_of`: original run id, journal head
+//! and sha256). Steps are compared in order by name and exit code (and the
+//! stdout log's sha256 with `--strict`).
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::attestation::events;
+use crate::error::{Error, Result};
+use crate::events::{Event, ReplayOf};
+use crate::exit_code;
+
+/// One step as a run journaled it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepFact {
+    pub name: String,
+    pub exit: Option<i32>,
+    /// `false` when the step was refused (nothing ran).
+    pub ran: bool,
+    /// sha256 of the final attempt's stdout log (silent: of nothing).
+    pub stdout_sha256: String,
+}
+
+/// What a bundle says about its run.
+#[derive(Debug, Clone)]
+pub struct Original {
+    /// `None` when the run never bound a source.
+    pub origin: Option<ReplayOf>,
+    pub run_id: String,
+    pub script: PathBuf,
+    pub vars: Vec<(String, String)>,
+    /// Where the original run started, relative to its repository root.
+    pub invocation_rel: Option<PathBuf>,
+    pub steps: Vec<StepFact>,
+}
+
+/// Read a bundle, refusing one that does not pass `rfs verify` (chain,
+/// EVIDENCE.md, files, bundled script and modules, signature, attestation).
+pub fn read_bundle(out: &Path) -> Result<Original> {
+    if let Err(f) = crate::verify::verify(out) {
+        return Err(Error::NotVerified {
+            out: out.display().to_string(),
+            check: f.check,
+            reason: f.reason,
+        });
+    }
+    let bad = |why: String| Error::Internal(format!("reading {}: {why}", out.display()));
+    let jpath = out.join("journal.jsonl");
+    let bytes = std::fs::read(&jpath).map_err(|e| bad(e.to_string()))?;
+    let evs = events(&String::from_utf8_lossy(&bytes)).map_err(bad)?;
+    let head = bytes
+        .split(|b| *b == b'\n')
+        .rfind(|l| !l.is_empty())
+        .map(|l| crate::journal::line_hash(&String::from_utf8_lossy(l)))
+        .unwrap_or_default();
+    let Some(Event::RunStart {
+        run_id,
+        invocation_dir,
+        vars,
+        bundle,
+        ..
+    }) = evs.first()
+    else {
+        return Err(bad("the journal does not start with run.start".into()));
+    };
+    let manifest = bundle.as_ref().ok_or_else(|| {
+        Error::Usage(format!(
+            "{} has no bundled script (written by the REPL or an rfs without bundles); nothing to replay",
+            out.display()
+        ))
+    })?;
+    let mut commit = None;
+    let mut invocation_rel = None;
+    for e in &evs {
+        match e {
+            Event::SourceResolved { repo, .. } if invocation_rel.is_none() => {
+                invocation_rel = Path::new(invocation_dir)
+                    .strip_prefix(repo)
+                    .ok()
+                    .map(Path::to_path_buf);
+            }
+            Event::SourcePin { commit: c, .. } if commit.is_none() => commit = Some(c.clone()),
+            _ => {}
+        }
+    }
+    Ok(Original {
+        origin: commit.map(|commit| ReplayOf {
+            run_id: run_id.clone(),
+            out_dir: out.display().to_string(),
+            journal_head: head,
+            journal_sha256: hex::encode(Sha256::digest(&bytes)),
+            commit,
+        }),
+        run_id: run_id.clone(),
+        script: out.join(&manifest.script.path),
+        vars: vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        invocation_rel,
+        steps: steps(&evs),
+    })
+}
+
+/// The steps of a journal, in order, with their final stdout digests.
+pub fn steps(evs: &[Event]) -> Vec<StepFact> {
+    let empty = hex::encode(Sha256::digest(b""));
+    let mut last_stdout: Option<String> = None;
+    let mut v = Vec::new();
+    for e in evs {
+        match e {
+            Event::StepStart { .. } => last_stdout = None,
+            Event::StepAttempt { stdout_log, .. } => {
+                last_stdout = Some(
+                    stdout_log
+                        .as_ref()
+                        .map_or_else(|| empty.clone(), |f| f.sha256.clone()),
+                )
+            }
+            Event::StepEnd { name, exit, .. } => v.push(StepFact {
+                name: name.clone(),
+                exit: *exit,
+                ran: true,
+                stdout_sha256: last_stdout.take().unwrap_or_else(|| empty.clone()),
+            }),
+            Event::StepRefused { name, .. } => v.push(StepFact {
+                name: name.clone(),
+                exit: None,
+                ran: false,
+                stdout_sha256: empty.clone(),
+            }),
+            _ => {}
+        }
+    }
+    v
+}
+
+/// One row of the comparison.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub name: String,
+    pub original: Option<StepFact>,
+    pub replay: Option<StepFact>,
+    pub matches: bool,
+}
+
+/// Compare step lists in order.
+pub fn compare(original: &[StepFact], replay: &[StepFact], strict: bool) -> Vec<Row> {
+    let n = original.len().max(replay.len());
+    (0..n)
+        .map(|i| {
+            let (a, b) = (original.get(i).cloned(), replay.get(i).cloned());
+            let matches = match (&a, &b) {
+                (Some(a), Some(b)) => {
+                    a.name == b.name
+                        && a.ran == b.ran
+                        && a.exit == b.exit
+                        && (!strict || a.stdout_sha256 == b.stdout_sha256)
+                }
+                _ => false,
+            };
+            let name = match (&a, &b) {
+                (Some(a), Some(b)) if a.name != b.name => format!("{} / {}", a.name, b.name),
+                (Some(s), _) | (_, Some(s)) => s.name.clone(),
+                _ => unreachable!("one side exists"),
+            };
+            Row {
+                name,
+                original: a,
+                replay: b,
+                matches,
+            }
+        })
+        .collect()
+}
+
+/// The table `rfs replay` prints.
+pub fn table(rows: &[Row], strict: bool) -> String {
+    let cell = |s: &Option<StepFact>| match s {
+        None => "(no step)".to_owned(),
+        Some(s) => {
+            let exit = match (s.ran, s.exit) {
+                (false, _) => "refused".to_owned(),
+                (true, Some(e)) => format!("exit {e}"),
+                (true, None) => "no exit".to_owned(),
+            };
+            if strict {
+                format!(
+                    "{exit}, stdout {}",
+                    &s.stdout_sha256[..s.stdout_sha256.len().min(12)]
+                )
+            } else {
+                exit
+            }
+        }
+    };
+    let body: Vec<[String; 4]> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            [
+                format!("{} {}", i + 1, r.name),
+                cell(&r.original),
+                cell(&r.replay),
+                if r.matches { "same" } else { "DIFFERS" }.to_owned(),
+            ]
+        })
+        .collect();
+    let head = ["step", "original", "replay", "result"].map(str::to_owned);
+    let mut w = [0usize; 4];
+    for r in std::iter::once(&head).chain(&body) {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in std::iter::once(&head).chain(&body) {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<width$}", width = w[i]))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// What `rfs replay` is asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayArgs {
+    pub bundle: PathBuf,
+    pub provider: Option<String>,
+    pub out: Option<PathBuf>,
+    pub strict: bool,
+    /// Values for variables the original journal redacted.
+    pub vars: Vec<String>,
+    pub image: Option<String>,
+}
+
+/// Run a replay; returns the process exit code (0 all steps match, 1 some
+/// differ; a replay that could not run returns its run's code).
+pub fn replay(a: ReplayArgs, reporter: std::sync::Arc<dyn crate::events::Reporter>) -> Result<i32> {
+    let original = read_bundle(&a.bundle)?;
+    let repo = crate::source::repo::discover(&std::env::current_dir().map_err(Error::internal)?)
+        .map_err(|e| Error::Refused(format!("replay needs the repository the run pinned: {e}")))?;
+    let root = crate::source::repo::root_of(&repo);
+    if let Some(o) = &original.origin {
+        let present = git2::Oid::from_str(&o.commit)
+            .ok()
+            .and_then(|id| repo.find_commit(id).ok())
+            .is_some();
+        if !present {
+            return Err(Error::Refused(format!(
+                "commit {} (pinned by run {}) is not in the local repository {}; fetch it (e.g. `git fetch origin {}`) and replay again",
+                o.commit,
+                o.run_id,
+                root.display(),
+                o.commit
+            )));
+        }
+    }
+    let invocation_dir = match &original.invocation_rel {
+        Some(rel) if !rel.as_os_str().is_empty() => {
+            let d = root.join(rel);
+            if !d.is_dir() {
+                return Err(Error::Refused(format!(
+                    "the original run started in `{}` of its repository, which does not exist in {}",
+                    rel.display(),
+                    root.display()
+                )));
+            }
+            d
+        }
+        _ => root.clone(),
+    };
+    // Variables: the original values, except redacted ones, which must be
+    // given again.
+    let given = crate::settings::parse_vars(&a.vars)?;
+    let mut vars = Vec::new();
+    for (k, v) in &original.vars {
+        match given.get(k) {
+            Some(g) => vars.push(format!("{k}={g}")),
+            None if v == crate::secrets::REDACTED => {
+                return Err(Error::Usage(format!(
+                    "the original run's variable `{k}` was redacted in its journal; give it with --var {k}=VALUE"
+                )))
+            }
+            None => vars.push(format!("{k}={v}")),
+        }
+    }
+    for (k, v) in &given {
+        if !original.vars.iter().any(|(o, _)| o == k) {
+            vars.push(format!("{k}={v}"));
+        }
+    }
+    let signing_key = crate::signing::key::for_run(None)?;
+    let mut settings = crate::settings::RunSettings::from_args(crate::settings::RunArgs {
+        script: original.script.clone(),
+        provider: a.provider.clone(),
+        out: a.out.clone(),
+        vars,
+        image: a.image.clone(),
+        ..Default::default()
+    })?;
+    settings.invocation_dir = invocation_dir;
+    let report = crate::runner::run(
+        settings,
+        crate::runner::Hooks {
+            reporter,
+            handle_signals: true,
+            signing_key,
+            replay_of: original.origin.clone(),
+            ..Default::default()
+        },
+    );
+    if let Some(e) = &report.error {
+        eprintln!("{:?}", miette::Report::new(ReplayRunError(e.to_string())));
+    }
+    if !matches!(
+        report.exit_code,
+        exit_code::SUCCESS | exit_code::SCRIPT_FAILED
+    ) {
+        eprintln!(
+            "rfs replay: the replay could not run to the end (exit {}); nothing compared",
+            report.exit_code
+        );
+        return Ok(report.exit_code);
+    }
+    let new_journal = std::fs::read_to_string(report.out_dir.join("journal.jsonl"))
+        .map_err(|e| Error::Internal(format!("cannot read the replay's journal: {e}")))?;
+    let new_steps = steps(&events(&new_journal).map_err(Error::Internal)?);
+    let rows = compare(&original.steps, &new_steps, a.strict);
+    println!(
+        "replay of run {} ({}), evidence in {}",
+        original.run_id,
+        a.bundle.display(),
+        report.out_dir.display()
+    );
+    print!("{}", table(&rows, a.strict));
+    let differ: Vec<_> = rows
+        .iter()
+        .filter(|r| !r.matches)
+        .map(|r| r.name.clone())
+        .collect();
+    if differ.is_empty() {
+        println!("all {} steps match", rows.len());
+        Ok(exit_code::SUCCESS)
+    } else {
+        println!("steps that differ: {}", differ.join(", "));
+        Ok(exit_code::SCRIPT_FAILED)
+    }
+}
+
+/// The replayed run's own error, shown before the comparison.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("the replayed run: {0}")]
+#[diagnostic(code(rfs::replay))]
+struct ReplayRunError(String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(name: &str, exit: i32, out: &str) -> StepFact {
+        StepFact {
+            name: name.into(),
+            exit: Some(exit),
+            ran: true,
+            stdout_sha256: out.into(),
+        }
+    }
+
+    #[test]
+    fn compare_names_exit_and_strict_stdout() {
+        let a = vec![st("build", 0, "aa"), st("test", 1, "bb")];
+        let b = vec![
+            st("build", 0, "ab"),
+            st("test", 0, "bb"),
+            st("extra", 0, "cc"),
+        ];
+        let rows = compare(&a, &b, false);
+        assert_eq!(
+            rows.iter().map(|r| r.matches).collect::<Vec<_>>(),
+            vec![true, false, false]
+        );
+        let rows = compare(&a, &b, true);
+        assert!(!rows[0].matches, "stdout differs under --strict");
+        let t = table(&rows, true);
+        assert!(t.contains("extra") && t.contains("(no step)"), "{t}");
+    }
+}

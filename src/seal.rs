@@ -1,0 +1,143 @@
+//! Sealing a run's evidence once its journal is closed, and checking the
+//! seal (part of `rfs verify`).
+//!
+//! Sealing writes `attestation.intoto.json` (always; signed when there is
+//! a key) and `journal.sig` (with a key). The journal's first fact names
+//! the signing key's fingerprint, so a bundle whose signature was removed
+//! is detected.
+
+use std::path::{Path, PathBuf};
+
+use crate::attestation;
+use crate::events::Signer;
+use crate::signing::{self, allowed_signers, SigningKey};
+
+/// Write the attestation and, with a key, the journal's signature.
+pub fn seal(out_dir: &Path, key: Option<&SigningKey>) -> Result<(), String> {
+    attestation::write(out_dir, key)?;
+    if let Some(k) = key {
+        let journal = std::fs::read(out_dir.join("journal.jsonl"))
+            .map_err(|e| format!("cannot read the journal: {e}"))?;
+        let sig = k.sshsig(&journal)?;
+        attestation::write_atomic(&out_dir.join(signing::SIG_FILE), sig.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// What `rfs verify` checks the signature against.
+#[derive(Debug, Clone, Default)]
+pub struct Trust {
+    /// An `ssh-keygen` allowed-signers file; with it a signature is required.
+    pub allowed_signers: Option<PathBuf>,
+    /// The principal the signer must be (needs `allowed_signers`).
+    pub identity: Option<String>,
+}
+
+/// The `journal.sig` check: a valid SSH signature over the journal's bytes
+/// by the key its first fact names, allowed by `trust` when given; a run
+/// that names no key must have no signature unless one is required.
+pub fn check_signature(
+    out_dir: &Path,
+    journal: &[u8],
+    announced: Option<&Signer>,
+    trust: &Trust,
+) -> Result<String, String> {
+    if trust.identity.is_some() && trust.allowed_signers.is_none() {
+        return Err(
+            "--identity needs --allowed-signers (the file that says who the identity is)".into(),
+        );
+    }
+    let sig_path = out_dir.join(signing::SIG_FILE);
+    if !sig_path.exists() {
+        if let Some(a) = announced {
+            return Err(format!(
+                "the journal says the run was signed by key {}, but {} is missing",
+                a.fingerprint,
+                signing::SIG_FILE
+            ));
+        }
+        if let Some(f) = &trust.allowed_signers {
+            return Err(format!(
+                "the run is unsigned ({} is missing), and --allowed-signers {} requires a signature",
+                signing::SIG_FILE,
+                f.display()
+            ));
+        }
+        return Ok("none (unsigned run)".into());
+    }
+    let armored = std::fs::read_to_string(&sig_path)
+        .map_err(|e| format!("cannot read {}: {e}", signing::SIG_FILE))?;
+    let entries = trust
+        .allowed_signers
+        .as_deref()
+        .map(allowed_signers::read)
+        .transpose()?;
+    let v = signing::verify_sshsig(
+        journal,
+        &armored,
+        entries.as_deref(),
+        trust.identity.as_deref(),
+    )?;
+    match announced {
+        Some(a) if a.fingerprint == v.fingerprint => {}
+        Some(a) => {
+            return Err(format!(
+                "signed by key {}, but the journal's first fact names key {}",
+                v.fingerprint, a.fingerprint
+            ))
+        }
+        None => {
+            return Err(format!(
+                "signed by key {}, but the journal's first fact names no signing key (the signature was added after the run)",
+                v.fingerprint
+            ))
+        }
+    }
+    Ok(if v.principals.is_empty() {
+        format!(
+            "valid SSH signature (namespace rfs) over journal.jsonl by key {}; not checked against allowed signers (pass --allowed-signers)",
+            v.fingerprint
+        )
+    } else {
+        format!(
+            "valid SSH signature (namespace rfs) over journal.jsonl by {} (key {})",
+            v.principals.join(", "),
+            v.fingerprint
+        )
+    })
+}
+
+/// The `attestation.intoto.json` check: a DSSE envelope whose in-toto
+/// Statement equals the one the journal gives, signed with the journal's
+/// key when the run is signed, unsigned otherwise.
+pub fn check_attestation(out_dir: &Path, journal: &[u8]) -> Result<String, String> {
+    let key = match std::fs::read_to_string(out_dir.join(signing::SIG_FILE)) {
+        Ok(armored) => Some(signing::verify_sshsig(journal, &armored, None, None)?.key),
+        Err(_) => None,
+    };
+    let text = std::fs::read_to_string(out_dir.join(attestation::FILE))
+        .map_err(|e| format!("{} is missing or unreadable: {e}", attestation::FILE))?;
+    if key.is_none() && env_has_signatures(&text) {
+        return Err(format!(
+            "{} carries signatures but the journal is unsigned, so they cannot be checked",
+            attestation::FILE
+        ));
+    }
+    let c = attestation::check(out_dir, key.as_ref())?;
+    Ok(format!(
+        "in-toto Statement matches the journal ({} steps){}",
+        c.steps,
+        if c.signed {
+            ", DSSE signature valid with the journal's key"
+        } else {
+            ", unsigned"
+        }
+    ))
+}
+
+fn env_has_signatures(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v["signatures"].as_array().map(|a| !a.is_empty()))
+        .unwrap_or(false)
+}
