@@ -17,6 +17,12 @@ use crate::settings::{self, RunArgs, RunSettings};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Colour diagnostics: auto (a terminal, unless NO_COLOR; CLICOLOR_FORCE forces), always, never.
+    #[arg(long, global = true, value_enum, default_value_t = crate::color::ColorChoice::Auto)]
+    pub color: crate::color::ColorChoice,
+    /// Trace rfs itself to stderr (-v debug, -vv trace); RUST_LOG also works. Off by default.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 }
 
 const EXIT_CODES: &str = "Exit codes: 0 success, 1 script/step failed, 2 usage error, \
@@ -97,6 +103,22 @@ pub enum Command {
         #[arg(long)]
         image: Option<String>,
     },
+    /// Check each provider, one line each; exit 3 when the provider a run would use now is unusable.
+    Doctor {
+        /// The provider to judge the exit code by (default: what a run would use now).
+        #[arg(long)]
+        provider: Option<String>,
+        /// Docker image to look for (default: RFS_DOCKER_IMAGE).
+        #[arg(long)]
+        image: Option<String>,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) of rfs.
+    Man,
     /// Destroy sandboxes left behind by rfs processes that are gone.
     Gc {
         /// List what would be destroyed.
@@ -156,7 +178,6 @@ pub enum JournalCommand {
 
 /// Parse arguments, run, return the process exit code.
 pub fn run() -> i32 {
-    install_miette_hook();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -168,6 +189,9 @@ pub fn run() -> i32 {
             };
         }
     };
+    install_miette_hook(crate::color::decide(cli.color));
+    crate::logging::init(cli.verbose);
+    tracing::debug!(command = ?cli.command, "rfs {}", env!("CARGO_PKG_VERSION"));
     match dispatch(cli.command) {
         Ok(code) => code,
         Err(e) => {
@@ -270,6 +294,21 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             },
             Arc::new(crate::reporter::Console { quiet: false }),
         ),
+        Command::Doctor { provider, image } => doctor(provider, image),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "rfs", &mut buf);
+            print_bytes(&buf)
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut buf)
+                .map_err(Error::internal)?;
+            print_bytes(&buf)
+        }
     }
 }
 
@@ -347,16 +386,57 @@ fn gc(dry_run: bool, only: Option<String>) -> Result<i32, Error> {
 
 /// Render diagnostics unwrapped when stderr is not a terminal (CI logs,
 /// pasted bug reports), and to the terminal's width otherwise.
-fn install_miette_hook() {
+fn install_miette_hook(color: bool) {
     use std::io::IsTerminal;
     let tty = std::io::stderr().is_terminal();
     let _ = miette::set_hook(Box::new(move |_| {
-        let opts = miette::MietteHandlerOpts::new().wrap_lines(tty);
-        let opts = if tty {
-            opts
-        } else {
-            opts.color(false).unicode(true)
-        };
+        let opts = miette::MietteHandlerOpts::new()
+            .wrap_lines(tty)
+            .color(color);
+        let opts = if tty { opts } else { opts.unicode(true) };
         Box::new(opts.build())
     }));
+}
+
+/// Write generated text to stdout; a closed pipe (`| head`) is not an error.
+fn print_bytes(bytes: &[u8]) -> Result<i32, Error> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(bytes) {
+        Ok(()) => Ok(exit_code::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(exit_code::SUCCESS),
+        Err(e) => Err(Error::internal(e)),
+    }
+}
+
+/// `rfs doctor`.
+fn doctor(provider: Option<String>, image: Option<String>) -> Result<i32, Error> {
+    let current = select::choose(
+        provider.as_deref(),
+        std::env::var(select::PROVIDER_ENV).ok().as_deref(),
+    )
+    .map_err(Error::Usage)?;
+    let image = image
+        .filter(|s| !s.trim().is_empty())
+        .or_else(crate::provider::docker::image_from_env);
+    let rt = tokio::runtime::Runtime::new().map_err(Error::internal)?;
+    let all = crate::doctor::check_all(&rt, &settings::state_dir(), image);
+    let mut code = exit_code::SUCCESS;
+    for h in &all {
+        let now = h.provider == current.name;
+        println!(
+            "{:<8} {}  {}{}",
+            h.provider,
+            if h.usable { "ok  " } else { "FAIL" },
+            h.detail,
+            if now {
+                format!("  [what a run would use now: {}]", current.reason)
+            } else {
+                String::new()
+            }
+        );
+        if now && !h.usable {
+            code = exit_code::REFUSED;
+        }
+    }
+    Ok(code)
 }

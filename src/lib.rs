@@ -12,11 +12,14 @@
 pub mod attestation;
 pub mod bundle;
 pub mod cli;
+pub mod color;
+pub mod doctor;
 pub mod error;
 pub mod events;
 pub mod exit_code;
 pub mod gc;
 pub mod journal;
+pub mod logging;
 pub mod procfs;
 pub mod provider;
 pub mod repl;

@@ -216,6 +216,7 @@ impl Run {
     /// EVIDENCE.md is rewritten unless it was written very recently (it
     /// always is at run end).
     pub fn record(&self, e: Event) -> Result<()> {
+        tracing::debug!(event = ?e, "journal");
         let ended = matches!(e, Event::RunEnd { .. });
         {
             let mut r = self.record.lock().unwrap_or_else(|p| p.into_inner());
