@@ -153,6 +153,10 @@ pub struct SessionArgs {
     /// Maximum sandbox lifetime in seconds (dead-man switch).
     #[arg(long, value_name = "SECS")]
     max_lifetime: Option<u64>,
+    /// Isolation of local sandboxes: auto (default), namespaces, none.
+    /// Also RFS_LOCAL_ISOLATION.
+    #[arg(long, value_name = "MODE")]
+    isolation: Option<String>,
 }
 
 impl SessionArgs {
@@ -166,6 +170,7 @@ impl SessionArgs {
             image: self.image,
             snapshot: self.snapshot,
             max_lifetime_secs: self.max_lifetime,
+            isolation: self.isolation,
         }
     }
 }

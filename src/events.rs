@@ -140,6 +140,9 @@ pub enum Event {
         reason: String,
         labels: BTreeMap<String, String>,
         image: Option<String>,
+        /// The isolation in force and why (absent in older journals).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        isolation: Option<crate::provider::isolation::IsolationFact>,
     },
     /// The sandbox could not be created; the run is refused.
     #[serde(rename = "placement.failed")]
@@ -153,6 +156,9 @@ pub enum Event {
         labels: BTreeMap<String, String>,
         home: String,
         image: Option<String>,
+        /// The isolation in force and why (absent in older journals).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        isolation: Option<crate::provider::isolation::IsolationFact>,
     },
     /// The source was bound to a sandbox provisioned earlier, whose source
     /// labels say `unbound`.
@@ -539,6 +545,7 @@ pub(crate) mod catalog {
                 reason: s("default"),
                 labels: labels.clone(),
                 image: None,
+                isolation: None,
             },
             Event::PlacementFailed {
                 provider: s("docker"),
@@ -551,6 +558,7 @@ pub(crate) mod catalog {
                 labels,
                 home: s("/home/sb"),
                 image: None,
+                isolation: None,
             },
             Event::PlacementLabelsUnbound {
                 sandbox_id: s("local-1"),

@@ -248,6 +248,7 @@ pub fn config(
         bundle: None,
         signer: None,
         replay_of: None,
+        isolation: settings.isolation.clone(),
     }
 }
 

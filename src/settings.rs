@@ -32,6 +32,8 @@ pub struct RunSettings {
     pub snapshot: Option<String>,
     pub max_lifetime: Duration,
     pub cleanup_deadline: Duration,
+    /// `--isolation`, else `RFS_LOCAL_ISOLATION` (local only), else auto.
+    pub isolation: crate::provider::isolation::IsolationRequest,
 }
 
 /// The raw inputs of `rfs run`.
@@ -45,6 +47,7 @@ pub struct RunArgs {
     pub image: Option<String>,
     pub snapshot: Option<String>,
     pub max_lifetime_secs: Option<u64>,
+    pub isolation: Option<String>,
 }
 
 /// The state directory: `$RFS_STATE_DIR`, else `$XDG_STATE_HOME/rfs`,
@@ -139,7 +142,17 @@ impl RunSettings {
             Some(s) => Duration::from_secs(s),
             None => DEFAULT_MAX_LIFETIME,
         };
+        // RFS_LOCAL_ISOLATION is the local provider's setting only.
+        let isolation_env = (provider.name == "local")
+            .then(|| std::env::var(crate::provider::isolation::ISOLATION_ENV).ok())
+            .flatten();
+        let isolation = crate::provider::isolation::IsolationRequest::from_settings(
+            a.isolation.as_deref(),
+            isolation_env.as_deref(),
+        )
+        .map_err(Error::Usage)?;
         Ok(RunSettings {
+            isolation,
             script: a.script,
             provider,
             state_dir,

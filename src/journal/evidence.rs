@@ -42,6 +42,8 @@ pub struct Evidence {
     provider: String,
     provider_reason: String,
     sandbox_id: Option<String>,
+    /// The isolation in force and why.
+    isolation: Option<String>,
     labels: Vec<(String, String)>,
     commit: Option<String>,
     tree_digest: Option<String>,
@@ -83,9 +85,13 @@ impl Evidence {
                 self.provider_reason = provider_reason.clone();
             }
             Event::Placement {
-                sandbox_id, labels, ..
+                sandbox_id,
+                labels,
+                isolation,
+                ..
             } => {
                 self.sandbox_id = Some(sandbox_id.clone());
+                self.isolation = isolation.as_ref().map(|i| i.describe());
                 self.labels = labels
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
@@ -261,6 +267,9 @@ impl Evidence {
             esc(&self.provider_reason)
         );
         let _ = writeln!(s, "- sandbox id: {}", opt(&self.sandbox_id));
+        if let Some(i) = &self.isolation {
+            let _ = writeln!(s, "- isolation: {}", esc(i));
+        }
         let _ = writeln!(s, "- source commit: {}", opt(&self.commit));
         let _ = writeln!(s, "- tree digest: {}", opt(&self.tree_digest));
         let _ = writeln!(s, "- archive sha256: {}", opt(&self.archive_sha256));

@@ -104,6 +104,27 @@ impl Provider for DockerProvider {
         "docker"
     }
 
+    fn isolation(
+        &self,
+        req: &super::isolation::IsolationRequest,
+    ) -> Result<super::isolation::IsolationInForce, String> {
+        use super::isolation::{IsolationInForce, IsolationMode};
+        if req.mode == IsolationMode::None {
+            return Err(format!(
+                "provider `docker` cannot honour isolation `none` (requested by {}): its sandboxes are always containers",
+                req.source
+            ));
+        }
+        Ok(IsolationInForce {
+            mode: "container".into(),
+            reason: format!(
+                "a Docker container (isolation `{}` requested by {})",
+                req.mode, req.source
+            ),
+            network: req.network,
+        })
+    }
+
     async fn preflight(&self) -> ProviderResult<()> {
         self.client.ping().await
     }

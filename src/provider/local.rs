@@ -6,14 +6,18 @@
 //! directory out of the inventory (atomic), then deletes it.
 
 use std::os::unix::process::CommandExt as _;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
+use super::isolation::{IsolationInForce, IsolationRequest};
+use super::local_isolation::{self, Init};
 use super::{
     labels, CreateSpec, ExecOutcome, ExecRequest, InputStream, Labels, OutputSink, Provider,
     ProviderError, ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
@@ -23,6 +27,8 @@ use super::{
 #[derive(Debug, Clone)]
 pub struct LocalProvider {
     root: PathBuf,
+    /// The namespace inits of this process's isolated sandboxes.
+    inits: Arc<Mutex<HashMap<String, Arc<Init>>>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -30,6 +36,9 @@ struct Meta {
     id: String,
     labels: Labels,
     created_unix: u64,
+    /// `namespaces` or `none` (absent: created before isolation existed).
+    #[serde(default)]
+    isolation: Option<String>,
 }
 
 impl LocalProvider {
@@ -37,6 +46,24 @@ impl LocalProvider {
     pub fn new(state_dir: &Path) -> Self {
         LocalProvider {
             root: state_dir.join("local"),
+            inits: Arc::default(),
+        }
+    }
+
+    /// The namespace init `id` runs in (`None`: not isolated). An isolated
+    /// sandbox of another rfs process cannot be entered.
+    fn init_of(&self, id: &str) -> ProviderResult<Option<Arc<Init>>> {
+        if let Some(init) = self.inits.lock().expect("inits lock").get(id) {
+            return Ok(Some(init.clone()));
+        }
+        let meta = std::fs::read(self.dir(id)?.join("meta.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Meta>(&b).ok());
+        match meta.and_then(|m| m.isolation) {
+            Some(m) if m == "namespaces" => Err(ProviderError::other(format!(
+                "sandbox {id} is isolated in namespaces owned by another rfs process; it cannot be entered from here"
+            ))),
+            _ => Ok(None),
         }
     }
 
@@ -99,6 +126,10 @@ impl Provider for LocalProvider {
         false
     }
 
+    fn isolation(&self, req: &IsolationRequest) -> Result<IsolationInForce, String> {
+        local_isolation::decide(req)
+    }
+
     async fn preflight(&self) -> ProviderResult<()> {
         std::fs::create_dir_all(self.sandboxes()).map_err(|e| ProviderError::Unavailable {
             provider: "local".into(),
@@ -113,6 +144,30 @@ impl Provider for LocalProvider {
         std::fs::create_dir(&dir).map_err(|e| io_err("creating sandbox directory", e))?;
         std::fs::create_dir(dir.join("home")).map_err(|e| io_err("creating sandbox home", e))?;
         std::fs::create_dir(dir.join("tmp")).map_err(|e| io_err("creating sandbox tmp", e))?;
+        let in_force = local_isolation::decide(&spec.isolation).map_err(ProviderError::other)?;
+        let isolated = in_force.mode == "namespaces";
+        if isolated {
+            std::fs::create_dir(local_isolation::root_dir(&dir))
+                .map_err(|e| io_err("creating sandbox root", e))?;
+            let (d, network) = (dir.clone(), spec.isolation.network);
+            let init = tokio::task::spawn_blocking(move || Init::for_sandbox(&d, network))
+                .await
+                .map_err(|e| ProviderError::other(e.to_string()))?;
+            match init {
+                Ok(init) => {
+                    self.inits
+                        .lock()
+                        .expect("inits lock")
+                        .insert(id.clone(), Arc::new(init));
+                }
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return Err(ProviderError::other(format!(
+                        "cannot isolate sandbox {id} in namespaces: {e}"
+                    )));
+                }
+            }
+        }
         let meta = Meta {
             id: id.clone(),
             labels: spec.labels.clone(),
@@ -120,6 +175,7 @@ impl Provider for LocalProvider {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
+            isolation: Some(in_force.mode.clone()),
         };
         let tmp = dir.join("meta.json.tmp");
         std::fs::write(
@@ -245,23 +301,29 @@ impl Provider for LocalProvider {
         let info = self
             .read(id)?
             .ok_or(ProviderError::NotFound { id: id.into() })?;
+        let init = self.init_of(id)?;
         let (prog, args) = req
             .argv
             .split_first()
             .ok_or_else(|| ProviderError::other("empty argv"))?;
         let mut cmd = std::process::Command::new(prog);
         cmd.args(args)
-            .current_dir(&req.cwd)
             .env_clear()
-            .env("PATH", host_path())
-            .env("HOME", &info.home)
-            .env("TMPDIR", Path::new(&info.home).with_file_name("tmp"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        for (k, v) in base_env(&info.home, init.is_some()) {
+            cmd.env(k, v);
+        }
         for (k, v) in &req.env {
             cmd.env(k, v);
+        }
+        match &init {
+            Some(init) => init.enter(&mut cmd, &req.cwd).map_err(ProviderError::other)?,
+            None => {
+                cmd.current_dir(&req.cwd);
+            }
         }
         let mut child = tokio::process::Command::from(cmd)
             .kill_on_drop(true)
@@ -321,26 +383,25 @@ impl Provider for LocalProvider {
         let info = self
             .read(id)?
             .ok_or(ProviderError::NotFound { id: id.into() })?;
+        let init = self.init_of(id)?;
         // The same base environment as exec, then the request's.
         let mut req = req.clone();
-        let mut env = vec![
-            ("PATH".to_owned(), host_path().to_owned()),
-            ("HOME".to_owned(), info.home.clone()),
-            (
-                "TMPDIR".to_owned(),
-                Path::new(&info.home)
-                    .with_file_name("tmp")
-                    .display()
-                    .to_string(),
-            ),
-        ];
+        let mut env = base_env(&info.home, init.is_some());
         env.append(&mut req.env);
         req.env = env;
-        super::local_pty::spawn_local_pty(&req).await
+        super::local_pty::spawn_local_pty_in(&req, init).await
     }
 
     async fn destroy(&self, id: &str) -> ProviderResult<()> {
         let dir = self.dir(id)?;
+        // An isolated sandbox's whole PID namespace dies with its init
+        // (setsid daemons included); waits until it is gone.
+        let init = self.inits.lock().expect("inits lock").remove(id);
+        if let Some(init) = init {
+            tokio::task::spawn_blocking(move || init.kill())
+                .await
+                .map_err(|e| ProviderError::other(e.to_string()))?;
+        }
         // Processes left running in the sandbox (an rfs killed with SIGKILL
         // could not end its step) die with it.
         kill_processes_under(&dir);
@@ -434,4 +495,19 @@ pub(crate) fn kill_group(pgid: i32) {
 /// The PATH local sandboxes see: the host's standard system directories.
 fn host_path() -> &'static str {
     "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+}
+
+/// PATH, HOME and TMPDIR of every command (an isolated sandbox's own tmp
+/// is its /tmp).
+fn base_env(home: &str, isolated: bool) -> Vec<(String, String)> {
+    let tmp = if isolated {
+        "/tmp".to_owned()
+    } else {
+        Path::new(home).with_file_name("tmp").display().to_string()
+    };
+    vec![
+        ("PATH".to_owned(), host_path().to_owned()),
+        ("HOME".to_owned(), home.to_owned()),
+        ("TMPDIR".to_owned(), tmp),
+    ]
 }

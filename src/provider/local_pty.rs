@@ -37,6 +37,16 @@ const DRAIN_IDLE: Duration = Duration::from_millis(100);
 
 /// Start `req.argv` under a fresh PTY on this host.
 pub async fn spawn_local_pty(req: &PtyRequest) -> ProviderResult<PtyChannel> {
+    spawn_local_pty_in(req, None).await
+}
+
+/// Start `req.argv` under a fresh PTY, inside the namespaces of `init`
+/// when given (`req.cwd` is then a path inside). The session leader is the
+/// process rfs spawned; the program shares its session and terminal.
+pub async fn spawn_local_pty_in(
+    req: &PtyRequest,
+    init: Option<std::sync::Arc<super::local_isolation::Init>>,
+) -> ProviderResult<PtyChannel> {
     let program = req
         .argv
         .first()
@@ -70,7 +80,6 @@ pub async fn spawn_local_pty(req: &PtyRequest) -> ProviderResult<PtyChannel> {
     cmd.args(&req.argv[1..])
         .env_clear()
         .envs(req.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&req.cwd)
         .stdin(stdio(&pty.slave)?)
         .stdout(stdio(&pty.slave)?)
         .stderr(stdio(&pty.slave)?);
@@ -87,6 +96,14 @@ pub async fn spawn_local_pty(req: &PtyRequest) -> ProviderResult<PtyChannel> {
             }
             Ok(())
         });
+    }
+    match &init {
+        Some(init) => init
+            .enter(cmd.as_std_mut(), &req.cwd)
+            .map_err(|e| err("entering the sandbox", &e))?,
+        None => {
+            cmd.current_dir(&req.cwd);
+        }
     }
     let mut child = cmd.spawn().map_err(|e| {
         ProviderError::other(format!(

@@ -6,8 +6,10 @@
 
 pub mod daytona;
 pub mod docker;
+pub mod isolation;
 pub mod labels;
 pub mod local;
+pub mod local_isolation;
 pub mod local_pty;
 pub mod select;
 pub mod unavailable;
@@ -61,6 +63,9 @@ pub struct CreateSpec {
     /// Upper bound on the sandbox's life: a dead-man switch for providers
     /// that support one, so a killed rfs cannot leak a sandbox forever.
     pub max_lifetime: Duration,
+    /// Isolation and network asked for (already accepted by
+    /// [`Provider::isolation`]).
+    pub isolation: isolation::IsolationRequest,
 }
 
 /// A sandbox as the provider reports it.
@@ -172,6 +177,16 @@ pub trait Provider: Send + Sync {
     /// Whether `image` (sandbox option, `--image`) means anything here.
     fn uses_image(&self) -> bool {
         true
+    }
+
+    /// What this provider will have in force for `req` and why, or why it
+    /// cannot honour it (an option is refused, never ignored). The default
+    /// accepts only the defaults.
+    fn isolation(
+        &self,
+        req: &isolation::IsolationRequest,
+    ) -> Result<isolation::IsolationInForce, String> {
+        isolation::only_defaults(self.name(), req)
     }
 
     /// Refuse early if the provider cannot work at all (daemon down, missing

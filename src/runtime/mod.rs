@@ -61,6 +61,8 @@ pub struct RunConfig {
     pub signer: Option<crate::events::Signer>,
     /// What this run replays; its commit is bound whatever the script asks.
     pub replay_of: Option<crate::events::ReplayOf>,
+    /// Isolation asked for by `--isolation` / `RFS_LOCAL_ISOLATION`.
+    pub isolation: crate::provider::isolation::IsolationRequest,
 }
 
 /// The source bound to the run.

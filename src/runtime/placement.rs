@@ -5,6 +5,7 @@
 use super::Run;
 use crate::error::{Error, Result};
 use crate::events::Event;
+use crate::provider::isolation::{IsolationMode, IsolationRequest};
 use crate::provider::labels::{self, Labels};
 use crate::provider::{CreateSpec, SandboxInfo};
 
@@ -16,6 +17,10 @@ pub struct SandboxOptions {
     pub snapshot: Option<String>,
     /// Extra labels (cannot override rfs's own `relayflows/*` labels).
     pub labels: Labels,
+    /// Overrides `--isolation` / `RFS_LOCAL_ISOLATION`.
+    pub isolation: Option<IsolationMode>,
+    /// `Some(false)`: no network (default on).
+    pub network: Option<bool>,
 }
 
 impl SandboxOptions {
@@ -35,6 +40,12 @@ impl SandboxOptions {
                 .map(|(k, v)| format!("{k:?}: {v:?}"))
                 .collect();
             parts.push(format!("labels: #{{ {} }}", l.join(", ")));
+        }
+        if let Some(i) = self.isolation {
+            parts.push(format!("isolation: \"{i}\""));
+        }
+        if let Some(n) = self.network {
+            parts.push(format!("network: {n}"));
         }
         format!("#{{ {} }}", parts.join(", "))
     }
@@ -72,9 +83,32 @@ impl Run {
         }
     }
 
-    /// Check that the provider can work at all; journaled either way.
+    /// The isolation the run's sandbox is asked for: the run's setting,
+    /// overridden by `sandbox()` options.
+    fn isolation_request(&self, opts: &SandboxOptions) -> IsolationRequest {
+        let mut req = self.cfg.isolation.clone();
+        if let Some(m) = opts.isolation {
+            req.mode = m;
+            req.source = "sandbox() option".into();
+        }
+        if let Some(n) = opts.network {
+            req.network = n;
+        }
+        req
+    }
+
+    /// Check that the provider can work at all and can honour the run's
+    /// isolation setting; journaled either way.
     pub fn preflight(&self) -> Result<()> {
         let p = self.cfg.provider.clone();
+        if let Err(why) = p.isolation(&self.cfg.isolation) {
+            let msg = format!("provider `{}` refuses: {why}", p.name());
+            let _ = self.record(Event::ProviderUnavailable {
+                provider: p.name().to_owned(),
+                reason: msg.clone(),
+            });
+            return Err(self.refuse(msg));
+        }
         match self.block_on(p.preflight()) {
             Ok(()) => self.record(Event::ProviderReady {
                 provider: p.name().to_owned(),
@@ -160,6 +194,16 @@ impl Run {
             );
             self.record(Event::PlacementWarning { message: msg })?;
         }
+        let request = self.isolation_request(&opts);
+        let in_force = p.isolation(&request).map_err(|why| {
+            let msg = format!("provider `{}` refuses: {why}", p.name());
+            let _ = self.record(Event::PlacementFailed {
+                provider: p.name().to_owned(),
+                reason: msg.clone(),
+            });
+            self.refuse(msg)
+        })?;
+        let isolation = in_force.fact(&request);
         // Journal the intent first: a crash during create still leaves the
         // labels that find the sandbox.
         self.record(Event::PlacementIntent {
@@ -167,6 +211,7 @@ impl Run {
             reason: reason.clone(),
             labels: l.clone(),
             image: image.clone(),
+            isolation: Some(isolation.clone()),
         })?;
         self.block_on(p.preflight())
             .map_err(|e| self.refuse(format!("provider `{}` cannot be used: {e}", p.name())))?;
@@ -177,6 +222,7 @@ impl Run {
             image: image.clone(),
             snapshot: opts.snapshot.clone(),
             max_lifetime: self.cfg.max_lifetime,
+            isolation: request,
         };
         let info = self.block_on(p.create(&spec)).map_err(|e| {
             let msg = format!(
@@ -200,6 +246,7 @@ impl Run {
             labels: info.labels.clone(),
             home: info.home.clone(),
             image,
+            isolation: Some(isolation),
         })?;
         Ok(info)
     }

@@ -82,11 +82,19 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, String> {
     let image = o.string("image")?;
     let snapshot = o.string("snapshot")?;
     let labels = o.string_map("labels")?.into_iter().collect();
+    let isolation = o
+        .string("isolation")?
+        .map(|m| crate::provider::isolation::IsolationMode::parse(&m))
+        .transpose()
+        .map_err(|e| format!("sandbox(): option `isolation`: {e}"))?;
+    let network = o.boolean("network")?;
     o.finish()?;
     Ok(SandboxOptions {
         image,
         snapshot,
         labels,
+        isolation,
+        network,
     })
 }
 

@@ -109,6 +109,8 @@ pub(super) async fn create(
         host_config: Some(HostConfig {
             init: Some(true),
             auto_remove: Some(true),
+            // `network: false`: no interfaces but the container's own loopback.
+            network_mode: (!spec.isolation.network).then(|| "none".to_owned()),
             ..Default::default()
         }),
         ..Default::default()
