@@ -512,6 +512,7 @@ fn run_proof(
         snapshot: None,
         max_lifetime: Duration::from_secs(600),
         cleanup_deadline: Duration::from_secs(30),
+        isolation: Default::default(),
     };
     let hooks = Hooks {
         provider: Some(audit),

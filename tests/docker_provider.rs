@@ -73,6 +73,7 @@ fn spec(labels: Labels) -> CreateSpec {
         image: None,
         snapshot: None,
         max_lifetime: Duration::from_secs(600),
+        isolation: Default::default(),
     }
 }
 

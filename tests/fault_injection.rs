@@ -256,6 +256,7 @@ fn run_with_fault(rfs: &Rfs, fault: Fault) -> (RunOut, std::path::PathBuf) {
         snapshot: None,
         max_lifetime: std::time::Duration::from_secs(600),
         cleanup_deadline: std::time::Duration::from_secs(30),
+        isolation: Default::default(),
     };
     let report = rfs::runner::run(
         settings,

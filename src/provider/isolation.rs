@@ -189,7 +189,10 @@ mod tests {
         assert_eq!(r.mode, IsolationMode::Namespaces);
         assert!(r.source.contains("RFS_LOCAL_ISOLATION"));
         let r = IsolationRequest::from_settings(None, Some(" ")).unwrap();
-        assert_eq!((r.mode, r.source.as_str()), (IsolationMode::Auto, "default"));
+        assert_eq!(
+            (r.mode, r.source.as_str()),
+            (IsolationMode::Auto, "default")
+        );
         assert!(IsolationRequest::from_settings(Some("vm"), None)
             .unwrap_err()
             .contains("unknown isolation mode `vm`"));
@@ -200,6 +203,8 @@ mod tests {
         let mut r = IsolationRequest::default();
         assert!(only_defaults("x", &r).is_ok());
         r.network = false;
-        assert!(only_defaults("x", &r).unwrap_err().contains("network: false"));
+        assert!(only_defaults("x", &r)
+            .unwrap_err()
+            .contains("network: false"));
     }
 }

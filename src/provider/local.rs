@@ -5,8 +5,8 @@
 //! inventory is the set of those directories. Destroy first renames the
 //! directory out of the inventory (atomic), then deletes it.
 
-use std::os::unix::process::CommandExt as _;
 use std::collections::HashMap;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -320,7 +320,9 @@ impl Provider for LocalProvider {
             cmd.env(k, v);
         }
         match &init {
-            Some(init) => init.enter(&mut cmd, &req.cwd).map_err(ProviderError::other)?,
+            Some(init) => init
+                .enter(&mut cmd, &req.cwd)
+                .map_err(ProviderError::other)?,
             None => {
                 cmd.current_dir(&req.cwd);
             }

@@ -145,11 +145,7 @@ fn probe() -> Result<(), String> {
 
 /// A failure, with the kernel settings that usually explain it.
 fn explain(e: String) -> String {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .ok()
-            .map(|s| s.trim().to_owned())
-    };
+    let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned());
     let mut why = vec![e];
     if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
         why.push("sysctl user.max_user_namespaces is 0".into());
@@ -176,7 +172,10 @@ fn cpath(p: &Path) -> Result<CString, String> {
 #[derive(Debug)]
 enum Op {
     Mkdir(CString),
-    Symlink { target: CString, link: CString },
+    Symlink {
+        target: CString,
+        link: CString,
+    },
     Touch(CString),
     Mount {
         src: Option<CString>,
@@ -243,7 +242,11 @@ impl Op {
             }
             Op::Symlink { target, link } => ok(libc::symlink(target.as_ptr(), link.as_ptr())),
             Op::Touch(p) => {
-                let fd = libc::open(p.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o644);
+                let fd = libc::open(
+                    p.as_ptr(),
+                    libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                    0o644,
+                );
                 if fd < 0 {
                     return Err(errno());
                 }
@@ -576,7 +579,8 @@ impl Init {
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         let uid_map = format!("{uid} {uid} 1\n");
         let gid_map = format!("{gid} {gid} 1\n");
-        let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
+        let mut flags =
+            libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
         if !plan.network {
             flags |= libc::CLONE_NEWNET;
         }
@@ -612,9 +616,7 @@ impl Init {
             let mut msg = [0u8; 12];
             use std::io::Read;
             if let Err(e) = file.read_exact(&mut msg) {
-                return Err(format!(
-                    "the sandbox init ended before it was ready ({e})"
-                ));
+                return Err(format!("the sandbox init ended before it was ready ({e})"));
             }
             let word = |i: usize| u32::from_ne_bytes(msg[i..i + 4].try_into().expect("4 bytes"));
             match word(0) {
@@ -650,7 +652,11 @@ impl Init {
 
     /// Make `cmd` run inside the sandbox, in `cwd` (a path inside). The
     /// caller must not set a host working directory on `cmd`.
-    pub fn enter(self: &std::sync::Arc<Self>, cmd: &mut std::process::Command, cwd: &str) -> Result<(), String> {
+    pub fn enter(
+        self: &std::sync::Arc<Self>,
+        cmd: &mut std::process::Command,
+        cwd: &str,
+    ) -> Result<(), String> {
         use std::os::unix::process::CommandExt;
         let cwd = CString::new(cwd).map_err(|_| format!("cwd {cwd:?} contains a NUL byte"))?;
         let me = self.clone();
@@ -658,7 +664,8 @@ impl Init {
         // system calls on data prepared here.
         unsafe {
             cmd.pre_exec(move || {
-                let fds: [RawFd; 5] = std::array::from_fn(|i| me.ns.get(i).map_or(-1, |f| f.as_raw_fd()));
+                let fds: [RawFd; 5] =
+                    std::array::from_fn(|i| me.ns.get(i).map_or(-1, |f| f.as_raw_fd()));
                 enter_child(&fds, &cwd)
             });
         }
@@ -723,9 +730,7 @@ impl Child<'_> {
         if libc::unshare(self.flags) != 0 {
             self.fail(STEP_UNSHARE);
         }
-        if !write_file(c"/proc/self/setgroups", b"deny")
-            && errno() != libc::ENOENT
-        {
+        if !write_file(c"/proc/self/setgroups", b"deny") && errno() != libc::ENOENT {
             self.fail(STEP_MAPS);
         }
         if !write_file(c"/proc/self/uid_map", self.uid_map)
@@ -816,7 +821,13 @@ unsafe fn close_range(from: RawFd, to: RawFd) {
     if from > to {
         return;
     }
-    if libc::syscall(libc::SYS_close_range, from as libc::c_uint, to as libc::c_uint, 0) != 0 {
+    if libc::syscall(
+        libc::SYS_close_range,
+        from as libc::c_uint,
+        to as libc::c_uint,
+        0,
+    ) != 0
+    {
         // Kernels before 5.9.
         for fd in from..to.min(4096) + 1 {
             libc::close(fd);

@@ -1,0 +1,546 @@
+//! `local` as an isolation boundary (issue #11): what a step can and cannot
+//! reach from inside an isolated local sandbox, that nothing it started
+//! survives, `network: false`, and clean refusals where namespaces are not
+//! available. Observed from outside, with the real kernel.
+
+mod common;
+use common::*;
+
+use std::path::Path;
+use std::process::Command;
+
+/// Whether this machine lets us create user namespaces at all (the tests
+/// that need them say so instead of passing vacuously).
+fn namespaces_here() -> bool {
+    rfs::provider::local_isolation::availability().is_ok()
+}
+
+#[track_caller]
+fn require_namespaces() {
+    assert!(
+        namespaces_here(),
+        "this machine does not permit unprivileged user namespaces ({:?}); the isolation tests cannot run here",
+        rfs::provider::local_isolation::availability()
+    );
+}
+
+fn isolation_fact(out: &RunOut) -> serde_json::Value {
+    out.entries("placement")[0]["isolation"].clone()
+}
+
+fn sh_quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
+}
+
+#[test]
+fn auto_mode_isolates_in_namespaces_and_says_so() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"sync_source(); let r = step("pid", "echo $$; ls /proc | grep -c '^[0-9]'"); print(r.stdout);"#,
+    );
+    out.assert_code(0);
+    let fact = isolation_fact(&out);
+    assert_eq!(fact["mode"], "namespaces", "{fact}");
+    assert_eq!(fact["requested"], "auto");
+    assert_eq!(fact["network"], true);
+    assert!(
+        fact["reason"].as_str().unwrap().contains("permits"),
+        "{fact}"
+    );
+    assert!(
+        out.evidence().contains("- isolation: namespaces"),
+        "{}",
+        out.evidence()
+    );
+    // Its own PID namespace: a handful of processes, not the host's.
+    let nums: Vec<i64> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("[pid] "))
+        .map(|n| n.trim().parse().unwrap())
+        .collect();
+    assert!(nums.len() == 2 && nums[1] < 10, "{}", out.stdout);
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn step_cannot_read_the_checkout_home_or_state_dir_by_host_path() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let marker = repo.path().join("reproducer-marker.txt");
+    let script = format!(
+        r#"sync_source();
+        for p in [{marker:?}, {repo:?}, {home:?}, {state:?}] {{
+            let r = step("look", `test -e '${{p}}' && echo visible || echo absent`);
+            print(p + " " + r.stdout);
+        }}
+        let own = step("own", "cat reproducer-marker.txt");
+        print(own.stdout);"#,
+        marker = marker.display().to_string(),
+        repo = repo.path().display().to_string(),
+        home = home,
+        state = rfs.state.path().join("out").display().to_string(),
+    );
+    let out = rfs.run(repo.path(), &script);
+    out.assert_code(0);
+    assert_eq!(isolation_fact(&out)["mode"], "namespaces");
+    assert!(
+        !out.stdout.contains("visible"),
+        "a host path was visible inside the sandbox:\n{}",
+        out.stdout
+    );
+    assert_eq!(
+        out.stdout.matches("[look] absent").count(),
+        4,
+        "{}",
+        out.stdout
+    );
+    // The synced copy is there (the sandbox works), the original is not.
+    assert!(out.stdout.contains("[own] marker"), "{}", out.stdout);
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn step_cannot_create_files_on_the_host_outside_the_sandbox() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let tag = uuid_like();
+    let host_tmp = format!("/tmp/rfs-escape-{tag}");
+    let in_repo = repo.path().join(format!("escape-{tag}"));
+    let in_etc = format!("/etc/rfs-escape-{tag}");
+    let in_usr = format!("/usr/rfs-escape-{tag}");
+    let in_root = format!("/rfs-escape-{tag}");
+    let script = format!(
+        r#"sync_source();
+        step("write", "for f in {host_tmp} {in_repo} {in_etc} {in_usr} {in_root}; do touch \"$f\" 2>/dev/null && echo wrote $f || echo refused $f; done");
+        let r = step("tmp-is-private-but-shared-by-steps", "cat {host_tmp} && echo still-there");
+        print(r.stdout);"#,
+        in_repo = sh_quote(&in_repo),
+    );
+    let out = rfs.run(repo.path(), &script);
+    out.assert_code(0);
+    // The sandbox's own /tmp took the write and keeps it between steps ...
+    assert!(
+        out.stdout.contains(&format!("wrote {host_tmp}")),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("still-there"), "{}", out.stdout);
+    // ... the others were refused inside (read-only or absent) ...
+    for p in [&in_etc, &in_usr, &in_root] {
+        assert!(
+            out.stdout.contains(&format!("refused {p}")),
+            "{p}: {}",
+            out.stdout
+        );
+    }
+    // ... and nothing appeared on the host.
+    for p in [
+        Path::new(&host_tmp),
+        &in_repo,
+        Path::new(&in_etc),
+        Path::new(&in_usr),
+        Path::new(&in_root),
+    ] {
+        assert!(!p.exists(), "the step created {} on the host", p.display());
+    }
+    rfs.assert_no_leftovers();
+}
+
+/// A daemon that left its session and group is still in the sandbox's PID
+/// namespace, and dies with it at the end of the run. (Each daemon step
+/// waits a moment: the step's own group is killed when it ends, and the
+/// daemon must have left it by then.)
+#[test]
+fn setsid_daemon_does_not_survive_the_run() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"sync_source();
+        step("daemon", "setsid sleep 2718281 </dev/null >/dev/null 2>&1 & sleep 0.3");
+        let r = step("alive", "sleep 0.2; ps -eo pid,sid,args | grep -c '[s]leep 2718281'");
+        print(r.stdout);"#,
+    );
+    out.assert_code(0);
+    assert!(
+        out.stdout.contains("[alive] 1"),
+        "the daemon did not start:\n{}",
+        out.stdout
+    );
+    assert!(
+        !process_running("sleep\x002718281"),
+        "a setsid daemon survived the run"
+    );
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn setsid_daemon_does_not_survive_ctrl_c() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let (child, out_dir) = rfs.spawn(
+        repo.path(),
+        r#"sync_source();
+        step("daemon", "setsid sleep 1618033 </dev/null >/dev/null 2>&1 & sleep 0.3");
+        step("long", "sleep 3000");"#,
+    );
+    wait_for_journal_text(&out_dir, "\"name\":\"long\"");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        process_running("sleep\x001618033"),
+        "the daemon did not start"
+    );
+    sigint(&child);
+    let out = finish(child.wait_with_output().unwrap(), out_dir);
+    out.assert_code(130);
+    assert!(
+        !process_running("sleep\x001618033"),
+        "a setsid daemon survived Ctrl-C"
+    );
+    rfs.assert_no_leftovers();
+}
+
+/// rfs killed with SIGKILL cannot tear down: its sandbox's processes die
+/// with it anyway (the init's lifeline), and `rfs gc` removes the rest.
+#[test]
+fn setsid_daemon_does_not_survive_a_killed_rfs_and_gc_cleans_up() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let (mut child, out_dir) = rfs.spawn(
+        repo.path(),
+        r#"sync_source();
+        step("daemon", "setsid sleep 1414213 </dev/null >/dev/null 2>&1 & sleep 0.3");
+        step("long", "sleep 3001");"#,
+    );
+    wait_for_journal_text(&out_dir, "\"name\":\"long\"");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        process_running("sleep\x001414213"),
+        "the daemon did not start"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while process_running("sleep\x001414213") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !process_running("sleep\x001414213"),
+        "a setsid daemon survived SIGKILL of rfs"
+    );
+    assert!(
+        !process_running("sleep\x003001"),
+        "the step survived SIGKILL of rfs"
+    );
+    let gc = rfs
+        .cmd(rfs.state.path())
+        .args(["gc", "--provider", "local"])
+        .output()
+        .unwrap();
+    assert!(
+        gc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gc.stderr)
+    );
+    rfs.assert_no_leftovers();
+}
+
+provider_tests! {
+    fn network_false_leaves_only_loopback(rfs: &Rfs) {
+        if rfs.prov == Prov::Local {
+            require_namespaces();
+        }
+        let repo = Repo::new();
+        let out = rfs.run(
+            repo.path(),
+            r#"sandbox(#{ network: false });
+            sync_source();
+            let r = step("ifaces", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+            print(r.stdout);"#,
+        );
+        out.assert_code(0);
+        let ifaces: Vec<&str> = out
+            .stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("[ifaces] "))
+            .collect();
+        assert_eq!(ifaces, ["lo"], "{}", out.stdout);
+        assert_eq!(isolation_fact(&out)["network"], false);
+        rfs.assert_no_leftovers();
+    }
+}
+
+#[test]
+fn network_false_loopback_is_up_and_host_loopback_is_not_reachable() {
+    require_namespaces();
+    if !Path::new("/usr/bin/python3").exists() {
+        panic!("python3 is needed for this test (scripts/test.sh installs it)");
+    }
+    // A server on the host's loopback, which the sandbox must not reach.
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let py = format!(
+        r#"import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+c = socket.create_connection(s.getsockname(), timeout=2); print("own-loopback-ok")
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=2); print("host-reached")
+except OSError: print("host-unreachable")"#
+    );
+    std::fs::write(repo.path().join("net.py"), py).unwrap();
+    repo.commit("net");
+    let out = rfs.run(
+        repo.path(),
+        r#"sandbox(#{ network: false }); sync_source(); print(step("net", "python3 net.py").stdout);"#,
+    );
+    out.assert_code(0);
+    assert!(out.stdout.contains("own-loopback-ok"), "{}", out.stdout);
+    assert!(out.stdout.contains("host-unreachable"), "{}", out.stdout);
+    drop(host);
+}
+
+#[test]
+fn none_mode_is_the_old_behaviour_and_says_so() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let marker = repo.path().join("reproducer-marker.txt");
+    let out = rfs.run_with(
+        repo.path(),
+        &format!(
+            r#"sync_source(); print(step("host", "cat {}").stdout);"#,
+            sh_quote(&marker)
+        ),
+        &["--isolation", "none"],
+    );
+    out.assert_code(0);
+    let fact = isolation_fact(&out);
+    assert_eq!(fact["mode"], "none");
+    assert_eq!(fact["requested_by"], "--isolation flag");
+    assert!(out.stdout.contains("[host] marker"), "{}", out.stdout);
+    assert!(
+        out.evidence().contains("- isolation: none"),
+        "{}",
+        out.evidence()
+    );
+}
+
+#[test]
+fn network_false_without_namespaces_is_refused_before_anything_runs() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"sandbox(#{ isolation: "none", network: false }); sync_source(); step("never", "true");"#,
+    );
+    out.assert_code(3);
+    assert!(out.stderr.contains("network: false"), "{}", out.stderr);
+    assert!(out.entries("step.start").is_empty());
+    assert!(out.entries("placement").is_empty());
+}
+
+#[test]
+fn unknown_isolation_mode_is_a_usage_error() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run_with(repo.path(), r#"print(1);"#, &["--isolation", "vm"]);
+    out.assert_code(2);
+    assert!(
+        out.stderr.contains("unknown isolation mode `vm`"),
+        "{}",
+        out.stderr
+    );
+    let out = rfs.run(repo.path(), r#"sandbox(#{ isolation: "vm" });"#);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("unknown isolation mode `vm`"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Run `rfs` inside a user namespace whose nested user namespaces are
+/// forbidden by the kernel (user.max_user_namespaces = 0 there): the real
+/// refusal, not a simulated one.
+fn run_where_namespaces_are_forbidden(
+    rfs: &Rfs,
+    repo: &Repo,
+    script: &str,
+    args: &[&str],
+) -> RunOut {
+    forbidden_with_env(rfs, repo, script, args, &[])
+}
+
+fn forbidden_with_env(
+    rfs: &Rfs,
+    repo: &Repo,
+    script: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> RunOut {
+    let (script_path, out_dir) = rfs.prepare(script);
+    let mut inner = rfs.cmd(repo.path());
+    inner.envs(env.iter().copied());
+    inner
+        .arg("run")
+        .arg(&script_path)
+        .arg("--out")
+        .arg(&out_dir)
+        .args(args);
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--user", "--map-root-user", "sh", "-c"])
+        .arg(r#"echo 0 > /proc/sys/user/max_user_namespaces && exec "$@""#)
+        .arg("sh")
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .current_dir(repo.path());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    finish(cmd.output().expect("unshare runs"), out_dir)
+}
+
+#[test]
+fn namespaces_mode_refuses_cleanly_where_namespaces_are_forbidden() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let marker = rfs.state.path().join("ran");
+    let script = format!(
+        r#"sync_source(); step("never", "touch {}");"#,
+        sh_quote(&marker)
+    );
+    let out =
+        run_where_namespaces_are_forbidden(&rfs, &repo, &script, &["--isolation", "namespaces"]);
+    out.assert_code(3);
+    assert!(
+        out.stderr.contains("isolation `namespaces`"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("max_user_namespaces is 0"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.entries("placement").is_empty(), "a sandbox was placed");
+    assert!(out.entries("step.start").is_empty());
+    assert!(!marker.exists(), "the step ran");
+    assert!(out.kinds().contains(&"provider.unavailable".to_owned()));
+
+    // The env var asks the same.
+    let out = forbidden_with_env(
+        &rfs,
+        &repo,
+        &script,
+        &[],
+        &[("RFS_LOCAL_ISOLATION", "namespaces")],
+    );
+    out.assert_code(3);
+    assert!(out.stderr.contains("RFS_LOCAL_ISOLATION"), "{}", out.stderr);
+
+    // So does the script, before its first step.
+    let out = run_where_namespaces_are_forbidden(
+        &rfs,
+        &repo,
+        &format!(r#"sandbox(#{{ isolation: "namespaces" }}); {script}"#),
+        &[],
+    );
+    out.assert_code(3);
+    assert!(out.stderr.contains("sandbox() option"), "{}", out.stderr);
+    assert!(!marker.exists(), "the step ran");
+}
+
+#[test]
+fn auto_mode_falls_back_where_namespaces_are_forbidden_and_says_why() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = run_where_namespaces_are_forbidden(
+        &rfs,
+        &repo,
+        r#"sync_source(); print(step("x", "echo ran").stdout);"#,
+        &[],
+    );
+    out.assert_code(0);
+    let fact = isolation_fact(&out);
+    assert_eq!(fact["mode"], "none", "{fact}");
+    assert!(
+        fact["reason"]
+            .as_str()
+            .unwrap()
+            .contains("max_user_namespaces is 0"),
+        "{fact}"
+    );
+    assert!(out.stdout.contains("[x] ran"));
+}
+
+/// As an unprivileged user (nobody) when the tests run as root: nothing
+/// here needs root.
+#[test]
+fn unprivileged_user_gets_namespaces() {
+    require_namespaces();
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script = r#"sync_source(); print(step("who", "id -u; cat reproducer-marker.txt").stdout);"#;
+    let (script_path, out_dir) = rfs.prepare(script);
+    let mut cmd = if root {
+        for p in [rfs.state.path(), repo.path()] {
+            let st = Command::new("chown")
+                .args(["-R", "65534:65534"])
+                .arg(p)
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        c.arg(rfs_bin());
+        c
+    } else {
+        Command::new(rfs_bin())
+    };
+    cmd.arg("run")
+        .arg(&script_path)
+        .arg("--out")
+        .arg(&out_dir)
+        .args(["--isolation", "namespaces"])
+        .current_dir(repo.path())
+        .env("RFS_STATE_DIR", rfs.state.path())
+        .env("HOME", rfs.state.path())
+        .env("RELAYFLOWS_SANDBOX_PROVIDER", "local")
+        // git refuses a repository owned by someone else otherwise.
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "safe.directory")
+        .env("GIT_CONFIG_VALUE_0", "*");
+    let out = finish(cmd.output().unwrap(), out_dir);
+    out.assert_code(0);
+    assert_eq!(isolation_fact(&out)["mode"], "namespaces");
+    let uid = if root {
+        65534
+    } else {
+        unsafe { libc::geteuid() }
+    };
+    assert!(
+        out.stdout.contains(&format!("[who] {uid}")),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("[who] marker"), "{}", out.stdout);
+}
