@@ -24,6 +24,18 @@ fn require_namespaces() {
     );
 }
 
+/// Kills a background rfs if the test fails before it ends it.
+struct Reap(Option<std::process::Child>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 fn isolation_fact(out: &RunOut) -> serde_json::Value {
     out.entries("placement")[0]["isolation"].clone()
 }
@@ -193,12 +205,14 @@ fn setsid_daemon_does_not_survive_ctrl_c() {
         step("daemon", "setsid sleep 1618033 </dev/null >/dev/null 2>&1 & sleep 0.3");
         step("long", "sleep 3000");"#,
     );
+    let mut guard = Reap(Some(child));
     wait_for_journal_text(&out_dir, "\"name\":\"long\"");
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(
         process_running("sleep\x001618033"),
         "the daemon did not start"
     );
+    let child = guard.0.take().unwrap();
     sigint(&child);
     let out = finish(child.wait_with_output().unwrap(), out_dir);
     out.assert_code(130);
@@ -216,18 +230,20 @@ fn setsid_daemon_does_not_survive_a_killed_rfs_and_gc_cleans_up() {
     require_namespaces();
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
-    let (mut child, out_dir) = rfs.spawn(
+    let (child, out_dir) = rfs.spawn(
         repo.path(),
         r#"sync_source();
         step("daemon", "setsid sleep 1414213 </dev/null >/dev/null 2>&1 & sleep 0.3");
         step("long", "sleep 3001");"#,
     );
+    let mut guard = Reap(Some(child));
     wait_for_journal_text(&out_dir, "\"name\":\"long\"");
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(
         process_running("sleep\x001414213"),
         "the daemon did not start"
     );
+    let mut child = guard.0.take().unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
