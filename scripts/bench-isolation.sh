@@ -5,14 +5,17 @@
 #      `sh -c true` spawns (target <= 1.2x), and the same with --isolation none;
 #   2. provisioning: placement.intent -> placement (create) with namespaces
 #      vs none, and a whole one-step run with each.
-# Usage: scripts/bench-isolation.sh [WORKDIR]
+# Usage: [RUNS=5] [RFS_BIN=path/to/rfs] scripts/bench-isolation.sh [WORKDIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-$(mktemp -d /tmp/rfs-bench-iso.XXXXXX)}
 mkdir -p "$work"
 export RFS_STATE_DIR="$work/state"
-cargo build --release --quiet --manifest-path "$root/Cargo.toml"
-rfs="${CARGO_TARGET_DIR:-$root/target}/release/rfs"
+# RFS_BIN: measure that binary instead of building the release one.
+if [ -z "${RFS_BIN:-}" ]; then
+  cargo build --release --quiet --manifest-path "$root/Cargo.toml"
+fi
+rfs=${RFS_BIN:-"${CARGO_TARGET_DIR:-$root/target}/release/rfs"}
 runs=${RUNS:-5}
 source "$root/scripts/bench-lib.sh"
 

@@ -114,6 +114,12 @@ impl Provider for Faulty {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn isolation(
+        &self,
+        req: &rfs::provider::isolation::IsolationRequest,
+    ) -> Result<rfs::provider::isolation::IsolationInForce, String> {
+        self.inner.isolation(req)
+    }
     async fn preflight(&self) -> ProviderResult<()> {
         self.inner.preflight().await
     }
@@ -256,7 +262,13 @@ fn run_with_fault(rfs: &Rfs, fault: Fault) -> (RunOut, std::path::PathBuf) {
         snapshot: None,
         max_lifetime: std::time::Duration::from_secs(600),
         cleanup_deadline: std::time::Duration::from_secs(30),
-        isolation: Default::default(),
+        // Some faults put host directories on the sandbox's PATH, which
+        // only a sandbox without namespaces sees.
+        isolation: rfs::provider::isolation::IsolationRequest::from_settings(
+            (rfs.prov == Prov::Local).then_some("none"),
+            None,
+        )
+        .unwrap(),
     };
     let report = rfs::runner::run(
         settings,

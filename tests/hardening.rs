@@ -219,9 +219,16 @@ provider_tests! {
             ("rm -rf \"$RELAYFLOWS_SOURCE_WORKDIR\"", "the synced source root"),
             ("rm -rf \"$HOME\"", "the sandbox home"),
         ] {
-            let out = rfs.run(repo.path(), &format!(
+            // An isolated local sandbox's home is a mount point, which
+            // `rm -rf` cannot remove: that case needs isolation `none`.
+            let args: &[&str] = if rfs.prov == Prov::Local && named == "the sandbox home" {
+                &["--isolation", "none"]
+            } else {
+                &[]
+            };
+            let out = rfs.run_with(repo.path(), &format!(
                 "step(\"wipe\", {wipe:?});\nstep(\"next\", \"echo ran\");\n"
-            ));
+            ), args);
             assert_removed_tree_refused(rfs, &out, named);
         }
     }

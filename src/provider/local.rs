@@ -260,13 +260,18 @@ impl Provider for LocalProvider {
             ProviderError::other(format!("creating an input FIFO in sandbox {id}: {e}"))
         })?;
         let _remove = RemoveOnDrop(fifo.clone());
+        // Inside namespaces the sandbox's tmp directory is its /tmp.
+        let fifo_inside = match self.init_of(id)? {
+            Some(_) => Path::new("/tmp").join(fifo.file_name().expect("named")),
+            None => fifo.clone(),
+        };
         let mut wrapped = req.clone();
         wrapped.argv = [
             "/bin/sh",
             "-c",
             r#"f=$1; shift; exec "$@" <"$f""#,
             "rfs-input",
-            &fifo.to_string_lossy(),
+            &fifo_inside.to_string_lossy(),
         ]
         .iter()
         .map(|s| s.to_string())

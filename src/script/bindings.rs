@@ -82,8 +82,8 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, String> {
     let image = o.string("image")?;
     let snapshot = o.string("snapshot")?;
     let labels = o.string_map("labels")?.into_iter().collect();
-    let isolation = o
-        .string("isolation")?
+    let isolation = o.string("isolation")?;
+    let isolation = isolation
         .map(|m| crate::provider::isolation::IsolationMode::parse(&m))
         .transpose()
         .map_err(|e| format!("sandbox(): option `isolation`: {e}"))?;

@@ -41,7 +41,11 @@ pub const PRIMITIVES: &[(&str, &[usize])] = &[
 /// Option keys of the primitives that take an option map: (function,
 /// index of the map argument, keys). Tested against the bindings' source.
 pub const OPTION_KEYS: &[(&str, usize, &[&str])] = &[
-    ("sandbox", 0, &["image", "snapshot", "labels"]),
+    (
+        "sandbox",
+        0,
+        &["image", "snapshot", "labels", "isolation", "network"],
+    ),
     (
         "sync_source",
         0,
