@@ -362,6 +362,10 @@ pub enum Event {
     /// (every refusal, whichever check raised it; redacted).
     #[serde(rename = "refused")]
     Refused { reason: String },
+    /// A bundled file held a secret the run learnt; the copy was redacted
+    /// (it no longer replays as it ran).
+    #[serde(rename = "bundle.redacted")]
+    BundleRedacted { path: String, sha256: String },
     /// The run is over (last line).
     #[serde(rename = "run.end")]
     RunEnd {
@@ -474,9 +478,10 @@ pub(crate) mod catalog {
             Event::CleanupNone { .. } => 30,
             Event::RunEnd { .. } => 31,
             Event::Refused { .. } => 32,
+            Event::BundleRedacted { .. } => 33,
         }
     }
-    const COUNT: usize = 33;
+    const COUNT: usize = 34;
 
     pub(crate) fn samples() -> Vec<Event> {
         let s = |x: &str| x.to_owned();
@@ -719,6 +724,10 @@ pub(crate) mod catalog {
             },
             Event::Refused {
                 reason: s("cwd escapes the root"),
+            },
+            Event::BundleRedacted {
+                path: s("bundle/proof.rhai"),
+                sha256: s("9d1e"),
             },
             Event::RunEnd {
                 outcome: s("failed"),

@@ -76,6 +76,14 @@ pub fn read_bundle(out: &Path) -> Result<Original> {
             out.display()
         ))
     })?;
+    if let Some(path) = evs.iter().find_map(|e| match e {
+        Event::BundleRedacted { path, .. } => Some(path),
+        _ => None,
+    }) {
+        return Err(Error::Refused(format!(
+            "{path} held a secret and was redacted in the bundle, so it cannot replay as it ran; run the original script instead"
+        )));
+    }
     let mut commit = None;
     let mut invocation_rel = None;
     for e in &evs {

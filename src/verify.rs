@@ -297,7 +297,7 @@ fn check_bundle(s: &Subject) -> Result<String, Failure> {
     match s.events.first() {
         Some(Event::RunStart {
             bundle: Some(b), ..
-        }) => crate::bundle::check(&s.out, b)
+        }) => crate::bundle::check_redacted(&s.out, b, &redacted(&s.events))
             .map(|n| {
                 format!(
                     "the script and {} module(s) match their journaled sha256",
@@ -307,6 +307,17 @@ fn check_bundle(s: &Subject) -> Result<String, Failure> {
             .map_err(Failure::Bundle),
         _ => Ok("none (the run had no script file)".into()),
     }
+}
+
+/// The bundled files redacted at run end, with their new digests.
+fn redacted(events: &[Event]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::BundleRedacted { path, sha256 } => Some((path.clone(), sha256.clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 fn check_signature(s: &Subject) -> Result<String, Failure> {

@@ -572,3 +572,37 @@ fn rechain(journal: &Path) {
     let evidence = rfs::journal::evidence::render_journal(&out).unwrap();
     std::fs::write(journal.with_file_name("EVIDENCE.md"), evidence).unwrap();
 }
+
+/// Regression (bundle leaked a secret): a secret the run learns that is
+/// written in the script itself is redacted in the bundled copy too; the
+/// new digest is journaled, so the bundle still verifies, and replay
+/// refuses a script that no longer is what ran.
+#[test]
+fn bundled_script_holding_a_secret_is_redacted_and_still_verifies() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"step("s", "true", #{ env: #{ API_TOKEN: "tok-abcdef-123456" } });"#,
+    );
+    out.assert_code(0);
+    for f in walk(&out.out_dir) {
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap()).into_owned();
+        assert!(
+            !text.contains("tok-abcdef-123456"),
+            "secret in {}",
+            f.display()
+        );
+    }
+    assert_eq!(out.entries("bundle.redacted").len(), 1);
+    let ok = rfs_verify(&out.out_dir, None, None).unwrap();
+    assert!(ok.contains("ok: bundle:"), "{ok}");
+    let o = rfs
+        .cmd(repo.path())
+        .arg("replay")
+        .arg(&out.out_dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("was redacted in the bundle"));
+}

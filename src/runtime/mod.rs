@@ -322,10 +322,33 @@ impl Run {
 
     /// [`Run::finish`], journaling why the run ended that way (`reason`,
     /// redacted) in `run.end`.
+    /// A secret the run learnt may be written in the script itself: the
+    /// bundled copy is redacted like everything else in the output
+    /// directory, and its new digest journaled (`bundle.redacted`).
+    fn redact_bundle(&self) {
+        let Some(b) = &self.cfg.bundle else { return };
+        let redactor = self.state().redactor.clone();
+        for f in std::iter::once(&b.script).chain(&b.modules) {
+            let red = redactor.redact(&f.bytes);
+            if red == f.bytes {
+                continue;
+            }
+            let path = self.cfg.out_dir.join(f.out_path());
+            if std::fs::write(&path, &red).is_ok() {
+                use sha2::Digest as _;
+                let _ = self.record(Event::BundleRedacted {
+                    path: f.out_path(),
+                    sha256: hex::encode(sha2::Sha256::digest(&red)),
+                });
+            }
+        }
+    }
+
     pub fn finish_with(&self, outcome: &str, reason: Option<&str>) -> Option<String> {
         let reason = reason.map(|r| self.state().redactor.redact_str(r));
         self.close_sessions();
         let warning = self.block_on(teardown::finish(self));
+        self.redact_bundle();
         let _ = self.record(Event::RunEnd {
             outcome: outcome.to_owned(),
             reason,
