@@ -8,33 +8,6 @@ use miette::{Diagnostic, NamedSource, SourceSpan};
 
 use crate::exit_code;
 
-/// What kind of failure a script error stands for; decides the exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    /// The script (or a step, or an assertion) failed.
-    Failed,
-    /// The fail-closed runtime refused.
-    Refused,
-    /// The run was interrupted.
-    Interrupted,
-    /// rfs itself failed.
-    Internal,
-    /// The script could not be compiled.
-    Usage,
-}
-
-impl FailureKind {
-    pub fn exit_code(self) -> i32 {
-        match self {
-            FailureKind::Failed => exit_code::SCRIPT_FAILED,
-            FailureKind::Refused => exit_code::REFUSED,
-            FailureKind::Interrupted => exit_code::INTERRUPTED,
-            FailureKind::Internal => exit_code::INTERNAL,
-            FailureKind::Usage => exit_code::USAGE,
-        }
-    }
-}
-
 /// A script error with its source and the span of the failing call.
 #[derive(Debug, thiserror::Error, Diagnostic)]
 #[error("{message}")]
@@ -48,7 +21,10 @@ pub struct ScriptError {
     pub label: String,
     #[help]
     pub help: Option<String>,
-    pub kind: FailureKind,
+    /// What the failure is (decides the exit code and the run's outcome):
+    /// `Refused`, `Interrupted`, `Internal`, `Usage` or `ScriptFailed`,
+    /// carrying the same (redacted) message.
+    pub cause: Box<Error>,
 }
 
 #[derive(Debug, thiserror::Error, Diagnostic)]
@@ -78,6 +54,11 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Script(Box<ScriptError>),
+
+    /// The script failed (a `throw`, a failed assertion, a script error).
+    #[error("{0}")]
+    #[diagnostic(code(rfs::script_failed))]
+    ScriptFailed(String),
 
     /// Bad command-line usage or an unreadable/uncompilable script.
     #[error("{0}")]
@@ -114,24 +95,26 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Refused(_) => exit_code::REFUSED,
-            Error::StepFailed { .. } | Error::ScreenAssertion(_) => exit_code::SCRIPT_FAILED,
+            Error::StepFailed { .. } | Error::ScreenAssertion(_) | Error::ScriptFailed(_) => {
+                exit_code::SCRIPT_FAILED
+            }
             Error::Interrupted => exit_code::INTERRUPTED,
-            Error::Script(s) => s.kind.exit_code(),
+            Error::Script(s) => s.cause.exit_code(),
             Error::Usage(_) => exit_code::USAGE,
             Error::JournalInvalid { .. } | Error::NotVerified { .. } => exit_code::JOURNAL_INVALID,
             Error::Internal(_) => exit_code::INTERNAL,
         }
     }
 
-    /// The failure kind, for errors that pass through a script.
-    pub fn kind(&self) -> FailureKind {
+    /// The run outcome this error ends a run with (`run.end`'s
+    /// `outcome`).
+    pub fn outcome(&self) -> &'static str {
         match self {
-            Error::Refused(_) => FailureKind::Refused,
-            Error::Interrupted => FailureKind::Interrupted,
-            Error::Internal(_) => FailureKind::Internal,
-            Error::Script(s) => s.kind,
-            Error::Usage(_) => FailureKind::Usage,
-            _ => FailureKind::Failed,
+            Error::Refused(_) => "refused",
+            Error::Interrupted => "interrupted",
+            Error::Internal(_) => "error",
+            Error::Script(s) => s.cause.outcome(),
+            _ => "failed",
         }
     }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{Error, FailureKind};
+use crate::error::Error;
 use crate::events::{Reporter, Silent};
 use crate::exit_code;
 use crate::provider::{select, Provider};
@@ -193,12 +193,7 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, started: &mut bool) -> Ru
         result.unwrap_or_else(|_| Err(Error::Internal("the script thread vanished".into())));
     let outcome = match &result {
         Ok(()) => "completed",
-        Err(e) => match e.kind() {
-            FailureKind::Refused => "refused",
-            FailureKind::Interrupted => "interrupted",
-            FailureKind::Internal => "error",
-            FailureKind::Failed | FailureKind::Usage => "failed",
-        },
+        Err(e) => e.outcome(),
     };
     let reason = result.as_ref().err().map(|e| e.to_string());
     report.teardown_warning = run.finish_with(outcome, reason.as_deref());
@@ -212,7 +207,7 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, started: &mut bool) -> Ru
 
 /// The run configuration for validated settings: the injected provider or
 /// the chosen one.
-pub fn config(
+pub(crate) fn config(
     settings: &RunSettings,
     provider: Option<Arc<dyn Provider>>,
     script_path: std::path::PathBuf,

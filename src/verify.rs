@@ -31,7 +31,7 @@ pub struct Passed {
     pub detail: String,
 }
 
-pub use crate::journal::verify::ChainError;
+pub use crate::journal::verify::{verify as verify_journal, ChainError, Verified};
 
 /// Why a check failed.
 #[derive(Debug, thiserror::Error)]

@@ -53,12 +53,8 @@ impl Journal {
     }
 
     /// Number of lines written.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.seq
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.seq == 0
     }
 
     /// Append one fact; returns its sequence number. The line reaches the

@@ -30,7 +30,7 @@ use rhai::{Dynamic, Engine, Scope, AST};
 use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
 
-use crate::error::{Error, FailureKind};
+use crate::error::Error;
 use crate::events::Reporter;
 use crate::exit_code;
 use crate::runtime::Run;
@@ -246,15 +246,13 @@ impl Session {
                 }
             }
             Err(e) => {
-                let kind = if self.run.is_cancelled() {
-                    FailureKind::Interrupted
-                } else {
-                    FailureKind::Failed
-                };
-                let mut err = src.runtime_error(&e, kind);
-                if let Error::Script(s) = &mut err {
-                    s.message = self.run.state().redactor.redact_str(&s.message);
-                }
+                let err = src.runtime_error(&e, |message| {
+                    if self.run.is_cancelled() {
+                        Error::Interrupted
+                    } else {
+                        Error::ScriptFailed(self.run.state().redactor.redact_str(&message))
+                    }
+                });
                 eprintln!("{:?}", miette::Report::new(err));
             }
         }

@@ -19,10 +19,6 @@ impl Transcript {
         self.inputs.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.inputs.is_empty()
-    }
-
     /// The runnable script.
     pub fn script(&self, run: &Run) -> String {
         let commit = run

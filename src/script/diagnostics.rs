@@ -4,7 +4,7 @@
 use miette::{NamedSource, SourceOffset, SourceSpan};
 use rhai::{EvalAltResult, ParseError, Position};
 
-use crate::error::{Error, FailureKind, ScriptError};
+use crate::error::{Error, ScriptError};
 
 /// The script being run, for rendering.
 #[derive(Clone)]
@@ -26,14 +26,14 @@ impl ScriptSource {
         Some(SourceSpan::new(off.into(), len))
     }
 
-    fn error(&self, message: String, pos: Position, label: &str, kind: FailureKind) -> Error {
+    fn error(&self, message: String, pos: Position, label: &str, cause: Error) -> Error {
         Error::Script(Box::new(ScriptError {
             message,
             src: NamedSource::new(&self.name, self.text.clone()),
             span: self.span(pos),
             label: label.to_owned(),
             help: None,
-            kind,
+            cause: Box::new(cause),
         }))
     }
 
@@ -41,7 +41,12 @@ impl ScriptSource {
     /// span, the others listed with their line and column.
     pub fn lint_error(&self, problems: &[super::lint::Problem]) -> Error {
         let first = &problems[0];
-        let mut err = self.error(first.message.clone(), first.pos, "here", FailureKind::Usage);
+        let mut err = self.error(
+            first.message.clone(),
+            first.pos,
+            "here",
+            Error::Usage(first.message.clone()),
+        );
         let mut help: Vec<String> = first.help.iter().cloned().collect();
         for p in &problems[1..] {
             help.push(format!(
@@ -63,19 +68,27 @@ impl ScriptSource {
 
     /// A compile error.
     pub fn parse_error(&self, e: &ParseError) -> Error {
-        self.error(
-            format!("the script does not compile: {}", e.err_type()),
-            e.position(),
-            "here",
-            FailureKind::Usage,
-        )
+        let message = format!("the script does not compile: {}", e.err_type());
+        self.error(message.clone(), e.position(), "here", Error::Usage(message))
     }
 
-    /// A runtime error, classified by `kind`.
-    pub fn runtime_error(&self, e: &EvalAltResult, kind: FailureKind) -> Error {
+    /// A runtime error; `classify` turns its message into what the
+    /// failure is (the message may be redacted on the way).
+    pub fn runtime_error(
+        &self,
+        e: &EvalAltResult,
+        classify: impl FnOnce(String) -> Error,
+    ) -> Error {
         let pos = call_site(e);
         let inner = e.unwrap_inner();
-        let message = message_of(inner);
+        let cause = classify(message_of(inner));
+        let message = match &cause {
+            Error::Interrupted => "interrupted".to_owned(),
+            Error::Refused(m) | Error::Internal(m) | Error::ScriptFailed(m) | Error::Usage(m) => {
+                m.clone()
+            }
+            other => other.to_string(),
+        };
         let mut chain = vec![];
         let mut cur = e;
         loop {
@@ -91,12 +104,12 @@ impl ScriptSource {
                 _ => break,
             }
         }
-        let label = match kind {
-            FailureKind::Refused => "refused here",
-            FailureKind::Interrupted => "interrupted here",
+        let label = match cause {
+            Error::Refused(_) => "refused here",
+            Error::Interrupted => "interrupted here",
             _ => "failed here",
         };
-        let mut err = self.error(message, pos, label, kind);
+        let mut err = self.error(message, pos, label, cause);
         if let Error::Script(s) = &mut err {
             if !chain.is_empty() {
                 s.help = Some(chain.join(", "));

@@ -5,6 +5,8 @@
 pub mod bindings;
 pub mod diagnostics;
 pub mod lint;
+#[cfg(test)]
+mod lint_coverage;
 pub mod options;
 pub mod resolver;
 pub mod terminal_bindings;
@@ -15,7 +17,7 @@ use std::sync::Arc;
 use rhai::packages::{Package, StandardPackage};
 use rhai::{Engine, AST};
 
-use crate::error::{Error, FailureKind, Result};
+use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::runtime::Run;
 pub use diagnostics::ScriptSource;
@@ -149,24 +151,23 @@ pub fn execute(run: &Arc<Run>, script: &Script, engine: Engine, ast: &AST) -> Re
     match engine.run_ast(ast) {
         Ok(()) => Ok(()),
         Err(e) => {
-            let mut err = script.source.runtime_error(&e, classify(run, &e));
             // The error reaches the terminal and bug reports: no secrets.
-            if let Error::Script(s) = &mut err {
-                s.message = run.state().redactor.redact_str(&s.message);
-            }
-            Err(err)
+            Err(script.source.runtime_error(&e, |message| {
+                let message = run.state().redactor.redact_str(&message);
+                classify(run, &e, message)
+            }))
         }
     }
 }
 
 /// Decide what a script error stands for.
-fn classify(run: &Run, e: &rhai::EvalAltResult) -> FailureKind {
+fn classify(run: &Run, e: &rhai::EvalAltResult, message: String) -> Error {
     if run.is_cancelled() {
-        return FailureKind::Interrupted;
+        return Error::Interrupted;
     }
     let st = run.state();
     if st.fatal.is_some() {
-        return FailureKind::Internal;
+        return Error::Internal(message);
     }
     // A refusal is the value rfs raised (caught and re-thrown is still
     // it); a script that throws the same text raised its own failure.
@@ -175,8 +176,8 @@ fn classify(run: &Run, e: &rhai::EvalAltResult) -> FailureKind {
         _ => None,
     };
     if value.is_some_and(|v| st.refusals.iter().any(|r| r.ptr_eq(&v))) {
-        FailureKind::Refused
+        Error::Refused(message)
     } else {
-        FailureKind::Failed
+        Error::ScriptFailed(message)
     }
 }

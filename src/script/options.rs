@@ -113,11 +113,6 @@ impl Opts {
         Ok(out)
     }
 
-    /// A raw value (for options with their own shape).
-    pub fn raw(&mut self, key: &str) -> Option<Dynamic> {
-        self.get(key)
-    }
-
     /// Refuse keys nobody asked for.
     pub fn finish(self) -> Result<(), String> {
         let unknown: Vec<_> = self

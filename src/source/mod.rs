@@ -73,8 +73,6 @@ pub enum SourceError {
     SubmoduleNotInitialised { path: String, commit: String },
     #[error("subdirectory `{path}` is not a directory in commit {commit}")]
     BadSubdir { path: String, commit: String },
-    #[error("invalid sync_source option: {0}")]
-    BadOption(String),
     #[error("git: {0}")]
     Git(String),
     #[error("building the source archive: {0}")]

@@ -25,7 +25,6 @@ const CAPACITY: usize = 4;
 enum Msg {
     Data(Vec<u8>),
     Done,
-    Failed(String),
 }
 
 /// A pair: the blocking writer for the builder thread, the async reader for
@@ -70,11 +69,6 @@ impl ChunkWriter {
     pub fn finish(mut self) -> io::Result<()> {
         self.flush()?;
         self.send(Msg::Done)
-    }
-
-    /// The archive cannot be completed: the reader fails with `why`.
-    pub fn fail(mut self, why: String) {
-        let _ = self.send(Msg::Failed(why));
     }
 }
 
@@ -149,9 +143,6 @@ impl AsyncRead for ArchiveReader {
                     *me.digest.lock().unwrap_or_else(|p| p.into_inner()) =
                         Some((hex::encode(h.finalize()), me.n));
                 }
-                Poll::Ready(Some(Msg::Failed(why))) => {
-                    return Poll::Ready(Err(io::Error::other(why)))
-                }
                 Poll::Ready(None) => {
                     return Poll::Ready(Err(io::Error::other(
                         "the archive builder stopped before the archive was complete",
@@ -191,30 +182,23 @@ mod tests {
         );
     }
 
-    /// A builder that fails or vanishes mid-stream is an error for the
-    /// reader, never a clean (truncated) end of file, and no digest appears.
+    /// A builder that stops mid-stream (an error, a panic) is an error for
+    /// the reader, never a clean (truncated) end of file, and no digest
+    /// appears.
     #[tokio::test]
     async fn a_stream_that_breaks_mid_transfer_is_an_error_not_an_eof() {
-        for fail in [true, false] {
-            let (mut w, mut r) = channel();
-            let digest = r.digest();
-            let t = std::thread::spawn(move || {
-                w.write_all(&vec![7u8; CHUNK + 5]).unwrap();
-                w.flush().unwrap();
-                if fail {
-                    w.fail("object 1234 is corrupt".into());
-                } // else: dropped without finish, like a panicking builder
-            });
-            let mut got = vec![];
-            let err = r.read_to_end(&mut got).await.unwrap_err();
-            t.join().unwrap();
-            if fail {
-                assert!(err.to_string().contains("object 1234 is corrupt"));
-            } else {
-                assert!(err.to_string().contains("stopped before"));
-            }
-            assert!(digest.get().is_none());
-        }
+        let (mut w, mut r) = channel();
+        let digest = r.digest();
+        let t = std::thread::spawn(move || {
+            w.write_all(&vec![7u8; CHUNK + 5]).unwrap();
+            w.flush().unwrap();
+            // dropped without finish, like a failing or panicking builder
+        });
+        let mut got = vec![];
+        let err = r.read_to_end(&mut got).await.unwrap_err();
+        t.join().unwrap();
+        assert!(err.to_string().contains("stopped before"));
+        assert!(digest.get().is_none());
     }
 
     #[test]

@@ -1,0 +1,55 @@
+//! The lint's table of primitives against the run engine's real
+//! bindings (a unit test: it needs the crate-private runtime).
+
+/// Every function the run's engine registers is in the lint's table, with
+/// every argument count it takes: a new binding cannot be called an
+/// unknown function by `rfs check`.
+#[test]
+fn lint_table_covers_every_run_binding() {
+    use crate::script::lint::PRIMITIVES;
+    let state = tempfile::tempdir().unwrap();
+    std::env::set_var("RFS_STATE_DIR", state.path());
+    let script = state.path().join("s.rhai");
+    std::fs::write(&script, "").unwrap();
+    let settings = crate::settings::RunSettings::from_args(crate::settings::RunArgs {
+        script: script.clone(),
+        provider: Some("local".into()),
+        out: Some(state.path().join("out")),
+        ..Default::default()
+    })
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cfg = crate::runner::config(&settings, None, script.clone());
+    let run = crate::runtime::Run::start(
+        cfg,
+        rt.handle().clone(),
+        std::sync::Arc::new(crate::events::Silent),
+        &Default::default(),
+    )
+    .unwrap();
+    let loaded = crate::script::Script::load(&script).unwrap();
+    let engine = crate::script::run_engine(&run, &loaded, Default::default()).unwrap();
+    let mut seen = 0;
+    for sig in engine.gen_fn_signatures(false) {
+        let (name, rest) = sig.split_once('(').unwrap();
+        if name.starts_with("get$") || name.starts_with("set$") {
+            continue;
+        }
+        let params = rest.rsplit_once(')').unwrap().0;
+        let n = if params.trim().is_empty() {
+            0
+        } else {
+            params.split(',').count()
+        };
+        let entry = PRIMITIVES
+            .iter()
+            .find(|(p, _)| *p == name)
+            .unwrap_or_else(|| panic!("{sig}: `{name}` missing from lint::PRIMITIVES"));
+        assert!(
+            entry.1.contains(&n),
+            "{sig}: arity {n} missing from lint::PRIMITIVES"
+        );
+        seen += 1;
+    }
+    assert!(seen >= 20, "{seen}");
+}
