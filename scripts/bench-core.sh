@@ -21,8 +21,10 @@
 # rfs's figure is the sync phase from its journal (source.resolved to
 # source.pin, or to the end of the `sync` step): provisioning included,
 # process start-up and teardown not.
-# Writes $work/samples.tsv (every sample), $work/table.md (medians and
-# ratios) and the chart $SVG (default book/src/performance-sync.svg).
+# Writes $work/samples.tsv (every sample), the table $TABLE (medians and
+# ratios; default book/src/performance-table.md, included by the book's
+# performance chapter) and the chart $SVG (default
+# book/src/performance-sync.svg).
 # Not a test: never run in CI.
 # Usage: scripts/bench-core.sh [WORKDIR]   (needs ~4 GB of free disk)
 #   RUNS=3 SHAPES="loose packed huge" REGIMES="cache disk" DOCKER=auto
@@ -36,6 +38,7 @@ runs=${RUNS:-3}
 shapes=${SHAPES:-loose packed huge}
 regimes=${REGIMES:-cache disk}
 svg=${SVG:-$root/book/src/performance-sync.svg}
+table=${TABLE:-$root/book/src/performance-table.md}
 if [ -z "${RFS:-}" ]; then
   cargo build --release --quiet --manifest-path "$root/Cargo.toml"
   RFS="${CARGO_TARGET_DIR:-$root/target}/release/rfs"
@@ -167,9 +170,9 @@ if [ "$docker_ok" = 1 ]; then
 fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
-python3 "$root/scripts/bench-chart.py" "$samples" "$work/table.md" "$svg" \
+python3 "$root/scripts/bench-chart.py" "$samples" "$table" "$svg" \
   "$(nproc) cores, load average $load_before before / $load_after after, $(date -u +%Y-%m-%d)"
-cat "$work/table.md"
+cat "$table"
 
 if [ "${STEPS:-0}" = 1 ]; then
   echo "== 2. 200 x step(\"x\",\"true\") vs 200 x sh -c true"
