@@ -122,17 +122,23 @@ pub const DOCKER_TEST_IMAGE: &str = "rfs-test-busybox:latest";
 pub fn docker_missing() -> bool {
     static STATE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     let missing = STATE.get_or_init(|| {
-        let why = match rfs::provider::docker::DockerProvider::connect(Default::default()) {
-            Err(e) => Some(e.to_string()),
-            Ok(p) => {
-                use rfs::provider::Provider;
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                rt.block_on(p.preflight()).err().map(|e| e.to_string())
+        // On a thread of its own: callers may be inside a tokio runtime
+        // (#[tokio::test]), where blocking on another one panics.
+        let why = std::thread::spawn(|| {
+            match rfs::provider::docker::DockerProvider::connect(Default::default()) {
+                Err(e) => Some(e.to_string()),
+                Ok(p) => {
+                    use rfs::provider::Provider;
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    rt.block_on(p.preflight()).err().map(|e| e.to_string())
+                }
             }
-        };
+        })
+        .join()
+        .expect("docker probe thread");
         if let Some(why) = &why {
             if std::env::var("RFS_REQUIRE_DOCKER").is_ok_and(|v| v == "1") {
                 return Some(format!("RFS_REQUIRE_DOCKER=1 but no Docker engine answers: {why}"));
