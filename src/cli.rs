@@ -127,6 +127,10 @@ pub enum Command {
         /// Only this provider (default: every available provider).
         #[arg(long)]
         provider: Option<String>,
+        /// Also destroy sandboxes whose owner cannot be checked from here
+        /// (another host) once they started longer ago than this (90m, 2h, 1d).
+        #[arg(long, value_name = "AGE")]
+        older_than: Option<String>,
     },
 }
 
@@ -280,7 +284,11 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
                 identity,
             },
         ),
-        Command::Gc { dry_run, provider } => gc(dry_run, provider),
+        Command::Gc {
+            dry_run,
+            provider,
+            older_than,
+        } => gc(dry_run, provider, older_than),
         Command::Replay {
             bundle,
             provider,
@@ -340,7 +348,12 @@ fn verify(out: &std::path::Path, trust: crate::seal::Trust) -> Result<i32, Error
     }
 }
 
-fn gc(dry_run: bool, only: Option<String>) -> Result<i32, Error> {
+fn gc(dry_run: bool, only: Option<String>, older_than: Option<String>) -> Result<i32, Error> {
+    let older_than = older_than
+        .as_deref()
+        .map(crate::gc::parse_age)
+        .transpose()
+        .map_err(Error::Usage)?;
     let names: Vec<String> = match only {
         Some(p) => vec![select::choose(Some(&p), None).map_err(Error::Usage)?.name],
         None => select::KNOWN.iter().map(|s| s.to_string()).collect(),
@@ -365,7 +378,11 @@ fn gc(dry_run: bool, only: Option<String>) -> Result<i32, Error> {
             continue;
         }
         let entries = rt
-            .block_on(crate::gc::collect(provider.as_ref(), dry_run))
+            .block_on(crate::gc::collect_older_than(
+                provider.as_ref(),
+                dry_run,
+                older_than,
+            ))
             .map_err(Error::Refused)?;
         for e in entries {
             use crate::gc::GcAction::*;

@@ -33,13 +33,88 @@ pub enum GcAction {
 
 /// Collect garbage on one provider.
 pub async fn collect(p: &dyn Provider, dry_run: bool) -> Result<Vec<GcEntry>, String> {
+    collect_older_than(p, dry_run, None).await
+}
+
+/// Parse an `--older-than` age: a number with a unit `s`, `m`, `h` or `d`
+/// (`90m`, `2h`, `1d`); a bare number is seconds.
+pub fn parse_age(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("--older-than `{s}` is not a number with a unit (s, m, h, d)"))?;
+    let mult = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        _ => {
+            return Err(format!(
+                "--older-than `{s}`: unknown unit `{unit}` (use s, m, h or d)"
+            ))
+        }
+    };
+    n.checked_mul(mult)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("--older-than `{s}` is too large"))
+}
+
+/// How long ago the sandbox's `relayflows/started-at` label says it started.
+fn age(l: &labels::Labels) -> Option<Duration> {
+    let at = l.get(labels::STARTED_AT)?;
+    let t = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok()?;
+    let secs = (time::OffsetDateTime::now_utc() - t).whole_seconds();
+    u64::try_from(secs).ok().map(Duration::from_secs)
+}
+
+/// What to do about a sandbox whose owner cannot be judged from here (it
+/// ran on another host, or left no usable owner labels): keep it, unless
+/// `--older-than` was given and its start label is older than that.
+fn judge_unknown(
+    why: String,
+    l: &labels::Labels,
+    older_than: Option<Duration>,
+) -> Result<String, String> {
+    match (older_than, age(l)) {
+        (None, _) => Err(format!("{why}; not destroyed without --older-than")),
+        (Some(limit), Some(a)) if a > limit => Ok(format!(
+            "{why}, but it started {}s ago, longer than --older-than {}s",
+            a.as_secs(),
+            limit.as_secs()
+        )),
+        (Some(limit), Some(a)) => Err(format!(
+            "{why}; it started {}s ago, not longer than --older-than {}s",
+            a.as_secs(),
+            limit.as_secs()
+        )),
+        (Some(_), None) => Err(format!(
+            "{why}; it has no readable started-at label, so its age is unknown"
+        )),
+    }
+}
+
+/// [`collect`], destroying sandboxes of owners that cannot be judged when
+/// they are older than `older_than`.
+pub async fn collect_older_than(
+    p: &dyn Provider,
+    dry_run: bool,
+    older_than: Option<Duration>,
+) -> Result<Vec<GcEntry>, String> {
     let list = p
         .list(&labels::rfs_selector())
         .await
         .map_err(|e| format!("listing sandboxes on {}: {e}", p.name()))?;
     let mut out = vec![];
     for s in list {
-        let action = match owner_liveness(&s.labels) {
+        let liveness = match owner_liveness(&s.labels) {
+            Liveness::Unknown(why) => match judge_unknown(why, &s.labels, older_than) {
+                Ok(gone) => Liveness::Gone(gone),
+                Err(kept) => Liveness::Unknown(kept),
+            },
+            l => l,
+        };
+        let action = match liveness {
             Liveness::Alive => GcAction::KeptAlive,
             Liveness::Unknown(why) => GcAction::KeptUnknown(why),
             Liveness::Gone(why) if dry_run => GcAction::WouldDestroy(why),
@@ -61,4 +136,40 @@ pub async fn collect(p: &dyn Provider, dry_run: bool) -> Result<Vec<GcEntry>, St
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod older_than_tests {
+    use super::*;
+
+    #[test]
+    fn ages_parse_with_units() {
+        assert_eq!(parse_age("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_age("2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(parse_age("1d").unwrap(), Duration::from_secs(86400));
+        assert!(parse_age("h").is_err());
+        assert!(parse_age("5w").unwrap_err().contains("unknown unit"));
+    }
+
+    #[test]
+    fn another_hosts_sandbox_is_kept_unless_older_than_asked() {
+        let mut l = labels::Labels::new();
+        l.insert(labels::STARTED_AT.into(), "2020-01-01T00:00:00.000Z".into());
+        let kept = judge_unknown("owned by host h2".into(), &l, None).unwrap_err();
+        assert!(
+            kept.contains("not destroyed without --older-than"),
+            "{kept}"
+        );
+        let gone =
+            judge_unknown("owned by host h2".into(), &l, Some(Duration::from_secs(60))).unwrap();
+        assert!(gone.contains("longer than --older-than 60s"), "{gone}");
+        l.insert(labels::STARTED_AT.into(), crate::journal::now_rfc3339());
+        let young = judge_unknown(
+            "owned by host h2".into(),
+            &l,
+            Some(Duration::from_secs(3600)),
+        )
+        .unwrap_err();
+        assert!(young.contains("not longer than"), "{young}");
+    }
 }

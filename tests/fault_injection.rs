@@ -248,7 +248,7 @@ fn run_with_fault(rfs: &Rfs, fault: Fault) -> (RunOut, std::path::PathBuf) {
         name: rfs.prov.name().into(),
         reason: select::ChoiceReason::Flag,
     };
-    let inner = select::build(&choice, rfs.state.path(), Some(DOCKER_TEST_IMAGE.into())).unwrap();
+    let inner = rfs.provider();
     let settings = rfs::settings::RunSettings {
         script,
         provider: choice,

@@ -101,6 +101,8 @@ impl Repo {
 pub enum Prov {
     Local,
     Docker,
+    /// Against a fresh `rfs-daytona-sim` server per test.
+    Daytona,
 }
 
 impl Prov {
@@ -108,6 +110,7 @@ impl Prov {
         match self {
             Prov::Local => "local",
             Prov::Docker => "docker",
+            Prov::Daytona => "daytona",
         }
     }
 }
@@ -175,6 +178,10 @@ pub fn ensure_docker_image() {
 pub struct Rfs {
     pub state: TempDir,
     pub prov: Prov,
+    /// The Daytona-API server of a daytona test.
+    pub sim: Option<rfs_daytona_sim::Sim>,
+    /// Console output of every run (checked for the API key).
+    consoles: std::sync::Mutex<Vec<String>>,
 }
 
 /// The outcome of one `rfs run`.
@@ -249,12 +256,71 @@ impl Rfs {
         if prov == Prov::Docker {
             ensure_docker_image();
         }
+        let sim = (prov == Prov::Daytona).then(|| {
+            rfs_daytona_sim::Sim::start(rfs_daytona_sim::SimOptions::default())
+                .expect("the Daytona-API test server starts")
+        });
+        Rfs::with_sim(prov, sim)
+    }
+
+    fn with_sim(prov: Prov, sim: Option<rfs_daytona_sim::Sim>) -> Rfs {
         Rfs {
             state: tempfile::Builder::new()
                 .prefix("rfs-state-")
                 .tempdir()
                 .unwrap(),
             prov,
+            sim,
+            consoles: Default::default(),
+        }
+    }
+
+    /// A daytona environment on a server started with `opts`; `None` (and
+    /// one line on stderr) when this machine cannot run the server.
+    pub fn daytona_with(opts: rfs_daytona_sim::SimOptions) -> Option<Rfs> {
+        match rfs_daytona_sim::Sim::start(opts) {
+            Ok(sim) => Some(Rfs::with_sim(Prov::Daytona, Some(sim))),
+            Err(e) => {
+                eprintln!(
+                    "skipping daytona test: the Daytona-API test server cannot run here: {e}"
+                );
+                None
+            }
+        }
+    }
+
+    /// A daytona environment with the server's defaults (see [`Rfs::daytona_with`]).
+    pub fn daytona() -> Option<Rfs> {
+        Rfs::daytona_with(rfs_daytona_sim::SimOptions::default())
+    }
+
+    /// The server of a daytona environment.
+    pub fn sim(&self) -> &rfs_daytona_sim::Sim {
+        self.sim.as_ref().expect("a daytona environment")
+    }
+
+    /// This environment's provider, built in-process.
+    pub fn provider(&self) -> std::sync::Arc<dyn rfs::provider::Provider> {
+        use rfs::provider::daytona::config::{Config, Credential, Secret};
+        use rfs::provider::select;
+        match &self.sim {
+            Some(sim) => std::sync::Arc::new(
+                rfs::provider::daytona::DaytonaProvider::new(Config {
+                    credential: Credential::ApiKey(Secret::new(sim.api_key())),
+                    api_url: sim.api_url(),
+                    target: None,
+                    default_snapshot: None,
+                    create_timeout: rfs::provider::daytona::config::CREATE_TIMEOUT,
+                })
+                .unwrap(),
+            ),
+            None => {
+                let choice = select::ProviderChoice {
+                    name: self.prov.name().into(),
+                    reason: select::ChoiceReason::Flag,
+                };
+                select::build(&choice, self.state.path(), Some(DOCKER_TEST_IMAGE.into())).unwrap()
+            }
         }
     }
 
@@ -266,6 +332,21 @@ impl Rfs {
             .env("RELAYFLOWS_SANDBOX_PROVIDER", self.prov.name())
             .env("RFS_DOCKER_IMAGE", DOCKER_TEST_IMAGE)
             .env_remove("RUST_BACKTRACE");
+        for k in [
+            "DAYTONA_API_KEY",
+            "DAYTONA_API_URL",
+            "DAYTONA_JWT_TOKEN",
+            "DAYTONA_ORGANIZATION_ID",
+            "DAYTONA_TARGET",
+            "RELAYFLOWS_SANDBOX_SNAPSHOT",
+        ] {
+            c.env_remove(k);
+        }
+        if let Some(sim) = &self.sim {
+            c.env_remove("RFS_DOCKER_IMAGE")
+                .env("DAYTONA_API_URL", sim.api_url())
+                .env("DAYTONA_API_KEY", sim.api_key());
+        }
         c
     }
 
@@ -285,7 +366,15 @@ impl Rfs {
             .args(args)
             .output()
             .expect("rfs runs");
-        finish(out, out_dir)
+        let out = finish(out, out_dir);
+        self.console(&out.stdout);
+        self.console(&out.stderr);
+        out
+    }
+
+    /// Remember console output (checked for the API key at the end).
+    pub fn console(&self, text: &str) {
+        self.consoles.lock().unwrap().push(text.to_owned());
     }
 
     /// Start `rfs run` of `script` from `cwd` in the background (stdout and
@@ -318,6 +407,15 @@ impl Rfs {
     /// Sandboxes rfs created that still exist, per the provider's inventory.
     pub fn leftovers(&self) -> Vec<String> {
         use rfs::provider::{labels, select};
+        if let Some(sim) = &self.sim {
+            // The server's truth, not the (lagging) list.
+            return sim
+                .inventory()
+                .into_iter()
+                .filter(|s| s.labels.get(labels::CREATED_BY).map(String::as_str) == Some("rfs"))
+                .map(|s| format!("{} ({})", s.id, s.state))
+                .collect();
+        }
         let choice = select::ProviderChoice {
             name: self.prov.name().into(),
             reason: select::ChoiceReason::Flag,
@@ -365,6 +463,39 @@ impl Rfs {
     pub fn assert_no_leftovers(&self) {
         let left = self.leftovers();
         assert!(left.is_empty(), "sandboxes left behind: {left:?}");
+        self.assert_key_not_leaked();
+    }
+
+    /// The Daytona API key is in no file rfs wrote (state dir: run output,
+    /// journals, logs) and in no console output of a run.
+    #[track_caller]
+    pub fn assert_key_not_leaked(&self) {
+        let Some(sim) = &self.sim else { return };
+        let key = sim.api_key();
+        for text in self.consoles.lock().unwrap().iter() {
+            assert!(
+                !text.contains(&key),
+                "the API key appeared on the console:\n{text}"
+            );
+        }
+        let mut stack = vec![self.state.path().to_path_buf()];
+        while let Some(d) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if let Ok(bytes) = std::fs::read(&p) {
+                    assert!(
+                        !bytes.windows(key.len()).any(|w| w == key.as_bytes()),
+                        "the API key appeared in {}",
+                        p.display()
+                    );
+                }
+            }
+        }
     }
 }
 

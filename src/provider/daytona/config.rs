@@ -70,7 +70,13 @@ pub struct Config {
     /// Snapshot used when the script names none; the server's default when
     /// `None`.
     pub default_snapshot: Option<String>,
+    /// Timeout of the create call (the API itself waits up to 30 s for
+    /// `started`); after it, rfs looks the sandbox up instead of resending.
+    pub create_timeout: std::time::Duration,
 }
+
+/// Default of [`Config::create_timeout`].
+pub const CREATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(75);
 
 impl Config {
     /// Read the configuration from the environment; `snapshot_flag`
@@ -125,6 +131,7 @@ impl Config {
             api_url,
             target: get(TARGET_ENV),
             default_snapshot,
+            create_timeout: CREATE_TIMEOUT,
         })
     }
 

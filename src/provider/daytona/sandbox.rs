@@ -3,7 +3,6 @@
 //! list (both shapes, paged), delete (once; 404 and our own 409 mean
 //! accepted) and the provider's own verified destroy for failed creates.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use reqwest::Method;
@@ -20,8 +19,6 @@ use crate::provider::{labels, CreateSpec, Labels, ProviderError, ProviderResult}
 pub const AUTO_STOP_MINUTES: u32 = 15;
 /// Minutes after stopping before it is deleted: at once.
 pub const AUTO_DELETE_MINUTES: u32 = 0;
-/// The create call: the API itself waits up to 30 s for `started`.
-const CREATE_TIMEOUT: Duration = Duration::from_secs(75);
 /// Bound on the wait for state `started` after create.
 pub const START_WAIT: Duration = Duration::from_secs(180);
 /// Bound on the provider's own verification of a destroy.
@@ -232,7 +229,7 @@ impl Api {
         }
         let call = Call::new("create sandbox", None, Method::POST, self.api("/sandbox"))
             .retry(Retry::Never)
-            .timeout(CREATE_TIMEOUT);
+            .timeout(self.http.config().create_timeout);
         let created = match self.http.json::<SandboxDto>(&call, |r| r.json(&body)).await {
             Ok(dto) => dto,
             Err(e) if e.ambiguous() => match self.find_created(&name, spec).await {
@@ -348,9 +345,7 @@ impl Api {
                 Ok(_) => return Ok(()),
                 Err(e) if e.status() == Some(404) => return Ok(()),
                 Err(e) if e.status() == Some(409) && e.attempts > 1 => return Ok(()),
-                Err(e)
-                    if matches!(e.status(), Some(409) | Some(400)) && Instant::now() < deadline =>
-                {
+                Err(e) if invalid_state(&e) && Instant::now() < deadline => {
                     match self.get_dto(id).await? {
                         None => return Ok(()),
                         Some(d) if d.desired_state.as_deref() == Some("destroyed") => return Ok(()),
@@ -435,6 +430,13 @@ impl Api {
     }
 }
 
+/// A refusal because the sandbox is mid-transition (starting, stopping):
+/// 409 "state change in progress" or 400 "not in a valid state".
+fn invalid_state(e: &HttpError) -> bool {
+    let m = e.message().unwrap_or_default().to_ascii_lowercase();
+    e.status() == Some(409) || (e.status() == Some(400) && m.contains("state"))
+}
+
 /// Map a definite create failure; an unknown snapshot is named.
 fn create_refusal(e: HttpError, snapshot: Option<&str>) -> ProviderError {
     let msg = e.message().unwrap_or_default().to_ascii_lowercase();
@@ -462,11 +464,6 @@ pub fn enc(s: &str) -> String {
         }
     }
     out
-}
-
-/// Labels of a DTO as the map the trait uses.
-pub fn label_map(d: &SandboxDto) -> BTreeMap<String, String> {
-    d.labels()
 }
 
 #[cfg(test)]
