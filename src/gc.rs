@@ -31,11 +31,6 @@ pub enum GcAction {
     Failed(String),
 }
 
-/// Collect garbage on one provider.
-pub async fn collect(p: &dyn Provider, dry_run: bool) -> Result<Vec<GcEntry>, String> {
-    collect_older_than(p, dry_run, None).await
-}
-
 /// Parse an `--older-than` age: a number with a unit `s`, `m`, `h` or `d`
 /// (`90m`, `2h`, `1d`); a bare number is seconds.
 pub fn parse_age(s: &str) -> Result<Duration, String> {

@@ -36,3 +36,7 @@ pub(crate) mod source;
 pub mod terminal;
 pub(crate) mod validate;
 pub mod verify;
+
+/// Verified teardown (destroy, then poll get-by-id and the inventory until
+/// both say gone), for embedders and tests that provision sandboxes directly.
+pub use runtime::teardown::{destroy_verified, GoneProof, NotGone};

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use rfs::destroy_verified;
 use rfs::provider::daytona::config::{Config, Credential, Secret, CREATE_TIMEOUT};
 use rfs::provider::daytona::DaytonaProvider;
 use rfs::provider::{labels, CreateSpec, Labels, Provider};
-use rfs::runtime::teardown::destroy_verified;
 use rfs_daytona_sim::{ListShape, Sim, SimOptions};
 
 fn rt() -> tokio::runtime::Runtime {
