@@ -36,7 +36,9 @@ pub fn check_all(
         .collect()
 }
 
-/// local: the state directory exists or can be created, and is writable.
+/// local: the state directory exists or can be created, and is writable;
+/// the isolation a run would get (`RFS_LOCAL_ISOLATION`), or why that mode
+/// would refuse to run.
 pub fn local(state_dir: &Path) -> Health {
     let probe = || -> std::io::Result<()> {
         std::fs::create_dir_all(state_dir)?;
@@ -58,6 +60,10 @@ pub fn local(state_dir: &Path) -> Health {
                 state_dir.display()
             ),
         ),
+    };
+    let (usable, detail) = match crate::provider::local_isolation::doctor_line(None) {
+        Ok(iso) => (usable, format!("{detail}; {iso}")),
+        Err(why) => (false, format!("{detail}; {why}")),
     };
     Health {
         provider: "local".into(),
