@@ -422,3 +422,32 @@ async fn sigterm_ends_the_repl_session_with_verified_cleanup() {
         assert!(!process_running("sleep 300"), "the step's process is gone");
     }
 }
+
+/// Bug: REPL inputs skipped the static checks `rfs check` and `rfs run`
+/// make, so a misspelt option key ran a step with the option ignored.
+/// Now each input is checked, knowing the session's earlier functions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repl_inputs_get_the_static_checks_of_rfs_check() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let r = start(&rfs, &repo, &[]).await;
+    r.send("fn twice(x) { x * 2 }\r");
+    r.idle().await;
+    r.send("step(\"typo\", \"touch ran\", #{ timout: 5 });\r");
+    r.expect("unknown option `timout`").await;
+    let screen = r.expect("did you mean `timeout`").await;
+    // The span points at the key (it used to point past the input's end).
+    assert!(screen.contains("[<repl>:1:30]"), "{screen}");
+    assert!(screen.contains("╰── here"), "{screen}");
+    r.send("stpe(\"x\", \"true\");\r");
+    r.expect("did you mean `step`").await;
+    r.send("twice(1, 2)\r");
+    r.expect("`twice` takes 1 argument, not 2").await;
+    // The session's own function is known: this runs.
+    r.send("print(`t=${twice(21)}`)\r");
+    r.expect("t=42").await;
+    assert_eq!(r.quit().await, Some(0));
+    let kinds = r.journal_kinds();
+    assert!(!kinds.contains(&"step.start".to_string()), "{kinds:?}");
+    no_leftovers(&rfs);
+}

@@ -92,6 +92,7 @@ pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Er
         imports: String::new(),
         transcript: Default::default(),
         cwd: settings.invocation_dir.clone(),
+        known: script::lint::Known::new(&engine),
     };
     let helper = complete::Helper::new(&engine);
     session.helper_scope = helper.scope.clone();
@@ -255,6 +256,8 @@ struct Session {
     transcript: transcript::Transcript,
     helper_scope: Arc<std::sync::Mutex<complete::ScopeView>>,
     cwd: std::path::PathBuf,
+    /// What functions exist, for the static checks of each input.
+    known: script::lint::Known,
 }
 
 impl Session {
@@ -295,6 +298,13 @@ impl Session {
                 return;
             }
         };
+        // The static checks of `rfs check`, with the session so far as
+        // what this input follows.
+        let problems = script::lint::lint_after(&self.known, &self.transcript.body(), input);
+        if !problems.is_empty() {
+            eprintln!("{:?}", miette::Report::new(src.lint_error(&problems)));
+            return;
+        }
         let imports = match engine.compile(&self.imports) {
             Ok(a) => a,
             Err(_) => AST::empty(),
