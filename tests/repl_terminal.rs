@@ -346,7 +346,6 @@ async fn ctrl_d_destroys_the_sandbox_and_verifies_it_gone_and_keep_keeps_it() {
 }
 
 /// The pid of the `rfs repl` writing to `out_dir` (unique in its argv).
-
 fn repl_pid(out_dir: &std::path::Path) -> i32 {
     let o = std::process::Command::new("pgrep")
         .args(["-f", "--", &format!("repl --out {}", out_dir.display())])
