@@ -892,7 +892,10 @@ fn enter_child(fds: &[RawFd], cwd: &CString) -> io::Result<()> {
 unsafe fn drop_capabilities() {
     libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     for cap in 0..64 {
-        libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+        // EINVAL: past the kernel's last capability.
+        if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno() == libc::EINVAL {
+            break;
+        }
     }
     #[repr(C)]
     struct Header {
