@@ -4,6 +4,7 @@ mod execute;
 mod files;
 mod pty;
 mod session;
+mod session_log;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,8 +1,8 @@
 //! `/process/session`: a persistent shell per session; each command runs
-//! in it (so `cd` and variables persist), with stdout and stderr labelled
-//! line by line into one log (`\x01\x01\x01` / `\x02\x02\x02` markers) and
-//! its exit code written to a file once the log is complete — the same
-//! observable protocol as the toolbox daemon.
+//! in it (so `cd` and variables persist), with stdout and stderr chunks
+//! labelled into one log (`\x01\x01\x01` / `\x02\x02\x02` markers, see
+//! `session_log`) and its exit code published once the log is complete —
+//! the same observable protocol as the toolbox daemon.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -24,8 +24,7 @@ use crate::errors;
 use crate::isolation::{base_env, chown, kill_session, SandboxBox, HOME, SHELL};
 use crate::state::AppState;
 
-const OUT: &[u8] = b"\x01\x01\x01";
-const ERR: &[u8] = b"\x02\x02\x02";
+use super::session_log::{Capture, ERR, OUT};
 
 pub(crate) struct Session {
     child: Child,
@@ -40,6 +39,7 @@ struct CommandRec {
     id: String,
     command: String,
     exit_code: Option<i32>,
+    capture: Capture,
 }
 
 impl Session {
@@ -49,6 +49,9 @@ impl Session {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        for c in self.commands.iter().filter(|c| c.exit_code.is_none()) {
+            c.capture.abandon();
+        }
     }
 }
 
@@ -293,6 +296,9 @@ struct ExecRequest {
     r#async: bool,
 }
 
+/// What the session shell runs for one command (the daemon's wrapper,
+/// except that the server, not a `while read` loop, reads the output
+/// FIFOs: see `session_log`).
 fn wrapper(dir: &str, is_async: bool) -> String {
     let holder = if is_async {
         r#"sleep 2147483647 > "$_sim_i" &"#
@@ -302,17 +308,14 @@ fn wrapper(dir: &str, is_async: bool) -> String {
     format!(
         r#"{{
 _sim_d='{dir}'
-_sim_o="$_sim_d/stdout.pipe"; _sim_e="$_sim_d/stderr.pipe"; _sim_i="$_sim_d/input.pipe"
-rm -f "$_sim_o" "$_sim_e" "$_sim_i"; mkfifo "$_sim_o" "$_sim_e" "$_sim_i"
-( while IFS= read -r _sim_l || [ -n "$_sim_l" ]; do printf '\001\001\001%s\n' "$_sim_l"; done < "$_sim_o" ) >> "$_sim_d/output.log" & _sim_r1=$!
-( while IFS= read -r _sim_l || [ -n "$_sim_l" ]; do printf '\002\002\002%s\n' "$_sim_l"; done < "$_sim_e" ) >> "$_sim_d/output.log" & _sim_r2=$!
+_sim_i="$_sim_d/input.pipe"
+rm -f "$_sim_i"; mkfifo "$_sim_i"
 {holder} _sim_h=$!
-{{ . "$_sim_d/cmd.sh"; }} < "$_sim_i" > "$_sim_o" 2> "$_sim_e"
+{{ . "$_sim_d/cmd.sh"; }} < "$_sim_i" > "$_sim_d/stdout.pipe" 2> "$_sim_d/stderr.pipe"
 _sim_c=$?
 kill "$_sim_h" 2>/dev/null; wait "$_sim_h" 2>/dev/null
-wait "$_sim_r1" "$_sim_r2"
-rm -f "$_sim_o" "$_sim_e" "$_sim_i"
-echo "$_sim_c" >> "$_sim_d/exit_code"
+rm -f "$_sim_i"
+echo "$_sim_c" > "$_sim_d/exit.tmp"
 }}
 "#
     )
@@ -379,22 +382,35 @@ pub(crate) async fn exec(
                     .write_all(content)?;
                 chown(&host)?;
             }
-            s.stdin.write_all(wrapper(&dir, is_async).as_bytes())?;
-            s.stdin.flush()
+            let capture = Capture::new(&sandbox.host_path(&dir));
+            capture.start()?;
+            let sent = s
+                .stdin
+                .write_all(wrapper(&dir, is_async).as_bytes())
+                .and_then(|_| s.stdin.flush());
+            if let Err(e) = sent {
+                capture.abandon();
+                return Err(e);
+            }
+            Ok(capture)
         });
-        if let Err(e) = prepared {
-            return errors::toolbox(
-                400,
-                "BAD_REQUEST",
-                method.as_str(),
-                uri.path(),
-                format!("bad request: failed to write command: {e}"),
-            );
-        }
+        let capture = match prepared {
+            Ok(c) => c,
+            Err(e) => {
+                return errors::toolbox(
+                    400,
+                    "BAD_REQUEST",
+                    method.as_str(),
+                    uri.path(),
+                    format!("bad request: failed to write command: {e}"),
+                )
+            }
+        };
         s.commands.push(CommandRec {
             id: cmd_id.clone(),
             command: req.command.clone(),
             exit_code: None,
+            capture,
         });
         dir
     };
