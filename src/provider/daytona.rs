@@ -181,6 +181,30 @@ impl Provider for DaytonaProvider {
         false
     }
 
+    /// `network: false` is Daytona's `networkBlockAll`; isolation modes
+    /// other than the default are refused (a sandbox is always Daytona's).
+    fn isolation(
+        &self,
+        req: &super::isolation::IsolationRequest,
+    ) -> Result<super::isolation::IsolationInForce, String> {
+        use super::isolation::{IsolationInForce, IsolationMode};
+        if req.mode != IsolationMode::Auto {
+            return Err(format!(
+                "provider `daytona` cannot honour isolation `{}` (requested by {}): its sandboxes are always Daytona's",
+                req.mode, req.source
+            ));
+        }
+        Ok(IsolationInForce {
+            mode: "provider".into(),
+            reason: if req.network {
+                "a Daytona sandbox".into()
+            } else {
+                "a Daytona sandbox created with networkBlockAll".into()
+            },
+            network: req.network,
+        })
+    }
+
     async fn preflight(&self) -> ProviderResult<()> {
         self.api.ping().await.map_err(|e| self.redact(e))
     }
@@ -188,6 +212,16 @@ impl Provider for DaytonaProvider {
     async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
         let res = async {
             let dto = self.api.create_started(spec).await?;
+            if !spec.isolation.network && dto.network_block_all != Some(true) {
+                let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
+                    Ok(()) => "it was destroyed (verified gone)".to_owned(),
+                    Err(d) => format!("destroying it could not be verified: {d}"),
+                };
+                return Err(ProviderError::other(format!(
+                    "sandbox {} was created without networkBlockAll although `network: false` asked for it (the server ignored the field); {cleanup}",
+                    dto.id
+                )));
+            }
             let home = match self.api.home_dir(&dto.id).await {
                 Ok(h) => h,
                 Err(e) => {

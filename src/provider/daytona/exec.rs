@@ -28,6 +28,9 @@ const KILL_GRACE: Duration = Duration::from_secs(10);
 const POLL_MIN: Duration = Duration::from_millis(20);
 const POLL_MAX: Duration = Duration::from_millis(500);
 
+/// Said (on the step's stderr) when the command removed the toolbox's log.
+const LOG_LOST_NOTE: &str = "rfs: the command removed the Daytona toolbox's session log (under $HOME/.daytona); its further output is lost, its exit status is read from /tmp\n";
+
 /// Marker bytes the toolbox puts before stdout / stderr chunks in raw logs.
 const STDOUT_MARK: &[u8] = b"\x01\x01\x01";
 const STDERR_MARK: &[u8] = b"\x02\x02\x02";
@@ -209,8 +212,15 @@ impl Api {
             .await
     }
 
-    /// Current output of a session command.
-    async fn logs(&self, base: &str, id: &str, sid: &str, cmd: &str) -> ProviderResult<Logs> {
+    /// Current output of a session command; `None` when the toolbox no
+    /// longer has its log (the command removed `$HOME/.daytona`).
+    async fn logs(
+        &self,
+        base: &str,
+        id: &str,
+        sid: &str,
+        cmd: &str,
+    ) -> ProviderResult<Option<Logs>> {
         let call = Call::new(
             "read command output",
             Some(id),
@@ -221,13 +231,34 @@ impl Api {
                 enc(cmd)
             ),
         );
-        let resp = self.http.send(&call, |r| r).await?;
+        let resp = match self.http.send(&call, |r| r).await {
+            Ok(r) => r,
+            Err(e) if e.status() == Some(404) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
         let body = resp.bytes().await.map_err(|e| {
             ProviderError::other(format!(
                 "daytona: read command output (sandbox {id}) failed: {e}"
             ))
         })?;
-        Ok(parse_logs(&body))
+        Ok(Some(parse_logs(&body)))
+    }
+
+    /// The exit status the wrapper recorded in `/tmp` (see
+    /// [`wrapper::exit_status_line`]), once it has one.
+    async fn recorded_exit(&self, id: &str, token: &str) -> ProviderResult<Option<i32>> {
+        let r = self
+            .execute(
+                id,
+                "read a command's recorded exit status",
+                &wrapper::exit_status_line(token),
+                Duration::from_secs(30),
+            )
+            .await?;
+        Ok(match r.exit_code {
+            Some(0) => r.result.as_deref().and_then(|s| s.trim().parse().ok()),
+            _ => None,
+        })
     }
 
     /// A session command's exit code, once it has one.
@@ -349,7 +380,11 @@ impl Api {
         let mut grace: Option<Instant> = None;
         let mut killed = false;
         let mut pause = POLL_MIN;
-        let (mut exit, mut logs);
+        let mut exit: Option<i32>;
+        let mut logs = Logs::default();
+        // Set once the toolbox lost the command's log (its session
+        // directory under $HOME was removed by the command itself).
+        let mut log_lost = false;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(pause) => {}
@@ -360,8 +395,20 @@ impl Api {
                 killed = self.kill_group(id, token).await?;
                 grace = Some(Instant::now() + KILL_GRACE);
             }
-            exit = self.status(base, id, sid, &cmd).await?;
-            logs = self.logs(base, id, sid, &cmd).await?;
+            if log_lost {
+                exit = self.recorded_exit(id, token).await?;
+            } else {
+                exit = self.status(base, id, sid, &cmd).await?;
+                match self.logs(base, id, sid, &cmd).await? {
+                    Some(l) => logs = l,
+                    None => {
+                        log_lost = true;
+                        relay.flush(&logs, sink);
+                        sink.stderr(LOG_LOST_NOTE.as_bytes());
+                        continue;
+                    }
+                }
+            }
             if exit.is_some() {
                 break;
             }

@@ -6,7 +6,10 @@
 //! exports the environment and runs the command in its own process group
 //! (under `setsid`), recorded in `/tmp/.rfs-exec-TOKEN.pgid` so that a
 //! timeout or Ctrl-C kills the whole group (with the same kill script the
-//! Docker provider uses).
+//! Docker provider uses). Its exit status also goes to
+//! `/tmp/.rfs-exec-TOKEN.exit`: the toolbox keeps a session's log and exit
+//! code under `$HOME/.daytona`, which a command may remove (`rm -rf
+//! "$HOME"`); rfs then reads the status from there instead.
 
 /// Non-PTY wrapper. Arguments: TOKEN CWD K=V... -- argv...
 const EXEC_SCRIPT: &str = r#"t=$1; d=$2; shift 2
@@ -20,6 +23,7 @@ setsid sh -c '{ echo $$ > "$0"; } 2>/dev/null || { echo "$1:nopgid" >&2; exit 12
 wait $!
 r=$?
 rm -f "$f"
+{ echo "$r" > "$f.exit.new" && mv -f "$f.exit.new" "/tmp/.rfs-exec-$t.exit"; } 2>/dev/null
 exit $r
 "#;
 
@@ -108,6 +112,13 @@ pub fn pty_ready(token: &str) -> String {
 /// The PTY marker for a missing cwd.
 pub fn pty_nocwd(token: &str) -> String {
     format!("rfs-{token}-nocwd")
+}
+
+/// The command line printing (and removing) the exit status the wrapper
+/// recorded for `token`; fails while there is none.
+pub fn exit_status_line(token: &str) -> String {
+    let f = quote(&format!("/tmp/.rfs-exec-{token}.exit"));
+    format!("cat {f} && rm -f {f}")
 }
 
 /// The command line that kills the group recorded for `token`.

@@ -75,6 +75,8 @@ struct CreateSandbox {
     auto_archive_interval: Option<i64>,
     auto_delete_interval: Option<i64>,
     build_info: Option<Value>,
+    #[serde(default)]
+    network_block_all: bool,
 }
 
 fn find<'a>(list: &'a mut [Record], id_or_name: &str, now: Instant) -> Option<&'a mut Record> {
@@ -160,8 +162,9 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
     }
     let base = st.base_dir.clone();
     let box_id = id.clone();
+    let blocked = req.network_block_all;
     let built = tokio::task::spawn_blocking(move || {
-        let b = SandboxBox::create(&base, &box_id)?;
+        let b = SandboxBox::create(&base, &box_id, blocked)?;
         b.start()?;
         Ok::<_, std::io::Error>(b)
     })
@@ -185,6 +188,7 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
         auto_stop: req.auto_stop_interval.unwrap_or(15),
         auto_archive: req.auto_archive_interval.unwrap_or(10080),
         auto_delete: req.auto_delete_interval.unwrap_or(-1),
+        network_block_all: req.network_block_all,
         created_at: now_s.clone(),
         updated_at: now_s.clone(),
         last_activity_at: now_s,

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use axum::extract::{Path, State};
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -157,8 +157,16 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         )
         .route("/toolbox/{id}/files/info", get(files::info))
         .route("/toolbox/{id}/files/folder", post(files::folder))
-        .route("/toolbox/{id}/files/upload", post(files::upload))
-        .route("/toolbox/{id}/files/bulk-upload", post(files::bulk_upload))
+        // The daemon (gin) puts no size limit on uploads (large parts
+        // spill to disk); axum's default 2 MB limit would refuse them.
+        .route(
+            "/toolbox/{id}/files/upload",
+            post(files::upload).layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            "/toolbox/{id}/files/bulk-upload",
+            post(files::bulk_upload).layer(DefaultBodyLimit::disable()),
+        )
         .route("/toolbox/{id}/files/download", get(files::download))
 }
 
