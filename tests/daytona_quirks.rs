@@ -423,3 +423,75 @@ fn an_abandoned_sandbox_stops_and_deletes_itself() {
     }
     assert_clean(&sim, &[]);
 }
+
+/// A step whose stdout and stderr interleave over ~1 s; the script itself
+/// checks that each stream arrived whole and apart.
+const TALKING_STEP: &str = r#"
+let r = step("talk", "for i in 1 2 3; do echo out$i; echo err$i >&2; sleep 0.3; done");
+if r.stdout != "out1\nout2\nout3\n" { throw "stdout was: " + r.stdout; }
+if r.stderr != "err1\nerr2\nerr3\n" { throw "stderr was: " + r.stderr; }
+"#;
+
+/// Per session command (in order of first request): the queries of its
+/// log requests and the number of its status reads.
+fn per_command(sim: &Sim) -> Vec<(Vec<String>, usize)> {
+    let mut cmds: Vec<(String, Vec<String>, usize)> = vec![];
+    for r in sim.requests() {
+        let (cmd_path, is_logs) = match r.path.strip_suffix("/logs") {
+            Some(p) => (p.to_owned(), true),
+            None => (r.path.clone(), false),
+        };
+        if !r
+            .route
+            .starts_with("/toolbox/{}/process/session/{}/command/{}")
+        {
+            continue;
+        }
+        let i = match cmds.iter().position(|c| c.0 == cmd_path) {
+            Some(i) => i,
+            None => {
+                cmds.push((cmd_path, vec![], 0));
+                cmds.len() - 1
+            }
+        };
+        if is_logs {
+            cmds[i].1.push(r.query);
+        } else {
+            cmds[i].2 += 1;
+        }
+    }
+    cmds.into_iter().map(|(_, q, n)| (q, n)).collect()
+}
+
+#[test]
+fn step_output_is_followed_once_not_refetched_every_poll() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    let out = rfs.run(repo.path(), TALKING_STEP);
+    out.assert_code(0);
+    let cmds = per_command(rfs.sim());
+    assert!(!cmds.is_empty());
+    for (logs, status_reads) in &cmds {
+        // One follow stream per command; its exit code read once, at the end.
+        assert_eq!(logs, &["follow=true"], "{cmds:?}");
+        assert_eq!(*status_reads, 1, "{cmds:?}");
+    }
+    rfs.finish();
+}
+
+#[test]
+fn a_server_that_cannot_follow_is_polled_with_streams_still_apart() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    rfs.sim().faults().refuse_log_follow();
+    let repo = Repo::new();
+    let out = rfs.run(repo.path(), TALKING_STEP);
+    out.assert_code(0);
+    let cmds = per_command(rfs.sim());
+    for (logs, _) in &cmds {
+        assert_eq!(logs[0], "follow=true", "{cmds:?}");
+        assert!(logs[1..].iter().all(|q| q.is_empty()), "{cmds:?}");
+    }
+    // The talking step (about 1 s) was polled several times.
+    assert!(cmds.iter().any(|(logs, _)| logs.len() > 3), "{cmds:?}");
+    rfs.finish();
+}

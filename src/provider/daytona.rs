@@ -22,11 +22,13 @@
 
 pub mod config;
 mod exec;
+mod follow;
 pub mod http;
 mod pty;
 pub mod sandbox;
 mod toolbox;
 mod wrapper;
+mod ws;
 
 use std::collections::HashMap;
 use std::path::Path;

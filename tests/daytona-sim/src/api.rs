@@ -39,6 +39,26 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
             "/api/sandbox/{id}/toolbox-proxy-url",
             get(toolbox_proxy_url),
         )
+        .route("/__sim/requests", get(sim_requests))
+}
+
+/// Test-only (not Daytona's): every request so far, for benchmarks that
+/// drive the server from outside the process (`scripts/bench-daytona.sh`).
+async fn sim_requests(State(st): St) -> Json<Value> {
+    let list = st.requests.lock().unwrap();
+    Json(Value::Array(
+        list.iter()
+            .map(|r| {
+                json!({
+                    "method": r.method,
+                    "route": r.route,
+                    "query": r.query,
+                    "status": r.status,
+                    "at_ms": r.at.as_millis() as u64,
+                })
+            })
+            .collect(),
+    ))
 }
 
 async fn config(State(st): St) -> Json<Value> {

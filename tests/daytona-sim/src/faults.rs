@@ -39,6 +39,7 @@ struct Inner {
     slow: Vec<SlowRule>,
     corrupt_uploads: u32,
     create_late: Option<Duration>,
+    refuse_follow: bool,
 }
 
 /// Thread-safe fault knobs of a running [`crate::Sim`].
@@ -109,6 +110,17 @@ impl Faults {
     /// The next `POST /sandbox` creates the sandbox at once but answers only after `delay`.
     pub fn create_succeeds_late(&self, delay: Duration) {
         self.inner.lock().unwrap().create_late = Some(delay);
+    }
+
+    /// Session log requests asking to follow (WebSocket upgrade) are
+    /// answered as plain requests, like a proxy that does not pass
+    /// upgrades on: clients must fall back to polling.
+    pub fn refuse_log_follow(&self) {
+        self.inner.lock().unwrap().refuse_follow = true;
+    }
+
+    pub(crate) fn log_follow_refused(&self) -> bool {
+        self.inner.lock().unwrap().refuse_follow
     }
 
     /// Disarm every knob.

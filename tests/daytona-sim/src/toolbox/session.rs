@@ -514,7 +514,11 @@ pub(crate) async fn logs(
         .any(|(k, v)| k == "follow" && v == "true");
     let log_path = ctx.sandbox().host_path(&format!("{dir}/output.log"));
     let exit_path = ctx.sandbox().host_path(&format!("{dir}/exit_code"));
-    if let Ok(ws) = ws {
+    if let Ok(ws) = ws
+        .ok()
+        .filter(|_| !st.faults.log_follow_refused())
+        .ok_or(())
+    {
         return ws.on_upgrade(move |socket| {
             stream_log(socket, log_path, exit_path, follow, mode.combined)
         });
