@@ -495,3 +495,21 @@ fn a_server_that_cannot_follow_is_polled_with_streams_still_apart() {
     assert!(cmds.iter().any(|(logs, _)| logs.len() > 3), "{cmds:?}");
     rfs.finish();
 }
+
+#[test]
+fn the_source_archive_goes_to_daytona_gzipd_and_verified() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    repo.write("big.txt", &"the same line again\n".repeat(5000));
+    repo.commit("big");
+    let out = rfs.run(repo.path(), "sync_source();");
+    out.assert_code(0);
+    let v = &out.entries("source.verify")[0];
+    assert_eq!(v["compression"], "gzip", "{v}");
+    assert_eq!(v["content_equal"], true, "{v}");
+    assert!(
+        v["wire_bytes"].as_u64().unwrap() * 10 < v["archive_bytes"].as_u64().unwrap(),
+        "{v}"
+    );
+    rfs.finish();
+}

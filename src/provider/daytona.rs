@@ -183,6 +183,13 @@ impl Provider for DaytonaProvider {
         false
     }
 
+    /// Every byte goes over the network to Daytona: the source archive is
+    /// gzip'd when the sandbox has gzip (then uploaded streamed from its
+    /// file, see `toolbox`).
+    fn remote_transfer(&self) -> bool {
+        true
+    }
+
     /// `network: false` is Daytona's `networkBlockAll`; isolation modes
     /// other than the default are refused (a sandbox is always Daytona's).
     fn isolation(
