@@ -513,3 +513,33 @@ fn the_source_archive_goes_to_daytona_gzipd_and_verified() {
     );
     rfs.finish();
 }
+
+#[test]
+fn a_delete_whose_answer_is_lost_is_retried_once_and_its_409_accepted() {
+    let Ok(sim) = Sim::start(SimOptions {
+        delete_lag: Duration::from_millis(800),
+        ..SimOptions::default()
+    }) else {
+        return eprintln!("skipping daytona test: the server cannot run here");
+    };
+    let p = provider(&sim, CREATE_TIMEOUT);
+    let rt = rt();
+    let info = rt.block_on(p.create(&spec("lost-delete"))).unwrap();
+    sim.faults().drop_response_next("DELETE", "/sandbox/", 1);
+    rt.block_on(destroy_verified(
+        p.as_ref(),
+        &info.id,
+        Duration::from_secs(30),
+    ))
+    .unwrap();
+    let deletes: Vec<u16> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "DELETE" && r.path == format!("/sandbox/{}", info.id))
+        .map(|r| r.status)
+        .collect();
+    // The first was carried out but unanswered; the retry meets the
+    // teardown in progress (409), which rfs takes as its own delete.
+    assert_eq!(deletes, [0, 409]);
+    assert_clean(&sim, &[]);
+}

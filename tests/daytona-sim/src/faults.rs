@@ -16,6 +16,8 @@ pub(crate) enum Injected {
     RateLimit { retry_after_secs: u64 },
     /// Close the connection without any response.
     Drop,
+    /// Handle the request, then close the connection without its response.
+    DropResponse,
 }
 
 #[derive(Debug, Clone)]
@@ -100,6 +102,13 @@ impl Faults {
     /// The next `n` matching requests see their connection closed without a response.
     pub fn drop_next(&self, method: &str, path_prefix: &str, n: u32) {
         self.push(method, path_prefix, n, Injected::Drop);
+    }
+
+    /// The next `n` matching requests are carried out, but their
+    /// connection is closed instead of answered (the client cannot tell
+    /// whether the server acted).
+    pub fn drop_response_next(&self, method: &str, path_prefix: &str, n: u32) {
+        self.push(method, path_prefix, n, Injected::DropResponse);
     }
 
     /// The next uploaded file lands with one byte flipped (the client's verification must catch it).

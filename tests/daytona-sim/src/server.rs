@@ -80,7 +80,9 @@ async fn handle(
         Some(q) => format!("{path}?{q}"),
         None => path.clone(),
     };
+    let mut drop_response = false;
     match st.faults.take(&method, &route) {
+        Some(Injected::DropResponse) => drop_response = true,
         Some(Injected::Drop) => {
             record(&st, &method, &full, 0, started);
             return Err(Dropped);
@@ -123,6 +125,10 @@ async fn handle(
         Ok(r) => r,
         Err(e) => match e {},
     };
+    if drop_response {
+        record(&st, &method, &full, 0, started);
+        return Err(Dropped);
+    }
     record(&st, &method, &full, resp.status().as_u16(), started);
     Ok(resp)
 }
