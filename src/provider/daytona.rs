@@ -42,7 +42,7 @@ use super::{
     CreateSpec, ExecOutcome, ExecRequest, Labels, OutputSink, Provider, ProviderError,
     ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
 };
-pub use config::Config;
+pub use config::{Config, ConfigError};
 use http::Http;
 use sandbox::SandboxDto;
 
@@ -135,7 +135,7 @@ pub struct DaytonaProvider {
 impl DaytonaProvider {
     /// A provider for `config`. Nothing is sent yet: [`Provider::preflight`]
     /// checks that the API answers and accepts the credential.
-    pub fn new(config: Config) -> Result<Self, String> {
+    pub fn new(config: Config) -> Result<Self, ConfigError> {
         Ok(DaytonaProvider {
             api: Api {
                 http: Http::new(Arc::new(config))?,
@@ -148,7 +148,7 @@ impl DaytonaProvider {
 
     /// The provider configured from the environment (`snapshot`: the
     /// `--snapshot` flag, which beats `RELAYFLOWS_SANDBOX_SNAPSHOT`).
-    pub fn from_env(snapshot: Option<String>) -> Result<Self, String> {
+    pub fn from_env(snapshot: Option<String>) -> Result<Self, ConfigError> {
         Self::new(Config::from_env(snapshot)?)
     }
 

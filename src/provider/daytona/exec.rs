@@ -353,7 +353,7 @@ impl Api {
                 req.cwd
             )));
         }
-        wrapper::check_env(&req.env).map_err(ProviderError::Other)?;
+        wrapper::check_env(&req.env)?;
         if req.cancel.is_cancelled() {
             return Ok(ExecOutcome {
                 cancelled: true,
@@ -441,7 +441,7 @@ impl Api {
             cmd: &cmd,
             token,
         };
-        if let Some(ws) = self.open_follow(base, sid, &cmd).await {
+        if let Some(ws) = self.open_follow(base, id, sid, &cmd).await {
             return match self.follow_command(ws, at, req, &mut relay, sink).await? {
                 Followed::Stopped { timed_out, killed } => {
                     relay.flush(sink);

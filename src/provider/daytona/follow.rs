@@ -98,13 +98,15 @@ pub enum Followed {
 impl Api {
     /// Open the follow stream of a session command; `None` when the
     /// server does not follow (the caller polls instead).
-    pub async fn open_follow(&self, base: &str, sid: &str, cmd: &str) -> Option<Ws> {
+    pub async fn open_follow(&self, base: &str, id: &str, sid: &str, cmd: &str) -> Option<Ws> {
         let url = format!(
             "{base}/process/session/{}/command/{}/logs?follow=true",
             enc(sid),
             enc(cmd)
         );
-        self.ws_connect(&url).await.ok()
+        self.ws_connect("follow command output", id, &url)
+            .await
+            .ok()
     }
 
     /// Relay a followed command's output into `sink` until it ends or

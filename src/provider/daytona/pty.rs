@@ -83,7 +83,7 @@ impl Api {
                 req.cwd
             )));
         }
-        wrapper::check_env(&req.env).map_err(ProviderError::Other)?;
+        wrapper::check_env(&req.env)?;
         let base = self.toolbox(id).await?;
         let token = wrapper::token();
         let pty_id = format!("rfs-pty-{token}");
@@ -108,13 +108,11 @@ impl Api {
             .unwrap_or(&pty_id)
             .to_owned();
         let url = format!("{base}/process/pty/{}/connect", enc(&session));
-        let mut ws = match self.ws_connect(&url).await {
+        let mut ws = match self.ws_connect("connect terminal session", id, &url).await {
             Ok(ws) => ws,
             Err(e) => {
                 let _ = self.delete_pty(&base, id, &session).await;
-                return Err(ProviderError::other(format!(
-                    "daytona: connect terminal session (sandbox {id}) failed: {e}"
-                )));
+                return Err(e);
             }
         };
         // The first frame says whether the server attached the PTY.
