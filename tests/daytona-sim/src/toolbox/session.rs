@@ -4,16 +4,15 @@
 //! `session_log`) and its exit code published once the log is complete —
 //! the same observable protocol as the toolbox daemon.
 
+use super::{JsonBody, Tb};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::process::{Child, ChildStdin, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::extract::{Path, RawQuery};
+use axum::http::{header, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -22,7 +21,6 @@ use serde_json::{json, Value};
 use super::{output_mode, OutputMode, ToolboxState};
 use crate::errors;
 use crate::isolation::{base_env, chown, kill_session, SandboxBox, HOME, SHELL};
-use crate::state::AppState;
 
 use super::session_log::{Capture, ERR, OUT};
 
@@ -132,8 +130,6 @@ fn demux(b: &[u8]) -> (Vec<u8>, Vec<u8>) {
     (out, err)
 }
 
-type St = State<Arc<AppState>>;
-
 fn nf(method: &Method, uri: &Uri, what: &str) -> Response {
     errors::toolbox(
         404,
@@ -145,27 +141,15 @@ fn nf(method: &Method, uri: &Uri, what: &str) -> Response {
 }
 
 #[derive(Deserialize)]
-struct CreateSessionRequest {
+pub(crate) struct CreateSessionRequest {
     #[serde(rename = "sessionId")]
     session_id: String,
 }
 
-pub(crate) async fn create(
-    State(st): St,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-    body: Bytes,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
-    let req: CreateSessionRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(_) => return errors::empty(400),
-    };
+pub(crate) async fn create(tb: Tb, JsonBody(req): JsonBody<CreateSessionRequest>) -> Response {
+    let Tb {
+        ctx, method, uri, ..
+    } = tb;
     if req.session_id.is_empty() {
         return errors::empty(400);
     }
@@ -228,17 +212,8 @@ fn session_json(sandbox: &SandboxBox, id: &str, s: &mut Session) -> Value {
     json!({ "sessionId": id, "commands": commands })
 }
 
-pub(crate) async fn list(
-    State(st): St,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn list(tb: Tb) -> Response {
+    let Tb { ctx, .. } = tb;
     let mut sessions = ctx.tb.sessions.lock().unwrap();
     let all: Vec<Value> = sessions
         .iter_mut()
@@ -247,17 +222,10 @@ pub(crate) async fn list(
     Json(Value::Array(all)).into_response()
 }
 
-pub(crate) async fn get(
-    State(st): St,
-    Path((id, sid)): Path<(String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn get(tb: Tb, Path((_, sid)): Path<(String, String)>) -> Response {
+    let Tb {
+        ctx, method, uri, ..
+    } = tb;
     let mut sessions = ctx.tb.sessions.lock().unwrap();
     match sessions.get_mut(&sid) {
         Some(s) => Json(session_json(&ctx.tb.sandbox, &sid, s)).into_response(),
@@ -265,17 +233,10 @@ pub(crate) async fn get(
     }
 }
 
-pub(crate) async fn delete(
-    State(st): St,
-    Path((id, sid)): Path<(String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn delete(tb: Tb, Path((_, sid)): Path<(String, String)>) -> Response {
+    let Tb {
+        ctx, method, uri, ..
+    } = tb;
     let removed = ctx.tb.sessions.lock().unwrap().remove(&sid);
     match removed {
         Some(mut s) => {
@@ -288,7 +249,7 @@ pub(crate) async fn delete(
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ExecRequest {
+pub(crate) struct ExecRequest {
     command: String,
     #[serde(default)]
     run_async: bool,
@@ -342,21 +303,17 @@ fn exec_response(mode: OutputMode, cmd_id: &str, log: &[u8], code: i32) -> Value
 }
 
 pub(crate) async fn exec(
-    State(st): St,
-    Path((id, sid)): Path<(String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-    body: Bytes,
+    tb: Tb,
+    Path((_, sid)): Path<(String, String)>,
+    JsonBody(req): JsonBody<ExecRequest>,
 ) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
-    let req: ExecRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(_) => return errors::empty(400),
-    };
+    let Tb {
+        ctx,
+        method,
+        uri,
+        headers,
+        ..
+    } = tb;
     if req.command.trim().is_empty() {
         return errors::empty(400);
     }
@@ -445,16 +402,12 @@ pub(crate) async fn exec(
 }
 
 pub(crate) async fn command(
-    State(st): St,
-    Path((id, sid, cid)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
+    tb: Tb,
+    Path((_, sid, cid)): Path<(String, String, String)>,
 ) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+    let Tb {
+        ctx, method, uri, ..
+    } = tb;
     let mut sessions = ctx.tb.sessions.lock().unwrap();
     let Some(s) = sessions.get_mut(&sid) else {
         return nf(&method, &uri, "session");
@@ -489,18 +442,18 @@ fn locate(
 
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn logs(
-    State(st): St,
-    Path((id, sid, cid)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
+    tb: Tb,
+    Path((_, sid, cid)): Path<(String, String, String)>,
     RawQuery(q): RawQuery,
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+    let Tb {
+        ctx,
+        st,
+        method,
+        uri,
+        headers,
+    } = tb;
     let dir = match locate(&ctx.tb, &sid, &cid, &method, &uri) {
         Ok(d) => d,
         Err(r) => return r,
@@ -629,29 +582,21 @@ async fn stream_log(
 }
 
 #[derive(Deserialize)]
-struct InputRequest {
+pub(crate) struct InputRequest {
     data: String,
 }
 
 pub(crate) async fn input(
-    State(st): St,
-    Path((id, sid, cid)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-    body: Bytes,
+    tb: Tb,
+    Path((_, sid, cid)): Path<(String, String, String)>,
+    JsonBody(req): JsonBody<InputRequest>,
 ) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+    let Tb {
+        ctx, method, uri, ..
+    } = tb;
     let dir = match locate(&ctx.tb, &sid, &cid, &method, &uri) {
         Ok(d) => d,
         Err(r) => return r,
-    };
-    let req: InputRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(_) => return errors::empty(400),
     };
     let pipe = ctx.sandbox().host_path(&format!("{dir}/input.pipe"));
     let written = std::fs::OpenOptions::new()
