@@ -31,6 +31,24 @@ fn provider(sim: &Sim, create_timeout: Duration) -> Arc<DaytonaProvider> {
     )
 }
 
+/// A server started with `opts`, a provider for it and a runtime; `None`
+/// (said in one line) when this machine cannot run the server.
+fn served(
+    opts: SimOptions,
+    create_timeout: Duration,
+) -> Option<(Sim, Arc<DaytonaProvider>, tokio::runtime::Runtime)> {
+    match Sim::start(opts) {
+        Ok(sim) => {
+            let p = provider(&sim, create_timeout);
+            Some((sim, p, rt()))
+        }
+        Err(e) => {
+            eprintln!("skipping daytona test: the server cannot run here: {e}");
+            None
+        }
+    }
+}
+
 /// Labels of a sandbox owned by this test process (so gc keeps it).
 fn spec(run_id: &str) -> CreateSpec {
     let mut l = Labels::new();
@@ -196,16 +214,17 @@ fn unknown_snapshot_is_a_refusal_naming_it() {
 
 #[test]
 fn teardown_is_verified_through_list_lag_and_reappearance_with_one_delete() {
-    let Ok(sim) = Sim::start(SimOptions {
-        delete_lag: Duration::from_millis(600),
-        list_lag: Duration::from_millis(400),
-        reappear_after_delete: true,
-        ..SimOptions::default()
-    }) else {
-        return eprintln!("skipping daytona test: the server cannot run here");
+    let Some((sim, p, rt)) = served(
+        SimOptions {
+            delete_lag: Duration::from_millis(600),
+            list_lag: Duration::from_millis(400),
+            reappear_after_delete: true,
+            ..SimOptions::default()
+        },
+        CREATE_TIMEOUT,
+    ) else {
+        return;
     };
-    let p = provider(&sim, CREATE_TIMEOUT);
-    let rt = rt();
     let info = rt.block_on(p.create(&spec("lag-1"))).unwrap();
     assert_eq!(info.state, "started");
     assert_eq!(info.home, "/home/daytona");
@@ -227,14 +246,15 @@ fn teardown_is_verified_through_list_lag_and_reappearance_with_one_delete() {
 #[test]
 fn both_list_shapes_are_read_and_gc_keeps_another_hosts_sandbox_unless_older_than() {
     for shape in [ListShape::BareArray, ListShape::Paginated] {
-        let Ok(sim) = Sim::start(SimOptions {
-            list_shape: shape,
-            ..SimOptions::default()
-        }) else {
-            return eprintln!("skipping daytona test: the server cannot run here");
+        let Some((sim, p, rt)) = served(
+            SimOptions {
+                list_shape: shape,
+                ..SimOptions::default()
+            },
+            CREATE_TIMEOUT,
+        ) else {
+            return;
         };
-        let p = provider(&sim, CREATE_TIMEOUT);
-        let rt = rt();
         let a = rt.block_on(p.create(&spec("gc-a"))).unwrap();
         let b = rt.block_on(p.create(&spec("gc-b"))).unwrap();
         let mut want = vec![a.id.clone(), b.id.clone()];
@@ -287,11 +307,9 @@ fn both_list_shapes_are_read_and_gc_keeps_another_hosts_sandbox_unless_older_tha
 
 #[test]
 fn idempotent_calls_retry_5xx_and_429_honouring_retry_after_but_create_never_retries() {
-    let Ok(sim) = Sim::start(SimOptions::default()) else {
-        return eprintln!("skipping daytona test: the server cannot run here");
+    let Some((sim, p, rt)) = served(SimOptions::default(), CREATE_TIMEOUT) else {
+        return;
     };
-    let p = provider(&sim, CREATE_TIMEOUT);
-    let rt = rt();
     sim.faults().fail_next("GET", "/sandbox", 2, 503, None);
     rt.block_on(p.list(&labels::rfs_selector())).unwrap();
     assert_eq!(count(&sim, "GET", "/sandbox"), 3);
@@ -325,11 +343,9 @@ fn idempotent_calls_retry_5xx_and_429_honouring_retry_after_but_create_never_ret
 
 #[test]
 fn http_errors_name_operation_sandbox_status_and_message_and_never_the_key() {
-    let Ok(sim) = Sim::start(SimOptions::default()) else {
-        return eprintln!("skipping daytona test: the server cannot run here");
+    let Some((sim, p, rt)) = served(SimOptions::default(), CREATE_TIMEOUT) else {
+        return;
     };
-    let p = provider(&sim, CREATE_TIMEOUT);
-    let rt = rt();
     let info = rt.block_on(p.create(&spec("errors"))).unwrap();
     let body = format!(
         r#"{{"statusCode":400,"message":"refused for token {}"}}"#,
@@ -368,11 +384,9 @@ fn http_errors_name_operation_sandbox_status_and_message_and_never_the_key() {
 
 #[test]
 fn a_create_that_times_out_but_succeeds_is_adopted_not_duplicated() {
-    let Ok(sim) = Sim::start(SimOptions::default()) else {
-        return eprintln!("skipping daytona test: the server cannot run here");
+    let Some((sim, p, rt)) = served(SimOptions::default(), Duration::from_secs(1)) else {
+        return;
     };
-    let p = provider(&sim, Duration::from_secs(1));
-    let rt = rt();
     sim.faults().create_succeeds_late(Duration::from_secs(3));
     let info = rt.block_on(p.create(&spec("late-1"))).unwrap();
     // One sandbox exists: the create was not resent but looked up and
@@ -399,14 +413,15 @@ fn a_create_that_times_out_but_succeeds_is_adopted_not_duplicated() {
 
 #[test]
 fn an_abandoned_sandbox_stops_and_deletes_itself() {
-    let Ok(sim) = Sim::start(SimOptions {
-        auto_stop_tick: Duration::from_millis(40),
-        ..SimOptions::default()
-    }) else {
-        return eprintln!("skipping daytona test: the server cannot run here");
+    let Some((sim, p, rt)) = served(
+        SimOptions {
+            auto_stop_tick: Duration::from_millis(40),
+            ..SimOptions::default()
+        },
+        CREATE_TIMEOUT,
+    ) else {
+        return;
     };
-    let p = provider(&sim, CREATE_TIMEOUT);
-    let rt = rt();
     let info = rt.block_on(p.create(&spec("abandoned"))).unwrap();
     // rfs dies: its keep-alive stops with it.
     drop(p);
@@ -516,14 +531,15 @@ fn the_source_archive_goes_to_daytona_gzipd_and_verified() {
 
 #[test]
 fn a_delete_whose_answer_is_lost_is_retried_once_and_its_409_accepted() {
-    let Ok(sim) = Sim::start(SimOptions {
-        delete_lag: Duration::from_millis(800),
-        ..SimOptions::default()
-    }) else {
-        return eprintln!("skipping daytona test: the server cannot run here");
+    let Some((sim, p, rt)) = served(
+        SimOptions {
+            delete_lag: Duration::from_millis(800),
+            ..SimOptions::default()
+        },
+        CREATE_TIMEOUT,
+    ) else {
+        return;
     };
-    let p = provider(&sim, CREATE_TIMEOUT);
-    let rt = rt();
     let info = rt.block_on(p.create(&spec("lost-delete"))).unwrap();
     sim.faults().drop_response_next("DELETE", "/sandbox/", 1);
     rt.block_on(destroy_verified(
