@@ -49,7 +49,8 @@ PY
 run_counted() {
   local before; before=$(requests | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
   (cd "$2" && "$rfs" run -q --provider daytona "$1" --out "$3" >/dev/null)
-  requests | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)['"$before"':]))' > "$3.requests.json"
+  # (the counter's own requests are left out)
+  requests | python3 -c 'import json,sys; print(json.dumps([r for r in json.load(sys.stdin)['"$before"':] if not r["route"].startswith("/__sim")]))' > "$3.requests.json"
 }
 
 small="$work/small"; small_repo "$small"
