@@ -64,7 +64,9 @@ run_counted "$work/steps.rhai" "$small" "$work/out-steps"
 python3 - "$work/out-none.requests.json" "$work/out-steps.requests.json" "$steps" <<'PY'
 import json, sys, collections
 a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2])); n = int(sys.argv[3])
-count = lambda rs: collections.Counter((r["method"], r["route"] + ("?" + r["query"] if r["query"] else "")) for r in rs)
+# Queries that change the call (follow) are kept; per-run ones (paths) are not.
+q = lambda r: "?" + r["query"] if r["query"].startswith("follow") else ""
+count = lambda rs: collections.Counter((r["method"], r["route"] + q(r)) for r in rs)
 ca, cb = count(a), count(b)
 print(f"   requests: {len(b)} with {n} steps, {len(a)} without -> {(len(b)-len(a))/n:.2f} per step")
 for k in sorted(cb, key=lambda k: -(cb[k]-ca.get(k, 0))):
