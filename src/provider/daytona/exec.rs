@@ -16,7 +16,7 @@ use super::follow::{Followed, Target};
 use super::http::{Call, HttpError};
 use super::sandbox::enc;
 use super::wrapper::{self, Refusal};
-use super::Api;
+use super::{lock, Api};
 use crate::provider::{
     sleep_until, ExecOutcome, ExecRequest, OutputSink, ProviderError, ProviderResult,
 };
@@ -389,7 +389,12 @@ impl Api {
         req: &ExecRequest,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
-        let line = wrapper::exec_line(token, &req.cwd, &req.env, &req.argv);
+        // Where the toolbox keeps this session (its daemon's config dir is
+        // `$HOME/.daytona`): the wrapper checks it is still there.
+        let session_dir = lock(&self.homes)
+            .get(id)
+            .map(|h| format!("{}/.daytona/sessions/{sid}", h.trim_end_matches('/')));
+        let line = wrapper::exec_line(token, session_dir.as_deref(), &req.cwd, &req.env, &req.argv);
         let call = Call::new(
             "start command",
             Some(id),

@@ -3,10 +3,9 @@
 //! (frames of `\x01\x01\x01` stdout / `\x02\x02\x02` stderr chunks) and
 //! closes once the command's exit code is in; rfs then reads the exit
 //! code once. No output is fetched twice. While following, rfs asks every
-//! [`CHECK_EVERY`] for the exit status the wrapper recorded in `/tmp`, so
-//! that a log that never ends (the command removed the toolbox's session
-//! directory, or a background process still holds its output) cannot
-//! hang the step.
+//! [`CHECK_EVERY`] for the exit status the wrapper records in `/tmp` when
+//! the command removed the toolbox's session directory, whose log then
+//! never ends.
 
 use std::time::Duration;
 
@@ -26,7 +25,7 @@ const CHECK_EVERY: Duration = Duration::from_secs(2);
 const LOG_GRACE: Duration = Duration::from_secs(2);
 
 /// Said (on the step's stderr) when the log did not end with the command.
-pub const LOG_UNENDED_NOTE: &str = "rfs: the Daytona toolbox's log of this command did not end with it (the command removed its session log under $HOME/.daytona, or a background process still holds its output); output after this point is not captured\n";
+pub const LOG_UNENDED_NOTE: &str = "rfs: the command removed the Daytona toolbox's session log (under $HOME/.daytona); output after this point is not captured, its exit status is read from /tmp\n";
 
 const OUT: &[u8] = b"\x01\x01\x01";
 const ERR: &[u8] = b"\x02\x02\x02";
