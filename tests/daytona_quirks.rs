@@ -559,3 +559,41 @@ fn a_delete_whose_answer_is_lost_is_retried_once_and_its_409_accepted() {
     assert_eq!(deletes, [0, 409]);
     assert_clean(&sim, &[]);
 }
+
+#[test]
+fn keep_leaves_the_sandbox_running_and_gc_on_this_host_removes_it() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    let out = rfs.run_with(
+        repo.path(),
+        "step(\"mark\", \"echo kept > kept.txt\");\n",
+        &["--keep"],
+    );
+    out.assert_code(0);
+    let id = out.sandbox_id();
+    assert_eq!(out.entries("cleanup.kept")[0]["sandbox_id"], id.as_str());
+    assert!(out.entries("cleanup.verified").is_empty());
+    let live: Vec<_> = rfs
+        .sim()
+        .inventory()
+        .into_iter()
+        .filter(|s| s.id == id)
+        .map(|s| s.state)
+        .collect();
+    assert_eq!(live, ["started"]);
+    // The owner (this host's rfs) is gone: gc destroys it, verified.
+    let gc = rfs
+        .cmd(rfs.state.path())
+        .args(["gc", "--provider", "daytona"])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&gc.stdout),
+        String::from_utf8_lossy(&gc.stderr)
+    );
+    rfs.console(&text);
+    assert_eq!(gc.status.code(), Some(0), "{text}");
+    assert!(text.contains(&id), "{text}");
+    rfs.finish();
+}
