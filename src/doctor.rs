@@ -121,12 +121,12 @@ async fn daytona() -> Health {
     };
     let config = match crate::provider::daytona::config::Config::from_env(None) {
         Ok(c) => c,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e.to_string()),
     };
     let url = config.api_url.clone();
     let provider = match crate::provider::daytona::DaytonaProvider::new(config) {
         Ok(p) => p,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e.to_string()),
     };
     use crate::provider::Provider;
     match tokio::time::timeout(std::time::Duration::from_secs(15), provider.preflight()).await {

@@ -78,7 +78,8 @@ pub fn build_with_snapshot(
 ) -> Result<std::sync::Arc<dyn super::Provider>, String> {
     match choice.name.as_str() {
         "daytona" => super::daytona::DaytonaProvider::from_env(snapshot)
-            .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>),
+            .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>)
+            .map_err(|e| e.to_string()),
         "local" => Ok(std::sync::Arc::new(super::local::LocalProvider::new(
             state_dir,
         ))),
