@@ -110,6 +110,8 @@ provider_tests! {
             .collect();
         assert_eq!(starts, [(c1.as_str().into(), true), (c2.as_str().into(), true)]);
         assert_eq!(out.entries("placement").len(), 1, "one sandbox for both commits");
+        let ev = out.evidence();
+        assert!(ev.contains("re-synced") && ev.contains(&c2), "{ev}");
         rfs.assert_no_leftovers();
     }
 
