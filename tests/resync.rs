@@ -8,6 +8,9 @@
 mod common;
 use common::*;
 
+use std::io::Write as _;
+use std::process::Stdio;
+
 /// Commit everything with a committer time well in the past, as in a real
 /// history: the synced files' modification time is the commit's time, and
 /// one within the last second of a sync would (harmlessly, but visibly in
@@ -199,6 +202,41 @@ provider_tests! {
         assert!(out.stderr.contains("is gone from the sandbox"), "{}", out.stderr);
         assert_eq!(out.entries("source.sync_failed").len(), 1);
         assert_eq!(out.entries("step.start").len(), 1, "nothing ran after the failure");
+        rfs.assert_no_leftovers();
+    }
+
+    // The REPL flow: sync, the user commits a change in another terminal,
+    // `sync_source()` again pins the new HEAD in the same sandbox.
+    fn repl_sync_source_after_a_commit_pins_the_new_head(rfs: &Rfs) {
+        let repo = Repo::new();
+        repo.write("src.txt", "before\n");
+        let c1 = commit_old(&repo, "c1");
+        let out_dir = rfs.state.path().join("repl-out");
+        let mut child = rfs
+            .cmd(repo.path())
+            .args(["repl", "--out"])
+            .arg(&out_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"let a = sync_source();\n").unwrap();
+        wait_for_journal(&out_dir, "source.pin");
+        repo.write("src.txt", "after\n");
+        let c2 = commit_old(&repo, "c2");
+        assert_ne!(c1, c2);
+        stdin
+            .write_all(b"let b = sync_source();\nprint(`moved=${a.commit != b.commit}`);\nstep(\"cat\", \"cat src.txt; echo $RELAYFLOWS_SOURCE_COMMIT\").stdout\n")
+            .unwrap();
+        drop(stdin);
+        let out = finish(child.wait_with_output().unwrap(), out_dir);
+        out.assert_code(0);
+        assert!(out.stdout.contains("moved=true"), "{}", out.stdout);
+        assert!(out.stdout.contains("after") && out.stdout.contains(&c2), "{}", out.stdout);
+        assert_eq!(out.entries("source.resync")[0]["commit"], c2.as_str());
+        assert_eq!(out.entries("placement").len(), 1);
         rfs.assert_no_leftovers();
     }
 }
