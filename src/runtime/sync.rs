@@ -214,6 +214,11 @@ impl Run {
             ));
             let (built, build_ms) = match builder.join() {
                 Ok(Ok(b)) => b,
+                // The consumer failed first (its error says why).
+                Ok(Err(e)) if e.to_string().contains(stream::READER_GONE) && outcome.is_err() => {
+                    let e = outcome.err().map(|e| e.to_string()).unwrap_or_default();
+                    return Err(fail(format!("streaming the archive: {e}")));
+                }
                 Ok(Err(e)) => return Err(fail(format!("cannot build the source archive: {e}"))),
                 Err(_) => return Err(fail("the archive builder panicked".into())),
             };
