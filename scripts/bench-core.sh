@@ -28,6 +28,7 @@
 # Not a test: never run in CI.
 # Usage: scripts/bench-core.sh [WORKDIR]   (needs ~4 GB of free disk)
 #   RUNS=3 SHAPES="loose packed huge" REGIMES="cache disk" DOCKER=auto
+#   PROVIDERS="local docker" (docker only when an engine is there)
 #   RFS=/path/to/rfs (default: release build of this checkout)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,6 +38,7 @@ export RFS_STATE_DIR="$work/state"
 runs=${RUNS:-3}
 shapes=${SHAPES:-loose packed huge}
 regimes=${REGIMES:-cache disk}
+providers=${PROVIDERS:-local docker}
 svg=${SVG:-$root/book/src/performance-sync.svg}
 table=${TABLE:-$root/book/src/performance-table.md}
 if [ -z "${RFS:-}" ]; then
@@ -120,10 +122,12 @@ measure() { # shape provider regime
 }
 
 echo "== 1. sync_source vs git archive | tar -x ($runs paired runs each)"
-for s in $shapes; do
-  for g in $regimes; do measure "$s" local "$g"; done
-done
-if [ "$docker_ok" = 1 ]; then
+case " $providers " in *" local "*)
+  for s in $shapes; do
+    for g in $regimes; do measure "$s" local "$g"; done
+  done ;;
+esac
+if [ "$docker_ok" = 1 ] && case " $providers " in *" docker "*) true ;; *) false ;; esac; then
   export RFS_DOCKER_IMAGE=rfs-test-busybox:latest
   ctr=$(docker run -d --label relayflows/bench=1 "$RFS_DOCKER_IMAGE" sleep 3600)
   trap 'docker rm -f "$ctr" >/dev/null 2>&1 || true' EXIT

@@ -35,12 +35,12 @@ fi
 for t in tar find mkdir readlink cut tr xargs touch date rm rmdir; do need "$t"; done
 "#;
 
-/// Listing of the current directory: the same sections as a first sync.
-const LISTING: &str = r#"printf 'DIRS\0'; find . -type d -print0
-printf 'LINKS\0'; find . -type l -exec sh -c 'for p do printf "%s\0" "$p"; readlink "$p"; printf "\0"; done' sh {} +
-printf 'EXEC\0'; find . -type f -perm -100 -print0
-printf 'FILES\0'; find . -type f -print0
-"#;
+/// One traversal of the current directory, one tagged record per entry:
+/// `D<dir>`, `L<link>\0<target>`, `F<file>`, `X<executable file>`. Busybox
+/// `find` loses `-exec … +` output inside parentheses, hence the chain
+/// without them (`! -type f` ends the first file chain so the second, for
+/// files written since `$ref`, runs for every file).
+const FIND_ENTRIES: &str = r#"find . -type d -exec printf 'D%s\0' {} + -o -type l -exec sh -c 'for p do printf "L%s\0" "$p"; readlink "$p"; printf "\0"; done' sh {} + -o -type f -exec printf 'F%s\0' {} + -perm -100 -exec printf 'X%s\0' {} + ! -type f"#;
 
 /// Exit code: the synced root is gone (or is not a directory).
 pub const EXIT_ROOT_GONE: i32 = 92;
@@ -54,8 +54,12 @@ pub fn inspect_script() -> String {
         r#"{PRELUDE}dest=$1; stamp=$2
 cd -P -- "$dest" 2>/dev/null || {{ echo "the synced root $dest is gone from the sandbox" >&2; exit 92; }}
 printf 'ROOT\0%s\0' "$PWD"
-{LISTING}printf 'NEWER\0'
-if [ -f "$stamp" ]; then find . -type f -newer "$stamp" -print0; else printf 'NOSTAMP\0'; fi
+if [ -f "$stamp" ]; then
+  {FIND_ENTRIES} -o -type f -newer "$stamp" -exec printf 'N%s\0' {{}} +
+else
+  printf 'NOSTAMP\0'
+  {FIND_ENTRIES}
+fi
 printf 'END\0'
 "#
     )
@@ -86,8 +90,9 @@ if [ "$arc" != none ]; then
 fi
 printf 'ROOT\0%s\0' "$PWD"
 printf 'ARCHIVE\0'; [ -f "$aux/sum" ] && cut -c1-64 "$aux/sum" | tr -d '\n'; printf '\0'
-{LISTING}printf 'HASHED\0'
-find . -type f -newer "$aux/pre" -print0 | xargs -0 -r -n 256 sh -c '{{ printf "BATCH\0"; printf "%s\0" "$@"; printf SUMS; '"$H"' "$@"; printf "\0"; }}' sh
+: >"$aux/newer"
+{FIND_ENTRIES} -o -type f -newer "$aux/pre" -exec sh -c 'printf "%s\0" "$@" >>"$0"' "$aux/newer" {{}} +
+xargs -0 -r -n 256 sh -c '{{ printf "BATCH\0"; printf "%s\0" "$@"; printf SUMS; '"$H"' "$@"; printf "\0"; }}' sh <"$aux/newer"
 printf 'END\0'
 touch -d "@$(( $(date +%s) - 1 ))" "$stamp" 2>/dev/null || rm -f -- "$stamp"
 rm -rf -- "$aux"
@@ -113,7 +118,7 @@ pub fn removal_args(remove: &[Vec<u8>], rmdir: &[Vec<u8>]) -> Vec<Vec<u8>> {
 /// Parse [`inspect_script`]'s (`with_archive` false) or [`apply_script`]'s
 /// (true) report.
 pub fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, String> {
-    let mut f = out.split(|b| *b == 0).peekable();
+    let mut f = out.split(|b| *b == 0);
     let mut l = Listing {
         stamp_ok: true,
         ..Listing::default()
@@ -124,29 +129,73 @@ pub fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, String> 
         expect("ARCHIVE", &mut f)?;
         l.archive_sha256 = String::from_utf8_lossy(f.next().unwrap_or_default()).into_owned();
     }
-    expect("DIRS", &mut f)?;
-    for p in names(&mut f) {
-        if let Some(r) = rel(p) {
-            l.entries.entries.insert(r.to_vec(), Entry::Dir);
+    let mut exec = BTreeSet::new();
+    let mut files = vec![];
+    loop {
+        let field = f
+            .next()
+            .ok_or("re-sync report is truncated (no END marker)")?;
+        match field {
+            b"END" => break,
+            b"" => return Err("re-sync report is truncated (no END marker)".into()),
+            b"NOSTAMP" if !with_archive => l.stamp_ok = false,
+            b"BATCH" if with_archive => {
+                let mut names = vec![];
+                let sums = loop {
+                    match f.next() {
+                        Some(p) if p.starts_with(b"./") => names.push(p),
+                        Some(s) if s.starts_with(b"SUMS") => break &s[4..],
+                        _ => return Err("re-sync report: SUMS section missing".into()),
+                    }
+                };
+                let mut sums = sums;
+                for p in names {
+                    let (sha, rest) = parse_sum_line(sums, p)?;
+                    sums = rest;
+                    l.hashed.insert(rel(p).unwrap_or(p).to_vec(), sha);
+                }
+                if !sums.is_empty() {
+                    return Err("re-sync report: more checksums than files".into());
+                }
+            }
+            [b'D', b'.', ..] => {
+                if let Some(r) = rel(&field[1..]) {
+                    l.entries.entries.insert(r.to_vec(), Entry::Dir);
+                }
+            }
+            [tag @ (b'L' | b'F' | b'X' | b'N'), b'.', b'/', ..] => {
+                let p = &field[3..];
+                match tag {
+                    b'L' => {
+                        let mut target = f.next().ok_or("re-sync report: link target missing")?;
+                        if let Some(t) = target.strip_suffix(b"\n") {
+                            target = t;
+                        }
+                        l.entries.entries.insert(
+                            p.to_vec(),
+                            Entry::Symlink {
+                                target: target.to_vec(),
+                            },
+                        );
+                    }
+                    b'F' => files.push(p),
+                    b'X' => {
+                        exec.insert(p);
+                    }
+                    _ => {
+                        l.newer.insert(p.to_vec());
+                    }
+                }
+            }
+            other => {
+                return Err(format!(
+                    "re-sync report: unexpected record {:?}",
+                    String::from_utf8_lossy(&other[..other.len().min(80)])
+                ))
+            }
         }
     }
-    expect("LINKS", &mut f)?;
-    while let Some(p) = f.next_if(|p| p.starts_with(b"./")) {
-        let mut target = f.next().ok_or("re-sync report: link target missing")?;
-        if let Some(t) = target.strip_suffix(b"\n") {
-            target = t;
-        }
-        l.entries.entries.insert(
-            rel(p).unwrap_or(p).to_vec(),
-            Entry::Symlink {
-                target: target.to_vec(),
-            },
-        );
-    }
-    expect("EXEC", &mut f)?;
-    let exec: BTreeSet<&[u8]> = names(&mut f).into_iter().filter_map(rel).collect();
-    expect("FILES", &mut f)?;
-    for p in names(&mut f).into_iter().filter_map(rel) {
+    for p in files {
         let entry = Entry::File {
             exec: exec.contains(p),
             sha256: String::new(),
@@ -158,39 +207,6 @@ pub fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, String> 
                 String::from_utf8_lossy(p)
             ));
         }
-    }
-    if with_archive {
-        expect("HASHED", &mut f)?;
-        loop {
-            match f.next() {
-                Some(b"END") => break,
-                Some(b"BATCH") => {}
-                _ => return Err("re-sync report is truncated (no END marker)".into()),
-            }
-            let files = names(&mut f);
-            let sums = f
-                .next()
-                .filter(|s| s.starts_with(b"SUMS"))
-                .ok_or("re-sync report: SUMS section missing")?;
-            let mut sums = &sums[4..];
-            for p in files {
-                let (sha, rest) = parse_sum_line(sums, p)?;
-                sums = rest;
-                l.hashed.insert(rel(p).unwrap_or(p).to_vec(), sha);
-            }
-            if !sums.is_empty() {
-                return Err("re-sync report: more checksums than files".into());
-            }
-        }
-    } else {
-        expect("NEWER", &mut f)?;
-        if f.next_if(|p| *p == b"NOSTAMP").is_some() {
-            l.stamp_ok = false;
-        }
-        for p in names(&mut f).into_iter().filter_map(rel) {
-            l.newer.insert(p.to_vec());
-        }
-        expect("END", &mut f)?;
     }
     Ok(l)
 }
@@ -205,22 +221,13 @@ fn expect<'a>(name: &str, f: &mut impl Iterator<Item = &'a [u8]>) -> Result<(), 
     }
 }
 
-/// The names (`.`-prefixed fields) up to the next section marker.
-fn names<'a, I: Iterator<Item = &'a [u8]>>(f: &mut std::iter::Peekable<I>) -> Vec<&'a [u8]> {
-    let mut v = vec![];
-    while let Some(p) = f.next_if(|p| p.starts_with(b".")) {
-        v.push(p);
-    }
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn parses_an_inspection_with_odd_names() {
-        let r = b"ROOT\0/w\0DIRS\0.\0./d\0LINKS\0./l\0t\n\0EXEC\0./d/x\0FILES\0./d/x\0./n\nl\0NEWER\0./n\nl\0END\0";
+    fn parses_an_inspection_with_odd_names_in_any_order() {
+        let r = b"ROOT\0/w\0D.\0N./n\nl\0X./d/x\0F./d/x\0D./d\0L./l\0t\n\0F./n\nl\0END\0";
         let l = parse_listing(r, false).unwrap();
         assert_eq!(l.physical_root, "/w");
         assert!(l.stamp_ok);
@@ -229,23 +236,29 @@ mod tests {
             l.entries.entries[&b"d/x"[..]],
             Entry::File { exec: true, .. }
         ));
+        assert!(matches!(
+            l.entries.entries[&b"n\nl"[..]],
+            Entry::File { exec: false, .. }
+        ));
         assert!(l.newer.contains(&b"n\nl"[..]));
     }
 
     #[test]
-    fn a_missing_stamp_is_reported() {
-        let r = b"ROOT\0/w\0DIRS\0.\0LINKS\0EXEC\0FILES\0./a\0NEWER\0NOSTAMP\0END\0";
+    fn a_missing_stamp_and_unknown_records_are_reported() {
+        let r = b"ROOT\0/w\0NOSTAMP\0D.\0F./a\0END\0";
         assert!(!parse_listing(r, false).unwrap().stamp_ok);
+        let r = b"ROOT\0/w\0D.\0Q./a\0END\0";
+        assert!(parse_listing(r, false)
+            .unwrap_err()
+            .contains("unexpected record"));
     }
 
     #[test]
     fn a_truncated_report_is_an_error() {
-        let r = b"ROOT\0/w\0DIRS\0.\0LINKS\0EXEC\0FILES\0./a\0NEWER\0";
-        assert!(parse_listing(r, false).is_err());
+        let r = b"ROOT\0/w\0D.\0F./a\0";
+        assert!(parse_listing(r, false).unwrap_err().contains("END"));
         let h = "a".repeat(64);
-        let mut r =
-            b"ROOT\0/w\0ARCHIVE\0s\0DIRS\0.\0LINKS\0EXEC\0FILES\0./a\0HASHED\0BATCH\0./a\0SUMS"
-                .to_vec();
+        let mut r = b"ROOT\0/w\0ARCHIVE\0s\0D.\0F./a\0BATCH\0./a\0SUMS".to_vec();
         r.extend_from_slice(format!("{h}  ./a\n").as_bytes());
         r.push(0);
         assert!(parse_listing(&r, true).unwrap_err().contains("END"));
