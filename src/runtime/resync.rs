@@ -100,7 +100,10 @@ impl Run {
             }
             err
         };
-        let exec = |argv: Vec<String>| -> std::result::Result<Collect, String> {
+        let streaming = self.cfg.provider.streams_input();
+        let exec = |argv: Vec<String>,
+                    input: Option<crate::provider::InputStream>|
+         -> std::result::Result<Collect, String> {
             let req = ExecRequest {
                 argv,
                 cwd: sb.home.clone(),
@@ -109,9 +112,12 @@ impl Run {
                 cancel: self.cancel_token(),
             };
             let mut out = Collect::default();
-            let o = self
-                .block_on(self.cfg.provider.exec(&sb.id, &req, &mut out))
-                .map_err(|e| e.to_string())?;
+            let p = &self.cfg.provider;
+            let o = match input {
+                Some(i) => self.block_on(p.exec_with_input(&sb.id, &req, i, &mut out)),
+                None => self.block_on(p.exec(&sb.id, &req, &mut out)),
+            }
+            .map_err(|e| e.to_string())?;
             if o.cancelled {
                 return Err("interrupted".into());
             }
@@ -130,14 +136,17 @@ impl Run {
 
         // 1. What the sandbox holds now.
         let t_inspect = Instant::now();
-        let seen = exec(vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            remote::inspect_script(),
-            "rfs-inspect".into(),
-            dest.clone(),
-            stamp.clone(),
-        ])
+        let seen = exec(
+            vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                remote::inspect_script(),
+                "rfs-inspect".into(),
+                dest.clone(),
+                stamp.clone(),
+            ],
+            None,
+        )
         .and_then(|o| remote::parse_listing(&o.stdout, false))
         .map_err(|e| fail(format!("inspecting the synced root: {e}")))?;
         if seen.physical_root != bound.physical_root {
@@ -156,7 +165,8 @@ impl Run {
             .map_err(|e| fail(format!("cannot build the delta archive: {e}")))?;
         let build_ms = t_build.elapsed().as_millis();
         let t_up = Instant::now();
-        if let Some((tmp, _, _, _)) = &delta {
+        // Providers that stream get the delta on the apply's stdin instead.
+        if let (Some((tmp, _, _, _)), false) = (&delta, streaming) {
             self.block_on(self.cfg.provider.upload(&sb.id, tmp.path(), &upload))
                 .map_err(|e| fail(format!("upload: {e}")))?;
         }
@@ -188,10 +198,18 @@ impl Run {
         let last = chunks.len() - 1;
         let mut after = Listing::default();
         for (i, chunk) in chunks.into_iter().enumerate() {
-            let arc = if i == last && delta.is_some() {
-                upload.clone()
-            } else {
-                "none".into()
+            let input: Option<crate::provider::InputStream> = match &delta {
+                Some((tmp, _, _, _)) if i == last && streaming => {
+                    Some(Box::new(tokio::fs::File::from_std(tmp.reopen().map_err(
+                        |e| fail(format!("cannot read the delta archive: {e}")),
+                    )?)))
+                }
+                _ => None,
+            };
+            let arc = match (&delta, input.is_some()) {
+                (_, true) => remote::STDIN.to_owned(),
+                (Some(_), false) if i == last => upload.clone(),
+                _ => "none".into(),
             };
             let mut argv = vec![
                 "/bin/sh".into(),
@@ -204,7 +222,7 @@ impl Run {
                 stamp.clone(),
             ];
             argv.extend(chunk);
-            let out = exec(argv).map_err(|e| fail(format!("applying the change: {e}")))?;
+            let out = exec(argv, input).map_err(|e| fail(format!("applying the change: {e}")))?;
             if i == last {
                 after = remote::parse_listing(&out.stdout, true).map_err(fail)?;
             }

@@ -46,7 +46,7 @@ const FIND_ENTRIES: &str = r#"find . -type d -exec printf 'D%s\0' {} + -o -type 
 pub const EXIT_ROOT_GONE: i32 = 92;
 /// Exit code: a path could not be removed.
 pub const EXIT_REMOVE: i32 = 96;
-pub use super::remote_check::{EXIT_DIGEST, EXIT_EXTRACT, EXIT_MISSING_TOOL};
+pub use super::remote_check::{EXIT_DIGEST, EXIT_EXTRACT, EXIT_MISSING_TOOL, STDIN};
 
 /// `sh -c INSPECT rfs-inspect DEST STAMP`.
 pub fn inspect_script() -> String {
@@ -66,7 +66,8 @@ printf 'END\0'
 }
 
 /// `sh -c APPLY rfs-apply ARCHIVE DEST AUX STAMP [R<path>|D<path>]...`:
-/// ARCHIVE is the uploaded delta tar (or `none`), `R` paths are removed
+/// ARCHIVE is the uploaded delta tar, `-` (streamed on standard input) or
+/// `none`; `R` paths are removed
 /// whole, `D` paths are removed when empty (in the order given), all
 /// relative to DEST.
 pub fn apply_script() -> String {
@@ -82,7 +83,15 @@ for a do
     D*) rmdir -- "./$p" 2>/dev/null || : ;;
   esac
 done
-if [ "$arc" != none ]; then
+if [ "$arc" = - ]; then
+  need tee; need mkfifo
+  mkfifo "$aux/fifo" || exit 92
+  $H <"$aux/fifo" >"$aux/sum" 2>&1 &
+  spid=$!
+  tee "$aux/fifo" | {{ tar -xmf - -C . 2>"$aux/err" || : >"$aux/tarfail"; cat >/dev/null; }}
+  wait "$spid" || {{ head -c 500 "$aux/sum" >&2; exit 94; }}
+  if [ -e "$aux/tarfail" ]; then head -c 500 "$aux/err" >&2; exit 93; fi
+elif [ "$arc" != none ]; then
   $H "$arc" >"$aux/sum" 2>&1 &
   spid=$!
   if ! tar -xmf "$arc" -C . 2>"$aux/err"; then wait "$spid"; head -c 500 "$aux/err" >&2; exit 93; fi
@@ -96,7 +105,7 @@ xargs -0 -r -n 256 sh -c '{{ printf "BATCH\0"; printf "%s\0" "$@"; printf SUMS; 
 printf 'END\0'
 touch -d "@$(( $(date +%s) - 1 ))" "$stamp" 2>/dev/null || rm -f -- "$stamp"
 rm -rf -- "$aux"
-[ "$arc" = none ] || rm -f -- "$arc"
+case $arc in none|-) ;; *) rm -f -- "$arc" ;; esac
 "#
     )
 }
