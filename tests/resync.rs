@@ -240,3 +240,47 @@ provider_tests! {
         rfs.assert_no_leftovers();
     }
 }
+
+/// A replay of a run that walked commits by full id walks the same
+/// commits (a full id names one commit whatever HEAD is now); the
+/// replayed steps match.
+#[test]
+fn replay_of_a_commit_walk_resyncs_the_same_commits() {
+    let rfs = Rfs::new(Prov::Local);
+    let (repo, c1, c2) = two_commits();
+    let original = rfs.run(
+        repo.path(),
+        &format!(
+            r#"
+            for c in ["{c1}", "{c2}"] {{
+                sync_source(#{{ rev: c }});
+                step("show", "cat a.txt; echo $RELAYFLOWS_SOURCE_COMMIT");
+            }}
+            "#
+        ),
+    );
+    original.assert_code(0);
+    repo.write("a.txt", "moved on\n");
+    commit_old(&repo, "c3");
+    let out_dir = rfs.state.path().join("out").join(uuid_like());
+    let o = rfs
+        .cmd(repo.path())
+        .arg("replay")
+        .arg(&original.out_dir)
+        .arg("--out")
+        .arg(&out_dir)
+        .arg("--strict")
+        .output()
+        .expect("rfs runs");
+    let r = finish(o, out_dir);
+    r.assert_code(0);
+    let pins: Vec<_> = r
+        .entries("source.pin")
+        .iter()
+        .map(|p| p["commit"].clone())
+        .collect();
+    assert_eq!(pins, [c1.as_str(), c2.as_str()]);
+    assert_eq!(r.entries("source.resync").len(), 1);
+    assert!(r.stdout.contains("all 2 steps match"), "{}", r.stdout);
+    rfs.assert_no_leftovers();
+}
