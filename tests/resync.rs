@@ -239,6 +239,38 @@ provider_tests! {
         assert_eq!(out.entries("placement").len(), 1);
         rfs.assert_no_leftovers();
     }
+
+    // Providers that cannot stream get the delta as an uploaded file; the
+    // result is the same tree.
+    fn resync_through_an_uploaded_file_arrives_verified(rfs: &Rfs) {
+        let (repo, c1, c2) = two_commits();
+        let out = run_file_only(rfs, &repo, &format!(r#"
+            sync_source(#{{ rev: "{c1}" }});
+            sync_source(#{{ rev: "{c2}" }});
+            step("check", "test \"$(cat a.txt)\" = two && test \"$(readlink link)\" = keep.txt && test ! -e gone.txt && ! ls -a .. | grep -q rfs-resync");
+        "#), false);
+        out.assert_code(0);
+        assert_eq!(out.entries("source.resync")[0]["commit"], c2.as_str());
+        assert!(out.entries("source.resync")[0]["upload_ms"].is_u64());
+        rfs.assert_no_leftovers();
+    }
+
+    // A delta archive corrupted in transit is a verification mismatch: the
+    // re-sync is refused and the sandbox destroyed before anything else runs.
+    fn a_corrupted_delta_archive_is_refused_and_the_sandbox_destroyed(rfs: &Rfs) {
+        let (repo, c1, c2) = two_commits();
+        let out = run_file_only(rfs, &repo, &format!(r#"
+            sync_source(#{{ rev: "{c1}" }});
+            sync_source(#{{ rev: "{c2}" }});
+            step("never", "true");
+        "#), true);
+        out.assert_code(3);
+        assert!(out.stderr.contains("the delta archive arrived corrupted"), "{}", out.stderr);
+        assert_eq!(out.entries("source.sync_failed").len(), 1);
+        assert!(out.entries("step.start").is_empty());
+        assert_eq!(out.entries("cleanup.verified").len(), 1, "{:?}", out.kinds());
+        rfs.assert_no_leftovers();
+    }
 }
 
 /// A replay of a run that walked commits by full id walks the same
@@ -283,4 +315,130 @@ fn replay_of_a_commit_walk_resyncs_the_same_commits() {
     assert_eq!(r.entries("source.resync").len(), 1);
     assert!(r.stdout.contains("all 2 steps match"), "{}", r.stdout);
     rfs.assert_no_leftovers();
+}
+
+/// A provider that cannot stream (like a remote one): the delta archive is
+/// uploaded as a file; with `corrupt`, one byte of every upload is changed
+/// in the sandbox.
+struct FileOnly {
+    inner: std::sync::Arc<dyn rfs::provider::Provider>,
+    corrupt: bool,
+}
+
+#[async_trait::async_trait]
+impl rfs::provider::Provider for FileOnly {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn isolation(
+        &self,
+        req: &rfs::provider::isolation::IsolationRequest,
+    ) -> Result<rfs::provider::isolation::IsolationInForce, String> {
+        self.inner.isolation(req)
+    }
+    async fn preflight(&self) -> rfs::provider::ProviderResult<()> {
+        self.inner.preflight().await
+    }
+    async fn create(
+        &self,
+        spec: &rfs::provider::CreateSpec,
+    ) -> rfs::provider::ProviderResult<rfs::provider::SandboxInfo> {
+        self.inner.create(spec).await
+    }
+    async fn get(
+        &self,
+        id: &str,
+    ) -> rfs::provider::ProviderResult<Option<rfs::provider::SandboxInfo>> {
+        self.inner.get(id).await
+    }
+    async fn list(
+        &self,
+        labels: &rfs::provider::Labels,
+    ) -> rfs::provider::ProviderResult<Vec<rfs::provider::SandboxInfo>> {
+        self.inner.list(labels).await
+    }
+    async fn upload(
+        &self,
+        id: &str,
+        local: &std::path::Path,
+        remote: &str,
+    ) -> rfs::provider::ProviderResult<()> {
+        self.inner.upload(id, local, remote).await?;
+        if self.corrupt && remote.contains("resync") {
+            let info = self.inner.get(id).await?.unwrap();
+            let req = rfs::provider::ExecRequest {
+                argv: vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    "printf Z | dd of=\"$1\" bs=1 seek=600 conv=notrunc 2>/dev/null".into(),
+                    "corrupt".into(),
+                    remote.into(),
+                ],
+                cwd: info.home,
+                env: vec![],
+                timeout: None,
+                cancel: Default::default(),
+            };
+            let mut sink = rfs::provider::Collect::default();
+            let o = self.inner.exec(id, &req, &mut sink).await?;
+            assert_eq!(o.exit, Some(0), "corruption failed: {sink:?}");
+        }
+        Ok(())
+    }
+    async fn exec(
+        &self,
+        id: &str,
+        req: &rfs::provider::ExecRequest,
+        sink: &mut dyn rfs::provider::OutputSink,
+    ) -> rfs::provider::ProviderResult<rfs::provider::ExecOutcome> {
+        self.inner.exec(id, req, sink).await
+    }
+    async fn open_pty(
+        &self,
+        id: &str,
+        req: &rfs::provider::PtyRequest,
+    ) -> rfs::provider::ProviderResult<rfs::provider::PtyChannel> {
+        self.inner.open_pty(id, req).await
+    }
+    async fn destroy(&self, id: &str) -> rfs::provider::ProviderResult<()> {
+        self.inner.destroy(id).await
+    }
+}
+
+fn run_file_only(rfs: &Rfs, repo: &Repo, script: &str, corrupt: bool) -> RunOut {
+    let (script, out_dir) = rfs.prepare(script);
+    let settings = rfs::settings::RunSettings {
+        script,
+        provider: rfs::provider::select::ProviderChoice {
+            name: rfs.prov.name().into(),
+            reason: rfs::provider::select::ChoiceReason::Flag,
+        },
+        state_dir: rfs.state.path().to_path_buf(),
+        run_id: rfs::settings::new_run_id(),
+        out_dir: out_dir.clone(),
+        invocation_dir: repo.path().to_path_buf(),
+        vars: Default::default(),
+        keep: false,
+        image: Some(DOCKER_TEST_IMAGE.into()),
+        snapshot: None,
+        max_lifetime: std::time::Duration::from_secs(600),
+        cleanup_deadline: std::time::Duration::from_secs(30),
+        isolation: rfs::provider::isolation::IsolationRequest::from_settings(None, None).unwrap(),
+    };
+    let report = rfs::runner::run(
+        settings,
+        rfs::runner::Hooks {
+            provider: Some(std::sync::Arc::new(FileOnly {
+                inner: rfs.provider(),
+                corrupt,
+            })),
+            ..Default::default()
+        },
+    );
+    RunOut {
+        code: report.exit_code,
+        stdout: String::new(),
+        stderr: report.error.map(|e| e.to_string()).unwrap_or_default(),
+        out_dir,
+    }
 }
