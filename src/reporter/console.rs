@@ -104,6 +104,17 @@ impl Reporter for Console {
             } => format!(
                 "rfs: synced commit {commit} (tree {tree_digest}, {files} files verified) to {workdir}"
             ),
+            Event::SourceResync {
+                from_commit,
+                commit,
+                shipped,
+                removed,
+                kept_untracked,
+                sync_ms,
+                ..
+            } => format!(
+                "rfs: re-synced {from_commit} -> {commit}: {shipped} entries shipped, {removed} removed, {kept_untracked} untracked kept, verified ({sync_ms} ms)"
+            ),
             Event::StepStart {
                 name, cwd_remote, ..
             } => format!("rfs: step `{name}` in {cwd_remote}"),
