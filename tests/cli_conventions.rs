@@ -287,6 +287,7 @@ fn json_stdout_is_only_the_journals_events_then_a_summary() {
         (&"fails".into(), &"failed".into(), &3.into())
     );
     assert!(steps[0]["duration_ms"].is_u64());
+    assert_eq!(steps[0]["commit"].as_str(), Some(repo.head().as_str()));
     // Step output and the console's lines are on stderr.
     assert!(out.stderr.contains("[hello] to-stdout"), "{}", out.stderr);
     assert!(

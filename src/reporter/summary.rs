@@ -14,6 +14,8 @@ pub struct StepSummary {
     pub exit: Option<i32>,
     pub duration_ms: u64,
     pub attempts: u32,
+    /// The commit the step ran under (`null` before any sync).
+    pub commit: Option<String>,
 }
 
 /// The run as a whole (the last `--json` line).
@@ -71,12 +73,13 @@ impl Summary {
                 self.commit = Some(commit.clone());
                 self.tree_digest = Some(tree_digest.clone());
             }
-            Event::StepStart { name, .. } => self.steps.push(StepSummary {
+            Event::StepStart { name, commit, .. } => self.steps.push(StepSummary {
                 name: name.clone(),
                 status: "interrupted",
                 exit: None,
                 duration_ms: 0,
                 attempts: 0,
+                commit: commit.clone(),
             }),
             Event::StepAttempt {
                 name,
@@ -112,6 +115,7 @@ impl Summary {
                     exit: None,
                     duration_ms: 0,
                     attempts: 0,
+                    commit: None,
                 }),
             },
             Event::StepEnd {
@@ -180,6 +184,8 @@ mod tests {
             timeout_s: None,
             retries: 1,
             allow_failure: false,
+            commit: Some("c0ffee".into()),
+            tree_digest: Some("7ree".into()),
         }
     }
 
@@ -213,6 +219,7 @@ mod tests {
                 exit: Some(1),
                 duration_ms: 12,
                 attempts: 2,
+                commit: Some("c0ffee".into()),
             }]
         );
         assert_eq!(s.outcome, "interrupted");
