@@ -61,7 +61,7 @@ impl Bundle {
     pub fn collect(script: &Script) -> Result<Bundle> {
         let engine = crate::script::base_engine(&script.dir)?;
         let resolver = crate::script::resolver::Resolver::new(&engine, &script.dir)
-            .map_err(Error::Internal)?;
+            .map_err(Error::internal)?;
         let imports = resolver
             .imports(&engine, &script.source.text)
             .map_err(|m| Error::Usage(format!("{}: {m}", script.source.name)))?;

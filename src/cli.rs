@@ -355,7 +355,11 @@ fn gc(dry_run: bool, only: Option<String>, older_than: Option<String>) -> Result
         .transpose()
         .map_err(Error::Usage)?;
     let names: Vec<String> = match only {
-        Some(p) => vec![select::choose(Some(&p), None).map_err(Error::Usage)?.name],
+        Some(p) => vec![
+            select::choose(Some(&p), None)
+                .map_err(|e| Error::Usage(e.to_string()))?
+                .name,
+        ],
         None => select::KNOWN.iter().map(|s| s.to_string()).collect(),
     };
     let rt = tokio::runtime::Runtime::new().map_err(Error::internal)?;
@@ -436,7 +440,7 @@ fn doctor(provider: Option<String>, image: Option<String>) -> Result<i32, Error>
         provider.as_deref(),
         std::env::var(select::PROVIDER_ENV).ok().as_deref(),
     )
-    .map_err(Error::Usage)?;
+    .map_err(|e| Error::Usage(e.to_string()))?;
     let image = image
         .filter(|s| !s.trim().is_empty())
         .or_else(crate::provider::docker::image_from_env);
