@@ -193,3 +193,38 @@ impl Opts {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn option_errors_are_typed_and_name_the_option() {
+        let e = seconds_value("step(): option `timeout`", &Dynamic::from_float(1e300));
+        assert!(matches!(e, Err(OptionError::SecondsOutOfRange { secs, .. }) if secs == 1e300));
+        let e = seconds_value("wait_exit: the timeout", &Dynamic::from("5"));
+        assert!(
+            matches!(&e, Err(OptionError::NotSeconds { got, .. }) if got.contains("string")),
+            "{e:?}"
+        );
+
+        let mut map = Map::new();
+        map.insert("timout".into(), Dynamic::from_int(5));
+        map.insert("cwd".into(), Dynamic::from_int(1));
+        let mut o = Opts::new("step()", map);
+        let e = o.string("cwd").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "step(): option `cwd` must be a string, not i64"
+        );
+        let _ = o.seconds("timeout");
+        assert_eq!(
+            o.finish(),
+            Err(OptionError::Unknown {
+                func: "step()",
+                unknown: vec!["timout".into()],
+                known: vec!["cwd".into(), "timeout".into()],
+            })
+        );
+    }
+}
