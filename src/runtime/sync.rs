@@ -213,7 +213,7 @@ impl Run {
                 Some(b) => b,
                 None => match self.build_archive_file(&resolved, gzip) {
                     Ok(b) => b,
-                    Err(e) => return Err(fail(e.to_string())),
+                    Err(e) => return Err(fail(e)),
                 },
             };
             let build_ms = if remote {
