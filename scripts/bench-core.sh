@@ -28,6 +28,7 @@
 # Not a test: never run in CI.
 # Usage: scripts/bench-core.sh [WORKDIR]   (needs ~4 GB of free disk)
 #   RUNS=3 SHAPES="loose packed huge" REGIMES="cache disk" DOCKER=auto
+#   PROVIDERS="local docker" (docker only when an engine is there)
 #   RFS=/path/to/rfs (default: release build of this checkout)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,6 +38,7 @@ export RFS_STATE_DIR="$work/state"
 runs=${RUNS:-3}
 shapes=${SHAPES:-loose packed huge}
 regimes=${REGIMES:-cache disk}
+providers=${PROVIDERS:-local docker}
 svg=${SVG:-$root/book/src/performance-sync.svg}
 table=${TABLE:-$root/book/src/performance-table.md}
 if [ -z "${RFS:-}" ]; then
@@ -46,45 +48,6 @@ fi
 rfs=$RFS
 
 source "$root/scripts/bench-lib.sh"
-
-gen_repo() {
-  local dir=$1
-  [ -d "$dir/.git" ] && return
-  mkdir -p "$dir"
-  python3 - "$dir" <<'PY'
-import os, sys, random
-root = sys.argv[1]
-rnd = random.Random(42)
-n = 0
-for a in range(20):
-    for b in range(25):
-        d = os.path.join(root, f"pkg{a:02d}", f"mod{b:02d}", "src")
-        os.makedirs(d, exist_ok=True)
-        for c in range(41):
-            size = rnd.randint(1000, 9000)
-            with open(os.path.join(d, f"file{c:03d}.txt"), "wb") as f:
-                f.write(rnd.randbytes(size // 2).hex().encode()[:size])
-            n += 1
-os.makedirs(os.path.join(root, "assets"), exist_ok=True)
-for i in range(4):
-    with open(os.path.join(root, "assets", f"big{i}.bin"), "wb") as f:
-        f.write(rnd.randbytes(25 * 1024 * 1024))
-print(f"generated {n} small files + 4 x 25 MiB", file=sys.stderr)
-PY
-  echo marker > "$dir/reproducer-marker.txt"
-  git -C "$dir" init -q -b main
-  git -C "$dir" config gc.auto 0   # stay loose: no automatic gc after the commit
-  git -C "$dir" add -A
-  git -C "$dir" -c user.name=bench -c user.email=b@b commit -qm bench
-}
-
-# The same history, packed (as after `git gc`).
-gen_packed() {
-  local from=$1 dir=$2
-  [ -d "$dir/.git" ] && return
-  git clone -q --no-local "$from" "$dir"
-  git -C "$dir" gc -q
-}
 
 gen_huge() {
   local dir=$1
@@ -159,10 +122,12 @@ measure() { # shape provider regime
 }
 
 echo "== 1. sync_source vs git archive | tar -x ($runs paired runs each)"
-for s in $shapes; do
-  for g in $regimes; do measure "$s" local "$g"; done
-done
-if [ "$docker_ok" = 1 ]; then
+case " $providers " in *" local "*)
+  for s in $shapes; do
+    for g in $regimes; do measure "$s" local "$g"; done
+  done ;;
+esac
+if [ "$docker_ok" = 1 ] && case " $providers " in *" docker "*) true ;; *) false ;; esac; then
   export RFS_DOCKER_IMAGE=rfs-test-busybox:latest
   ctr=$(docker run -d --label relayflows/bench=1 "$RFS_DOCKER_IMAGE" sleep 3600)
   trap 'docker rm -f "$ctr" >/dev/null 2>&1 || true' EXIT

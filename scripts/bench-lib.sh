@@ -43,3 +43,44 @@ for e in map(json.loads, open(sys.argv[1])):
     if e["kind"]=="step.end" and e["payload"].get("name")=="flush": t1=f(e["ts"])
 print(round(t1-t0,3))' "$1"
 }
+
+# The benchmark repository at $1 (kept between runs): >= 20,000 files,
+# >= 200 MB, nested, 4 x 25 MiB files, loose objects.
+gen_repo() {
+  local dir=$1
+  [ -d "$dir/.git" ] && return
+  mkdir -p "$dir"
+  python3 - "$dir" <<'PY'
+import os, sys, random
+root = sys.argv[1]
+rnd = random.Random(42)
+n = 0
+for a in range(20):
+    for b in range(25):
+        d = os.path.join(root, f"pkg{a:02d}", f"mod{b:02d}", "src")
+        os.makedirs(d, exist_ok=True)
+        for c in range(41):
+            size = rnd.randint(1000, 9000)
+            with open(os.path.join(d, f"file{c:03d}.txt"), "wb") as f:
+                f.write(rnd.randbytes(size // 2).hex().encode()[:size])
+            n += 1
+os.makedirs(os.path.join(root, "assets"), exist_ok=True)
+for i in range(4):
+    with open(os.path.join(root, "assets", f"big{i}.bin"), "wb") as f:
+        f.write(rnd.randbytes(25 * 1024 * 1024))
+print(f"generated {n} small files + 4 x 25 MiB", file=sys.stderr)
+PY
+  echo marker > "$dir/reproducer-marker.txt"
+  git -C "$dir" init -q -b main
+  git -C "$dir" config gc.auto 0   # stay loose: no automatic gc after the commit
+  git -C "$dir" add -A
+  git -C "$dir" -c user.name=bench -c user.email=b@b commit -qm bench
+}
+
+# The same history, packed (as after `git gc`).
+gen_packed() {
+  local from=$1 dir=$2
+  [ -d "$dir/.git" ] && return
+  git clone -q --no-local "$from" "$dir"
+  git -C "$dir" gc -q
+}

@@ -42,6 +42,10 @@ pub(crate) enum Command {
         /// Only step output and script prints.
         #[arg(long, short)]
         quiet: bool,
+        /// Machine-readable: stdout carries only JSON lines (each event,
+        /// then a summary); step output and diagnostics go to stderr.
+        #[arg(long)]
+        json: bool,
         /// Sign the journal (journal.sig) and the attestation with this
         /// OpenSSH ed25519 key: a private key file, or a key (private or
         /// .pub) held by ssh-agent. Also RFS_SIGNING_KEY.
@@ -218,27 +222,21 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             session,
             keep,
             quiet,
+            json,
             sign_key,
         } => {
-            let settings = RunSettings::from_args(session.into_run_args(script, keep))?;
-            let hooks = crate::runner::Hooks {
-                reporter: Arc::new(crate::reporter::Console { quiet }),
-                handle_signals: true,
-                signing_key: crate::signing::key::for_run(sign_key.as_deref())?,
-                ..Default::default()
-            };
-            let report = crate::runner::run(settings, hooks);
-            if let Some(e) = report.error {
-                eprintln!("{:?}", miette::Report::new(e));
+            let args = session.into_run_args(script, keep);
+            if json {
+                run_json(args, sign_key)
+            } else {
+                let console = crate::reporter::Console::new(quiet).with_progress(progress(quiet));
+                run_script(args, sign_key, Arc::new(console))
             }
-            Ok(report.exit_code)
         }
         Command::Repl { session, keep } => {
+            let console = crate::reporter::Console::new(false).with_progress(progress(false));
             let settings = RunSettings::for_repl(session.into_run_args(PathBuf::new(), keep))?;
-            crate::repl::run(
-                settings,
-                Arc::new(crate::reporter::Console { quiet: false }),
-            )
+            crate::repl::run(settings, Arc::new(console))
         }
         Command::Check { script } => {
             let s = crate::script::Script::load(&script)?;
@@ -305,7 +303,7 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
                 vars,
                 image,
             },
-            Arc::new(crate::reporter::Console { quiet: false }),
+            Arc::new(crate::reporter::Console::new(false).with_progress(progress(false))),
         ),
         Command::Doctor { provider, image } => doctor(provider, image),
         Command::Completions { shell } => {
@@ -323,6 +321,57 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             print_bytes(&buf)
         }
     }
+}
+
+/// `rfs run`: validate, run, report; the exit code is the run's.
+fn run_script(
+    args: RunArgs,
+    sign_key: Option<PathBuf>,
+    reporter: Arc<dyn crate::events::Reporter>,
+) -> Result<i32, Error> {
+    let settings = RunSettings::from_args(args)?;
+    let hooks = crate::runner::Hooks {
+        reporter,
+        handle_signals: true,
+        signing_key: crate::signing::key::for_run(sign_key.as_deref())?,
+        ..Default::default()
+    };
+    let report = crate::runner::run(settings, hooks);
+    if let Some(e) = report.error {
+        eprintln!("{:?}", miette::Report::new(e));
+    }
+    Ok(report.exit_code)
+}
+
+/// `rfs run --json`: as [`run_script`], then the summary line, which is
+/// printed even when the arguments are refused before the run begins.
+fn run_json(args: RunArgs, sign_key: Option<PathBuf>) -> Result<i32, Error> {
+    let json = Arc::new(crate::reporter::Json::default());
+    let code = run_script(args, sign_key, json.clone()).unwrap_or_else(|e| {
+        let code = e.exit_code();
+        eprintln!("{:?}", miette::Report::new(e));
+        code
+    });
+    json.finish(None, code);
+    Ok(code)
+}
+
+/// The spinner for slow phases: on a terminal only, never with `-q`
+/// (`--json` never asks). `RFS_PROGRESS_AFTER_MS` sets how long a phase
+/// runs before it shows (default 1000).
+fn progress(quiet: bool) -> Option<crate::reporter::Progress> {
+    use std::io::IsTerminal;
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let after = std::env::var("RFS_PROGRESS_AFTER_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(
+            crate::reporter::progress::DEFAULT_AFTER,
+            std::time::Duration::from_millis,
+        );
+    Some(crate::reporter::Progress::new(after))
 }
 
 /// `rfs verify OUT`: print every check that passed; the first failure is

@@ -36,7 +36,9 @@ pub fn check_all(
         .collect()
 }
 
-/// local: the state directory exists or can be created, and is writable.
+/// local: the state directory exists or can be created, and is writable;
+/// the isolation a run would get (`RFS_LOCAL_ISOLATION`), or why that mode
+/// would refuse to run.
 pub fn local(state_dir: &Path) -> Health {
     let probe = || -> std::io::Result<()> {
         std::fs::create_dir_all(state_dir)?;
@@ -58,6 +60,10 @@ pub fn local(state_dir: &Path) -> Health {
                 state_dir.display()
             ),
         ),
+    };
+    let (usable, detail) = match crate::provider::local_isolation::doctor_line(None) {
+        Ok(iso) => (usable, format!("{detail}; {iso}")),
+        Err(why) => (false, format!("{detail}; {why}")),
     };
     Health {
         provider: "local".into(),
@@ -115,12 +121,12 @@ async fn daytona() -> Health {
     };
     let config = match crate::provider::daytona::config::Config::from_env(None) {
         Ok(c) => c,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e.to_string()),
     };
     let url = config.api_url.clone();
     let provider = match crate::provider::daytona::DaytonaProvider::new(config) {
         Ok(p) => p,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e.to_string()),
     };
     use crate::provider::Provider;
     match tokio::time::timeout(std::time::Duration::from_secs(15), provider.preflight()).await {

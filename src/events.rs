@@ -204,6 +204,44 @@ pub enum Event {
         workdir: String,
         implicit: bool,
     },
+    /// A later `sync_source()` moved the bound source to another commit
+    /// in the same sandbox, shipping only what differs; verified inside the
+    /// sandbox (a `source.pin` with the new commit follows).
+    #[serde(rename = "source.resync")]
+    SourceResync {
+        sandbox_id: String,
+        /// The commit and tree the sandbox held before.
+        from_commit: String,
+        from_tree_digest: String,
+        commit: String,
+        tree_digest: String,
+        /// Files and symlinks the diff between the two trees added,
+        /// modified and deleted.
+        added: usize,
+        modified: usize,
+        deleted: usize,
+        /// Entries shipped (changed paths, plus paths the sandbox held in
+        /// another state), and of them the tracked files steps had written.
+        shipped: usize,
+        rewritten: usize,
+        /// Paths removed (the old commit tracked them, or they stood where
+        /// the new commit needs another type).
+        removed: usize,
+        /// Untracked files and symlinks (steps' outputs) left in place.
+        kept_untracked: usize,
+        archive_sha256_local: String,
+        archive_sha256_sandbox: String,
+        archive_bytes: u64,
+        /// Entries of the new tree checked in the sandbox (type, mode,
+        /// symlink target), and files whose content it hashed.
+        entries_compared: usize,
+        contents_compared: usize,
+        inspect_ms: u64,
+        build_ms: u64,
+        upload_ms: u64,
+        apply_ms: u64,
+        sync_ms: u64,
+    },
     /// Upload or verification failed; the sandbox is destroyed next.
     #[serde(rename = "source.sync_failed")]
     SourceSyncFailed {
@@ -229,6 +267,11 @@ pub enum Event {
         timeout_s: Option<f64>,
         retries: u32,
         allow_failure: bool,
+        /// The source pin the step ran under (absent in older journals).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tree_digest: Option<String>,
     },
     /// An attempt of a step ended.
     #[serde(rename = "step.attempt")]
@@ -479,9 +522,10 @@ pub(crate) mod catalog {
             Event::RunEnd { .. } => 31,
             Event::Refused { .. } => 32,
             Event::BundleRedacted { .. } => 33,
+            Event::SourceResync { .. } => 34,
         }
     }
-    const COUNT: usize = 34;
+    const COUNT: usize = 35;
 
     pub(crate) fn samples() -> Vec<Event> {
         let s = |x: &str| x.to_owned();
@@ -615,6 +659,8 @@ pub(crate) mod catalog {
                 timeout_s: Some(1.5),
                 retries: 1,
                 allow_failure: false,
+                commit: Some(s("c0ffee")),
+                tree_digest: Some(s("7ree")),
             },
             Event::StepAttempt {
                 name: s("build"),
@@ -728,6 +774,30 @@ pub(crate) mod catalog {
             Event::BundleRedacted {
                 path: s("bundle/proof.rhai"),
                 sha256: s("9d1e"),
+            },
+            Event::SourceResync {
+                sandbox_id: s("local-1"),
+                from_commit: s("c0ffee"),
+                from_tree_digest: s("7ree"),
+                commit: s("beef"),
+                tree_digest: s("7ree2"),
+                added: 1,
+                modified: 2,
+                deleted: 0,
+                shipped: 3,
+                rewritten: 0,
+                removed: 2,
+                kept_untracked: 5,
+                archive_sha256_local: s("ab12"),
+                archive_sha256_sandbox: s("ab12"),
+                archive_bytes: 10240,
+                entries_compared: 40,
+                contents_compared: 3,
+                inspect_ms: 20,
+                build_ms: 3,
+                upload_ms: 4,
+                apply_ms: 30,
+                sync_ms: 60,
             },
             Event::RunEnd {
                 outcome: s("failed"),

@@ -278,15 +278,19 @@ impl Signals {
         Some(Signals { listeners })
     }
 
-    pub(crate) async fn recv(&mut self) {
+    /// Wait for one of [`INTERRUPT_SIGNALS`]; returns its name.
+    pub(crate) async fn recv(&mut self) -> &'static str {
         let waits = self.listeners.iter_mut().map(|s| Box::pin(s.recv()));
-        futures_util::future::select_all(waits).await;
+        let (_, index, _) = futures_util::future::select_all(waits).await;
+        INTERRUPT_SIGNALS[index]
     }
 }
 
 async fn wait_signal(signals: Option<&mut Signals>) {
     match signals {
-        Some(s) => s.recv().await,
+        Some(s) => {
+            s.recv().await;
+        }
         None => std::future::pending().await,
     }
 }

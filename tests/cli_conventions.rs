@@ -213,3 +213,176 @@ fn the_cli_reference_documents_every_subcommand_and_flag() {
     walk(&cli, String::new(), &book, &mut missing);
     assert!(missing.is_empty(), "not in book/src/cli.md: {missing:?}");
 }
+
+const JSON_SCRIPT: &str = r#"
+sandbox();
+sync_source();
+step("hello", "echo to-stdout; echo to-stderr >&2");
+print("a print");
+step("fails", "exit 3", #{ allow_failure: true });
+"#;
+
+/// `--json`: stdout is JSON lines only — the journal's events in order,
+/// then one summary; step output and prints never reach stdout raw.
+#[test]
+fn json_stdout_is_only_the_journals_events_then_a_summary() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run_with(repo.path(), JSON_SCRIPT, &["--json"]);
+    out.assert_code(0);
+    let lines: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect();
+    let (summary, events) = lines.split_last().expect("some lines");
+    // The events are the journal, fact for fact.
+    let journal: Vec<(String, serde_json::Value)> = out
+        .journal()
+        .into_iter()
+        .map(|e| (e["kind"].as_str().unwrap().to_owned(), e["payload"].clone()))
+        .collect();
+    let streamed: Vec<(String, serde_json::Value)> = events
+        .iter()
+        .map(|e| {
+            assert_eq!(e["type"], "event", "{e}");
+            (e["kind"].as_str().unwrap().to_owned(), e["payload"].clone())
+        })
+        .collect();
+    assert_eq!(streamed, journal);
+    // The summary.
+    assert_eq!(summary["type"], "summary", "{summary}");
+    assert_eq!(summary["outcome"], "completed");
+    assert_eq!(summary["exit_code"], 0);
+    assert_eq!(summary["provider"], "local");
+    assert_eq!(
+        summary["sandbox_id"].as_str(),
+        Some(out.sandbox_id().as_str())
+    );
+    assert_eq!(summary["commit"].as_str(), Some(repo.head().as_str()));
+    let pin = &out.entries("source.pin")[0];
+    assert_eq!(summary["tree_digest"], pin["tree_digest"]);
+    assert_eq!(
+        summary["run_id"],
+        out.entries("run.start")[0]["run_id"],
+        "{summary}"
+    );
+    assert_eq!(
+        summary["evidence"].as_str().map(std::path::PathBuf::from),
+        Some(out.out_dir.join("EVIDENCE.md"))
+    );
+    let steps = summary["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{summary}");
+    assert_eq!(
+        (
+            &steps[0]["name"],
+            &steps[0]["status"],
+            &steps[0]["exit"],
+            &steps[0]["attempts"]
+        ),
+        (&"hello".into(), &"ok".into(), &0.into(), &1.into())
+    );
+    assert_eq!(
+        (&steps[1]["name"], &steps[1]["status"], &steps[1]["exit"]),
+        (&"fails".into(), &"failed".into(), &3.into())
+    );
+    assert!(steps[0]["duration_ms"].is_u64());
+    assert_eq!(steps[0]["commit"].as_str(), Some(repo.head().as_str()));
+    // Step output and the console's lines are on stderr.
+    assert!(out.stderr.contains("[hello] to-stdout"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("[hello stderr] to-stderr"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stdout.contains("to-stdout\n"), "{}", out.stdout);
+}
+
+/// A run refused before it began (here: not a repository) still ends
+/// stdout with a summary saying so, and nothing but JSON.
+#[test]
+fn json_summary_is_printed_when_the_run_is_refused() {
+    let rfs = Rfs::new(Prov::Local);
+    let dir = tempfile::tempdir().unwrap();
+    let out = rfs.run_with(dir.path(), "sandbox(); sync_source();", &["--json"]);
+    out.assert_code(3);
+    let last: serde_json::Value =
+        serde_json::from_str(out.stdout.lines().last().expect("a summary")).unwrap();
+    assert_eq!(last["type"], "summary");
+    assert_eq!(last["outcome"], "refused");
+    assert_eq!(last["exit_code"], 3);
+    for l in out.stdout.lines() {
+        serde_json::from_str::<serde_json::Value>(l).unwrap();
+    }
+    assert!(
+        out.stderr.contains("refused") || out.stderr.contains("not a git"),
+        "{}",
+        out.stderr
+    );
+    // Arguments refused before a run id exists: a summary all the same.
+    let o = rfs
+        .cmd(dir.path())
+        .args(["run", "--json", "--var", "no-equals-sign", "x.rhai"])
+        .output()
+        .unwrap();
+    let (stdout, _) = text(&o);
+    let last: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(last["run_id"], serde_json::Value::Null, "{stdout}");
+    assert_eq!(
+        Some(last["exit_code"].as_i64().unwrap() as i32),
+        o.status.code()
+    );
+}
+
+/// The spinner: on a terminal a slow phase shows it (here after 0 ms),
+/// then it is cleared; in a pipe, with -q or with --json, never.
+#[test]
+fn progress_spins_on_a_terminal_only() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let (script, out_dir) = rfs.prepare("sandbox(); sync_source(); step(\"s\", \"true\");");
+    let under_pty = |extra: &str| {
+        let typescript = rfs.state.path().join(format!("typescript{}", uuid_like()));
+        let cmd = format!(
+            "{} run {} --out {}-{} {extra}",
+            rfs_bin().display(),
+            script.display(),
+            out_dir.display(),
+            uuid_like()
+        );
+        // util-linux `script`: the command gets a real PTY; the raw bytes
+        // it wrote land in the typescript.
+        let o = std::process::Command::new("script")
+            .args(["-qec", &cmd])
+            .arg(&typescript)
+            .current_dir(repo.path())
+            .env("RFS_STATE_DIR", rfs.state.path())
+            .env("RELAYFLOWS_SANDBOX_PROVIDER", "local")
+            .env("RFS_PROGRESS_AFTER_MS", "0")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("util-linux script runs");
+        assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+        std::fs::read_to_string(&typescript).unwrap()
+    };
+    let tty = under_pty("");
+    assert!(tty.contains("rfs: syncing commit"), "{tty}");
+    assert!(tty.contains("\x1b[2K"), "the spinner is cleared: {tty:?}");
+    let quiet = under_pty("-q");
+    assert!(!quiet.contains("syncing commit"), "{quiet}");
+    let json = under_pty("--json");
+    assert!(!json.contains("syncing commit"), "{json}");
+    // A pipe.
+    let o = rfs
+        .cmd(repo.path())
+        .env("RFS_PROGRESS_AFTER_MS", "0")
+        .arg("run")
+        .arg(&script)
+        .arg("--out")
+        .arg(out_dir.join("piped"))
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!err.contains("syncing commit"), "{err}");
+}

@@ -31,6 +31,24 @@ fn provider(sim: &Sim, create_timeout: Duration) -> Arc<DaytonaProvider> {
     )
 }
 
+/// A server started with `opts`, a provider for it and a runtime; `None`
+/// (said in one line) when this machine cannot run the server.
+fn served(
+    opts: SimOptions,
+    create_timeout: Duration,
+) -> Option<(Sim, Arc<DaytonaProvider>, tokio::runtime::Runtime)> {
+    match Sim::start(opts) {
+        Ok(sim) => {
+            let p = provider(&sim, create_timeout);
+            Some((sim, p, rt()))
+        }
+        Err(e) => {
+            eprintln!("skipping daytona test: the server cannot run here: {e}");
+            None
+        }
+    }
+}
+
 /// Labels of a sandbox owned by this test process (so gc keeps it).
 fn spec(run_id: &str) -> CreateSpec {
     let mut l = Labels::new();
@@ -196,16 +214,17 @@ fn unknown_snapshot_is_a_refusal_naming_it() {
 
 #[test]
 fn teardown_is_verified_through_list_lag_and_reappearance_with_one_delete() {
-    let Ok(sim) = Sim::start(SimOptions {
-        delete_lag: Duration::from_millis(600),
-        list_lag: Duration::from_millis(400),
-        reappear_after_delete: true,
-        ..SimOptions::default()
-    }) else {
-        return eprintln!("skipping daytona test: the server cannot run here");
+    let Some((sim, p, rt)) = served(
+        SimOptions {
+            delete_lag: Duration::from_millis(600),
+            list_lag: Duration::from_millis(400),
+            reappear_after_delete: true,
+            ..SimOptions::default()
+        },
+        CREATE_TIMEOUT,
+    ) else {
+        return;
     };
-    let p = provider(&sim, CREATE_TIMEOUT);
-    let rt = rt();
     let info = rt.block_on(p.create(&spec("lag-1"))).unwrap();
     assert_eq!(info.state, "started");
     assert_eq!(info.home, "/home/daytona");
@@ -227,14 +246,15 @@ fn teardown_is_verified_through_list_lag_and_reappearance_with_one_delete() {
 #[test]
 fn both_list_shapes_are_read_and_gc_keeps_another_hosts_sandbox_unless_older_than() {
     for shape in [ListShape::BareArray, ListShape::Paginated] {
-        let Ok(sim) = Sim::start(SimOptions {
-            list_shape: shape,
-            ..SimOptions::default()
-        }) else {
-            return eprintln!("skipping daytona test: the server cannot run here");
+        let Some((sim, p, rt)) = served(
+            SimOptions {
+                list_shape: shape,
+                ..SimOptions::default()
+            },
+            CREATE_TIMEOUT,
+        ) else {
+            return;
         };
-        let p = provider(&sim, CREATE_TIMEOUT);
-        let rt = rt();
         let a = rt.block_on(p.create(&spec("gc-a"))).unwrap();
         let b = rt.block_on(p.create(&spec("gc-b"))).unwrap();
         let mut want = vec![a.id.clone(), b.id.clone()];
@@ -287,11 +307,9 @@ fn both_list_shapes_are_read_and_gc_keeps_another_hosts_sandbox_unless_older_tha
 
 #[test]
 fn idempotent_calls_retry_5xx_and_429_honouring_retry_after_but_create_never_retries() {
-    let Ok(sim) = Sim::start(SimOptions::default()) else {
-        return eprintln!("skipping daytona test: the server cannot run here");
+    let Some((sim, p, rt)) = served(SimOptions::default(), CREATE_TIMEOUT) else {
+        return;
     };
-    let p = provider(&sim, CREATE_TIMEOUT);
-    let rt = rt();
     sim.faults().fail_next("GET", "/sandbox", 2, 503, None);
     rt.block_on(p.list(&labels::rfs_selector())).unwrap();
     assert_eq!(count(&sim, "GET", "/sandbox"), 3);
@@ -325,11 +343,9 @@ fn idempotent_calls_retry_5xx_and_429_honouring_retry_after_but_create_never_ret
 
 #[test]
 fn http_errors_name_operation_sandbox_status_and_message_and_never_the_key() {
-    let Ok(sim) = Sim::start(SimOptions::default()) else {
-        return eprintln!("skipping daytona test: the server cannot run here");
+    let Some((sim, p, rt)) = served(SimOptions::default(), CREATE_TIMEOUT) else {
+        return;
     };
-    let p = provider(&sim, CREATE_TIMEOUT);
-    let rt = rt();
     let info = rt.block_on(p.create(&spec("errors"))).unwrap();
     let body = format!(
         r#"{{"statusCode":400,"message":"refused for token {}"}}"#,
@@ -368,11 +384,9 @@ fn http_errors_name_operation_sandbox_status_and_message_and_never_the_key() {
 
 #[test]
 fn a_create_that_times_out_but_succeeds_is_adopted_not_duplicated() {
-    let Ok(sim) = Sim::start(SimOptions::default()) else {
-        return eprintln!("skipping daytona test: the server cannot run here");
+    let Some((sim, p, rt)) = served(SimOptions::default(), Duration::from_secs(1)) else {
+        return;
     };
-    let p = provider(&sim, Duration::from_secs(1));
-    let rt = rt();
     sim.faults().create_succeeds_late(Duration::from_secs(3));
     let info = rt.block_on(p.create(&spec("late-1"))).unwrap();
     // One sandbox exists: the create was not resent but looked up and
@@ -399,14 +413,15 @@ fn a_create_that_times_out_but_succeeds_is_adopted_not_duplicated() {
 
 #[test]
 fn an_abandoned_sandbox_stops_and_deletes_itself() {
-    let Ok(sim) = Sim::start(SimOptions {
-        auto_stop_tick: Duration::from_millis(40),
-        ..SimOptions::default()
-    }) else {
-        return eprintln!("skipping daytona test: the server cannot run here");
+    let Some((sim, p, rt)) = served(
+        SimOptions {
+            auto_stop_tick: Duration::from_millis(40),
+            ..SimOptions::default()
+        },
+        CREATE_TIMEOUT,
+    ) else {
+        return;
     };
-    let p = provider(&sim, CREATE_TIMEOUT);
-    let rt = rt();
     let info = rt.block_on(p.create(&spec("abandoned"))).unwrap();
     // rfs dies: its keep-alive stops with it.
     drop(p);
@@ -422,4 +437,163 @@ fn an_abandoned_sandbox_stops_and_deletes_itself() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_clean(&sim, &[]);
+}
+
+/// A step whose stdout and stderr interleave over ~1 s; the script itself
+/// checks that each stream arrived whole and apart.
+const TALKING_STEP: &str = r#"
+let r = step("talk", "for i in 1 2 3; do echo out$i; echo err$i >&2; sleep 0.3; done");
+if r.stdout != "out1\nout2\nout3\n" { throw "stdout was: " + r.stdout; }
+if r.stderr != "err1\nerr2\nerr3\n" { throw "stderr was: " + r.stderr; }
+"#;
+
+/// Per session command (in order of first request): the queries of its
+/// log requests and the number of its status reads.
+fn per_command(sim: &Sim) -> Vec<(Vec<String>, usize)> {
+    let mut cmds: Vec<(String, Vec<String>, usize)> = vec![];
+    for r in sim.requests() {
+        let (cmd_path, is_logs) = match r.path.strip_suffix("/logs") {
+            Some(p) => (p.to_owned(), true),
+            None => (r.path.clone(), false),
+        };
+        if !r
+            .route
+            .starts_with("/toolbox/{}/process/session/{}/command/{}")
+        {
+            continue;
+        }
+        let i = match cmds.iter().position(|c| c.0 == cmd_path) {
+            Some(i) => i,
+            None => {
+                cmds.push((cmd_path, vec![], 0));
+                cmds.len() - 1
+            }
+        };
+        if is_logs {
+            cmds[i].1.push(r.query);
+        } else {
+            cmds[i].2 += 1;
+        }
+    }
+    cmds.into_iter().map(|(_, q, n)| (q, n)).collect()
+}
+
+#[test]
+fn step_output_is_followed_once_not_refetched_every_poll() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    let out = rfs.run(repo.path(), TALKING_STEP);
+    out.assert_code(0);
+    let cmds = per_command(rfs.sim());
+    assert!(!cmds.is_empty());
+    for (logs, status_reads) in &cmds {
+        // One follow stream per command; its exit code read once, at the end.
+        assert_eq!(logs, &["follow=true"], "{cmds:?}");
+        assert_eq!(*status_reads, 1, "{cmds:?}");
+    }
+    rfs.finish();
+}
+
+#[test]
+fn a_server_that_cannot_follow_is_polled_with_streams_still_apart() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    rfs.sim().faults().refuse_log_follow();
+    let repo = Repo::new();
+    let out = rfs.run(repo.path(), TALKING_STEP);
+    out.assert_code(0);
+    let cmds = per_command(rfs.sim());
+    for (logs, _) in &cmds {
+        assert_eq!(logs[0], "follow=true", "{cmds:?}");
+        assert!(logs[1..].iter().all(|q| q.is_empty()), "{cmds:?}");
+    }
+    // The talking step (about 1 s) was polled several times.
+    assert!(cmds.iter().any(|(logs, _)| logs.len() > 3), "{cmds:?}");
+    rfs.finish();
+}
+
+#[test]
+fn the_source_archive_goes_to_daytona_gzipd_and_verified() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    repo.write("big.txt", &"the same line again\n".repeat(5000));
+    repo.commit("big");
+    let out = rfs.run(repo.path(), "sync_source();");
+    out.assert_code(0);
+    let v = &out.entries("source.verify")[0];
+    assert_eq!(v["compression"], "gzip", "{v}");
+    assert_eq!(v["content_equal"], true, "{v}");
+    assert!(
+        v["wire_bytes"].as_u64().unwrap() * 10 < v["archive_bytes"].as_u64().unwrap(),
+        "{v}"
+    );
+    rfs.finish();
+}
+
+#[test]
+fn a_delete_whose_answer_is_lost_is_retried_once_and_its_409_accepted() {
+    let Some((sim, p, rt)) = served(
+        SimOptions {
+            delete_lag: Duration::from_millis(800),
+            ..SimOptions::default()
+        },
+        CREATE_TIMEOUT,
+    ) else {
+        return;
+    };
+    let info = rt.block_on(p.create(&spec("lost-delete"))).unwrap();
+    sim.faults().drop_response_next("DELETE", "/sandbox/", 1);
+    rt.block_on(destroy_verified(
+        p.as_ref(),
+        &info.id,
+        Duration::from_secs(30),
+    ))
+    .unwrap();
+    let deletes: Vec<u16> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "DELETE" && r.path == format!("/sandbox/{}", info.id))
+        .map(|r| r.status)
+        .collect();
+    // The first was carried out but unanswered; the retry meets the
+    // teardown in progress (409), which rfs takes as its own delete.
+    assert_eq!(deletes, [0, 409]);
+    assert_clean(&sim, &[]);
+}
+
+#[test]
+fn keep_leaves_the_sandbox_running_and_gc_on_this_host_removes_it() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    let out = rfs.run_with(
+        repo.path(),
+        "step(\"mark\", \"echo kept > kept.txt\");\n",
+        &["--keep"],
+    );
+    out.assert_code(0);
+    let id = out.sandbox_id();
+    assert_eq!(out.entries("cleanup.kept")[0]["sandbox_id"], id.as_str());
+    assert!(out.entries("cleanup.verified").is_empty());
+    let live: Vec<_> = rfs
+        .sim()
+        .inventory()
+        .into_iter()
+        .filter(|s| s.id == id)
+        .map(|s| s.state)
+        .collect();
+    assert_eq!(live, ["started"]);
+    // The owner (this host's rfs) is gone: gc destroys it, verified.
+    let gc = rfs
+        .cmd(rfs.state.path())
+        .args(["gc", "--provider", "daytona"])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&gc.stdout),
+        String::from_utf8_lossy(&gc.stderr)
+    );
+    rfs.console(&text);
+    assert_eq!(gc.status.code(), Some(0), "{text}");
+    assert!(text.contains(&id), "{text}");
+    rfs.finish();
 }

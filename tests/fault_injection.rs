@@ -505,3 +505,29 @@ fn evidence_lists_a_step_whose_provider_failed() {
     );
     rfs.assert_no_leftovers();
 }
+
+/// Docker streams the archive into the verification's stdin too: the same
+/// faults in transit are refused there, and the sandbox destroyed.
+#[test]
+fn docker_streamed_archive_faults_are_refused() {
+    if docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let (out, marker) = run_with_fault(&rfs, Fault::StreamCorrupt);
+    assert_refused_and_destroyed(
+        &rfs,
+        &out,
+        &marker,
+        "the archive arrived corrupted: local sha256",
+    );
+    let (out, marker) = run_with_fault(&rfs, Fault::StreamBreaks);
+    assert_refused_and_destroyed(
+        &rfs,
+        &out,
+        &marker,
+        "the input stream broke before its end: connection reset mid-transfer",
+    );
+    let (out, marker) = run_with_fault(&rfs, Fault::StreamLoseFile);
+    assert_refused_and_destroyed(&rfs, &out, &marker, "missing in sandbox: lost.txt");
+}

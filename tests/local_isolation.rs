@@ -422,6 +422,11 @@ fn forbidden_with_env(
         .arg("--out")
         .arg(&out_dir)
         .args(args);
+    finish(forbidden(&inner, repo), out_dir)
+}
+
+/// Run `inner` where nested user namespaces are forbidden.
+fn forbidden(inner: &Command, repo: &Repo) -> std::process::Output {
     let mut cmd = Command::new("unshare");
     cmd.args(["--user", "--map-root-user", "sh", "-c"])
         .arg(r#"echo 0 > /proc/sys/user/max_user_namespaces && exec "$@""#)
@@ -435,7 +440,42 @@ fn forbidden_with_env(
             None => cmd.env_remove(k),
         };
     }
-    finish(cmd.output().expect("unshare runs"), out_dir)
+    cmd.output().expect("unshare runs")
+}
+
+/// `rfs doctor`'s local line names the isolation a run would get, and
+/// fails (exit 3) when the mode asked for would refuse to run.
+#[test]
+fn doctor_names_local_isolation_and_fails_when_namespaces_mode_would_refuse() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let doctor = |env: &[(&str, &str)], forbid: bool| {
+        let mut c = rfs.cmd(repo.path());
+        c.envs(env.iter().copied())
+            .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+            .arg("doctor");
+        let o = if forbid {
+            forbidden(&c, &repo)
+        } else {
+            c.output().unwrap()
+        };
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let local = out.lines().next().unwrap_or_default().to_owned();
+        (o.status.code(), local)
+    };
+    let (code, line) = doctor(&[], false);
+    assert_eq!(code, Some(0), "{line}");
+    assert!(line.contains("isolation namespaces"), "{line}");
+    // Forbidden by the kernel: auto falls back and says so; namespaces refuses.
+    let (code, line) = doctor(&[], true);
+    assert_eq!(code, Some(0), "{line}");
+    assert!(line.starts_with("local    ok"), "{line}");
+    assert!(line.contains("isolation none"), "{line}");
+    let (code, line) = doctor(&[("RFS_LOCAL_ISOLATION", "namespaces")], true);
+    assert_eq!(code, Some(3), "{line}");
+    assert!(line.starts_with("local    FAIL"), "{line}");
+    assert!(line.contains("isolation refused"), "{line}");
 }
 
 #[test]

@@ -344,3 +344,109 @@ async fn ctrl_d_destroys_the_sandbox_and_verifies_it_gone_and_keep_keeps_it() {
     assert!(gc.status.success(), "{gc:?}");
     no_leftovers(&rfs);
 }
+
+/// The pid of the `rfs repl` writing to `out_dir` (unique in its argv).
+fn repl_pid(out_dir: &std::path::Path) -> i32 {
+    let o = std::process::Command::new("pgrep")
+        .args(["-f", "--", &format!("repl --out {}", out_dir.display())])
+        .output()
+        .unwrap();
+    let pids: Vec<i32> = String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    // The repl, not its sandbox's processes (forks sharing its argv).
+    let ppid = |pid: i32| -> i32 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        after
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0)
+    };
+    let roots: Vec<i32> = pids
+        .iter()
+        .copied()
+        .filter(|p| !pids.contains(&ppid(*p)))
+        .collect();
+    assert_eq!(roots.len(), 1, "one rfs repl: {pids:?}");
+    roots[0]
+}
+
+/// Bug: SIGTERM (or SIGHUP, SIGQUIT) only interrupted the current input;
+/// at the prompt it did nothing, and a supervisor's SIGTERM never tore
+/// the sandbox down. Now it ends the session, at the prompt or in a
+/// step, with the verified cleanup, `run.end` interrupted and exit 130.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_the_repl_session_with_verified_cleanup() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    for during_step in [false, true] {
+        let r = start(&rfs, &repo, &[]).await;
+        r.send("step(\"one\", \"true\");\r");
+        r.expect("step `one` ok").await;
+        if during_step {
+            r.send("step(\"long\", \"sleep 300\");\r");
+            r.expect("rfs: step `long` in").await;
+        } else {
+            r.idle().await;
+        }
+        let sig = if during_step { "-TERM" } else { "-HUP" };
+        let kill = std::process::Command::new("kill")
+            .args([sig, &repl_pid(&r.out_dir).to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let exit =
+            r.s.wait_exit(Duration::from_secs(60))
+                .await
+                .expect("repl exits");
+        assert_eq!(exit.exit, Some(130), "{}", r.s.screen().text());
+        let journal = std::fs::read_to_string(r.out_dir.join("journal.jsonl")).unwrap();
+        let last: serde_json::Value =
+            serde_json::from_str(journal.lines().last().unwrap()).unwrap();
+        assert_eq!(last["kind"], "run.end", "{journal}");
+        assert_eq!(last["payload"]["outcome"], "interrupted", "{journal}");
+        let why = if during_step { "SIGTERM" } else { "SIGHUP" };
+        assert!(
+            last["payload"]["reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains(why),
+            "{journal}"
+        );
+        assert!(r.journal_kinds().contains(&"cleanup.verified".to_string()));
+        no_leftovers(&rfs);
+        assert!(!process_running("sleep 300"), "the step's process is gone");
+    }
+}
+
+/// Bug: REPL inputs skipped the static checks `rfs check` and `rfs run`
+/// make, so a misspelt option key ran a step with the option ignored.
+/// Now each input is checked, knowing the session's earlier functions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repl_inputs_get_the_static_checks_of_rfs_check() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let r = start(&rfs, &repo, &[]).await;
+    r.send("fn twice(x) { x * 2 }\r");
+    r.idle().await;
+    r.send("step(\"typo\", \"touch ran\", #{ timout: 5 });\r");
+    r.expect("unknown option `timout`").await;
+    let screen = r.expect("did you mean `timeout`").await;
+    // The span points at the key (it used to point past the input's end).
+    assert!(screen.contains("[<repl>:1:30]"), "{screen}");
+    assert!(screen.contains("╰── here"), "{screen}");
+    r.send("stpe(\"x\", \"true\");\r");
+    r.expect("did you mean `step`").await;
+    r.send("twice(1, 2)\r");
+    r.expect("`twice` takes 1 argument, not 2").await;
+    // The session's own function is known: this runs.
+    r.send("print(`t=${twice(21)}`)\r");
+    r.expect("t=42").await;
+    assert_eq!(r.quit().await, Some(0));
+    let kinds = r.journal_kinds();
+    assert!(!kinds.contains(&"step.start".to_string()), "{kinds:?}");
+    no_leftovers(&rfs);
+}

@@ -50,6 +50,8 @@ pub struct Evidence {
     archive_sha256: Option<String>,
     files: Option<usize>,
     workdir: Option<String>,
+    /// Re-syncs, in order: from commit, to commit, entries shipped.
+    resyncs: Vec<(String, String, usize)>,
     steps: Vec<StepRow>,
     recordings: Vec<(u32, String, String)>,
     cleanup: Option<String>,
@@ -111,6 +113,14 @@ impl Evidence {
                 self.files = Some(*files);
                 self.workdir = Some(workdir.clone());
             }
+            Event::SourceResync {
+                from_commit,
+                commit,
+                shipped,
+                ..
+            } => self
+                .resyncs
+                .push((from_commit.clone(), commit.clone(), *shipped)),
             Event::StepStart {
                 name,
                 cwd,
@@ -277,6 +287,14 @@ impl Evidence {
             let _ = writeln!(s, "- files synced and verified: {f}");
         }
         let _ = writeln!(s, "- source workdir: {}", opt(&self.workdir));
+        for (from, to, shipped) in &self.resyncs {
+            let _ = writeln!(
+                s,
+                "- re-synced: {} → {} ({shipped} entries shipped, verified in the sandbox)",
+                code(from),
+                code(to)
+            );
+        }
         let _ = writeln!(
             s,
             "- outcome: {}",

@@ -22,11 +22,13 @@
 
 pub mod config;
 mod exec;
+mod follow;
 pub mod http;
 mod pty;
 pub mod sandbox;
 mod toolbox;
 mod wrapper;
+mod ws;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -40,7 +42,7 @@ use super::{
     CreateSpec, ExecOutcome, ExecRequest, Labels, OutputSink, Provider, ProviderError,
     ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
 };
-pub use config::Config;
+pub use config::{Config, ConfigError};
 use http::Http;
 use sandbox::SandboxDto;
 
@@ -133,7 +135,7 @@ pub struct DaytonaProvider {
 impl DaytonaProvider {
     /// A provider for `config`. Nothing is sent yet: [`Provider::preflight`]
     /// checks that the API answers and accepts the credential.
-    pub fn new(config: Config) -> Result<Self, String> {
+    pub fn new(config: Config) -> Result<Self, ConfigError> {
         Ok(DaytonaProvider {
             api: Api {
                 http: Http::new(Arc::new(config))?,
@@ -146,7 +148,7 @@ impl DaytonaProvider {
 
     /// The provider configured from the environment (`snapshot`: the
     /// `--snapshot` flag, which beats `RELAYFLOWS_SANDBOX_SNAPSHOT`).
-    pub fn from_env(snapshot: Option<String>) -> Result<Self, String> {
+    pub fn from_env(snapshot: Option<String>) -> Result<Self, ConfigError> {
         Self::new(Config::from_env(snapshot)?)
     }
 
@@ -181,6 +183,37 @@ impl Provider for DaytonaProvider {
         false
     }
 
+    /// Every byte goes over the network to Daytona: the source archive is
+    /// gzip'd when the sandbox has gzip (then uploaded streamed from its
+    /// file, see `toolbox`).
+    fn remote_transfer(&self) -> bool {
+        true
+    }
+
+    /// `network: false` is Daytona's `networkBlockAll`; isolation modes
+    /// other than the default are refused (a sandbox is always Daytona's).
+    fn isolation(
+        &self,
+        req: &super::isolation::IsolationRequest,
+    ) -> Result<super::isolation::IsolationInForce, String> {
+        use super::isolation::{IsolationInForce, IsolationMode};
+        if req.mode != IsolationMode::Auto {
+            return Err(format!(
+                "provider `daytona` cannot honour isolation `{}` (requested by {}): its sandboxes are always Daytona's",
+                req.mode, req.source
+            ));
+        }
+        Ok(IsolationInForce {
+            mode: "provider".into(),
+            reason: if req.network {
+                "a Daytona sandbox".into()
+            } else {
+                "a Daytona sandbox created with networkBlockAll".into()
+            },
+            network: req.network,
+        })
+    }
+
     async fn preflight(&self) -> ProviderResult<()> {
         self.api.ping().await.map_err(|e| self.redact(e))
     }
@@ -188,6 +221,16 @@ impl Provider for DaytonaProvider {
     async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
         let res = async {
             let dto = self.api.create_started(spec).await?;
+            if !spec.isolation.network && dto.network_block_all != Some(true) {
+                let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
+                    Ok(()) => "it was destroyed (verified gone)".to_owned(),
+                    Err(d) => format!("destroying it could not be verified: {d}"),
+                };
+                return Err(ProviderError::other(format!(
+                    "sandbox {} was created without networkBlockAll although `network: false` asked for it (the server ignored the field); {cleanup}",
+                    dto.id
+                )));
+            }
             let home = match self.api.home_dir(&dto.id).await {
                 Ok(h) => h,
                 Err(e) => {

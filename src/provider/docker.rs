@@ -18,7 +18,9 @@
 //!   daemons) are not killed on timeout; they die with the sandbox.
 //! * **Uploads** stream a single-entry tar built on the fly (module
 //!   `upload`); the file keeps its local permission bits and belongs to the
-//!   sandbox user.
+//!   sandbox user. The source archive does not use them: it streams into
+//!   the verification command's stdin while it is built
+//!   ([`Provider::exec_with_input`]).
 //!
 //! The tests in `tests/docker_provider.rs` need a local engine; they build
 //! the registry-free image `rfs-test-busybox:latest` themselves with
@@ -158,6 +160,31 @@ impl Provider for DockerProvider {
     ) -> ProviderResult<ExecOutcome> {
         container::check_id(id)?;
         exec::run(&self.client, id, self.options.user.as_deref(), req, sink).await
+    }
+
+    /// The source archive streams into the verification's stdin over the
+    /// exec's attached connection: never written to a file on either side.
+    fn streams_input(&self) -> bool {
+        true
+    }
+
+    async fn exec_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: super::InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        container::check_id(id)?;
+        exec::run_with_input(
+            &self.client,
+            id,
+            self.options.user.as_deref(),
+            req,
+            Some(input),
+            sink,
+        )
+        .await
     }
 
     async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {

@@ -49,29 +49,22 @@ pub fn availability() -> Result<(), String> {
     PROBE.get_or_init(probe).clone()
 }
 
-/// One line for `rfs doctor`: what `local` would isolate with, in `mode`
-/// (`RFS_LOCAL_ISOLATION` when `None`).
-pub fn doctor_line(mode: Option<super::isolation::IsolationMode>) -> String {
-    use super::isolation::{IsolationMode, IsolationRequest, ISOLATION_ENV};
+/// For `rfs doctor`: what `local` would isolate with in `mode`
+/// (`RFS_LOCAL_ISOLATION` when `None`), or why it would refuse to run.
+pub fn doctor_line(mode: Option<super::isolation::IsolationMode>) -> Result<String, String> {
+    use super::isolation::{IsolationRequest, ISOLATION_ENV};
     let req = match mode {
         Some(m) => IsolationRequest {
             mode: m,
             source: "argument".into(),
             network: true,
         },
-        None => match IsolationRequest::from_settings(
-            None,
-            std::env::var(ISOLATION_ENV).ok().as_deref(),
-        ) {
-            Ok(r) => r,
-            Err(e) => return format!("local: {e}"),
-        },
+        None => IsolationRequest::from_settings(None, std::env::var(ISOLATION_ENV).ok().as_deref())
+            .map_err(|e| e.to_string())?,
     };
-    match (decide(&req), req.mode) {
-        (Ok(f), _) => format!("local: isolation {}", f.describe()),
-        (Err(e), IsolationMode::Namespaces) => format!("local: refuses to run: {e}"),
-        (Err(e), _) => format!("local: {e}"),
-    }
+    decide(&req)
+        .map(|f| format!("isolation {}", f.describe()))
+        .map_err(|e| format!("isolation refused: {e}"))
 }
 
 /// What `local` has in force for `req`, or why it refuses.
@@ -899,7 +892,10 @@ fn enter_child(fds: &[RawFd], cwd: &CString) -> io::Result<()> {
 unsafe fn drop_capabilities() {
     libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     for cap in 0..64 {
-        libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+        // EINVAL: past the kernel's last capability.
+        if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno() == libc::EINVAL {
+            break;
+        }
     }
     #[repr(C)]
     struct Header {

@@ -15,7 +15,10 @@
 //! prompt is reading. Ctrl-C interrupts the current evaluation (killing a
 //! running step, ending a wait) without ending the session; Ctrl-D or
 //! `:quit` ends it, and the sandbox is destroyed and verified gone as for
-//! `rfs run` (or kept with `--keep`).
+//! `rfs run` (or kept with `--keep`). SIGTERM, SIGHUP and SIGQUIT (a
+//! supervisor, a closed terminal) end the session wherever it is: the
+//! running input is interrupted, the run ends `interrupted` with the same
+//! verified cleanup, and rfs exits 130.
 
 pub mod complete;
 pub mod input;
@@ -24,7 +27,9 @@ pub mod pretty;
 pub mod transcript;
 mod tty;
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use rhai::{Dynamic, Engine, Scope, AST};
 use rustyline::error::ReadlineError;
@@ -60,13 +65,22 @@ pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Er
         },
     };
     let engine = script::run_engine(&run, &here, settings.vars.clone())?;
-    // Ctrl-C while an evaluation runs (the terminal is not in raw mode then).
+    // Ctrl-C while an evaluation runs (the terminal is not in raw mode
+    // then) interrupts it; the other signals end the session.
+    let ending = Ending::new();
     if let Some(mut signals) = signals {
         let r = run.clone();
+        let ending = ending.clone();
         rt.spawn(async move {
             loop {
-                signals.recv().await;
+                let sig = signals.recv().await;
                 r.interrupt();
+                if sig != "SIGINT" {
+                    let (r, ending) = (r.clone(), ending.clone());
+                    // Teardown blocks on the runtime: not on one of its threads.
+                    std::thread::spawn(move || ending.end_by_signal(&r, sig));
+                    return;
+                }
             }
         });
     }
@@ -78,6 +92,7 @@ pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Er
         imports: String::new(),
         transcript: Default::default(),
         cwd: settings.invocation_dir.clone(),
+        known: script::lint::Known::new(&engine),
     };
     let helper = complete::Helper::new(&engine);
     session.helper_scope = helper.scope.clone();
@@ -145,9 +160,17 @@ pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Er
         }
         let _ = ed.add_history_entry(input.as_str());
         let _typeahead = tty::TypeaheadGuard::new();
+        let _busy = ending.busy();
         session.eval(&engine, &input);
     }
     let _ = ed.save_history(&history);
+    // A signal that ends the session owns the cleanup from here.
+    let _busy = ending.busy();
+    if ending.by_signal.load(Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
+    }
     // A teardown problem is reported (and journaled) but does not turn a
     // completed session into a failed one, as for `rfs run`.
     run.finish("completed");
@@ -165,6 +188,54 @@ pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Er
     drop(run);
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     Ok(exit_code::SUCCESS)
+}
+
+/// How the session ends when a terminating signal arrives: the input
+/// being evaluated holds [`Ending::busy`]; the signal's thread waits for
+/// it (bounded), then owns the cleanup and exits.
+#[derive(Clone)]
+struct Ending {
+    busy: Arc<Mutex<()>>,
+    by_signal: Arc<AtomicBool>,
+    /// The terminal as the session found it.
+    terminal: Arc<tty::Saved>,
+}
+
+/// How long a terminating signal waits for the interrupted input to stop.
+const ENDING_GRACE: Duration = Duration::from_secs(10);
+
+impl Ending {
+    fn new() -> Ending {
+        Ending {
+            busy: Arc::default(),
+            by_signal: Arc::default(),
+            terminal: Arc::new(tty::Saved::now()),
+        }
+    }
+
+    fn busy(&self) -> MutexGuard<'_, ()> {
+        self.busy.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn end_by_signal(&self, run: &Run, sig: &str) -> ! {
+        let deadline = Instant::now() + ENDING_GRACE;
+        let _guard = loop {
+            match self.busy.try_lock() {
+                Ok(g) => break Some(g),
+                Err(std::sync::TryLockError::Poisoned(p)) => break Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(std::sync::TryLockError::WouldBlock) => break None,
+            }
+        };
+        self.by_signal.store(true, Ordering::SeqCst);
+        // The prompt may hold the terminal in raw mode: give it back first.
+        self.terminal.restore();
+        eprintln!("\r\nrfs: {sig}: ending the session");
+        run.finish_with("interrupted", Some(&format!("{sig} received")));
+        std::process::exit(exit_code::INTERRUPTED);
+    }
 }
 
 #[derive(PartialEq, Eq)]
@@ -185,6 +256,8 @@ struct Session {
     transcript: transcript::Transcript,
     helper_scope: Arc<std::sync::Mutex<complete::ScopeView>>,
     cwd: std::path::PathBuf,
+    /// What functions exist, for the static checks of each input.
+    known: script::lint::Known,
 }
 
 impl Session {
@@ -225,6 +298,13 @@ impl Session {
                 return;
             }
         };
+        // The static checks of `rfs check`, with the session so far as
+        // what this input follows.
+        let problems = script::lint::lint_after(&self.known, &self.transcript.body(), input);
+        if !problems.is_empty() {
+            eprintln!("{:?}", miette::Report::new(src.lint_error(&problems)));
+            return;
+        }
         let imports = match engine.compile(&self.imports) {
             Ok(a) => a,
             Err(_) => AST::empty(),

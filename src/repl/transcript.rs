@@ -38,6 +38,13 @@ impl Transcript {
             commit,
             run.cfg.run_id,
         );
+        s.push_str(&self.body());
+        s
+    }
+
+    /// The inputs as script statements, one after another.
+    pub fn body(&self) -> String {
+        let mut s = String::new();
         for input in &self.inputs {
             s.push_str(input);
             // A bare expression as an input is a statement in a script.

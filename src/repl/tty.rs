@@ -4,6 +4,10 @@
 //! (as end-of-file of the line being typed); [`TypeaheadGuard`] turns that
 //! off for the evaluation so a Ctrl-D typed ahead reaches the prompt and
 //! ends the session as it would at the prompt. Ctrl-C still interrupts.
+//!
+//! [`Saved`] keeps the terminal's settings from before the session, so a
+//! session ended by a signal (while the prompt holds the terminal in raw
+//! mode) gives the terminal back as it found it.
 
 use std::os::fd::AsFd;
 
@@ -35,6 +39,26 @@ impl Drop for TypeaheadGuard {
     fn drop(&mut self) {
         if let Some(t) = &self.saved {
             let _ = termios::tcsetattr(std::io::stdin().as_fd(), SetArg::TCSADRAIN, t);
+        }
+    }
+}
+
+/// The terminal's settings when the session began.
+pub struct Saved(std::sync::Mutex<Option<Termios>>);
+
+impl Saved {
+    /// Remember the settings (nothing when stdin is no terminal).
+    pub fn now() -> Saved {
+        Saved(std::sync::Mutex::new(
+            termios::tcgetattr(std::io::stdin().as_fd()).ok(),
+        ))
+    }
+
+    /// Put them back.
+    pub fn restore(&self) {
+        let saved = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = saved.as_ref() {
+            let _ = termios::tcsetattr(std::io::stdin().as_fd(), SetArg::TCSANOW, t);
         }
     }
 }

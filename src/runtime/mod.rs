@@ -10,6 +10,7 @@ pub mod cwd;
 pub mod output;
 pub mod owner;
 pub mod placement;
+pub mod resync;
 pub mod step;
 pub mod sync;
 pub mod teardown;

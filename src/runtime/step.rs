@@ -164,6 +164,12 @@ impl Run {
             .map(|(k, v)| (k.clone(), self.redact_value(k, v)))
             .collect();
         let command_journal = self.state().redactor.redact_str(command);
+        // The pin this step runs under (re-syncs move it between steps).
+        let pin = self
+            .state()
+            .source
+            .as_ref()
+            .map(|s| (s.pin.commit.clone(), s.pin.tree_digest.clone()));
         self.record(Event::StepStart {
             name: name.to_owned(),
             seq,
@@ -175,6 +181,8 @@ impl Run {
             timeout_s: opts.timeout.map(|t| t.as_secs_f64()),
             retries: opts.retries,
             allow_failure: opts.allow_failure,
+            commit: pin.as_ref().map(|p| p.0.clone()),
+            tree_digest: pin.map(|p| p.1),
         })?;
         let started = Instant::now();
         let p = self.cfg.provider.clone();

@@ -36,6 +36,18 @@ pub struct SyncRequestKey {
     pub dest: String,
 }
 
+impl SyncRequestKey {
+    /// Whether `other` binds the same place (repository, subdirectory,
+    /// destination, submodule policy): a re-sync may change only the
+    /// revision (and `allow_dirty`).
+    pub fn same_place(&self, other: &SyncRequestKey) -> bool {
+        self.repo_root == other.repo_root
+            && self.subdir == other.subdir
+            && self.dest == other.dest
+            && self.submodules == other.submodules
+    }
+}
+
 impl Run {
     /// Bind the run's source. `implicit` marks a bind done by the first
     /// `step()` because the script did not call `sync_source()`.
@@ -43,7 +55,14 @@ impl Run {
         self.check_cancelled()?;
         // A replay ships the commit it replays, whatever HEAD and the
         // working tree are now (dirty paths are still journaled).
+        // A full commit id names one commit whatever the repository's
+        // state, so a replay honours it (a replayed re-sync walks the same
+        // commits).
         let opts = match &self.cfg.replay_of {
+            Some(_) if is_full_id(&opts.rev) => SourceOptions {
+                allow_dirty: true,
+                ..opts
+            },
             Some(r) => SourceOptions {
                 rev: r.commit.clone(),
                 allow_dirty: true,
@@ -51,6 +70,7 @@ impl Run {
             },
             None => opts,
         };
+        validate_rev(&opts.rev).map_err(|m| self.refuse(m))?;
         validate_dest(&opts.dest).map_err(|e| self.refuse(e.to_string()))?;
         let resolved = repo::resolve(&opts).map_err(|e| {
             let msg = format!("cannot bind the source: {e}");
@@ -67,12 +87,18 @@ impl Run {
             submodules: opts.submodules,
             dest: opts.dest.clone(),
         };
-        if let Some(b) = &self.state().source {
-            if b.request == key || implicit {
-                return Ok(b.pin.clone());
+        let bound = self.state().source.clone();
+        if let Some(b) = bound {
+            let same = b.pin.commit == resolved.commit.to_string()
+                && b.pin.tree_digest == resolved.tree.to_string();
+            if implicit || (same && b.request.same_place(&key)) {
+                return Ok(b.pin);
+            }
+            if b.request.same_place(&key) {
+                return self.resync(b, resolved, key);
             }
             return Err(Error::Refused(format!(
-                "the run's source is already bound to commit {} with other options; a run binds exactly one source",
+                "the run's source is already bound to commit {} with other repo, path, dest or submodules options; a run binds one source (a later sync_source() may only move it to another commit)",
                 b.pin.commit
             )));
         }
@@ -157,6 +183,7 @@ impl Run {
                 &dest,
                 &aux,
                 if gzip { "gzip" } else { "" },
+                &super::resync::stamp_path(home, &self.cfg.run_id),
             ]
             .iter()
             .map(|s| s.to_string())
@@ -187,6 +214,11 @@ impl Run {
             ));
             let (built, build_ms) = match builder.join() {
                 Ok(Ok(b)) => b,
+                // The consumer failed first (its error says why).
+                Ok(Err(e)) if e.to_string().contains(stream::READER_GONE) && outcome.is_err() => {
+                    let e = outcome.err().map(|e| e.to_string()).unwrap_or_default();
+                    return Err(fail(format!("streaming the archive: {e}")));
+                }
                 Ok(Err(e)) => return Err(fail(format!("cannot build the source archive: {e}"))),
                 Err(_) => return Err(fail("the archive builder panicked".into())),
             };
@@ -402,6 +434,26 @@ fn validate_dest(dest: &str) -> std::result::Result<(), crate::validate::InputEr
             value: dest.to_owned(),
         })
     }
+}
+
+/// A full 40-hex (SHA-1) or 64-hex (SHA-256) commit id.
+fn is_full_id(rev: &str) -> bool {
+    (rev.len() == 40 || rev.len() == 64) && rev.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `rev` must be a plausible revision: not empty, no whitespace or
+/// control characters, not an option.
+fn validate_rev(rev: &str) -> std::result::Result<(), String> {
+    if rev.is_empty()
+        || rev.starts_with('-')
+        || rev.chars().any(|c| c.is_whitespace() || c.is_control())
+        || rev.len() > 256
+    {
+        return Err(format!(
+            "sync_source rev {rev:?} is not a revision: give a commit id, branch, tag or expression such as HEAD~1 (no spaces, not starting with `-`)"
+        ));
+    }
+    Ok(())
 }
 
 /// Milliseconds for the journal.

@@ -188,6 +188,31 @@ pub fn lint(known: &Known, source: &str) -> Vec<Problem> {
     }
 }
 
+/// Check `source` as the continuation of `prelude` (the REPL: what came
+/// before defines functions, variables and imports), reporting only the
+/// problems in `source`, at positions within it.
+pub fn lint_after(known: &Known, prelude: &str, source: &str) -> Vec<Problem> {
+    let prelude = prelude.trim_end();
+    if prelude.is_empty() {
+        return lint(known, source);
+    }
+    // `source` starts two lines below the prelude's last.
+    let offset = prelude.lines().count() + 1;
+    let whole = format!("{prelude}\n\n{source}");
+    lint(known, &whole)
+        .into_iter()
+        .filter_map(|p| {
+            let line = p.pos.line()?.checked_sub(offset).filter(|l| *l > 0)?;
+            let line = u16::try_from(line).ok()?;
+            let col = u16::try_from(p.pos.position().unwrap_or(0)).ok()?;
+            Some(Problem {
+                pos: Position::new(line, col),
+                ..p
+            })
+        })
+        .collect()
+}
+
 /// Check `ast` (compiled from `source` without optimization).
 pub fn check(known: &Known, ast: &AST, source: &str) -> Vec<Problem> {
     let mut script_fns: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
@@ -337,18 +362,31 @@ fn suggest(name: &str, candidates: impl Iterator<Item = String>) -> Option<Strin
         .map(|(_, c)| c)
 }
 
+/// Edit distance counting a swap of neighbours as one edit (optimal
+/// string alignment), so `stpe` is one typo away from `step`.
 fn levenshtein(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
     }
-    prev[b.len()]
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 /// Names bound by `let`, `const`, function and closure parameters (a call
@@ -392,6 +430,33 @@ mod tests {
         let engine = crate::script::base_engine(std::path::Path::new(".")).unwrap();
         engine.compile(src).unwrap();
         super::lint(&Known::new(&engine), src)
+    }
+
+    #[test]
+    fn lint_after_knows_the_prelude_and_reports_positions_in_the_input() {
+        let engine = crate::script::base_engine(std::path::Path::new(".")).unwrap();
+        let known = Known::new(&engine);
+        let prelude = "fn twice(x) { x * 2 }\nlet f = Fn(\"twice\");\nimport \"rfs/poll\" as p;\n";
+        assert_eq!(lint_after(&known, prelude, "twice(4)"), vec![]);
+        assert_eq!(lint_after(&known, prelude, "f.call(1)"), vec![]);
+        let p = lint_after(&known, prelude, "1;\n  twice(1, 2)");
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!((p[0].pos.line(), p[0].pos.position()), (Some(2), Some(3)));
+        let p = lint_after(&known, prelude, "p::nope()");
+        assert_eq!(p[0].message, "unknown function `p::nope`");
+        // Nothing before: as `rfs check`.
+        let p = lint_after(&known, "", "twice(4)");
+        assert_eq!(p[0].message, "unknown function `twice`");
+    }
+
+    #[test]
+    fn a_swapped_pair_of_letters_is_one_typo() {
+        assert_eq!(levenshtein("stpe", "step"), 1);
+        assert_eq!(levenshtein("kitten", "sitting"), 3);
+        assert_eq!(
+            suggest("stpe", ["step".to_string()].into_iter()).as_deref(),
+            Some("step")
+        );
     }
 
     #[test]

@@ -125,6 +125,47 @@ pub fn build_into<W: Write>(
     Ok((mh.inner, Built { manifest, archive }))
 }
 
+/// One path of a commit's tree to ship on its own (a re-sync ships only
+/// what changed): a directory header (its contents are listed separately)
+/// or a blob (file or symlink).
+#[derive(Debug, Clone)]
+pub struct Shipped {
+    pub path: Vec<u8>,
+    pub id: Oid,
+    pub filemode: i32,
+    pub kind: ObjectType,
+}
+
+/// Stream exactly `entries` (in order; parents before children) of the
+/// repository's objects as a tar into `out`, returning `out` (flushed) and
+/// the manifest of what was shipped (files hashed on the way).
+pub fn build_entries_into<W: Write>(
+    repo_dir: &Path,
+    commit: Oid,
+    entries: &[Shipped],
+    out: W,
+) -> Result<(W, Manifest), SourceError> {
+    bound_git_memory();
+    let repo = Repository::open(repo_dir)?;
+    let mtime = repo.find_commit(commit)?.time().seconds().max(0) as u64;
+    let mut tar = tar::Builder::new(out);
+    tar.mode(tar::HeaderMode::Deterministic);
+    tar.follow_symlinks(false);
+    let mut manifest = Manifest::default();
+    let mut w = Walker {
+        tar: &mut tar,
+        manifest: &mut manifest,
+        mtime,
+        buf: vec![0u8; 256 * 1024],
+    };
+    for e in entries {
+        w.entry(&repo, &e.path, e.kind, e.id, e.filemode)?;
+    }
+    let mut out = tar.into_inner()?;
+    out.flush()?;
+    Ok((out, manifest))
+}
+
 /// A writer that optionally hashes what passes through.
 struct MaybeHashing<W> {
     inner: W,
@@ -224,6 +265,51 @@ impl<W: Write> Walker<'_, W> {
                         String::from_utf8_lossy(&path)
                     )))
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// One entry without recursing: a directory header, a symlink or a file.
+    fn entry(
+        &mut self,
+        repo: &Repository,
+        path: &[u8],
+        kind: ObjectType,
+        id: Oid,
+        filemode: i32,
+    ) -> Result<(), SourceError> {
+        let ospath = Path::new(std::ffi::OsStr::from_bytes(path));
+        match kind {
+            ObjectType::Tree => {
+                let mut h = self.header(tar::EntryType::Directory, 0o755, 0);
+                self.tar.append_data(&mut h, ospath, io::empty())?;
+                self.manifest.entries.insert(path.to_vec(), Entry::Dir);
+            }
+            ObjectType::Blob if filemode == 0o120000 => {
+                let target = repo.find_blob(id)?.content().to_vec();
+                let mut h = self.header(tar::EntryType::Symlink, 0o777, 0);
+                self.tar.append_link(
+                    &mut h,
+                    ospath,
+                    Path::new(std::ffi::OsStr::from_bytes(&target)),
+                )?;
+                self.manifest
+                    .entries
+                    .insert(path.to_vec(), Entry::Symlink { target });
+            }
+            ObjectType::Blob => {
+                let exec = filemode & 0o111 != 0;
+                let (sha256, size) = self.blob(repo, id, ospath, exec)?;
+                self.manifest
+                    .entries
+                    .insert(path.to_vec(), Entry::File { exec, sha256, size });
+            }
+            _ => {
+                return Err(SourceError::Git(format!(
+                    "unsupported tree entry {}",
+                    String::from_utf8_lossy(path)
+                )))
             }
         }
         Ok(())

@@ -65,7 +65,7 @@ impl Manifest {
     }
 }
 
-fn describe(e: &Entry) -> String {
+pub(crate) fn describe(e: &Entry) -> String {
     match e {
         Entry::Dir => "directory".into(),
         Entry::File { exec, sha256, .. } => format!(

@@ -12,6 +12,8 @@ pub mod manifest;
 pub mod pack_stream;
 pub mod remote_check;
 pub mod repo;
+pub mod resync;
+pub mod resync_remote;
 pub mod stream;
 
 use std::path::PathBuf;

@@ -27,9 +27,12 @@ pub const EXIT_DECOMPRESS: i32 = 95;
 /// The archive argument meaning "read the archive from standard input".
 pub const STDIN: &str = "-";
 
-/// `sh -c SCRIPT rfs-verify ARCHIVE DEST AUX [DECOMPRESSOR]`: ARCHIVE is a
-/// file in the sandbox or [`STDIN`]; AUX is a scratch directory (created,
-/// then removed); DECOMPRESSOR (`gzip`) when the transfer is compressed.
+/// `sh -c SCRIPT rfs-verify ARCHIVE DEST AUX [DECOMPRESSOR [STAMP]]`:
+/// ARCHIVE is a file in the sandbox or [`STDIN`]; AUX is a scratch
+/// directory (created, then removed); DECOMPRESSOR (`gzip`, or empty) when
+/// the transfer is compressed; STAMP, when given, is touched with a time one
+/// second before the end of the sync, so a re-sync can tell which files
+/// steps wrote since ([`super::resync_remote`]).
 pub const SCRIPT: &str = r#"set -u
 LC_ALL=C; export LC_ALL
 arc=$1; dest=$2; aux=$3; z=${4:-}
@@ -78,6 +81,7 @@ P=; if [ "${j:-1}" -gt 1 ] 2>/dev/null && echo x | xargs -P 2 true 2>/dev/null; 
 find . -type f -print0 | xargs -0 -r $P -n 256 sh -c 'o=$(mktemp "$0/b.XXXXXX") || exit 255; { printf "BATCH\0"; printf "%s\0" "$@"; printf SUMS; '"$H"' "$@"; printf "\0"; } >"$o"' "$aux"
 for b in "$aux"/b.*; do [ -f "$b" ] && cat "$b"; done
 printf 'END\0'
+if [ -n "${5:-}" ]; then touch -d "@$(( $(date +%s) - 1 ))" "$5" 2>/dev/null || rm -f -- "$5"; fi
 rm -rf -- "$aux"
 [ "$arc" = - ] || rm -f -- "$arc"
 "#;
@@ -216,13 +220,16 @@ pub fn parse_report(out: &[u8]) -> Result<Report, ReportError> {
 }
 
 /// `./a/b` → `a/b`; `.` → None.
-fn rel(p: &[u8]) -> Option<&[u8]> {
+pub(crate) fn rel(p: &[u8]) -> Option<&[u8]> {
     p.strip_prefix(b"./")
 }
 
 /// One `sha256sum` line for `name`, in GNU (escaped names) or busybox
 /// (raw names) form. Returns the digest and the rest.
-fn parse_sum_line<'a>(s: &'a [u8], name: &[u8]) -> Result<(String, &'a [u8]), ReportError> {
+pub(crate) fn parse_sum_line<'a>(
+    s: &'a [u8],
+    name: &[u8],
+) -> Result<(String, &'a [u8]), ReportError> {
     let bad = || ReportError::MalformedChecksum(String::from_utf8_lossy(name).into_owned());
     let (escaped, s) = match s.strip_prefix(b"\\") {
         Some(r) => (true, r),

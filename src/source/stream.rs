@@ -17,6 +17,10 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
 
+/// The builder's error when the reader went away: a consequence of the
+/// consumer's failure, never its cause.
+pub const READER_GONE: &str = "the receiving side stopped reading the archive";
+
 /// Bytes per chunk handed over.
 const CHUNK: usize = 1 << 20;
 /// Chunks in flight.
@@ -57,12 +61,9 @@ pub struct ChunkWriter {
 
 impl ChunkWriter {
     fn send(&mut self, m: Msg) -> io::Result<()> {
-        self.tx.blocking_send(m).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::BrokenPipe,
-                "the receiving side stopped reading the archive",
-            )
-        })
+        self.tx
+            .blocking_send(m)
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, READER_GONE))
     }
 
     /// The archive is complete.

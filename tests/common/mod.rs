@@ -468,6 +468,15 @@ impl Rfs {
         self.assert_key_not_leaked();
     }
 
+    /// What every daytona test asserts after its body: the server's
+    /// inventory holds no rfs sandbox (not even a `destroying` one: rfs
+    /// verifies teardown before it exits) and the API key appears in no
+    /// file and no console output.
+    #[track_caller]
+    pub fn finish(&self) {
+        self.assert_no_leftovers();
+    }
+
     /// The Daytona API key is in no file rfs wrote (state dir: run output,
     /// journals, logs) and in no console output of a run.
     #[track_caller]
@@ -544,7 +553,8 @@ pub fn uuid_like() -> String {
 }
 
 /// Generate one test per provider from one body:
-/// `provider_tests! { fn name(rfs: &Rfs) { ... } }` → `local::name`, `docker::name`.
+/// `provider_tests! { fn name(rfs: &Rfs) { ... } }` → `local::name`, `docker::name`,
+/// `daytona::name` (each daytona test on a server of its own, then [`Rfs::finish`]).
 #[macro_export]
 macro_rules! provider_tests {
     ($(fn $name:ident($rfs:ident: &Rfs) $body:block)*) => {
@@ -556,6 +566,13 @@ macro_rules! provider_tests {
             $(#[test] fn $name() {
                 if super::docker_missing() { return; }
                 super::$name(&super::Rfs::new(super::Prov::Docker));
+            })*
+        }
+        mod daytona {
+            $(#[test] fn $name() {
+                let Some(rfs) = super::Rfs::daytona() else { return; };
+                super::$name(&rfs);
+                rfs.finish();
             })*
         }
     };

@@ -76,12 +76,29 @@ pub struct Config {
 }
 
 /// Default of [`Config::create_timeout`].
+/// Why the provider cannot be configured (nothing was sent yet).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{API_KEY_ENV} is not set: the daytona provider needs an API key (or {JWT_ENV} with {ORG_ENV})")]
+    MissingCredential,
+    #[error("{JWT_ENV} is set but {ORG_ENV} is not: a JWT needs the organization id (or set {API_KEY_ENV} instead)")]
+    JwtWithoutOrganization,
+    #[error("{API_URL_ENV} `{0}` is not an http(s) URL")]
+    NotHttpUrl(String),
+    #[error("the Daytona credential contains characters not allowed in a header")]
+    CredentialNotAHeader,
+    #[error("{ORG_ENV} is not a valid header value")]
+    OrganizationNotAHeader,
+    #[error("cannot build the HTTP client: {0}")]
+    HttpClient(String),
+}
+
 pub const CREATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(75);
 
 impl Config {
     /// Read the configuration from the environment; `snapshot_flag`
     /// (`--snapshot`) beats `RELAYFLOWS_SANDBOX_SNAPSHOT`.
-    pub fn from_env(snapshot_flag: Option<String>) -> Result<Config, String> {
+    pub fn from_env(snapshot_flag: Option<String>) -> Result<Config, ConfigError> {
         Self::from_lookup(|k| std::env::var(k).ok(), snapshot_flag)
     }
 
@@ -89,7 +106,7 @@ impl Config {
     pub fn from_lookup(
         get: impl Fn(&str) -> Option<String>,
         snapshot_flag: Option<String>,
-    ) -> Result<Config, String> {
+    ) -> Result<Config, ConfigError> {
         let get = |k: &str| {
             get(k)
                 .map(|v| v.trim().to_owned())
@@ -101,18 +118,8 @@ impl Config {
                 token: Secret::new(jwt),
                 organization: org,
             },
-            (None, Some(_), None) => {
-                return Err(format!(
-                    "{JWT_ENV} is set but {ORG_ENV} is not: a JWT needs the organization id \
-                     (or set {API_KEY_ENV} instead)"
-                ))
-            }
-            (None, None, _) => {
-                return Err(format!(
-                    "{API_KEY_ENV} is not set: the daytona provider needs an API key \
-                     (or {JWT_ENV} with {ORG_ENV})"
-                ))
-            }
+            (None, Some(_), None) => return Err(ConfigError::JwtWithoutOrganization),
+            (None, None, _) => return Err(ConfigError::MissingCredential),
         };
         let api_url = get(API_URL_ENV)
             .unwrap_or_else(|| DEFAULT_API_URL.to_owned())
@@ -120,7 +127,7 @@ impl Config {
             .to_owned();
         match reqwest::Url::parse(&api_url) {
             Ok(u) if matches!(u.scheme(), "http" | "https") => {}
-            _ => return Err(format!("{API_URL_ENV} `{api_url}` is not an http(s) URL")),
+            _ => return Err(ConfigError::NotHttpUrl(api_url)),
         }
         let default_snapshot = snapshot_flag
             .map(|s| s.trim().to_owned())
@@ -174,9 +181,11 @@ mod tests {
 
     #[test]
     fn missing_key_is_refused_naming_the_variable() {
-        let e = Config::from_lookup(env(&[]), None).unwrap_err();
+        let e = Config::from_lookup(env(&[]), None).unwrap_err().to_string();
         assert!(e.contains("DAYTONA_API_KEY is not set"), "{e}");
-        let e = Config::from_lookup(env(&[(JWT_ENV, "jwt-abc")]), None).unwrap_err();
+        let e = Config::from_lookup(env(&[(JWT_ENV, "jwt-abc")]), None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("DAYTONA_ORGANIZATION_ID"), "{e}");
         assert!(!e.contains("jwt-abc"));
     }
@@ -213,7 +222,8 @@ mod tests {
             None,
         )
         .unwrap_err();
-        assert!(e.contains("not an http(s) URL"));
+        assert_eq!(e, ConfigError::NotHttpUrl("ftp://x".into()));
+        assert!(e.to_string().contains("not an http(s) URL"));
     }
 
     #[test]

@@ -12,21 +12,25 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::follow::{Followed, Target};
 use super::http::{Call, HttpError};
 use super::sandbox::enc;
 use super::wrapper::{self, Refusal};
-use super::Api;
+use super::{lock, Api};
 use crate::provider::{
     sleep_until, ExecOutcome, ExecRequest, OutputSink, ProviderError, ProviderResult,
 };
 
 /// SIGKILL, reported for a command rfs killed.
-const SIGKILL: i32 = 9;
+pub(crate) const SIGKILL: i32 = 9;
 /// How long a killed command may take to report its end.
-const KILL_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const KILL_GRACE: Duration = Duration::from_secs(10);
 /// First and longest pause between polls.
 const POLL_MIN: Duration = Duration::from_millis(20);
 const POLL_MAX: Duration = Duration::from_millis(500);
+
+/// Said (on the step's stderr) when the command removed the toolbox's log.
+const LOG_LOST_NOTE: &str = "rfs: the command removed the Daytona toolbox's session log (under $HOME/.daytona); its further output is lost, its exit status is read from /tmp\n";
 
 /// Marker bytes the toolbox puts before stdout / stderr chunks in raw logs.
 const STDOUT_MARK: &[u8] = b"\x01\x01\x01";
@@ -148,50 +152,107 @@ fn refusal_error(r: Refusal, id: &str, cwd: &str) -> ProviderError {
     })
 }
 
-/// Streams new output to the sink, holding back stderr while it may still
-/// be the wrapper's refusal marker.
-struct Relay {
+/// Passes output to the sink as it arrives, holding back stderr while it
+/// may still be the wrapper's refusal marker, and keeping the first bytes
+/// of output for rfs's own error messages.
+pub(crate) struct Relay {
     marker: String,
-    out_sent: usize,
-    err_sent: usize,
     holding: bool,
+    held: Vec<u8>,
+    head: Vec<u8>,
+    /// Bytes of cumulative logs already relayed (polling).
+    out_seen: usize,
+    err_seen: usize,
 }
 
+/// How much output is kept for error messages.
+const HEAD: usize = 4096;
+
 impl Relay {
-    fn new(token: &str) -> Self {
+    pub fn new(token: &str) -> Self {
         Relay {
             marker: wrapper::marker(token),
-            out_sent: 0,
-            err_sent: 0,
             holding: true,
+            held: vec![],
+            head: vec![],
+            out_seen: 0,
+            err_seen: 0,
         }
     }
 
-    fn feed(&mut self, logs: &Logs, sink: &mut dyn OutputSink) {
-        if logs.stdout.len() > self.out_sent {
-            sink.stdout(&logs.stdout[self.out_sent..]);
-            self.out_sent = logs.stdout.len();
+    fn keep_head(&mut self, b: &[u8]) {
+        let n = (HEAD - self.head.len().min(HEAD)).min(b.len());
+        self.head.extend_from_slice(&b[..n]);
+    }
+
+    /// New stdout bytes.
+    pub fn stdout(&mut self, b: &[u8], sink: &mut dyn OutputSink) {
+        self.keep_head(b);
+        sink.stdout(b);
+    }
+
+    /// New stderr bytes.
+    pub fn stderr(&mut self, b: &[u8], sink: &mut dyn OutputSink) {
+        self.keep_head(b);
+        if !self.holding {
+            sink.stderr(b);
+            return;
         }
-        if self.holding {
-            let m = self.marker.as_bytes();
-            let n = logs.stderr.len().min(m.len());
-            if logs.stderr[..n] != m[..n] {
-                self.holding = false;
+        self.held.extend_from_slice(b);
+        let m = self.marker.as_bytes();
+        let n = self.held.len().min(m.len());
+        if self.held[..n] != m[..n] {
+            // Not the wrapper's: everything held is output.
+            self.flush(sink);
+        }
+        // Else a prefix of the marker, or the marker itself (held until the end).
+    }
+
+    /// Pieces of a followed stream (`true` = stderr).
+    pub fn pieces(&mut self, pieces: Vec<(bool, Vec<u8>)>, sink: &mut dyn OutputSink) {
+        for (is_err, b) in pieces {
+            if is_err {
+                self.stderr(&b, sink);
             } else {
-                // A prefix of the marker, or the marker itself (held
-                // until the end).
-                return;
+                self.stdout(&b, sink);
             }
         }
-        if logs.stderr.len() > self.err_sent {
-            sink.stderr(&logs.stderr[self.err_sent..]);
-            self.err_sent = logs.stderr.len();
+    }
+
+    /// The new part of cumulative logs (polling).
+    pub fn feed(&mut self, logs: &Logs, sink: &mut dyn OutputSink) {
+        if logs.stdout.len() > self.out_seen {
+            let b = logs.stdout[self.out_seen..].to_vec();
+            self.out_seen = logs.stdout.len();
+            self.stdout(&b, sink);
+        }
+        if logs.stderr.len() > self.err_seen {
+            let b = logs.stderr[self.err_seen..].to_vec();
+            self.err_seen = logs.stderr.len();
+            self.stderr(&b, sink);
         }
     }
 
-    fn flush(&mut self, logs: &Logs, sink: &mut dyn OutputSink) {
+    /// The wrapper's refusal, if held stderr is one.
+    pub fn refusal(&self, token: &str) -> Option<Refusal> {
+        if self.holding {
+            wrapper::refusal(token, &self.held)
+        } else {
+            None
+        }
+    }
+
+    /// Release whatever stderr is held.
+    pub fn flush(&mut self, sink: &mut dyn OutputSink) {
         self.holding = false;
-        self.feed(logs, sink);
+        if !self.held.is_empty() {
+            sink.stderr(&std::mem::take(&mut self.held));
+        }
+    }
+
+    /// The first bytes of output (both streams, as they came).
+    pub fn head(&self) -> String {
+        String::from_utf8_lossy(&self.head).into_owned()
     }
 }
 
@@ -209,8 +270,15 @@ impl Api {
             .await
     }
 
-    /// Current output of a session command.
-    async fn logs(&self, base: &str, id: &str, sid: &str, cmd: &str) -> ProviderResult<Logs> {
+    /// Current output of a session command; `None` when the toolbox no
+    /// longer has its log (the command removed `$HOME/.daytona`).
+    async fn logs(
+        &self,
+        base: &str,
+        id: &str,
+        sid: &str,
+        cmd: &str,
+    ) -> ProviderResult<Option<Logs>> {
         let call = Call::new(
             "read command output",
             Some(id),
@@ -221,17 +289,38 @@ impl Api {
                 enc(cmd)
             ),
         );
-        let resp = self.http.send(&call, |r| r).await?;
+        let resp = match self.http.send(&call, |r| r).await {
+            Ok(r) => r,
+            Err(e) if e.status() == Some(404) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
         let body = resp.bytes().await.map_err(|e| {
             ProviderError::other(format!(
                 "daytona: read command output (sandbox {id}) failed: {e}"
             ))
         })?;
-        Ok(parse_logs(&body))
+        Ok(Some(parse_logs(&body)))
+    }
+
+    /// The exit status the wrapper recorded in `/tmp` (see
+    /// [`wrapper::exit_status_line`]), once it has one.
+    pub(crate) async fn recorded_exit(&self, id: &str, token: &str) -> ProviderResult<Option<i32>> {
+        let r = self
+            .execute(
+                id,
+                "read a command's recorded exit status",
+                &wrapper::exit_status_line(token),
+                Duration::from_secs(30),
+            )
+            .await?;
+        Ok(match r.exit_code {
+            Some(0) => r.result.as_deref().and_then(|s| s.trim().parse().ok()),
+            _ => None,
+        })
     }
 
     /// A session command's exit code, once it has one.
-    async fn status(
+    pub(crate) async fn status(
         &self,
         base: &str,
         id: &str,
@@ -264,7 +353,7 @@ impl Api {
                 req.cwd
             )));
         }
-        wrapper::check_env(&req.env).map_err(ProviderError::Other)?;
+        wrapper::check_env(&req.env)?;
         if req.cancel.is_cancelled() {
             return Ok(ExecOutcome {
                 cancelled: true,
@@ -300,7 +389,12 @@ impl Api {
         req: &ExecRequest,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
-        let line = wrapper::exec_line(token, &req.cwd, &req.env, &req.argv);
+        // Where the toolbox keeps this session (its daemon's config dir is
+        // `$HOME/.daytona`): the wrapper checks it is still there.
+        let session_dir = lock(&self.homes)
+            .get(id)
+            .map(|h| format!("{}/.daytona/sessions/{sid}", h.trim_end_matches('/')));
+        let line = wrapper::exec_line(token, session_dir.as_deref(), &req.cwd, &req.env, &req.argv);
         let call = Call::new(
             "start command",
             Some(id),
@@ -336,7 +430,8 @@ impl Api {
                 } else {
                     demux(output.unwrap_or_default().as_bytes())
                 };
-                return self.finish(id, req, token, Some(code), &logs, &mut relay, sink);
+                relay.feed(&logs, sink);
+                return self.finish(id, req, token, Some(code), &mut relay, sink);
             }
             ExecStart { cmd_id: None, .. } => {
                 return Err(ProviderError::other(format!(
@@ -344,12 +439,56 @@ impl Api {
             )))
             }
         };
+        let at = Target {
+            base,
+            id,
+            sid,
+            cmd: &cmd,
+            token,
+        };
+        if let Some(ws) = self.open_follow(base, id, sid, &cmd).await {
+            return match self.follow_command(ws, at, req, &mut relay, sink).await? {
+                Followed::Stopped { timed_out, killed } => {
+                    relay.flush(sink);
+                    Ok(ExecOutcome {
+                        exit: None,
+                        signal: killed.then_some(SIGKILL),
+                        timed_out,
+                        cancelled: !timed_out,
+                    })
+                }
+                Followed::Ended(exit) => self.finish(id, req, token, exit, &mut relay, sink),
+            };
+        }
+        self.poll_command(at, req, &mut relay, sink).await
+    }
+
+    /// The fall-back when the toolbox cannot follow a log: poll status and
+    /// the whole log (the logs endpoint has no offset), relaying new bytes.
+    async fn poll_command(
+        &self,
+        at: Target<'_>,
+        req: &ExecRequest,
+        relay: &mut Relay,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let Target {
+            base,
+            id,
+            sid,
+            cmd,
+            token,
+        } = at;
         let deadline = req.timeout.map(|t| Instant::now() + t);
         let mut stop: Option<bool> = None; // Some(true) = timeout, Some(false) = cancel
         let mut grace: Option<Instant> = None;
         let mut killed = false;
         let mut pause = POLL_MIN;
-        let (mut exit, mut logs);
+        let mut exit: Option<i32>;
+        let mut logs = Logs::default();
+        // Set once the toolbox lost the command's log (its session
+        // directory under $HOME was removed by the command itself).
+        let mut log_lost = false;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(pause) => {}
@@ -360,8 +499,21 @@ impl Api {
                 killed = self.kill_group(id, token).await?;
                 grace = Some(Instant::now() + KILL_GRACE);
             }
-            exit = self.status(base, id, sid, &cmd).await?;
-            logs = self.logs(base, id, sid, &cmd).await?;
+            if log_lost {
+                exit = self.recorded_exit(id, token).await?;
+            } else {
+                exit = self.status(base, id, sid, cmd).await?;
+                match self.logs(base, id, sid, cmd).await? {
+                    Some(l) => logs = l,
+                    None => {
+                        log_lost = true;
+                        relay.feed(&logs, sink);
+                        relay.flush(sink);
+                        sink.stderr(LOG_LOST_NOTE.as_bytes());
+                        continue;
+                    }
+                }
+            }
             if exit.is_some() {
                 break;
             }
@@ -371,8 +523,9 @@ impl Api {
             }
             pause = (pause * 3 / 2).min(POLL_MAX);
         }
+        relay.feed(&logs, sink);
         if let Some(timed_out) = stop {
-            relay.flush(&logs, sink);
+            relay.flush(sink);
             return Ok(ExecOutcome {
                 exit: if killed { None } else { exit },
                 signal: killed.then_some(SIGKILL),
@@ -380,35 +533,32 @@ impl Api {
                 cancelled: !timed_out,
             });
         }
-        self.finish(id, req, token, exit, &logs, &mut relay, sink)
+        self.finish(id, req, token, exit, relay, sink)
     }
 
     /// The outcome of a command that ended by itself.
-    #[allow(clippy::too_many_arguments)]
     fn finish(
         &self,
         id: &str,
         req: &ExecRequest,
         token: &str,
         exit: Option<i32>,
-        logs: &Logs,
         relay: &mut Relay,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
         match exit {
             Some(-1) => {
-                let mut all = logs.stdout.clone();
-                all.extend_from_slice(&logs.stderr);
-                return Err(toolbox_start_error(id, &String::from_utf8_lossy(&all)));
+                relay.flush(sink);
+                return Err(toolbox_start_error(id, &relay.head()));
             }
             Some(wrapper::EXIT_SETUP) => {
-                if let Some(r) = wrapper::refusal(token, &logs.stderr) {
+                if let Some(r) = relay.refusal(token) {
                     return Err(refusal_error(r, id, &req.cwd));
                 }
             }
             _ => {}
         }
-        relay.flush(logs, sink);
+        relay.flush(sink);
         Ok(ExecOutcome {
             exit,
             ..ExecOutcome::default()
@@ -474,42 +624,38 @@ mod tests {
     fn relay_holds_back_only_the_wrappers_marker() {
         let mut sink = Collect::default();
         let mut r = Relay::new("tk");
-        r.feed(
-            &Logs {
-                stdout: b"a".to_vec(),
-                stderr: b"rfs-day".to_vec(),
-            },
-            &mut sink,
-        );
+        r.stdout(b"a", &mut sink);
+        r.stderr(b"rfs-day", &mut sink);
         assert_eq!(sink.stderr, b"");
-        r.feed(
-            &Logs {
-                stdout: b"ab".to_vec(),
-                stderr: b"rfs-dayX more".to_vec(),
-            },
-            &mut sink,
-        );
+        r.stdout(b"b", &mut sink);
+        r.stderr(b"X more", &mut sink);
         assert_eq!(
             (sink.stdout.as_slice(), sink.stderr.as_slice()),
             (&b"ab"[..], &b"rfs-dayX more"[..])
         );
         let mut sink = Collect::default();
         let mut r = Relay::new("tk");
-        r.feed(
-            &Logs {
-                stdout: vec![],
-                stderr: b"rfs-daytona:tk:nocwd\n".to_vec(),
-            },
-            &mut sink,
-        );
+        r.stderr(b"rfs-daytona:tk:nocwd\n", &mut sink);
         assert!(sink.stderr.is_empty());
-        r.feed(
-            &Logs {
-                stdout: vec![],
-                stderr: b"warning\n".to_vec(),
-            },
-            &mut sink,
-        );
-        assert_eq!(sink.stderr, b"warning\n");
+        assert_eq!(r.refusal("tk"), Some(Refusal::Cwd));
+        r.flush(&mut sink);
+        r.stderr(b"warning\n", &mut sink);
+        assert_eq!(sink.stderr, b"rfs-daytona:tk:nocwd\nwarning\n");
+    }
+
+    #[test]
+    fn polled_logs_are_relayed_once() {
+        let mut sink = Collect::default();
+        let mut r = Relay::new("tk");
+        let mut logs = Logs {
+            stdout: b"one\n".to_vec(),
+            stderr: b"e".to_vec(),
+        };
+        r.feed(&logs, &mut sink);
+        logs.stdout.extend_from_slice(b"two\n");
+        r.feed(&logs, &mut sink);
+        r.flush(&mut sink);
+        assert_eq!(sink.stdout, b"one\ntwo\n");
+        assert_eq!(sink.stderr, b"e");
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, RETRY_AFTER};
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 
-use super::config::Config;
+use super::config::{Config, ConfigError};
 use crate::provider::ProviderError;
 
 /// The toolbox changes its response shapes by this header; rfs pins the
@@ -251,10 +251,10 @@ pub struct Http {
 }
 
 impl Http {
-    pub fn new(cfg: Arc<Config>) -> Result<Http, String> {
+    pub fn new(cfg: Arc<Config>) -> Result<Http, ConfigError> {
         let mut headers = HeaderMap::new();
-        let mut auth = HeaderValue::from_str(&cfg.bearer())
-            .map_err(|_| "the Daytona credential contains characters not allowed in a header")?;
+        let mut auth =
+            HeaderValue::from_str(&cfg.bearer()).map_err(|_| ConfigError::CredentialNotAHeader)?;
         auth.set_sensitive(true);
         headers.insert(AUTHORIZATION, auth);
         headers.insert(
@@ -265,8 +265,7 @@ impl Http {
         if let Some(org) = cfg.organization() {
             headers.insert(
                 "X-Daytona-Organization-ID",
-                HeaderValue::from_str(org)
-                    .map_err(|_| "DAYTONA_ORGANIZATION_ID is not a valid header value")?,
+                HeaderValue::from_str(org).map_err(|_| ConfigError::OrganizationNotAHeader)?,
             );
         }
         let client = reqwest::Client::builder()
@@ -274,7 +273,7 @@ impl Http {
             .user_agent(concat!("rfs/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(10))
             .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            .map_err(|e| ConfigError::HttpClient(e.to_string()))?;
         Ok(Http { client, cfg })
     }
 

@@ -13,11 +13,9 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::http::{Call, SDK_VERSION};
+use super::http::Call;
 use super::sandbox::enc;
 use super::wrapper;
 use super::Api;
@@ -85,7 +83,7 @@ impl Api {
                 req.cwd
             )));
         }
-        wrapper::check_env(&req.env).map_err(ProviderError::Other)?;
+        wrapper::check_env(&req.env)?;
         let base = self.toolbox(id).await?;
         let token = wrapper::token();
         let pty_id = format!("rfs-pty-{token}");
@@ -110,39 +108,11 @@ impl Api {
             .unwrap_or(&pty_id)
             .to_owned();
         let url = format!("{base}/process/pty/{}/connect", enc(&session));
-        let ws_url = url
-            .replacen("https://", "wss://", 1)
-            .replacen("http://", "ws://", 1);
-        let mut request = ws_url.as_str().into_client_request().map_err(|e| {
-            ProviderError::other(format!("daytona: terminal URL {ws_url} is invalid: {e}"))
-        })?;
-        let mut auth = HeaderValue::from_str(&self.http.config().bearer())
-            .map_err(|_| ProviderError::other("the Daytona credential is not a valid header"))?;
-        auth.set_sensitive(true);
-        request.headers_mut().insert("Authorization", auth);
-        request.headers_mut().insert(
-            "X-Daytona-SDK-Version",
-            HeaderValue::from_static(SDK_VERSION),
-        );
-        if let Some(org) = self.http.config().organization() {
-            if let Ok(v) = HeaderValue::from_str(org) {
-                request.headers_mut().insert("X-Daytona-Organization-ID", v);
-            }
-        }
-        let connect = tokio_tungstenite::connect_async(request);
-        let (mut ws, _) = match tokio::time::timeout(super::http::REQUEST_TIMEOUT, connect).await {
-            Ok(Ok(ws)) => ws,
-            Ok(Err(e)) => {
+        let mut ws = match self.ws_connect("connect terminal session", id, &url).await {
+            Ok(ws) => ws,
+            Err(e) => {
                 let _ = self.delete_pty(&base, id, &session).await;
-                return Err(ProviderError::other(self.http.config().redact(&format!(
-                    "daytona: connect terminal session (sandbox {id}) failed: {e}"
-                ))));
-            }
-            Err(_) => {
-                let _ = self.delete_pty(&base, id, &session).await;
-                return Err(ProviderError::other(format!(
-                    "daytona: connect terminal session (sandbox {id}) failed: no answer in time"
-                )));
+                return Err(e);
             }
         };
         // The first frame says whether the server attached the PTY.
@@ -193,9 +163,7 @@ impl Api {
         id: String,
         session: String,
         token: String,
-        ws: tokio_tungstenite::WebSocketStream<
-            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-        >,
+        ws: super::ws::Ws,
     ) -> PtyChannel {
         let (input_tx, mut input_rx) = mpsc::unbounded_channel::<PtyInput>();
         let (output_tx, output_rx) = mpsc::channel::<Vec<u8>>(OUTPUT_BUFFER);

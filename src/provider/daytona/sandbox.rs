@@ -48,6 +48,8 @@ pub struct SandboxDto {
     pub toolbox_proxy_url: Option<String>,
     #[serde(default)]
     pub user: Option<String>,
+    #[serde(default)]
+    pub network_block_all: Option<bool>,
 }
 
 impl SandboxDto {
@@ -221,6 +223,9 @@ impl Api {
             "autoStopInterval": AUTO_STOP_MINUTES,
             "autoDeleteInterval": AUTO_DELETE_MINUTES,
         });
+        if !spec.isolation.network {
+            body["networkBlockAll"] = json!(true);
+        }
         if let Some(s) = &snapshot {
             body["snapshot"] = json!(s);
         }

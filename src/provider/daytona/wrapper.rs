@@ -6,10 +6,16 @@
 //! exports the environment and runs the command in its own process group
 //! (under `setsid`), recorded in `/tmp/.rfs-exec-TOKEN.pgid` so that a
 //! timeout or Ctrl-C kills the whole group (with the same kill script the
-//! Docker provider uses).
+//! Docker provider uses). The toolbox keeps a session's log and exit code
+//! under `$HOME/.daytona`, which a command may remove (`rm -rf "$HOME"`):
+//! when that directory is gone at the command's end, the wrapper writes
+//! the exit status to `/tmp/.rfs-exec-TOKEN.exit`, where rfs reads it.
 
-/// Non-PTY wrapper. Arguments: TOKEN CWD K=V... -- argv...
-const EXEC_SCRIPT: &str = r#"t=$1; d=$2; shift 2
+/// Non-PTY wrapper. Arguments: TOKEN SESSION_DIR CWD K=V... -- argv...
+/// (SESSION_DIR: where the toolbox keeps this command's log and exit code;
+/// when it is gone at the end, or unknown, the exit status also goes to
+/// `/tmp/.rfs-exec-TOKEN.exit`).
+const EXEC_SCRIPT: &str = r#"t=$1; x=$2; d=$3; shift 3
 m=rfs-daytona:$t
 while [ "$#" -gt 0 ] && [ "$1" != -- ]; do export "$1" 2>/dev/null || { echo "$m:env" >&2; exit 125; }; shift; done
 shift
@@ -20,6 +26,7 @@ setsid sh -c '{ echo $$ > "$0"; } 2>/dev/null || { echo "$1:nopgid" >&2; exit 12
 wait $!
 r=$?
 rm -f "$f"
+[ -n "$x" ] && [ -d "$x" ] || { echo "$r" > "$f.exit.new" && mv -f "$f.exit.new" "/tmp/.rfs-exec-$t.exit"; } 2>/dev/null
 exit $r
 "#;
 
@@ -56,13 +63,15 @@ pub fn join(argv: &[String]) -> String {
 }
 
 /// Refuse environment names the wrapper cannot export.
-pub fn check_env(env: &[(String, String)]) -> Result<(), String> {
+pub fn check_env(env: &[(String, String)]) -> Result<(), crate::provider::ProviderError> {
     for (k, v) in env {
         let ok = !k.is_empty()
             && !k.starts_with(|c: char| c.is_ascii_digit())
             && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !ok || v.contains('\0') {
-            return Err(format!("invalid environment variable name `{k}`"));
+            return Err(crate::provider::ProviderError::Other(format!(
+                "invalid environment variable name `{k}`"
+            )));
         }
     }
     Ok(())
@@ -76,15 +85,25 @@ fn args(token: &str, cwd: &str, env: &[(String, String)], argv: &[String]) -> Ve
     v
 }
 
-/// The session command line running `argv` in `cwd` with `env`.
-pub fn exec_line(token: &str, cwd: &str, env: &[(String, String)], argv: &[String]) -> String {
+/// The session command line running `argv` in `cwd` with `env`;
+/// `session_dir`: the toolbox's directory of this command's session, if
+/// known.
+pub fn exec_line(
+    token: &str,
+    session_dir: Option<&str>,
+    cwd: &str,
+    env: &[(String, String)],
+    argv: &[String],
+) -> String {
     let mut v = vec![
         "/bin/sh".into(),
         "-c".into(),
         EXEC_SCRIPT.into(),
         "rfs-exec".into(),
     ];
-    v.extend(args(token, cwd, env, argv));
+    let mut rest = args(token, cwd, env, argv);
+    rest.insert(1, session_dir.unwrap_or_default().to_owned());
+    v.extend(rest);
     join(&v)
 }
 
@@ -108,6 +127,13 @@ pub fn pty_ready(token: &str) -> String {
 /// The PTY marker for a missing cwd.
 pub fn pty_nocwd(token: &str) -> String {
     format!("rfs-{token}-nocwd")
+}
+
+/// The command line printing (and removing) the exit status the wrapper
+/// recorded for `token`; fails while there is none.
+pub fn exit_status_line(token: &str) -> String {
+    let f = quote(&format!("/tmp/.rfs-exec-{token}.exit"));
+    format!("cat {f} && rm -f {f}")
 }
 
 /// The command line that kills the group recorded for `token`.
@@ -168,9 +194,12 @@ mod tests {
     #[test]
     fn exec_line_sets_cwd_env_and_keeps_streams_apart() {
         let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let t = format!("tok1-{}", token());
         let line = exec_line(
-            "tok1",
-            dir.path().to_str().unwrap(),
+            &t,
+            Some(d),
+            d,
             &[("A".into(), "1".into()), ("A".into(), "it's 2".into())],
             &[
                 "/bin/sh".into(),
@@ -183,12 +212,38 @@ mod tests {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.ends_with("it's 2\n"), "{stdout}");
         assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n");
-        assert!(!std::path::Path::new("/tmp/.rfs-exec-tok1.pgid").exists());
+        assert!(!std::path::Path::new(&format!("/tmp/.rfs-exec-{t}.pgid")).exists());
+        // The toolbox's session directory is there: no status file.
+        assert!(!std::path::Path::new(&format!("/tmp/.rfs-exec-{t}.exit")).exists());
+    }
+
+    #[test]
+    fn a_removed_session_dir_leaves_the_exit_status_in_tmp() {
+        let dir = tempfile::tempdir().unwrap();
+        let session = dir.path().join("session");
+        std::fs::create_dir(&session).unwrap();
+        let token = format!("tok-{}", token());
+        let line = exec_line(
+            &token,
+            Some(session.to_str().unwrap()),
+            dir.path().to_str().unwrap(),
+            &[],
+            &[
+                "/bin/sh".into(),
+                "-c".into(),
+                "rm -rf session; exit 4".into(),
+            ],
+        );
+        assert_eq!(sh(&line).status.code(), Some(4));
+        let f = format!("/tmp/.rfs-exec-{token}.exit");
+        let recorded = std::fs::read_to_string(&f);
+        let _ = std::fs::remove_file(&f);
+        assert_eq!(recorded.unwrap(), "4\n");
     }
 
     #[test]
     fn a_missing_cwd_is_the_wrappers_refusal() {
-        let line = exec_line("tok2", "/nonexistent/rfs", &[], &["true".into()]);
+        let line = exec_line("tok2", None, "/nonexistent/rfs", &[], &["true".into()]);
         let out = sh(&line);
         assert_eq!(out.status.code(), Some(EXIT_SETUP));
         assert_eq!(refusal("tok2", &out.stderr), Some(Refusal::Cwd));

@@ -165,6 +165,7 @@ async fn start_and_prepare(
         env: &[],
         user: Some(exec::ROOT),
         tty: false,
+        stdin: false,
     };
     let (code, out) = exec::run_collect(client, id, spec).await?;
     if code != Some(0) {

@@ -10,10 +10,10 @@ use bollard::errors::Error as BollardError;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
-use tokio::io::AsyncWrite;
+use tokio::io::{AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::time::Instant;
 
-use crate::provider::sleep_until;
+use crate::provider::{sleep_until, InputStream};
 
 use super::client::{self, Client};
 use super::wrapper::{self, OciFailure, WrapperFailure};
@@ -41,6 +41,8 @@ pub(super) struct ExecSpec<'a> {
     pub user: Option<&'a str>,
     /// Allocate a TTY and attach stdin.
     pub tty: bool,
+    /// Attach stdin without a TTY (a byte stream fed by rfs).
+    pub stdin: bool,
 }
 
 /// The output stream of a started exec.
@@ -86,7 +88,7 @@ pub(super) async fn start(
 ) -> ProviderResult<Started> {
     let api = client.api().await?;
     let config = CreateExecOptions::<String> {
-        attach_stdin: Some(spec.tty),
+        attach_stdin: Some(spec.tty || spec.stdin),
         attach_stdout: Some(true),
         attach_stderr: Some(true),
         tty: Some(spec.tty),
@@ -185,6 +187,7 @@ pub(super) async fn kill_group(client: &Client, id: &str, token: &str) -> Provid
         env: &[],
         user: Some(ROOT),
         tty: false,
+        stdin: false,
     };
     let (code, out) = run_collect(client, id, spec).await?;
     match code {
@@ -211,6 +214,43 @@ pub(super) async fn run(
     req: &ExecRequest,
     sink: &mut dyn OutputSink,
 ) -> ProviderResult<ExecOutcome> {
+    run_with_input(client, id, user, req, None, sink).await
+}
+
+/// Copy `input` into the exec's stdin, then close it (the hijacked
+/// connection's write side; Docker closes the command's stdin). An error
+/// reading `input` is returned; a command that stops reading ends the copy
+/// quietly (what it did not read is dropped).
+async fn feed(
+    mut input: InputStream,
+    stdin: &mut Pin<Box<dyn AsyncWrite + Send>>,
+) -> ProviderResult<()> {
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = input.read(&mut buf).await.map_err(|e| {
+            ProviderError::other(format!("the input stream broke before its end: {e}"))
+        })?;
+        if n == 0 {
+            break;
+        }
+        if stdin.write_all(&buf[..n]).await.is_err() {
+            // The command closed its stdin: drain nothing more.
+            return Ok(());
+        }
+    }
+    let _ = stdin.shutdown().await;
+    Ok(())
+}
+
+/// [`run`] with `input` streamed into the command's standard input.
+pub(super) async fn run_with_input(
+    client: &Client,
+    id: &str,
+    user: Option<&str>,
+    req: &ExecRequest,
+    input: Option<InputStream>,
+    sink: &mut dyn OutputSink,
+) -> ProviderResult<ExecOutcome> {
     let program = req
         .argv
         .first()
@@ -229,8 +269,22 @@ pub(super) async fn run(
         env: &req.env,
         user,
         tty: false,
+        stdin: input.is_some(),
     };
-    let mut started = start(client, id, spec).await?;
+    let started = start(client, id, spec).await?;
+    let Started {
+        exec_id,
+        mut output,
+        input: mut stdin,
+    } = started;
+    let has_input = input.is_some();
+    let mut feeding = std::pin::pin!(async move {
+        match input {
+            Some(i) => feed(i, &mut stdin).await,
+            None => Ok(()),
+        }
+    });
+    let mut fed = !has_input;
     let mut router = Router::new(&token);
     let deadline = req.timeout.map(|t| Instant::now() + t);
     let mut stop: Option<Stop> = None;
@@ -242,7 +296,14 @@ pub(super) async fn run(
     let mut failure: Option<ProviderError> = None;
     loop {
         tokio::select! {
-            item = started.output.next() => match item {
+            r = &mut feeding, if !fed => {
+                fed = true;
+                if let Err(e) = r {
+                    failure = Some(e);
+                    break;
+                }
+            },
+            item = output.next() => match item {
                 None => {
                     ended = true;
                     break;
@@ -277,7 +338,7 @@ pub(super) async fn run(
         }
     }
     let exit = match failure {
-        None if ended => exit_code(client, &started.exec_id).await,
+        None if ended => exit_code(client, &exec_id).await,
         None => Ok(None),
         Some(e) => Err(e),
     };

@@ -39,6 +39,7 @@ pub(super) async fn open(
         env: &req.env,
         user,
         tty: true,
+        stdin: false,
     };
     let started = exec::start(client, id, spec).await?;
     let api = client.api().await?;
@@ -71,6 +72,7 @@ async fn precheck(
         env: &req.env,
         user,
         tty: false,
+        stdin: false,
     };
     let (code, out) = exec::run_collect(client, id, spec).await?;
     match code {
@@ -141,6 +143,7 @@ fn spawn_pumps(client: Client, id: String, token: String, started: Started) -> P
             env: &[],
             user: Some(exec::ROOT),
             tty: false,
+            stdin: false,
         };
         let _ = exec::run_collect(&client, &id, spec).await;
     });

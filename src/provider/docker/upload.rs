@@ -167,6 +167,7 @@ impl Owners {
             env: &[],
             user,
             tty: false,
+            stdin: false,
         };
         let (code, out) = exec::run_collect(client, id, spec).await?;
         let text = String::from_utf8_lossy(&out.stdout);

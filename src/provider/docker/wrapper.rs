@@ -49,7 +49,7 @@ if __rfs_leader; then
   __rfs_r=$?
 else
   __rfs_find setsid || { echo "$__rfs_m:nosetsid" >&2; exit 125; }
-  setsid sh -c '{ echo $$ > "$0"; } 2>/dev/null || { echo "$1:nopgid" >&2; exit 125; }; shift; exec "$@"' "$__rfs_f" "$__rfs_m" "$@" &
+  setsid sh -c '{ echo $$ > "$0"; } 2>/dev/null || { echo "$1:nopgid" >&2; exit 125; }; shift; exec "$@"' "$__rfs_f" "$__rfs_m" "$@" 0<&0 &
   wait $!
   __rfs_r=$?
 fi

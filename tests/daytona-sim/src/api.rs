@@ -39,6 +39,26 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
             "/api/sandbox/{id}/toolbox-proxy-url",
             get(toolbox_proxy_url),
         )
+        .route("/__sim/requests", get(sim_requests))
+}
+
+/// Test-only (not Daytona's): every request so far, for benchmarks that
+/// drive the server from outside the process (`scripts/bench-daytona.sh`).
+async fn sim_requests(State(st): St) -> Json<Value> {
+    let list = st.requests.lock().unwrap();
+    Json(Value::Array(
+        list.iter()
+            .map(|r| {
+                json!({
+                    "method": r.method,
+                    "route": r.route,
+                    "query": r.query,
+                    "status": r.status,
+                    "at_ms": r.at.as_millis() as u64,
+                })
+            })
+            .collect(),
+    ))
 }
 
 async fn config(State(st): St) -> Json<Value> {
@@ -75,6 +95,8 @@ struct CreateSandbox {
     auto_archive_interval: Option<i64>,
     auto_delete_interval: Option<i64>,
     build_info: Option<Value>,
+    #[serde(default)]
+    network_block_all: bool,
 }
 
 fn find<'a>(list: &'a mut [Record], id_or_name: &str, now: Instant) -> Option<&'a mut Record> {
@@ -160,8 +182,9 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
     }
     let base = st.base_dir.clone();
     let box_id = id.clone();
+    let blocked = req.network_block_all;
     let built = tokio::task::spawn_blocking(move || {
-        let b = SandboxBox::create(&base, &box_id)?;
+        let b = SandboxBox::create(&base, &box_id, blocked)?;
         b.start()?;
         Ok::<_, std::io::Error>(b)
     })
@@ -185,6 +208,7 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
         auto_stop: req.auto_stop_interval.unwrap_or(15),
         auto_archive: req.auto_archive_interval.unwrap_or(10080),
         auto_delete: req.auto_delete_interval.unwrap_or(-1),
+        network_block_all: req.network_block_all,
         created_at: now_s.clone(),
         updated_at: now_s.clone(),
         last_activity_at: now_s,

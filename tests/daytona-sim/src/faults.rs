@@ -16,6 +16,8 @@ pub(crate) enum Injected {
     RateLimit { retry_after_secs: u64 },
     /// Close the connection without any response.
     Drop,
+    /// Handle the request, then close the connection without its response.
+    DropResponse,
 }
 
 #[derive(Debug, Clone)]
@@ -39,6 +41,7 @@ struct Inner {
     slow: Vec<SlowRule>,
     corrupt_uploads: u32,
     create_late: Option<Duration>,
+    refuse_follow: bool,
 }
 
 /// Thread-safe fault knobs of a running [`crate::Sim`].
@@ -101,6 +104,13 @@ impl Faults {
         self.push(method, path_prefix, n, Injected::Drop);
     }
 
+    /// The next `n` matching requests are carried out, but their
+    /// connection is closed instead of answered (the client cannot tell
+    /// whether the server acted).
+    pub fn drop_response_next(&self, method: &str, path_prefix: &str, n: u32) {
+        self.push(method, path_prefix, n, Injected::DropResponse);
+    }
+
     /// The next uploaded file lands with one byte flipped (the client's verification must catch it).
     pub fn corrupt_next_upload(&self) {
         self.inner.lock().unwrap().corrupt_uploads += 1;
@@ -109,6 +119,17 @@ impl Faults {
     /// The next `POST /sandbox` creates the sandbox at once but answers only after `delay`.
     pub fn create_succeeds_late(&self, delay: Duration) {
         self.inner.lock().unwrap().create_late = Some(delay);
+    }
+
+    /// Session log requests asking to follow (WebSocket upgrade) are
+    /// answered as plain requests, like a proxy that does not pass
+    /// upgrades on: clients must fall back to polling.
+    pub fn refuse_log_follow(&self) {
+        self.inner.lock().unwrap().refuse_follow = true;
+    }
+
+    pub(crate) fn log_follow_refused(&self) -> bool {
+        self.inner.lock().unwrap().refuse_follow
     }
 
     /// Disarm every knob.

@@ -95,11 +95,14 @@ pub(crate) struct SandboxBox {
     dir: PathBuf,
     root: PathBuf,
     init: Mutex<Option<(Child, i32)>>,
+    /// `networkBlockAll`: a network namespace of its own (loopback only).
+    network_blocked: bool,
 }
 
 impl SandboxBox {
-    /// Build the root directory (not started yet).
-    pub fn create(base: &Path, id: &str) -> std::io::Result<SandboxBox> {
+    /// Build the root directory (not started yet); `network_blocked`: the
+    /// sandbox gets only a loopback interface (`networkBlockAll`).
+    pub fn create(base: &Path, id: &str, network_blocked: bool) -> std::io::Result<SandboxBox> {
         let dir = base.join(id);
         let root = dir.join("root");
         for d in [
@@ -158,6 +161,7 @@ impl SandboxBox {
             dir,
             root,
             init: Mutex::new(None),
+            network_blocked,
         })
     }
 
@@ -167,7 +171,11 @@ impl SandboxBox {
         if init.is_some() {
             return Ok(());
         }
-        let mut child = Command::new("unshare")
+        let mut child = Command::new("unshare");
+        if self.network_blocked {
+            child.arg("--net");
+        }
+        let mut child = child
             .args(["--mount", "--pid", "--uts", "--fork", "--kill-child", "--"])
             .arg(HOST_BUSYBOX)
             .args(["sh", "-c", INIT_SCRIPT, "init"])
@@ -341,6 +349,7 @@ impl SandboxBox {
         let mut cmd = Command::new("nsenter");
         cmd.arg("-t")
             .arg(pid1.to_string())
+            .args(self.network_blocked.then_some("-n"))
             .args([
                 "-m", "-p", "-u", "-r", "-w", "-S", "1000", "-G", "1000", "--",
             ])

@@ -90,6 +90,11 @@ pub struct RequestRecord {
     pub method: String,
     /// Request path without the query and without a leading `/api` (toolbox paths: `/toolbox/{id}/...`).
     pub path: String,
+    /// The path with every id replaced by `{}` (`/toolbox/{}/process/session/{}/exec`): what
+    /// per-route request counts group by.
+    pub route: String,
+    /// The raw query string (empty when none).
+    pub query: String,
     /// Status sent; 0 when the connection was dropped by a fault.
     pub status: u16,
     /// When it arrived, since the server started.

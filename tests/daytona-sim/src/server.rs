@@ -37,10 +37,31 @@ impl std::fmt::Display for Dropped {
 
 impl std::error::Error for Dropped {}
 
+/// `path` (as [`route_path`] gives it) with the ids in it replaced by `{}`:
+/// every segment that follows a collection name.
+pub(crate) fn route_template(path: &str) -> String {
+    const COLLECTIONS: &[&str] = &["sandbox", "toolbox", "session", "command", "pty"];
+    const NAMES: &[&str] = &["paginated", "entrypoint"];
+    let mut prev = "";
+    let mut out = vec![];
+    for seg in route_path(path).split('/') {
+        if COLLECTIONS.contains(&prev) && !seg.is_empty() && !NAMES.contains(&seg) {
+            out.push("{}");
+        } else {
+            out.push(seg);
+        }
+        prev = seg;
+    }
+    out.join("/")
+}
+
 fn record(st: &AppState, method: &str, path: &str, status: u16, started: Instant) {
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
     st.requests.lock().unwrap().push(RequestRecord {
         method: method.to_string(),
         path: route_path(path).to_string(),
+        route: route_template(path),
+        query: query.to_string(),
         status,
         at: started.duration_since(st.started),
     });
@@ -55,9 +76,15 @@ async fn handle(
     let method = req.method().as_str().to_string();
     let path = req.uri().path().to_string();
     let route = route_path(&path).to_string();
+    let full = match req.uri().query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path.clone(),
+    };
+    let mut drop_response = false;
     match st.faults.take(&method, &route) {
+        Some(Injected::DropResponse) => drop_response = true,
         Some(Injected::Drop) => {
-            record(&st, &method, &path, 0, started);
+            record(&st, &method, &full, 0, started);
             return Err(Dropped);
         }
         Some(Injected::Fail { status, body }) => {
@@ -78,14 +105,14 @@ async fn handle(
                 None => Response::new(Body::empty()),
             };
             *resp.status_mut() = status;
-            record(&st, &method, &path, status.as_u16(), started);
+            record(&st, &method, &full, status.as_u16(), started);
             return Ok(resp);
         }
         Some(Injected::RateLimit { retry_after_secs }) => {
             let mut resp = errors::api(429, &path, "ThrottlerException: Too Many Requests");
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
-            record(&st, &method, &path, 429, started);
+            record(&st, &method, &full, 429, started);
             return Ok(resp);
         }
         None => {}
@@ -98,7 +125,11 @@ async fn handle(
         Ok(r) => r,
         Err(e) => match e {},
     };
-    record(&st, &method, &path, resp.status().as_u16(), started);
+    if drop_response {
+        record(&st, &method, &full, 0, started);
+        return Err(Dropped);
+    }
+    record(&st, &method, &full, resp.status().as_u16(), started);
     Ok(resp)
 }
 

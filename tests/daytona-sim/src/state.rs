@@ -39,6 +39,8 @@ pub(crate) struct Record {
     pub auto_stop: i64,
     pub auto_archive: i64,
     pub auto_delete: i64,
+    /// `networkBlockAll` of the create.
+    pub network_block_all: bool,
     pub created_at: String,
     pub updated_at: String,
     pub last_activity_at: String,
@@ -132,7 +134,7 @@ impl Record {
     pub fn dto(&self, state: &str, toolbox_url: &str) -> Value {
         let mut m = self.common_fields(state, &self.name, toolbox_url);
         m.insert("env".into(), json!(self.env));
-        m.insert("networkBlockAll".into(), json!(false));
+        m.insert("networkBlockAll".into(), json!(self.network_block_all));
         m.insert("volumes".into(), json!([]));
         Value::Object(m)
     }

@@ -2,15 +2,13 @@
 //! shell, stdout and stderr share one pipe, the shell leads its own process
 //! group; a missing `cwd` reproduces Go's misleading `fork/exec` error.
 
+use super::Tb;
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -19,7 +17,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::errors;
 use crate::isolation::{base_env, HOME, SHELL};
-use crate::state::AppState;
 
 #[derive(Deserialize)]
 struct ExecuteRequest {
@@ -45,18 +42,10 @@ pub(crate) fn fork_exec_error(sandbox: &crate::isolation::SandboxBox, cwd: &str)
     }
 }
 
-pub(crate) async fn execute(
-    State(st): State<Arc<AppState>>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-    body: Bytes,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn execute(tb: Tb, body: Bytes) -> Response {
+    let Tb {
+        ctx, method, uri, ..
+    } = tb;
     let bad = |m: String| {
         errors::toolbox(
             400,

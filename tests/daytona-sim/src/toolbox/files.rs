@@ -1,22 +1,19 @@
 //! `/files/...`: uploads land in the sandbox (owned by `daytona`), streamed
 //! to disk; missing paths answer with an empty body like the daemon.
 
+use super::Tb;
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path as FsPath;
-use std::sync::Arc;
 
-use axum::extract::{Multipart, Path, RawQuery, State};
-use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::extract::{Multipart, RawQuery};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
 use crate::errors;
 use crate::isolation::{chown, SandboxBox};
-use crate::state::AppState;
-
-type St = State<Arc<AppState>>;
 
 fn query(q: &Option<String>, key: &str) -> Option<String> {
     q.as_deref()
@@ -77,18 +74,11 @@ async fn save_field(
 }
 
 pub(crate) async fn upload(
-    State(st): St,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
+    tb: Tb,
     RawQuery(q): RawQuery,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+    let Tb { ctx, st, .. } = tb;
     let Some(path) = query(&q, "path").filter(|p| !p.is_empty()) else {
         return errors::empty(400);
     };
@@ -114,17 +104,10 @@ pub(crate) async fn upload(
 }
 
 pub(crate) async fn bulk_upload(
-    State(st): St,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
+    tb: Tb,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+    let Tb { ctx, st, .. } = tb;
     let Ok(mut multipart) = multipart else {
         return errors::empty(400);
     };
@@ -164,18 +147,8 @@ pub(crate) async fn bulk_upload(
     }
 }
 
-pub(crate) async fn download(
-    State(st): St,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-    RawQuery(q): RawQuery,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn download(tb: Tb, RawQuery(q): RawQuery) -> Response {
+    let Tb { ctx, .. } = tb;
     let Some(path) = query(&q, "path") else {
         return errors::empty(400);
     };
@@ -189,18 +162,8 @@ pub(crate) async fn download(
     }
 }
 
-pub(crate) async fn folder(
-    State(st): St,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-    RawQuery(q): RawQuery,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn folder(tb: Tb, RawQuery(q): RawQuery) -> Response {
+    let Tb { ctx, .. } = tb;
     let Some(path) = query(&q, "path").filter(|p| !p.is_empty()) else {
         return errors::empty(400);
     };
@@ -247,18 +210,8 @@ fn file_info(host: &FsPath, name: &str) -> Option<Value> {
     }))
 }
 
-pub(crate) async fn info(
-    State(st): St,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-    RawQuery(q): RawQuery,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn info(tb: Tb, RawQuery(q): RawQuery) -> Response {
+    let Tb { ctx, .. } = tb;
     let path = query(&q, "path").unwrap_or_default();
     let name = FsPath::new(&path)
         .file_name()
@@ -274,18 +227,8 @@ pub(crate) async fn info(
     }
 }
 
-pub(crate) async fn list(
-    State(st): St,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-    RawQuery(q): RawQuery,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn list(tb: Tb, RawQuery(q): RawQuery) -> Response {
+    let Tb { ctx, .. } = tb;
     let path = query(&q, "path")
         .filter(|p| !p.is_empty())
         .unwrap_or_else(|| ".".into());
@@ -303,18 +246,8 @@ pub(crate) async fn list(
     Json(Value::Array(out)).into_response()
 }
 
-pub(crate) async fn delete(
-    State(st): St,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-    RawQuery(q): RawQuery,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn delete(tb: Tb, RawQuery(q): RawQuery) -> Response {
+    let Tb { ctx, .. } = tb;
     let path = query(&q, "path").unwrap_or_default();
     let recursive = query(&q, "recursive").is_some_and(|r| r == "true");
     let Some(host) = ctx.sandbox().resolve_parent(&path) else {

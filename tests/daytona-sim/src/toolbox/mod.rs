@@ -4,16 +4,20 @@ mod execute;
 mod files;
 mod pty;
 mod session;
+mod session_log;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use axum::extract::{Path, State};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Request};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::errors;
@@ -109,6 +113,56 @@ pub(crate) fn ctx(
     })
 }
 
+/// What every toolbox handler starts from: the request's sandbox resolved
+/// (the proxy's job: 404 unknown, 400 not started, activity bumped) and
+/// the request's method, URI and headers for the daemon's error bodies.
+pub(crate) struct Tb {
+    pub ctx: Ctx,
+    pub st: Arc<AppState>,
+    pub method: Method,
+    pub uri: Uri,
+    pub headers: HeaderMap,
+}
+
+impl FromRequestParts<Arc<AppState>> for Tb {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        st: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        let Path(params) = Path::<HashMap<String, String>>::from_request_parts(parts, st)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let id = params.get("id").map(String::as_str).unwrap_or_default();
+        let ctx = ctx(st, id, &parts.headers, &parts.method, &parts.uri)?;
+        Ok(Tb {
+            ctx,
+            st: st.clone(),
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            headers: parts.headers.clone(),
+        })
+    }
+}
+
+/// A JSON request body; one that does not parse is the daemon's bare 400
+/// (empty body).
+pub(crate) struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, st: &S) -> Result<Self, Self::Rejection> {
+        let body = Bytes::from_request(req, st)
+            .await
+            .map_err(|_| errors::empty(400))?;
+        serde_json::from_slice(&body)
+            .map(JsonBody)
+            .map_err(|_| errors::empty(400))
+    }
+}
+
 pub(crate) fn router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/toolbox/{id}/work-dir", get(work_dir))
@@ -156,35 +210,25 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         )
         .route("/toolbox/{id}/files/info", get(files::info))
         .route("/toolbox/{id}/files/folder", post(files::folder))
-        .route("/toolbox/{id}/files/upload", post(files::upload))
-        .route("/toolbox/{id}/files/bulk-upload", post(files::bulk_upload))
+        // The daemon (gin) puts no size limit on uploads (large parts
+        // spill to disk); axum's default 2 MB limit would refuse them.
+        .route(
+            "/toolbox/{id}/files/upload",
+            post(files::upload).layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            "/toolbox/{id}/files/bulk-upload",
+            post(files::bulk_upload).layer(DefaultBodyLimit::disable()),
+        )
         .route("/toolbox/{id}/files/download", get(files::download))
 }
 
-async fn work_dir(
-    State(st): State<Arc<AppState>>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-) -> Response {
-    match ctx(&st, &id, &headers, &method, &uri) {
-        Ok(_) => Json(json!({ "dir": HOME })).into_response(),
-        Err(r) => r,
-    }
+async fn work_dir(_: Tb) -> Response {
+    Json(json!({ "dir": HOME })).into_response()
 }
 
-async fn version(
-    State(st): State<Arc<AppState>>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-) -> Response {
-    match ctx(&st, &id, &headers, &method, &uri) {
-        Ok(_) => Json(json!({ "version": crate::DAEMON_VERSION })).into_response(),
-        Err(r) => r,
-    }
+async fn version(_: Tb) -> Response {
+    Json(json!({ "version": crate::DAEMON_VERSION })).into_response()
 }
 
 /// How the daemon shapes session output for this request (`X-Daytona-SDK-Version`, `X-Daytona-Split-Output`).

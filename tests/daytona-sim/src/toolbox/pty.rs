@@ -7,6 +7,7 @@
 //! 1000 for exit 0 and 1011 otherwise, reason `{"exitCode":N,"exitReason":...}`.
 //! Output produced while no client is attached is not kept (as upstream).
 
+use super::Tb;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -17,8 +18,8 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::extract::Path;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -28,7 +29,7 @@ use tokio::sync::mpsc;
 use super::ToolboxState;
 use crate::errors;
 use crate::isolation::{base_env, kill_session, HOME, SHELL};
-use crate::state::{now_rfc3339, AppState};
+use crate::state::now_rfc3339;
 
 enum Out {
     Data(Vec<u8>),
@@ -247,8 +248,6 @@ impl PtySession {
     }
 }
 
-type St = State<Arc<AppState>>;
-
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct CreateRequest {
@@ -261,18 +260,8 @@ struct CreateRequest {
     lazy_start: bool,
 }
 
-pub(crate) async fn create(
-    State(st): St,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-    body: Bytes,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn create(tb: Tb, body: Bytes) -> Response {
+    let Tb { ctx, .. } = tb;
     let req: CreateRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return errors::pty(400, e.to_string()),
@@ -324,17 +313,8 @@ pub(crate) async fn create(
     (StatusCode::CREATED, Json(json!({ "sessionId": pid }))).into_response()
 }
 
-pub(crate) async fn list(
-    State(st): St,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn list(tb: Tb) -> Response {
+    let Tb { ctx, .. } = tb;
     let sessions: Vec<Value> = ctx
         .tb
         .ptys
@@ -350,34 +330,16 @@ fn lookup(tb: &ToolboxState, pid: &str) -> Option<Arc<PtySession>> {
     tb.ptys.lock().unwrap().get(pid).cloned()
 }
 
-pub(crate) async fn get(
-    State(st): St,
-    Path((id, pid)): Path<(String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn get(tb: Tb, Path((_, pid)): Path<(String, String)>) -> Response {
+    let Tb { ctx, .. } = tb;
     match lookup(&ctx.tb, &pid) {
         Some(p) => Json(p.info.lock().unwrap().clone()).into_response(),
         None => errors::pty(404, "PTY session not found"),
     }
 }
 
-pub(crate) async fn delete(
-    State(st): St,
-    Path((id, pid)): Path<(String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn delete(tb: Tb, Path((_, pid)): Path<(String, String)>) -> Response {
+    let Tb { ctx, .. } = tb;
     let removed = ctx.tb.ptys.lock().unwrap().remove(&pid);
     match removed {
         Some(p) => {
@@ -395,17 +357,11 @@ struct ResizeRequest {
 }
 
 pub(crate) async fn resize(
-    State(st): St,
-    Path((id, pid)): Path<(String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
+    tb: Tb,
+    Path((_, pid)): Path<(String, String)>,
     body: Bytes,
 ) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+    let Tb { ctx, .. } = tb;
     let req: ResizeRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return errors::pty(400, e.to_string()),
@@ -433,17 +389,11 @@ pub(crate) async fn resize(
 }
 
 pub(crate) async fn connect(
-    State(st): St,
-    Path((id, pid)): Path<(String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
+    tb: Tb,
+    Path((_, pid)): Path<(String, String)>,
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+    let Tb { ctx, .. } = tb;
     let ws = match ws {
         Ok(ws) => ws,
         Err(e) => return e.into_response(),

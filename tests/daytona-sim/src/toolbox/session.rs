@@ -1,19 +1,18 @@
 //! `/process/session`: a persistent shell per session; each command runs
-//! in it (so `cd` and variables persist), with stdout and stderr labelled
-//! line by line into one log (`\x01\x01\x01` / `\x02\x02\x02` markers) and
-//! its exit code written to a file once the log is complete — the same
-//! observable protocol as the toolbox daemon.
+//! in it (so `cd` and variables persist), with stdout and stderr chunks
+//! labelled into one log (`\x01\x01\x01` / `\x02\x02\x02` markers, see
+//! `session_log`) and its exit code published once the log is complete —
+//! the same observable protocol as the toolbox daemon.
 
+use super::{JsonBody, Tb};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::process::{Child, ChildStdin, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::extract::{Path, RawQuery};
+use axum::http::{header, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -22,10 +21,8 @@ use serde_json::{json, Value};
 use super::{output_mode, OutputMode, ToolboxState};
 use crate::errors;
 use crate::isolation::{base_env, chown, kill_session, SandboxBox, HOME, SHELL};
-use crate::state::AppState;
 
-const OUT: &[u8] = b"\x01\x01\x01";
-const ERR: &[u8] = b"\x02\x02\x02";
+use super::session_log::{Capture, ERR, OUT};
 
 pub(crate) struct Session {
     child: Child,
@@ -40,6 +37,7 @@ struct CommandRec {
     id: String,
     command: String,
     exit_code: Option<i32>,
+    capture: Capture,
 }
 
 impl Session {
@@ -49,6 +47,9 @@ impl Session {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        for c in self.commands.iter().filter(|c| c.exit_code.is_none()) {
+            c.capture.abandon();
+        }
     }
 }
 
@@ -129,8 +130,6 @@ fn demux(b: &[u8]) -> (Vec<u8>, Vec<u8>) {
     (out, err)
 }
 
-type St = State<Arc<AppState>>;
-
 fn nf(method: &Method, uri: &Uri, what: &str) -> Response {
     errors::toolbox(
         404,
@@ -142,27 +141,15 @@ fn nf(method: &Method, uri: &Uri, what: &str) -> Response {
 }
 
 #[derive(Deserialize)]
-struct CreateSessionRequest {
+pub(crate) struct CreateSessionRequest {
     #[serde(rename = "sessionId")]
     session_id: String,
 }
 
-pub(crate) async fn create(
-    State(st): St,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-    body: Bytes,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
-    let req: CreateSessionRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(_) => return errors::empty(400),
-    };
+pub(crate) async fn create(tb: Tb, JsonBody(req): JsonBody<CreateSessionRequest>) -> Response {
+    let Tb {
+        ctx, method, uri, ..
+    } = tb;
     if req.session_id.is_empty() {
         return errors::empty(400);
     }
@@ -225,17 +212,8 @@ fn session_json(sandbox: &SandboxBox, id: &str, s: &mut Session) -> Value {
     json!({ "sessionId": id, "commands": commands })
 }
 
-pub(crate) async fn list(
-    State(st): St,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn list(tb: Tb) -> Response {
+    let Tb { ctx, .. } = tb;
     let mut sessions = ctx.tb.sessions.lock().unwrap();
     let all: Vec<Value> = sessions
         .iter_mut()
@@ -244,17 +222,10 @@ pub(crate) async fn list(
     Json(Value::Array(all)).into_response()
 }
 
-pub(crate) async fn get(
-    State(st): St,
-    Path((id, sid)): Path<(String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn get(tb: Tb, Path((_, sid)): Path<(String, String)>) -> Response {
+    let Tb {
+        ctx, method, uri, ..
+    } = tb;
     let mut sessions = ctx.tb.sessions.lock().unwrap();
     match sessions.get_mut(&sid) {
         Some(s) => Json(session_json(&ctx.tb.sandbox, &sid, s)).into_response(),
@@ -262,17 +233,10 @@ pub(crate) async fn get(
     }
 }
 
-pub(crate) async fn delete(
-    State(st): St,
-    Path((id, sid)): Path<(String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+pub(crate) async fn delete(tb: Tb, Path((_, sid)): Path<(String, String)>) -> Response {
+    let Tb {
+        ctx, method, uri, ..
+    } = tb;
     let removed = ctx.tb.sessions.lock().unwrap().remove(&sid);
     match removed {
         Some(mut s) => {
@@ -285,7 +249,7 @@ pub(crate) async fn delete(
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ExecRequest {
+pub(crate) struct ExecRequest {
     command: String,
     #[serde(default)]
     run_async: bool,
@@ -293,6 +257,9 @@ struct ExecRequest {
     r#async: bool,
 }
 
+/// What the session shell runs for one command (the daemon's wrapper,
+/// except that the server, not a `while read` loop, reads the output
+/// FIFOs: see `session_log`).
 fn wrapper(dir: &str, is_async: bool) -> String {
     let holder = if is_async {
         r#"sleep 2147483647 > "$_sim_i" &"#
@@ -302,17 +269,14 @@ fn wrapper(dir: &str, is_async: bool) -> String {
     format!(
         r#"{{
 _sim_d='{dir}'
-_sim_o="$_sim_d/stdout.pipe"; _sim_e="$_sim_d/stderr.pipe"; _sim_i="$_sim_d/input.pipe"
-rm -f "$_sim_o" "$_sim_e" "$_sim_i"; mkfifo "$_sim_o" "$_sim_e" "$_sim_i"
-( while IFS= read -r _sim_l || [ -n "$_sim_l" ]; do printf '\001\001\001%s\n' "$_sim_l"; done < "$_sim_o" ) >> "$_sim_d/output.log" & _sim_r1=$!
-( while IFS= read -r _sim_l || [ -n "$_sim_l" ]; do printf '\002\002\002%s\n' "$_sim_l"; done < "$_sim_e" ) >> "$_sim_d/output.log" & _sim_r2=$!
+_sim_i="$_sim_d/input.pipe"
+rm -f "$_sim_i"; mkfifo "$_sim_i"
 {holder} _sim_h=$!
-{{ . "$_sim_d/cmd.sh"; }} < "$_sim_i" > "$_sim_o" 2> "$_sim_e"
+{{ . "$_sim_d/cmd.sh"; }} < "$_sim_i" > "$_sim_d/stdout.pipe" 2> "$_sim_d/stderr.pipe"
 _sim_c=$?
 kill "$_sim_h" 2>/dev/null; wait "$_sim_h" 2>/dev/null
-wait "$_sim_r1" "$_sim_r2"
-rm -f "$_sim_o" "$_sim_e" "$_sim_i"
-echo "$_sim_c" >> "$_sim_d/exit_code"
+rm -f "$_sim_i"
+echo "$_sim_c" > "$_sim_d/exit.tmp"
 }}
 "#
     )
@@ -339,21 +303,17 @@ fn exec_response(mode: OutputMode, cmd_id: &str, log: &[u8], code: i32) -> Value
 }
 
 pub(crate) async fn exec(
-    State(st): St,
-    Path((id, sid)): Path<(String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-    body: Bytes,
+    tb: Tb,
+    Path((_, sid)): Path<(String, String)>,
+    JsonBody(req): JsonBody<ExecRequest>,
 ) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
-    let req: ExecRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(_) => return errors::empty(400),
-    };
+    let Tb {
+        ctx,
+        method,
+        uri,
+        headers,
+        ..
+    } = tb;
     if req.command.trim().is_empty() {
         return errors::empty(400);
     }
@@ -379,22 +339,35 @@ pub(crate) async fn exec(
                     .write_all(content)?;
                 chown(&host)?;
             }
-            s.stdin.write_all(wrapper(&dir, is_async).as_bytes())?;
-            s.stdin.flush()
+            let capture = Capture::new(&sandbox.host_path(&dir));
+            capture.start()?;
+            let sent = s
+                .stdin
+                .write_all(wrapper(&dir, is_async).as_bytes())
+                .and_then(|_| s.stdin.flush());
+            if let Err(e) = sent {
+                capture.abandon();
+                return Err(e);
+            }
+            Ok(capture)
         });
-        if let Err(e) = prepared {
-            return errors::toolbox(
-                400,
-                "BAD_REQUEST",
-                method.as_str(),
-                uri.path(),
-                format!("bad request: failed to write command: {e}"),
-            );
-        }
+        let capture = match prepared {
+            Ok(c) => c,
+            Err(e) => {
+                return errors::toolbox(
+                    400,
+                    "BAD_REQUEST",
+                    method.as_str(),
+                    uri.path(),
+                    format!("bad request: failed to write command: {e}"),
+                )
+            }
+        };
         s.commands.push(CommandRec {
             id: cmd_id.clone(),
             command: req.command.clone(),
             exit_code: None,
+            capture,
         });
         dir
     };
@@ -429,16 +402,12 @@ pub(crate) async fn exec(
 }
 
 pub(crate) async fn command(
-    State(st): St,
-    Path((id, sid, cid)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
+    tb: Tb,
+    Path((_, sid, cid)): Path<(String, String, String)>,
 ) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+    let Tb {
+        ctx, method, uri, ..
+    } = tb;
     let mut sessions = ctx.tb.sessions.lock().unwrap();
     let Some(s) = sessions.get_mut(&sid) else {
         return nf(&method, &uri, "session");
@@ -473,18 +442,18 @@ fn locate(
 
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn logs(
-    State(st): St,
-    Path((id, sid, cid)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
+    tb: Tb,
+    Path((_, sid, cid)): Path<(String, String, String)>,
     RawQuery(q): RawQuery,
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+    let Tb {
+        ctx,
+        st,
+        method,
+        uri,
+        headers,
+    } = tb;
     let dir = match locate(&ctx.tb, &sid, &cid, &method, &uri) {
         Ok(d) => d,
         Err(r) => return r,
@@ -498,7 +467,11 @@ pub(crate) async fn logs(
         .any(|(k, v)| k == "follow" && v == "true");
     let log_path = ctx.sandbox().host_path(&format!("{dir}/output.log"));
     let exit_path = ctx.sandbox().host_path(&format!("{dir}/exit_code"));
-    if let Ok(ws) = ws {
+    if let Ok(ws) = ws
+        .ok()
+        .filter(|_| !st.faults.log_follow_refused())
+        .ok_or(())
+    {
         return ws.on_upgrade(move |socket| {
             stream_log(socket, log_path, exit_path, follow, mode.combined)
         });
@@ -609,29 +582,21 @@ async fn stream_log(
 }
 
 #[derive(Deserialize)]
-struct InputRequest {
+pub(crate) struct InputRequest {
     data: String,
 }
 
 pub(crate) async fn input(
-    State(st): St,
-    Path((id, sid, cid)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    method: Method,
-    uri: Uri,
-    body: Bytes,
+    tb: Tb,
+    Path((_, sid, cid)): Path<(String, String, String)>,
+    JsonBody(req): JsonBody<InputRequest>,
 ) -> Response {
-    let ctx = match super::ctx(&st, &id, &headers, &method, &uri) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+    let Tb {
+        ctx, method, uri, ..
+    } = tb;
     let dir = match locate(&ctx.tb, &sid, &cid, &method, &uri) {
         Ok(d) => d,
         Err(r) => return r,
-    };
-    let req: InputRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(_) => return errors::empty(400),
     };
     let pipe = ctx.sandbox().host_path(&format!("{dir}/input.pipe"));
     let written = std::fs::OpenOptions::new()

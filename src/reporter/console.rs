@@ -6,31 +6,65 @@
 use std::io::Write;
 
 use crate::events::{Event, Reporter, Stream};
+use crate::reporter::Progress;
 
 /// Prints events for a human.
 #[derive(Debug, Default)]
 pub struct Console {
     /// Only step output, `print`, `debug` and warnings.
-    pub quiet: bool,
+    quiet: bool,
+    /// A spinner for slow provisioning and syncs (terminals only).
+    progress: Option<Progress>,
+}
+
+impl Console {
+    /// Every event (`quiet`: only step output, prints and warnings).
+    pub fn new(quiet: bool) -> Console {
+        Console {
+            quiet,
+            progress: None,
+        }
+    }
+
+    /// Also spin on stderr while a phase runs longer than `progress`.
+    pub fn with_progress(mut self, progress: Option<Progress>) -> Console {
+        self.progress = progress;
+        self
+    }
+
+    /// Print with the spinner (if any) out of the way.
+    fn print(&self, to_stdout: bool, text: &str) {
+        let write = || {
+            // Terminal write errors (closed pipe) must not fail the run.
+            let _ = if to_stdout {
+                writeln!(std::io::stdout().lock(), "{text}")
+            } else {
+                writeln!(std::io::stderr().lock(), "{text}")
+            };
+        };
+        match &self.progress {
+            Some(p) => p.suspend(write),
+            None => write(),
+        }
+    }
 }
 
 impl Reporter for Console {
     fn output(&self, step: &str, stream: Stream, line: &str) {
-        // Terminal write errors (closed pipe) must not fail the run.
-        let _ = match stream {
-            Stream::Stdout => writeln!(std::io::stdout().lock(), "[{step}] {line}"),
-            Stream::Stderr => writeln!(std::io::stderr().lock(), "[{step}] {line}"),
-        };
+        self.print(stream == Stream::Stdout, &format!("[{step}] {line}"));
     }
 
     fn warning(&self, text: &str) {
-        let _ = writeln!(std::io::stderr().lock(), "rfs: warning: {text}");
+        self.print(false, &format!("rfs: warning: {text}"));
     }
 
     fn event(&self, event: &Event) {
+        if let Some(p) = &self.progress {
+            p.event(event);
+        }
         let line = match event {
             Event::Print { text } => {
-                let _ = writeln!(std::io::stdout().lock(), "{text}");
+                self.print(true, text);
                 return;
             }
             Event::Debug { text, .. } => format!("debug: {text}"),
@@ -70,6 +104,17 @@ impl Reporter for Console {
             } => format!(
                 "rfs: synced commit {commit} (tree {tree_digest}, {files} files verified) to {workdir}"
             ),
+            Event::SourceResync {
+                from_commit,
+                commit,
+                shipped,
+                removed,
+                kept_untracked,
+                sync_ms,
+                ..
+            } => format!(
+                "rfs: re-synced {from_commit} -> {commit}: {shipped} entries shipped, {removed} removed, {kept_untracked} untracked kept, verified ({sync_ms} ms)"
+            ),
             Event::StepStart {
                 name, cwd_remote, ..
             } => format!("rfs: step `{name}` in {cwd_remote}"),
@@ -107,6 +152,6 @@ impl Reporter for Console {
             Event::RunEnd { outcome, .. } => format!("rfs: run {outcome}; evidence: EVIDENCE.md"),
             _ => return,
         };
-        let _ = writeln!(std::io::stderr().lock(), "{line}");
+        self.print(false, &line);
     }
 }
