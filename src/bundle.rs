@@ -61,7 +61,7 @@ impl Bundle {
     pub fn collect(script: &Script) -> Result<Bundle> {
         let engine = crate::script::base_engine(&script.dir)?;
         let resolver = crate::script::resolver::Resolver::new(&engine, &script.dir)
-            .map_err(Error::Internal)?;
+            .map_err(Error::internal)?;
         let imports = resolver
             .imports(&engine, &script.source.text)
             .map_err(|m| Error::Usage(format!("{}: {m}", script.source.name)))?;
@@ -127,14 +127,10 @@ impl Bundle {
     }
 }
 
-/// Check the bundled files of `out_dir` against the journal's manifest;
-/// returns how many files were checked.
-pub fn check(out_dir: &Path, manifest: &BundleManifest) -> std::result::Result<usize, String> {
-    check_redacted(out_dir, manifest, &[])
-}
-
-/// [`check`], accepting the redacted digests `redacted` (path, sha256)
-/// the journal records for files that held a secret.
+/// Check the bundled files of `out_dir` against the journal's manifest,
+/// accepting the redacted digests `redacted` (path, sha256) the journal
+/// records for files that held a secret; returns how many files were
+/// checked.
 pub fn check_redacted(
     out_dir: &Path,
     manifest: &BundleManifest,
@@ -192,9 +188,9 @@ mod tests {
         let m = b.manifest();
         assert_eq!(m.script.path, "bundle/main.rhai");
         assert_eq!(m.modules[0].import.as_deref(), Some("lib/a"));
-        assert_eq!(check(out.path(), &m).unwrap(), 3);
+        assert_eq!(check_redacted(out.path(), &m, &[]).unwrap(), 3);
         std::fs::write(out.path().join("bundle/b.rhai"), "fn g() { 3 }\n").unwrap();
-        let e = check(out.path(), &m).unwrap_err();
+        let e = check_redacted(out.path(), &m, &[]).unwrap_err();
         assert!(e.contains("bundle/b.rhai") && e.contains("changed"), "{e}");
     }
 }

@@ -16,20 +16,20 @@ use crate::settings::{self, RunArgs, RunSettings};
 #[command(name = "rfs", version, about, long_about = None, after_help = EXIT_CODES)]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
     /// Colour diagnostics: auto (a terminal, unless NO_COLOR; CLICOLOR_FORCE forces), always, never.
     #[arg(long, global = true, value_enum, default_value_t = crate::color::ColorChoice::Auto)]
-    pub color: crate::color::ColorChoice,
+    pub(crate) color: crate::color::ColorChoice,
     /// Trace rfs itself to stderr (-v debug, -vv trace); RUST_LOG also works. Off by default.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    pub(crate) verbose: u8,
 }
 
 const EXIT_CODES: &str = "Exit codes: 0 success, 1 script/step failed, 2 usage error, \
 3 refused by the fail-closed runtime, 4 journal invalid, 5 internal error, 130 interrupted.";
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run a workflow/proof script in the run's one shared sandbox.
     Run {
         /// The Rhai script; `-` reads it from standard input.
@@ -140,7 +140,7 @@ pub enum Command {
 
 /// What `run` and `repl` share: where the run goes and what it gets.
 #[derive(Debug, clap::Args)]
-pub struct SessionArgs {
+pub(crate) struct SessionArgs {
     /// Provider: local (default), docker or daytona. Overrides RELAYFLOWS_SANDBOX_PROVIDER.
     #[arg(long)]
     provider: Option<String>,
@@ -184,7 +184,7 @@ impl SessionArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum JournalCommand {
+pub(crate) enum JournalCommand {
     /// Verify a journal's hash chain (detects edited, dropped, reordered lines).
     Verify { file: PathBuf },
 }
@@ -404,7 +404,11 @@ fn gc(dry_run: bool, only: Option<String>, older_than: Option<String>) -> Result
         .transpose()
         .map_err(Error::Usage)?;
     let names: Vec<String> = match only {
-        Some(p) => vec![select::choose(Some(&p), None).map_err(Error::Usage)?.name],
+        Some(p) => vec![
+            select::choose(Some(&p), None)
+                .map_err(|e| Error::Usage(e.to_string()))?
+                .name,
+        ],
         None => select::KNOWN.iter().map(|s| s.to_string()).collect(),
     };
     let rt = tokio::runtime::Runtime::new().map_err(Error::internal)?;
@@ -485,7 +489,7 @@ fn doctor(provider: Option<String>, image: Option<String>) -> Result<i32, Error>
         provider.as_deref(),
         std::env::var(select::PROVIDER_ENV).ok().as_deref(),
     )
-    .map_err(Error::Usage)?;
+    .map_err(|e| Error::Usage(e.to_string()))?;
     let image = image
         .filter(|s| !s.trim().is_empty())
         .or_else(crate::provider::docker::image_from_env);

@@ -9,29 +9,32 @@
 //! - [`journal`]: the hash-chained journal and EVIDENCE.md;
 //! - [`events`]/[`reporter`]: what the runtime reports and how the CLI shows it.
 
-pub mod attestation;
-pub mod bundle;
+pub(crate) mod attestation;
+pub(crate) mod bundle;
 pub mod cli;
-pub mod color;
-pub mod doctor;
+pub(crate) mod color;
+pub(crate) mod doctor;
 pub mod error;
 pub mod events;
 pub mod exit_code;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub(crate) mod gc;
-pub mod journal;
-pub mod logging;
+pub(crate) mod journal;
+pub(crate) mod logging;
 pub(crate) mod procfs;
 pub mod provider;
 pub(crate) mod repl;
-pub mod replay;
+pub(crate) mod replay;
 pub mod reporter;
 pub mod runner;
 pub(crate) mod runtime;
 pub(crate) mod script;
-pub mod seal;
+pub(crate) mod seal;
 pub(crate) mod secrets;
 pub mod settings;
-pub mod signing;
+pub(crate) mod signing;
 pub(crate) mod source;
 pub mod terminal;
 pub(crate) mod validate;

@@ -221,10 +221,10 @@ pub(crate) fn config(
             settings.image.clone(),
             settings.snapshot.clone(),
         )
-        .unwrap_or_else(|message| {
+        .unwrap_or_else(|e| {
             Arc::new(crate::provider::unavailable::Unavailable {
                 name: settings.provider.name.clone(),
-                message,
+                message: e.to_string(),
             })
         })
     });

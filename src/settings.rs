@@ -114,7 +114,7 @@ impl RunSettings {
             a.provider.as_deref(),
             std::env::var(select::PROVIDER_ENV).ok().as_deref(),
         )
-        .map_err(Error::Usage)?;
+        .map_err(|e| Error::Usage(e.to_string()))?;
         let invocation_dir = std::env::current_dir()
             .map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
         let state_dir = state_dir();

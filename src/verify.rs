@@ -21,7 +21,7 @@ pub struct Subject {
     /// The journal's events, in order.
     pub events: Vec<Event>,
     /// What the signature is checked against.
-    pub trust: crate::seal::Trust,
+    pub trust: Trust,
 }
 
 /// A check that passed, with what it established.
@@ -32,6 +32,7 @@ pub struct Passed {
 }
 
 pub use crate::journal::verify::{verify as verify_journal, ChainError, Verified};
+pub use crate::seal::Trust;
 
 /// Why a check failed.
 #[derive(Debug, thiserror::Error)]
@@ -111,11 +112,11 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
 /// Verify the output directory `out` (a signature, if any, is checked
 /// but not against allowed signers).
 pub fn verify(out: &Path) -> Result<Vec<Passed>, Failed> {
-    verify_with(out, crate::seal::Trust::default())
+    verify_with(out, Trust::default())
 }
 
 /// Verify `out`, its signature against `trust`.
-pub fn verify_with(out: &Path, trust: crate::seal::Trust) -> Result<Vec<Passed>, Failed> {
+pub fn verify_with(out: &Path, trust: Trust) -> Result<Vec<Passed>, Failed> {
     let fail = |check, reason: Failure| Failed {
         check,
         reason: Box::new(reason),

@@ -6,8 +6,6 @@ mod common;
 use common::*;
 
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
 struct Verified {
     code: i32,
@@ -71,41 +69,12 @@ fn cells(row: &str) -> usize {
         .count()
 }
 
-fn spawn(rfs: &Rfs, cwd: &Path, script: &str) -> (Child, std::path::PathBuf) {
-    let (script_path, out_dir) = rfs.prepare(script);
-    let child = rfs
-        .cmd(cwd)
-        .arg("run")
-        .arg(&script_path)
-        .arg("--out")
-        .arg(&out_dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("rfs starts");
-    (child, out_dir)
-}
-
-fn wait(mut child: Child, out_dir: std::path::PathBuf) -> RunOut {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("rfs did not stop after the signal");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    finish(child.wait_with_output().unwrap(), out_dir)
-}
-
 /// A step that runs long is interrupted by `signal` once its output shows
 /// it started; EVIDENCE.md must list it, and the run must verify.
 fn interrupted_step_is_listed(signal: nix::sys::signal::Signal) {
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
-    let (mut child, out_dir) = spawn(
-        &rfs,
+    let (mut child, out_dir) = rfs.spawn(
         repo.path(),
         "step(\"quick\", \"true\");\nstep(\"long\", \"echo long-started; sleep 30\");\n",
     );
@@ -119,7 +88,7 @@ fn interrupted_step_is_listed(signal: nix::sys::signal::Signal) {
         seen.push_str(&line);
     }
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
-    let out = wait(child, out_dir);
+    let out = wait_bounded(child, out_dir);
     out.assert_code(130);
     let ev = out.evidence();
     assert!(!ev.contains("(no steps ran)"), "{ev}");
@@ -317,5 +286,34 @@ fn verify_checks_terminal_recordings_and_snapshots() {
         "files",
         "terminal/session-1.cast was changed after it was closed",
     );
+    rfs.assert_no_leftovers();
+}
+
+/// Regression (refused-in-sandbox step vs verify): a step or terminal the
+/// in-sandbox wrapper refuses (a cwd symlink planted at run time, a cwd
+/// that does not exist in the sandbox) ends the run refused, and the
+/// output folder still verifies: every step log and recording it left is
+/// journaled with its sha256.
+#[test]
+fn verify_accepts_a_run_whose_step_was_refused_inside_the_sandbox() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    // Each run logs output before the refusal, so there are logs to check.
+    for script in [
+        "step(\"plant\", \"echo planting; ln -s / evil\");\nstep(\"x\", \"echo NEVER\", #{ cwd: \"evil\" });",
+        "step(\"hi\", \"echo hi\");\nstep(\"x\", \"echo NEVER\", #{ cwd: \"no/such/dir\" });",
+        "step(\"plant\", \"echo planting; ln -s /etc evil\");\nattach(\"sh\", #{ cwd: \"evil\" });",
+    ] {
+        let out = rfs.run(repo.path(), script);
+        out.assert_code(3);
+        assert!(!out.stdout.contains("NEVER"), "{script}: {}", out.stdout);
+        assert_eq!(out.entries("run.end")[0]["outcome"], "refused", "{script}");
+        let v = assert_verifies(&rfs, &out.out_dir);
+        assert!(
+            v.stdout.contains("ok: files: 1 step log(s)"),
+            "{script}: {}",
+            v.stdout
+        );
+    }
     rfs.assert_no_leftovers();
 }

@@ -578,6 +578,27 @@ provider_tests! {
     fn hostile_scripts(rfs: &Rfs) { run_all(rfs, SCRIPTS); }
     fn hostile_signals(rfs: &Rfs) { signals(rfs); }
     fn hostile_journals_and_evidence(rfs: &Rfs) { journals(rfs); }
+
+    // Regression (fuzz: tar_round_trip, symlink target normalised): a
+    // committed symlink whose target has `.` components or doubled and
+    // trailing slashes arrives in the sandbox byte for byte (it used to
+    // arrive normalised, so the sync's own check refused the commit).
+    fn symlink_targets_arrive_byte_for_byte(rfs: &Rfs) {
+        let repo = Repo::new();
+        repo.write("sub/f", "in-sub\n");
+        repo.symlink("dot", "sub/./");
+        repo.symlink("double", "sub//f");
+        repo.commit("links");
+        let out = rfs.run(
+            repo.path(),
+            r#"sync_source();
+            let r = step("rl", "{ readlink dot; readlink double; cat dot/f; } | tr '\\n' '|'");
+            print(">" + r.stdout);"#,
+        );
+        out.assert_code(0);
+        assert!(out.stdout.contains(">sub/./|sub//f|in-sub"), "{}\n{}", out.stdout, out.stderr);
+        rfs.assert_no_leftovers();
+    }
 }
 
 /// Every terminating signal mid-step: exit 130, the next step never

@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Whether this machine lets us create user namespaces at all (the tests
@@ -194,24 +194,46 @@ fn setsid_daemon_does_not_survive_the_run() {
     rfs.assert_no_leftovers();
 }
 
+/// Start (in the background) a run whose first step leaves a `setsid`
+/// daemon `sleep DAEMON` and whose second step `sleep LONG` runs until
+/// rfs is stopped; returns once both are running. The child is reaped if
+/// the test fails before it ends it.
+fn run_with_setsid_daemon(rfs: &Rfs, repo: &Repo, daemon: &str, long: &str) -> (Reap, PathBuf) {
+    let (child, out_dir) = rfs.spawn(
+        repo.path(),
+        &format!(
+            r#"sync_source();
+        step("daemon", "setsid sleep {daemon} </dev/null >/dev/null 2>&1 & sleep 0.3");
+        step("long", "sleep {long}");"#
+        ),
+    );
+    let guard = Reap(Some(child));
+    wait_for_journal_text(&out_dir, "\"name\":\"long\"");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        process_running(&format!("sleep\0{daemon}")),
+        "the daemon did not start"
+    );
+    (guard, out_dir)
+}
+
+/// Wait (bounded, 10 s) until none of the `sleep ARG` processes runs: the
+/// kernel kills a namespace promptly but not atomically.
+fn await_sleeps_gone(args: &[&str]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while args.iter().any(|a| process_running(&format!("sleep\0{a}")))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn setsid_daemon_does_not_survive_ctrl_c() {
     require_namespaces();
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
-    let (child, out_dir) = rfs.spawn(
-        repo.path(),
-        r#"sync_source();
-        step("daemon", "setsid sleep 1618033 </dev/null >/dev/null 2>&1 & sleep 0.3");
-        step("long", "sleep 3000");"#,
-    );
-    let mut guard = Reap(Some(child));
-    wait_for_journal_text(&out_dir, "\"name\":\"long\"");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    assert!(
-        process_running("sleep\x001618033"),
-        "the daemon did not start"
-    );
+    let (mut guard, out_dir) = run_with_setsid_daemon(&rfs, &repo, "1618033", "3000");
     let child = guard.0.take().unwrap();
     sigint(&child);
     let out = finish(child.wait_with_output().unwrap(), out_dir);
@@ -230,30 +252,12 @@ fn setsid_daemon_does_not_survive_a_killed_rfs_and_gc_cleans_up() {
     require_namespaces();
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
-    let (child, out_dir) = rfs.spawn(
-        repo.path(),
-        r#"sync_source();
-        step("daemon", "setsid sleep 1414213 </dev/null >/dev/null 2>&1 & sleep 0.3");
-        step("long", "sleep 3001");"#,
-    );
-    let mut guard = Reap(Some(child));
-    wait_for_journal_text(&out_dir, "\"name\":\"long\"");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    assert!(
-        process_running("sleep\x001414213"),
-        "the daemon did not start"
-    );
+    let (mut guard, _out_dir) = run_with_setsid_daemon(&rfs, &repo, "1414213", "3001");
     let mut child = guard.0.take().unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    // The kernel kills a dead init's namespace promptly but not atomically:
-    // wait (bounded) for both processes before asserting either.
-    while (process_running("sleep\x001414213") || process_running("sleep\x003001"))
-        && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    // Both, before asserting either.
+    await_sleeps_gone(&["1414213", "3001"]);
     assert!(
         !process_running("sleep\x001414213"),
         "a setsid daemon survived SIGKILL of rfs"

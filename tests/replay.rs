@@ -41,7 +41,7 @@ fn replay_binds_the_pinned_commit_whatever_head_is() {
     let of = &r.entries("run.start")[0]["replay_of"];
     let orig_start = &original.entries("run.start")[0];
     assert_eq!(of["run_id"], orig_start["run_id"]);
-    let head = rfs::journal::verify::verify(&original.out_dir.join("journal.jsonl"))
+    let head = rfs::verify::verify_journal(&original.out_dir.join("journal.jsonl"))
         .unwrap()
         .head;
     assert_eq!(of["journal_head"], head.as_str());

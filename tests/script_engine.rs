@@ -7,7 +7,7 @@ mod common;
 use common::*;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// `rfs check <script>` from `cwd`.
@@ -132,44 +132,6 @@ fn sigint(child: &Child) {
         nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
-}
-
-/// Spawn `rfs run` of `script` with piped output.
-fn spawn_run(rfs: &Rfs, cwd: &Path, script: &str) -> (Child, PathBuf) {
-    let (script_path, out_dir) = rfs.prepare(script);
-    let child = rfs
-        .cmd(cwd)
-        .arg("run")
-        .arg(&script_path)
-        .arg("--out")
-        .arg(&out_dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("rfs starts");
-    (child, out_dir)
-}
-
-/// Wait for a spawned run with a deadline (a hung rfs fails the test
-/// instead of hanging it).
-fn wait_run(mut child: Child, out_dir: PathBuf) -> RunOut {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "rfs did not stop after SIGINT\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    finish(child.wait_with_output().unwrap(), out_dir)
 }
 
 // ---------------------------------------------------------------- check
@@ -612,8 +574,7 @@ fn an_infinite_loop_is_stopped_by_sigint() {
     // A step first, so the sandbox must be torn down too; the loop has
     // started once the print after it is journaled. (SIGINT that arrives
     // right at startup is the next test's business.)
-    let (mut child, out_dir) = spawn_run(
-        &rfs,
+    let (mut child, out_dir) = rfs.spawn(
         repo.path(),
         "step(\"ready\", \"true\");\nprint(\"looping\");\nloop { }\n",
     );
@@ -622,7 +583,7 @@ fn an_infinite_loop_is_stopped_by_sigint() {
         journal_has(&journal, "\"looping\"")
     });
     sigint(&child);
-    let out = wait_run(child, out_dir);
+    let out = wait_bounded(child, out_dir);
     out.assert_code(130);
     assert!(out.stderr.contains("interrupted"), "{}", out.stderr);
     let end = out.entries("run.end");
@@ -639,11 +600,11 @@ fn an_infinite_loop_is_stopped_by_sigint() {
 fn sigint_as_soon_as_the_journal_exists_is_an_orderly_interrupt() {
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
-    let (mut child, out_dir) = spawn_run(&rfs, repo.path(), "loop { }\n");
+    let (mut child, out_dir) = rfs.spawn(repo.path(), "loop { }\n");
     let journal = out_dir.join("journal.jsonl");
     wait_for("the journal", &mut child, || journal.exists());
     sigint(&child);
-    let out = wait_run(child, out_dir);
+    let out = wait_bounded(child, out_dir);
     // Once rfs has started journaling, Ctrl-C must end the run in order:
     // exit 130 and a journaled run.end, never death by the signal.
     out.assert_code(130);
@@ -657,8 +618,7 @@ fn sigint_as_soon_as_the_journal_exists_is_an_orderly_interrupt() {
 fn sigint_during_a_step_kills_it_and_tears_down_the_sandbox() {
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
-    let (mut child, out_dir) = spawn_run(
-        &rfs,
+    let (mut child, out_dir) = rfs.spawn(
         repo.path(),
         "step(\"long\", \"echo started; sleep 300\");\nstep(\"never\", \"echo NEVER\");\n",
     );
@@ -667,7 +627,7 @@ fn sigint_during_a_step_kills_it_and_tears_down_the_sandbox() {
         journal_has(&journal, "\"step.start\"")
     });
     sigint(&child);
-    let out = wait_run(child, out_dir);
+    let out = wait_bounded(child, out_dir);
     out.assert_code(130);
     assert!(!out.stdout.contains("NEVER"));
     assert_eq!(out.entries("run.end")[0]["outcome"], "interrupted");

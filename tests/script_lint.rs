@@ -7,9 +7,10 @@ mod common;
 use common::*;
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-fn check(rfs: &Rfs, cwd: &std::path::Path, script: &str) -> RunOut {
+fn check(rfs: &Rfs, cwd: &Path, script: &str) -> RunOut {
     let (path, out_dir) = rfs.prepare(script);
     finish(
         rfs.cmd(cwd).arg("check").arg(&path).output().unwrap(),
@@ -17,56 +18,52 @@ fn check(rfs: &Rfs, cwd: &std::path::Path, script: &str) -> RunOut {
     )
 }
 
-#[test]
-fn check_reports_unknown_function_with_did_you_mean_and_span() {
-    let rfs = Rfs::new(Prov::Local);
-    let repo = Repo::new();
-    let out = check(
-        &rfs,
-        repo.path(),
-        "let pin = sync_source();\nlet r = stepp(\"build\", \"make\");\n",
-    );
+/// `rfs ARGS` from `cwd` with `script` on its standard input.
+fn piped(rfs: &Rfs, cwd: &Path, args: &[&str], out_dir: PathBuf, script: &[u8]) -> RunOut {
+    let mut child = rfs
+        .cmd(cwd)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(script).unwrap();
+    finish(child.wait_with_output().unwrap(), out_dir)
+}
+
+/// A usage error (exit 2) whose diagnostic holds every one of `needles`.
+#[track_caller]
+fn assert_diagnosed(out: &RunOut, needles: &[&str]) {
     out.assert_code(2);
-    assert!(
-        out.stderr.contains("unknown function `stepp`"),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.contains("did you mean `step`?"),
-        "{}",
-        out.stderr
-    );
-    // The span points at the call on line 2.
-    assert!(out.stderr.contains(":2:9]"), "{}", out.stderr);
+    for n in needles {
+        assert!(out.stderr.contains(n), "no {n:?} in\n{}", out.stderr);
+    }
 }
 
 #[test]
-fn check_reports_misspelt_option_keys_and_wrong_arity_together() {
+fn check_reports_unknown_functions_misspelt_options_and_wrong_arity_at_their_spans() {
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
-    let out = check(
-        &rfs,
-        repo.path(),
-        "step(\"a\", \"true\", #{ timout: 5 });\nsync_source(#{ allow_dirty: true }, 1);\n",
-    );
-    out.assert_code(2);
-    assert!(
-        out.stderr.contains("step(): unknown option `timout`"),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.contains("did you mean `timeout`?"),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr
-            .contains("also at 2:1: `sync_source` takes 0 or 1 arguments, not 2"),
-        "{}",
-        out.stderr
-    );
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "let pin = sync_source();\nlet r = stepp(\"build\", \"make\");\n",
+            // The span points at the call on line 2.
+            &["unknown function `stepp`", "did you mean `step`?", ":2:9]"],
+        ),
+        (
+            "step(\"a\", \"true\", #{ timout: 5 });\nsync_source(#{ allow_dirty: true }, 1);\n",
+            // Every problem at once, not only the first.
+            &[
+                "step(): unknown option `timout`",
+                "did you mean `timeout`?",
+                "also at 2:1: `sync_source` takes 0 or 1 arguments, not 2",
+            ],
+        ),
+    ];
+    for (script, needles) in cases {
+        assert_diagnosed(&check(&rfs, repo.path(), script), needles);
+    }
 }
 
 #[test]
@@ -77,16 +74,9 @@ fn run_refuses_a_misspelt_script_before_anything_runs() {
         repo.path(),
         "step(\"first\", \"touch ran\");\nstep(\"second\", \"true\", #{ retires: 2 });\n",
     );
-    out.assert_code(2);
-    assert!(
-        out.stderr.contains("unknown option `retires`"),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.contains("did you mean `retries`?"),
-        "{}",
-        out.stderr
+    assert_diagnosed(
+        &out,
+        &["unknown option `retires`", "did you mean `retries`?"],
     );
     assert!(!out.out_dir.join("journal.jsonl").exists());
     assert!(rfs.leftovers().is_empty());
@@ -97,43 +87,25 @@ fn run_dash_reads_the_script_from_stdin() {
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
     let out_dir = rfs.state.path().join("stdin-out");
-    let mut child = rfs
-        .cmd(repo.path())
-        .args(["run", "-", "--out"])
-        .arg(&out_dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"import \"rfs/assert\" as check;\nlet r = step(\"cat\", \"cat reproducer-marker.txt\");\ncheck::contains(r.stdout, \"marker\");\nprint(\"from-stdin-ok\");\n")
-        .unwrap();
-    let out = finish(child.wait_with_output().unwrap(), out_dir);
+    let out_arg = out_dir.to_str().unwrap().to_owned();
+    let out = piped(
+        &rfs,
+        repo.path(),
+        &["run", "-", "--out", &out_arg],
+        out_dir,
+        b"import \"rfs/assert\" as check;\nlet r = step(\"cat\", \"cat reproducer-marker.txt\");\ncheck::contains(r.stdout, \"marker\");\nprint(\"from-stdin-ok\");\n",
+    );
     out.assert_code(0);
     assert!(out.stdout.contains("from-stdin-ok"), "{}", out.stdout);
     assert_eq!(out.entries("cleanup.verified").len(), 1);
     // A broken script on stdin is diagnosed under the name <stdin>.
-    let mut child = rfs
-        .cmd(repo.path())
-        .args(["check", "-"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"sandbx();\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("<stdin>:1:1"), "{err}");
-    assert!(err.contains("did you mean `sandbox`?"), "{err}");
+    let out = piped(
+        &rfs,
+        repo.path(),
+        &["check", "-"],
+        rfs.state.path().join("unused"),
+        b"sandbx();\n",
+    );
+    assert_diagnosed(&out, &["<stdin>:1:1", "did you mean `sandbox`?"]);
     rfs.assert_no_leftovers();
 }

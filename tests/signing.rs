@@ -497,14 +497,10 @@ step("flaky", "exit 3", #{ allow_failure: true });
 /// A DSSE envelope over `statement`, validly signed with `key` by rfs's
 /// own signer (a forger holding the key).
 fn forge_envelope(key: &Path, statement: &Value) -> String {
-    let k = rfs::signing::SigningKey::load_with_agent(key, None).unwrap();
+    let k = rfs::fuzzing::SigningKey::load_with_agent(key, None).unwrap();
     let payload = serde_json::to_vec(statement).unwrap();
-    let env = rfs::attestation::dsse::seal(
-        rfs::attestation::dsse::INTOTO_PAYLOAD_TYPE,
-        &payload,
-        Some(&k),
-    )
-    .unwrap();
+    let env =
+        rfs::fuzzing::dsse_seal(rfs::fuzzing::INTOTO_PAYLOAD_TYPE, &payload, Some(&k)).unwrap();
     serde_json::to_string(&env).unwrap()
 }
 
@@ -561,7 +557,7 @@ fn rechain(journal: &Path) {
     let mut prev = "0".repeat(64);
     let mut out = String::new();
     for l in text.lines() {
-        let mut v: rfs::journal::Line = serde_json::from_str(l).unwrap();
+        let mut v: rfs::fuzzing::JournalLine = serde_json::from_str(l).unwrap();
         v.prev = prev.clone();
         let line = serde_json::to_string(&v).unwrap();
         prev = hex::encode(Sha256::digest(line.as_bytes()));
@@ -569,7 +565,7 @@ fn rechain(journal: &Path) {
         out.push('\n');
     }
     std::fs::write(journal, &out).unwrap();
-    let evidence = rfs::journal::evidence::render_journal(&out).unwrap();
+    let evidence = rfs::fuzzing::render_evidence(&out).unwrap();
     std::fs::write(journal.with_file_name("EVIDENCE.md"), evidence).unwrap();
 }
 

@@ -4,8 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rfs::runtime::cwd;
-use rfs::source::manifest::{Entry, Manifest};
+use rfs::fuzzing::{resolve_cwd, Entry, Manifest};
 
 fuzz_target!(|data: &[u8]| {
     // First line: the cwd; every further line `d PATH`, `f PATH` or
@@ -25,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
         };
         m.entries.insert(path.as_bytes().to_vec(), entry);
     }
-    if let Ok(rel) = cwd::resolve(input, &m) {
+    if let Ok(rel) = resolve_cwd(input, &m) {
         assert!(!rel.starts_with('/'), "absolute result {rel:?} for {input:?}");
         let comps: Vec<&str> = rel.split('/').filter(|c| !c.is_empty()).collect();
         assert!(!comps.iter().any(|c| *c == ".." || *c == "."), "{rel:?} for {input:?}");

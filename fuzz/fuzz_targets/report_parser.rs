@@ -6,10 +6,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rfs::runtime::wrapper::Gate;
+use rfs::fuzzing::{parse_report, Gate};
 
 fuzz_target!(|data: &[u8]| {
-    let _ = rfs::source::remote_check::parse_report(data);
+    let _ = parse_report(data);
 
     // The gate: split the input into chunks at 0xFF bytes.
     let nonce = "0123456789abcdef";

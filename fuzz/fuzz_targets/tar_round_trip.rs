@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use rfs::source::manifest::{Entry, Manifest};
+use rfs::fuzzing::{build_archive_into, resolve_source, Entry, Manifest, SourceOptions};
 use sha2::{Digest, Sha256};
 
 fuzz_target!(|data: &[u8]| {
@@ -54,17 +54,21 @@ fuzz_target!(|data: &[u8]| {
             path: name.as_bytes().to_vec(),
         };
         e.flags = (name.len().min(0xfff)) as u16;
-        index.add(&e).unwrap();
+        // Names git itself refuses to index (`.git.`, `.GIT`, ...) cannot
+        // be committed, so they are no input for the builder.
+        if index.add(&e).is_err() {
+            return;
+        }
     }
     let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
     let sig = git2::Signature::now("fuzz", "fuzz@rfs.invalid").unwrap();
     repo.commit(Some("HEAD"), &sig, &sig, "fuzz", &tree, &[]).unwrap();
 
-    let mut opts = rfs::source::SourceOptions::new(dir.path().to_path_buf());
+    let mut opts = SourceOptions::new(dir.path().to_path_buf());
     opts.allow_dirty = true;
-    let resolved = rfs::source::repo::resolve(&opts).unwrap();
+    let resolved = resolve_source(&opts).unwrap();
     let (tar_bytes, built) =
-        rfs::source::archive::build_into(dir.path(), &resolved, Vec::new(), true).unwrap();
+        build_archive_into(dir.path(), &resolved, Vec::new(), true).unwrap();
 
     let out = tempfile::tempdir().unwrap();
     tar::Archive::new(&tar_bytes[..]).unpack(out.path()).unwrap();

@@ -208,11 +208,10 @@ pub fn image_from_env() -> Option<String> {
 
 /// Connect with the run's default image, already resolved from `--image`
 /// and `RFS_DOCKER_IMAGE` by the settings (read once, in one place).
-pub fn connect_default(image: Option<String>) -> Result<DockerProvider, String> {
+pub fn connect_default(image: Option<String>) -> ProviderResult<DockerProvider> {
     DockerProvider::connect(DockerOptions {
         image,
         user: None,
         home: DEFAULT_HOME.to_string(),
     })
-    .map_err(|e| e.to_string())
 }

@@ -36,8 +36,16 @@ pub struct ProviderChoice {
     pub reason: ChoiceReason,
 }
 
+/// A provider name rfs does not know, and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown provider `{name}` (from {reason}); known providers: {}", KNOWN.join(", "))]
+pub struct UnknownProvider {
+    pub name: String,
+    pub reason: ChoiceReason,
+}
+
 /// Pick the provider from the flag and the environment value.
-pub fn choose(flag: Option<&str>, env: Option<&str>) -> Result<ProviderChoice, String> {
+pub fn choose(flag: Option<&str>, env: Option<&str>) -> Result<ProviderChoice, UnknownProvider> {
     let clean = |v: Option<&str>| {
         v.map(str::trim)
             .filter(|v| !v.is_empty())
@@ -51,10 +59,7 @@ pub fn choose(flag: Option<&str>, env: Option<&str>) -> Result<ProviderChoice, S
         (DEFAULT_PROVIDER.to_owned(), ChoiceReason::Default)
     };
     if !KNOWN.contains(&name.as_str()) {
-        return Err(format!(
-            "unknown provider `{name}` (from {reason}); known providers: {}",
-            KNOWN.join(", ")
-        ));
+        return Err(UnknownProvider { name, reason });
     }
     Ok(ProviderChoice { name, reason })
 }
@@ -64,7 +69,7 @@ pub fn build(
     choice: &ProviderChoice,
     state_dir: &std::path::Path,
     image: Option<String>,
-) -> Result<std::sync::Arc<dyn super::Provider>, String> {
+) -> super::ProviderResult<std::sync::Arc<dyn super::Provider>> {
     build_with_snapshot(choice, state_dir, image, None)
 }
 
@@ -75,17 +80,20 @@ pub fn build_with_snapshot(
     state_dir: &std::path::Path,
     image: Option<String>,
     snapshot: Option<String>,
-) -> Result<std::sync::Arc<dyn super::Provider>, String> {
+) -> super::ProviderResult<std::sync::Arc<dyn super::Provider>> {
     match choice.name.as_str() {
         "daytona" => super::daytona::DaytonaProvider::from_env(snapshot)
-            .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>)
-            .map_err(|e| e.to_string()),
+            .map_err(super::ProviderError::other)
+            .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>),
         "local" => Ok(std::sync::Arc::new(super::local::LocalProvider::new(
             state_dir,
         ))),
         "docker" => super::docker::connect_default(image)
             .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>),
-        other => Err(format!("unknown provider `{other}`")),
+        other => Err(super::ProviderError::other(UnknownProvider {
+            name: other.to_owned(),
+            reason: choice.reason,
+        })),
     }
 }
 
@@ -105,8 +113,14 @@ mod tests {
             choose(None, Some("  ")).unwrap().reason,
             ChoiceReason::Default
         );
-        assert!(choose(Some("nope"), None)
-            .unwrap_err()
-            .contains("unknown provider `nope`"));
+        let e = choose(Some("nope"), None).unwrap_err();
+        assert_eq!(
+            e,
+            UnknownProvider {
+                name: "nope".into(),
+                reason: ChoiceReason::Flag
+            }
+        );
+        assert!(e.to_string().contains("unknown provider `nope`"));
     }
 }

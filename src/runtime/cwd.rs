@@ -15,14 +15,50 @@ use crate::validate::shown;
 /// The longest chain of symlinks followed.
 const MAX_LINKS: usize = 40;
 
+/// Why a step's cwd is refused before anything runs. `input` is the cwd
+/// as given; paths are shown through [`shown`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CwdError {
+    #[error(
+        "cwd {} is absolute; a step cwd is relative to the synced source root",
+        shown(.input)
+    )]
+    Absolute { input: String },
+    #[error("cwd {} escapes the synced source root", shown(.input))]
+    Escapes { input: String },
+    #[error("cwd {}: too many levels of symlinks", shown(.input))]
+    TooManyLinks { input: String },
+    /// A committed symlink on the way points at an absolute path.
+    #[error(
+        "cwd {} goes through symlink {} -> {}, which leaves the synced source root",
+        shown(.input),
+        shown(.link),
+        shown(.target)
+    )]
+    LeavesRoot {
+        input: String,
+        link: String,
+        target: String,
+    },
+    #[error("cwd {}: {} is a file, not a directory", shown(.input), shown(.file))]
+    NotADirectory { input: String, file: String },
+    /// The default cwd (the invoking directory) is outside the synced
+    /// subdirectory.
+    #[error(
+        "rfs was started in `{}`, which is outside the synced subdirectory `{subdir}`; pass an explicit cwd",
+        if .invoked.is_empty() { "." } else { .invoked }
+    )]
+    OutsideSubdir { invoked: String, subdir: String },
+}
+
 /// Resolve `input` (relative to the synced root) to a normalised relative
 /// path inside it ("" is the root itself).
-pub fn resolve(input: &str, m: &Manifest) -> Result<String, String> {
+pub fn resolve(input: &str, m: &Manifest) -> Result<String, CwdError> {
+    let input_owned = || input.to_owned();
     if input.starts_with('/') {
-        return Err(format!(
-            "cwd {} is absolute; a step cwd is relative to the synced source root",
-            shown(input)
-        ));
+        return Err(CwdError::Absolute {
+            input: input_owned(),
+        });
     }
     let mut pending: VecDeque<Vec<u8>> = split(input.as_bytes());
     let mut cur: Vec<Vec<u8>> = vec![];
@@ -32,10 +68,9 @@ pub fn resolve(input: &str, m: &Manifest) -> Result<String, String> {
             b"" | b"." => {}
             b".." => {
                 if cur.pop().is_none() {
-                    return Err(format!(
-                        "cwd {} escapes the synced source root",
-                        shown(input)
-                    ));
+                    return Err(CwdError::Escapes {
+                        input: input_owned(),
+                    });
                 }
             }
             _ => {
@@ -45,18 +80,16 @@ pub fn resolve(input: &str, m: &Manifest) -> Result<String, String> {
                     Some(Entry::Symlink { target }) => {
                         hops += 1;
                         if hops > MAX_LINKS {
-                            return Err(format!(
-                                "cwd {}: too many levels of symlinks",
-                                shown(input)
-                            ));
+                            return Err(CwdError::TooManyLinks {
+                                input: input_owned(),
+                            });
                         }
                         if target.starts_with(b"/") {
-                            return Err(format!(
-                                "cwd {} goes through symlink {} -> {}, which leaves the synced source root",
-                                shown(input),
-                                shown(&String::from_utf8_lossy(&key)),
-                                shown(&String::from_utf8_lossy(target))
-                            ));
+                            return Err(CwdError::LeavesRoot {
+                                input: input_owned(),
+                                link: String::from_utf8_lossy(&key).into_owned(),
+                                target: String::from_utf8_lossy(target).into_owned(),
+                            });
                         }
                         cur.pop();
                         for t in split(target).into_iter().rev() {
@@ -64,11 +97,10 @@ pub fn resolve(input: &str, m: &Manifest) -> Result<String, String> {
                         }
                     }
                     Some(Entry::File { .. }) => {
-                        return Err(format!(
-                            "cwd {}: {} is a file, not a directory",
-                            shown(input),
-                            shown(&String::from_utf8_lossy(&key))
-                        ))
+                        return Err(CwdError::NotADirectory {
+                            input: input_owned(),
+                            file: String::from_utf8_lossy(&key).into_owned(),
+                        })
                     }
                     Some(Entry::Dir) | None => {}
                 }
@@ -89,7 +121,7 @@ pub fn default_relative(
     invocation: &Path,
     repo_root: &Path,
     subdir: Option<&str>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, CwdError> {
     let inv = invocation
         .canonicalize()
         .unwrap_or_else(|_| invocation.to_path_buf());
@@ -106,11 +138,10 @@ pub fn default_relative(
             let sub = Path::new(sub);
             match Path::new(&rel).strip_prefix(sub) {
                 Ok(r) => Ok(Some(r.to_string_lossy().into_owned())),
-                Err(_) => Err(format!(
-                    "rfs was started in `{}`, which is outside the synced subdirectory `{}`; pass an explicit cwd",
-                    if rel.is_empty() { "." } else { &rel },
-                    sub.display()
-                )),
+                Err(_) => Err(CwdError::OutsideSubdir {
+                    invoked: rel,
+                    subdir: sub.display().to_string(),
+                }),
             }
         }
     }
@@ -134,9 +165,19 @@ mod tests {
         assert_eq!(resolve("..cache", &man).unwrap(), "..cache");
         assert_eq!(resolve("./a/../a/", &man).unwrap(), "a");
         assert_eq!(resolve("", &man).unwrap(), "");
-        assert!(resolve("..", &man).unwrap_err().contains("escapes"));
-        assert!(resolve("a/../..", &man).unwrap_err().contains("escapes"));
-        assert!(resolve("/etc", &man).unwrap_err().contains("absolute"));
+        let escapes = |input: &str| CwdError::Escapes {
+            input: input.into(),
+        };
+        assert_eq!(resolve("..", &man), Err(escapes("..")));
+        assert_eq!(resolve("a/../..", &man), Err(escapes("a/../..")));
+        assert!(matches!(
+            resolve("/etc", &man),
+            Err(CwdError::Absolute { .. })
+        ));
+        assert!(resolve("/etc", &man)
+            .unwrap_err()
+            .to_string()
+            .contains("absolute"));
     }
 
     #[test]
@@ -171,8 +212,18 @@ mod tests {
             ),
         ]);
         assert_eq!(resolve("in", &man).unwrap(), "real");
-        assert!(resolve("up", &man).unwrap_err().contains("escapes"));
-        assert!(resolve("etc", &man).unwrap_err().contains("leaves"));
-        assert!(resolve("f", &man).unwrap_err().contains("not a directory"));
+        assert!(matches!(resolve("up", &man), Err(CwdError::Escapes { .. })));
+        assert_eq!(
+            resolve("etc/x", &man),
+            Err(CwdError::LeavesRoot {
+                input: "etc/x".into(),
+                link: "etc".into(),
+                target: "/etc".into()
+            })
+        );
+        assert!(resolve("f", &man)
+            .unwrap_err()
+            .to_string()
+            .contains("`f` is a file, not a directory"));
     }
 }

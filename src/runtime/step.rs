@@ -90,8 +90,8 @@ impl Run {
                 None => Ok(String::new()),
             }),
         }
-        .map_err(|m| {
-            let m = self.state().redactor.redact_str(&m);
+        .map_err(|e| {
+            let m = self.state().redactor.redact_str(&e.to_string());
             let _ = self.record(Event::CwdRefused {
                 what: what.to_owned(),
                 reason: m.clone(),
@@ -124,7 +124,7 @@ impl Run {
 
     /// Run one step.
     pub fn step(&self, name: &str, command: &str, opts: StepOptions) -> Result<StepResult> {
-        crate::validate::name("a step name", name).map_err(|m| self.refuse(m))?;
+        crate::validate::name("a step name", name).map_err(|e| self.refuse(e.to_string()))?;
         let name = &self.state().redactor.redact_str(name);
         let what = format!("step `{name}`");
         if command.contains('\0') || command.trim().is_empty() {

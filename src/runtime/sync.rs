@@ -71,7 +71,7 @@ impl Run {
             None => opts,
         };
         validate_rev(&opts.rev).map_err(|m| self.refuse(m))?;
-        validate_dest(&opts.dest).map_err(|m| self.refuse(m))?;
+        validate_dest(&opts.dest).map_err(|e| self.refuse(e.to_string()))?;
         let resolved = repo::resolve(&opts).map_err(|e| {
             let msg = format!("cannot bind the source: {e}");
             let _ = self.record(Event::SourceRefused {
@@ -286,7 +286,7 @@ impl Run {
         }
         let report = match remote_check::parse_report(&out.stdout) {
             Ok(r) => r,
-            Err(e) => return Err(fail(e)),
+            Err(e) => return Err(fail(e.to_string())),
         };
         if report.archive_sha256 != built.sha256 {
             return Err(fail(format!(
@@ -420,7 +420,7 @@ async fn probe_gzip(
 }
 
 /// The destination must be a plain relative path below the sandbox home.
-fn validate_dest(dest: &str) -> std::result::Result<(), String> {
+fn validate_dest(dest: &str) -> std::result::Result<(), crate::validate::InputError> {
     let p = Path::new(dest);
     let ok = !dest.is_empty()
         && p.is_relative()
@@ -429,9 +429,10 @@ fn validate_dest(dest: &str) -> std::result::Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "sync_source dest `{dest}` must be a relative path below the sandbox home without `..`"
-        ))
+        Err(crate::validate::InputError::NotBelowHome {
+            what: "sync_source dest",
+            value: dest.to_owned(),
+        })
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext, Position};
 
-use super::options::Opts;
+use super::options::{OptionError, Opts};
 use crate::error::Error;
 use crate::runtime::{Run, SandboxOptions, SourcePin, StepOptions, StepResult};
 use crate::source::{SourceOptions, SubmodulePolicy};
@@ -46,8 +46,8 @@ pub fn to_rhai(run: &Run, e: Error, pos: Position) -> Box<EvalAltResult> {
 }
 
 /// A catchable script error at `pos` (bad options, failed assertions).
-pub(super) fn script_error(msg: String, pos: Position) -> Box<EvalAltResult> {
-    Box::new(EvalAltResult::ErrorRuntime(msg.into(), pos))
+pub(super) fn script_error(msg: impl std::fmt::Display, pos: Position) -> Box<EvalAltResult> {
+    Box::new(EvalAltResult::ErrorRuntime(msg.to_string().into(), pos))
 }
 
 fn pin_map(p: &SourcePin) -> Map {
@@ -77,7 +77,7 @@ fn step_map(r: &StepResult) -> Map {
     m
 }
 
-fn sandbox_opts(map: Map) -> Result<SandboxOptions, String> {
+fn sandbox_opts(map: Map) -> Result<SandboxOptions, OptionError> {
     let mut o = Opts::new("sandbox()", map);
     let image = o.string("image")?;
     let snapshot = o.string("snapshot")?;
@@ -86,7 +86,7 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, String> {
     let isolation = isolation
         .map(|m| crate::provider::isolation::IsolationMode::parse(&m))
         .transpose()
-        .map_err(|e| format!("sandbox(): option `isolation`: {e}"))?;
+        .map_err(|e| OptionError::Isolation { reason: e })?;
     let network = o.boolean("network")?;
     o.finish()?;
     Ok(SandboxOptions {
@@ -98,7 +98,7 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, String> {
     })
 }
 
-fn source_opts(run: &Run, map: Map) -> Result<SourceOptions, String> {
+fn source_opts(run: &Run, map: Map) -> Result<SourceOptions, OptionError> {
     let mut o = Opts::new("sync_source()", map);
     let mut s = SourceOptions::new(run.cfg.invocation_dir.clone());
     if let Some(r) = o.string("repo")? {
@@ -118,9 +118,12 @@ fn source_opts(run: &Run, map: Map) -> Result<SourceOptions, String> {
         None | Some("refuse") => SubmodulePolicy::Refuse,
         Some("include") => SubmodulePolicy::Include,
         Some(other) => {
-            return Err(format!(
-                "sync_source(): submodules must be \"refuse\" or \"include\", not {other:?}"
-            ))
+            return Err(OptionError::BadValue {
+                func: "sync_source()",
+                key: "submodules",
+                want: "\"refuse\" or \"include\"",
+                got: format!("{other:?}"),
+            })
         }
     };
     if let Some(d) = o.string("dest")? {
@@ -130,14 +133,19 @@ fn source_opts(run: &Run, map: Map) -> Result<SourceOptions, String> {
     Ok(s)
 }
 
-fn step_opts(map: Map) -> Result<StepOptions, String> {
+fn step_opts(map: Map) -> Result<StepOptions, OptionError> {
     let mut o = Opts::new("step()", map);
     let cwd = o.string("cwd")?;
     let env = o.string_map("env")?;
     let timeout = o.seconds("timeout")?;
     let retries = o.int("retries")?.unwrap_or(0);
     if !(0..=100).contains(&retries) {
-        return Err("step(): retries must be between 0 and 100".into());
+        return Err(OptionError::BadValue {
+            func: "step()",
+            key: "retries",
+            want: "between 0 and 100",
+            got: retries.to_string(),
+        });
     }
     let allow_failure = o.boolean("allow_failure")?.unwrap_or(false);
     o.finish()?;
@@ -251,7 +259,7 @@ pub fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, Strin
             if cond {
                 Ok(())
             } else {
-                Err(script_error("assertion failed".into(), ctx.call_position()))
+                Err(script_error("assertion failed", ctx.call_position()))
             }
         },
     );

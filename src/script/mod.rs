@@ -92,7 +92,7 @@ pub fn base_engine(script_dir: &Path) -> Result<Engine> {
         .set_max_functions(10_000);
     e.disable_symbol("eval");
     e.set_fail_on_invalid_map_property(true);
-    let resolver = resolver::Resolver::new(&e, script_dir).map_err(Error::Internal)?;
+    let resolver = resolver::Resolver::new(&e, script_dir).map_err(Error::internal)?;
     e.set_module_resolver(resolver);
     Ok(e)
 }
@@ -104,7 +104,7 @@ pub fn compile(engine: &Engine, script: &Script) -> Result<AST> {
         .compile(&script.source.text)
         .map_err(|e| script.source.parse_error(&e))?;
     resolver::Resolver::new(engine, &script.dir)
-        .map_err(Error::Internal)?
+        .map_err(Error::internal)?
         .check_imports(engine, &script.source.text)
         .map_err(|m| Error::Usage(format!("{}: {m}", script.source.name)))?;
     let problems = lint::lint(&lint::Known::new(engine), &script.source.text);

@@ -11,17 +11,76 @@ use rhai::{Dynamic, Map};
 /// deeper down.
 pub const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 
+/// Why a script's options were refused (before anything ran).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OptionError {
+    /// A duration that is not a number.
+    #[error("{what} must be a number of seconds, not {got}")]
+    NotSeconds { what: String, got: &'static str },
+    /// A duration outside (0, [`MAX_SECONDS`]].
+    #[error("{what} must be > 0 seconds and at most {MAX_SECONDS} (7 days), not {secs}")]
+    SecondsOutOfRange { what: String, secs: f64 },
+    /// An option of the wrong type.
+    #[error("{func}: option `{key}` must be {want}, not {got}")]
+    WrongType {
+        func: &'static str,
+        key: String,
+        want: &'static str,
+        got: &'static str,
+    },
+    /// A map option with a map, array or unit value.
+    #[error("{func}: `{key}.{entry}` must be a string, number or bool")]
+    NotScalar {
+        func: &'static str,
+        key: String,
+        entry: String,
+    },
+    /// Keys no option of the function has (typos).
+    #[error(
+        "{func}: unknown option(s) {} (known: {})",
+        ticked(unknown),
+        ticked(known)
+    )]
+    Unknown {
+        func: &'static str,
+        unknown: Vec<String>,
+        known: Vec<String>,
+    },
+    /// `sandbox(#{ isolation })` names no isolation mode.
+    #[error("sandbox(): option `isolation`: {reason}")]
+    Isolation { reason: String },
+    /// An option of the right type with a value outside its set or range.
+    #[error("{func}: {key} must be {want}, not {got}")]
+    BadValue {
+        func: &'static str,
+        key: &'static str,
+        want: &'static str,
+        got: String,
+    },
+}
+
+fn ticked(keys: &[String]) -> String {
+    keys.iter()
+        .map(|k| format!("`{k}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A number (int or float) of seconds in (0, [`MAX_SECONDS`]]; `what`
 /// names the option for the message.
-pub fn seconds_value(what: &str, v: &Dynamic) -> Result<Duration, String> {
+pub fn seconds_value(what: &str, v: &Dynamic) -> Result<Duration, OptionError> {
     let secs = v
         .as_float()
         .or_else(|_| v.as_int().map(|i| i as f64))
-        .map_err(|_| format!("{what} must be a number of seconds, not {}", v.type_name()))?;
+        .map_err(|_| OptionError::NotSeconds {
+            what: what.to_owned(),
+            got: v.type_name(),
+        })?;
     if !(secs > 0.0 && secs <= MAX_SECONDS) {
-        return Err(format!(
-            "{what} must be > 0 seconds and at most {MAX_SECONDS} (7 days), not {secs}"
-        ));
+        return Err(OptionError::SecondsOutOfRange {
+            what: what.to_owned(),
+            secs,
+        });
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -47,15 +106,16 @@ impl Opts {
         self.map.get(key).cloned().filter(|v| !v.is_unit())
     }
 
-    fn wrong(&self, key: &str, want: &str, v: &Dynamic) -> String {
-        format!(
-            "{}: option `{key}` must be {want}, not {}",
-            self.what,
-            v.type_name()
-        )
+    fn wrong(&self, key: &str, want: &'static str, v: &Dynamic) -> OptionError {
+        OptionError::WrongType {
+            func: self.what,
+            key: key.to_owned(),
+            want,
+            got: v.type_name(),
+        }
     }
 
-    pub fn string(&mut self, key: &str) -> Result<Option<String>, String> {
+    pub fn string(&mut self, key: &str) -> Result<Option<String>, OptionError> {
         match self.get(key) {
             None => Ok(None),
             Some(v) if v.is_string() => Ok(Some(v.into_string().expect("string"))),
@@ -63,7 +123,7 @@ impl Opts {
         }
     }
 
-    pub fn boolean(&mut self, key: &str) -> Result<Option<bool>, String> {
+    pub fn boolean(&mut self, key: &str) -> Result<Option<bool>, OptionError> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => v
@@ -73,7 +133,7 @@ impl Opts {
         }
     }
 
-    pub fn int(&mut self, key: &str) -> Result<Option<i64>, String> {
+    pub fn int(&mut self, key: &str) -> Result<Option<i64>, OptionError> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => v
@@ -85,7 +145,7 @@ impl Opts {
 
     /// A number (int or float) of seconds, > 0 and at most
     /// [`MAX_SECONDS`].
-    pub fn seconds(&mut self, key: &str) -> Result<Option<Duration>, String> {
+    pub fn seconds(&mut self, key: &str) -> Result<Option<Duration>, OptionError> {
         let Some(v) = self.get(key) else {
             return Ok(None);
         };
@@ -93,7 +153,7 @@ impl Opts {
     }
 
     /// A map of string → string (values may be any printable scalar).
-    pub fn string_map(&mut self, key: &str) -> Result<Vec<(String, String)>, String> {
+    pub fn string_map(&mut self, key: &str) -> Result<Vec<(String, String)>, OptionError> {
         let Some(v) = self.get(key) else {
             return Ok(vec![]);
         };
@@ -103,10 +163,11 @@ impl Opts {
         let mut out = vec![];
         for (k, v) in m {
             if v.is_map() || v.is_array() || v.is_unit() {
-                return Err(format!(
-                    "{}: `{key}.{k}` must be a string, number or bool",
-                    self.what
-                ));
+                return Err(OptionError::NotScalar {
+                    func: self.what,
+                    key: key.to_owned(),
+                    entry: k.to_string(),
+                });
             }
             out.push((k.to_string(), v.to_string()));
         }
@@ -114,26 +175,56 @@ impl Opts {
     }
 
     /// Refuse keys nobody asked for.
-    pub fn finish(self) -> Result<(), String> {
-        let unknown: Vec<_> = self
+    pub fn finish(self) -> Result<(), OptionError> {
+        let unknown: Vec<String> = self
             .map
             .keys()
             .filter(|k| !self.seen.contains(k.as_str()))
-            .map(|k| format!("`{k}`"))
+            .map(|k| k.to_string())
             .collect();
         if unknown.is_empty() {
             Ok(())
         } else {
-            Err(format!(
-                "{}: unknown option(s) {} (known: {})",
-                self.what,
-                unknown.join(", "),
-                self.seen
-                    .iter()
-                    .map(|k| format!("`{k}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
+            Err(OptionError::Unknown {
+                func: self.what,
+                unknown,
+                known: self.seen.into_iter().collect(),
+            })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn option_errors_are_typed_and_name_the_option() {
+        let e = seconds_value("step(): option `timeout`", &Dynamic::from_float(1e300));
+        assert!(matches!(e, Err(OptionError::SecondsOutOfRange { secs, .. }) if secs == 1e300));
+        let e = seconds_value("wait_exit: the timeout", &Dynamic::from("5"));
+        assert!(
+            matches!(&e, Err(OptionError::NotSeconds { got, .. }) if got.contains("string")),
+            "{e:?}"
+        );
+
+        let mut map = Map::new();
+        map.insert("timout".into(), Dynamic::from_int(5));
+        map.insert("cwd".into(), Dynamic::from_int(1));
+        let mut o = Opts::new("step()", map);
+        let e = o.string("cwd").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "step(): option `cwd` must be a string, not i64"
+        );
+        let _ = o.seconds("timeout");
+        assert_eq!(
+            o.finish(),
+            Err(OptionError::Unknown {
+                func: "step()",
+                unknown: vec!["timout".into()],
+                known: vec!["cwd".into(), "timeout".into()],
+            })
+        );
     }
 }

@@ -19,6 +19,52 @@ pub const STDLIB: &[(&str, &str)] = &[
     ("rfs/poll", include_str!("../../stdlib/poll.rhai")),
 ];
 
+/// Why an import (or the stdlib itself) is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// A stdlib module shipped in the binary does not compile (an rfs bug).
+    #[error("stdlib module {name} does not compile: {reason}")]
+    StdlibCompile {
+        name: &'static str,
+        reason: rhai::ParseError,
+    },
+    /// A stdlib module fails when evaluated (an rfs bug).
+    #[error("stdlib module {name}: {reason}")]
+    StdlibEval {
+        name: &'static str,
+        reason: Box<EvalAltResult>,
+    },
+    /// `import "rfs/..."` of a module the stdlib does not have.
+    #[error("import \"{path}\": no such stdlib module")]
+    NoSuchStdlib { path: String },
+    /// The import path leads outside the script's directory, or nowhere.
+    #[error("import \"{path}\" refused: {why}")]
+    Refused { path: String, why: ImportRefusal },
+    #[error("import \"{path}\": cannot read: {reason}")]
+    Unreadable {
+        path: String,
+        reason: std::io::Error,
+    },
+    #[error("import \"{path}\" does not compile: {reason}")]
+    DoesNotCompile {
+        path: String,
+        reason: rhai::ParseError,
+    },
+}
+
+/// Why [`Resolver::locate`] refuses an import path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImportRefusal {
+    #[error("absolute import paths are not allowed")]
+    Absolute,
+    #[error("imports may not leave the script's directory")]
+    LeavesDirectory,
+    #[error("{} does not exist", .0.display())]
+    Missing(PathBuf),
+    #[error("it resolves outside the script's directory")]
+    ResolvesOutside,
+}
+
 /// The contained resolver.
 pub struct Resolver {
     stdlib: StaticModuleResolver,
@@ -28,15 +74,15 @@ pub struct Resolver {
 
 impl Resolver {
     /// Compile the stdlib with `engine` (which must not use this resolver yet).
-    pub fn new(engine: &Engine, script_dir: &Path) -> Result<Self, String> {
+    pub fn new(engine: &Engine, script_dir: &Path) -> Result<Self, ImportError> {
         let mut stdlib = StaticModuleResolver::new();
         for (name, src) in STDLIB {
             let mut ast = engine
                 .compile(*src)
-                .map_err(|e| format!("stdlib module {name} does not compile: {e}"))?;
+                .map_err(|reason| ImportError::StdlibCompile { name, reason })?;
             ast.set_source(*name);
             let m = Module::eval_ast_as_new(Scope::new(), &ast, engine)
-                .map_err(|e| format!("stdlib module {name}: {e}"))?;
+                .map_err(|reason| ImportError::StdlibEval { name, reason })?;
             stdlib.insert(*name, m);
         }
         Ok(Resolver {
@@ -51,7 +97,7 @@ impl Resolver {
 
 /// A refused import. (Rhai rewrites `ErrorModuleNotFound` without the
 /// reason, so the reason travels as a runtime error inside the module error.)
-fn refused(path: &str, why: &str, pos: Position) -> Box<EvalAltResult> {
+fn refused(path: &str, why: &dyn std::fmt::Display, pos: Position) -> Box<EvalAltResult> {
     Box::new(EvalAltResult::ErrorInModule(
         path.to_owned(),
         Box::new(EvalAltResult::ErrorRuntime(
@@ -64,16 +110,16 @@ fn refused(path: &str, why: &str, pos: Position) -> Box<EvalAltResult> {
 
 impl Resolver {
     /// The file an import path names, or why it is refused.
-    pub fn locate(&self, path: &str) -> Result<PathBuf, String> {
+    pub fn locate(&self, path: &str) -> Result<PathBuf, ImportRefusal> {
         let rel = Path::new(path);
         if rel.is_absolute() {
-            return Err("absolute import paths are not allowed".into());
+            return Err(ImportRefusal::Absolute);
         }
         if rel
             .components()
             .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
         {
-            return Err("imports may not leave the script's directory".into());
+            return Err(ImportRefusal::LeavesDirectory);
         }
         let mut file = self.script_dir.join(rel);
         if file.extension().is_none() {
@@ -81,22 +127,26 @@ impl Resolver {
         }
         let real = file
             .canonicalize()
-            .map_err(|_| format!("{} does not exist", file.display()))?;
+            .map_err(|_| ImportRefusal::Missing(file.clone()))?;
         if !real.starts_with(&self.script_dir) {
-            return Err("it resolves outside the script's directory".into());
+            return Err(ImportRefusal::ResolvesOutside);
         }
         Ok(real)
     }
 
     /// Check, without running anything, that every literal `import` in
     /// `source` (and in the modules it imports) resolves and compiles.
-    pub fn check_imports(&self, engine: &Engine, source: &str) -> Result<(), String> {
+    pub fn check_imports(&self, engine: &Engine, source: &str) -> Result<(), ImportError> {
         self.imports(engine, source).map(|_| ())
     }
 
     /// Like [`Self::check_imports`], returning each imported file once, as
     /// (import path, resolved file), in the order first met.
-    pub fn imports(&self, engine: &Engine, source: &str) -> Result<Vec<(String, PathBuf)>, String> {
+    pub fn imports(
+        &self,
+        engine: &Engine,
+        source: &str,
+    ) -> Result<Vec<(String, PathBuf)>, ImportError> {
         let mut seen = Vec::new();
         self.check_in(engine, source, &mut seen)?;
         Ok(seen)
@@ -107,7 +157,7 @@ impl Resolver {
         engine: &Engine,
         source: &str,
         seen: &mut Vec<(String, PathBuf)>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ImportError> {
         static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
         let re = RE.get_or_init(|| {
             regex::Regex::new(r#"(?m)^[^/\n]*?\bimport\s+"([^"]+)""#).expect("valid regex")
@@ -116,22 +166,31 @@ impl Resolver {
             let path = &cap[1];
             if path.starts_with("rfs/") {
                 if !STDLIB.iter().any(|(n, _)| *n == path) {
-                    return Err(format!("import \"{path}\": no such stdlib module"));
+                    return Err(ImportError::NoSuchStdlib {
+                        path: path.to_owned(),
+                    });
                 }
                 continue;
             }
-            let file = self
-                .locate(path)
-                .map_err(|why| format!("import \"{path}\" refused: {why}"))?;
+            let file = self.locate(path).map_err(|why| ImportError::Refused {
+                path: path.to_owned(),
+                why,
+            })?;
             if seen.iter().any(|(_, f)| *f == file) {
                 continue;
             }
             seen.push((path.to_owned(), file.clone()));
-            let text = std::fs::read_to_string(&file)
-                .map_err(|e| format!("import \"{path}\": cannot read: {e}"))?;
+            let text =
+                std::fs::read_to_string(&file).map_err(|reason| ImportError::Unreadable {
+                    path: path.to_owned(),
+                    reason,
+                })?;
             engine
                 .compile(&text)
-                .map_err(|e| format!("import \"{path}\" does not compile: {e}"))?;
+                .map_err(|reason| ImportError::DoesNotCompile {
+                    path: path.to_owned(),
+                    reason,
+                })?;
             self.check_in(engine, &text, seen)?;
         }
         Ok(())

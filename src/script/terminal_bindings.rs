@@ -22,7 +22,7 @@ pub struct TerminalHandle {
     s: Arc<Attached>,
 }
 
-fn usage(msg: String, ctx: &NativeCallContext) -> Box<EvalAltResult> {
+fn usage(msg: impl std::fmt::Display, ctx: &NativeCallContext) -> Box<EvalAltResult> {
     script_error(msg, ctx.call_position())
 }
 
@@ -36,7 +36,7 @@ fn size(v: i64, what: &str, ctx: &NativeCallContext) -> RhaiResult<u16> {
 fn attach_opts(map: Map, ctx: &NativeCallContext) -> RhaiResult<AttachOptions> {
     let mut o = Opts::new("attach()", map);
     let mut a = AttachOptions::default();
-    let e = |m: String| usage(m, ctx);
+    let e = |m: super::options::OptionError| usage(m, ctx);
     if let Some(c) = o.int("cols").map_err(e)? {
         a.cols = size(c, "cols", ctx)?;
     }

@@ -21,6 +21,34 @@ const MAX_MESSAGE: usize = 256 * 1024;
 /// An agent may ask its user to confirm a signature (`ssh-add -c`).
 const TIMEOUT: Duration = Duration::from_secs(120);
 
+/// What went wrong talking to the agent.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("cannot reach the ssh-agent at {}: {reason}", .socket.display())]
+    Unreachable {
+        socket: PathBuf,
+        reason: std::io::Error,
+    },
+    /// `during` is "writing to" or "reading from".
+    #[error("{during} the ssh-agent at {}: {reason}", .socket.display())]
+    Io {
+        socket: PathBuf,
+        during: &'static str,
+        reason: std::io::Error,
+    },
+    #[error("the ssh-agent at {} sent a {len}-byte message", .socket.display())]
+    BadLength { socket: PathBuf, len: usize },
+    #[error("truncated agent message")]
+    Truncated,
+    #[error("the agent refused to list its keys")]
+    RefusedListing,
+    #[error("the agent refused to sign (key removed, or confirmation denied)")]
+    RefusedSigning,
+    /// `to` names the request ("a key listing", "a sign request").
+    #[error("unexpected agent reply type {reply} to {to}")]
+    UnexpectedReply { reply: u8, to: &'static str },
+}
+
 /// A connection to an agent.
 #[derive(Debug, Clone)]
 pub struct Agent {
@@ -56,13 +84,18 @@ impl Agent {
     }
 
     /// The keys the agent holds.
-    pub fn identities(&self) -> Result<Vec<Identity>, String> {
+    pub fn identities(&self) -> Result<Vec<Identity>, AgentError> {
         let reply = self.request(&[REQUEST_IDENTITIES])?;
         let mut r = Reader(&reply);
         match r.byte()? {
             IDENTITIES_ANSWER => {}
-            FAILURE => return Err("the agent refused to list its keys".into()),
-            t => return Err(format!("unexpected agent reply type {t} to a key listing")),
+            FAILURE => return Err(AgentError::RefusedListing),
+            reply => {
+                return Err(AgentError::UnexpectedReply {
+                    reply,
+                    to: "a key listing",
+                })
+            }
         }
         let n = r.u32()?;
         let mut out = Vec::new();
@@ -76,7 +109,7 @@ impl Agent {
 
     /// Sign `data` with the key whose public blob is `key_blob`; returns
     /// the signature blob (`string algorithm, string signature`).
-    pub fn sign(&self, key_blob: &[u8], data: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn sign(&self, key_blob: &[u8], data: &[u8]) -> Result<Vec<u8>, AgentError> {
         let mut msg = vec![SIGN_REQUEST];
         put_string(&mut msg, key_blob);
         put_string(&mut msg, data);
@@ -85,33 +118,44 @@ impl Agent {
         let mut r = Reader(&reply);
         match r.byte()? {
             SIGN_RESPONSE => Ok(r.string()?.to_vec()),
-            FAILURE => {
-                Err("the agent refused to sign (key removed, or confirmation denied)".into())
-            }
-            t => Err(format!("unexpected agent reply type {t} to a sign request")),
+            FAILURE => Err(AgentError::RefusedSigning),
+            reply => Err(AgentError::UnexpectedReply {
+                reply,
+                to: "a sign request",
+            }),
         }
     }
 
-    fn request(&self, msg: &[u8]) -> Result<Vec<u8>, String> {
-        let where_ = || format!("ssh-agent at {}", self.socket.display());
-        let mut s = UnixStream::connect(&self.socket)
-            .map_err(|e| format!("cannot reach the {}: {e}", where_()))?;
+    fn request(&self, msg: &[u8]) -> Result<Vec<u8>, AgentError> {
+        let socket = || self.socket.clone();
+        let io = |during| {
+            move |reason| AgentError::Io {
+                socket: socket(),
+                during,
+                reason,
+            }
+        };
+        let mut s =
+            UnixStream::connect(&self.socket).map_err(|reason| AgentError::Unreachable {
+                socket: socket(),
+                reason,
+            })?;
         s.set_read_timeout(Some(TIMEOUT)).ok();
         s.set_write_timeout(Some(TIMEOUT)).ok();
         let mut framed = Vec::with_capacity(msg.len() + 4);
         put_string(&mut framed, msg);
-        s.write_all(&framed)
-            .map_err(|e| format!("writing to the {}: {e}", where_()))?;
+        s.write_all(&framed).map_err(io("writing to"))?;
         let mut len = [0u8; 4];
-        s.read_exact(&mut len)
-            .map_err(|e| format!("reading from the {}: {e}", where_()))?;
+        s.read_exact(&mut len).map_err(io("reading from"))?;
         let len = u32::from_be_bytes(len) as usize;
         if len == 0 || len > MAX_MESSAGE {
-            return Err(format!("the {} sent a {len}-byte message", where_()));
+            return Err(AgentError::BadLength {
+                socket: socket(),
+                len,
+            });
         }
         let mut reply = vec![0u8; len];
-        s.read_exact(&mut reply)
-            .map_err(|e| format!("reading from the {}: {e}", where_()))?;
+        s.read_exact(&mut reply).map_err(io("reading from"))?;
         Ok(reply)
     }
 }
@@ -126,25 +170,25 @@ pub fn put_string(out: &mut Vec<u8>, b: &[u8]) {
 pub struct Reader<'a>(pub &'a [u8]);
 
 impl<'a> Reader<'a> {
-    pub fn byte(&mut self) -> Result<u8, String> {
-        let (b, rest) = self.0.split_first().ok_or("truncated agent message")?;
+    pub fn byte(&mut self) -> Result<u8, AgentError> {
+        let (b, rest) = self.0.split_first().ok_or(AgentError::Truncated)?;
         self.0 = rest;
         Ok(*b)
     }
 
-    pub fn u32(&mut self) -> Result<u32, String> {
+    pub fn u32(&mut self) -> Result<u32, AgentError> {
         if self.0.len() < 4 {
-            return Err("truncated agent message".into());
+            return Err(AgentError::Truncated);
         }
         let (n, rest) = self.0.split_at(4);
         self.0 = rest;
         Ok(u32::from_be_bytes(n.try_into().expect("4 bytes")))
     }
 
-    pub fn string(&mut self) -> Result<&'a [u8], String> {
+    pub fn string(&mut self) -> Result<&'a [u8], AgentError> {
         let n = self.u32()? as usize;
         if self.0.len() < n {
-            return Err("truncated agent message".into());
+            return Err(AgentError::Truncated);
         }
         let (s, rest) = self.0.split_at(n);
         self.0 = rest;
@@ -161,10 +205,10 @@ mod tests {
         let mut v = Vec::new();
         put_string(&mut v, b"abc");
         let mut r = Reader(&v[..5]);
-        assert!(r.string().is_err());
+        assert!(matches!(r.string(), Err(AgentError::Truncated)));
         let mut r = Reader(&v);
         assert_eq!(r.string().unwrap(), b"abc");
-        assert!(r.byte().is_err());
+        assert!(matches!(r.byte(), Err(AgentError::Truncated)));
     }
 
     #[test]
@@ -172,6 +216,7 @@ mod tests {
         let e = Agent::at(Path::new("/nonexistent/agent.sock"))
             .identities()
             .unwrap_err();
-        assert!(e.contains("/nonexistent/agent.sock"), "{e}");
+        assert!(matches!(e, AgentError::Unreachable { .. }), "{e:?}");
+        assert!(e.to_string().contains("/nonexistent/agent.sock"), "{e}");
     }
 }

@@ -20,7 +20,6 @@ pub struct Entry {
     /// Options rfs does not evaluate (the entry then never matches).
     pub unsupported: Vec<String>,
     pub key: PublicKey,
-    pub line: usize,
 }
 
 /// Parse an allowed-signers file. Malformed lines are errors naming them.
@@ -62,7 +61,6 @@ pub fn parse(text: &str) -> Result<Vec<Entry>, String> {
             namespaces,
             unsupported,
             key,
-            line: lineno,
         });
     }
     Ok(out)

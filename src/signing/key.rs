@@ -151,10 +151,12 @@ impl SigningKey {
                     .public
                     .to_bytes()
                     .map_err(|e| format!("encoding public key: {e}"))?;
-                let sig = a.sign(&blob, data)?;
+                let sig = a.sign(&blob, data).map_err(|e| e.to_string())?;
                 let mut r = Reader(&sig);
-                let alg = r.string()?;
-                let raw = r.string()?;
+                let (alg, raw) = r
+                    .string()
+                    .and_then(|alg| Ok((alg, r.string()?)))
+                    .map_err(|e| e.to_string())?;
                 if alg != b"ssh-ed25519" || raw.len() != 64 {
                     return Err(format!(
                         "the agent returned a {} signature of {} bytes, not ed25519",

@@ -16,7 +16,7 @@ pub mod key;
 
 use ssh_key::{HashAlg, PublicKey, SshSig};
 
-pub use key::{SigningKey, KEY_ENV, NAMESPACE};
+pub use key::{SigningKey, NAMESPACE};
 
 /// The signature file beside the journal.
 pub const SIG_FILE: &str = "journal.sig";

@@ -95,18 +95,42 @@ pub struct Report {
     pub manifest: Manifest,
 }
 
+/// What is malformed in a verification report (the sandbox controls its
+/// bytes, so each is a refusal of the sync, never a panic).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReportError {
+    #[error("verification report: expected section {expected}, found {found:?}")]
+    UnexpectedSection {
+        expected: &'static str,
+        found: Option<String>,
+    },
+    #[error("verification report: {0} section missing")]
+    SectionMissing(&'static str),
+    #[error("verification report: link target missing")]
+    LinkTargetMissing,
+    #[error("verification report is truncated (no END marker)")]
+    Truncated,
+    #[error("verification report: {0} reported twice")]
+    ReportedTwice(String),
+    #[error("verification report: more checksums than files")]
+    ExtraChecksums,
+    #[error("verification report: malformed checksum line for {0}")]
+    MalformedChecksum(String),
+}
+
 /// Parse the script's stdout. Errors name what was malformed.
-pub fn parse_report(out: &[u8]) -> Result<Report, String> {
+pub fn parse_report(out: &[u8]) -> Result<Report, ReportError> {
     let mut fields = out.split(|b| *b == 0);
-    let expect = |name: &str, f: &mut dyn Iterator<Item = &[u8]>| -> Result<(), String> {
-        match f.next() {
-            Some(x) if x == name.as_bytes() => Ok(()),
-            other => Err(format!(
-                "verification report: expected section {name}, found {:?}",
-                other.map(String::from_utf8_lossy)
-            )),
-        }
-    };
+    let expect =
+        |name: &'static str, f: &mut dyn Iterator<Item = &[u8]>| -> Result<(), ReportError> {
+            match f.next() {
+                Some(x) if x == name.as_bytes() => Ok(()),
+                other => Err(ReportError::UnexpectedSection {
+                    expected: name,
+                    found: other.map(|o| String::from_utf8_lossy(o).into_owned()),
+                }),
+            }
+        };
     expect("ROOT", &mut fields)?;
     let physical_root = String::from_utf8_lossy(fields.next().unwrap_or_default()).into_owned();
     expect("ARCHIVE", &mut fields)?;
@@ -121,13 +145,11 @@ pub fn parse_report(out: &[u8]) -> Result<Report, String> {
         next = fields.next();
     }
     if next != Some(b"LINKS") {
-        return Err("verification report: LINKS section missing".into());
+        return Err(ReportError::SectionMissing("LINKS"));
     }
     next = fields.next();
     while let Some(p) = next.filter(|p| p.starts_with(b"./")) {
-        let mut target = fields
-            .next()
-            .ok_or("verification report: link target missing")?;
+        let mut target = fields.next().ok_or(ReportError::LinkTargetMissing)?;
         if let Some(t) = target.strip_suffix(b"\n") {
             target = t;
         }
@@ -140,7 +162,7 @@ pub fn parse_report(out: &[u8]) -> Result<Report, String> {
         next = fields.next();
     }
     if next != Some(b"EXEC") {
-        return Err("verification report: EXEC section missing".into());
+        return Err(ReportError::SectionMissing("EXEC"));
     }
     let mut exec = std::collections::BTreeSet::new();
     next = fields.next();
@@ -149,7 +171,7 @@ pub fn parse_report(out: &[u8]) -> Result<Report, String> {
         next = fields.next();
     }
     if next != Some(b"FILES") {
-        return Err("verification report: FILES section missing".into());
+        return Err(ReportError::SectionMissing("FILES"));
     }
     // Batches of `BATCH\0 name\0… SUMS<sum lines>\0`, in any order, then
     // END. Each batch pairs its own names with its own sums, in order; a
@@ -158,7 +180,7 @@ pub fn parse_report(out: &[u8]) -> Result<Report, String> {
         match fields.next() {
             Some(b"END") => break,
             Some(b"BATCH") => {}
-            _ => return Err("verification report is truncated (no END marker)".into()),
+            _ => return Err(ReportError::Truncated),
         }
         let mut files: Vec<&[u8]> = vec![];
         let mut next = fields.next();
@@ -168,7 +190,7 @@ pub fn parse_report(out: &[u8]) -> Result<Report, String> {
         }
         let sums = next
             .filter(|s| s.starts_with(b"SUMS"))
-            .ok_or("verification report: SUMS section missing")?;
+            .ok_or(ReportError::SectionMissing("SUMS"))?;
         let mut sums = &sums[4..];
         for f in files {
             let (sha, rest) = parse_sum_line(sums, f)?;
@@ -181,14 +203,13 @@ pub fn parse_report(out: &[u8]) -> Result<Report, String> {
                 size: 0,
             };
             if m.entries.insert(key, entry).is_some() {
-                return Err(format!(
-                    "verification report: {} reported twice",
-                    String::from_utf8_lossy(f)
+                return Err(ReportError::ReportedTwice(
+                    String::from_utf8_lossy(f).into_owned(),
                 ));
             }
         }
         if !sums.is_empty() {
-            return Err("verification report: more checksums than files".into());
+            return Err(ReportError::ExtraChecksums);
         }
     }
     Ok(Report {
@@ -205,13 +226,11 @@ pub(crate) fn rel(p: &[u8]) -> Option<&[u8]> {
 
 /// One `sha256sum` line for `name`, in GNU (escaped names) or busybox
 /// (raw names) form. Returns the digest and the rest.
-pub(crate) fn parse_sum_line<'a>(s: &'a [u8], name: &[u8]) -> Result<(String, &'a [u8]), String> {
-    let bad = || {
-        format!(
-            "verification report: malformed checksum line for {}",
-            String::from_utf8_lossy(name)
-        )
-    };
+pub(crate) fn parse_sum_line<'a>(
+    s: &'a [u8],
+    name: &[u8],
+) -> Result<(String, &'a [u8]), ReportError> {
+    let bad = || ReportError::MalformedChecksum(String::from_utf8_lossy(name).into_owned());
     let (escaped, s) = match s.strip_prefix(b"\\") {
         Some(r) => (true, r),
         None => (false, s),
@@ -312,7 +331,7 @@ mod tests {
         let r = b"ROOT\0/x\0ARCHIVE\0x\0DIRS\0.\0LINKS\0EXEC\0FILES\0BATCH\0./a\0SUMS";
         assert!(parse_report(r).is_err());
         let r = b"ROOT\0/x\0ARCHIVE\0x\0DIRS\0.\0LINKS\0EXEC\0FILES\0";
-        assert!(parse_report(r).unwrap_err().contains("END"));
+        assert_eq!(parse_report(r).unwrap_err(), ReportError::Truncated);
     }
 
     fn with_batches(batches: &[(&[&str], String)]) -> Vec<u8> {
@@ -350,9 +369,10 @@ mod tests {
     fn a_batch_with_fewer_sums_than_names_is_an_error() {
         let a = "a".repeat(64);
         let r = with_batches(&[(&["./x", "./y"][..], format!("{a}  ./x\n"))]);
-        assert!(parse_report(&r)
-            .unwrap_err()
-            .contains("malformed checksum line for ./y"));
+        assert_eq!(
+            parse_report(&r).unwrap_err(),
+            ReportError::MalformedChecksum("./y".into())
+        );
     }
 
     #[test]
@@ -360,7 +380,10 @@ mod tests {
         let a = "a".repeat(64);
         let line = format!("{a}  ./x\n");
         let r = with_batches(&[(&["./x"][..], line.clone()), (&["./x"][..], line)]);
-        assert!(parse_report(&r).unwrap_err().contains("reported twice"));
+        assert_eq!(
+            parse_report(&r).unwrap_err(),
+            ReportError::ReportedTwice("./x".into())
+        );
     }
 
     /// OpenSSL escapes newlines and backslashes but not CR.

@@ -159,7 +159,7 @@ pub fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, String> 
                 };
                 let mut sums = sums;
                 for p in names {
-                    let (sha, rest) = parse_sum_line(sums, p)?;
+                    let (sha, rest) = parse_sum_line(sums, p).map_err(|e| e.to_string())?;
                     sums = rest;
                     l.hashed.insert(rel(p).unwrap_or(p).to_vec(), sha);
                 }

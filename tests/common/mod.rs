@@ -377,8 +377,9 @@ impl Rfs {
         self.consoles.lock().unwrap().push(text.to_owned());
     }
 
-    /// Start `rfs run` of `script` from `cwd` in the background (stdout and
-    /// stderr piped); returns the child and the run's output dir.
+    /// Start `rfs run` of `script` from `cwd` in the background (no stdin,
+    /// stdout and stderr piped); returns the child and the run's output
+    /// dir. [`wait_bounded`] ends it.
     pub fn spawn(&self, cwd: &Path, script: &str) -> (std::process::Child, PathBuf) {
         let (script_path, out_dir) = self.prepare(script);
         let child = self
@@ -387,6 +388,7 @@ impl Rfs {
             .arg(&script_path)
             .arg("--out")
             .arg(&out_dir)
+            .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -515,6 +517,24 @@ pub fn finish(out: Output, out_dir: PathBuf) -> RunOut {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         out_dir,
     }
+}
+
+/// Wait for a run started by [`Rfs::spawn`], at most 60 s: a hung rfs
+/// fails the test (killed, its stderr shown) instead of hanging it.
+pub fn wait_bounded(mut child: std::process::Child, out_dir: PathBuf) -> RunOut {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "rfs did not end within 60 s\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    finish(child.wait_with_output().unwrap(), out_dir)
 }
 
 /// A unique-enough name for files in a test's own temp dirs.
