@@ -65,14 +65,8 @@ pub fn join(argv: &[String]) -> String {
 /// Refuse environment names the wrapper cannot export.
 pub fn check_env(env: &[(String, String)]) -> Result<(), crate::provider::ProviderError> {
     for (k, v) in env {
-        let ok = !k.is_empty()
-            && !k.starts_with(|c: char| c.is_ascii_digit())
-            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ok || v.contains('\0') {
-            return Err(crate::provider::ProviderError::Other(format!(
-                "invalid environment variable name `{k}`"
-            )));
-        }
+        crate::validate::env_var(k, v)
+            .map_err(|e| crate::provider::ProviderError::Other(e.to_string()))?;
     }
     Ok(())
 }
