@@ -85,20 +85,7 @@ impl Run {
                 "re-sync of sandbox {} to commit {commit} failed: {what}",
                 sb.id
             );
-            let _ = self.record(Event::SourceSyncFailed {
-                sandbox_id: sb.id.clone(),
-                commit: commit.clone(),
-                reason: msg.clone(),
-            });
-            let err = self.refuse(msg);
-            if let Some(w) = self.block_on(super::teardown::destroy_and_record(
-                self,
-                &sb.id,
-                "failed re-sync",
-            )) {
-                self.warn(&w);
-            }
-            err
+            self.sync_failed(&sb.id, &commit, msg, "failed re-sync")
         };
         let streaming = self.cfg.provider.streams_input();
         let exec = |argv: Vec<String>,

@@ -145,20 +145,7 @@ impl Run {
         let aux = format!("{home}/.rfs-verify-{}", self.cfg.run_id);
         let fail = |what: String| -> Error {
             let msg = format!("source sync into sandbox {} failed: {what}", sb.id);
-            let _ = self.record(Event::SourceSyncFailed {
-                sandbox_id: sb.id.clone(),
-                commit: commit.clone(),
-                reason: msg.clone(),
-            });
-            let err = self.refuse(msg);
-            if let Some(w) = self.block_on(super::teardown::destroy_and_record(
-                self,
-                &sb.id,
-                "failed source sync",
-            )) {
-                self.warn(&w);
-            }
-            err
+            self.sync_failed(&sb.id, &commit, msg, "failed source sync")
         };
         let gzip = if remote {
             match self.block_on(probe_gzip(
@@ -356,6 +343,28 @@ impl Run {
 }
 
 impl Run {
+    /// A sync (first or re-sync) failed after it touched the sandbox:
+    /// journal why, refuse, and destroy the sandbox (verified) — what it
+    /// holds is no longer the pinned commit.
+    pub(super) fn sync_failed(
+        &self,
+        sandbox_id: &str,
+        commit: &str,
+        msg: String,
+        why: &str,
+    ) -> Error {
+        let _ = self.record(Event::SourceSyncFailed {
+            sandbox_id: sandbox_id.to_owned(),
+            commit: commit.to_owned(),
+            reason: msg.clone(),
+        });
+        let err = self.refuse(msg);
+        if let Some(w) = self.block_on(super::teardown::destroy_and_record(self, sandbox_id, why)) {
+            self.warn(&w);
+        }
+        err
+    }
+
     /// Build the archive into a temporary file in the scratch directory.
     fn build_archive_file(
         &self,
