@@ -365,23 +365,7 @@ impl rfs::provider::Provider for FileOnly {
     ) -> rfs::provider::ProviderResult<()> {
         self.inner.upload(id, local, remote).await?;
         if self.corrupt && remote.contains("resync") {
-            let info = self.inner.get(id).await?.unwrap();
-            let req = rfs::provider::ExecRequest {
-                argv: vec![
-                    "/bin/sh".into(),
-                    "-c".into(),
-                    "printf Z | dd of=\"$1\" bs=1 seek=600 conv=notrunc 2>/dev/null".into(),
-                    "corrupt".into(),
-                    remote.into(),
-                ],
-                cwd: info.home,
-                env: vec![],
-                timeout: None,
-                cancel: Default::default(),
-            };
-            let mut sink = rfs::provider::Collect::default();
-            let o = self.inner.exec(id, &req, &mut sink).await?;
-            assert_eq!(o.exit, Some(0), "corruption failed: {sink:?}");
+            corrupt_uploaded_byte(self.inner.as_ref(), id, remote, 600).await?;
         }
         Ok(())
     }

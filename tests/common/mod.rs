@@ -613,3 +613,31 @@ pub fn process_running(needle: &str) -> bool {
             .unwrap_or(false)
     })
 }
+
+/// Change the byte at `seek` of the uploaded file `remote` in sandbox
+/// `id`, through the provider itself (an upload corrupted in transit).
+pub async fn corrupt_uploaded_byte(
+    provider: &dyn rfs::provider::Provider,
+    id: &str,
+    remote: &str,
+    seek: u64,
+) -> rfs::provider::ProviderResult<()> {
+    let info = provider.get(id).await?.expect("the sandbox exists");
+    let req = rfs::provider::ExecRequest {
+        argv: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            format!("printf Z | dd of=\"$1\" bs=1 seek={seek} conv=notrunc 2>/dev/null"),
+            "corrupt".into(),
+            remote.into(),
+        ],
+        cwd: info.home,
+        env: vec![],
+        timeout: None,
+        cancel: Default::default(),
+    };
+    let mut sink = rfs::provider::Collect::default();
+    let o = provider.exec(id, &req, &mut sink).await?;
+    assert_eq!(o.exit, Some(0), "corruption failed: {sink:?}");
+    Ok(())
+}
