@@ -150,7 +150,7 @@ impl RunSettings {
             a.isolation.as_deref(),
             isolation_env.as_deref(),
         )
-        .map_err(Error::Usage)?;
+        .map_err(|e| Error::Usage(e.to_string()))?;
         Ok(RunSettings {
             isolation,
             script: a.script,

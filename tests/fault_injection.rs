@@ -117,7 +117,8 @@ impl Provider for Faulty {
     fn isolation(
         &self,
         req: &rfs::provider::isolation::IsolationRequest,
-    ) -> Result<rfs::provider::isolation::IsolationInForce, String> {
+    ) -> Result<rfs::provider::isolation::IsolationInForce, rfs::provider::isolation::IsolationError>
+    {
         self.inner.isolation(req)
     }
     async fn preflight(&self) -> ProviderResult<()> {

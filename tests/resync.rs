@@ -333,7 +333,8 @@ impl rfs::provider::Provider for FileOnly {
     fn isolation(
         &self,
         req: &rfs::provider::isolation::IsolationRequest,
-    ) -> Result<rfs::provider::isolation::IsolationInForce, String> {
+    ) -> Result<rfs::provider::isolation::IsolationInForce, rfs::provider::isolation::IsolationError>
+    {
         self.inner.isolation(req)
     }
     async fn preflight(&self) -> rfs::provider::ProviderResult<()> {

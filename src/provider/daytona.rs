@@ -195,13 +195,15 @@ impl Provider for DaytonaProvider {
     fn isolation(
         &self,
         req: &super::isolation::IsolationRequest,
-    ) -> Result<super::isolation::IsolationInForce, String> {
-        use super::isolation::{IsolationInForce, IsolationMode};
+    ) -> Result<super::isolation::IsolationInForce, super::isolation::IsolationError> {
+        use super::isolation::{IsolationError, IsolationInForce, IsolationMode};
         if req.mode != IsolationMode::Auto {
-            return Err(format!(
-                "provider `daytona` cannot honour isolation `{}` (requested by {}): its sandboxes are always Daytona's",
-                req.mode, req.source
-            ));
+            return Err(IsolationError::ModeUnsupported {
+                provider: "daytona".into(),
+                mode: req.mode,
+                by: req.source.clone(),
+                why: ": its sandboxes are always Daytona's".into(),
+            });
         }
         Ok(IsolationInForce {
             mode: "provider".into(),

@@ -109,13 +109,15 @@ impl Provider for DockerProvider {
     fn isolation(
         &self,
         req: &super::isolation::IsolationRequest,
-    ) -> Result<super::isolation::IsolationInForce, String> {
-        use super::isolation::{IsolationInForce, IsolationMode};
+    ) -> Result<super::isolation::IsolationInForce, super::isolation::IsolationError> {
+        use super::isolation::{IsolationError, IsolationInForce, IsolationMode};
         if req.mode == IsolationMode::None {
-            return Err(format!(
-                "provider `docker` cannot honour isolation `none` (requested by {}): its sandboxes are always containers",
-                req.source
-            ));
+            return Err(IsolationError::ModeUnsupported {
+                provider: "docker".into(),
+                mode: req.mode,
+                by: req.source.clone(),
+                why: ": its sandboxes are always containers".into(),
+            });
         }
         Ok(IsolationInForce {
             mode: "container".into(),

@@ -10,6 +10,37 @@ use serde::{Deserialize, Serialize};
 /// The env var giving the `local` provider's default isolation mode.
 pub const ISOLATION_ENV: &str = "RFS_LOCAL_ISOLATION";
 
+/// Why an isolation setting is refused, before anything runs: the
+/// setting is malformed, or a provider cannot honour it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IsolationError {
+    #[error("unknown isolation mode `{0}` (known: auto, namespaces, none)")]
+    UnknownMode(String),
+    /// A malformed setting, with where it came from (`--isolation`, ...).
+    #[error("{origin}: {error}")]
+    Setting {
+        origin: &'static str,
+        error: Box<IsolationError>,
+    },
+    #[error("provider `{provider}` cannot honour `network: false` (it cannot cut its sandboxes off the network)")]
+    NetworkUnsupported { provider: String },
+    /// `why`: what the provider's sandboxes always are.
+    #[error("provider `{provider}` cannot honour isolation `{mode}` (requested by {by}){why}")]
+    ModeUnsupported {
+        provider: String,
+        mode: IsolationMode,
+        by: String,
+        why: String,
+    },
+    #[error("`network: false` needs namespaces, but isolation `none` was requested by {by}")]
+    NetworkNeedsNamespaces { by: String },
+    #[error("isolation `namespaces` (requested by {by}) is not available: {why}")]
+    NamespacesUnavailable { by: String, why: String },
+    #[error("`network: false` needs namespaces, which are not available: {why}")]
+    NetworkWithoutNamespaces { why: String },
+}
+
 /// Requested isolation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IsolationMode {
@@ -23,14 +54,12 @@ pub enum IsolationMode {
 }
 
 impl IsolationMode {
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, IsolationError> {
         match s.trim() {
             "auto" => Ok(IsolationMode::Auto),
             "namespaces" => Ok(IsolationMode::Namespaces),
             "none" => Ok(IsolationMode::None),
-            other => Err(format!(
-                "unknown isolation mode `{other}` (known: auto, namespaces, none)"
-            )),
+            other => Err(IsolationError::UnknownMode(other.to_owned())),
         }
     }
 }
@@ -68,18 +97,24 @@ impl Default for IsolationRequest {
 impl IsolationRequest {
     /// The mode from `--isolation`, else `RFS_LOCAL_ISOLATION` (empty =
     /// unset), else `auto`.
-    pub fn from_settings(flag: Option<&str>, env: Option<&str>) -> Result<Self, String> {
+    pub fn from_settings(flag: Option<&str>, env: Option<&str>) -> Result<Self, IsolationError> {
+        let from = |origin: &'static str| {
+            move |e: IsolationError| IsolationError::Setting {
+                origin,
+                error: Box::new(e),
+            }
+        };
         fn clean(v: Option<&str>) -> Option<&str> {
             v.map(str::trim).filter(|v| !v.is_empty())
         }
         let (mode, source) = if let Some(f) = clean(flag) {
             (
-                IsolationMode::parse(f).map_err(|e| format!("--isolation: {e}"))?,
+                IsolationMode::parse(f).map_err(from("--isolation"))?,
                 "--isolation flag",
             )
         } else if let Some(e) = clean(env) {
             (
-                IsolationMode::parse(e).map_err(|m| format!("{ISOLATION_ENV}: {m}"))?,
+                IsolationMode::parse(e).map_err(from(ISOLATION_ENV))?,
                 "RFS_LOCAL_ISOLATION environment variable",
             )
         } else {
@@ -158,17 +193,22 @@ impl IsolationFact {
 
 /// The answer of a provider that has no isolation options: the defaults
 /// are fine, anything else is refused.
-pub fn only_defaults(provider: &str, req: &IsolationRequest) -> Result<IsolationInForce, String> {
+pub fn only_defaults(
+    provider: &str,
+    req: &IsolationRequest,
+) -> Result<IsolationInForce, IsolationError> {
     if !req.network {
-        return Err(format!(
-            "provider `{provider}` cannot honour `network: false` (it cannot cut its sandboxes off the network)"
-        ));
+        return Err(IsolationError::NetworkUnsupported {
+            provider: provider.to_owned(),
+        });
     }
     if req.mode != IsolationMode::Auto {
-        return Err(format!(
-            "provider `{provider}` cannot honour isolation `{}` (requested by {})",
-            req.mode, req.source
-        ));
+        return Err(IsolationError::ModeUnsupported {
+            provider: provider.to_owned(),
+            mode: req.mode,
+            by: req.source.clone(),
+            why: String::new(),
+        });
     }
     Ok(IsolationInForce {
         mode: "provider".into(),
@@ -193,9 +233,18 @@ mod tests {
             (r.mode, r.source.as_str()),
             (IsolationMode::Auto, "default")
         );
-        assert!(IsolationRequest::from_settings(Some("vm"), None)
-            .unwrap_err()
-            .contains("unknown isolation mode `vm`"));
+        let e = IsolationRequest::from_settings(Some("vm"), None).unwrap_err();
+        assert_eq!(
+            e,
+            IsolationError::Setting {
+                origin: "--isolation",
+                error: Box::new(IsolationError::UnknownMode("vm".into())),
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "--isolation: unknown isolation mode `vm` (known: auto, namespaces, none)"
+        );
     }
 
     #[test]
@@ -203,8 +252,11 @@ mod tests {
         let mut r = IsolationRequest::default();
         assert!(only_defaults("x", &r).is_ok());
         r.network = false;
-        assert!(only_defaults("x", &r)
-            .unwrap_err()
-            .contains("network: false"));
+        assert_eq!(
+            only_defaults("x", &r).unwrap_err(),
+            IsolationError::NetworkUnsupported {
+                provider: "x".into()
+            }
+        );
     }
 }

@@ -126,7 +126,10 @@ impl Provider for LocalProvider {
         false
     }
 
-    fn isolation(&self, req: &IsolationRequest) -> Result<IsolationInForce, String> {
+    fn isolation(
+        &self,
+        req: &IsolationRequest,
+    ) -> Result<IsolationInForce, super::isolation::IsolationError> {
         local_isolation::decide(req)
     }
 

@@ -70,8 +70,8 @@ pub fn doctor_line(mode: Option<super::isolation::IsolationMode>) -> Result<Stri
 /// What `local` has in force for `req`, or why it refuses.
 pub fn decide(
     req: &super::isolation::IsolationRequest,
-) -> Result<super::isolation::IsolationInForce, String> {
-    use super::isolation::{IsolationInForce, IsolationMode};
+) -> Result<super::isolation::IsolationInForce, super::isolation::IsolationError> {
+    use super::isolation::{IsolationError, IsolationInForce, IsolationMode};
     let by = &req.source;
     let ns = |reason: String| IsolationInForce {
         mode: "namespaces".into(),
@@ -79,9 +79,9 @@ pub fn decide(
         network: req.network,
     };
     match req.mode {
-        IsolationMode::None if !req.network => Err(format!(
-            "`network: false` needs namespaces, but isolation `none` was requested by {by}"
-        )),
+        IsolationMode::None if !req.network => {
+            Err(IsolationError::NetworkNeedsNamespaces { by: by.clone() })
+        }
         IsolationMode::None => Ok(IsolationInForce {
             mode: "none".into(),
             reason: format!("requested by {by}: commands run on the host"),
@@ -89,17 +89,16 @@ pub fn decide(
         }),
         IsolationMode::Namespaces => match availability() {
             Ok(()) => Ok(ns(format!("requested by {by}"))),
-            Err(why) => Err(format!(
-                "isolation `namespaces` (requested by {by}) is not available: {why}"
-            )),
+            Err(why) => Err(IsolationError::NamespacesUnavailable {
+                by: by.clone(),
+                why,
+            }),
         },
         IsolationMode::Auto => match availability() {
             Ok(()) => Ok(ns(format!(
                 "auto ({by}): the kernel permits unprivileged user namespaces"
             ))),
-            Err(why) if !req.network => Err(format!(
-                "`network: false` needs namespaces, which are not available: {why}"
-            )),
+            Err(why) if !req.network => Err(IsolationError::NetworkWithoutNamespaces { why }),
             Err(why) => Ok(IsolationInForce {
                 mode: "none".into(),
                 reason: format!(
@@ -946,6 +945,9 @@ mod tests {
             source: "test".into(),
             network: false,
         };
-        assert!(decide(&req).unwrap_err().contains("network: false"));
+        assert_eq!(
+            decide(&req).unwrap_err(),
+            IsolationError::NetworkNeedsNamespaces { by: "test".into() }
+        );
     }
 }

@@ -185,7 +185,7 @@ pub trait Provider: Send + Sync {
     fn isolation(
         &self,
         req: &isolation::IsolationRequest,
-    ) -> Result<isolation::IsolationInForce, String> {
+    ) -> Result<isolation::IsolationInForce, isolation::IsolationError> {
         isolation::only_defaults(self.name(), req)
     }
 

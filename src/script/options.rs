@@ -48,7 +48,9 @@ pub enum OptionError {
     },
     /// `sandbox(#{ isolation })` names no isolation mode.
     #[error("sandbox(): option `isolation`: {reason}")]
-    Isolation { reason: String },
+    Isolation {
+        reason: crate::provider::isolation::IsolationError,
+    },
     /// An option of the right type with a value outside its set or range.
     #[error("{func}: {key} must be {want}, not {got}")]
     BadValue {
