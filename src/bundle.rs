@@ -127,6 +127,25 @@ impl Bundle {
     }
 }
 
+/// A bundled file that does not match the journal's manifest.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleMismatch {
+    #[error("the bundle manifest names an unsafe path `{0}`")]
+    UnsafePath(String),
+    #[error("bundled file {path} cannot be read: {source}")]
+    Unreadable {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("bundled file {path} has sha256 {got}, the journal says {want} (it was changed)")]
+    Changed {
+        path: String,
+        got: String,
+        want: String,
+    },
+}
+
 /// Check the bundled files of `out_dir` against the journal's manifest,
 /// accepting the redacted digests `redacted` (path, sha256) the journal
 /// records for files that held a secret; returns how many files were
@@ -135,7 +154,7 @@ pub fn check_redacted(
     out_dir: &Path,
     manifest: &BundleManifest,
     redacted: &[(String, String)],
-) -> std::result::Result<usize, String> {
+) -> std::result::Result<usize, BundleMismatch> {
     let mut n = 0;
     for f in std::iter::once(&manifest.script).chain(&manifest.modules) {
         let path = &f.path;
@@ -149,15 +168,20 @@ pub fn check_redacted(
                 .split('/')
                 .any(|c| c == ".." || c == "." || c.is_empty())
         {
-            return Err(format!("the bundle manifest names an unsafe path `{path}`"));
+            return Err(BundleMismatch::UnsafePath(path.clone()));
         }
-        let bytes = std::fs::read(out_dir.join(path))
-            .map_err(|e| format!("bundled file {path} cannot be read: {e}"))?;
+        let bytes =
+            std::fs::read(out_dir.join(path)).map_err(|source| BundleMismatch::Unreadable {
+                path: path.clone(),
+                source,
+            })?;
         let got = hex::encode(Sha256::digest(&bytes));
         if got != *want {
-            return Err(format!(
-                "bundled file {path} has sha256 {got}, the journal says {want} (it was changed)"
-            ));
+            return Err(BundleMismatch::Changed {
+                path: path.clone(),
+                got,
+                want: want.clone(),
+            });
         }
         n += 1;
     }
@@ -191,6 +215,9 @@ mod tests {
         assert_eq!(check_redacted(out.path(), &m, &[]).unwrap(), 3);
         std::fs::write(out.path().join("bundle/b.rhai"), "fn g() { 3 }\n").unwrap();
         let e = check_redacted(out.path(), &m, &[]).unwrap_err();
-        assert!(e.contains("bundle/b.rhai") && e.contains("changed"), "{e}");
+        assert!(
+            matches!(&e, BundleMismatch::Changed { path, .. } if path == "bundle/b.rhai"),
+            "{e}"
+        );
     }
 }

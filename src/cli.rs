@@ -402,7 +402,7 @@ fn gc(dry_run: bool, only: Option<String>, older_than: Option<String>) -> Result
         .as_deref()
         .map(crate::gc::parse_age)
         .transpose()
-        .map_err(Error::Usage)?;
+        .map_err(|e| Error::Usage(e.to_string()))?;
     let names: Vec<String> = match only {
         Some(p) => vec![
             select::choose(Some(&p), None)
@@ -436,7 +436,7 @@ fn gc(dry_run: bool, only: Option<String>, older_than: Option<String>) -> Result
                 dry_run,
                 older_than,
             ))
-            .map_err(Error::Refused)?;
+            .map_err(|e| Error::Refused(e.to_string()))?;
         for e in entries {
             use crate::gc::GcAction::*;
             let (verb, why) = match &e.action {

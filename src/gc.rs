@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::provider::{labels, Provider};
+use crate::provider::{labels, Provider, ProviderError};
 use crate::runtime::owner::{owner_liveness, Liveness};
 use crate::runtime::teardown::destroy_verified;
 
@@ -31,28 +31,47 @@ pub enum GcAction {
     Failed(String),
 }
 
+/// An `--older-than` value that is not an age.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AgeError {
+    #[error("--older-than `{0}` is not a number with a unit (s, m, h, d)")]
+    NotANumber(String),
+    #[error("--older-than `{value}`: unknown unit `{unit}` (use s, m, h or d)")]
+    UnknownUnit { value: String, unit: String },
+    #[error("--older-than `{0}` is too large")]
+    TooLarge(String),
+}
+
+/// Why gc could not look at a provider's sandboxes at all.
+#[derive(Debug, thiserror::Error)]
+#[error("listing sandboxes on {provider}: {source}")]
+pub struct ListError {
+    pub provider: String,
+    #[source]
+    pub source: ProviderError,
+}
+
 /// Parse an `--older-than` age: a number with a unit `s`, `m`, `h` or `d`
 /// (`90m`, `2h`, `1d`); a bare number is seconds.
-pub fn parse_age(s: &str) -> Result<Duration, String> {
+pub fn parse_age(s: &str) -> Result<Duration, AgeError> {
     let s = s.trim();
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("--older-than `{s}` is not a number with a unit (s, m, h, d)"))?;
+    let n: u64 = num.parse().map_err(|_| AgeError::NotANumber(s.into()))?;
     let mult = match unit {
         "" | "s" => 1,
         "m" => 60,
         "h" => 3600,
         "d" => 86400,
         _ => {
-            return Err(format!(
-                "--older-than `{s}`: unknown unit `{unit}` (use s, m, h or d)"
-            ))
+            return Err(AgeError::UnknownUnit {
+                value: s.into(),
+                unit: unit.into(),
+            })
         }
     };
     n.checked_mul(mult)
         .map(Duration::from_secs)
-        .ok_or_else(|| format!("--older-than `{s}` is too large"))
+        .ok_or_else(|| AgeError::TooLarge(s.into()))
 }
 
 /// How long ago the sandbox's `relayflows/started-at` label says it started.
@@ -65,25 +84,22 @@ fn age(l: &labels::Labels) -> Option<Duration> {
 
 /// What to do about a sandbox whose owner cannot be judged from here (it
 /// ran on another host, or left no usable owner labels): keep it, unless
-/// `--older-than` was given and its start label is older than that.
-fn judge_unknown(
-    why: String,
-    l: &labels::Labels,
-    older_than: Option<Duration>,
-) -> Result<String, String> {
+/// `--older-than` was given and its start label is older than that
+/// (`Gone`, with the reason); otherwise it stays `Unknown`, saying why.
+fn judge_unknown(why: String, l: &labels::Labels, older_than: Option<Duration>) -> Liveness {
     match (older_than, age(l)) {
-        (None, _) => Err(format!("{why}; not destroyed without --older-than")),
-        (Some(limit), Some(a)) if a > limit => Ok(format!(
+        (None, _) => Liveness::Unknown(format!("{why}; not destroyed without --older-than")),
+        (Some(limit), Some(a)) if a > limit => Liveness::Gone(format!(
             "{why}, but it started {}s ago, longer than --older-than {}s",
             a.as_secs(),
             limit.as_secs()
         )),
-        (Some(limit), Some(a)) => Err(format!(
+        (Some(limit), Some(a)) => Liveness::Unknown(format!(
             "{why}; it started {}s ago, not longer than --older-than {}s",
             a.as_secs(),
             limit.as_secs()
         )),
-        (Some(_), None) => Err(format!(
+        (Some(_), None) => Liveness::Unknown(format!(
             "{why}; it has no readable started-at label, so its age is unknown"
         )),
     }
@@ -95,18 +111,18 @@ pub async fn collect_older_than(
     p: &dyn Provider,
     dry_run: bool,
     older_than: Option<Duration>,
-) -> Result<Vec<GcEntry>, String> {
+) -> Result<Vec<GcEntry>, ListError> {
     let list = p
         .list(&labels::rfs_selector())
         .await
-        .map_err(|e| format!("listing sandboxes on {}: {e}", p.name()))?;
+        .map_err(|source| ListError {
+            provider: p.name().to_owned(),
+            source,
+        })?;
     let mut out = vec![];
     for s in list {
         let liveness = match owner_liveness(&s.labels) {
-            Liveness::Unknown(why) => match judge_unknown(why, &s.labels, older_than) {
-                Ok(gone) => Liveness::Gone(gone),
-                Err(kept) => Liveness::Unknown(kept),
-            },
+            Liveness::Unknown(why) => judge_unknown(why, &s.labels, older_than),
             l => l,
         };
         let action = match liveness {
@@ -143,28 +159,37 @@ mod older_than_tests {
         assert_eq!(parse_age("2h").unwrap(), Duration::from_secs(7200));
         assert_eq!(parse_age("1d").unwrap(), Duration::from_secs(86400));
         assert!(parse_age("h").is_err());
-        assert!(parse_age("5w").unwrap_err().contains("unknown unit"));
+        assert!(matches!(
+            parse_age("5w"),
+            Err(AgeError::UnknownUnit { unit, .. }) if unit == "w"
+        ));
     }
 
     #[test]
     fn another_hosts_sandbox_is_kept_unless_older_than_asked() {
         let mut l = labels::Labels::new();
         l.insert(labels::STARTED_AT.into(), "2020-01-01T00:00:00.000Z".into());
-        let kept = judge_unknown("owned by host h2".into(), &l, None).unwrap_err();
+        let Liveness::Unknown(kept) = judge_unknown("owned by host h2".into(), &l, None) else {
+            panic!("an unknown owner without --older-than must be kept")
+        };
         assert!(
             kept.contains("not destroyed without --older-than"),
             "{kept}"
         );
-        let gone =
-            judge_unknown("owned by host h2".into(), &l, Some(Duration::from_secs(60))).unwrap();
+        let Liveness::Gone(gone) =
+            judge_unknown("owned by host h2".into(), &l, Some(Duration::from_secs(60)))
+        else {
+            panic!("a sandbox older than --older-than must be judged gone")
+        };
         assert!(gone.contains("longer than --older-than 60s"), "{gone}");
         l.insert(labels::STARTED_AT.into(), crate::journal::now_rfc3339());
-        let young = judge_unknown(
+        let Liveness::Unknown(young) = judge_unknown(
             "owned by host h2".into(),
             &l,
             Some(Duration::from_secs(3600)),
-        )
-        .unwrap_err();
+        ) else {
+            panic!("a young sandbox must be kept")
+        };
         assert!(young.contains("not longer than"), "{young}");
     }
 }

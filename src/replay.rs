@@ -54,7 +54,7 @@ pub fn read_bundle(out: &Path) -> Result<Original> {
     let bad = |why: String| Error::Internal(format!("reading {}: {why}", out.display()));
     let jpath = out.join("journal.jsonl");
     let bytes = std::fs::read(&jpath).map_err(|e| bad(e.to_string()))?;
-    let evs = events(&String::from_utf8_lossy(&bytes)).map_err(bad)?;
+    let evs = events(&String::from_utf8_lossy(&bytes)).map_err(|e| bad(e.to_string()))?;
     let head = bytes
         .split(|b| *b == b'\n')
         .rfind(|l| !l.is_empty())
@@ -341,7 +341,7 @@ pub fn replay(a: ReplayArgs, reporter: std::sync::Arc<dyn crate::events::Reporte
     }
     let new_journal = std::fs::read_to_string(report.out_dir.join("journal.jsonl"))
         .map_err(|e| Error::Internal(format!("cannot read the replay's journal: {e}")))?;
-    let new_steps = steps(&events(&new_journal).map_err(Error::Internal)?);
+    let new_steps = steps(&events(&new_journal).map_err(Error::internal)?);
     let rows = compare(&original.steps, &new_steps, a.strict);
     println!(
         "replay of run {} ({}), evidence in {}",

@@ -8,16 +8,15 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::attestation;
+use crate::attestation::{self, AttestationError};
 use crate::events::Signer;
-use crate::signing::{self, allowed_signers, SigningKey};
+use crate::signing::{self, allowed_signers, SignatureError, SigningKey};
 
 /// Write the attestation and, with a key, the journal's signature.
-pub fn seal(out_dir: &Path, key: Option<&SigningKey>) -> Result<(), String> {
+pub fn seal(out_dir: &Path, key: Option<&SigningKey>) -> Result<(), AttestationError> {
     attestation::write(out_dir, key)?;
     if let Some(k) = key {
-        let journal = std::fs::read(out_dir.join("journal.jsonl"))
-            .map_err(|e| format!("cannot read the journal: {e}"))?;
+        let journal = attestation::read_journal(out_dir)?;
         let sig = k.sshsig(&journal)?;
         attestation::write_atomic(&out_dir.join(signing::SIG_FILE), sig.as_bytes())?;
     }
@@ -41,32 +40,31 @@ pub fn check_signature(
     journal: &[u8],
     announced: Option<&Signer>,
     trust: &Trust,
-) -> Result<String, String> {
+) -> Result<String, SignatureError> {
     if trust.identity.is_some() && trust.allowed_signers.is_none() {
-        return Err(
-            "--identity needs --allowed-signers (the file that says who the identity is)".into(),
-        );
+        return Err(SignatureError::IdentityWithoutAllowedSigners);
     }
     let sig_path = out_dir.join(signing::SIG_FILE);
     if !sig_path.exists() {
         if let Some(a) = announced {
-            return Err(format!(
-                "the journal says the run was signed by key {}, but {} is missing",
-                a.fingerprint,
-                signing::SIG_FILE
-            ));
+            return Err(SignatureError::Missing {
+                fingerprint: a.fingerprint.clone(),
+                file: signing::SIG_FILE,
+            });
         }
         if let Some(f) = &trust.allowed_signers {
-            return Err(format!(
-                "the run is unsigned ({} is missing), and --allowed-signers {} requires a signature",
-                signing::SIG_FILE,
-                f.display()
-            ));
+            return Err(SignatureError::Required {
+                file: signing::SIG_FILE,
+                allowed_signers: f.display().to_string(),
+            });
         }
         return Ok("none (unsigned run)".into());
     }
-    let armored = std::fs::read_to_string(&sig_path)
-        .map_err(|e| format!("cannot read {}: {e}", signing::SIG_FILE))?;
+    let armored =
+        std::fs::read_to_string(&sig_path).map_err(|source| SignatureError::Unreadable {
+            file: signing::SIG_FILE,
+            source,
+        })?;
     let entries = trust
         .allowed_signers
         .as_deref()
@@ -81,16 +79,15 @@ pub fn check_signature(
     match announced {
         Some(a) if a.fingerprint == v.fingerprint => {}
         Some(a) => {
-            return Err(format!(
-                "signed by key {}, but the journal's first fact names key {}",
-                v.fingerprint, a.fingerprint
-            ))
+            return Err(SignatureError::OtherKey {
+                signed_by: v.fingerprint,
+                named: a.fingerprint.clone(),
+            })
         }
         None => {
-            return Err(format!(
-                "signed by key {}, but the journal's first fact names no signing key (the signature was added after the run)",
-                v.fingerprint
-            ))
+            return Err(SignatureError::Unannounced {
+                signed_by: v.fingerprint,
+            })
         }
     }
     Ok(if v.principals.is_empty() {
@@ -110,18 +107,21 @@ pub fn check_signature(
 /// The `attestation.intoto.json` check: a DSSE envelope whose in-toto
 /// Statement equals the one the journal gives, signed with the journal's
 /// key when the run is signed, unsigned otherwise.
-pub fn check_attestation(out_dir: &Path, journal: &[u8]) -> Result<String, String> {
+pub fn check_attestation(out_dir: &Path, journal: &[u8]) -> Result<String, AttestationError> {
     let key = match std::fs::read_to_string(out_dir.join(signing::SIG_FILE)) {
         Ok(armored) => Some(signing::verify_sshsig(journal, &armored, None, None)?.key),
         Err(_) => None,
     };
-    let text = std::fs::read_to_string(out_dir.join(attestation::FILE))
-        .map_err(|e| format!("{} is missing or unreadable: {e}", attestation::FILE))?;
+    let text = std::fs::read_to_string(out_dir.join(attestation::FILE)).map_err(|source| {
+        AttestationError::Unreadable {
+            what: attestation::FILE.into(),
+            source,
+        }
+    })?;
     if key.is_none() && env_has_signatures(&text) {
-        return Err(format!(
-            "{} carries signatures but the journal is unsigned, so they cannot be checked",
-            attestation::FILE
-        ));
+        return Err(AttestationError::SignedWithoutJournalSignature {
+            file: attestation::FILE,
+        });
     }
     let c = attestation::check(out_dir, key.as_ref())?;
     Ok(format!(

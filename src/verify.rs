@@ -75,15 +75,15 @@ pub enum Failure {
     #[error("{path} is in the output directory but not in the journal (added after the run)")]
     Unjournaled { path: String },
     /// A bundled script or module differs from its journaled digest.
-    #[error("{0}")]
-    Bundle(String),
+    #[error(transparent)]
+    Bundle(#[from] crate::bundle::BundleMismatch),
     /// `journal.sig` is missing, invalid, or not by an allowed signer.
-    #[error("{0}")]
-    Signature(String),
+    #[error(transparent)]
+    Signature(#[from] crate::signing::SignatureError),
     /// `attestation.intoto.json` is missing, badly signed, or does not
     /// match the journal.
-    #[error("{0}")]
-    Attestation(String),
+    #[error(transparent)]
+    Attestation(#[from] crate::attestation::AttestationError),
 }
 
 /// The first check that failed (and those that passed before it).

@@ -7,6 +7,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use ssh_key::{Algorithm, PublicKey};
 
+use super::AttestationError;
 use crate::signing::SigningKey;
 
 /// The payload type of an in-toto Statement.
@@ -49,7 +50,7 @@ pub fn seal(
     payload_type: &str,
     payload: &[u8],
     key: Option<&SigningKey>,
-) -> Result<Envelope, String> {
+) -> Result<Envelope, super::AttestationError> {
     let signatures = match key {
         None => vec![],
         Some(k) => vec![Sig {
@@ -66,17 +67,17 @@ pub fn seal(
 
 impl Envelope {
     /// The payload bytes.
-    pub fn payload_bytes(&self) -> Result<Vec<u8>, String> {
+    pub fn payload_bytes(&self) -> Result<Vec<u8>, AttestationError> {
         B64.decode(&self.payload)
-            .map_err(|e| format!("the envelope's payload is not base64: {e}"))
+            .map_err(AttestationError::PayloadNotBase64)
     }
 
     /// Check that some signature is `key`'s over this envelope's PAE;
     /// returns the payload.
-    pub fn verify(&self, key: &PublicKey) -> Result<Vec<u8>, String> {
+    pub fn verify(&self, key: &PublicKey) -> Result<Vec<u8>, AttestationError> {
         let payload = self.payload_bytes()?;
         if self.signatures.is_empty() {
-            return Err("the attestation is unsigned".into());
+            return Err(AttestationError::Unsigned);
         }
         let msg = pae(&self.payload_type, &payload);
         for s in &self.signatures {
@@ -90,10 +91,9 @@ impl Envelope {
                 return Ok(payload);
             }
         }
-        Err(format!(
-            "no signature in the attestation verifies with key {} over its DSSE encoding (payload or signature changed)",
-            key.fingerprint(ssh_key::HashAlg::Sha256)
-        ))
+        Err(AttestationError::BadSignature {
+            fingerprint: key.fingerprint(ssh_key::HashAlg::Sha256).to_string(),
+        })
     }
 }
 

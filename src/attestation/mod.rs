@@ -10,6 +10,9 @@
 //! alone ([`statement`]), so `rfs verify` re-derives it and compares.
 
 pub mod dsse;
+mod error;
+
+pub use error::AttestationError;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -26,26 +29,29 @@ pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 pub const PREDICATE_TYPE: &str = "https://in-toto.io/attestation/test-result/v0.1";
 
 /// The journal's events, in order (`text` is `journal.jsonl`).
-pub fn events(text: &str) -> Result<Vec<Event>, String> {
+pub fn events(text: &str) -> Result<Vec<Event>, AttestationError> {
     text.split_terminator('\n')
         .enumerate()
         .map(|(i, l)| {
-            let line: crate::journal::Line = serde_json::from_str(l)
-                .map_err(|e| format!("journal line {} is not a journal entry: {e}", i + 1))?;
-            Event::from_kind_payload(&line.kind, &line.payload).map_err(|e| {
-                format!(
-                    "journal line {} (`{}`) is not an entry this rfs knows: {e}",
-                    i + 1,
-                    line.kind
-                )
+            let line: crate::journal::Line =
+                serde_json::from_str(l).map_err(|source| AttestationError::NotAnEntry {
+                    line: i + 1,
+                    source,
+                })?;
+            Event::from_kind_payload(&line.kind, &line.payload).map_err(|source| {
+                AttestationError::UnknownEntry {
+                    line: i + 1,
+                    kind: line.kind.clone(),
+                    source,
+                }
             })
         })
         .collect()
 }
 
 /// The in-toto Statement for the journal `journal` (its exact bytes).
-pub fn statement(journal: &[u8]) -> Result<Value, String> {
-    let text = std::str::from_utf8(journal).map_err(|_| "the journal is not UTF-8".to_string())?;
+pub fn statement(journal: &[u8]) -> Result<Value, AttestationError> {
+    let text = std::str::from_utf8(journal).map_err(|_| AttestationError::JournalNotUtf8)?;
     let evs = events(text)?;
     let Some(Event::RunStart {
         run_id,
@@ -56,7 +62,7 @@ pub fn statement(journal: &[u8]) -> Result<Value, String> {
         ..
     }) = evs.first()
     else {
-        return Err("the journal does not start with run.start".into());
+        return Err(AttestationError::NoRunStart);
     };
     let mut pin = None;
     let mut repo = None;
@@ -172,23 +178,33 @@ pub fn statement(journal: &[u8]) -> Result<Value, String> {
 
 /// Build the attestation for the journal in `out_dir` and write it there,
 /// signed with `key` when given.
-pub fn write(out_dir: &Path, key: Option<&SigningKey>) -> Result<(), String> {
-    let journal = std::fs::read(out_dir.join("journal.jsonl"))
-        .map_err(|e| format!("cannot read the journal: {e}"))?;
+pub fn write(out_dir: &Path, key: Option<&SigningKey>) -> Result<(), AttestationError> {
+    let journal = read_journal(out_dir)?;
     let st = statement(&journal)?;
-    let payload = serde_json::to_vec(&st).map_err(|e| e.to_string())?;
+    let payload = serde_json::to_vec(&st).map_err(AttestationError::Encoding)?;
     let env = dsse::seal(dsse::INTOTO_PAYLOAD_TYPE, &payload, key)?;
-    let mut text = serde_json::to_string_pretty(&env).map_err(|e| e.to_string())?;
+    let mut text = serde_json::to_string_pretty(&env).map_err(AttestationError::Encoding)?;
     text.push('\n');
     write_atomic(&out_dir.join(FILE), text.as_bytes())
 }
 
+/// The bytes of `out_dir`'s journal.
+pub fn read_journal(out_dir: &Path) -> Result<Vec<u8>, AttestationError> {
+    std::fs::read(out_dir.join("journal.jsonl")).map_err(|source| AttestationError::Unreadable {
+        what: "the journal".into(),
+        source,
+    })
+}
+
 /// Write through a temporary file and rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), AttestationError> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, bytes)
         .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        .map_err(|source| AttestationError::Unwritable {
+            path: path.display().to_string(),
+            source,
+        })
 }
 
 /// What [`check`] found.
@@ -201,32 +217,38 @@ pub struct Checked {
 /// Check `out_dir`'s attestation: it must be a DSSE envelope of an in-toto
 /// Statement equal to the one the journal gives, and signed by `key` when
 /// one is given (unsigned attestations are accepted only without a key).
-pub fn check(out_dir: &Path, key: Option<&ssh_key::PublicKey>) -> Result<Checked, String> {
-    let text = std::fs::read_to_string(out_dir.join(FILE))
-        .map_err(|e| format!("cannot read {FILE}: {e}"))?;
-    let env: dsse::Envelope =
-        serde_json::from_str(&text).map_err(|e| format!("{FILE} is not a DSSE envelope: {e}"))?;
+pub fn check(
+    out_dir: &Path,
+    key: Option<&ssh_key::PublicKey>,
+) -> Result<Checked, AttestationError> {
+    let text = std::fs::read_to_string(out_dir.join(FILE)).map_err(|source| {
+        AttestationError::Unreadable {
+            what: FILE.into(),
+            source,
+        }
+    })?;
+    let env: dsse::Envelope = serde_json::from_str(&text)
+        .map_err(|source| AttestationError::NotAnEnvelope { file: FILE, source })?;
     if env.payload_type != dsse::INTOTO_PAYLOAD_TYPE {
-        return Err(format!(
-            "{FILE} has payload type `{}`, not `{}`",
-            env.payload_type,
-            dsse::INTOTO_PAYLOAD_TYPE
-        ));
+        return Err(AttestationError::PayloadType {
+            file: FILE,
+            found: env.payload_type,
+            expected: dsse::INTOTO_PAYLOAD_TYPE,
+        });
     }
     let payload = match key {
-        Some(k) => env.verify(k).map_err(|e| format!("{FILE}: {e}"))?,
+        Some(k) => env.verify(k)?,
         None => env.payload_bytes()?,
     };
     let claimed: Value = serde_json::from_slice(&payload)
-        .map_err(|e| format!("{FILE}'s payload is not JSON: {e}"))?;
-    let journal = std::fs::read(out_dir.join("journal.jsonl"))
-        .map_err(|e| format!("cannot read the journal: {e}"))?;
+        .map_err(|source| AttestationError::PayloadNotJson { file: FILE, source })?;
+    let journal = read_journal(out_dir)?;
     let expected = statement(&journal)?;
     if claimed != expected {
-        return Err(format!(
-            "{FILE} does not match the journal: {}",
-            first_difference(&expected, &claimed, "statement")
-        ));
+        return Err(AttestationError::Differs {
+            file: FILE,
+            difference: first_difference(&expected, &claimed, "statement"),
+        });
     }
     let steps = expected["predicate"]["run"]["steps"]
         .as_array()

@@ -6,6 +6,34 @@ use std::path::Path;
 
 use crate::runtime::Run;
 
+/// A meta-command the REPL cannot carry out (reported; the session goes on).
+#[derive(Debug, thiserror::Error)]
+pub enum MetaError {
+    #[error("unknown command `:{0}`; :help lists the commands")]
+    Unknown(String),
+    #[error(":{command} takes {wants}, not `{got}`")]
+    BadArgument {
+        command: &'static str,
+        wants: &'static str,
+        got: String,
+    },
+    #[error("no terminal session: start one with attach(\"cmd\")")]
+    NoSession,
+    #[error("no session {asked}; sessions: {known}")]
+    NoSuchSession { asked: String, known: String },
+    #[error(":save needs a file name")]
+    NoFileName,
+    #[error("{0} exists; `:save! {1}` overwrites it")]
+    Exists(String, String),
+    #[error("cannot {verb} {path}: {source}")]
+    Io {
+        verb: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Every meta-command with its one-line help.
 pub const COMMANDS: &[(&str, &str)] = &[
     (":help", "this text"),
@@ -78,16 +106,22 @@ pub fn sandbox(run: &Run) -> String {
 }
 
 /// `:journal [n]`: the last `n` facts, one a line.
-pub fn journal(run: &Run, args: &str) -> Result<String, String> {
+pub fn journal(run: &Run, args: &str) -> Result<String, MetaError> {
     let n: usize = if args.is_empty() {
         10
     } else {
-        args.parse()
-            .map_err(|_| format!(":journal takes a number of facts, not `{args}`"))?
+        args.parse().map_err(|_| MetaError::BadArgument {
+            command: "journal",
+            wants: "a number of facts",
+            got: args.into(),
+        })?
     };
     let path = run.cfg.out_dir.join("journal.jsonl");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(&path).map_err(|source| MetaError::Io {
+        verb: "read",
+        path: path.display().to_string(),
+        source,
+    })?;
     let lines: Vec<&str> = text.lines().collect();
     let mut out = String::new();
     for l in &lines[lines.len().saturating_sub(n)..] {
@@ -127,28 +161,28 @@ pub fn journal(run: &Run, args: &str) -> Result<String, String> {
 }
 
 /// `:screen [session]`.
-pub fn screen(run: &Run, args: &str) -> Result<String, String> {
+pub fn screen(run: &Run, args: &str) -> Result<String, MetaError> {
     let sessions = run.state().sessions.clone();
     if sessions.is_empty() {
-        return Err("no terminal session: start one with attach(\"cmd\")".into());
+        return Err(MetaError::NoSession);
     }
     let s = if args.is_empty() {
         sessions.last().cloned()
     } else {
-        let n: u32 = args
-            .parse()
-            .map_err(|_| format!(":screen takes a session number, not `{args}`"))?;
+        let n: u32 = args.parse().map_err(|_| MetaError::BadArgument {
+            command: "screen",
+            wants: "a session number",
+            got: args.into(),
+        })?;
         sessions.iter().find(|s| s.index == n).cloned()
     };
-    let s = s.ok_or_else(|| {
-        format!(
-            "no session {args}; sessions: {}",
-            sessions
-                .iter()
-                .map(|s| format!("{} (`{}`)", s.index, s.command))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
+    let s = s.ok_or_else(|| MetaError::NoSuchSession {
+        asked: args.into(),
+        known: sessions
+            .iter()
+            .map(|s| format!("{} (`{}`)", s.index, s.command))
+            .collect::<Vec<_>>()
+            .join(", "),
     })?;
     let live = if s.session.exit_status().is_some() {
         "exited"
@@ -170,19 +204,20 @@ pub fn save(
     args: &str,
     overwrite: bool,
     cwd: &Path,
-) -> Result<String, String> {
+) -> Result<String, MetaError> {
     if args.is_empty() {
-        return Err(":save needs a file name".into());
+        return Err(MetaError::NoFileName);
     }
     let path = cwd.join(args);
     if path.exists() && !overwrite {
-        return Err(format!(
-            "{} exists; `:save! {args}` overwrites it",
-            path.display()
-        ));
+        return Err(MetaError::Exists(path.display().to_string(), args.into()));
     }
     let text = transcript.script(run);
-    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    std::fs::write(&path, text).map_err(|source| MetaError::Io {
+        verb: "write",
+        path: path.display().to_string(),
+        source,
+    })?;
     Ok(format!(
         "saved {} inputs to {}; replay with `rfs run {}`",
         transcript.len(),

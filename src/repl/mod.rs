@@ -275,9 +275,7 @@ impl Session {
                 name == "save!",
                 &self.cwd,
             ),
-            other => Err(format!(
-                "unknown command `:{other}`; :help lists the commands"
-            )),
+            other => Err(meta::MetaError::Unknown(other.to_owned())),
         };
         match shown {
             Ok(s) => println!("{s}"),

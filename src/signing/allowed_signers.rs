@@ -11,6 +11,8 @@ use std::path::Path;
 
 use ssh_key::PublicKey;
 
+use super::error::{MalformedLine, SignatureError};
+
 /// One usable line of the file.
 #[derive(Debug, Clone)]
 pub struct Entry {
@@ -23,13 +25,21 @@ pub struct Entry {
 }
 
 /// Parse an allowed-signers file. Malformed lines are errors naming them.
-pub fn read(path: &Path) -> Result<Vec<Entry>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read allowed signers {}: {e}", path.display()))?;
-    parse(&text).map_err(|e| format!("allowed signers {}: {e}", path.display()))
+pub fn read(path: &Path) -> Result<Vec<Entry>, SignatureError> {
+    let shown = || path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| {
+        SignatureError::AllowedSignersUnreadable {
+            path: shown(),
+            source,
+        }
+    })?;
+    parse(&text).map_err(|source| SignatureError::AllowedSignersMalformed {
+        path: shown(),
+        source,
+    })
 }
 
-pub fn parse(text: &str) -> Result<Vec<Entry>, String> {
+pub fn parse(text: &str) -> Result<Vec<Entry>, MalformedLine> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
@@ -38,7 +48,7 @@ pub fn parse(text: &str) -> Result<Vec<Entry>, String> {
         }
         let lineno = i + 1;
         let toks = tokens(line);
-        let bad = |why: &str| format!("line {lineno}: {why}");
+        let bad = |why: &'static str| MalformedLine { line: lineno, why };
         let principals = toks.first().ok_or_else(|| bad("empty"))?.clone();
         // `principals key…` or `principals options key…`.
         let (opts, key_at) = match key_from(&toks, 1) {
@@ -207,7 +217,8 @@ mod tests {
     #[test]
     fn malformed_line_is_named() {
         let e = parse("alice ssh-ed25519 notbase64\n").unwrap_err();
-        assert!(e.contains("line 1"), "{e}");
+        assert_eq!(e.line, 1, "{e}");
+        assert!(e.to_string().starts_with("line 1: "), "{e}");
     }
 
     #[test]

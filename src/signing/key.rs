@@ -9,6 +9,7 @@ use signature::Signer as _;
 use ssh_key::{Algorithm, HashAlg, LineEnding, PrivateKey, PublicKey, SshSig};
 
 use super::agent::{self, Agent, Reader};
+use super::error::KeyError;
 
 /// The environment variable naming the signing key (`--sign-key` wins).
 pub const KEY_ENV: &str = "RFS_SIGNING_KEY";
@@ -46,36 +47,41 @@ impl SigningKey {
     /// (unencrypted, or encrypted and held by the agent at
     /// `SSH_AUTH_SOCK`), or a public key (`.pub`) whose private half the
     /// agent holds. Every other case is refused with the reason.
-    pub fn load(path: &Path) -> Result<SigningKey, String> {
+    pub fn load(path: &Path) -> Result<SigningKey, KeyError> {
         Self::load_with_agent(path, Agent::from_env())
     }
 
-    pub fn load_with_agent(path: &Path, agent: Option<Agent>) -> Result<SigningKey, String> {
-        let shown = path.display();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read signing key {shown}: {e}"))?;
+    pub fn load_with_agent(path: &Path, agent: Option<Agent>) -> Result<SigningKey, KeyError> {
+        let shown = || path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| KeyError::Unreadable {
+            path: shown(),
+            source,
+        })?;
         let trimmed = text.trim_start();
         let (private, public) = if trimmed.starts_with("-----BEGIN OPENSSH PRIVATE KEY-----") {
-            let k = PrivateKey::from_openssh(trimmed).map_err(|e| {
-                format!("signing key {shown} is not a readable OpenSSH private key: {e}")
-            })?;
+            let k =
+                PrivateKey::from_openssh(trimmed).map_err(|source| KeyError::BadPrivateKey {
+                    path: shown(),
+                    source,
+                })?;
             let public = k.public_key().clone();
             (Some(k), public)
         } else if trimmed.starts_with("-----BEGIN") {
-            return Err(format!(
-                "signing key {shown} is not in OpenSSH format (PEM/PKCS#8 keys are not supported; convert with `ssh-keygen -p -f KEY` or create one with `ssh-keygen -t ed25519`)"
-            ));
+            return Err(KeyError::NotOpenSsh { path: shown() });
         } else {
             let public = PublicKey::from_openssh(trimmed.lines().next().unwrap_or("")).map_err(
-                |e| format!("signing key {shown} is neither an OpenSSH private key nor a public key: {e}"),
+                |source| KeyError::NotAKey {
+                    path: shown(),
+                    source,
+                },
             )?;
             (None, public)
         };
         if public.algorithm() != Algorithm::Ed25519 {
-            return Err(format!(
-                "signing key {shown} is a {} key; rfs signs with ed25519 keys only (create one with `ssh-keygen -t ed25519`)",
-                public.algorithm()
-            ));
+            return Err(KeyError::NotEd25519 {
+                path: shown(),
+                algorithm: public.algorithm().to_string(),
+            });
         }
         let holder = match private {
             Some(k) if !k.is_encrypted() => Holder::File(Box::new(k)),
@@ -85,25 +91,26 @@ impl SigningKey {
                 } else {
                     "is a public key"
                 };
-                let fp = public.fingerprint(HashAlg::Sha256);
-                let agent = agent.ok_or_else(|| {
-                    format!(
-                        "signing key {shown} {why} and no ssh-agent is reachable ({} is not set); add the key to an agent with `ssh-add {}` or use an unencrypted key",
-                        agent::SOCK_ENV,
-                        shown
-                    )
+                let agent = agent.ok_or_else(|| KeyError::NoAgent {
+                    path: shown(),
+                    why,
+                    sock_env: agent::SOCK_ENV,
                 })?;
-                let blob = public
-                    .to_bytes()
-                    .map_err(|e| format!("encoding public key: {e}"))?;
+                let blob = public.to_bytes()?;
                 let held = agent
                     .identities()
-                    .map_err(|e| format!("signing key {shown} {why}, and {e}"))?;
+                    .map_err(|source| KeyError::AgentUnusable {
+                        path: shown(),
+                        why,
+                        source,
+                    })?;
                 if !held.iter().any(|i| i.blob == blob) {
-                    return Err(format!(
-                        "signing key {shown} {why} and the ssh-agent at {} does not hold it ({fp}); add it with `ssh-add`",
-                        agent.socket().display()
-                    ));
+                    return Err(KeyError::NotInAgent {
+                        path: shown(),
+                        why,
+                        socket: agent.socket().display().to_string(),
+                        fingerprint: public.fingerprint(HashAlg::Sha256).to_string(),
+                    });
                 }
                 Holder::Agent(agent)
             }
@@ -139,30 +146,26 @@ impl SigningKey {
     }
 
     /// A raw ed25519 signature (64 bytes) over `data`.
-    pub fn sign_raw(&self, data: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn sign_raw(&self, data: &[u8]) -> Result<Vec<u8>, KeyError> {
         match &self.holder {
             Holder::File(k) => k
                 .key_data()
                 .try_sign(data)
                 .map(|s| s.as_bytes().to_vec())
-                .map_err(|e| format!("signing with {}: {e}", self.path.display())),
+                .map_err(|source| KeyError::Sign {
+                    path: self.path.display().to_string(),
+                    source,
+                }),
             Holder::Agent(a) => {
-                let blob = self
-                    .public
-                    .to_bytes()
-                    .map_err(|e| format!("encoding public key: {e}"))?;
-                let sig = a.sign(&blob, data).map_err(|e| e.to_string())?;
+                let blob = self.public.to_bytes()?;
+                let sig = a.sign(&blob, data)?;
                 let mut r = Reader(&sig);
-                let (alg, raw) = r
-                    .string()
-                    .and_then(|alg| Ok((alg, r.string()?)))
-                    .map_err(|e| e.to_string())?;
+                let (alg, raw) = r.string().and_then(|alg| Ok((alg, r.string()?)))?;
                 if alg != b"ssh-ed25519" || raw.len() != 64 {
-                    return Err(format!(
-                        "the agent returned a {} signature of {} bytes, not ed25519",
-                        String::from_utf8_lossy(alg),
-                        raw.len()
-                    ));
+                    return Err(KeyError::AgentSignature {
+                        algorithm: String::from_utf8_lossy(alg).into_owned(),
+                        len: raw.len(),
+                    });
                 }
                 Ok(raw.to_vec())
             }
@@ -171,23 +174,21 @@ impl SigningKey {
 
     /// An SSH signature (SSHSIG, namespace [`NAMESPACE`], SHA-512) over
     /// `msg`, armored as `ssh-keygen -Y sign` writes it.
-    pub fn sshsig(&self, msg: &[u8]) -> Result<String, String> {
-        let data =
-            SshSig::signed_data(NAMESPACE, HashAlg::Sha512, msg).map_err(|e| e.to_string())?;
+    pub fn sshsig(&self, msg: &[u8]) -> Result<String, KeyError> {
+        let data = SshSig::signed_data(NAMESPACE, HashAlg::Sha512, msg)?;
         let raw = self.sign_raw(&data)?;
-        let sig = ssh_key::Signature::new(Algorithm::Ed25519, raw).map_err(|e| e.to_string())?;
+        let sig = ssh_key::Signature::new(Algorithm::Ed25519, raw)?;
         let sshsig = SshSig::new(
             self.public.key_data().clone(),
             NAMESPACE,
             HashAlg::Sha512,
             sig,
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         // Check our own work: a signature that does not verify is never written.
         self.public
             .verify(NAMESPACE, msg, &sshsig)
-            .map_err(|e| format!("the signature just made does not verify: {e}"))?;
-        let mut pem = sshsig.to_pem(LineEnding::LF).map_err(|e| e.to_string())?;
+            .map_err(KeyError::SelfCheck)?;
+        let mut pem = sshsig.to_pem(LineEnding::LF)?;
         if !pem.ends_with('\n') {
             pem.push('\n');
         }
@@ -196,7 +197,7 @@ impl SigningKey {
 }
 
 /// The key to use: `--sign-key` if given, else `RFS_SIGNING_KEY`.
-pub fn from_args(flag: Option<&Path>) -> Result<Option<SigningKey>, String> {
+pub fn from_args(flag: Option<&Path>) -> Result<Option<SigningKey>, KeyError> {
     let path = match flag {
         Some(p) => Some(p.to_path_buf()),
         None => std::env::var_os(KEY_ENV)

@@ -12,10 +12,12 @@
 
 pub mod agent;
 pub mod allowed_signers;
+pub mod error;
 pub mod key;
 
 use ssh_key::{HashAlg, PublicKey, SshSig};
 
+pub use error::{KeyError, SignatureError};
 pub use key::{SigningKey, NAMESPACE};
 
 /// The signature file beside the journal.
@@ -40,32 +42,29 @@ pub fn verify_sshsig(
     armored: &str,
     allowed: Option<&[allowed_signers::Entry]>,
     identity: Option<&str>,
-) -> Result<VerifiedSig, String> {
-    let sig = SshSig::from_pem(armored.trim())
-        .map_err(|e| format!("not an SSH signature (SSHSIG): {e}"))?;
+) -> Result<VerifiedSig, SignatureError> {
+    let sig = SshSig::from_pem(armored.trim()).map_err(SignatureError::NotSshsig)?;
     if sig.namespace() != NAMESPACE {
-        return Err(format!(
-            "the signature is for namespace `{}`, not `{NAMESPACE}`",
-            sig.namespace()
-        ));
+        return Err(SignatureError::WrongNamespace(sig.namespace().to_owned()));
     }
     let key = PublicKey::new(sig.public_key().clone(), "");
     let fingerprint = key.fingerprint(HashAlg::Sha256).to_string();
-    key.verify(NAMESPACE, msg, &sig).map_err(|e| {
-        format!("the signature by key {fingerprint} does not match the signed bytes ({e}): they were changed after signing")
-    })?;
+    key.verify(NAMESPACE, msg, &sig)
+        .map_err(|source| SignatureError::Mismatch {
+            fingerprint: fingerprint.clone(),
+            source,
+        })?;
     let principals = match allowed {
         None => Vec::new(),
         Some(entries) => {
             let p = allowed_signers::principals_for(entries, key.key_data(), NAMESPACE, identity);
             if p.is_empty() {
                 return Err(match identity {
-                    Some(id) => format!(
-                        "the signature is valid but key {fingerprint} is not an allowed signer for identity `{id}` in namespace `{NAMESPACE}`"
-                    ),
-                    None => format!(
-                        "the signature is valid but key {fingerprint} is not in the allowed signers for namespace `{NAMESPACE}`"
-                    ),
+                    Some(id) => SignatureError::NotAllowedFor {
+                        fingerprint,
+                        identity: id.to_owned(),
+                    },
+                    None => SignatureError::NotAllowed { fingerprint },
                 });
             }
             p
@@ -115,7 +114,7 @@ mod tests {
         let v = verify_sshsig(b"journal bytes\n", &sig, None, None).unwrap();
         assert_eq!(v.fingerprint, k.fingerprint());
         let e = verify_sshsig(b"journal bytes!\n", &sig, None, None).unwrap_err();
-        assert!(e.contains("changed after signing"), "{e}");
+        assert!(matches!(e, SignatureError::Mismatch { .. }), "{e}");
         let allowed = allowed_signers::parse(&format!("ci@example.com {}\n", test_pub())).unwrap();
         let v = verify_sshsig(
             b"journal bytes\n",
@@ -132,7 +131,10 @@ mod tests {
             Some("eve@example.com"),
         )
         .unwrap_err();
-        assert!(e.contains("not an allowed signer"), "{e}");
+        assert!(
+            matches!(&e, SignatureError::NotAllowedFor { identity, .. } if identity == "eve@example.com"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -146,10 +148,10 @@ mod tests {
         assert!(changed.verify(k.public_key()).is_err());
         let unsigned = dsse::seal(dsse::INTOTO_PAYLOAD_TYPE, b"{}", None).unwrap();
         assert!(unsigned.signatures.is_empty());
-        assert!(unsigned
-            .verify(k.public_key())
-            .unwrap_err()
-            .contains("unsigned"));
+        assert!(matches!(
+            unsigned.verify(k.public_key()),
+            Err(crate::attestation::AttestationError::Unsigned)
+        ));
     }
 
     #[test]
@@ -158,7 +160,13 @@ mod tests {
         let p = key_file(d.path()).with_extension("pub");
         let e = SigningKey::load_with_agent(&p, None).unwrap_err();
         assert!(
-            e.contains("is a public key") && e.contains("no ssh-agent"),
+            matches!(
+                e,
+                KeyError::NoAgent {
+                    why: "is a public key",
+                    ..
+                }
+            ),
             "{e}"
         );
     }
