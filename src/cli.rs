@@ -138,6 +138,18 @@ pub(crate) enum Command {
     },
 }
 
+impl Command {
+    /// The `--var K=V` pairs given (secret-named values are redacted from
+    /// tracing before anything is logged).
+    fn vars(&self) -> &[String] {
+        match self {
+            Command::Run { session, .. } | Command::Repl { session, .. } => &session.vars,
+            Command::Replay { vars, .. } => vars,
+            _ => &[],
+        }
+    }
+}
+
 /// What `run` and `repl` share: where the run goes and what it gets.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SessionArgs {
@@ -203,7 +215,7 @@ pub fn run() -> i32 {
         }
     };
     install_miette_hook(crate::color::decide(cli.color));
-    crate::logging::init(cli.verbose);
+    crate::logging::init(cli.verbose, cli.command.vars().iter().map(String::as_str));
     tracing::debug!(command = ?cli.command, "rfs {}", env!("CARGO_PKG_VERSION"));
     match dispatch(cli.command) {
         Ok(code) => code,

@@ -16,6 +16,40 @@ pub fn is_secret_name(name: &str) -> bool {
         .any(|w| up.contains(w))
 }
 
+/// Every secret value this process has learned, for output that is not
+/// tied to one run (the tracing of rfs itself: `-v`, `RUST_LOG`).
+static KNOWN: std::sync::RwLock<Redactor> = std::sync::RwLock::new(Redactor {
+    secrets: Vec::new(),
+});
+
+/// Redact every secret the process knows of (any run's, plus the values
+/// of secret-named environment variables and `--var`s, see
+/// [`learn_from_env`]).
+pub fn redact_known(data: &[u8]) -> Vec<u8> {
+    KNOWN.read().unwrap_or_else(|p| p.into_inner()).redact(data)
+}
+
+/// Learn the values of this process's secret-named environment variables
+/// (`DAYTONA_API_KEY`, `GITHUB_TOKEN`, ...) and of secret-named `K=V`
+/// pairs (`--var`), before anything is logged.
+pub fn learn_from_env<'a>(pairs: impl IntoIterator<Item = &'a str>) {
+    let mut known = KNOWN.write().unwrap_or_else(|p| p.into_inner());
+    for (k, v) in std::env::vars_os() {
+        if let (Some(k), Some(v)) = (k.to_str(), v.to_str()) {
+            if is_secret_name(k) {
+                known.add_local(v);
+            }
+        }
+    }
+    for p in pairs {
+        if let Some((k, v)) = p.split_once('=') {
+            if is_secret_name(k) {
+                known.add_local(v);
+            }
+        }
+    }
+}
+
 /// Replaces known secret values in text.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
@@ -25,7 +59,16 @@ pub struct Redactor {
 impl Redactor {
     /// Remember a secret value (values shorter than 4 bytes are not
     /// redacted in output: they would shred ordinary text).
+    /// The process-wide set learns it too (see [`redact_known`]).
     pub fn add(&mut self, value: &str) {
+        self.add_local(value);
+        KNOWN
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .add_local(value);
+    }
+
+    fn add_local(&mut self, value: &str) {
         if value.len() >= 4 && !self.secrets.iter().any(|s| s == value.as_bytes()) {
             self.secrets.push(value.as_bytes().to_vec());
             self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));

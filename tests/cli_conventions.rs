@@ -386,3 +386,62 @@ fn progress_spins_on_a_terminal_only() {
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(!err.contains("syncing commit"), "{err}");
 }
+
+/// Regression: `-v` printed the raw command line, `--var` secrets included.
+#[test]
+fn verbose_tracing_never_prints_a_secret() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script = "let t = arg(\"API_TOKEN\");\n\
+                  step(\"uses\", \"true\", #{ env: #{ STEP_TOKEN: \"step-tok-4471\" } });\n";
+    for v in ["-v", "-vv"] {
+        let (path, out_dir) = rfs.prepare(script);
+        let o = rfs
+            .cmd(repo.path())
+            .env("DAYTONA_API_KEY", "dtn-key-9931-secret")
+            .args([v, "run"])
+            .arg(&path)
+            .arg("--out")
+            .arg(&out_dir)
+            .args(["--var", "API_TOKEN=s3cretvalue-5512"])
+            .output()
+            .unwrap();
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{out}{err}");
+        assert!(err.contains("DEBUG rfs"), "{v} traces: {err}");
+        assert!(
+            err.contains("[REDACTED]"),
+            "{v}: the var is shown redacted: {err}"
+        );
+        for secret in ["s3cretvalue-5512", "dtn-key-9931-secret", "step-tok-4471"] {
+            assert!(!err.contains(secret), "{v} printed {secret}: {err}");
+            assert!(!out.contains(secret), "{v} printed {secret}: {out}");
+        }
+    }
+}
+
+#[test]
+fn v_traces_each_provider_call_and_vv_its_command_lines() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script = "step(\"hello\", \"echo traced-command-line\");\n";
+    let v = rfs.run_with(repo.path(), script, &["-v"]);
+    v.assert_code(0);
+    for op in ["op=\"create\"", "op=\"exec\"", "op=\"destroy\""] {
+        assert!(
+            v.stderr.contains(op) && v.stderr.contains("rfs::provider"),
+            "-v traces {op}: {}",
+            v.stderr
+        );
+    }
+    assert!(!v.stderr.contains("TRACE"), "{}", v.stderr);
+    let vv = rfs.run_with(repo.path(), script, &["-vv"]);
+    vv.assert_code(0);
+    assert!(
+        vv.stderr
+            .lines()
+            .any(|l| l.contains("TRACE rfs::provider") && l.contains("traced-command-line")),
+        "-vv traces the command line: {}",
+        vv.stderr
+    );
+}

@@ -235,7 +235,7 @@ async fn ctrl_c_during_a_long_step_cancels_it_and_keeps_the_session() {
     let repo = Repo::new();
     let r = start(&rfs, &repo, &[]).await;
     r.send("let before = sandbox().id;\r");
-    r.send("step(\"long\", \"sleep 60\");\r");
+    r.send("step(\"long\", \"sleep 61\");\r");
     r.expect("rfs: step `long` in").await;
     let t = std::time::Instant::now();
     r.send("\x03");
@@ -244,6 +244,12 @@ async fn ctrl_c_during_a_long_step_cancels_it_and_keeps_the_session() {
     // Same session, same sandbox, steps run again.
     r.send("print(`same=${sandbox().id == before}`);\r");
     r.expect("same=true").await;
+    // The cancelled command is gone, not left running in the sandbox.
+    r.send("step(\"gone\", \"if ps -eo args | grep -q '^[s]leep 61'; then echo sleep-still-running; else echo sleep-gone; fi\");\r");
+    r.expect("[gone] sleep-").await;
+    r.idle().await;
+    let screen = r.s.screen().text();
+    assert!(screen.contains("[gone] sleep-gone"), "{screen}");
     r.send("step(\"again\", \"echo again-ok\");\r");
     r.expect("[again] again-ok").await;
     assert_eq!(r.quit().await, Some(0));
@@ -288,6 +294,14 @@ async fn save_writes_a_script_that_check_accepts_and_run_reproduces() {
         text.contains(&format!("// commit: {}", repo.head())),
         "{text}"
     );
+    let run_id = std::fs::read_to_string(r.out_dir.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .next()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["payload"]["run_id"].clone())
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap();
+    assert!(text.contains(&format!("// run: {run_id}\n")), "{text}");
     assert!(
         !text.contains("exit 3"),
         "the failed input is not saved: {text}"
@@ -448,5 +462,85 @@ async fn repl_inputs_get_the_static_checks_of_rfs_check() {
     assert_eq!(r.quit().await, Some(0));
     let kinds = r.journal_kinds();
     assert!(!kinds.contains(&"step.start".to_string()), "{kinds:?}");
+    no_leftovers(&rfs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_lists_every_meta_command_and_journal_n_shows_n_facts() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let r = start(&rfs, &repo, &[]).await;
+    r.send(":help\r");
+    r.expect(":quit").await;
+    let screen = r.s.screen().text();
+    for c in [":help", ":sandbox", ":journal", ":screen", ":save", ":quit"] {
+        assert!(screen.contains(c), ":help lists {c}: {screen}");
+    }
+    r.send("print(\"mark-a\"); print(\"mark-b\"); print(\"mark-c\");\r");
+    r.expect("mark-c").await;
+    r.send(":journal 2\r");
+    r.expect_re(r"#\d+ +\d\d:\d\d:\d\d print +text=mark-c")
+        .await;
+    r.idle().await;
+    let screen = r.s.screen().text();
+    let shown = screen_lines_after(&screen, ":journal 2")
+        .iter()
+        .filter(|l| l.starts_with('#'))
+        .count();
+    assert_eq!(shown, 2, ":journal 2 shows two facts: {screen}");
+    assert!(!screen.contains("text=mark-a"), "{screen}");
+    r.send(":journal many\r");
+    r.expect(":journal takes a number of facts, not `many`")
+        .await;
+    r.send(":nope\r");
+    r.expect("unknown command `:nope`").await;
+    // Errors in meta-commands never end the session.
+    r.send("print(\"still-here\");\r");
+    r.expect("still-here").await;
+    assert_eq!(r.quit().await, Some(0));
+    no_leftovers(&rfs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_persists_across_sessions_in_the_state_directory() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let r = start(&rfs, &repo, &[]).await;
+    r.send("print(\"from-the-first-session\");\r");
+    r.expect("from-the-first-session").await;
+    assert_eq!(r.quit().await, Some(0));
+    assert!(rfs.state.path().join("repl-history").exists());
+    let r = start(&rfs, &repo, &[]).await;
+    // Up arrow recalls the last input of the earlier session.
+    r.send("\x1b[A");
+    r.expect("rfs> print(\"from-the-first-session\");").await;
+    // Emacs keys: Ctrl-A to the start, Ctrl-K kills the line.
+    r.send("\x01\x0b");
+    r.send("print(\"edited\" + \"-line\");\r");
+    r.expect("edited-line").await;
+    assert_eq!(r.quit().await, Some(0));
+    no_leftovers(&rfs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tab_completes_members_of_step_results_and_source_pins() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let r = start(&rfs, &repo, &[]).await;
+    r.send("let res = step(\"s\", \"echo hi\");\r");
+    r.expect("[s] hi").await;
+    r.idle().await;
+    r.send("print(`e=${res.exi\t");
+    r.expect("res.exit").await;
+    r.send("}`);\r");
+    r.expect("e=0").await;
+    r.send("let pin = sync_source();\r");
+    r.expect("rfs: synced commit").await;
+    r.idle().await;
+    r.send("print(`c=${pin.comm\t");
+    r.expect("pin.commit").await;
+    r.send("}`);\r");
+    r.expect(&format!("c={}", repo.head())).await;
+    assert_eq!(r.quit().await, Some(0));
     no_leftovers(&rfs);
 }

@@ -12,6 +12,7 @@ pub mod local;
 pub mod local_isolation;
 pub mod local_pty;
 pub mod select;
+pub mod traced;
 pub mod unavailable;
 
 use std::collections::BTreeMap;

@@ -81,20 +81,22 @@ pub fn build_with_snapshot(
     image: Option<String>,
     snapshot: Option<String>,
 ) -> super::ProviderResult<std::sync::Arc<dyn super::Provider>> {
-    match choice.name.as_str() {
-        "daytona" => super::daytona::DaytonaProvider::from_env(snapshot)
-            .map_err(super::ProviderError::other)
-            .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>),
-        "local" => Ok(std::sync::Arc::new(super::local::LocalProvider::new(
-            state_dir,
-        ))),
-        "docker" => super::docker::connect_default(image)
-            .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>),
-        other => Err(super::ProviderError::other(UnknownProvider {
-            name: other.to_owned(),
-            reason: choice.reason,
-        })),
-    }
+    let built: super::ProviderResult<std::sync::Arc<dyn super::Provider>> =
+        match choice.name.as_str() {
+            "daytona" => super::daytona::DaytonaProvider::from_env(snapshot)
+                .map_err(super::ProviderError::other)
+                .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>),
+            "local" => Ok(std::sync::Arc::new(super::local::LocalProvider::new(
+                state_dir,
+            ))),
+            "docker" => super::docker::connect_default(image)
+                .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>),
+            other => Err(super::ProviderError::other(UnknownProvider {
+                name: other.to_owned(),
+                reason: choice.reason,
+            })),
+        };
+    built.map(super::traced::traced)
 }
 
 #[cfg(test)]

@@ -75,6 +75,7 @@ pub async fn destroy_verified(
                     (Ok(Some(s)), _) => format!("get-by-id still returns it (state {})", s.state),
                     (Ok(None), Ok(_)) => "still listed in the inventory".into(),
                 };
+                tracing::debug!(target: "rfs::teardown", sandbox = id, poll = polls, "not gone yet: {last}");
             }
         }
         if start.elapsed() >= deadline {

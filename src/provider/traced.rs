@@ -1,0 +1,155 @@
+//! Tracing of every provider call (`-v`: each operation with its sandbox,
+//! outcome and duration; `-vv`: also the command lines), for any provider,
+//! as a decorator: providers themselves stay free of it.
+//!
+//! What is traced passes the process's redactor on its way to stderr
+//! ([`crate::logging`]), so a secret in a command line or an error is
+//! never printed.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+
+use super::isolation::{IsolationError, IsolationInForce, IsolationRequest};
+use super::{
+    CreateSpec, ExecOutcome, ExecRequest, InputStream, Labels, OutputSink, Provider,
+    ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
+};
+
+/// `inner`, with each call traced under the `rfs::provider` target.
+pub struct Traced(pub Arc<dyn Provider>);
+
+/// Wrap `p` (a no-op cost when tracing is off: the events are filtered
+/// before anything is formatted).
+pub fn traced(p: Arc<dyn Provider>) -> Arc<dyn Provider> {
+    Arc::new(Traced(p))
+}
+
+fn done<T>(op: &str, provider: &str, id: &str, started: Instant, r: &ProviderResult<T>) {
+    let ms = started.elapsed().as_millis() as u64;
+    match r {
+        Ok(_) => tracing::debug!(target: "rfs::provider", provider, op, sandbox = id, ms, "ok"),
+        Err(e) => {
+            tracing::debug!(target: "rfs::provider", provider, op, sandbox = id, ms, error = %e, "failed")
+        }
+    }
+}
+
+fn outcome(o: &ProviderResult<ExecOutcome>) -> String {
+    match o {
+        Ok(o) => format!(
+            "exit={:?} signal={:?} timed_out={} cancelled={}",
+            o.exit, o.signal, o.timed_out, o.cancelled
+        ),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+#[async_trait]
+impl Provider for Traced {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn uses_image(&self) -> bool {
+        self.0.uses_image()
+    }
+
+    fn isolation(&self, req: &IsolationRequest) -> Result<IsolationInForce, IsolationError> {
+        self.0.isolation(req)
+    }
+
+    async fn preflight(&self) -> ProviderResult<()> {
+        let t = Instant::now();
+        let r = self.0.preflight().await;
+        done("preflight", self.name(), "", t, &r);
+        r
+    }
+
+    async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
+        let t = Instant::now();
+        let r = self.0.create(spec).await;
+        let id = r.as_ref().map(|s| s.id.as_str()).unwrap_or("");
+        done("create", self.name(), id, t, &r);
+        r
+    }
+
+    async fn get(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
+        let t = Instant::now();
+        let r = self.0.get(id).await;
+        tracing::trace!(target: "rfs::provider", provider = self.name(), op = "get", sandbox = id,
+            ms = t.elapsed().as_millis() as u64,
+            found = ?r.as_ref().map(|s| s.as_ref().map(|s| s.state.as_str())), "get");
+        r
+    }
+
+    async fn list(&self, labels: &Labels) -> ProviderResult<Vec<SandboxInfo>> {
+        let t = Instant::now();
+        let r = self.0.list(labels).await;
+        tracing::trace!(target: "rfs::provider", provider = self.name(), op = "list",
+            ms = t.elapsed().as_millis() as u64,
+            count = ?r.as_ref().map(Vec::len), "list");
+        r
+    }
+
+    async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()> {
+        let t = Instant::now();
+        let r = self.0.upload(id, local, remote_path).await;
+        done("upload", self.name(), id, t, &r);
+        r
+    }
+
+    fn streams_input(&self) -> bool {
+        self.0.streams_input()
+    }
+
+    fn remote_transfer(&self) -> bool {
+        self.0.remote_transfer()
+    }
+
+    async fn exec_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        tracing::trace!(target: "rfs::provider", provider = self.name(), sandbox = id, cwd = %req.cwd, argv = ?req.argv, "exec with input");
+        let t = Instant::now();
+        let r = self.0.exec_with_input(id, req, input, sink).await;
+        tracing::debug!(target: "rfs::provider", provider = self.name(), op = "exec_with_input", sandbox = id,
+            cwd = %req.cwd, ms = t.elapsed().as_millis() as u64, "{}", outcome(&r));
+        r
+    }
+
+    async fn exec(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        tracing::trace!(target: "rfs::provider", provider = self.name(), sandbox = id, cwd = %req.cwd, argv = ?req.argv, "exec");
+        let t = Instant::now();
+        let r = self.0.exec(id, req, sink).await;
+        tracing::debug!(target: "rfs::provider", provider = self.name(), op = "exec", sandbox = id,
+            cwd = %req.cwd, ms = t.elapsed().as_millis() as u64, "{}", outcome(&r));
+        r
+    }
+
+    async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
+        tracing::trace!(target: "rfs::provider", provider = self.name(), sandbox = id, cwd = %req.cwd, argv = ?req.argv, "open pty");
+        let t = Instant::now();
+        let r = self.0.open_pty(id, req).await;
+        done("open_pty", self.name(), id, t, &r);
+        r
+    }
+
+    async fn destroy(&self, id: &str) -> ProviderResult<()> {
+        let t = Instant::now();
+        let r = self.0.destroy(id).await;
+        done("destroy", self.name(), id, t, &r);
+        r
+    }
+}
