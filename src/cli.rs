@@ -216,6 +216,7 @@ pub fn run() -> i32 {
     };
     install_miette_hook(crate::color::decide(cli.color));
     crate::logging::init(cli.verbose, cli.command.vars().iter().map(String::as_str));
+    crate::logging::install_panic_hook();
     tracing::debug!(command = ?cli.command, "rfs {}", env!("CARGO_PKG_VERSION"));
     match dispatch(cli.command) {
         Ok(code) => code,

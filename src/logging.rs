@@ -49,3 +49,32 @@ impl Drop for RedactedLine {
         let _ = std::io::stderr().lock().write_all(&line);
     }
 }
+
+/// Panics print like Rust's default hook, through the redactor: a panic
+/// message can carry a value (a key, a token) the run knew as secret.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let thread = std::thread::current();
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "Box<dyn Any>".into());
+        let at = info
+            .location()
+            .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+            .unwrap_or_default();
+        let bt = std::backtrace::Backtrace::capture();
+        let bt = match bt.status() {
+            std::backtrace::BacktraceStatus::Captured => format!("{bt}\n"),
+            _ => String::new(),
+        };
+        let text = format!(
+            "thread '{}' panicked at {at}:\n{msg}\n{bt}",
+            thread.name().unwrap_or("<unnamed>"),
+        );
+        let text = crate::secrets::redact_known(text.as_bytes());
+        let _ = std::io::stderr().lock().write_all(&text);
+    }));
+}

@@ -41,6 +41,11 @@ pub enum Liveness {
 }
 
 pub fn owner_liveness(l: &Labels) -> Liveness {
+    judge(l, crate::procfs::stat)
+}
+
+/// [`owner_liveness`] with `stat` reading a process's start time.
+fn judge(l: &Labels, stat: impl Fn(u32) -> Result<crate::procfs::ProcStat, StatError>) -> Liveness {
     let Some(host_label) = l.get(labels::OWNER_HOST) else {
         return Liveness::Unknown("no owner-host label".into());
     };
@@ -50,7 +55,7 @@ pub fn owner_liveness(l: &Labels) -> Liveness {
     let Some(pid) = l.get(labels::OWNER_PID).and_then(|p| p.parse::<u32>().ok()) else {
         return Liveness::Unknown("no owner-pid label".into());
     };
-    let start = match crate::procfs::stat(pid) {
+    let start = match stat(pid) {
         Err(StatError::NotRunning) => {
             return Liveness::Gone(format!("owner pid {pid} is not running"))
         }
@@ -70,5 +75,58 @@ pub fn owner_liveness(l: &Labels) -> Liveness {
         _ => Liveness::Unknown(format!(
             "owner pid {pid} is running and its start time was not recorded, so pid reuse cannot be ruled out"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::procfs::ProcStat;
+
+    fn mine(start: &str) -> Labels {
+        let mut l = owner_labels();
+        l.insert(labels::OWNER_PID_START.into(), start.into());
+        l
+    }
+
+    fn started_at(ticks: u64) -> impl Fn(u32) -> Result<ProcStat, StatError> {
+        move |_| {
+            Ok(ProcStat {
+                state: 'S',
+                ppid: 1,
+                pgrp: 1,
+                session: 1,
+                start_ticks: ticks,
+            })
+        }
+    }
+
+    /// Regression (#8 bug 9): an owner whose start time cannot be read was
+    /// judged "pid reused" and its sandbox destroyed.
+    #[test]
+    fn an_owner_whose_start_time_cannot_be_read_is_kept() {
+        let l = mine("12345");
+        let unreadable = |_| Err(StatError::Unreadable("permission denied".into()));
+        match judge(&l, unreadable) {
+            Liveness::Unknown(why) => {
+                assert!(why.contains("cannot be read (permission denied)"), "{why}")
+            }
+            other => panic!("must be kept as unknown, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn same_start_is_alive_other_start_is_reuse_and_no_process_is_gone() {
+        assert_eq!(judge(&mine("77"), started_at(77)), Liveness::Alive);
+        assert!(
+            matches!(judge(&mine("77"), started_at(78)), Liveness::Gone(w) if w.contains("reused"))
+        );
+        assert!(matches!(
+            judge(&mine("77"), |_| Err(StatError::NotRunning)),
+            Liveness::Gone(w) if w.contains("not running")
+        ));
+        assert!(
+            matches!(judge(&mine(""), started_at(77)), Liveness::Unknown(w) if w.contains("not recorded"))
+        );
     }
 }
