@@ -45,6 +45,7 @@ fi
 for t in tar find mkdir readlink cut tr xargs mktemp; do need "$t" ""; done
 if [ "$arc" = - ] || [ -n "$z" ]; then need tee ""; need mkfifo ""; fi
 if [ -n "$z" ]; then need "$z" " (the transfer is compressed)"; fi
+X=; case $(tar --version 2>/dev/null) in *'GNU tar'*) X='-B -b 256';; esac
 if [ -e "$dest" ] || [ -L "$dest" ]; then echo "destination $dest already exists in the sandbox" >&2; exit 91; fi
 mkdir -p -- "$dest" || exit 92
 mkdir -- "$aux" || exit 92
@@ -56,14 +57,14 @@ if [ "$arc" = - ] || [ -n "$z" ]; then
   if [ "$arc" = - ] && [ -z "$z" ]; then tee "$aux/fifo"
   elif [ "$arc" = - ]; then unpack | tee "$aux/fifo"
   else unpack <"$arc" | tee "$aux/fifo"
-  fi | { tar -xf - -C "$dest" 2>"$aux/err" || : >"$aux/tarfail"; cat >/dev/null; }
+  fi | { tar $X -xf - -C "$dest" 2>"$aux/err" || : >"$aux/tarfail"; cat >/dev/null; }
   wait "$spid"; src=$?
   if [ -e "$aux/zfail" ]; then head -c 500 "$aux/zerr" >&2; exit 95; fi
   if [ -e "$aux/tarfail" ]; then head -c 500 "$aux/err" >&2; exit 93; fi
 else
   $H "$arc" >"$aux/sum" 2>&1 &
   spid=$!
-  if ! tar -xf "$arc" -C "$dest" 2>"$aux/err"; then
+  if ! tar $X -xf "$arc" -C "$dest" 2>"$aux/err"; then
     wait "$spid"; head -c 500 "$aux/err" >&2; exit 93
   fi
   wait "$spid"; src=$?
