@@ -10,7 +10,11 @@
 //! file, or from standard input through `tee` when the provider streams);
 //! the extracted files are hashed in parallel batches (`xargs -P`, one
 //! process per core), each batch reporting its own names and sums so the
-//! pairing never depends on scheduling. The hash is `openssl dgst -sha256`
+//! pairing never depends on scheduling. A batch holds the files divided
+//! evenly over the cores, at most 2048: every batch starts a shell and a
+//! hash process (openssl's start-up alone costs milliseconds), and on a
+//! 20,000-file tree batches of 256 took twice the CPU time of batches of
+//! 2048. The hash is `openssl dgst -sha256`
 //! when the sandbox has an openssl that hashes a known vector right (it uses
 //! the CPU's SHA extensions), `sha256sum` otherwise. GNU tar reads the
 //! archive in 128 KiB records (`-B -b 256`) rather than its default 10 KiB:
@@ -80,8 +84,12 @@ printf 'LINKS\0'; find . -type l -exec sh -c 'for p do printf "%s\0" "$p"; readl
 printf 'EXEC\0'; find . -type f -perm -100 -print0
 printf 'FILES\0'
 j=$(nproc 2>/dev/null) || j=1
-P=; if [ "${j:-1}" -gt 1 ] 2>/dev/null && echo x | xargs -P 2 true 2>/dev/null; then P="-P $j"; fi
-find . -type f -print0 | xargs -0 -r $P -n 256 sh -c 'o=$(mktemp "$0/b.XXXXXX") || exit 255; { printf "BATCH\0"; printf "%s\0" "$@"; printf SUMS; '"$H"' "$@"; printf "\0"; } >"$o"' "$aux"
+case $j in ''|*[!0-9]*) j=1;; esac; [ "$j" -ge 1 ] || j=1
+P=; if [ "$j" -gt 1 ] && echo x | xargs -P 2 true 2>/dev/null; then P="-P $j"; fi
+find . -type f -print0 >"$aux/files"
+n=$(tr -cd '\0' <"$aux/files" | head -c $((2048 * j)) | tr '\0' '\n' | { c=0; while read -r _; do c=$((c + 1)); done; echo "$c"; })
+n=$(( (n + j - 1) / j )); [ "$n" -ge 1 ] || n=1
+xargs -0 -r $P -n "$n" sh -c 'o=$(mktemp "$0/b.XXXXXX") || exit 255; { printf "BATCH\0"; printf "%s\0" "$@"; printf SUMS; '"$H"' "$@"; printf "\0"; } >"$o"' "$aux" <"$aux/files"
 for b in "$aux"/b.*; do [ -f "$b" ] && cat "$b"; done
 printf 'END\0'
 if [ -n "${5:-}" ]; then touch -d "@$(( $(date +%s) - 1 ))" "$5" 2>/dev/null || rm -f -- "$5"; fi
