@@ -24,12 +24,14 @@
 # Writes $work/samples.tsv (every sample), the table $TABLE (medians and
 # ratios; default book/src/performance-table.md, included by the book's
 # performance chapter) and the chart $SVG (default
-# book/src/performance-sync.svg).
+# book/src/performance-sync.svg); a partial run (SHAPES, REGIMES or
+# PROVIDERS set) defaults both to $work, leaving the book's alone.
 # Not a test: never run in CI.
 # Usage: scripts/bench-core.sh [WORKDIR]   (needs ~4 GB of free disk)
 #   RUNS=3 SHAPES="loose packed huge" REGIMES="cache disk" DOCKER=auto
 #   PROVIDERS="local docker" (docker only when an engine is there)
-#   RFS=/path/to/rfs (default: release build of this checkout)
+#   RFS=/path/to/rfs or RFS_BIN=/path/to/rfs, as in bench-isolation.sh
+#   (default: release build of this checkout)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-$(mktemp -d /tmp/rfs-bench.XXXXXX)}
@@ -39,8 +41,13 @@ runs=${RUNS:-3}
 shapes=${SHAPES:-loose packed huge}
 regimes=${REGIMES:-cache disk}
 providers=${PROVIDERS:-local docker}
-svg=${SVG:-$root/book/src/performance-sync.svg}
-table=${TABLE:-$root/book/src/performance-table.md}
+# Only a full run (no SHAPES, REGIMES or PROVIDERS given) writes the
+# book's table and chart by default; a partial run writes them in $work.
+out=$root/book/src
+if [ -n "${SHAPES:-}${REGIMES:-}${PROVIDERS:-}" ]; then out=$work; fi
+svg=${SVG:-$out/performance-sync.svg}
+table=${TABLE:-$out/performance-table.md}
+RFS=${RFS:-${RFS_BIN:-}}
 if [ -z "${RFS:-}" ]; then
   cargo build --release --quiet --manifest-path "$root/Cargo.toml"
   RFS="${CARGO_TARGET_DIR:-$root/target}/release/rfs"

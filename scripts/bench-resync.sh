@@ -13,7 +13,8 @@
 # Not a test: never run in CI.
 # Usage: scripts/bench-resync.sh [WORKDIR]
 #   RUNS=5 SHAPES="loose packed" PROVIDERS="local docker"
-#   RFS=/path/to/rfs (default: release build of this checkout)
+#   RFS=/path/to/rfs or RFS_BIN=/path/to/rfs, as in bench-isolation.sh
+#   (default: release build of this checkout)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-$(mktemp -d /tmp/rfs-bench.XXXXXX)}
@@ -22,6 +23,7 @@ export RFS_STATE_DIR="$work/state"
 runs=${RUNS:-5}
 shapes=${SHAPES:-loose packed}
 providers=${PROVIDERS:-local docker}
+RFS=${RFS:-${RFS_BIN:-}}
 if [ -z "${RFS:-}" ]; then
   cargo build --release --quiet --manifest-path "$root/Cargo.toml"
   RFS="${CARGO_TARGET_DIR:-$root/target}/release/rfs"
