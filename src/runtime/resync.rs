@@ -18,6 +18,7 @@ use crate::source::manifest::Manifest;
 use crate::source::repo::ResolvedSource;
 use crate::source::resync::{self as plan_mod, Listing};
 use crate::source::resync_remote as remote;
+use crate::source::SourceError;
 
 /// Arguments of one apply command at most this long (bytes); more
 /// removals go first in commands of their own.
@@ -90,7 +91,7 @@ impl Run {
         let streaming = self.cfg.provider.streams_input();
         let exec = |argv: Vec<String>,
                     input: Option<crate::provider::InputStream>|
-         -> std::result::Result<Collect, String> {
+         -> std::result::Result<Collect, ApplyError> {
             let req = ExecRequest {
                 argv,
                 cwd: sb.home.clone(),
@@ -103,19 +104,20 @@ impl Run {
             let o = match input {
                 Some(i) => self.block_on(p.exec_with_input(&sb.id, &req, i, &mut out)),
                 None => self.block_on(p.exec(&sb.id, &req, &mut out)),
-            }
-            .map_err(|e| e.to_string())?;
+            }?;
             if o.cancelled {
-                return Err("interrupted".into());
+                return Err(ApplyError::Interrupted);
             }
             if o.exit != Some(0) {
                 let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
                 return Err(match o.exit {
-                    Some(remote::EXIT_MISSING_TOOL) | Some(remote::EXIT_ROOT_GONE) => stderr,
-                    Some(remote::EXIT_REMOVE) => format!("removing old paths failed: {stderr}"),
-                    Some(remote::EXIT_EXTRACT) => format!("extraction failed: {stderr}"),
-                    Some(remote::EXIT_DIGEST) => format!("cannot hash the upload: {stderr}"),
-                    other => format!("the sandbox command exited with {other:?}: {stderr}"),
+                    Some(remote::EXIT_MISSING_TOOL) | Some(remote::EXIT_ROOT_GONE) => {
+                        ApplyError::Refused(stderr)
+                    }
+                    Some(remote::EXIT_REMOVE) => ApplyError::Remove(stderr),
+                    Some(remote::EXIT_EXTRACT) => ApplyError::Extract(stderr),
+                    Some(remote::EXIT_DIGEST) => ApplyError::Digest(stderr),
+                    exit => ApplyError::Exited { exit, stderr },
                 });
             }
             Ok(out)
@@ -134,7 +136,7 @@ impl Run {
             ],
             None,
         )
-        .and_then(|o| remote::parse_listing(&o.stdout, false))
+        .and_then(|o| Ok(remote::parse_listing(&o.stdout, false)?))
         .map_err(|e| fail(format!("inspecting the synced root: {e}")))?;
         if seen.physical_root != bound.physical_root {
             return Err(fail(format!(
@@ -211,7 +213,8 @@ impl Run {
             argv.extend(chunk);
             let out = exec(argv, input).map_err(|e| fail(format!("applying the change: {e}")))?;
             if i == last {
-                after = remote::parse_listing(&out.stdout, true).map_err(fail)?;
+                after =
+                    remote::parse_listing(&out.stdout, true).map_err(|e| fail(e.to_string()))?;
             }
         }
         let apply_ms = t_apply.elapsed().as_millis();
@@ -228,7 +231,7 @@ impl Run {
             )));
         }
         let mut manifest = next.manifest.clone();
-        plan_mod::fill_digests(&mut manifest, &shipped).map_err(fail)?;
+        plan_mod::fill_digests(&mut manifest, &shipped).map_err(|e| fail(e.to_string()))?;
         let checked =
             plan_mod::check(&bound.manifest, &manifest, &plan, &after, 20).map_err(|d| {
                 fail(format!(
@@ -293,27 +296,48 @@ impl Run {
         &self,
         resolved: &ResolvedSource,
         ship: &[Vec<u8>],
-    ) -> std::result::Result<Option<(tempfile::NamedTempFile, String, u64, Manifest)>, String> {
+    ) -> std::result::Result<Option<(tempfile::NamedTempFile, String, u64, Manifest)>, SourceError>
+    {
         if ship.is_empty() {
             return Ok(None);
         }
-        let entries = plan_mod::shipped_entries(&resolved.repo_root, resolved.tree, ship)
-            .map_err(|e| e.to_string())?;
+        let entries = plan_mod::shipped_entries(&resolved.repo_root, resolved.tree, ship)?;
         let tmp = tempfile::Builder::new()
             .prefix("rfs-resync-")
             .suffix(".tar")
             .tempfile_in(&self.cfg.scratch_dir)
-            .map_err(|e| format!("cannot create the archive file: {e}"))?;
-        let file = BufWriter::with_capacity(1 << 20, tmp.reopen().map_err(|e| e.to_string())?);
+            .map_err(|e| SourceError::Io(format!("cannot create the archive file: {e}")))?;
+        let file = BufWriter::with_capacity(1 << 20, tmp.reopen()?);
         let (hw, shipped) = archive::build_entries_into(
             &resolved.repo_root,
             resolved.commit,
             &entries,
             HashingWriter::new(file),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         let (mut file, sha, size) = hw.finish();
-        file.flush().map_err(|e| e.to_string())?;
+        file.flush()?;
         Ok(Some((tmp, sha, size, shipped)))
     }
+}
+
+/// Why a command of the re-sync failed in the sandbox.
+#[derive(Debug, thiserror::Error)]
+enum ApplyError {
+    #[error(transparent)]
+    Provider(#[from] crate::provider::ProviderError),
+    #[error(transparent)]
+    Report(#[from] crate::source::remote_check::ReportError),
+    #[error("interrupted")]
+    Interrupted,
+    /// A missing tool or a vanished root: the script's own message.
+    #[error("{0}")]
+    Refused(String),
+    #[error("removing old paths failed: {0}")]
+    Remove(String),
+    #[error("extraction failed: {0}")]
+    Extract(String),
+    #[error("cannot hash the upload: {0}")]
+    Digest(String),
+    #[error("the sandbox command exited with {exit:?}: {stderr}")]
+    Exited { exit: Option<i32>, stderr: String },
 }

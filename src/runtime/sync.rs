@@ -12,7 +12,9 @@ use crate::provider::Provider;
 use crate::provider::{Collect, ExecRequest};
 use crate::source::manifest::Entry;
 use crate::source::repo::ResolvedSource;
-use crate::source::{archive, remote_check, repo, stream, SourceOptions, SubmodulePolicy};
+use crate::source::{
+    archive, remote_check, repo, stream, SourceError, SourceOptions, SubmodulePolicy,
+};
 
 /// What a bound source is pinned to; returned to the script.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +72,7 @@ impl Run {
             },
             None => opts,
         };
-        validate_rev(&opts.rev).map_err(|m| self.refuse(m))?;
+        validate_rev(&opts.rev).map_err(|e| self.refuse(e.to_string()))?;
         validate_dest(&opts.dest).map_err(|e| self.refuse(e.to_string()))?;
         let resolved = repo::resolve(&opts).map_err(|e| {
             let msg = format!("cannot bind the source: {e}");
@@ -134,7 +136,7 @@ impl Run {
         if !streaming && !remote {
             prebuilt = Some(
                 self.build_archive_file(&resolved, false)
-                    .map_err(|e| self.refuse(e))?,
+                    .map_err(|e| self.refuse(format!("cannot build the source archive: {e}")))?,
             );
         }
 
@@ -232,7 +234,7 @@ impl Run {
                 Some(b) => b,
                 None => match self.build_archive_file(&resolved, gzip) {
                     Ok(b) => b,
-                    Err(e) => return Err(fail(e)),
+                    Err(e) => return Err(fail(format!("cannot build the source archive: {e}"))),
                 },
             };
             let build_ms = if remote {
@@ -370,15 +372,14 @@ impl Run {
         &self,
         resolved: &ResolvedSource,
         gzip: bool,
-    ) -> std::result::Result<(tempfile::NamedTempFile, archive::BuiltArchive), String> {
+    ) -> std::result::Result<(tempfile::NamedTempFile, archive::BuiltArchive), SourceError> {
         let tmp = tempfile::Builder::new()
             .prefix("rfs-source-")
             .suffix(if gzip { ".tar.gz" } else { ".tar" })
             .tempfile_in(&self.cfg.scratch_dir)
-            .map_err(|e| format!("cannot create the archive file: {e}"))?;
+            .map_err(|e| SourceError::Io(format!("cannot create the archive file: {e}")))?;
         // The script thread does the (blocking) git work itself.
-        let built = archive::build(&resolved.repo_root, resolved, tmp.path(), gzip)
-            .map_err(|e| format!("cannot build the source archive: {e}"))?;
+        let built = archive::build(&resolved.repo_root, resolved, tmp.path(), gzip)?;
         Ok((tmp, built))
     }
 }
@@ -452,15 +453,13 @@ fn is_full_id(rev: &str) -> bool {
 
 /// `rev` must be a plausible revision: not empty, no whitespace or
 /// control characters, not an option.
-fn validate_rev(rev: &str) -> std::result::Result<(), String> {
+fn validate_rev(rev: &str) -> std::result::Result<(), SourceError> {
     if rev.is_empty()
         || rev.starts_with('-')
         || rev.chars().any(|c| c.is_whitespace() || c.is_control())
         || rev.len() > 256
     {
-        return Err(format!(
-            "sync_source rev {rev:?} is not a revision: give a commit id, branch, tag or expression such as HEAD~1 (no spaces, not starting with `-`)"
-        ));
+        return Err(SourceError::NotARevision { rev: rev.into() });
     }
     Ok(())
 }

@@ -75,6 +75,10 @@ pub enum SourceError {
     SubmoduleNotInitialised { path: String, commit: String },
     #[error("subdirectory `{path}` is not a directory in commit {commit}")]
     BadSubdir { path: String, commit: String },
+    #[error("sync_source rev {rev:?} is not a revision: give a commit id, branch, tag or expression such as HEAD~1 (no spaces, not starting with `-`)")]
+    NotARevision { rev: String },
+    #[error("{path} changed but was not shipped")]
+    NotShipped { path: String },
     #[error("git: {0}")]
     Git(String),
     #[error("building the source archive: {0}")]

@@ -127,6 +127,8 @@ pub enum ReportError {
     ExtraChecksums,
     #[error("verification report: malformed checksum line for {0}")]
     MalformedChecksum(String),
+    #[error("verification report: unexpected record {0:?}")]
+    UnexpectedRecord(String),
 }
 
 /// Parse the script's stdout. Errors name what was malformed.

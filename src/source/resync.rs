@@ -243,7 +243,7 @@ use std::os::unix::ffi::OsStrExt as _;
 
 /// Fill the digests of the files the diff changed from what was shipped;
 /// every changed file is shipped, so none stays empty.
-pub fn fill_digests(next: &mut Manifest, shipped: &Manifest) -> Result<(), String> {
+pub fn fill_digests(next: &mut Manifest, shipped: &Manifest) -> Result<(), SourceError> {
     for (p, e) in next.entries.iter_mut() {
         if let Entry::File { sha256, size, .. } = e {
             if let Some(Entry::File {
@@ -253,7 +253,9 @@ pub fn fill_digests(next: &mut Manifest, shipped: &Manifest) -> Result<(), Strin
                 *sha256 = s.clone();
                 *size = *n;
             } else if sha256.is_empty() {
-                return Err(format!("{} changed but was not shipped", display_path(p)));
+                return Err(SourceError::NotShipped {
+                    path: display_path(p),
+                });
             }
         }
     }

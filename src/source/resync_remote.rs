@@ -20,7 +20,7 @@
 use std::collections::BTreeSet;
 
 use super::manifest::Entry;
-use super::remote_check::{parse_sum_line, rel};
+use super::remote_check::{parse_sum_line, rel, ReportError};
 use super::resync::Listing;
 
 /// The shell's hash selection and tool checks, shared by both scripts.
@@ -126,7 +126,7 @@ pub fn removal_args(remove: &[Vec<u8>], rmdir: &[Vec<u8>]) -> Vec<Vec<u8>> {
 
 /// Parse [`inspect_script`]'s (`with_archive` false) or [`apply_script`]'s
 /// (true) report.
-pub fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, String> {
+pub fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, ReportError> {
     let mut f = out.split(|b| *b == 0);
     let mut l = Listing {
         stamp_ok: true,
@@ -141,12 +141,10 @@ pub fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, String> 
     let mut exec = BTreeSet::new();
     let mut files = vec![];
     loop {
-        let field = f
-            .next()
-            .ok_or("re-sync report is truncated (no END marker)")?;
+        let field = f.next().ok_or(ReportError::Truncated)?;
         match field {
             b"END" => break,
-            b"" => return Err("re-sync report is truncated (no END marker)".into()),
+            b"" => return Err(ReportError::Truncated),
             b"NOSTAMP" if !with_archive => l.stamp_ok = false,
             b"BATCH" if with_archive => {
                 let mut names = vec![];
@@ -154,17 +152,17 @@ pub fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, String> 
                     match f.next() {
                         Some(p) if p.starts_with(b"./") => names.push(p),
                         Some(s) if s.starts_with(b"SUMS") => break &s[4..],
-                        _ => return Err("re-sync report: SUMS section missing".into()),
+                        _ => return Err(ReportError::SectionMissing("SUMS")),
                     }
                 };
                 let mut sums = sums;
                 for p in names {
-                    let (sha, rest) = parse_sum_line(sums, p).map_err(|e| e.to_string())?;
+                    let (sha, rest) = parse_sum_line(sums, p)?;
                     sums = rest;
                     l.hashed.insert(rel(p).unwrap_or(p).to_vec(), sha);
                 }
                 if !sums.is_empty() {
-                    return Err("re-sync report: more checksums than files".into());
+                    return Err(ReportError::ExtraChecksums);
                 }
             }
             [b'D', b'.', ..] => {
@@ -176,7 +174,7 @@ pub fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, String> 
                 let p = &field[3..];
                 match tag {
                     b'L' => {
-                        let mut target = f.next().ok_or("re-sync report: link target missing")?;
+                        let mut target = f.next().ok_or(ReportError::LinkTargetMissing)?;
                         if let Some(t) = target.strip_suffix(b"\n") {
                             target = t;
                         }
@@ -197,9 +195,8 @@ pub fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, String> 
                 }
             }
             other => {
-                return Err(format!(
-                    "re-sync report: unexpected record {:?}",
-                    String::from_utf8_lossy(&other[..other.len().min(80)])
+                return Err(ReportError::UnexpectedRecord(
+                    String::from_utf8_lossy(&other[..other.len().min(80)]).into_owned(),
                 ))
             }
         }
@@ -211,22 +208,24 @@ pub fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, String> 
             size: 0,
         };
         if l.entries.entries.insert(p.to_vec(), entry).is_some() {
-            return Err(format!(
-                "re-sync report: {} reported twice",
-                String::from_utf8_lossy(p)
+            return Err(ReportError::ReportedTwice(
+                String::from_utf8_lossy(p).into_owned(),
             ));
         }
     }
     Ok(l)
 }
 
-fn expect<'a>(name: &str, f: &mut impl Iterator<Item = &'a [u8]>) -> Result<(), String> {
+fn expect<'a>(
+    name: &'static str,
+    f: &mut impl Iterator<Item = &'a [u8]>,
+) -> Result<(), ReportError> {
     match f.next() {
         Some(x) if x == name.as_bytes() => Ok(()),
-        other => Err(format!(
-            "re-sync report: expected section {name}, found {:?}",
-            other.map(String::from_utf8_lossy)
-        )),
+        other => Err(ReportError::UnexpectedSection {
+            expected: name,
+            found: other.map(|o| String::from_utf8_lossy(o).into_owned()),
+        }),
     }
 }
 
@@ -257,20 +256,21 @@ mod tests {
         let r = b"ROOT\0/w\0NOSTAMP\0D.\0F./a\0END\0";
         assert!(!parse_listing(r, false).unwrap().stamp_ok);
         let r = b"ROOT\0/w\0D.\0Q./a\0END\0";
-        assert!(parse_listing(r, false)
-            .unwrap_err()
-            .contains("unexpected record"));
+        assert!(matches!(
+            parse_listing(r, false),
+            Err(ReportError::UnexpectedRecord(r)) if r == "Q./a"
+        ));
     }
 
     #[test]
     fn a_truncated_report_is_an_error() {
         let r = b"ROOT\0/w\0D.\0F./a\0";
-        assert!(parse_listing(r, false).unwrap_err().contains("END"));
+        assert_eq!(parse_listing(r, false).unwrap_err(), ReportError::Truncated);
         let h = "a".repeat(64);
         let mut r = b"ROOT\0/w\0ARCHIVE\0s\0D.\0F./a\0BATCH\0./a\0SUMS".to_vec();
         r.extend_from_slice(format!("{h}  ./a\n").as_bytes());
         r.push(0);
-        assert!(parse_listing(&r, true).unwrap_err().contains("END"));
+        assert_eq!(parse_listing(&r, true).unwrap_err(), ReportError::Truncated);
         r.extend_from_slice(b"END\0");
         let l = parse_listing(&r, true).unwrap();
         assert_eq!(l.hashed[&b"a"[..]], h);
