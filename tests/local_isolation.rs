@@ -252,7 +252,10 @@ fn isolated_step_is_its_own_group_without_capabilities_or_other_descriptors() {
         .lines()
         .find_map(|l| {
             let mut w = l.strip_prefix("[self] ")?.split(' ');
-            let (pid, pgrp) = (w.next()?.parse::<u32>().ok()?, w.next()?.parse::<u32>().ok()?);
+            let (pid, pgrp) = (
+                w.next()?.parse::<u32>().ok()?,
+                w.next()?.parse::<u32>().ok()?,
+            );
             Some((pid, pgrp))
         })
         .expect("pid and process group printed");
@@ -294,7 +297,37 @@ fn inherited_host_descriptor_does_not_reach_an_isolated_step() {
     let out = finish(cmd.output().unwrap(), out_dir);
     out.assert_code(0);
     assert!(out.stdout.contains("[fd] fd7-closed"), "{}", out.stdout);
-    assert!(!out.stdout.contains("host-secret-content"), "{}", out.stdout);
+    assert!(
+        !out.stdout.contains("host-secret-content"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// Bug: the sandbox's init is a forked copy of rfs, and its command line
+/// (the script's and output's host paths, every option) was readable
+/// inside as /proc/1/cmdline. The init blanks it.
+#[test]
+fn sandbox_init_does_not_show_rfs_command_line() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"sync_source();
+        let r = step("init", "tr '\\0' '_' < /proc/1/cmdline; echo '|end'");
+        print(r.stdout);"#,
+    );
+    out.assert_code(0);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("[init]"))
+        .expect("the init's command line printed");
+    assert!(
+        !line.contains("run") && !line.contains(".rhai") && !line.contains("--out"),
+        "rfs's command line is visible inside: {line}"
+    );
 }
 
 /// Start (in the background) a run whose first step leaves a `setsid`

@@ -673,6 +673,7 @@ impl Init {
             plan,
             report: report_w.as_raw_fd(),
             lifeline: life_r.as_raw_fd(),
+            args: own_args(),
         };
         // SAFETY: the child only makes raw system calls on prepared data
         // and ends in `_exit` (see `Child::outer`).
@@ -777,6 +778,9 @@ struct Child<'a> {
     plan: &'a Plan,
     report: RawFd,
     lifeline: RawFd,
+    /// rfs's command line in memory (start, length), blanked in the init:
+    /// its `/proc/1/cmdline` is readable inside.
+    args: (usize, usize),
 }
 
 impl Child<'_> {
@@ -826,6 +830,11 @@ impl Child<'_> {
 
     /// PID 1 of the sandbox: build the root, then reap until rfs is gone.
     unsafe fn init(&self) -> ! {
+        // The init is a copy of rfs: what rfs was run with (script and
+        // state paths, options) must not be read through /proc/1/cmdline.
+        if self.args.1 > 0 {
+            libc::memset(self.args.0 as *mut libc::c_void, 0, self.args.1);
+        }
         for (i, op) in self.plan.ops.iter().enumerate() {
             if let Err(e) = op.run() {
                 self.say(MSG_FAIL, i as u32, e as u32);
@@ -847,6 +856,24 @@ impl Child<'_> {
                 libc::_exit(0);
             }
         }
+    }
+}
+
+/// Where this process's command line lies in its memory (start, length;
+/// length 0 if unknown): fields 48 and 49 of /proc/self/stat.
+fn own_args() -> (usize, usize) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0, 0);
+    };
+    // Fields after the command name (which may contain spaces), from 3.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return (0, 0);
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| f.get(n - 3).and_then(|v| v.parse::<usize>().ok());
+    match (field(48), field(49)) {
+        (Some(a), Some(b)) if b > a => (a, b - a),
+        _ => (0, 0),
     }
 }
 
