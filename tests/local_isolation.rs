@@ -230,7 +230,7 @@ fn isolated_step_is_its_own_group_without_capabilities_or_other_descriptors() {
     let out = rfs.run(
         repo.path(),
         r#"sync_source();
-        let r = step("self", "grep -E '^(CapPrm|CapEff|CapBnd|NoNewPrivs)' /proc/$$/status | tr -s '\t ' ' '; cut -d' ' -f1,5 /proc/$$/stat; sleep 30 </dev/null & sleep 0.2; echo "fds: $(ls /proc/$!/fd | tr '\n' ' ')"; kill $!");
+        let r = step("self", "grep -E '^(CapPrm|CapEff|CapBnd|NoNewPrivs)' /proc/$$/status | tr -s '\t ' ' '; cut -d' ' -f1,5 /proc/$$/stat; sleep 30 </dev/null & sleep 0.2; echo \"fds: $(ls /proc/$!/fd | tr '\n' ' ')\"; kill $!");
         print(r.stdout);"#,
     );
     out.assert_code(0);
