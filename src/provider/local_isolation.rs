@@ -88,16 +88,6 @@ pub enum SpawnError {
     Os { what: String, errno: i32 },
 }
 
-impl SpawnError {
-    /// The `io::Error` of the failed call, as `Command::spawn` would give.
-    pub fn os_error(&self) -> Option<io::Error> {
-        match self {
-            SpawnError::Os { errno, .. } => Some(io::Error::from_raw_os_error(*errno)),
-            _ => None,
-        }
-    }
-}
-
 fn os(errno: i32) -> io::Error {
     io::Error::from_raw_os_error(errno)
 }
