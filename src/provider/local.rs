@@ -332,7 +332,10 @@ impl Provider for LocalProvider {
                     terminal: false,
                 };
                 let child = init.spawn(&spec).map_err(|e| cannot(&e))?;
-                drop((null, out_w, err_w));
+                // The command holds its own copies now.
+                drop(null);
+                drop(out_w);
+                drop(err_w);
                 let reader = |fd| -> ProviderResult<Output> {
                     Ok(Box::pin(
                         tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
