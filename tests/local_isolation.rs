@@ -194,6 +194,142 @@ fn setsid_daemon_does_not_survive_the_run() {
     rfs.assert_no_leftovers();
 }
 
+/// A step that times out is killed with its whole process group, while
+/// the sandbox lives on: its background job is gone before the next step.
+#[test]
+fn timed_out_step_leaves_no_process_of_its_group_in_the_sandbox() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"sync_source();
+        let t = step("slow", "sleep 3141592 & sleep 3141593", #{ timeout: 1, allow_failure: true });
+        print(`timed_out=${t.timed_out}`);
+        let r = step("left", "ps -eo args | grep -c '[s]leep 314159' || true");
+        print(r.stdout);"#,
+    );
+    out.assert_code(0);
+    assert!(out.stdout.contains("timed_out=true"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("[left] 0"),
+        "the timed-out step's group survived it:\n{}",
+        out.stdout
+    );
+    rfs.assert_no_leftovers();
+}
+
+/// What an isolated command is: its own process group, no capabilities
+/// (none to regain: `no_new_privs`, empty bounding set) and only its
+/// three standard streams open.
+#[test]
+fn isolated_step_is_its_own_group_without_capabilities_or_other_descriptors() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"sync_source();
+        let r = step("self", "grep -E '^(CapPrm|CapEff|CapBnd|NoNewPrivs)' /proc/$$/status | tr -s '\t ' ' '; cut -d' ' -f1,5 /proc/$$/stat; sleep 30 </dev/null & sleep 0.2; echo \"fds: $(ls /proc/$!/fd | tr '\n' ' ')\"; kill $!");
+        print(r.stdout);"#,
+    );
+    out.assert_code(0);
+    for want in [
+        "[self] CapPrm: 0000000000000000",
+        "[self] CapEff: 0000000000000000",
+        "[self] CapBnd: 0000000000000000",
+        "[self] NoNewPrivs: 1",
+    ] {
+        assert!(out.stdout.contains(want), "{want} missing:\n{}", out.stdout);
+    }
+    assert!(
+        out.stdout.lines().any(|l| l.trim() == "[self] fds: 0 1 2"),
+        "a command holds more than its standard streams:\n{}",
+        out.stdout
+    );
+    let group = out
+        .stdout
+        .lines()
+        .find_map(|l| {
+            let mut w = l.strip_prefix("[self] ")?.split(' ');
+            let (pid, pgrp) = (
+                w.next()?.parse::<u32>().ok()?,
+                w.next()?.parse::<u32>().ok()?,
+            );
+            Some((pid, pgrp))
+        })
+        .expect("pid and process group printed");
+    assert_eq!(group.0, group.1, "not its own process group leader");
+}
+
+/// Bug: a descriptor rfs inherited without close-on-exec (from whatever
+/// started it: a shell's `exec 7<file`, a CI runner's pipes) was passed on
+/// to every isolated command, a way out to the host the namespaces
+/// otherwise close. Commands now get only their three standard streams.
+#[test]
+fn inherited_host_descriptor_does_not_reach_an_isolated_step() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let secret = rfs.state.path().join("host-secret.txt");
+    std::fs::write(&secret, "host-secret-content\n").unwrap();
+    let (script, out_dir) = rfs.prepare(
+        r#"sync_source();
+        let r = step("fd", "if cat <&7 2>/dev/null; then echo fd7-open; else echo fd7-closed; fi");
+        print(r.stdout);"#,
+    );
+    let mut inner = rfs.cmd(repo.path());
+    inner.arg("run").arg(&script).arg("--out").arg(&out_dir);
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(r#"f=$1; shift; exec 7<"$f"; exec "$@""#)
+        .arg("sh")
+        .arg(&secret)
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .current_dir(repo.path());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = finish(cmd.output().unwrap(), out_dir);
+    out.assert_code(0);
+    assert!(out.stdout.contains("[fd] fd7-closed"), "{}", out.stdout);
+    assert!(
+        !out.stdout.contains("host-secret-content"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// Bug: the sandbox's init is a forked copy of rfs, and its command line
+/// (the script's and output's host paths, every option) was readable
+/// inside as /proc/1/cmdline. The init blanks it.
+#[test]
+fn sandbox_init_does_not_show_rfs_command_line() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"sync_source();
+        let r = step("init", "tr '\\0' '_' < /proc/1/cmdline; echo '|end'");
+        print(r.stdout);"#,
+    );
+    out.assert_code(0);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("[init]"))
+        .expect("the init's command line printed");
+    assert!(
+        !line.contains("run") && !line.contains(".rhai") && !line.contains("--out"),
+        "rfs's command line is visible inside: {line}"
+    );
+}
+
 /// Start (in the background) a run whose first step leaves a `setsid`
 /// daemon `sleep DAEMON` and whose second step `sleep LONG` runs until
 /// rfs is stopped; returns once both are running. The child is reaped if

@@ -6,7 +6,7 @@
 //! directory out of the inventory (atomic), then deletes it.
 
 use std::collections::HashMap;
-use std::os::unix::process::CommandExt as _;
+use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -310,40 +310,58 @@ impl Provider for LocalProvider {
             .read(id)?
             .ok_or(ProviderError::NotFound { id: id.into() })?;
         let init = self.init_of(id)?;
-        let (prog, args) = req
+        let prog = req
             .argv
-            .split_first()
+            .first()
             .ok_or_else(|| ProviderError::other("empty argv"))?;
-        let mut cmd = std::process::Command::new(prog);
-        cmd.args(args)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        for (k, v) in base_env(&info.home, init.is_some()) {
-            cmd.env(k, v);
-        }
-        for (k, v) in &req.env {
-            cmd.env(k, v);
-        }
-        match &init {
-            Some(init) => init
-                .enter(&mut cmd, &req.cwd)
-                .map_err(ProviderError::other)?,
-            None => {
-                cmd.current_dir(&req.cwd);
+        let mut env = base_env(&info.home, init.is_some());
+        env.extend(req.env.iter().cloned());
+        let cannot = |e: &dyn std::fmt::Display| {
+            ProviderError::other(format!("cannot start {prog} in sandbox {id}: {e}"))
+        };
+        let (mut child, mut out, mut err) = match &init {
+            Some(init) => {
+                let pipe = || local_isolation::pipe_cloexec().map_err(|e| cannot(&e));
+                let ((out_r, out_w), (err_r, err_w)) = (pipe()?, pipe()?);
+                let null = std::fs::File::open("/dev/null").map_err(|e| cannot(&e))?;
+                let spec = local_isolation::SpawnSpec {
+                    argv: &req.argv,
+                    env: &env,
+                    cwd: &req.cwd,
+                    stdio: [null.as_fd(), out_w.as_fd(), err_w.as_fd()],
+                    terminal: false,
+                };
+                let child = init.spawn(&spec).map_err(|e| cannot(&e))?;
+                // The command holds its own copies now.
+                drop(null);
+                drop(out_w);
+                drop(err_w);
+                let reader = |fd| -> ProviderResult<Output> {
+                    Ok(Box::pin(
+                        tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
+                            .map_err(|e| cannot(&e))?,
+                    ))
+                };
+                (LocalChild::Sandbox(child), reader(out_r)?, reader(err_r)?)
             }
-        }
-        let mut child = tokio::process::Command::from(cmd)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                ProviderError::other(format!("cannot start {prog} in sandbox {id}: {e}"))
-            })?;
+            None => {
+                let mut cmd = tokio::process::Command::new(prog);
+                cmd.args(&req.argv[1..])
+                    .env_clear()
+                    .envs(env.iter().map(|(k, v)| (k, v)))
+                    .current_dir(&req.cwd)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .process_group(0)
+                    .kill_on_drop(true);
+                let mut child = cmd.spawn().map_err(|e| cannot(&e))?;
+                let out: Output = Box::pin(child.stdout.take().expect("piped"));
+                let err: Output = Box::pin(child.stderr.take().expect("piped"));
+                (LocalChild::Host(child), out, err)
+            }
+        };
         let pgid = child.id().map(|p| p as i32);
-        let mut out = child.stdout.take().expect("piped");
-        let mut err = child.stderr.take().expect("piped");
         let deadline = req.timeout.map(|t| tokio::time::Instant::now() + t);
         let (mut obuf, mut ebuf) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
         let (mut odone, mut edone) = (false, false);
@@ -430,6 +448,33 @@ impl Provider for LocalProvider {
         .await
         .map_err(|e| ProviderError::other(e.to_string()))?;
         res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))
+    }
+}
+
+/// A command's stdout or stderr, read as it comes.
+type Output = std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>;
+
+/// A command rfs started: on the host, or in a sandbox's namespaces.
+#[derive(Debug)]
+pub(crate) enum LocalChild {
+    Host(tokio::process::Child),
+    Sandbox(local_isolation::SandboxChild),
+}
+
+impl LocalChild {
+    /// Its pid (= its process group id), while it has not been reaped.
+    pub(crate) fn id(&self) -> Option<u32> {
+        match self {
+            LocalChild::Host(c) => c.id(),
+            LocalChild::Sandbox(c) => Some(c.id()),
+        }
+    }
+
+    pub(crate) async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            LocalChild::Host(c) => c.wait().await,
+            LocalChild::Sandbox(c) => c.wait().await,
+        }
     }
 }
 

@@ -16,19 +16,23 @@
 //! as `/tmp`, a minimal `/dev` with a private devpts, and a `/proc` of its
 //! own PID namespace. Nothing else of the host exists inside.
 //!
-//! Commands enter through `setns` (user, mount, PID, IPC, network) in the
-//! forked child of a spawn, which then forks once more (joining a PID
-//! namespace only applies to children): the grandchild drops every
-//! capability and execs the command; the middle process closes all its
-//! descriptors, waits, and exits the way the command did. Both stay in the
-//! spawn's process group, so the runtime's group kills keep working.
+//! Commands enter without a `fork` of rfs: the calling thread starts a
+//! child with `clone(CLONE_VM | CLONE_VFORK)` (it shares rfs's memory, so
+//! nothing is copied, like `posix_spawn`), which joins the sandbox with
+//! `setns` (user, mount, PID, IPC, network) and starts the command the
+//! same way with `CLONE_PARENT` (joining a PID namespace only applies to
+//! children): the command is rfs's own child, in the sandbox's PID
+//! namespace, leader of its own process group (or session, for a
+//! terminal), with no capabilities and `no_new_privs`. rfs waits for it
+//! through a pidfd; the group kills of the runtime reach it directly.
 //!
-//! Code between `fork` and `exec`/`_exit` only makes raw system calls on
-//! data prepared before the fork (no allocation, no locks).
+//! Code between `fork`/`clone` and `exec`/`_exit` only makes raw system
+//! calls on data prepared before (no allocation, no locks): the spawn
+//! children share rfs's memory while rfs's other threads keep running.
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -43,15 +47,74 @@ const SYSTEM_DIRS: &[&str] = &[
 /// Device nodes bound from the host into the sandbox's `/dev`.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
+/// Why a sandbox's namespaces could not be set up, or a command could
+/// not be started inside them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetupError {
+    #[error("path {0} contains a NUL byte")]
+    NulByte(String),
+    #[error("the sandbox home {home} lies under {dir}, which isolated sandboxes see read-only; set RFS_STATE_DIR elsewhere")]
+    HomeUnderSystemDir { home: String, dir: &'static str },
+    /// A system call of rfs's own failed (`what`: the call and its object).
+    #[error("{what}: {}", os(*.errno))]
+    Os { what: String, errno: i32 },
+    /// A step of the sandbox's setup failed in the children.
+    #[error("{what} failed: {}", os(*.errno))]
+    Step { what: String, errno: i32 },
+    #[error("the sandbox init ended before it was ready ({0})")]
+    InitEnded(String),
+    /// Namespaces are not usable here, with the kernel settings that
+    /// usually explain it.
+    #[error("{cause}{}", hints.iter().map(|h| format!("; {h}")).collect::<String>())]
+    Unavailable {
+        cause: Box<SetupError>,
+        hints: Vec<String>,
+    },
+}
+
+/// Why a command could not be started in a sandbox (the sandbox works).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpawnError {
+    #[error("{what} contains a NUL byte")]
+    NulByte { what: &'static str },
+    #[error("empty argv")]
+    EmptyArgv,
+    #[error("environment variable name {0:?} is empty or contains `=`")]
+    EnvName(String),
+    /// `what`: which step of the start (the program itself for `exec`).
+    #[error("{what}: {}", os(*.errno))]
+    Os { what: String, errno: i32 },
+}
+
+fn os(errno: i32) -> io::Error {
+    io::Error::from_raw_os_error(errno)
+}
+
+fn io_setup(what: impl Into<String>, e: io::Error) -> SetupError {
+    SetupError::Os {
+        what: what.into(),
+        errno: e.raw_os_error().unwrap_or(libc::EIO),
+    }
+}
+
+fn last_os(what: impl Into<String>) -> SetupError {
+    SetupError::Os {
+        what: what.into(),
+        errno: errno(),
+    }
+}
+
 /// Why namespaces can or cannot be used here; probed once per process.
-pub fn availability() -> Result<(), String> {
-    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
+pub fn availability() -> Result<(), SetupError> {
+    static PROBE: OnceLock<Result<(), SetupError>> = OnceLock::new();
     PROBE.get_or_init(probe).clone()
 }
 
 /// For `rfs doctor`: what `local` would isolate with in `mode`
 /// (`RFS_LOCAL_ISOLATION` when `None`), or why it would refuse to run.
-pub fn doctor_line(mode: Option<super::isolation::IsolationMode>) -> Result<String, String> {
+pub fn doctor_line(mode: Option<super::isolation::IsolationMode>) -> Result<String, DoctorRefusal> {
     use super::isolation::{IsolationRequest, ISOLATION_ENV};
     let req = match mode {
         Some(m) => IsolationRequest {
@@ -60,11 +123,22 @@ pub fn doctor_line(mode: Option<super::isolation::IsolationMode>) -> Result<Stri
             network: true,
         },
         None => IsolationRequest::from_settings(None, std::env::var(ISOLATION_ENV).ok().as_deref())
-            .map_err(|e| e.to_string())?,
+            .map_err(DoctorRefusal::Setting)?,
     };
     decide(&req)
         .map(|f| format!("isolation {}", f.describe()))
-        .map_err(|e| format!("isolation refused: {e}"))
+        .map_err(DoctorRefusal::Refused)
+}
+
+/// Why `rfs doctor`'s local line fails.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DoctorRefusal {
+    /// `RFS_LOCAL_ISOLATION` is malformed.
+    #[error(transparent)]
+    Setting(super::isolation::IsolationError),
+    /// The mode asked for would refuse to run.
+    #[error("isolation refused: {0}")]
+    Refused(super::isolation::IsolationError),
 }
 
 /// What `local` has in force for `req`, or why it refuses.
@@ -91,14 +165,16 @@ pub fn decide(
             Ok(()) => Ok(ns(format!("requested by {by}"))),
             Err(why) => Err(IsolationError::NamespacesUnavailable {
                 by: by.clone(),
-                why,
+                why: why.to_string(),
             }),
         },
         IsolationMode::Auto => match availability() {
             Ok(()) => Ok(ns(format!(
                 "auto ({by}): the kernel permits unprivileged user namespaces"
             ))),
-            Err(why) if !req.network => Err(IsolationError::NetworkWithoutNamespaces { why }),
+            Err(why) if !req.network => Err(IsolationError::NetworkWithoutNamespaces {
+                why: why.to_string(),
+            }),
             Err(why) => Ok(IsolationInForce {
                 mode: "none".into(),
                 reason: format!(
@@ -112,7 +188,7 @@ pub fn decide(
 
 /// Try what an isolated sandbox needs (user, mount, PID and IPC
 /// namespaces, a `/proc` of its own) in a throwaway init.
-fn probe() -> Result<(), String> {
+fn probe() -> Result<(), SetupError> {
     let plan = Plan {
         ops: vec![
             Op::private_root(),
@@ -136,9 +212,9 @@ fn probe() -> Result<(), String> {
 }
 
 /// A failure, with the kernel settings that usually explain it.
-fn explain(e: String) -> String {
+fn explain(e: SetupError) -> SetupError {
     let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned());
-    let mut why = vec![e];
+    let mut why = vec![];
     if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
         why.push("sysctl user.max_user_namespaces is 0".into());
     }
@@ -148,16 +224,18 @@ fn explain(e: String) -> String {
     if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
         why.push("AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)".into());
     }
-    why.join("; ")
+    SetupError::Unavailable {
+        cause: Box::new(e),
+        hints: why,
+    }
 }
 
 fn cs(s: &str) -> CString {
     CString::new(s).expect("no NUL in constant")
 }
 
-fn cpath(p: &Path) -> Result<CString, String> {
-    CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| format!("path {} contains a NUL byte", p.display()))
+fn cpath(p: &Path) -> Result<CString, SetupError> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| SetupError::NulByte(p.display().to_string()))
 }
 
 /// One setup step of the init, prepared before the fork.
@@ -346,10 +424,10 @@ struct Plan {
 impl Plan {
     /// The root of a sandbox whose directory is `dir` (holding `home/`,
     /// `tmp/` and the mount point `root/`).
-    fn sandbox(dir: &Path, network: bool) -> Result<Plan, String> {
+    fn sandbox(dir: &Path, network: bool) -> Result<Plan, SetupError> {
         let root = dir.join("root");
         let home = dir.join("home");
-        let inside = |p: &Path| -> Result<CString, String> {
+        let inside = |p: &Path| -> Result<CString, SetupError> {
             cpath(&root.join(p.strip_prefix("/").unwrap_or(p)))
         };
         let mut ops = vec![
@@ -365,16 +443,17 @@ impl Plan {
         for d in SYSTEM_DIRS {
             let p = Path::new(d);
             if home.starts_with(p) {
-                return Err(format!(
-                    "the sandbox home {} lies under {d}, which isolated sandboxes see read-only; set RFS_STATE_DIR elsewhere",
-                    home.display()
-                ));
+                return Err(SetupError::HomeUnderSystemDir {
+                    home: home.display().to_string(),
+                    dir: d,
+                });
             }
             let Ok(meta) = std::fs::symlink_metadata(p) else {
                 continue;
             };
             if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(p).map_err(|e| format!("reading {d}: {e}"))?;
+                let target =
+                    std::fs::read_link(p).map_err(|e| io_setup(format!("reading {d}"), e))?;
                 ops.push(Op::Symlink {
                     target: cpath(&target)?,
                     link: inside(p)?,
@@ -547,11 +626,12 @@ impl std::fmt::Debug for Init {
     }
 }
 
-fn pipe_cloexec() -> Result<(OwnedFd, OwnedFd), String> {
+/// A pipe (read end, write end), both close-on-exec.
+pub fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two descriptors into `fds`.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!("pipe: {}", io::Error::last_os_error()));
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: both descriptors were just created and are owned here.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
@@ -559,14 +639,14 @@ fn pipe_cloexec() -> Result<(OwnedFd, OwnedFd), String> {
 
 impl Init {
     /// Start the init of an isolated sandbox living in `dir`.
-    pub fn for_sandbox(dir: &Path, network: bool) -> Result<Init, String> {
+    pub fn for_sandbox(dir: &Path, network: bool) -> Result<Init, SetupError> {
         let plan = Plan::sandbox(dir, network)?;
         Init::start(&plan)
     }
 
-    fn start(plan: &Plan) -> Result<Init, String> {
-        let (report_r, report_w) = pipe_cloexec()?;
-        let (life_r, life_w) = pipe_cloexec()?;
+    fn start(plan: &Plan) -> Result<Init, SetupError> {
+        let (report_r, report_w) = pipe_cloexec().map_err(|e| io_setup("pipe", e))?;
+        let (life_r, life_w) = pipe_cloexec().map_err(|e| io_setup("pipe", e))?;
         // SAFETY: geteuid/getegid cannot fail.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         let uid_map = format!("{uid} {uid} 1\n");
@@ -583,12 +663,13 @@ impl Init {
             plan,
             report: report_w.as_raw_fd(),
             lifeline: life_r.as_raw_fd(),
+            args: own_args(),
         };
         // SAFETY: the child only makes raw system calls on prepared data
         // and ends in `_exit` (see `Child::outer`).
         let outer = unsafe { libc::fork() };
         if outer < 0 {
-            return Err(format!("fork: {}", io::Error::last_os_error()));
+            return Err(last_os("fork"));
         }
         if outer == 0 {
             unsafe { child.outer() }
@@ -608,7 +689,7 @@ impl Init {
             let mut msg = [0u8; 12];
             use std::io::Read;
             if let Err(e) = file.read_exact(&mut msg) {
-                return Err(format!("the sandbox init ended before it was ready ({e})"));
+                return Err(SetupError::InitEnded(e.to_string()));
             }
             let word = |i: usize| u32::from_ne_bytes(msg[i..i + 4].try_into().expect("4 bytes"));
             match word(0) {
@@ -616,7 +697,6 @@ impl Init {
                 MSG_READY => ready = true,
                 _ => {
                     let step = word(4);
-                    let err = io::Error::from_raw_os_error(word(8) as i32);
                     let what = match step {
                         STEP_UNSHARE => "creating user/mount/PID namespaces (unshare)".to_owned(),
                         STEP_MAPS => "mapping the uid/gid into the user namespace".to_owned(),
@@ -626,7 +706,10 @@ impl Init {
                             .get(i as usize)
                             .map_or_else(|| format!("setup step {i}"), Op::describe),
                     };
-                    return Err(format!("{what} failed: {err}"));
+                    return Err(SetupError::Step {
+                        what,
+                        errno: word(8) as i32,
+                    });
                 }
             }
         }
@@ -636,32 +719,19 @@ impl Init {
         }
         for k in kinds {
             let path = format!("/proc/{}/ns/{k}", init.pid);
-            let f = std::fs::File::open(&path).map_err(|e| format!("opening {path}: {e}"))?;
+            let f =
+                std::fs::File::open(&path).map_err(|e| io_setup(format!("opening {path}"), e))?;
             init.ns.push(OwnedFd::from(f));
         }
         Ok(init)
     }
 
-    /// Make `cmd` run inside the sandbox, in `cwd` (a path inside). The
-    /// caller must not set a host working directory on `cmd`.
-    pub fn enter(
-        self: &std::sync::Arc<Self>,
-        cmd: &mut std::process::Command,
-        cwd: &str,
-    ) -> Result<(), String> {
-        use std::os::unix::process::CommandExt;
-        let cwd = CString::new(cwd).map_err(|_| format!("cwd {cwd:?} contains a NUL byte"))?;
-        let me = self.clone();
-        // SAFETY: the closure runs between fork and exec and only makes raw
-        // system calls on data prepared here.
-        unsafe {
-            cmd.pre_exec(move || {
-                let fds: [RawFd; 5] =
-                    std::array::from_fn(|i| me.ns.get(i).map_or(-1, |f| f.as_raw_fd()));
-                enter_child(&fds, &cwd)
-            });
-        }
-        Ok(())
+    /// Start a command inside the sandbox (see the module documentation).
+    /// Returns once the command runs (its `exec` succeeded), or why it
+    /// could not start; the command is then rfs's own child.
+    pub fn spawn(&self, spec: &SpawnSpec<'_>) -> Result<SandboxChild, SpawnError> {
+        let launch = Launch::prepare(self, spec)?;
+        launch.run()
     }
 
     /// Kill the sandbox's PID namespace and wait until it is gone.
@@ -698,6 +768,9 @@ struct Child<'a> {
     plan: &'a Plan,
     report: RawFd,
     lifeline: RawFd,
+    /// rfs's command line in memory (start, length), blanked in the init:
+    /// its `/proc/1/cmdline` is readable inside.
+    args: (usize, usize),
 }
 
 impl Child<'_> {
@@ -747,6 +820,11 @@ impl Child<'_> {
 
     /// PID 1 of the sandbox: build the root, then reap until rfs is gone.
     unsafe fn init(&self) -> ! {
+        // The init is a copy of rfs: what rfs was run with (script and
+        // state paths, options) must not be read through /proc/1/cmdline.
+        if self.args.1 > 0 {
+            libc::memset(self.args.0 as *mut libc::c_void, 0, self.args.1);
+        }
         for (i, op) in self.plan.ops.iter().enumerate() {
             if let Err(e) = op.run() {
                 self.say(MSG_FAIL, i as u32, e as u32);
@@ -768,6 +846,24 @@ impl Child<'_> {
                 libc::_exit(0);
             }
         }
+    }
+}
+
+/// Where this process's command line lies in its memory (start, length;
+/// length 0 if unknown): fields 48 and 49 of /proc/self/stat.
+fn own_args() -> (usize, usize) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0, 0);
+    };
+    // Fields after the command name (which may contain spaces), from 3.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return (0, 0);
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| f.get(n - 3).and_then(|v| v.parse::<usize>().ok());
+    match (field(48), field(49)) {
+        (Some(a), Some(b)) if b > a => (a, b - a),
+        _ => (0, 0),
     }
 }
 
@@ -842,47 +938,465 @@ unsafe fn write_file(path: &std::ffi::CStr, data: &[u8]) -> bool {
     true
 }
 
-/// In the forked child of a spawn: join the sandbox and fork the command;
-/// the middle process waits and mirrors the command's end.
-fn enter_child(fds: &[RawFd], cwd: &CString) -> io::Result<()> {
-    // SAFETY: raw system calls only; see the module documentation.
+/// A command to start inside a sandbox.
+#[derive(Debug)]
+pub struct SpawnSpec<'a> {
+    pub argv: &'a [String],
+    /// The whole environment (nothing is inherited); of duplicate names
+    /// the last wins. Its `PATH` finds a program named without a `/`.
+    pub env: &'a [(String, String)],
+    /// The working directory, a path inside the sandbox.
+    pub cwd: &'a str,
+    /// stdin, stdout, stderr.
+    pub stdio: [BorrowedFd<'a>; 3],
+    /// A session of its own with stdin as its controlling terminal (a
+    /// PTY's slave), instead of a process group of its own.
+    pub terminal: bool,
+}
+
+/// Where a start failed (`Launch::stage`); 0: it did not.
+const STAGE_SETNS: u32 = 1;
+const STAGE_CLONE: u32 = 2;
+const STAGE_STDIO: u32 = 3;
+const STAGE_GROUP: u32 = 4;
+const STAGE_SESSION: u32 = 5;
+const STAGE_TERMINAL: u32 = 6;
+const STAGE_CWD: u32 = 7;
+const STAGE_EXEC: u32 = 8;
+
+/// Stack of each spawn child (they run only the functions below; Rust's
+/// stack probes touch pages of it, so it is generous for debug builds).
+const SPAWN_STACK: usize = 256 * 1024;
+
+/// Two stacks with a guard page below each, unmapped when dropped.
+struct Stacks {
+    base: *mut libc::c_void,
+    len: usize,
+}
+
+impl Stacks {
+    fn new() -> Result<Stacks, SpawnError> {
+        let page = 4096;
+        let len = 2 * (page + SPAWN_STACK);
+        // SAFETY: a fresh private anonymous mapping; nothing else uses it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(SpawnError::Os {
+                what: "allocating the start's stacks".into(),
+                errno: errno(),
+            });
+        }
+        let stacks = Stacks { base, len };
+        for i in 0..2 {
+            // SAFETY: a page inside the mapping above.
+            if unsafe { libc::mprotect(stacks.at(i).cast(), page, libc::PROT_NONE) } != 0 {
+                return Err(SpawnError::Os {
+                    what: "guarding the start's stacks".into(),
+                    errno: errno(),
+                });
+            }
+        }
+        Ok(stacks)
+    }
+
+    /// The bottom (guard page) of stack `i`.
+    fn at(&self, i: usize) -> *mut u8 {
+        // SAFETY: within the mapping.
+        unsafe { self.base.cast::<u8>().add(i * (4096 + SPAWN_STACK)) }
+    }
+
+    /// The top of stack `i` (stacks grow down; 16-byte aligned).
+    fn top(&self, i: usize) -> *mut libc::c_void {
+        // SAFETY: one past the end of stack `i`, still within the mapping
+        // or its end.
+        unsafe { self.at(i).add(4096 + SPAWN_STACK).cast() }
+    }
+}
+
+impl Drop for Stacks {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, no child uses it any more.
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+/// Everything the spawn children need, prepared before the `clone`, and
+/// what they report back (they share rfs's memory).
+struct Launch {
+    /// Namespaces to join, in order (user first); -1: none.
+    ns: [RawFd; 5],
+    cwd: CString,
+    /// Paths to try executing, in order (one unless looked up in PATH).
+    programs: Vec<CString>,
+    /// Kept alive for the pointer arrays.
+    _strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    stdio: [RawFd; 3],
+    terminal: bool,
+    stacks: Stacks,
+    /// Written by the children.
+    pid: std::sync::atomic::AtomicI32,
+    stage: std::sync::atomic::AtomicU32,
+    errno: std::sync::atomic::AtomicI32,
+}
+
+impl Launch {
+    fn prepare(init: &Init, spec: &SpawnSpec<'_>) -> Result<Launch, SpawnError> {
+        let c =
+            |what: &'static str, s: &str| CString::new(s).map_err(|_| SpawnError::NulByte { what });
+        let program = spec.argv.first().ok_or(SpawnError::EmptyArgv)?;
+        let mut strings = vec![];
+        let mut argv = vec![];
+        for a in spec.argv {
+            let a = c("an argument", a)?;
+            argv.push(a.as_ptr());
+            strings.push(a);
+        }
+        argv.push(std::ptr::null());
+        let mut env = std::collections::BTreeMap::new();
+        for (k, v) in spec.env {
+            env.insert(k.as_str(), v.as_str());
+        }
+        let mut envp = vec![];
+        for (k, v) in &env {
+            if k.is_empty() || k.contains('=') {
+                return Err(SpawnError::EnvName((*k).to_owned()));
+            }
+            let kv = c("an environment variable", &format!("{k}={v}"))?;
+            envp.push(kv.as_ptr());
+            strings.push(kv);
+        }
+        envp.push(std::ptr::null());
+        // As execvp does, with the command's own PATH.
+        let programs = if program.contains('/') {
+            vec![c("the program", program)?]
+        } else {
+            let path = env.get("PATH").copied().unwrap_or("/bin:/usr/bin");
+            path.split(':')
+                .map(|dir| {
+                    let dir = if dir.is_empty() { "." } else { dir };
+                    c("the program", &format!("{dir}/{program}"))
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let mut ns = [-1; 5];
+        for (slot, fd) in ns.iter_mut().zip(&init.ns) {
+            *slot = fd.as_raw_fd();
+        }
+        Ok(Launch {
+            ns,
+            cwd: c("the working directory", spec.cwd)?,
+            programs,
+            _strings: strings,
+            argv,
+            envp,
+            stdio: spec.stdio.map(|f| f.as_raw_fd()),
+            terminal: spec.terminal,
+            stacks: Stacks::new()?,
+            pid: 0.into(),
+            stage: 0.into(),
+            errno: 0.into(),
+        })
+    }
+
+    /// Start the children, wait until the command runs or failed.
+    fn run(self) -> Result<SandboxChild, SpawnError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let arg = &self as *const Launch as *mut libc::c_void;
+        // SAFETY: the children only read `self` and write its atomics, and
+        // `self` outlives them: with CLONE_VFORK this thread resumes only
+        // when the first child has exited, after the second one exec'd or
+        // exited. Every signal stays blocked in between (the children
+        // reset the handlers they share with rfs before unblocking).
+        let (c1, clone_errno) = unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+            let c1 = libc::clone(
+                launch_outer,
+                self.stacks.top(0),
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_FILES | libc::SIGCHLD,
+                arg,
+            );
+            let e = errno();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            (c1, e)
+        };
+        if c1 < 0 {
+            return Err(SpawnError::Os {
+                what: "starting a process (clone)".into(),
+                errno: clone_errno,
+            });
+        }
+        reap(c1);
+        let pid = self.pid.load(SeqCst);
+        let stage = self.stage.load(SeqCst);
+        if stage != 0 {
+            if pid > 0 {
+                reap(pid);
+            }
+            let what = match stage {
+                STAGE_SETNS => "joining the sandbox's namespaces (setns)".into(),
+                STAGE_CLONE => "starting a process in the sandbox (clone)".into(),
+                STAGE_STDIO => "setting up its standard streams".into(),
+                STAGE_GROUP => "making it a process group of its own".into(),
+                STAGE_SESSION => "making it a session of its own".into(),
+                STAGE_TERMINAL => "giving it its terminal".into(),
+                STAGE_CWD => format!("entering {}", self.cwd.to_string_lossy()),
+                _ => format!("executing {}", self.programs[0].to_string_lossy()),
+            };
+            return Err(SpawnError::Os {
+                what,
+                errno: self.errno.load(SeqCst),
+            });
+        }
+        if pid <= 0 {
+            return Err(SpawnError::Os {
+                what: "starting a process in the sandbox (it vanished)".into(),
+                errno: libc::ECHILD,
+            });
+        }
+        Ok(SandboxChild::new(pid))
+    }
+
+    /// In a child: record the failed stage and its errno.
+    fn fail(&self, stage: u32) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.errno.store(errno(), SeqCst);
+        self.stage.store(stage, SeqCst);
+    }
+}
+
+/// Wait for one of our children that has ended or is ending.
+fn reap(pid: libc::pid_t) -> Option<libc::c_int> {
+    let mut status = 0;
+    loop {
+        // SAFETY: a plain wait for our own child.
+        if unsafe { libc::waitpid(pid, &mut status, 0) } == pid {
+            return Some(status);
+        }
+        if errno() != libc::EINTR {
+            return None;
+        }
+    }
+}
+
+/// The first spawn child (rfs's memory, fd table; own fs): join the
+/// sandbox, start the command as rfs's child, exit.
+extern "C" fn launch_outer(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Launch` that `Launch::run` keeps alive; raw
+    // system calls only.
     unsafe {
-        for &fd in fds.iter().filter(|f| **f >= 0) {
+        let l = &*(arg as *const Launch);
+        for &fd in l.ns.iter().filter(|f| **f >= 0) {
             if libc::setns(fd, 0) != 0 {
-                return Err(io::Error::last_os_error());
+                l.fail(STAGE_SETNS);
+                return 1;
             }
         }
-        let pid = libc::fork();
+        let pid = libc::clone(
+            launch_inner,
+            l.stacks.top(1),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PARENT | libc::SIGCHLD,
+            arg,
+        );
         if pid < 0 {
-            return Err(io::Error::last_os_error());
+            l.fail(STAGE_CLONE);
+            return 1;
         }
-        if pid == 0 {
-            if libc::chdir(cwd.as_ptr()) != 0 {
-                return Err(io::Error::last_os_error());
+        l.pid.store(pid, std::sync::atomic::Ordering::SeqCst);
+        0
+    }
+}
+
+/// The second spawn child, in the sandbox's PID namespace: the command.
+extern "C" fn launch_inner(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: as in `launch_outer`.
+    unsafe {
+        let l = &*(arg as *const Launch);
+        let fail = |stage| -> libc::c_int {
+            l.fail(stage);
+            libc::_exit(127)
+        };
+        // rfs's handlers must not run here (the mask is still full).
+        for sig in 1..libc::SIGRTMAX() {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
             }
-            drop_capabilities();
-            return Ok(());
         }
-        // The middle: hold nothing (the spawner's exec-error pipe and the
-        // command's stdio belong to the command), wait, mirror its end.
-        close_range(0, i32::MAX);
+        // stdio: first move sources out of 0..3 where they would be
+        // overwritten, then dup2 (which clears close-on-exec).
+        let mut src = l.stdio;
+        for (i, fd) in src.iter_mut().enumerate() {
+            if *fd < 3 && *fd != i as RawFd {
+                *fd = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3);
+                if *fd < 0 {
+                    return fail(STAGE_STDIO);
+                }
+            }
+        }
+        for (i, &fd) in src.iter().enumerate() {
+            let i = i as RawFd;
+            let r = if fd == i {
+                libc::fcntl(i, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, i)
+            };
+            if r < 0 {
+                return fail(STAGE_STDIO);
+            }
+        }
+        if l.terminal {
+            if libc::setsid() < 0 {
+                return fail(STAGE_SESSION);
+            }
+            #[allow(clippy::useless_conversion)]
+            if libc::ioctl(0, libc::TIOCSCTTY.into(), 0) < 0 {
+                return fail(STAGE_TERMINAL);
+            }
+        } else if libc::setpgid(0, 0) != 0 {
+            return fail(STAGE_GROUP);
+        }
+        if libc::chdir(l.cwd.as_ptr()) != 0 {
+            return fail(STAGE_CWD);
+        }
+        drop_capabilities();
+        // Nothing of rfs's beyond stdio reaches the command.
+        close_range(3, i32::MAX);
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        // As execvp: keep looking past missing files; a permission
+        // problem is reported if nothing ran.
+        let mut err = libc::ENOENT;
+        let mut denied = false;
+        for p in &l.programs {
+            libc::execve(p.as_ptr(), l.argv.as_ptr(), l.envp.as_ptr());
+            match errno() {
+                libc::EACCES => denied = true,
+                libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+                e => {
+                    err = e;
+                    break;
+                }
+            }
+        }
+        if denied && err == libc::ENOENT {
+            err = libc::EACCES;
+        }
+        *libc::__errno_location() = err;
+        fail(STAGE_EXEC)
+    }
+}
+
+/// A command started in a sandbox by [`Init::spawn`]: rfs's child, the
+/// leader of its process group (and session, for a terminal). Dropped
+/// before it was waited for, its group is killed (like `kill_on_drop`).
+#[derive(Debug)]
+pub struct SandboxChild {
+    pid: libc::pid_t,
+    /// Readable once the command has ended (`None`: kernels before 5.3).
+    pidfd: Option<OwnedFd>,
+    status: Option<std::process::ExitStatus>,
+}
+
+impl SandboxChild {
+    fn new(pid: libc::pid_t) -> SandboxChild {
+        // SAFETY: our own unreaped child: the pid cannot be reused yet.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        SandboxChild {
+            pid,
+            // SAFETY: a fresh descriptor owned here.
+            pidfd: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) }),
+            status: None,
+        }
+    }
+
+    /// Its pid as rfs sees it (= its process group id).
+    pub fn id(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Whether it has ended (reaps it if so).
+    pub fn try_wait(&mut self) -> io::Result<Option<std::process::ExitStatus>> {
+        use std::os::unix::process::ExitStatusExt;
+        if self.status.is_some() {
+            return Ok(self.status);
+        }
         let mut status = 0;
-        while libc::waitpid(pid, &mut status, 0) < 0 {
-            if errno() != libc::EINTR {
-                libc::_exit(127);
+        // SAFETY: a plain wait for our own child.
+        match unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } {
+            0 => Ok(None),
+            r if r == self.pid => {
+                self.status = Some(std::process::ExitStatus::from_raw(status));
+                Ok(self.status)
+            }
+            _ => Err(io::Error::last_os_error()),
+        }
+    }
+
+    /// Wait until it has ended.
+    pub async fn wait(&mut self) -> io::Result<std::process::ExitStatus> {
+        if let Some(s) = self.try_wait()? {
+            return Ok(s);
+        }
+        match &self.pidfd {
+            Some(fd) => {
+                // SAFETY: the pidfd stays open (owned by `self`) while
+                // this registration lives; it is dropped before returning.
+                let fd = unsafe {
+                    tokio::io::unix::AsyncFd::register_with_interest(
+                        fd.as_raw_fd(),
+                        tokio::io::Interest::READABLE,
+                    )
+                }
+                .map_err(io::Error::from)?;
+                loop {
+                    let mut ready = fd.readable().await?;
+                    if let Some(s) = self.try_wait()? {
+                        return Ok(s);
+                    }
+                    ready.clear_ready();
+                }
+            }
+            None => {
+                let pid = self.pid;
+                let status = tokio::task::spawn_blocking(move || reap(pid))
+                    .await
+                    .map_err(io::Error::other)?
+                    .ok_or_else(io::Error::last_os_error)?;
+                use std::os::unix::process::ExitStatusExt;
+                self.status = Some(std::process::ExitStatus::from_raw(status));
+                Ok(std::process::ExitStatus::from_raw(status))
             }
         }
-        if libc::WIFSIGNALED(status) {
-            let sig = libc::WTERMSIG(status);
-            libc::signal(sig, libc::SIG_DFL);
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, sig);
-            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-            libc::kill(libc::getpid(), sig);
-            libc::_exit(128 + sig);
+    }
+}
+
+impl Drop for SandboxChild {
+    fn drop(&mut self) {
+        if matches!(self.try_wait(), Ok(Some(_))) {
+            return;
         }
-        libc::_exit(libc::WEXITSTATUS(status))
+        // Unreaped, so the pid (and group id) is still ours.
+        // SAFETY: signals to our own child and its group.
+        unsafe {
+            libc::kill(-self.pid, libc::SIGKILL);
+            libc::kill(self.pid, libc::SIGKILL);
+        }
+        let pid = self.pid;
+        std::thread::spawn(move || reap(pid));
     }
 }
 
@@ -934,7 +1448,14 @@ mod tests {
         let e = Plan::sandbox(Path::new("/usr/share/rfs/local/sandboxes/x"), true)
             .err()
             .unwrap();
-        assert!(e.contains("lies under /usr"), "{e}");
+        assert_eq!(
+            e,
+            SetupError::HomeUnderSystemDir {
+                home: "/usr/share/rfs/local/sandboxes/x/home".into(),
+                dir: "/usr"
+            }
+        );
+        assert!(e.to_string().contains("lies under /usr"), "{e}");
     }
 
     #[test]

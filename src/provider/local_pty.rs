@@ -11,7 +11,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -24,6 +24,7 @@ use nix::unistd::Pid;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::local::LocalChild;
 use super::{ExecOutcome, ProviderError, ProviderResult, PtyChannel, PtyInput, PtyRequest};
 
 /// Output chunks buffered in the channel before the reader waits (and the
@@ -41,8 +42,8 @@ pub async fn spawn_local_pty(req: &PtyRequest) -> ProviderResult<PtyChannel> {
 }
 
 /// Start `req.argv` under a fresh PTY, inside the namespaces of `init`
-/// when given (`req.cwd` is then a path inside). The session leader is the
-/// process rfs spawned; the program shares its session and terminal.
+/// when given (`req.cwd` is then a path inside). The program is the
+/// leader of its own session, with the PTY as its controlling terminal.
 pub async fn spawn_local_pty_in(
     req: &PtyRequest,
     init: Option<std::sync::Arc<super::local_isolation::Init>>,
@@ -73,44 +74,55 @@ pub async fn spawn_local_pty_in(
     )
     .map_err(|e| err("fcntl", &e))?;
 
-    let stdio = |fd: &OwnedFd| -> ProviderResult<Stdio> {
-        Ok(Stdio::from(fd.try_clone().map_err(|e| err("dup", &e))?))
-    };
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(&req.argv[1..])
-        .env_clear()
-        .envs(req.env.iter().map(|(k, v)| (k, v)))
-        .stdin(stdio(&pty.slave)?)
-        .stdout(stdio(&pty.slave)?)
-        .stderr(stdio(&pty.slave)?);
-    // SAFETY: only async-signal-safe calls (setsid, ioctl) run between fork
-    // and exec; stdio is already the PTY slave at this point.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            #[allow(clippy::useless_conversion)]
-            if libc::ioctl(0, libc::TIOCSCTTY.into(), 0) == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    match &init {
-        Some(init) => init
-            .enter(cmd.as_std_mut(), &req.cwd)
-            .map_err(|e| err("entering the sandbox", &e))?,
-        None => {
-            cmd.current_dir(&req.cwd);
-        }
-    }
-    let mut child = cmd.spawn().map_err(|e| {
+    let cannot = |e: &dyn std::fmt::Display| {
         ProviderError::other(format!(
             "pty: cannot start {program:?} in {:?}: {e}",
             req.cwd
         ))
-    })?;
+    };
+    let mut child = match &init {
+        // In the sandbox: its own session with the PTY as controlling
+        // terminal (see `Init::spawn`).
+        Some(init) => {
+            let slave = pty.slave.as_fd();
+            let spec = super::local_isolation::SpawnSpec {
+                argv: &req.argv,
+                env: &req.env,
+                cwd: &req.cwd,
+                stdio: [slave, slave, slave],
+                terminal: true,
+            };
+            LocalChild::Sandbox(init.spawn(&spec).map_err(|e| cannot(&e))?)
+        }
+        None => {
+            let stdio = |fd: &OwnedFd| -> ProviderResult<Stdio> {
+                Ok(Stdio::from(fd.try_clone().map_err(|e| err("dup", &e))?))
+            };
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(&req.argv[1..])
+                .env_clear()
+                .envs(req.env.iter().map(|(k, v)| (k, v)))
+                .current_dir(&req.cwd)
+                .stdin(stdio(&pty.slave)?)
+                .stdout(stdio(&pty.slave)?)
+                .stderr(stdio(&pty.slave)?);
+            // SAFETY: only async-signal-safe calls (setsid, ioctl) run
+            // between fork and exec; stdio is already the PTY slave.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::setsid() == -1 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    #[allow(clippy::useless_conversion)]
+                    if libc::ioctl(0, libc::TIOCSCTTY.into(), 0) == -1 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            LocalChild::Host(cmd.spawn().map_err(|e| cannot(&e))?)
+        }
+    };
     drop(pty.slave);
     let pid = child
         .id()
