@@ -1174,3 +1174,78 @@ fn doctor_reports_daytona_health_and_a_refused_key() {
     assert!(!text.contains(wrong), "{text}");
     rfs.finish();
 }
+
+/// Gap 10: with `RUST_LOG=rfs::daytona=debug` every HTTP call logs its
+/// method, route template (no host, no query, no id), status, attempt and
+/// elapsed time, and a retry its delay; never the key.
+#[test]
+fn every_http_call_is_logged_at_debug_without_secrets() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    rfs.sim()
+        .faults()
+        .fail_next("GET", "/sandbox", 1, 503, None);
+    let (script, out_dir) = rfs.prepare("step(\"s\", \"echo hi\");\n");
+    let out = rfs
+        .cmd(repo.path())
+        .env("RUST_LOG", "rfs::daytona=debug")
+        .args(["run"])
+        .arg(&script)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let out = finish(out, out_dir);
+    rfs.console(&out.stdout);
+    rfs.console(&out.stderr);
+    out.assert_code(0);
+    let lines: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("rfs::daytona"))
+        .collect();
+    let id = out.sandbox_id();
+    let has = |needles: &[&str]| lines.iter().any(|l| needles.iter().all(|n| l.contains(n)));
+    assert!(
+        has(&[
+            "check the API",
+            "method=GET",
+            "route=/api/sandbox",
+            "status=503",
+            "attempt=1",
+            "elapsed_ms="
+        ]),
+        "{lines:#?}"
+    );
+    assert!(
+        has(&["check the API: retrying", "attempt=1", "delay_ms="]),
+        "{lines:#?}"
+    );
+    assert!(
+        has(&["check the API", "status=200", "attempt=2"]),
+        "{lines:#?}"
+    );
+    assert!(
+        has(&[
+            "create sandbox",
+            "method=POST",
+            "route=/api/sandbox",
+            "status=200"
+        ]),
+        "{lines:#?}"
+    );
+    assert!(
+        has(&["start command", "route=/toolbox/{}/process/session/{}/exec"]),
+        "{lines:#?}"
+    );
+    assert!(
+        has(&["delete sandbox", "method=DELETE", "route=/api/sandbox/{}"]),
+        "{lines:#?}"
+    );
+    for l in &lines {
+        assert!(!l.contains(&id), "an id in a route: {l}");
+        assert!(!l.contains("127.0.0.1") && !l.contains("labels="), "{l}");
+        assert!(!l.to_ascii_lowercase().contains("bearer"), "{l}");
+    }
+    rfs.finish();
+}
