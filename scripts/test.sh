@@ -40,6 +40,7 @@ fi
 
 # CI has an engine: a missing one must fail the docker suites, not skip them.
 export RFS_REQUIRE_DOCKER=1
+export RFS_REQUIRE_DAYTONA=1
 cargo fmt --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Benchmarks are not tests: scripts/bench-*.sh and `cargo bench` run them.

@@ -18,35 +18,33 @@ fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Runtime::new().unwrap()
 }
 
+fn config(sim: &Sim) -> Config {
+    Config::new(
+        Credential::ApiKey(Secret::new(sim.api_key())),
+        sim.api_url(),
+    )
+}
+
 fn provider(sim: &Sim, create_timeout: Duration) -> Arc<DaytonaProvider> {
     Arc::new(
         DaytonaProvider::new(Config {
-            credential: Credential::ApiKey(Secret::new(sim.api_key())),
-            api_url: sim.api_url(),
-            target: None,
-            default_snapshot: None,
             create_timeout,
+            ..config(sim)
         })
         .unwrap(),
     )
 }
 
 /// A server started with `opts`, a provider for it and a runtime; `None`
-/// (said in one line) when this machine cannot run the server.
+/// (said in one line) when this machine cannot run the server, a failure
+/// under `RFS_REQUIRE_DAYTONA=1`.
 fn served(
     opts: SimOptions,
     create_timeout: Duration,
 ) -> Option<(Sim, Arc<DaytonaProvider>, tokio::runtime::Runtime)> {
-    match Sim::start(opts) {
-        Ok(sim) => {
-            let p = provider(&sim, create_timeout);
-            Some((sim, p, rt()))
-        }
-        Err(e) => {
-            eprintln!("skipping daytona test: the server cannot run here: {e}");
-            None
-        }
-    }
+    let sim = start_sim(opts)?;
+    let p = provider(&sim, create_timeout);
+    Some((sim, p, rt()))
 }
 
 /// Labels of a sandbox owned by this test process (so gc keeps it).
@@ -595,5 +593,659 @@ fn keep_leaves_the_sandbox_running_and_gc_on_this_host_removes_it() {
     rfs.console(&text);
     assert_eq!(gc.status.code(), Some(0), "{text}");
     assert!(text.contains(&id), "{text}");
+    rfs.finish();
+}
+
+/// Gap 1: without the server (here: no `unshare` on PATH) the daytona
+/// tests skip with one line; with `RFS_REQUIRE_DAYTONA=1` they fail naming
+/// what is missing. Runs two tests of this binary (one through `Rfs`, one
+/// through `served`) in a child with such a PATH.
+#[test]
+fn daytona_tests_skip_without_the_server_and_fail_when_required() {
+    if std::env::var_os("RFS_DAYTONA_INNER").is_some() {
+        return;
+    }
+    let run = |test: &str, require: bool| {
+        let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+        c.args([test, "--exact", "--test-threads=1", "--nocapture"])
+            .env("PATH", "/nonexistent-rfs-path")
+            .env("RFS_DAYTONA_INNER", "1")
+            .env_remove("RFS_REQUIRE_DAYTONA");
+        if require {
+            c.env("RFS_REQUIRE_DAYTONA", "1");
+        }
+        let o = c.output().unwrap();
+        (
+            o.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        )
+    };
+    for test in [
+        "help_never_shows_the_api_key",
+        "idempotent_calls_retry_5xx_and_429_honouring_retry_after_but_create_never_retries",
+    ] {
+        let (ok, text) = run(test, false);
+        assert!(ok, "skipping must not fail:\n{text}");
+        assert!(
+            text.contains("skipping daytona test: the Daytona-API test server cannot run here: rfs-daytona-sim needs util-linux's `unshare` on PATH"),
+            "{text}"
+        );
+        assert!(text.contains("1 passed"), "{text}");
+        let (ok, text) = run(test, true);
+        assert!(!ok, "RFS_REQUIRE_DAYTONA=1 must fail:\n{text}");
+        assert!(
+            text.contains("RFS_REQUIRE_DAYTONA=1 but the Daytona-API test server cannot run here: rfs-daytona-sim needs util-linux's `unshare` on PATH"),
+            "{text}"
+        );
+    }
+}
+
+/// The sandbox a run created (kept with `--keep`), as the server knows it.
+fn kept(rfs: &Rfs, out: &RunOut) -> rfs_daytona_sim::SimSandbox {
+    let id = out.sandbox_id();
+    rfs.sim()
+        .inventory()
+        .into_iter()
+        .find(|s| s.id == id)
+        .unwrap_or_else(|| panic!("sandbox {id} not in the inventory"))
+}
+
+/// Destroy a kept sandbox (verified), through the provider.
+fn destroy_kept(rfs: &Rfs, id: &str) {
+    let p = rfs.provider();
+    rt().block_on(destroy_verified(p.as_ref(), id, Duration::from_secs(30)))
+        .unwrap();
+}
+
+/// A step of `secs` seconds that makes no toolbox call of its own.
+fn long_step(secs: u32) -> String {
+    format!("let r = step(\"long\", \"sleep {secs}; echo alive\");\nif r.stdout != \"alive\\n\" {{ throw \"stdout was: \" + r.stdout; }}\n")
+}
+
+/// Gap 2: the server stops a sandbox idle for its auto-stop interval (2
+/// "minutes" of 300 ms here); a 4 s step outlives that and is not stopped
+/// under it because rfs posts `last-activity` while the run lives. The
+/// same step without keep-alive (period longer than the run) is stopped
+/// under it: the check can fail.
+#[test]
+fn a_step_longer_than_auto_stop_survives_through_keep_alive() {
+    let opts = SimOptions {
+        auto_stop_tick: Duration::from_millis(300),
+        ..SimOptions::default()
+    };
+    let Some(rfs) = Rfs::daytona_with(opts.clone()) else {
+        return;
+    };
+    let repo = Repo::new();
+    let run = |rfs: &Rfs, keep_alive_ms: &str| {
+        let (script, out_dir) = rfs.prepare(&long_step(4));
+        let out = rfs
+            .cmd(repo.path())
+            .env("RFS_DAYTONA_AUTO_STOP_MINUTES", "2")
+            .env("RFS_DAYTONA_KEEP_ALIVE_MS", keep_alive_ms)
+            .args(["run"])
+            .arg(&script)
+            .arg("--out")
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        let out = finish(out, out_dir);
+        rfs.console(&out.stdout);
+        rfs.console(&out.stderr);
+        out
+    };
+    let out = run(&rfs, "150");
+    out.assert_code(0);
+    let id = out.sandbox_id();
+    let beats: Vec<_> = rfs
+        .sim()
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path == format!("/sandbox/{id}/last-activity"))
+        .collect();
+    assert!(beats.len() >= 10, "keep-alive beats: {}", beats.len());
+    assert!(
+        beats.iter().all(|b| (200..300).contains(&b.status)),
+        "{beats:?}"
+    );
+    // The sandbox was created with the configured auto-stop interval.
+    rfs.finish();
+
+    // Control: no beat within the run; the server stops the sandbox.
+    let Some(rfs) = Rfs::daytona_with(opts) else {
+        return;
+    };
+    let out = run(&rfs, "600000");
+    assert_ne!(
+        out.code, 0,
+        "the step survived without keep-alive:\n{}",
+        out.stderr
+    );
+    let id = out.sandbox_id();
+    assert!(
+        !rfs.sim()
+            .requests()
+            .iter()
+            .any(|r| r.path == format!("/sandbox/{id}/last-activity")),
+        "a keep-alive was sent"
+    );
+    rfs.finish();
+}
+
+/// Gap 3: a create whose sandbox ends in `error` or `build_failed`, or is
+/// not `started` within the bound, is refused and the sandbox destroyed
+/// (verified: the server holds none), with one create and one delete.
+#[test]
+fn a_create_ending_in_error_build_failed_or_never_started_is_refused_and_destroyed() {
+    for (state, want) in [
+        (
+            "error",
+            "went to state `error`: error injected by the test server",
+        ),
+        (
+            "build_failed",
+            "went to state `build_failed`: build_failed injected by the test server",
+        ),
+        (
+            "creating",
+            "was not started within 1.5 s (last state `creating`)",
+        ),
+    ] {
+        let Some(sim) = start_sim(SimOptions::default()) else {
+            return;
+        };
+        let p = DaytonaProvider::new(Config {
+            start_wait: Duration::from_millis(1500),
+            ..config(&sim)
+        })
+        .unwrap();
+        let rt = rt();
+        sim.faults().next_create_ends_in(state);
+        let e = rt
+            .block_on(p.create(&spec(&format!("ends-{state}"))))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{state}: {e}");
+        assert!(
+            e.contains("it was destroyed (verified gone)"),
+            "{state}: {e}"
+        );
+        assert_eq!(count(&sim, "POST", "/sandbox"), 1, "{state}");
+        let deletes = sim
+            .requests()
+            .iter()
+            .filter(|r| r.method == "DELETE" && r.route == "/sandbox/{}")
+            .count();
+        assert_eq!(deletes, 1, "{state}");
+        assert_clean(&sim, &[&e]);
+    }
+}
+
+/// Gap 4a: a response slower than the per-request timeout. An idempotent
+/// call is sent again (5 attempts) and then named as unanswered; a call
+/// that is never resent (creating a toolbox session for a command) is
+/// refused at once, named.
+#[test]
+fn a_slow_response_hits_the_request_timeout_retried_only_when_idempotent() {
+    let Some(sim) = start_sim(SimOptions::default()) else {
+        return;
+    };
+    let p = DaytonaProvider::new(Config {
+        request_timeout: Duration::from_millis(400),
+        ..config(&sim)
+    })
+    .unwrap();
+    let rt = rt();
+    let info = rt.block_on(p.create(&spec("slow"))).unwrap();
+    let path = format!("/sandbox/{}", info.id);
+    sim.faults().slow("GET", &path, Duration::from_millis(1500));
+    let started = std::time::Instant::now();
+    let e = rt.block_on(p.get(&info.id)).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!(
+            "get sandbox (sandbox {}) failed: no answer in time",
+            info.id
+        )) && e.ends_with("after 5 attempts"),
+        "{e}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(5 * 400), "{e}");
+    sim.faults().clear();
+    sim.faults().slow(
+        "POST",
+        &format!("/toolbox/{}/process/session", info.id),
+        Duration::from_millis(1500),
+    );
+    let req = rfs::provider::ExecRequest {
+        argv: vec!["true".into()],
+        cwd: "/".into(),
+        env: vec![],
+        timeout: None,
+        cancel: Default::default(),
+    };
+    let mut sink = rfs::provider::Collect::default();
+    let started = std::time::Instant::now();
+    let e = rt
+        .block_on(p.exec(&info.id, &req, &mut sink))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!(
+            "create session (sandbox {}) failed: no answer in time",
+            info.id
+        )) && !e.contains("attempts"),
+        "{e}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(1400),
+        "resent? {e}"
+    );
+    sim.faults().clear();
+    std::thread::sleep(Duration::from_millis(1500));
+    rt.block_on(destroy_verified(&p, &info.id, Duration::from_secs(30)))
+        .unwrap();
+    assert_clean(&sim, &[&e]);
+}
+
+/// Gap 4b: the server flips one byte of the uploaded archive; the
+/// in-sandbox verification refuses it and the sandbox is destroyed
+/// (verified) before any step runs.
+#[test]
+fn a_corrupted_upload_is_refused_by_the_sandbox_verification_and_destroyed() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    rfs.sim().faults().corrupt_next_upload();
+    let out = rfs.run(
+        repo.path(),
+        "sync_source();\nstep(\"after\", \"echo ran\");\n",
+    );
+    out.assert_code(3);
+    // The archive goes gzip'd (the repository compresses), so the flipped
+    // byte is caught by gzip's CRC as the sandbox decompresses it.
+    assert!(
+        out.stderr.contains(&format!(
+            "refused: source sync into sandbox {} failed: decompressing the transfer failed: gzip: crc error",
+            out.sandbox_id()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(out.entries("step.start").is_empty());
+    let id = out.sandbox_id();
+    assert_eq!(
+        out.entries("source.sync_failed")[0]["sandbox_id"],
+        id.as_str()
+    );
+    let cleanup = &out.entries("cleanup.verified")[0];
+    assert_eq!(cleanup["why"], "failed source sync");
+    assert_eq!(cleanup["sandbox_id"], id.as_str());
+    rfs.finish();
+}
+
+/// Gap 5: Daytona's misleading `fork/exec /usr/bin/zsh` (exit -1) and an
+/// exit -1 with no output become rfs's own errors, through rfs.
+#[test]
+fn exit_minus_one_from_the_toolbox_becomes_rfs_clear_error() {
+    for (output, want) in [
+        (
+            "fork/exec /usr/bin/zsh: no such file or directory",
+            "which means the working directory it was given does not exist (not that the shell is missing)",
+        ),
+        ("", "reported exit code -1 with no output"),
+    ] {
+        let Some(rfs) = Rfs::daytona() else { return };
+        let repo = Repo::new();
+        rfs.sim().faults().next_exec_fails_to_start(output);
+        let out = rfs.run(repo.path(), "step(\"x\", \"echo hi\");\n");
+        assert_ne!(out.code, 0, "{}", out.stderr);
+        assert!(out.stderr.contains(want), "{}", out.stderr);
+        assert!(
+            !out.stderr.contains("exit -1") && !out.stderr.contains("exit 255"),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(out.entries("cleanup.verified").len(), 1);
+        rfs.finish();
+    }
+}
+
+/// Gap 5: the toolbox's 408 (execute timeout) and an error with an empty
+/// body are named, through rfs, and nothing is left behind.
+#[test]
+fn a_408_and_an_empty_body_error_are_named_through_rfs() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    rfs.sim().faults().fail_next(
+        "POST",
+        "/toolbox/{}/process/execute",
+        1,
+        408,
+        Some(r#"{"statusCode":408,"message":"request timeout: command execution timeout","code":"REQUEST_TIMEOUT"}"#.into()),
+    );
+    // A 3 s step: its recorded exit status is read through `execute`
+    // after 2 s, and that call answers 408.
+    let out = rfs.run(repo.path(), "step(\"x\", \"sleep 3\");\n");
+    assert_ne!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "read a command's recorded exit status (sandbox {}) failed: HTTP 408 Request Timeout: request timeout: command execution timeout"
+                .replace("{}", &out.sandbox_id())
+                .as_str()
+        ),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.entries("cleanup.verified").len(), 1);
+    let execs = rfs
+        .sim()
+        .requests()
+        .iter()
+        .filter(|r| r.route == "/toolbox/{}/process/execute")
+        .count();
+    assert_eq!(execs, 1, "a POST was resent");
+    rfs.finish();
+
+    let Some(rfs) = Rfs::daytona() else { return };
+    rfs.sim()
+        .faults()
+        .fail_next("POST", "/sandbox", 1, 400, None);
+    let out = rfs.run(repo.path(), "print(sandbox().id);\n");
+    assert_ne!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("daytona: create sandbox failed: HTTP 400 Bad Request (empty body)"),
+        "{}",
+        out.stderr
+    );
+    rfs.finish();
+}
+
+/// Gap 5: the script's `sandbox(#{ snapshot })` beats `--snapshot`, which
+/// beats `RELAYFLOWS_SANDBOX_SNAPSHOT`, which beats the server's default —
+/// read from the server's record of each create.
+#[test]
+fn snapshot_precedence_script_then_flag_then_env_then_default() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    let cases: [(&str, Option<&str>, Option<&str>, &str); 4] = [
+        (
+            "print(sandbox(#{ snapshot: \"daytona-medium\" }).id);\n",
+            Some("daytona-small"),
+            Some("env-snap-unknown"),
+            "daytona-medium",
+        ),
+        (
+            "print(sandbox().id);\n",
+            Some("daytona-small"),
+            Some("env-snap-unknown"),
+            "daytona-small",
+        ),
+        (
+            "print(sandbox().id);\n",
+            None,
+            Some("daytona-medium"),
+            "daytona-medium",
+        ),
+        (
+            "print(sandbox().id);\n",
+            None,
+            None,
+            "daytonaio/sandbox:0.5.0-slim",
+        ),
+    ];
+    for (script, flag, env, want) in cases {
+        let (path, out_dir) = rfs.prepare(script);
+        let mut c = rfs.cmd(repo.path());
+        c.args(["run", "--keep"])
+            .arg(&path)
+            .arg("--out")
+            .arg(&out_dir);
+        if let Some(f) = flag {
+            c.args(["--snapshot", f]);
+        }
+        if let Some(e) = env {
+            c.env("RELAYFLOWS_SANDBOX_SNAPSHOT", e);
+        }
+        let out = finish(c.output().unwrap(), out_dir);
+        rfs.console(&out.stdout);
+        rfs.console(&out.stderr);
+        out.assert_code(0);
+        let sb = kept(&rfs, &out);
+        assert_eq!(sb.snapshot, want, "{script} {flag:?} {env:?}");
+        destroy_kept(&rfs, &sb.id);
+    }
+    rfs.finish();
+}
+
+/// Gap 5: a JWT with `DAYTONA_ORGANIZATION_ID` works (the server checks the
+/// organization header) and `DAYTONA_TARGET` reaches the create; a wrong
+/// organization is refused at preflight, and the JWT is never echoed.
+#[test]
+fn jwt_with_organization_and_target_reach_the_server() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    let jwt = rfs.sim().jwt();
+    let run = |org: &str| {
+        let (path, out_dir) = rfs.prepare("print(sandbox().id);\n");
+        let out = rfs
+            .cmd(repo.path())
+            .env_remove("DAYTONA_API_KEY")
+            .env("DAYTONA_JWT_TOKEN", &jwt)
+            .env("DAYTONA_ORGANIZATION_ID", org)
+            .env("DAYTONA_TARGET", "eu")
+            .args(["run", "--keep"])
+            .arg(&path)
+            .arg("--out")
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        let out = finish(out, out_dir);
+        rfs.console(&out.stdout);
+        rfs.console(&out.stderr);
+        assert!(!out.stdout.contains(&jwt) && !out.stderr.contains(&jwt));
+        let journal = std::fs::read_to_string(out.out_dir.join("journal.jsonl")).unwrap();
+        assert!(!journal.contains(&jwt));
+        out
+    };
+    let out = run(rfs_daytona_sim::ORGANIZATION_ID);
+    out.assert_code(0);
+    let sb = kept(&rfs, &out);
+    assert_eq!(sb.target, "eu");
+    destroy_kept(&rfs, &sb.id);
+    let before = rfs.sim().requests().len();
+    let out = run("some-other-org");
+    out.assert_code(3);
+    assert!(
+        out.stderr.contains("refused the credential (HTTP 403)"),
+        "{}",
+        out.stderr
+    );
+    assert!(rfs.sim().requests()[before..]
+        .iter()
+        .all(|r| !(r.method == "POST" && r.path == "/sandbox")));
+    rfs.finish();
+}
+
+/// Gap 6: a command whose exit code the toolbox loses (its status never
+/// has one; the log follow ends with the output) is a failed step that
+/// says the provider reported no exit code — never success, never
+/// "killed by a signal".
+#[test]
+fn a_missing_exit_code_is_named_and_never_success() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    rfs.sim().faults().lose_exit_code_of("lost-exit-code");
+    let out = rfs.run(
+        repo.path(),
+        "step(\"lost\", \"echo lost-exit-code\", #{ timeout: 30 });\n",
+    );
+    out.assert_code(1);
+    assert!(
+        out.stderr
+            .contains("step `lost` failed: the provider reported no exit code"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("killed by a signal"), "{}", out.stderr);
+    let end = &out.entries("step.end")[0];
+    assert_eq!(end["ok"], false);
+    assert!(end["exit"].is_null(), "{end}");
+    rfs.finish();
+}
+
+/// Gap 7: a command that forges Daytona's own wrapper refusal — the real
+/// token (found in /tmp), the `nocwd` line, exit 125 — is a failed
+/// command, not a refusal; what it printed is its output.
+#[test]
+fn a_command_forging_the_daytona_wrapper_refusal_is_a_failed_command() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"step("forger", "t=$(ls /tmp/.rfs-exec-*.pgid | sed 's/.*rfs-exec-//; s/[.]pgid$//'); printf 'rfs-daytona:%s:nocwd\n' \"$t\" >&2; exit 125");
+"#,
+    );
+    out.assert_code(1);
+    assert!(
+        out.stderr.contains("step `forger` failed: exit 125"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("does not exist in sandbox"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.entries("refused").is_empty());
+    assert!(out.entries("step.refused").is_empty());
+    let log = std::fs::read_to_string(out.out_dir.join("steps/001-forger.stderr.log")).unwrap();
+    // The forged line carries the real token (the forgery was exact).
+    let token = log
+        .strip_prefix("rfs-daytona:")
+        .and_then(|r| r.strip_suffix(":nocwd\n"))
+        .unwrap_or_else(|| panic!("stderr log: {log:?}"));
+    assert_eq!(token.len(), 32, "{log:?}");
+    rfs.finish();
+}
+
+/// Gap 8: `rfs doctor` with the daytona provider: healthy when the API
+/// answers, non-zero naming the problem when the key is refused.
+#[test]
+fn doctor_reports_daytona_health_and_a_refused_key() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let doctor = |key: Option<&str>| {
+        let mut c = rfs.cmd(rfs.state.path());
+        c.args(["doctor", "--provider", "daytona"]);
+        if let Some(k) = key {
+            c.env("DAYTONA_API_KEY", k);
+        }
+        let o = c.output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        rfs.console(&text);
+        (o.status.code(), text)
+    };
+    let (code, text) = doctor(None);
+    assert_eq!(code, Some(0), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("daytona"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains(&format!(
+            "credentials set; API at {} answering",
+            rfs.sim().api_url()
+        )),
+        "{text}"
+    );
+    let wrong = "dtn_wrongkey0123456789abcdef";
+    let (code, text) = doctor(Some(wrong));
+    assert_ne!(code, Some(0), "{text}");
+    assert!(
+        text.contains("refused the credential (HTTP 401); check DAYTONA_API_KEY"),
+        "{text}"
+    );
+    assert!(!text.contains(wrong), "{text}");
+    rfs.finish();
+}
+
+/// Gap 10: with `RUST_LOG=rfs::daytona=debug` every HTTP call logs its
+/// method, route template (no host, no query, no id), status, attempt and
+/// elapsed time, and a retry its delay; never the key.
+#[test]
+fn every_http_call_is_logged_at_debug_without_secrets() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    rfs.sim()
+        .faults()
+        .fail_next("GET", "/sandbox", 1, 503, None);
+    let (script, out_dir) = rfs.prepare("step(\"s\", \"echo hi\");\n");
+    let out = rfs
+        .cmd(repo.path())
+        .env("RUST_LOG", "rfs::daytona=debug")
+        .args(["run"])
+        .arg(&script)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let out = finish(out, out_dir);
+    rfs.console(&out.stdout);
+    rfs.console(&out.stderr);
+    out.assert_code(0);
+    let lines: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("rfs::daytona"))
+        .collect();
+    let id = out.sandbox_id();
+    let has = |needles: &[&str]| lines.iter().any(|l| needles.iter().all(|n| l.contains(n)));
+    assert!(
+        has(&[
+            "check the API",
+            "method=GET",
+            "route=/api/sandbox",
+            "status=503",
+            "attempt=1",
+            "elapsed_ms="
+        ]),
+        "{lines:#?}"
+    );
+    assert!(
+        has(&["check the API: retrying", "attempt=1", "delay_ms="]),
+        "{lines:#?}"
+    );
+    assert!(
+        has(&["check the API", "status=200", "attempt=2"]),
+        "{lines:#?}"
+    );
+    assert!(
+        has(&[
+            "create sandbox",
+            "method=POST",
+            "route=/api/sandbox",
+            "status=200"
+        ]),
+        "{lines:#?}"
+    );
+    assert!(
+        has(&["start command", "route=/toolbox/{}/process/session/{}/exec"]),
+        "{lines:#?}"
+    );
+    assert!(
+        has(&["delete sandbox", "method=DELETE", "route=/api/sandbox/{}"]),
+        "{lines:#?}"
+    );
+    for l in &lines {
+        assert!(!l.contains(&id), "an id in a route: {l}");
+        assert!(!l.contains("127.0.0.1") && !l.contains("labels="), "{l}");
+        assert!(!l.to_ascii_lowercase().contains("bearer"), "{l}");
+    }
     rfs.finish();
 }

@@ -10,9 +10,10 @@
 //!   backoff and jitter on 429 (`Retry-After`), 5xx and connection errors;
 //!   create and command exec are never resent.
 //! * **Lifecycle** (`sandbox`): every rfs label, a unique name per run,
-//!   auto-stop after [`sandbox::AUTO_STOP_MINUTES`] idle minutes and
-//!   auto-delete at stop (a dead-man switch), kept alive by rfs while the
-//!   run lives (up to its max lifetime); bounded wait for `started`;
+//!   auto-stop after [`Config::auto_stop_minutes`] idle minutes and
+//!   auto-delete at stop (a dead-man switch), kept alive by rfs every
+//!   [`Config::keep_alive_every`] (a quarter of the auto-stop interval by
+//!   default) while the run lives (up to its max lifetime); bounded wait for `started`;
 //!   ambiguous create failures are resolved by name/labels; delete once.
 //! * **Commands** (`exec`): one toolbox session per command, async exec,
 //!   polled status and logs; the wrapper (`wrapper`) sets cwd and env and
@@ -49,8 +50,6 @@ use sandbox::SandboxDto;
 /// Home assumed for sandboxes rfs did not create in this process (listing
 /// only; rfs asks the toolbox for the real one of its own sandbox).
 const DEFAULT_HOME: &str = "/home/daytona";
-/// How often rfs tells Daytona that a live run's sandbox is in use.
-const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(60);
 
 /// Shared state of the provider's calls.
 #[derive(Clone)]
@@ -106,14 +105,20 @@ impl Api {
         let api = self.clone();
         let id = id.to_owned();
         let end = tokio::time::Instant::now() + lifetime;
+        let every = self
+            .http
+            .config()
+            .keep_alive_every
+            .max(Duration::from_millis(50));
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     _ = token.cancelled() => return,
                     _ = tokio::time::sleep_until(end) => return,
-                    _ = tokio::time::sleep(KEEP_ALIVE_EVERY) => {}
+                    _ = tokio::time::sleep(every) => {}
                 }
                 if let Err(e) = api.keep_alive(&id).await {
+                    tracing::debug!(target: "rfs::daytona", sandbox = %id, error = %e, "keep-alive failed");
                     if e.status() == Some(404) {
                         return;
                     }

@@ -196,6 +196,7 @@ impl Run {
         };
         let steps_dir = self.cfg.out_dir.join("steps");
         let mut attempt = 0;
+        let mut last_signal: Option<i32>;
         let result = loop {
             attempt += 1;
             let stem_n = if attempt == 1 {
@@ -261,6 +262,7 @@ impl Run {
             if outcome.cancelled {
                 return Err(Error::Interrupted);
             }
+            last_signal = outcome.signal;
             let r = StepResult {
                 exit: outcome.exit,
                 stdout,
@@ -274,7 +276,7 @@ impl Run {
                 break r;
             }
         };
-        let summary = describe(&result, opts.timeout);
+        let summary = describe(&result, last_signal, opts.timeout);
         self.record(Event::StepEnd {
             name: name.to_owned(),
             ok: result.ok,
@@ -334,7 +336,10 @@ impl Run {
     }
 }
 
-fn describe(r: &StepResult, timeout: Option<Duration>) -> String {
+/// One line for a step's end. A missing exit code is never success: it
+/// names the signal when the provider reported one, and otherwise says
+/// that the provider reported no exit code (nothing is assumed).
+fn describe(r: &StepResult, signal: Option<i32>, timeout: Option<Duration>) -> String {
     let tries = if r.attempts > 1 {
         format!(" after {} attempts", r.attempts)
     } else {
@@ -348,7 +353,12 @@ fn describe(r: &StepResult, timeout: Option<Duration>) -> String {
     } else {
         match r.exit {
             Some(c) => format!("exit {c}, {} ms{tries}", r.duration_ms),
-            None => format!("no exit code (killed by a signal){tries}"),
+            None => match signal {
+                Some(sig) => format!("no exit code (killed by signal {sig}){tries}"),
+                None => format!(
+                    "the provider reported no exit code (the command's outcome is unknown, never success){tries}"
+                ),
+            },
         }
     }
 }

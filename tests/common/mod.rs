@@ -161,6 +161,35 @@ pub fn docker_missing() -> bool {
     }
 }
 
+/// Whether `RFS_REQUIRE_DAYTONA=1` (set by scripts/test.sh, hence CI):
+/// a machine that cannot run the Daytona-API test server fails the
+/// daytona suites instead of skipping them.
+pub fn daytona_required() -> bool {
+    std::env::var("RFS_REQUIRE_DAYTONA").is_ok_and(|v| v == "1")
+}
+
+/// Start the Daytona-API test server; `None` (one line on stderr) when this
+/// machine cannot run it (it needs root and /bin/busybox). Under
+/// `RFS_REQUIRE_DAYTONA=1` that is a panic naming what is missing.
+pub fn start_sim(opts: rfs_daytona_sim::SimOptions) -> Option<rfs_daytona_sim::Sim> {
+    match rfs_daytona_sim::Sim::start(opts) {
+        Ok(sim) => Some(sim),
+        Err(e) if daytona_required() => {
+            panic!("RFS_REQUIRE_DAYTONA=1 but the Daytona-API test server cannot run here: {e}")
+        }
+        Err(e) => {
+            eprintln!(
+                "skipping daytona test: the Daytona-API test server cannot run here: {e} (set RFS_REQUIRE_DAYTONA=1 to fail instead)"
+            );
+            None
+        }
+    }
+}
+
+/// Console output of runs waited for by [`wait_bounded`] (spawned runs),
+/// checked for the API key by [`Rfs::assert_key_not_leaked`].
+static SPAWNED_CONSOLES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
 /// Build the Docker test image once per test binary.
 pub fn ensure_docker_image() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -276,17 +305,10 @@ impl Rfs {
     }
 
     /// A daytona environment on a server started with `opts`; `None` (and
-    /// one line on stderr) when this machine cannot run the server.
+    /// one line on stderr) when this machine cannot run the server — a
+    /// failure naming what is missing under `RFS_REQUIRE_DAYTONA=1`.
     pub fn daytona_with(opts: rfs_daytona_sim::SimOptions) -> Option<Rfs> {
-        match rfs_daytona_sim::Sim::start(opts) {
-            Ok(sim) => Some(Rfs::with_sim(Prov::Daytona, Some(sim))),
-            Err(e) => {
-                eprintln!(
-                    "skipping daytona test: the Daytona-API test server cannot run here: {e}"
-                );
-                None
-            }
-        }
+        start_sim(opts).map(|sim| Rfs::with_sim(Prov::Daytona, Some(sim)))
     }
 
     /// A daytona environment with the server's defaults (see [`Rfs::daytona_with`]).
@@ -305,13 +327,10 @@ impl Rfs {
         use rfs::provider::select;
         match &self.sim {
             Some(sim) => std::sync::Arc::new(
-                rfs::provider::daytona::DaytonaProvider::new(Config {
-                    credential: Credential::ApiKey(Secret::new(sim.api_key())),
-                    api_url: sim.api_url(),
-                    target: None,
-                    default_snapshot: None,
-                    create_timeout: rfs::provider::daytona::config::CREATE_TIMEOUT,
-                })
+                rfs::provider::daytona::DaytonaProvider::new(Config::new(
+                    Credential::ApiKey(Secret::new(sim.api_key())),
+                    sim.api_url(),
+                ))
                 .unwrap(),
             ),
             None => {
@@ -483,7 +502,11 @@ impl Rfs {
     pub fn assert_key_not_leaked(&self) {
         let Some(sim) = &self.sim else { return };
         let key = sim.api_key();
-        for text in self.consoles.lock().unwrap().iter() {
+        let spawned = SPAWNED_CONSOLES
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for text in self.consoles.lock().unwrap().iter().chain(spawned.iter()) {
             assert!(
                 !text.contains(&key),
                 "the API key appeared on the console:\n{text}"
@@ -527,6 +550,7 @@ pub fn wait_bounded(mut child: std::process::Child, out_dir: PathBuf) -> RunOut 
         if std::time::Instant::now() > deadline {
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
+            remember_spawned(&out);
             panic!(
                 "rfs did not end within 60 s\n{}",
                 String::from_utf8_lossy(&out.stderr)
@@ -534,7 +558,15 @@ pub fn wait_bounded(mut child: std::process::Child, out_dir: PathBuf) -> RunOut 
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    finish(child.wait_with_output().unwrap(), out_dir)
+    let out = child.wait_with_output().unwrap();
+    remember_spawned(&out);
+    finish(out, out_dir)
+}
+
+fn remember_spawned(out: &Output) {
+    let mut c = SPAWNED_CONSOLES.lock().unwrap_or_else(|p| p.into_inner());
+    c.push(String::from_utf8_lossy(&out.stdout).into_owned());
+    c.push(String::from_utf8_lossy(&out.stderr).into_owned());
 }
 
 /// A unique-enough name for files in a test's own temp dirs.

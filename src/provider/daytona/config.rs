@@ -15,6 +15,25 @@ pub const JWT_ENV: &str = "DAYTONA_JWT_TOKEN";
 pub const ORG_ENV: &str = "DAYTONA_ORGANIZATION_ID";
 /// The snapshot used when the script names none (`--snapshot` beats it).
 pub const SNAPSHOT_ENV: &str = "RELAYFLOWS_SANDBOX_SNAPSHOT";
+/// Minutes of inactivity before Daytona stops an abandoned sandbox (the
+/// dead-man switch; default [`AUTO_STOP_MINUTES`], at least 1).
+pub const AUTO_STOP_ENV: &str = "RFS_DAYTONA_AUTO_STOP_MINUTES";
+/// How often (milliseconds) rfs tells Daytona a live run's sandbox is in
+/// use; default: a quarter of the auto-stop interval. For tests against a
+/// server whose "minute" is shorter.
+pub const KEEP_ALIVE_ENV: &str = "RFS_DAYTONA_KEEP_ALIVE_MS";
+/// Default of [`Config::auto_stop_minutes`].
+pub const AUTO_STOP_MINUTES: u32 = 15;
+/// Default per-request timeout.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Default bound on the wait for state `started` after create.
+pub const START_WAIT: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// The keep-alive period for an auto-stop interval: a quarter of it, so
+/// three beats may be lost before Daytona stops a live sandbox.
+pub fn keep_alive_for(auto_stop_minutes: u32) -> std::time::Duration {
+    std::time::Duration::from_secs(60) * auto_stop_minutes.max(1) / 4
+}
 
 /// A credential. Its only way out is [`Secret::expose`], used to build the
 /// `Authorization` header.
@@ -73,6 +92,33 @@ pub struct Config {
     /// Timeout of the create call (the API itself waits up to 30 s for
     /// `started`); after it, rfs looks the sandbox up instead of resending.
     pub create_timeout: std::time::Duration,
+    /// `autoStopInterval` of the sandboxes rfs creates (minutes idle
+    /// before Daytona stops one; it is deleted at stop).
+    pub auto_stop_minutes: u32,
+    /// How often a live run's sandbox is kept alive
+    /// (`POST /sandbox/{id}/last-activity`).
+    pub keep_alive_every: std::time::Duration,
+    /// Timeout of one request (calls that wait longer set their own).
+    pub request_timeout: std::time::Duration,
+    /// Bound on the wait for state `started` after create.
+    pub start_wait: std::time::Duration,
+}
+
+impl Config {
+    /// A configuration with every default for `credential` at `api_url`.
+    pub fn new(credential: Credential, api_url: impl Into<String>) -> Config {
+        Config {
+            credential,
+            api_url: api_url.into(),
+            target: None,
+            default_snapshot: None,
+            create_timeout: CREATE_TIMEOUT,
+            auto_stop_minutes: AUTO_STOP_MINUTES,
+            keep_alive_every: keep_alive_for(AUTO_STOP_MINUTES),
+            request_timeout: REQUEST_TIMEOUT,
+            start_wait: START_WAIT,
+        }
+    }
 }
 
 /// Default of [`Config::create_timeout`].
@@ -89,6 +135,8 @@ pub enum ConfigError {
     CredentialNotAHeader,
     #[error("{ORG_ENV} is not a valid header value")]
     OrganizationNotAHeader,
+    #[error("{0} `{1}` is not a positive whole number")]
+    NotANumber(&'static str, String),
     #[error("cannot build the HTTP client: {0}")]
     HttpClient(String),
 }
@@ -133,12 +181,27 @@ impl Config {
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty())
             .or_else(|| get(SNAPSHOT_ENV));
+        let number = |k: &'static str| -> Result<Option<u64>, ConfigError> {
+            match get(k) {
+                None => Ok(None),
+                Some(v) => match v.parse::<u64>() {
+                    Ok(n) if n > 0 => Ok(Some(n)),
+                    _ => Err(ConfigError::NotANumber(k, v)),
+                },
+            }
+        };
+        let auto_stop_minutes = number(AUTO_STOP_ENV)?
+            .map(|n| n.min(u32::MAX as u64) as u32)
+            .unwrap_or(AUTO_STOP_MINUTES);
+        let keep_alive_every = number(KEEP_ALIVE_ENV)?
+            .map(std::time::Duration::from_millis)
+            .unwrap_or_else(|| keep_alive_for(auto_stop_minutes));
         Ok(Config {
-            credential,
-            api_url,
             target: get(TARGET_ENV),
             default_snapshot,
-            create_timeout: CREATE_TIMEOUT,
+            auto_stop_minutes,
+            keep_alive_every,
+            ..Config::new(credential, api_url)
         })
     }
 
@@ -213,6 +276,32 @@ mod tests {
         let jwt = Config::from_lookup(env(&[(JWT_ENV, "j.w.t"), (ORG_ENV, "org1")]), None).unwrap();
         assert_eq!(jwt.organization(), Some("org1"));
         assert_eq!(jwt.bearer(), "Bearer j.w.t");
+    }
+
+    #[test]
+    fn keep_alive_derives_from_auto_stop_unless_set() {
+        let c = Config::from_lookup(env(&[(API_KEY_ENV, "k1234")]), None).unwrap();
+        assert_eq!(c.auto_stop_minutes, 15);
+        assert_eq!(c.keep_alive_every, std::time::Duration::from_secs(225));
+        let c = Config::from_lookup(env(&[(API_KEY_ENV, "k1234"), (AUTO_STOP_ENV, "2")]), None)
+            .unwrap();
+        assert_eq!(c.auto_stop_minutes, 2);
+        assert_eq!(c.keep_alive_every, std::time::Duration::from_secs(30));
+        let c = Config::from_lookup(
+            env(&[
+                (API_KEY_ENV, "k1234"),
+                (AUTO_STOP_ENV, "2"),
+                (KEEP_ALIVE_ENV, "250"),
+            ]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(c.keep_alive_every, std::time::Duration::from_millis(250));
+        for bad in ["0", "-1", "soon"] {
+            let e = Config::from_lookup(env(&[(API_KEY_ENV, "k1234"), (AUTO_STOP_ENV, bad)]), None)
+                .unwrap_err();
+            assert_eq!(e, ConfigError::NotANumber(AUTO_STOP_ENV, bad.into()));
+        }
     }
 
     #[test]

@@ -157,6 +157,8 @@ fn refusal_error(r: Refusal, id: &str, cwd: &str) -> ProviderError {
 /// of output for rfs's own error messages.
 pub(crate) struct Relay {
     marker: String,
+    /// The wrapper's line saying the command starts (stripped).
+    start: String,
     holding: bool,
     held: Vec<u8>,
     head: Vec<u8>,
@@ -172,6 +174,7 @@ impl Relay {
     pub fn new(token: &str) -> Self {
         Relay {
             marker: wrapper::marker(token),
+            start: wrapper::start_line(token),
             holding: true,
             held: vec![],
             head: vec![],
@@ -191,21 +194,34 @@ impl Relay {
         sink.stdout(b);
     }
 
-    /// New stderr bytes.
+    /// New stderr bytes. Until the wrapper's start line, stderr can only
+    /// be the wrapper's (a refusal, held until the end); the start line is
+    /// dropped and everything after it is the command's output.
     pub fn stderr(&mut self, b: &[u8], sink: &mut dyn OutputSink) {
-        self.keep_head(b);
         if !self.holding {
+            self.keep_head(b);
             sink.stderr(b);
             return;
         }
         self.held.extend_from_slice(b);
+        let start = self.start.as_bytes();
+        if self.held.starts_with(start) {
+            self.held.drain(..start.len());
+            self.flush(sink);
+            return;
+        }
+        let n = self.held.len().min(start.len());
+        if self.held[..n] == start[..n] {
+            // Maybe the start line, not complete yet.
+            return;
+        }
         let m = self.marker.as_bytes();
         let n = self.held.len().min(m.len());
         if self.held[..n] != m[..n] {
             // Not the wrapper's: everything held is output.
             self.flush(sink);
         }
-        // Else a prefix of the marker, or the marker itself (held until the end).
+        // Else the wrapper's refusal line (held until the end).
     }
 
     /// Pieces of a followed stream (`true` = stderr).
@@ -246,7 +262,9 @@ impl Relay {
     pub fn flush(&mut self, sink: &mut dyn OutputSink) {
         self.holding = false;
         if !self.held.is_empty() {
-            sink.stderr(&std::mem::take(&mut self.held));
+            let held = std::mem::take(&mut self.held);
+            self.keep_head(&held);
+            sink.stderr(&held);
         }
     }
 
@@ -641,6 +659,19 @@ mod tests {
         r.flush(&mut sink);
         r.stderr(b"warning\n", &mut sink);
         assert_eq!(sink.stderr, b"rfs-daytona:tk:nocwd\nwarning\n");
+    }
+
+    #[test]
+    fn a_refusal_line_after_the_start_line_is_the_commands_output() {
+        let mut sink = Collect::default();
+        let mut r = Relay::new("tk");
+        r.stderr(b"rfs-daytona:tk:st", &mut sink);
+        assert!(sink.stderr.is_empty());
+        r.stderr(b"art\nrfs-daytona:tk:nocwd\n", &mut sink);
+        assert_eq!(r.refusal("tk"), None);
+        r.flush(&mut sink);
+        assert_eq!(sink.stderr, b"rfs-daytona:tk:nocwd\n");
+        assert_eq!(r.head(), "rfs-daytona:tk:nocwd\n");
     }
 
     #[test]

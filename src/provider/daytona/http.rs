@@ -18,8 +18,8 @@ use crate::provider::ProviderError;
 /// version it parses (split stdout/stderr, JSON logs) and accepts the older
 /// shapes too.
 pub const SDK_VERSION: &str = "0.190.0";
-/// Default per-request timeout.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default per-request timeout ([`Config::request_timeout`] sets it).
+pub use super::config::REQUEST_TIMEOUT;
 /// Attempts of an idempotent call (the first included).
 pub const ATTEMPTS: u32 = 5;
 /// First backoff step; doubles per attempt up to [`BACKOFF_CAP`].
@@ -49,7 +49,8 @@ pub struct Call<'a> {
     pub method: Method,
     pub url: String,
     pub retry: Retry,
-    pub timeout: Duration,
+    /// This call's own timeout; `None`: the configured request timeout.
+    pub timeout: Option<Duration>,
 }
 
 impl<'a> Call<'a> {
@@ -68,7 +69,7 @@ impl<'a> Call<'a> {
             method,
             url,
             retry,
-            timeout: REQUEST_TIMEOUT,
+            timeout: None,
         }
     }
     pub fn retry(mut self, r: Retry) -> Self {
@@ -76,7 +77,7 @@ impl<'a> Call<'a> {
         self
     }
     pub fn timeout(mut self, t: Duration) -> Self {
-        self.timeout = t;
+        self.timeout = Some(t);
         self
     }
 }
@@ -290,14 +291,42 @@ impl Http {
         body: impl Fn(RequestBuilder) -> RequestBuilder,
     ) -> Result<Response, HttpError> {
         let mut attempt = 0;
+        let timeout = call.timeout.unwrap_or(self.cfg.request_timeout);
+        let route = route_template(&call.url, call.sandbox);
         loop {
             attempt += 1;
             let req = body(
                 self.client
                     .request(call.method.clone(), &call.url)
-                    .timeout(call.timeout),
+                    .timeout(timeout),
             );
-            let (failure, wait_hint) = match req.send().await {
+            let sent = std::time::Instant::now();
+            let answer = req.send().await;
+            let elapsed_ms = sent.elapsed().as_millis() as u64;
+            match &answer {
+                Ok(resp) => tracing::debug!(
+                    target: "rfs::daytona",
+                    method = %call.method,
+                    route = %route,
+                    status = resp.status().as_u16(),
+                    attempt,
+                    elapsed_ms,
+                    "{}",
+                    call.op
+                ),
+                Err(e) => tracing::debug!(
+                    target: "rfs::daytona",
+                    method = %call.method,
+                    route = %route,
+                    status = "none",
+                    timed_out = e.is_timeout(),
+                    attempt,
+                    elapsed_ms,
+                    "{}",
+                    call.op
+                ),
+            }
+            let (failure, wait_hint) = match answer {
                 Ok(resp) if resp.status().is_success() => return Ok(resp),
                 Ok(resp) => {
                     let status = resp.status().as_u16();
@@ -322,7 +351,17 @@ impl Http {
                     attempts: attempt,
                 });
             }
-            tokio::time::sleep(backoff(attempt, wait_hint, unit())).await;
+            let delay = backoff(attempt, wait_hint, unit());
+            tracing::debug!(
+                target: "rfs::daytona",
+                method = %call.method,
+                route = %route,
+                attempt,
+                delay_ms = delay.as_millis() as u64,
+                "{}: retrying",
+                call.op
+            );
+            tokio::time::sleep(delay).await;
         }
     }
 
@@ -357,6 +396,26 @@ impl Http {
             attempts: 1,
         })
     }
+}
+
+/// The path of `url` with every id replaced by `{}`: no host, no query,
+/// no sandbox/session/command id (what the debug log names a call by).
+pub fn route_template(url: &str, sandbox: Option<&str>) -> String {
+    let path = match reqwest::Url::parse(url) {
+        Ok(u) => u.path().to_owned(),
+        Err(_) => return "(unparsable URL)".into(),
+    };
+    let sandbox = sandbox.map(super::sandbox::enc);
+    path.split('/')
+        .map(|seg| {
+            if Some(seg) == sandbox.as_deref() || seg.bytes().any(|b| b.is_ascii_digit()) {
+                "{}"
+            } else {
+                seg
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// A transport error's text with its causes (reqwest's top line alone says
@@ -454,6 +513,25 @@ mod tests {
             Call::new("x", None, Method::POST, "u".into()).retry,
             Retry::Never
         );
+    }
+
+    #[test]
+    fn routes_name_no_host_query_or_id() {
+        assert_eq!(
+            route_template(
+                "http://127.0.0.1:4000/api/sandbox/1b2c-aa/last-activity?labels=x",
+                Some("1b2c-aa")
+            ),
+            "/api/sandbox/{}/last-activity"
+        );
+        assert_eq!(
+            route_template(
+                "https://proxy.example/toolbox/sb/process/session/rfs-ab12/command/9f0e/logs",
+                Some("sb")
+            ),
+            "/toolbox/{}/process/session/{}/command/{}/logs"
+        );
+        assert_eq!(route_template("http://h/api/sandbox", None), "/api/sandbox");
     }
 
     #[test]

@@ -15,12 +15,13 @@ use super::Api;
 use crate::provider::{labels, CreateSpec, Labels, ProviderError, ProviderResult};
 
 /// Minutes of inactivity after which Daytona stops an abandoned sandbox
-/// (rfs keeps it alive while the run lives).
-pub const AUTO_STOP_MINUTES: u32 = 15;
+/// by default (rfs keeps it alive while the run lives; see
+/// [`super::config::AUTO_STOP_ENV`]).
+pub use super::config::AUTO_STOP_MINUTES;
 /// Minutes after stopping before it is deleted: at once.
 pub const AUTO_DELETE_MINUTES: u32 = 0;
-/// Bound on the wait for state `started` after create.
-pub const START_WAIT: Duration = Duration::from_secs(180);
+/// Default bound on the wait for state `started` after create.
+pub use super::config::START_WAIT;
 /// Bound on the provider's own verification of a destroy.
 pub const GONE_WAIT: Duration = Duration::from_secs(120);
 /// Page size of list calls.
@@ -220,7 +221,7 @@ impl Api {
             "name": name,
             "labels": spec.labels,
             "env": spec.env,
-            "autoStopInterval": AUTO_STOP_MINUTES,
+            "autoStopInterval": self.http.config().auto_stop_minutes,
             "autoDeleteInterval": AUTO_DELETE_MINUTES,
         });
         if !spec.isolation.network {
@@ -288,7 +289,8 @@ impl Api {
     /// (verified) and refuse.
     async fn wait_started(&self, mut dto: SandboxDto) -> ProviderResult<SandboxDto> {
         let id = dto.id.clone();
-        let deadline = Instant::now() + START_WAIT;
+        let start_wait = self.http.config().start_wait;
+        let deadline = Instant::now() + start_wait;
         let mut wait = Duration::from_millis(100);
         loop {
             let state = dto.state().to_owned();
@@ -307,7 +309,7 @@ impl Api {
             } else if Instant::now() >= deadline {
                 Some(format!(
                     "sandbox {id} was not started within {} s (last state `{state}`)",
-                    START_WAIT.as_secs()
+                    start_wait.as_secs_f64()
                 ))
             } else {
                 None

@@ -10,6 +10,13 @@
 //! under `$HOME/.daytona`, which a command may remove (`rm -rf "$HOME"`):
 //! when that directory is gone at the command's end, the wrapper writes
 //! the exit status to `/tmp/.rfs-exec-TOKEN.exit`, where rfs reads it.
+//!
+//! The wrapper's last word before the command starts is the line
+//! `rfs-daytona:TOKEN:start` on stderr (which rfs strips). Its refusals
+//! (`rfs-daytona:TOKEN:nocwd`, exit 125, ...) can only come before that
+//! line: whatever follows it is the command's own output, so a command
+//! that prints a refusal line (it can find the token in `/tmp` or in
+//! `/proc`) and exits 125 is a failed command, never a refusal.
 
 /// Non-PTY wrapper. Arguments: TOKEN SESSION_DIR CWD K=V... -- argv...
 /// (SESSION_DIR: where the toolbox keeps this command's log and exit code;
@@ -22,7 +29,7 @@ shift
 cd -- "$d" 2>/dev/null || { echo "$m:nocwd" >&2; exit 125; }
 command -v setsid >/dev/null 2>&1 || { echo "$m:nosetsid" >&2; exit 125; }
 f=/tmp/.rfs-exec-$t.pgid
-setsid sh -c '{ echo $$ > "$0"; } 2>/dev/null || { echo "$1:nopgid" >&2; exit 125; }; shift; exec "$@"' "$f" "$m" "$@" </dev/null &
+setsid sh -c '{ echo $$ > "$0"; } 2>/dev/null || { echo "$1:nopgid" >&2; exit 125; }; echo "$1:start" >&2; shift; exec "$@"' "$f" "$m" "$@" </dev/null &
 wait $!
 r=$?
 rm -f "$f"
@@ -152,6 +159,11 @@ pub fn marker(token: &str) -> String {
     format!("rfs-daytona:{token}:")
 }
 
+/// The line the wrapper prints on stderr right before the command starts.
+pub fn start_line(token: &str) -> String {
+    format!("{}start\n", marker(token))
+}
+
 /// Recognise the wrapper's marker line at the start of `stderr`.
 pub fn refusal(token: &str, stderr: &[u8]) -> Option<Refusal> {
     let text = std::str::from_utf8(stderr).ok()?;
@@ -205,7 +217,10 @@ mod tests {
         assert_eq!(out.status.code(), Some(7));
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.ends_with("it's 2\n"), "{stdout}");
-        assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("{}err\n", start_line(&t))
+        );
         assert!(!std::path::Path::new(&format!("/tmp/.rfs-exec-{t}.pgid")).exists());
         // The toolbox's session directory is there: no status file.
         assert!(!std::path::Path::new(&format!("/tmp/.rfs-exec-{t}.exit")).exists());

@@ -221,8 +221,23 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
         sandbox,
         seq: st.next_seq(),
     };
-    rec.push_view(Instant::now(), Some("started"));
-    let dto = rec.dto("started", &st.toolbox_url());
+    let ends_in = st.faults.take_create_ends_in();
+    if let Some(state) = ends_in {
+        // The create is answered in a transitional state; GET then shows
+        // where it ended (an error, or still creating forever).
+        rec.sandbox.stop();
+        rec.state = state;
+        rec.desired_state = "started";
+    }
+    rec.push_view(Instant::now(), Some(rec.state));
+    let dto = rec.dto(
+        if ends_in.is_some() {
+            "creating"
+        } else {
+            "started"
+        },
+        &st.toolbox_url(),
+    );
     st.sandboxes.lock().unwrap().push(rec);
     if let Some(delay) = st.faults.take_create_late() {
         tokio::time::sleep(delay).await;

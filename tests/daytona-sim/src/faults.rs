@@ -2,7 +2,8 @@
 //!
 //! A rule matches a request by method (case-insensitive, `*` = any) and a
 //! path prefix compared with the request path without the leading `/api`
-//! (REST) — toolbox paths keep their `/toolbox/{id}/...` form.
+//! (REST) — toolbox paths keep their `/toolbox/{id}/...` form; a `{}`
+//! segment in the prefix matches any one segment (any sandbox id).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -41,6 +42,9 @@ struct Inner {
     slow: Vec<SlowRule>,
     corrupt_uploads: u32,
     create_late: Option<Duration>,
+    create_ends_in: Option<&'static str>,
+    exec_start_failures: Vec<String>,
+    lost_exit_codes: Vec<String>,
     refuse_follow: bool,
 }
 
@@ -50,9 +54,23 @@ pub struct Faults {
     inner: Mutex<Inner>,
 }
 
+/// A `{}` segment of the prefix matches any one segment of the path
+/// (`/toolbox/{}/process/execute`); otherwise a plain prefix match.
 fn matches(rule_method: &str, rule_prefix: &str, method: &str, path: &str) -> bool {
-    (rule_method == "*" || rule_method.eq_ignore_ascii_case(method))
-        && path.starts_with(rule_prefix)
+    if !(rule_method == "*" || rule_method.eq_ignore_ascii_case(method)) {
+        return false;
+    }
+    if !rule_prefix.contains("{}") {
+        return path.starts_with(rule_prefix);
+    }
+    let want: Vec<&str> = rule_prefix.split('/').collect();
+    let got: Vec<&str> = path.split('/').collect();
+    want.len() <= got.len()
+        && want
+            .iter()
+            .zip(&got)
+            .enumerate()
+            .all(|(i, (w, g))| *w == "{}" || w == g || (i == want.len() - 1 && g.starts_with(w)))
 }
 
 impl Faults {
@@ -121,6 +139,70 @@ impl Faults {
         self.inner.lock().unwrap().create_late = Some(delay);
     }
 
+    /// The next `POST /sandbox` answers, but its sandbox then goes to
+    /// `state` instead of `started`: `"error"` or `"build_failed"` (with an
+    /// `errorReason`), or `"creating"`, where it stays (it never starts).
+    pub fn next_create_ends_in(&self, state: &'static str) {
+        assert!(
+            matches!(state, "error" | "build_failed" | "creating"),
+            "unsupported create outcome {state}"
+        );
+        self.inner.lock().unwrap().create_ends_in = Some(state);
+    }
+
+    /// The next session command is answered at once with exit code -1 and
+    /// `output` (what Daytona's daemon does when it cannot start the
+    /// shell: Go's `fork/exec /usr/bin/zsh: no such file or directory`
+    /// for a missing working directory, or nothing at all); the command
+    /// does not run.
+    pub fn next_exec_fails_to_start(&self, output: &str) {
+        self.inner
+            .lock()
+            .unwrap()
+            .exec_start_failures
+            .push(output.to_owned());
+    }
+
+    /// The next session command whose text contains `needle` runs, but
+    /// its exit code is lost (as when the daemon's session shell dies
+    /// before recording it): its status never gets an `exitCode`, and its
+    /// log follow ends with its output.
+    pub fn lose_exit_code_of(&self, needle: &str) {
+        self.inner
+            .lock()
+            .unwrap()
+            .lost_exit_codes
+            .push(needle.to_owned());
+    }
+
+    pub(crate) fn take_lost_exit_code(&self, command: &str) -> bool {
+        let mut inner = self.inner.lock().unwrap();
+        match inner
+            .lost_exit_codes
+            .iter()
+            .position(|n| command.contains(n.as_str()))
+        {
+            Some(i) => {
+                inner.lost_exit_codes.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn take_create_ends_in(&self) -> Option<&'static str> {
+        self.inner.lock().unwrap().create_ends_in.take()
+    }
+
+    pub(crate) fn take_exec_start_failure(&self) -> Option<String> {
+        let mut inner = self.inner.lock().unwrap();
+        if inner.exec_start_failures.is_empty() {
+            None
+        } else {
+            Some(inner.exec_start_failures.remove(0))
+        }
+    }
+
     /// Session log requests asking to follow (WebSocket upgrade) are
     /// answered as plain requests, like a proxy that does not pass
     /// upgrades on: clients must fall back to polling.
@@ -176,5 +258,26 @@ impl Faults {
 
     pub(crate) fn take_create_late(&self) -> Option<Duration> {
         self.inner.lock().unwrap().create_late.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matches;
+
+    #[test]
+    fn prefixes_match_plainly_or_with_any_segment() {
+        assert!(matches("GET", "/sandbox", "get", "/sandbox/abc"));
+        assert!(!matches("POST", "/sandbox", "GET", "/sandbox"));
+        let p = "/toolbox/{}/process/execute";
+        assert!(matches("*", p, "POST", "/toolbox/sb-1/process/execute"));
+        assert!(!matches("*", p, "POST", "/toolbox/sb-1/process/session"));
+        assert!(!matches("*", p, "POST", "/toolbox/sb-1"));
+        assert!(matches(
+            "*",
+            "/toolbox/{}/process/sess",
+            "POST",
+            "/toolbox/x/process/session/s/exec"
+        ));
     }
 }

@@ -3,7 +3,7 @@
 //! swagger.json) with real, namespaced sandboxes — for rfs's tests only.
 //!
 //! See README.md for what it reproduces and what it cannot. The surface
-//! below is the contract in `DAYTONA-SIM-API.md`.
+//! below is the contract the README describes.
 
 // Handlers answer early with a ready `Response` as their error value, like axum's own rejections.
 #![allow(clippy::result_large_err)]
@@ -82,6 +82,10 @@ pub struct SimSandbox {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub state: String,
+    /// The snapshot it was created from.
+    pub snapshot: String,
+    /// Its region (`target` of the create, `us` when none was given).
+    pub target: String,
 }
 
 /// One request the server received.

@@ -136,6 +136,12 @@ impl Record {
         m.insert("env".into(), json!(self.env));
         m.insert("networkBlockAll".into(), json!(self.network_block_all));
         m.insert("volumes".into(), json!([]));
+        if matches!(state, "error" | "build_failed") {
+            m.insert(
+                "errorReason".into(),
+                json!(format!("{state} injected by the test server")),
+            );
+        }
         Value::Object(m)
     }
 
@@ -178,6 +184,8 @@ impl AppState {
                     name: r.name.clone(),
                     labels: r.labels.clone(),
                     state: s.to_string(),
+                    snapshot: r.snapshot.clone(),
+                    target: r.target.clone(),
                 })
             })
             .collect()

@@ -282,6 +282,21 @@ echo "$_sim_c" > "$_sim_d/exit.tmp"
     )
 }
 
+/// Where the wrapper of a command whose exit code a fault loses writes it
+/// (nothing reads it as an exit code; the log follow ends on it).
+const LOST_EXIT: &str = "exit.lost";
+
+/// The session shell's text for one command; `lose_exit`: its exit code
+/// goes to [`LOST_EXIT`] instead of being reported.
+fn lined(dir: &str, is_async: bool, lose_exit: bool) -> String {
+    let w = wrapper(dir, is_async);
+    if lose_exit {
+        w.replace("exit.tmp", LOST_EXIT)
+    } else {
+        w
+    }
+}
+
 fn exec_response(mode: OutputMode, cmd_id: &str, log: &[u8], code: i32) -> Value {
     if mode.combined {
         let out = String::from_utf8_lossy(&strip_markers(log)).into_owned();
@@ -307,6 +322,14 @@ pub(crate) async fn exec(
     Path((_, sid)): Path<(String, String)>,
     JsonBody(req): JsonBody<ExecRequest>,
 ) -> Response {
+    if req.command.trim().is_empty() {
+        return errors::empty(400);
+    }
+    if let Some(out) = tb.st.faults.take_exec_start_failure() {
+        let cmd_id = uuid::Uuid::new_v4().to_string();
+        return Json(json!({ "cmdId": cmd_id, "output": out, "exitCode": -1 })).into_response();
+    }
+    let lose_exit = tb.st.faults.take_lost_exit_code(&req.command);
     let Tb {
         ctx,
         method,
@@ -314,9 +337,6 @@ pub(crate) async fn exec(
         headers,
         ..
     } = tb;
-    if req.command.trim().is_empty() {
-        return errors::empty(400);
-    }
     let is_async = req.run_async || req.r#async;
     let mode = output_mode(&headers);
     let sandbox = ctx.sandbox();
@@ -343,7 +363,7 @@ pub(crate) async fn exec(
             capture.start()?;
             let sent = s
                 .stdin
-                .write_all(wrapper(&dir, is_async).as_bytes())
+                .write_all(lined(&dir, is_async, lose_exit).as_bytes())
                 .and_then(|_| s.stdin.flush());
             if let Err(e) = sent {
                 capture.abandon();
@@ -542,7 +562,7 @@ async fn stream_log(
     let mut offset = 0usize;
     let mut pending = Vec::new();
     loop {
-        let done = !follow || exit_path.exists();
+        let done = !follow || exit_path.exists() || exit_path.with_file_name(LOST_EXIT).exists();
         let data = read_from(&log_path, offset);
         if !data.is_empty() {
             offset += data.len();
