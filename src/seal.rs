@@ -14,9 +14,9 @@ use crate::signing::{self, allowed_signers, SignatureError, SigningKey};
 
 /// Write the attestation and, with a key, the journal's signature.
 pub fn seal(out_dir: &Path, key: Option<&SigningKey>) -> Result<(), AttestationError> {
-    attestation::write(out_dir, key)?;
+    let journal = attestation::read_journal(out_dir)?;
+    attestation::write(out_dir, &journal, key)?;
     if let Some(k) = key {
-        let journal = attestation::read_journal(out_dir)?;
         let sig = k.sshsig(&journal)?;
         attestation::write_atomic(&out_dir.join(signing::SIG_FILE), sig.as_bytes())?;
     }
@@ -123,7 +123,7 @@ pub fn check_attestation(out_dir: &Path, journal: &[u8]) -> Result<String, Attes
             file: attestation::FILE,
         });
     }
-    let c = attestation::check(out_dir, key.as_ref())?;
+    let c = attestation::check(out_dir, journal, key.as_ref())?;
     Ok(format!(
         "in-toto Statement matches the journal ({} steps){}",
         c.steps,

@@ -176,11 +176,15 @@ pub fn statement(journal: &[u8]) -> Result<Value, AttestationError> {
     }))
 }
 
-/// Build the attestation for the journal in `out_dir` and write it there,
-/// signed with `key` when given.
-pub fn write(out_dir: &Path, key: Option<&SigningKey>) -> Result<(), AttestationError> {
-    let journal = read_journal(out_dir)?;
-    let st = statement(&journal)?;
+/// Build the attestation for `journal` (the exact bytes of `out_dir`'s
+/// journal, read once by the caller) and write it there, signed with `key`
+/// when given.
+pub fn write(
+    out_dir: &Path,
+    journal: &[u8],
+    key: Option<&SigningKey>,
+) -> Result<(), AttestationError> {
+    let st = statement(journal)?;
     let payload = serde_json::to_vec(&st).map_err(AttestationError::Encoding)?;
     let env = dsse::seal(dsse::INTOTO_PAYLOAD_TYPE, &payload, key)?;
     let mut text = serde_json::to_string_pretty(&env).map_err(AttestationError::Encoding)?;
@@ -215,10 +219,11 @@ pub struct Checked {
 }
 
 /// Check `out_dir`'s attestation: it must be a DSSE envelope of an in-toto
-/// Statement equal to the one the journal gives, and signed by `key` when
+/// Statement equal to the one `journal` (the bytes `rfs verify` checked) gives, and signed by `key` when
 /// one is given (unsigned attestations are accepted only without a key).
 pub fn check(
     out_dir: &Path,
+    journal: &[u8],
     key: Option<&ssh_key::PublicKey>,
 ) -> Result<Checked, AttestationError> {
     let text = std::fs::read_to_string(out_dir.join(FILE)).map_err(|source| {
@@ -242,8 +247,7 @@ pub fn check(
     };
     let claimed: Value = serde_json::from_slice(&payload)
         .map_err(|source| AttestationError::PayloadNotJson { file: FILE, source })?;
-    let journal = read_journal(out_dir)?;
-    let expected = statement(&journal)?;
+    let expected = statement(journal)?;
     if claimed != expected {
         return Err(AttestationError::Differs {
             file: FILE,
