@@ -590,7 +590,64 @@ async fn the_dead_man_switch_removes_an_abandoned_sandbox() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(p.list(&run_selector(&labels)).await.unwrap().is_empty());
+    // Its home volume went with it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !volumes_of(&labels).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the home volume outlived its sandbox"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     p.destroy(&info.id)
         .await
         .expect("destroying a self-removed sandbox");
+}
+
+/// The labelled volumes of a test run, per `docker volume ls`.
+fn volumes_of(labels: &Labels) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["volume", "ls", "-q", "--filter"])
+        .arg(format!(
+            "label={}={}",
+            labels::RUN_ID,
+            labels[labels::RUN_ID]
+        ))
+        .output()
+        .expect("docker volume ls");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The sandbox home is a volume of its own carrying the sandbox's labels
+/// (the synced tree is written to the daemon host's filesystem, not
+/// through the storage driver's writable layer), and destroying the
+/// sandbox removes that volume too: a run leaves no volume behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destroying_a_docker_sandbox_leaves_no_home_volume() {
+    if common::docker_missing() {
+        return;
+    }
+    let p = provider(Some("rfs"));
+    let (info, guard, labels) = sandbox(&p).await;
+    let vols = volumes_of(&labels);
+    assert_eq!(vols.len(), 1, "one labelled home volume: {vols:?}");
+    // The home is a mount point of its own inside the container.
+    let mounts = sh(&p, &info.id, "cat /proc/mounts").await;
+    assert!(
+        mounts.lines().any(|l| l.split(' ').nth(1) == Some(HOME)),
+        "{HOME} is not a mount: {mounts}"
+    );
+    sh(
+        &p,
+        &info.id,
+        &format!("echo kept > {HOME}/f && cat {HOME}/f"),
+    )
+    .await;
+    p.destroy(&info.id).await.expect("destroy");
+    assert_eq!(volumes_of(&labels), Vec::<String>::new());
+    drop(guard);
 }

@@ -7,6 +7,10 @@
 //!   dead-man switch; a zero lifetime means [`DEFAULT_MAX_LIFETIME`]). A
 //!   container that removed itself reads as gone, exactly like one rfs
 //!   destroyed. Images are never pulled: a missing image is an error.
+//! * **Home.** The sandbox home is an anonymous volume carrying the
+//!   sandbox's labels (files there bypass the storage driver's writable
+//!   layer, a FUSE file system on rootless engines); it goes with the
+//!   container, and destroy verifies that it did.
 //! * **Commands** run under a tiny `sh` wrapper (module `wrapper`) that
 //!   checks the executable and records the command's process group, so a
 //!   timeout or a cancellation kills the whole group (and its session)

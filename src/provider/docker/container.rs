@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use bollard::models::{ContainerCreateBody, ContainerInspectResponse, HostConfig};
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, HostConfig, Mount, MountType, MountVolumeOptions,
+};
 use bollard::query_parameters::{
     CreateContainerOptions, InspectContainerOptions, ListContainersOptionsBuilder,
     RemoveContainerOptionsBuilder, StartContainerOptions,
@@ -111,6 +113,7 @@ pub(super) async fn create(
             auto_remove: Some(true),
             // `network: false`: no interfaces but the container's own loopback.
             network_mode: (!spec.isolation.network).then(|| "none".to_owned()),
+            mounts: Some(vec![home_volume(&options.home, &spec.labels)]),
             ..Default::default()
         }),
         ..Default::default()
@@ -132,6 +135,28 @@ pub(super) async fn create(
             let _ = destroy(client, &created.id).await;
             Err(e)
         }
+    }
+}
+
+/// The sandbox home as an anonymous volume carrying the sandbox's labels.
+///
+/// A volume lives on the daemon host's own filesystem, not in the
+/// container's writable layer: under a FUSE storage driver
+/// (`fuse-overlayfs`, rootless engines) every file created in the layer is
+/// a round trip through a user-space process, and extracting the synced
+/// tree there took several times longer than into a volume. Anonymous, it
+/// is removed with the container (`auto_remove`, and `v` on destroy, which
+/// verifies it is gone); labelled, `rfs gc` and a reviewer can tell whose
+/// it is if a daemon ever keeps one.
+fn home_volume(home: &str, labels: &crate::provider::Labels) -> Mount {
+    Mount {
+        target: Some(home.to_owned()),
+        typ: Some(MountType::VOLUME),
+        volume_options: Some(MountVolumeOptions {
+            labels: Some(labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
@@ -272,6 +297,12 @@ pub(super) async fn list(
 pub(super) async fn destroy(client: &Client, id: &str) -> ProviderResult<()> {
     check_id(id)?;
     let api = client.api().await?;
+    // The volumes to check afterwards: the home, and any other anonymous
+    // one (a container already gone has none left to name).
+    let volumes = inspect(client, id)
+        .await?
+        .map(|c| anonymous_volumes(&c))
+        .unwrap_or_default();
     let opts = RemoveContainerOptionsBuilder::default()
         .force(true)
         .v(true)
@@ -286,7 +317,7 @@ pub(super) async fn destroy(client: &Client, id: &str) -> ProviderResult<()> {
         }
         for _ in 0..10 {
             if inspect(client, id).await?.is_none() {
-                return Ok(());
+                return destroy_volumes(client, id, &volumes, deadline).await;
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(ProviderError::other(format!(
@@ -297,6 +328,58 @@ pub(super) async fn destroy(client: &Client, id: &str) -> ProviderResult<()> {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// The names of a container's volumes that Docker created for it (no
+/// named volume a user mounted is ever touched).
+fn anonymous_volumes(c: &ContainerInspectResponse) -> Vec<String> {
+    let names: Vec<String> = c
+        .mounts
+        .iter()
+        .flatten()
+        .filter(|m| m.typ.as_deref() == Some("volume"))
+        .filter_map(|m| m.name.clone())
+        .collect();
+    // Anonymous volumes are named by a 64-hex id, like containers.
+    names.into_iter().filter(|n| is_container_id(n)).collect()
+}
+
+/// After the container is gone: each of its anonymous volumes must be
+/// gone too (removed with it by `v`); one the daemon kept is removed and
+/// polled until it is, within the destroy deadline.
+async fn destroy_volumes(
+    client: &Client,
+    id: &str,
+    volumes: &[String],
+    deadline: tokio::time::Instant,
+) -> ProviderResult<()> {
+    let api = client.api().await?;
+    for name in volumes {
+        loop {
+            match api.inspect_volume(name).await {
+                Err(e) if client::status(&e) == Some(404) => break,
+                Err(e) => return Err(client.error(e)),
+                Ok(_) => {}
+            }
+            match api
+                .remove_volume(name, None::<bollard::query_parameters::RemoveVolumeOptions>)
+                .await
+            {
+                Ok(()) => {}
+                // Gone meanwhile, or still held while the removal finishes.
+                Err(e) if matches!(client::status(&e), Some(404 | 409)) => {}
+                Err(e) => return Err(client.error(e)),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ProviderError::other(format!(
+                    "volume {name} of sandbox container {id} still exists {}s after its removal",
+                    DESTROY_VERIFY.as_secs()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
