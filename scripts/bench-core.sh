@@ -18,6 +18,9 @@
 #               regime of a throttled disk;
 #      plus the peak RSS of every rfs run (target <= 64 MiB);
 #   2. 200 x step("x","true") vs 200 x `sh -c true` (STEPS=1 only).
+# On docker the regimes are the baseline's destination instead: `cache`,
+# the container's writable layer, and `volume`, a volume as rfs's sandbox
+# home is (DOCKER_REGIMES="cache volume").
 # rfs's figure is the sync phase from its journal (source.resolved to
 # source.pin, or to the end of the `sync` step): provisioning included,
 # process start-up and teardown not.
@@ -95,21 +98,27 @@ baseline_local() { # shape regime
   rm -rf "$work/extract"
 }
 
-baseline_docker() { # shape
-  docker exec "$ctr" sh -c 'rm -rf /tmp/x && mkdir -p /tmp/x'
+# Docker's regimes name the baseline's destination: `cache`, a directory
+# in the container's writable layer (the storage driver's, fuse-overlayfs
+# on this machine); `volume`, a directory on a volume, the kind of place
+# rfs's sandbox home is.
+baseline_docker() { # shape regime
+  local d=/tmp/x; [ "$2" = volume ] && d=/vol/x
+  docker exec "$ctr" sh -c "rm -rf $d && mkdir -p $d"
   local t0 t1; t0=$(now)
-  git -C "$work/$1" archive "$(git -C "$work/$1" rev-parse HEAD)" | docker cp - "$ctr:/tmp/x"
+  git -C "$work/$1" archive "$(git -C "$work/$1" rev-parse HEAD)" | docker cp - "$ctr:$d"
   t1=$(now); elapsed "$t0" "$t1"
-  docker exec "$ctr" rm -rf /tmp/x
+  docker exec "$ctr" rm -rf "$d"
 }
 
 # Prints "sync_seconds wall_seconds rss_kib".
 rfs_run() { # shape provider regime run
-  local out="$work/out-$1-$2-$3-$4" t0 t1
+  local out="$work/out-$1-$2-$3-$4" t0 t1 script=$3
+  [ "$2" = docker ] && script=cache   # docker's regimes are the baseline's
   rm -rf "$out"; sync
   t0=$(now)
   (cd "$work/$1" && /usr/bin/time -f '%M' -o "$work/rss" "$rfs" run -q --provider "$2" \
-    "$work/sync-$3.rhai" --out "$out" >/dev/null 2>"$work/rfs.err") \
+    "$work/sync-$script.rhai" --out "$out" >/dev/null 2>"$work/rfs.err") \
     || { cat "$work/rfs.err" >&2; exit 1; }
   t1=$(now)
   echo "$(phase_seconds "$out/journal.jsonl") $(elapsed "$t0" "$t1") $(tail -1 "$work/rss")"
@@ -136,9 +145,11 @@ case " $providers " in *" local "*)
 esac
 if [ "$docker_ok" = 1 ] && case " $providers " in *" docker "*) true ;; *) false ;; esac; then
   export RFS_DOCKER_IMAGE=rfs-test-busybox:latest
-  ctr=$(docker run -d --label relayflows/bench=1 "$RFS_DOCKER_IMAGE" sleep 3600)
-  trap 'docker rm -f "$ctr" >/dev/null 2>&1 || true' EXIT
-  for s in $shapes; do measure "$s" docker cache; done
+  ctr=$(docker run -d -v /vol --label relayflows/bench=1 "$RFS_DOCKER_IMAGE" sleep 3600)
+  trap 'docker rm -f -v "$ctr" >/dev/null 2>&1 || true' EXIT
+  for s in $shapes; do
+    for g in ${DOCKER_REGIMES:-cache volume}; do measure "$s" docker "$g"; done
+  done
 fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
