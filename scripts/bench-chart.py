@@ -32,7 +32,7 @@ with open(table_path, "w") as t:
     t.write("| shape | provider | regime | runs | baseline | baseline s | rfs sync s | ratio | peak RSS MiB |\n")
     t.write("|---|---|---|---|---|---|---|---|---|\n")
     for shape, prov, regime, n, b, o, ratio, rss in out:
-        t.write(f"| {shape} | {prov} | {regime} | {n} | `{BASE[prov].replace(PIPE, ESC)}`{WHERE.get((prov, regime), "")} | {b:.2f} | {o:.2f} | {ratio:.2f}x | {rss:.1f} |\n")
+        t.write(f"| {shape} | {prov} | {regime} | {n} | `{BASE[prov].replace(PIPE, ESC)}`{WHERE.get((prov, regime), '')} | {b:.2f} | {o:.2f} | {ratio:.2f}x | {rss:.1f} |\n")
 
 # Horizontal grouped bars: baseline and rfs seconds per row, ratio label.
 W, left, bar, gap = 760, 230, 14, 14
