@@ -29,6 +29,17 @@ pub struct LocalProvider {
     root: PathBuf,
     /// The namespace inits of this process's isolated sandboxes.
     inits: Arc<Mutex<HashMap<String, Arc<Init>>>>,
+    /// What [`LocalProvider::read`] returned for sandboxes of this
+    /// process, so that a command does not re-read and re-parse
+    /// `meta.json` (see [`LocalProvider::info`]).
+    infos: Arc<Mutex<HashMap<String, Known>>>,
+}
+
+/// A sandbox as its `meta.json` was last read.
+#[derive(Debug, Clone)]
+struct Known {
+    info: SandboxInfo,
+    isolation: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -47,6 +58,7 @@ impl LocalProvider {
         LocalProvider {
             root: state_dir.join("local"),
             inits: Arc::default(),
+            infos: Arc::default(),
         }
     }
 
@@ -56,10 +68,17 @@ impl LocalProvider {
         if let Some(init) = self.inits.lock().expect("inits lock").get(id) {
             return Ok(Some(init.clone()));
         }
-        let meta = std::fs::read(self.dir(id)?.join("meta.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Meta>(&b).ok());
-        match meta.and_then(|m| m.isolation) {
+        let cached = self
+            .infos
+            .lock()
+            .expect("infos lock")
+            .get(id)
+            .map(|k| k.isolation.clone());
+        let isolation = match cached {
+            Some(i) => i,
+            None => self.read_meta(id).ok().flatten().and_then(|k| k.isolation),
+        };
+        match isolation {
             Some(m) if m == "namespaces" => Err(ProviderError::other(format!(
                 "sandbox {id} is isolated in namespaces owned by another rfs process; it cannot be entered from here"
             ))),
@@ -79,7 +98,35 @@ impl LocalProvider {
         Ok(self.sandboxes().join(id))
     }
 
+    /// The sandbox `id` for running something in it: as [`Self::read`]
+    /// found it last, as long as its `meta.json` is still there (a
+    /// sandbox whose directory was removed or emptied is gone, as when
+    /// read from disk); `NotFound` when it is not.
+    fn info(&self, id: &str) -> ProviderResult<SandboxInfo> {
+        let cached = self.infos.lock().expect("infos lock").get(id).cloned();
+        if let Some(known) = cached {
+            match std::fs::symlink_metadata(self.dir(id)?.join("meta.json")) {
+                Ok(m) if m.is_file() => return Ok(known.info),
+                _ => {
+                    self.infos.lock().expect("infos lock").remove(id);
+                }
+            }
+        }
+        let known = self
+            .read_meta(id)?
+            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        self.infos
+            .lock()
+            .expect("infos lock")
+            .insert(id.to_owned(), known.clone());
+        Ok(known.info)
+    }
+
     fn read(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
+        Ok(self.read_meta(id)?.map(|k| k.info))
+    }
+
+    fn read_meta(&self, id: &str) -> ProviderResult<Option<Known>> {
         let dir = self.dir(id)?;
         let meta = match std::fs::read(dir.join("meta.json")) {
             Ok(b) => b,
@@ -88,11 +135,14 @@ impl LocalProvider {
         };
         let meta: Meta = serde_json::from_slice(&meta)
             .map_err(|e| ProviderError::other(format!("sandbox {id} metadata is corrupt: {e}")))?;
-        Ok(Some(SandboxInfo {
-            id: meta.id,
-            labels: meta.labels,
-            home: dir.join("home").to_string_lossy().into_owned(),
-            state: "running".into(),
+        Ok(Some(Known {
+            info: SandboxInfo {
+                id: meta.id,
+                labels: meta.labels,
+                home: dir.join("home").to_string_lossy().into_owned(),
+                state: "running".into(),
+            },
+            isolation: meta.isolation,
         }))
     }
 }
@@ -219,9 +269,7 @@ impl Provider for LocalProvider {
     }
 
     async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()> {
-        let info = self
-            .read(id)?
-            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        let info = self.info(id)?;
         let dest = Path::new(remote_path);
         if !dest.starts_with(Path::new(&info.home).parent().unwrap_or(Path::new("/"))) {
             return Err(ProviderError::other(format!(
@@ -253,9 +301,7 @@ impl Provider for LocalProvider {
         input: InputStream,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
-        let info = self
-            .read(id)?
-            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        let info = self.info(id)?;
         let fifo = Path::new(&info.home)
             .with_file_name("tmp")
             .join(format!("rfs-input-{}", uuid::Uuid::new_v4().simple()));
@@ -306,9 +352,7 @@ impl Provider for LocalProvider {
         req: &ExecRequest,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
-        let info = self
-            .read(id)?
-            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        let info = self.info(id)?;
         let init = self.init_of(id)?;
         let prog = req
             .argv
@@ -408,9 +452,7 @@ impl Provider for LocalProvider {
     }
 
     async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
-        let info = self
-            .read(id)?
-            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        let info = self.info(id)?;
         let init = self.init_of(id)?;
         // The same base environment as exec, then the request's.
         let mut req = req.clone();
@@ -424,6 +466,7 @@ impl Provider for LocalProvider {
         let dir = self.dir(id)?;
         // An isolated sandbox's whole PID namespace dies with its init
         // (setsid daemons included); waits until it is gone.
+        self.infos.lock().expect("infos lock").remove(id);
         let init = self.inits.lock().expect("inits lock").remove(id);
         if let Some(init) = init {
             tokio::task::spawn_blocking(move || init.kill())
