@@ -609,3 +609,68 @@ fn base_env(home: &str, isolated: bool) -> Vec<(String, String)> {
         ("TMPDIR".to_owned(), tmp),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::isolation::IsolationMode;
+    use crate::provider::Collect;
+
+    fn host_sandbox(state: &Path) -> (LocalProvider, tokio::runtime::Runtime, String) {
+        let p = LocalProvider::new(state);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut spec = CreateSpec::default();
+        spec.isolation.mode = IsolationMode::None;
+        let id = rt.block_on(p.create(&spec)).unwrap().id;
+        (p, rt, id)
+    }
+
+    fn echo(p: &LocalProvider, rt: &tokio::runtime::Runtime, id: &str) -> ProviderResult<Vec<u8>> {
+        let req = ExecRequest {
+            argv: vec!["/bin/sh".into(), "-c".into(), "echo ok".into()],
+            cwd: "/".into(),
+            env: vec![],
+            timeout: None,
+            cancel: tokio_util::sync::CancellationToken::new(),
+        };
+        let mut sink = Collect::default();
+        rt.block_on(p.exec(id, &req, &mut sink))?;
+        Ok(sink.stdout)
+    }
+
+    /// What a command learns of its sandbox is kept in memory, but a
+    /// sandbox whose `meta.json` went away after a command ran (its
+    /// directory emptied by a step of an unisolated sandbox) is gone, as
+    /// when it was read from disk each time.
+    #[test]
+    fn a_sandbox_whose_metadata_vanished_after_a_command_is_not_found() {
+        let state = tempfile::tempdir().unwrap();
+        let (p, rt, id) = host_sandbox(state.path());
+        assert_eq!(echo(&p, &rt, &id).unwrap(), b"ok\n");
+        std::fs::remove_file(p.dir(&id).unwrap().join("meta.json")).unwrap();
+        match echo(&p, &rt, &id) {
+            Err(ProviderError::NotFound { id: gone }) => assert_eq!(gone, id),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A sandbox this process did not create is read from disk, and an
+    /// isolated one of another process is refused (not run on the host).
+    #[test]
+    fn an_isolated_sandbox_of_another_process_is_refused_not_run_on_the_host() {
+        let state = tempfile::tempdir().unwrap();
+        let (p, rt, id) = host_sandbox(state.path());
+        let meta = p.dir(&id).unwrap().join("meta.json");
+        let text = std::fs::read_to_string(&meta).unwrap();
+        std::fs::write(&meta, text.replace("\"none\"", "\"namespaces\"")).unwrap();
+        let other = LocalProvider::new(state.path());
+        let e = echo(&other, &rt, &id).unwrap_err();
+        assert!(
+            e.to_string().contains("owned by another rfs process"),
+            "{e}"
+        );
+    }
+}

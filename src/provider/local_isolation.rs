@@ -1472,6 +1472,7 @@ pub fn root_dir(dir: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
 
     #[test]
     fn plan_refuses_a_home_under_a_system_directory() {
@@ -1486,6 +1487,41 @@ mod tests {
             }
         );
         assert!(e.to_string().contains("lies under /usr"), "{e}");
+    }
+
+    /// Commands started one after another in one sandbox reuse the
+    /// start's stacks (at most one spare pair is kept for them), and each
+    /// still runs and reports its own exit status.
+    #[test]
+    fn sequential_starts_reuse_one_pair_of_stacks_and_each_command_runs() {
+        if availability().is_err() {
+            eprintln!("skipped: namespaces unavailable here");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["home", "tmp", "root"] {
+            std::fs::create_dir(dir.path().join(d)).unwrap();
+        }
+        let init = Init::for_sandbox(dir.path(), true).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let null = std::fs::File::open("/dev/null").unwrap();
+        for code in [3, 4, 5] {
+            let argv = vec!["/bin/sh".into(), "-c".into(), format!("exit {code}")];
+            let spec = SpawnSpec {
+                argv: &argv,
+                env: &[],
+                cwd: "/",
+                stdio: [null.as_fd(), null.as_fd(), null.as_fd()],
+                terminal: false,
+            };
+            let mut child = init.spawn(&spec).unwrap();
+            let status = rt.block_on(child.wait()).unwrap();
+            assert_eq!(status.code(), Some(code));
+            assert_eq!(init.spare_stacks.lock().unwrap().len(), 1);
+        }
     }
 
     #[test]
