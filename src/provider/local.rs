@@ -290,6 +290,12 @@ impl Provider for LocalProvider {
         true
     }
 
+    /// Its pipes, child (and pidfd) and timers live and die within the
+    /// call.
+    fn exec_is_self_contained(&self) -> bool {
+        true
+    }
+
     /// The input goes through a FIFO in the sandbox's tmp directory: the
     /// command runs under `sh -c 'exec "$@" <FIFO'` through [`Self::exec`]
     /// (so it gets exactly exec's environment and process handling) while
