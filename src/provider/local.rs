@@ -663,6 +663,61 @@ mod tests {
         }
     }
 
+    /// Polled on a current-thread loop (as a step's command is, see
+    /// `runtime::exec_loop`), a command is still ended by its timeout and
+    /// by a cancellation from another thread, its whole group with it.
+    #[test]
+    fn timeout_and_cancel_from_another_thread_end_the_group_on_a_current_thread_loop() {
+        let state = tempfile::tempdir().unwrap();
+        let (p, rt, id) = host_sandbox(state.path());
+        let run = |timeout, cancel: tokio_util::sync::CancellationToken| {
+            let req = ExecRequest {
+                argv: vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    "sleep 30 & echo $! ; wait".into(),
+                ],
+                cwd: "/".into(),
+                env: vec![],
+                timeout,
+                cancel,
+            };
+            let mut sink = Collect::default();
+            let o = rt.block_on(p.exec(&id, &req, &mut sink)).unwrap();
+            let pid: i32 = String::from_utf8(sink.stdout)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            (o, pid)
+        };
+        let gone = |pid: i32| {
+            // The background `sleep` was in the command's group: killed
+            // (and reaped by init, so it no longer exists or is a zombie).
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.is_empty()
+                || stat
+                    .rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        };
+        let (o, pid) = run(
+            Some(Duration::from_millis(300)),
+            tokio_util::sync::CancellationToken::new(),
+        );
+        assert!(o.timed_out && !o.cancelled, "{o:?}");
+        assert!(gone(pid), "sleep {pid} survived the timeout");
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let c = cancel.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            c.cancel();
+        });
+        let (o, pid) = run(None, cancel);
+        t.join().unwrap();
+        assert!(o.cancelled && !o.timed_out, "{o:?}");
+        assert!(gone(pid), "sleep {pid} survived the cancellation");
+    }
+
     /// A sandbox this process did not create is read from disk, and an
     /// isolated one of another process is refused (not run on the host).
     #[test]
