@@ -29,6 +29,17 @@ pub struct LocalProvider {
     root: PathBuf,
     /// The namespace inits of this process's isolated sandboxes.
     inits: Arc<Mutex<HashMap<String, Arc<Init>>>>,
+    /// What [`LocalProvider::read`] returned for sandboxes of this
+    /// process, so that a command does not re-read and re-parse
+    /// `meta.json` (see [`LocalProvider::info`]).
+    infos: Arc<Mutex<HashMap<String, Known>>>,
+}
+
+/// A sandbox as its `meta.json` was last read.
+#[derive(Debug, Clone)]
+struct Known {
+    info: SandboxInfo,
+    isolation: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -47,6 +58,7 @@ impl LocalProvider {
         LocalProvider {
             root: state_dir.join("local"),
             inits: Arc::default(),
+            infos: Arc::default(),
         }
     }
 
@@ -56,10 +68,17 @@ impl LocalProvider {
         if let Some(init) = self.inits.lock().expect("inits lock").get(id) {
             return Ok(Some(init.clone()));
         }
-        let meta = std::fs::read(self.dir(id)?.join("meta.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Meta>(&b).ok());
-        match meta.and_then(|m| m.isolation) {
+        let cached = self
+            .infos
+            .lock()
+            .expect("infos lock")
+            .get(id)
+            .map(|k| k.isolation.clone());
+        let isolation = match cached {
+            Some(i) => i,
+            None => self.read_meta(id).ok().flatten().and_then(|k| k.isolation),
+        };
+        match isolation {
             Some(m) if m == "namespaces" => Err(ProviderError::other(format!(
                 "sandbox {id} is isolated in namespaces owned by another rfs process; it cannot be entered from here"
             ))),
@@ -79,7 +98,35 @@ impl LocalProvider {
         Ok(self.sandboxes().join(id))
     }
 
+    /// The sandbox `id` for running something in it: as [`Self::read`]
+    /// found it last, as long as its `meta.json` is still there (a
+    /// sandbox whose directory was removed or emptied is gone, as when
+    /// read from disk); `NotFound` when it is not.
+    fn info(&self, id: &str) -> ProviderResult<SandboxInfo> {
+        let cached = self.infos.lock().expect("infos lock").get(id).cloned();
+        if let Some(known) = cached {
+            match std::fs::symlink_metadata(self.dir(id)?.join("meta.json")) {
+                Ok(m) if m.is_file() => return Ok(known.info),
+                _ => {
+                    self.infos.lock().expect("infos lock").remove(id);
+                }
+            }
+        }
+        let known = self
+            .read_meta(id)?
+            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        self.infos
+            .lock()
+            .expect("infos lock")
+            .insert(id.to_owned(), known.clone());
+        Ok(known.info)
+    }
+
     fn read(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
+        Ok(self.read_meta(id)?.map(|k| k.info))
+    }
+
+    fn read_meta(&self, id: &str) -> ProviderResult<Option<Known>> {
         let dir = self.dir(id)?;
         let meta = match std::fs::read(dir.join("meta.json")) {
             Ok(b) => b,
@@ -88,11 +135,14 @@ impl LocalProvider {
         };
         let meta: Meta = serde_json::from_slice(&meta)
             .map_err(|e| ProviderError::other(format!("sandbox {id} metadata is corrupt: {e}")))?;
-        Ok(Some(SandboxInfo {
-            id: meta.id,
-            labels: meta.labels,
-            home: dir.join("home").to_string_lossy().into_owned(),
-            state: "running".into(),
+        Ok(Some(Known {
+            info: SandboxInfo {
+                id: meta.id,
+                labels: meta.labels,
+                home: dir.join("home").to_string_lossy().into_owned(),
+                state: "running".into(),
+            },
+            isolation: meta.isolation,
         }))
     }
 }
@@ -219,9 +269,7 @@ impl Provider for LocalProvider {
     }
 
     async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()> {
-        let info = self
-            .read(id)?
-            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        let info = self.info(id)?;
         let dest = Path::new(remote_path);
         if !dest.starts_with(Path::new(&info.home).parent().unwrap_or(Path::new("/"))) {
             return Err(ProviderError::other(format!(
@@ -242,6 +290,12 @@ impl Provider for LocalProvider {
         true
     }
 
+    /// Its pipes, child (and pidfd) and timers live and die within the
+    /// call.
+    fn exec_is_self_contained(&self) -> bool {
+        true
+    }
+
     /// The input goes through a FIFO in the sandbox's tmp directory: the
     /// command runs under `sh -c 'exec "$@" <FIFO'` through [`Self::exec`]
     /// (so it gets exactly exec's environment and process handling) while
@@ -253,9 +307,7 @@ impl Provider for LocalProvider {
         input: InputStream,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
-        let info = self
-            .read(id)?
-            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        let info = self.info(id)?;
         let fifo = Path::new(&info.home)
             .with_file_name("tmp")
             .join(format!("rfs-input-{}", uuid::Uuid::new_v4().simple()));
@@ -306,9 +358,7 @@ impl Provider for LocalProvider {
         req: &ExecRequest,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
-        let info = self
-            .read(id)?
-            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        let info = self.info(id)?;
         let init = self.init_of(id)?;
         let prog = req
             .argv
@@ -408,9 +458,7 @@ impl Provider for LocalProvider {
     }
 
     async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
-        let info = self
-            .read(id)?
-            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        let info = self.info(id)?;
         let init = self.init_of(id)?;
         // The same base environment as exec, then the request's.
         let mut req = req.clone();
@@ -424,6 +472,7 @@ impl Provider for LocalProvider {
         let dir = self.dir(id)?;
         // An isolated sandbox's whole PID namespace dies with its init
         // (setsid daemons included); waits until it is gone.
+        self.infos.lock().expect("infos lock").remove(id);
         let init = self.inits.lock().expect("inits lock").remove(id);
         if let Some(init) = init {
             tokio::task::spawn_blocking(move || init.kill())
@@ -565,4 +614,124 @@ fn base_env(home: &str, isolated: bool) -> Vec<(String, String)> {
         ("HOME".to_owned(), home.to_owned()),
         ("TMPDIR".to_owned(), tmp),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::isolation::IsolationMode;
+    use crate::provider::Collect;
+
+    fn host_sandbox(state: &Path) -> (LocalProvider, tokio::runtime::Runtime, String) {
+        let p = LocalProvider::new(state);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut spec = CreateSpec::default();
+        spec.isolation.mode = IsolationMode::None;
+        let id = rt.block_on(p.create(&spec)).unwrap().id;
+        (p, rt, id)
+    }
+
+    fn echo(p: &LocalProvider, rt: &tokio::runtime::Runtime, id: &str) -> ProviderResult<Vec<u8>> {
+        let req = ExecRequest {
+            argv: vec!["/bin/sh".into(), "-c".into(), "echo ok".into()],
+            cwd: "/".into(),
+            env: vec![],
+            timeout: None,
+            cancel: tokio_util::sync::CancellationToken::new(),
+        };
+        let mut sink = Collect::default();
+        rt.block_on(p.exec(id, &req, &mut sink))?;
+        Ok(sink.stdout)
+    }
+
+    /// What a command learns of its sandbox is kept in memory, but a
+    /// sandbox whose `meta.json` went away after a command ran (its
+    /// directory emptied by a step of an unisolated sandbox) is gone, as
+    /// when it was read from disk each time.
+    #[test]
+    fn a_sandbox_whose_metadata_vanished_after_a_command_is_not_found() {
+        let state = tempfile::tempdir().unwrap();
+        let (p, rt, id) = host_sandbox(state.path());
+        assert_eq!(echo(&p, &rt, &id).unwrap(), b"ok\n");
+        std::fs::remove_file(p.dir(&id).unwrap().join("meta.json")).unwrap();
+        match echo(&p, &rt, &id) {
+            Err(ProviderError::NotFound { id: gone }) => assert_eq!(gone, id),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Polled on a current-thread loop (as a step's command is, see
+    /// `runtime::exec_loop`), a command is still ended by its timeout and
+    /// by a cancellation from another thread, its whole group with it.
+    #[test]
+    fn timeout_and_cancel_from_another_thread_end_the_group_on_a_current_thread_loop() {
+        let state = tempfile::tempdir().unwrap();
+        let (p, rt, id) = host_sandbox(state.path());
+        let run = |timeout, cancel: tokio_util::sync::CancellationToken| {
+            let req = ExecRequest {
+                argv: vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    "sleep 30 & echo $! ; wait".into(),
+                ],
+                cwd: "/".into(),
+                env: vec![],
+                timeout,
+                cancel,
+            };
+            let mut sink = Collect::default();
+            let o = rt.block_on(p.exec(&id, &req, &mut sink)).unwrap();
+            let pid: i32 = String::from_utf8(sink.stdout)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            (o, pid)
+        };
+        let gone = |pid: i32| {
+            // The background `sleep` was in the command's group: killed
+            // (and reaped by init, so it no longer exists or is a zombie).
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.is_empty()
+                || stat
+                    .rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        };
+        let (o, pid) = run(
+            Some(Duration::from_millis(300)),
+            tokio_util::sync::CancellationToken::new(),
+        );
+        assert!(o.timed_out && !o.cancelled, "{o:?}");
+        assert!(gone(pid), "sleep {pid} survived the timeout");
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let c = cancel.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            c.cancel();
+        });
+        let (o, pid) = run(None, cancel);
+        t.join().unwrap();
+        assert!(o.cancelled && !o.timed_out, "{o:?}");
+        assert!(gone(pid), "sleep {pid} survived the cancellation");
+    }
+
+    /// A sandbox this process did not create is read from disk, and an
+    /// isolated one of another process is refused (not run on the host).
+    #[test]
+    fn an_isolated_sandbox_of_another_process_is_refused_not_run_on_the_host() {
+        let state = tempfile::tempdir().unwrap();
+        let (p, rt, id) = host_sandbox(state.path());
+        let meta = p.dir(&id).unwrap().join("meta.json");
+        let text = std::fs::read_to_string(&meta).unwrap();
+        std::fs::write(&meta, text.replace("\"none\"", "\"namespaces\"")).unwrap();
+        let other = LocalProvider::new(state.path());
+        let e = echo(&other, &rt, &id).unwrap_err();
+        assert!(
+            e.to_string().contains("owned by another rfs process"),
+            "{e}"
+        );
+    }
 }

@@ -618,6 +618,10 @@ pub struct Init {
     /// Namespaces to enter, in order (user first).
     ns: Vec<OwnedFd>,
     killed: std::sync::atomic::AtomicBool,
+    /// Spawn stacks no start uses any more, kept for the next ones: a
+    /// fresh mapping per command costs its page faults and, unmapped, a
+    /// TLB shootdown across rfs's threads.
+    spare_stacks: std::sync::Mutex<Vec<Stacks>>,
 }
 
 impl std::fmt::Debug for Init {
@@ -682,6 +686,7 @@ impl Init {
             lifeline: Some(life_w).into(),
             ns: vec![],
             killed: false.into(),
+            spare_stacks: Vec::new().into(),
         };
         let mut file = std::fs::File::from(report_r);
         let mut ready = false;
@@ -730,8 +735,19 @@ impl Init {
     /// Returns once the command runs (its `exec` succeeded), or why it
     /// could not start; the command is then rfs's own child.
     pub fn spawn(&self, spec: &SpawnSpec<'_>) -> Result<SandboxChild, SpawnError> {
-        let launch = Launch::prepare(self, spec)?;
-        launch.run()
+        let spare = self.spare_stacks.lock().map(|mut s| s.pop());
+        let stacks = match spare {
+            Ok(Some(s)) => s,
+            _ => Stacks::new()?,
+        };
+        let launch = Launch::prepare(self, spec, stacks)?;
+        let (started, stacks) = launch.run();
+        if let Ok(mut spare) = self.spare_stacks.lock() {
+            if spare.len() < SPARE_STACKS {
+                spare.push(stacks);
+            }
+        }
+        started
     }
 
     /// Kill the sandbox's PID namespace and wait until it is gone.
@@ -968,11 +984,19 @@ const STAGE_EXEC: u32 = 8;
 /// stack probes touch pages of it, so it is generous for debug builds).
 const SPAWN_STACK: usize = 256 * 1024;
 
+/// How many unused pairs of spawn stacks an init keeps (one per command
+/// started at the same time).
+const SPARE_STACKS: usize = 4;
+
 /// Two stacks with a guard page below each, unmapped when dropped.
 struct Stacks {
     base: *mut libc::c_void,
     len: usize,
 }
+
+// SAFETY: `Stacks` owns its private mapping outright (nothing else holds
+// the pointer once a start has returned), so it may move between threads.
+unsafe impl Send for Stacks {}
 
 impl Stacks {
     fn new() -> Result<Stacks, SpawnError> {
@@ -1051,7 +1075,7 @@ struct Launch {
 }
 
 impl Launch {
-    fn prepare(init: &Init, spec: &SpawnSpec<'_>) -> Result<Launch, SpawnError> {
+    fn prepare(init: &Init, spec: &SpawnSpec<'_>, stacks: Stacks) -> Result<Launch, SpawnError> {
         let c =
             |what: &'static str, s: &str| CString::new(s).map_err(|_| SpawnError::NulByte { what });
         let program = spec.argv.first().ok_or(SpawnError::EmptyArgv)?;
@@ -1102,17 +1126,23 @@ impl Launch {
             envp,
             stdio: spec.stdio.map(|f| f.as_raw_fd()),
             terminal: spec.terminal,
-            stacks: Stacks::new()?,
+            stacks,
             pid: 0.into(),
             stage: 0.into(),
             errno: 0.into(),
         })
     }
 
-    /// Start the children, wait until the command runs or failed.
-    fn run(self) -> Result<SandboxChild, SpawnError> {
+    /// Start the children, wait until the command runs or failed. Gives
+    /// the stacks back: no child uses them any more.
+    fn run(self) -> (Result<SandboxChild, SpawnError>, Stacks) {
+        let started = self.start();
+        (started, self.stacks)
+    }
+
+    fn start(&self) -> Result<SandboxChild, SpawnError> {
         use std::sync::atomic::Ordering::SeqCst;
-        let arg = &self as *const Launch as *mut libc::c_void;
+        let arg = self as *const Launch as *mut libc::c_void;
         // SAFETY: the children only read `self` and write its atomics, and
         // `self` outlives them: with CLONE_VFORK this thread resumes only
         // when the first child has exited, after the second one exec'd or
@@ -1442,6 +1472,7 @@ pub fn root_dir(dir: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
 
     #[test]
     fn plan_refuses_a_home_under_a_system_directory() {
@@ -1456,6 +1487,41 @@ mod tests {
             }
         );
         assert!(e.to_string().contains("lies under /usr"), "{e}");
+    }
+
+    /// Commands started one after another in one sandbox reuse the
+    /// start's stacks (at most one spare pair is kept for them), and each
+    /// still runs and reports its own exit status.
+    #[test]
+    fn sequential_starts_reuse_one_pair_of_stacks_and_each_command_runs() {
+        if availability().is_err() {
+            eprintln!("skipped: namespaces unavailable here");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["home", "tmp", "root"] {
+            std::fs::create_dir(dir.path().join(d)).unwrap();
+        }
+        let init = Init::for_sandbox(dir.path(), true).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let null = std::fs::File::open("/dev/null").unwrap();
+        for code in [3, 4, 5] {
+            let argv = vec!["/bin/sh".into(), "-c".into(), format!("exit {code}")];
+            let spec = SpawnSpec {
+                argv: &argv,
+                env: &[],
+                cwd: "/",
+                stdio: [null.as_fd(), null.as_fd(), null.as_fd()],
+                terminal: false,
+            };
+            let mut child = init.spawn(&spec).unwrap();
+            let status = rt.block_on(child.wait()).unwrap();
+            assert_eq!(status.code(), Some(code));
+            assert_eq!(init.spare_stacks.lock().unwrap().len(), 1);
+        }
     }
 
     #[test]

@@ -218,6 +218,15 @@ pub trait Provider: Send + Sync {
         false
     }
 
+    /// Whether [`Provider::exec`]'s future owns everything it waits on
+    /// (created and dropped within the call: pipes, child, timers; no
+    /// pooled connection or task of the provider's), so that it may be
+    /// polled on the calling thread's own event loop instead of the run's
+    /// runtime.
+    fn exec_is_self_contained(&self) -> bool {
+        false
+    }
+
     /// Whether bytes sent to this provider's sandboxes cross a network, so
     /// that compressing a transfer pays for its CPU cost.
     fn remote_transfer(&self) -> bool {

@@ -109,6 +109,10 @@ impl Provider for Traced {
         self.0.remote_transfer()
     }
 
+    fn exec_is_self_contained(&self) -> bool {
+        self.0.exec_is_self_contained()
+    }
+
     async fn exec_with_input(
         &self,
         id: &str,

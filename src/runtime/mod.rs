@@ -7,6 +7,7 @@
 
 pub mod attach;
 pub mod cwd;
+pub mod exec_loop;
 pub mod output;
 pub mod owner;
 pub mod placement;
@@ -117,6 +118,8 @@ pub struct Run {
     /// When EVIDENCE.md was last written (rewrites are throttled; the
     /// journal is the record of truth and is never throttled).
     evidence_written: Mutex<Option<std::time::Instant>>,
+    /// Where commands of a self-contained provider are polled.
+    exec_loop: exec_loop::ExecLoop,
 }
 
 struct Record {
@@ -181,6 +184,7 @@ impl Run {
                 evidence: Evidence::default(),
             }),
             evidence_written: Mutex::new(None),
+            exec_loop: exec_loop::ExecLoop::default(),
         });
         let vars_redacted: BTreeMap<_, _> = vars
             .iter()
@@ -277,6 +281,17 @@ impl Run {
     /// Block the script thread on a future.
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)
+    }
+
+    /// Block the script thread on a provider's `exec`: polled on the
+    /// thread's own loop when the provider's exec is self-contained (see
+    /// [`exec_loop`]), on the run's runtime otherwise.
+    pub fn block_on_exec<F: std::future::Future>(&self, f: F) -> F::Output {
+        if self.cfg.provider.exec_is_self_contained() {
+            self.exec_loop.block_on(&self.rt, f)
+        } else {
+            self.rt.block_on(f)
+        }
     }
 
     /// The current interrupt token (provider calls watch it).

@@ -214,7 +214,7 @@ impl Run {
                 self.reporter.clone(),
             );
             let t = Instant::now();
-            let res = self.block_on(p.exec(&pl.sandbox_id, &req, &mut sink));
+            let res = self.block_on_exec(p.exec(&pl.sandbox_id, &req, &mut sink));
             let refused = match &res {
                 Ok(o) => sink.close_wrapper(o.exit),
                 Err(_) => sink.close_wrapper(None),
