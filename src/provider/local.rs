@@ -6,7 +6,7 @@
 //! directory out of the inventory (atomic), then deletes it.
 
 use std::collections::HashMap;
-use std::os::fd::AsFd as _;
+use std::os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -29,6 +29,8 @@ pub struct LocalProvider {
     root: PathBuf,
     /// The namespace inits of this process's isolated sandboxes.
     inits: Arc<Mutex<HashMap<String, Arc<Init>>>>,
+    /// rfs's executable, when this process can run it in a sandbox.
+    own_exe: Option<PathBuf>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -47,7 +49,15 @@ impl LocalProvider {
         LocalProvider {
             root: state_dir.join("local"),
             inits: Arc::default(),
+            own_exe: crate::source::native_check::executable().map(Path::to_path_buf),
         }
+    }
+
+    /// The same, running `exe` (an rfs executable) as its own executable
+    /// ([`Provider::exec_own_with_input`]).
+    pub fn with_own_executable(mut self, exe: PathBuf) -> Self {
+        self.own_exe = Some(exe);
+        self
     }
 
     /// The namespace init `id` runs in (`None`: not isolated). An isolated
@@ -300,10 +310,121 @@ impl Provider for LocalProvider {
         Ok(outcome)
     }
 
+    fn runs_own_executable(&self) -> bool {
+        self.own_exe.is_some()
+    }
+
+    /// rfs's executable is opened (close-on-exec) and, in namespaces,
+    /// executed through that descriptor (rfs's path does not exist there);
+    /// its standard input is a pipe rfs writes `input` into.
+    async fn exec_own_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let cannot = |e: &dyn std::fmt::Display| {
+            ProviderError::other(format!(
+                "cannot start rfs's own executable in sandbox {id}: {e}"
+            ))
+        };
+        let path = self
+            .own_exe
+            .clone()
+            .ok_or_else(|| cannot(&"this process declared no rfs executable"))?;
+        let exe = own_executable(&path).map_err(|e| cannot(&e))?;
+        let (rx, tx) = local_isolation::pipe_cloexec().map_err(|e| cannot(&e))?;
+        nix::fcntl::fcntl(
+            tx.as_raw_fd(),
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .map_err(|e| cannot(&e))?;
+        let tx = tokio::net::unix::pipe::Sender::from_owned_fd(tx).map_err(|e| cannot(&e))?;
+        let own = OwnProgram {
+            path,
+            exe,
+            stdin: rx,
+        };
+        let feed = feed_into(tx, input);
+        tokio::pin!(feed);
+        let exec = self.run(id, req, Some(own), sink);
+        tokio::pin!(exec);
+        let mut fed = None;
+        let outcome = loop {
+            tokio::select! {
+                r = &mut feed, if fed.is_none() => fed = Some(r),
+                o = &mut exec => break o?,
+            }
+        };
+        if let Some(Err(e)) = fed {
+            return Err(ProviderError::other(format!(
+                "the input stream broke before its end: {e}"
+            )));
+        }
+        Ok(outcome)
+    }
+
     async fn exec(
         &self,
         id: &str,
         req: &ExecRequest,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        self.run(id, req, None, sink).await
+    }
+    async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
+        let info = self
+            .read(id)?
+            .ok_or(ProviderError::NotFound { id: id.into() })?;
+        let init = self.init_of(id)?;
+        // The same base environment as exec, then the request's.
+        let mut req = req.clone();
+        let mut env = base_env(&info.home, init.is_some());
+        env.append(&mut req.env);
+        req.env = env;
+        super::local_pty::spawn_local_pty_in(&req, init).await
+    }
+
+    async fn destroy(&self, id: &str) -> ProviderResult<()> {
+        let dir = self.dir(id)?;
+        // An isolated sandbox's whole PID namespace dies with its init
+        // (setsid daemons included); waits until it is gone.
+        let init = self.inits.lock().expect("inits lock").remove(id);
+        if let Some(init) = init {
+            tokio::task::spawn_blocking(move || init.kill())
+                .await
+                .map_err(|e| ProviderError::other(e.to_string()))?;
+        }
+        // Processes left running in the sandbox (an rfs killed with SIGKILL
+        // could not end its step) die with it.
+        kill_processes_under(&dir);
+        let trash = self.root.join("trash");
+        std::fs::create_dir_all(&trash).map_err(|e| io_err("creating trash", e))?;
+        let gone = trash.join(format!("{id}-{}", uuid::Uuid::new_v4().simple()));
+        match std::fs::rename(&dir, &gone) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_err(&format!("destroying sandbox {id}"), e)),
+        }
+        let res = tokio::task::spawn_blocking(move || {
+            make_writable(&gone);
+            std::fs::remove_dir_all(&gone)
+        })
+        .await
+        .map_err(|e| ProviderError::other(e.to_string()))?;
+        res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))
+    }
+}
+
+impl LocalProvider {
+    /// Start `req` (or, with `own`, rfs's own executable with `req.argv`
+    /// as its argv and `own.stdin` as its standard input) and wait for it.
+    async fn run(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        own: Option<OwnProgram>,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
         let info = self
@@ -328,12 +449,18 @@ impl Provider for LocalProvider {
                     argv: &req.argv,
                     env: &env,
                     cwd: &req.cwd,
-                    stdio: [null.as_fd(), out_w.as_fd(), err_w.as_fd()],
+                    stdio: [
+                        own.as_ref().map_or(null.as_fd(), |o| o.stdin.as_fd()),
+                        out_w.as_fd(),
+                        err_w.as_fd(),
+                    ],
                     terminal: false,
+                    exec_fd: own.as_ref().map(|o| o.exe.as_fd()),
                 };
                 let child = init.spawn(&spec).map_err(|e| cannot(&e))?;
                 // The command holds its own copies now.
                 drop(null);
+                drop(own);
                 drop(out_w);
                 drop(err_w);
                 let reader = |fd| -> ProviderResult<Output> {
@@ -345,12 +472,17 @@ impl Provider for LocalProvider {
                 (LocalChild::Sandbox(child), reader(out_r)?, reader(err_r)?)
             }
             None => {
-                let mut cmd = tokio::process::Command::new(prog);
-                cmd.args(&req.argv[1..])
+                let mut cmd = match &own {
+                    // (In the child, /proc/self/exe is still rfs's.)
+                    Some(o) => tokio::process::Command::new(&o.path),
+                    None => tokio::process::Command::new(prog),
+                };
+                cmd.arg0(prog)
+                    .args(&req.argv[1..])
                     .env_clear()
                     .envs(env.iter().map(|(k, v)| (k, v)))
                     .current_dir(&req.cwd)
-                    .stdin(Stdio::null())
+                    .stdin(own.map_or(Stdio::null(), |o| Stdio::from(o.stdin)))
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .process_group(0)
@@ -406,49 +538,6 @@ impl Provider for LocalProvider {
         outcome.signal = status.signal();
         Ok(outcome)
     }
-
-    async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
-        let info = self
-            .read(id)?
-            .ok_or(ProviderError::NotFound { id: id.into() })?;
-        let init = self.init_of(id)?;
-        // The same base environment as exec, then the request's.
-        let mut req = req.clone();
-        let mut env = base_env(&info.home, init.is_some());
-        env.append(&mut req.env);
-        req.env = env;
-        super::local_pty::spawn_local_pty_in(&req, init).await
-    }
-
-    async fn destroy(&self, id: &str) -> ProviderResult<()> {
-        let dir = self.dir(id)?;
-        // An isolated sandbox's whole PID namespace dies with its init
-        // (setsid daemons included); waits until it is gone.
-        let init = self.inits.lock().expect("inits lock").remove(id);
-        if let Some(init) = init {
-            tokio::task::spawn_blocking(move || init.kill())
-                .await
-                .map_err(|e| ProviderError::other(e.to_string()))?;
-        }
-        // Processes left running in the sandbox (an rfs killed with SIGKILL
-        // could not end its step) die with it.
-        kill_processes_under(&dir);
-        let trash = self.root.join("trash");
-        std::fs::create_dir_all(&trash).map_err(|e| io_err("creating trash", e))?;
-        let gone = trash.join(format!("{id}-{}", uuid::Uuid::new_v4().simple()));
-        match std::fs::rename(&dir, &gone) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(io_err(&format!("destroying sandbox {id}"), e)),
-        }
-        let res = tokio::task::spawn_blocking(move || {
-            make_writable(&gone);
-            std::fs::remove_dir_all(&gone)
-        })
-        .await
-        .map_err(|e| ProviderError::other(e.to_string()))?;
-        res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))
-    }
 }
 
 /// A command's stdout or stderr, read as it comes.
@@ -478,6 +567,33 @@ impl LocalChild {
     }
 }
 
+/// rfs's own executable as [`LocalProvider::run`] starts it.
+struct OwnProgram {
+    /// Its path in rfs's mount namespace (`/proc/self/exe` for the CLI).
+    path: PathBuf,
+    /// The same, opened close-on-exec (above the standard streams).
+    exe: OwnedFd,
+    stdin: OwnedFd,
+}
+
+/// Open rfs's own executable for executing it through the descriptor (a
+/// path to it may not exist in a sandbox's mount namespace). The
+/// descriptor is at least 3, so a spawn can keep it past the standard
+/// streams it sets up.
+fn own_executable(path: &Path) -> std::io::Result<OwnedFd> {
+    let exe = std::fs::File::open(path)?;
+    if exe.as_raw_fd() >= 3 {
+        return Ok(exe.into());
+    }
+    // SAFETY: fcntl duplicating a descriptor we own into a fresh one.
+    let fd = unsafe { libc::fcntl(exe.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Removes a path when dropped.
 struct RemoveOnDrop(PathBuf);
 
@@ -490,11 +606,10 @@ impl Drop for RemoveOnDrop {
 /// Copy `input` into the FIFO at `path` once a reader has opened it. A
 /// reader that goes away (broken pipe) ends the feed without error (the
 /// command's outcome says why); an error reading `input` is returned.
-async fn feed_fifo(path: PathBuf, mut input: InputStream) -> std::io::Result<()> {
-    use tokio::io::AsyncWriteExt;
+async fn feed_fifo(path: PathBuf, input: InputStream) -> std::io::Result<()> {
     // Opening for writing without a reader fails (ENXIO) instead of
     // blocking; poll until the command has opened its end.
-    let mut tx = loop {
+    let tx = loop {
         match tokio::net::unix::pipe::OpenOptions::new().open_sender(&path) {
             Ok(tx) => break tx,
             Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
@@ -503,7 +618,17 @@ async fn feed_fifo(path: PathBuf, mut input: InputStream) -> std::io::Result<()>
             Err(e) => return Err(e),
         }
     };
-    let mut buf = vec![0u8; 256 * 1024];
+    feed_into(tx, input).await
+}
+
+/// Copy `input` into `tx`; a reader that went away ends the feed without
+/// error, an error reading `input` is returned.
+async fn feed_into(
+    mut tx: tokio::net::unix::pipe::Sender,
+    mut input: InputStream,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut buf = vec![0u8; 1024 * 1024];
     loop {
         let n = input.read(&mut buf).await?;
         if n == 0 {
