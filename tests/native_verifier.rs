@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use rfs::source::remote_check::{self, parse_report, EXIT_DEST_EXISTS, EXIT_EXTRACT};
+use rfs::fuzzing::{parse_report, Entry, Manifest, EXIT_DEST_EXISTS, EXIT_EXTRACT, VERIFY_SCRIPT};
 use sha2::{Digest, Sha256};
 
 const MTIME: u64 = 1_600_000_000;
@@ -51,7 +51,7 @@ fn native(archive: &str, dest: &Path, aux: &Path, stamp: &Path, stdin: &[u8]) ->
 /// The POSIX script with the same arguments.
 fn posix(dest: &Path, aux: &Path, stamp: &Path, stdin: &[u8]) -> Output {
     let mut cmd = Command::new("/bin/sh");
-    cmd.args(["-c", remote_check::SCRIPT, "rfs-verify", "-"])
+    cmd.args(["-c", VERIFY_SCRIPT, "rfs-verify", "-"])
         .arg(dest)
         .arg(aux)
         .arg("")
@@ -132,15 +132,27 @@ impl Dirs {
     }
 }
 
+/// A parsed report: physical root, archive digest, manifest.
+struct Parsed {
+    physical_root: String,
+    archive_sha256: String,
+    manifest: Manifest,
+}
+
 #[track_caller]
-fn ok(out: &Output) -> rfs::source::remote_check::Report {
+fn ok(out: &Output) -> Parsed {
     assert!(
         out.status.success(),
         "exit {:?}: {}",
         out.status.code(),
         String::from_utf8_lossy(&out.stderr)
     );
-    parse_report(&out.stdout).unwrap()
+    let r = parse_report(&out.stdout).unwrap();
+    Parsed {
+        physical_root: r.physical_root,
+        archive_sha256: r.archive_sha256,
+        manifest: r.manifest,
+    }
 }
 
 #[test]
@@ -170,7 +182,7 @@ fn the_native_verifier_reports_what_the_posix_script_reports() {
     assert_eq!(n.manifest.entries.len(), 15, "{:?}", n.manifest.entries);
     assert!(matches!(
         n.manifest.entries[&b"back\\slash\rcr"[..]],
-        rfs::source::manifest::Entry::File { exec: true, .. }
+        Entry::File { exec: true, .. }
     ));
     // Files carry the archive's time (a re-sync's stamp is compared with
     // it); the stamp is written like the script's; AUX is gone.

@@ -9,8 +9,11 @@
 //! the sha256 of the (uncompressed) tar stream exactly as received, to its
 //! last byte (hashed on a thread of its own while the stream is extracted);
 //! the file set, exec bits, symlink targets and every file's sha256 are read
-//! back from the filesystem after extraction ([`super::native_walk`]), never
-//! taken from what was written.
+//! back from the filesystem ([`super::native_walk`]), never taken from what
+//! was written. A large file is read back (through its own descriptor, each
+//! byte once it was written) while it is being written, so its read-back
+//! overlaps its extraction; the walk takes that hash only for the very file
+//! it was read from, unchanged since.
 //!
 //! Extraction ([`super::native_extract`]) refuses what the builder never
 //! writes and a hostile archive would: absolute names, `..`, entries through
@@ -174,12 +177,12 @@ pub fn verify(args: Vec<OsString>, out: &mut Vec<u8>) -> Result<(), VerifyError>
     } else {
         input
     };
-    let archive_sha256 = extract_hashing(input, args.gzip, &args.dest)?;
+    let (archive_sha256, read_back) = extract_hashing(input, args.gzip, &args.dest)?;
     let root = std::fs::canonicalize(&args.dest).map_err(|source| VerifyError::Mkdir {
         path: args.dest.to_string_lossy().into_owned(),
         source,
     })?;
-    let tree = native_walk::walk(&root)?;
+    let tree = native_walk::walk(&root, &read_back)?;
     native_walk::write_report(out, &root, &archive_sha256, &tree);
     if let Some(stamp) = &args.stamp {
         touch_stamp(stamp);
@@ -193,12 +196,13 @@ pub fn verify(args: Vec<OsString>, out: &mut Vec<u8>) -> Result<(), VerifyError>
 
 /// Extract the tar read from `input` into `dest` while a thread hashes the
 /// stream; the rest of the stream after the archive's end is hashed too.
-/// Returns the hex sha256 of every byte read.
+/// Returns the hex sha256 of every byte read, and the read-backs of the
+/// files followed while they were written.
 fn extract_hashing(
     input: Box<dyn Read + Send>,
     gzip: bool,
     dest: &Path,
-) -> Result<String, VerifyError> {
+) -> Result<(String, ReadBacks), VerifyError> {
     let (tx, rx) = mpsc::sync_channel::<Arc<Vec<u8>>>(IN_FLIGHT);
     let hasher = std::thread::Builder::new()
         .name("rfs-verify-hash".into())
@@ -222,17 +226,21 @@ fn extract_hashing(
             }
         })
     };
-    if let Err(e) = extracted {
-        return Err(read_error(&mut tee).unwrap_or(VerifyError::Extract(e)));
-    }
+    let read_back = match extracted {
+        Ok(r) => r,
+        Err(e) => return Err(read_error(&mut tee).unwrap_or(VerifyError::Extract(e))),
+    };
     // Like the script's `cat >/dev/null`: what follows the archive's end
     // is part of the stream and of its digest.
     if tee.drain().is_err() {
         return Err(read_error(&mut tee).unwrap_or(VerifyError::Hasher));
     }
     drop(tee);
-    hasher.join().map_err(|_| VerifyError::Hasher)
+    let sha = hasher.join().map_err(|_| VerifyError::Hasher)?;
+    Ok((sha, read_back))
 }
+
+type ReadBacks = std::collections::HashMap<Vec<u8>, native_walk::ReadBack>;
 
 /// A reader over `inner` that hands every chunk it reads to the hashing
 /// thread (shared, not copied) before serving it.

@@ -12,12 +12,14 @@
 //! compares never depends on the sandbox's umask. Files get the archive's
 //! modification time (a re-sync's time stamp is compared with it).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+
+use super::native_walk::{Follower, ReadBack};
 
 /// Why an archive was refused or could not be extracted.
 #[derive(Debug, thiserror::Error)]
@@ -41,21 +43,31 @@ pub enum ExtractError {
 /// Bytes per read of a file's content from the archive.
 const BUF: usize = 1 << 20;
 
+/// Files at least this large are read back while they are written
+/// ([`Follower`]), so that reading a large file back overlaps writing it.
+const FOLLOW: u64 = 16 << 20;
+
 /// Extract the tar read from `input` into `dest` (an empty directory).
-pub fn extract(input: &mut dyn Read, dest: &Path) -> Result<(), ExtractError> {
+/// Returns the read-backs of the large files (keyed by `./`-prefixed name,
+/// as the walk names them).
+pub fn extract(
+    input: &mut dyn Read,
+    dest: &Path,
+) -> Result<HashMap<Vec<u8>, ReadBack>, ExtractError> {
     let umask = current_umask();
     let mut x = Extraction {
         dest,
         umask,
         dirs: HashSet::new(),
         buf: vec![0u8; BUF],
+        read_back: HashMap::new(),
     };
     let mut archive = tar::Archive::new(input);
     for entry in archive.entries().map_err(ExtractError::Malformed)? {
         let mut entry = entry.map_err(ExtractError::Malformed)?;
         x.entry(&mut entry)?;
     }
-    Ok(())
+    Ok(x.read_back)
 }
 
 struct Extraction<'a> {
@@ -64,6 +76,7 @@ struct Extraction<'a> {
     /// Directories (relative names) this extraction created.
     dirs: HashSet<Vec<u8>>,
     buf: Vec<u8>,
+    read_back: HashMap<Vec<u8>, ReadBack>,
 }
 
 impl Extraction<'_> {
@@ -117,6 +130,12 @@ impl Extraction<'_> {
                     .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                     .open(&path)
                     .map_err(io)?;
+                // A follower that cannot start or fails leaves the file to
+                // the walk's own read-back.
+                let follower = (entry.size() >= FOLLOW)
+                    .then(|| Follower::start(&path).ok())
+                    .flatten();
+                let mut written = 0;
                 loop {
                     let n = match entry.read(&mut self.buf) {
                         Ok(0) => break,
@@ -125,6 +144,10 @@ impl Extraction<'_> {
                         Err(e) => return Err(ExtractError::Malformed(e)),
                     };
                     f.write_all(&self.buf[..n]).map_err(io)?;
+                    written += n as u64;
+                    if let Some(fw) = &follower {
+                        fw.written(written);
+                    }
                 }
                 let want = self.file_mode(mode);
                 if want != mode & 0o777 & !self.umask {
@@ -133,6 +156,11 @@ impl Extraction<'_> {
                 }
                 let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime);
                 f.set_modified(at).map_err(io)?;
+                if let Some(Ok(rb)) = follower.map(Follower::finish) {
+                    let mut name = b"./".to_vec();
+                    name.extend_from_slice(&rel);
+                    self.read_back.insert(name, rb);
+                }
             }
             other => {
                 return Err(ExtractError::Unsupported {

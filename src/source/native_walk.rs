@@ -7,6 +7,7 @@
 //! `FILES` as `BATCH` names `SUMS` `sha256sum` lines (one batch per
 //! thread, pairing its own names and sums), `END`.
 
+use std::collections::HashMap;
 use std::io::{self, Read};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -43,8 +44,9 @@ pub struct Tree {
     pub batches: Vec<Vec<(Vec<u8>, bool, String)>>,
 }
 
-/// Walk `root` (physical) and hash its files.
-pub fn walk(root: &Path) -> Result<Tree, WalkError> {
+/// Walk `root` (physical) and hash its files; a file in `read_back` that
+/// is still the file that was read back, unchanged, is not read again.
+pub fn walk(root: &Path, read_back: &HashMap<Vec<u8>, ReadBack>) -> Result<Tree, WalkError> {
     let mut tree = Tree::default();
     let mut files = Vec::new();
     tree.dirs.push(b".".to_vec());
@@ -68,12 +70,15 @@ pub fn walk(root: &Path) -> Result<Tree, WalkError> {
             }
         }
     }
-    tree.batches = hash_all(&files)?;
+    tree.batches = hash_all(&files, read_back)?;
     Ok(tree)
 }
 
 /// Hash `files` on one thread per core; each returns the files it took.
-fn hash_all(files: &[(Vec<u8>, PathBuf)]) -> Result<Vec<Vec<(Vec<u8>, bool, String)>>, WalkError> {
+fn hash_all(
+    files: &[(Vec<u8>, PathBuf)],
+    read_back: &HashMap<Vec<u8>, ReadBack>,
+) -> Result<Vec<Vec<(Vec<u8>, bool, String)>>, WalkError> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -90,7 +95,7 @@ fn hash_all(files: &[(Vec<u8>, PathBuf)]) -> Result<Vec<Vec<(Vec<u8>, bool, Stri
                         let Some((name, path)) = files.get(i) else {
                             return Ok(batch);
                         };
-                        let (exec, sha) = hash_file(path, &mut buf)?;
+                        let (exec, sha) = hash_file(path, read_back.get(name), &mut buf)?;
                         batch.push((name.clone(), exec, sha));
                     }
                 })
@@ -105,13 +110,21 @@ fn hash_all(files: &[(Vec<u8>, PathBuf)]) -> Result<Vec<Vec<(Vec<u8>, bool, Stri
 
 /// A regular file's exec bit (owner) and content sha256, read from disk
 /// (never through a symlink).
-fn hash_file(path: &Path, buf: &mut [u8]) -> Result<(bool, String), WalkError> {
+fn hash_file(
+    path: &Path,
+    known: Option<&ReadBack>,
+    buf: &mut [u8],
+) -> Result<(bool, String), WalkError> {
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .map_err(io_err(path))?;
     let meta = f.metadata().map_err(io_err(path))?;
+    let exec = meta.permissions().mode() & 0o100 != 0;
+    if let Some(k) = known.filter(|k| k.stat == FileState::of(&meta)) {
+        return Ok((exec, k.sha256.clone()));
+    }
     let mut h = Sha256::new();
     loop {
         match f.read(buf) {
@@ -121,10 +134,7 @@ fn hash_file(path: &Path, buf: &mut [u8]) -> Result<(bool, String), WalkError> {
             Err(e) => return Err(io_err(path)(e)),
         }
     }
-    Ok((
-        meta.permissions().mode() & 0o100 != 0,
-        hex::encode(h.finalize()),
-    ))
+    Ok((exec, hex::encode(h.finalize())))
 }
 
 /// The report, byte for byte as the script writes it.
@@ -188,4 +198,203 @@ fn sum_line(out: &mut Vec<u8>, name: &[u8], sha: &str) {
         out.extend_from_slice(name);
     }
     out.push(b'\n');
+}
+
+/// A file's content hash read back while the file was being written
+/// ([`Follower`]), with the identity and state of the file it was read
+/// from: the walk takes the hash only for a file that is still that one,
+/// unchanged since (same device, inode, size, mode, change time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadBack {
+    pub stat: FileState,
+    pub sha256: String,
+}
+
+/// What identifies a file and changes with any change to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileState {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mode: u32,
+    ctime: (i64, i64),
+}
+
+impl FileState {
+    fn of(m: &std::fs::Metadata) -> FileState {
+        use std::os::unix::fs::MetadataExt;
+        FileState {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mode: m.mode(),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
+/// How far the writer got, and whether it is done.
+#[derive(Default)]
+struct Progress {
+    state: std::sync::Mutex<(u64, bool)>,
+    moved: std::sync::Condvar,
+}
+
+impl Progress {
+    fn set(&self, f: impl FnOnce(&mut (u64, bool))) {
+        f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()));
+        self.moved.notify_one();
+    }
+}
+
+/// Reads a file back from the filesystem, on a thread of its own, while
+/// the extraction is still writing it: each byte is read (through its own
+/// descriptor) only once the writer has written it, and the file is read to
+/// its end once the writer is done. The hash is of what the filesystem
+/// returned, exactly as a later read-back would see it.
+pub struct Follower {
+    progress: std::sync::Arc<Progress>,
+    thread: Option<std::thread::JoinHandle<Result<ReadBack, WalkError>>>,
+}
+
+impl Follower {
+    /// Follow the file at `path` (just created; never through a symlink).
+    pub fn start(path: &Path) -> Result<Follower, WalkError> {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(io_err(path))?;
+        let progress = std::sync::Arc::new(Progress::default());
+        let p = progress.clone();
+        let path = path.to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("rfs-verify-follow".into())
+            .spawn(move || follow(f, &path, &p))
+            .map_err(|_| WalkError::Thread)?;
+        Ok(Follower {
+            progress,
+            thread: Some(thread),
+        })
+    }
+
+    /// The writer has written `n` bytes in all.
+    pub fn written(&self, n: u64) {
+        self.progress.set(|s| s.0 = n);
+    }
+
+    /// The writer is done with the file (content, mode, times): read the
+    /// rest and return the hash.
+    pub fn finish(mut self) -> Result<ReadBack, WalkError> {
+        self.progress.set(|s| s.1 = true);
+        let t = self.thread.take().expect("joined once");
+        t.join().map_err(|_| WalkError::Thread)?
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        // Abandoned (the extraction failed): let the thread end.
+        self.progress.set(|s| s.1 = true);
+    }
+}
+
+fn follow(mut f: std::fs::File, path: &Path, p: &Progress) -> Result<ReadBack, WalkError> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut h = Sha256::new();
+    let mut pos = 0u64;
+    loop {
+        let (avail, done) = {
+            let mut s = p.state.lock().unwrap_or_else(|p| p.into_inner());
+            while s.0 <= pos && !s.1 {
+                s = p.moved.wait(s).unwrap_or_else(|p| p.into_inner());
+            }
+            *s
+        };
+        // Once the writer is done, read to the end of the file.
+        let want = if done {
+            buf.len()
+        } else {
+            (avail - pos).min(buf.len() as u64) as usize
+        };
+        match f.read(&mut buf[..want]) {
+            Ok(0) if done => break,
+            Ok(0) => {
+                return Err(io_err(path)(io::Error::other(
+                    "the file is shorter than what was written to it",
+                )))
+            }
+            Ok(n) => {
+                h.update(&buf[..n]);
+                pos += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err(path)(e)),
+        }
+    }
+    let stat = FileState::of(&f.metadata().map_err(io_err(path))?);
+    Ok(ReadBack {
+        stat,
+        sha256: hex::encode(h.finalize()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn sum_lines_parse_back_for_odd_names() {
+        let sha = "ab".repeat(32);
+        for name in [
+            &b"./plain"[..],
+            b"./new\nline",
+            b"./back\\slash",
+            b"./c\rr",
+            b"./\xff",
+        ] {
+            let mut line = Vec::new();
+            sum_line(&mut line, name, &sha);
+            let (got, rest) = crate::source::remote_check::parse_sum_line(&line, name).unwrap();
+            assert_eq!(got, sha);
+            assert!(rest.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_follower_hashes_what_was_written_in_pieces() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut f = std::fs::File::create_new(&path).unwrap();
+        let follower = Follower::start(&path).unwrap();
+        let mut all = Vec::new();
+        for i in 0..40u8 {
+            let piece = vec![i; 100_003];
+            f.write_all(&piece).unwrap();
+            all.extend_from_slice(&piece);
+            follower.written(all.len() as u64);
+        }
+        let rb = follower.finish().unwrap();
+        assert_eq!(rb.sha256, hex::encode(Sha256::digest(&all)));
+        let mut buf = vec![0u8; READ];
+        let (_, sha) = hash_file(&path, Some(&rb), &mut buf).unwrap();
+        assert_eq!(sha, rb.sha256);
+    }
+
+    /// A read-back is used only for the unchanged file it was read from.
+    #[test]
+    fn a_file_changed_after_its_read_back_is_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"first").unwrap();
+        let follower = Follower::start(&path).unwrap();
+        follower.written(5);
+        let rb = follower.finish().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&path, b"other").unwrap();
+        let mut buf = vec![0u8; READ];
+        let (_, sha) = hash_file(&path, Some(&rb), &mut buf).unwrap();
+        assert_eq!(sha, hex::encode(Sha256::digest(b"other")));
+    }
 }
