@@ -40,8 +40,18 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> WalkError + '_ {
 pub struct Tree {
     pub dirs: Vec<Vec<u8>>,
     pub links: Vec<(Vec<u8>, Vec<u8>)>,
-    /// One batch per hashing thread: (name, exec, hex sha256).
-    pub batches: Vec<Vec<(Vec<u8>, bool, String)>>,
+    /// One batch per hashing thread, in the order it took its files.
+    pub batches: Vec<Vec<Hashed>>,
+}
+
+/// A regular file as read back.
+#[derive(Debug)]
+pub struct Hashed {
+    pub name: Vec<u8>,
+    /// The owner's exec bit.
+    pub exec: bool,
+    /// Hex sha256 of its content.
+    pub sha256: String,
 }
 
 /// Walk `root` (physical) and hash its files; a file in `read_back` that
@@ -78,7 +88,7 @@ pub fn walk(root: &Path, read_back: &HashMap<Vec<u8>, ReadBack>) -> Result<Tree,
 fn hash_all(
     files: &[(Vec<u8>, PathBuf)],
     read_back: &HashMap<Vec<u8>, ReadBack>,
-) -> Result<Vec<Vec<(Vec<u8>, bool, String)>>, WalkError> {
+) -> Result<Vec<Vec<Hashed>>, WalkError> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -95,8 +105,12 @@ fn hash_all(
                         let Some((name, path)) = files.get(i) else {
                             return Ok(batch);
                         };
-                        let (exec, sha) = hash_file(path, read_back.get(name), &mut buf)?;
-                        batch.push((name.clone(), exec, sha));
+                        let (exec, sha256) = hash_file(path, read_back.get(name), &mut buf)?;
+                        batch.push(Hashed {
+                            name: name.clone(),
+                            exec,
+                            sha256,
+                        });
                     }
                 })
             })
@@ -158,18 +172,18 @@ pub fn write_report(out: &mut Vec<u8>, root: &Path, archive_sha256: &str, tree: 
         field(out, b"\n");
     }
     field(out, b"EXEC");
-    for (name, _, _) in tree.batches.iter().flatten().filter(|f| f.1) {
-        field(out, name);
+    for f in tree.batches.iter().flatten().filter(|f| f.exec) {
+        field(out, &f.name);
     }
     field(out, b"FILES");
     for batch in tree.batches.iter().filter(|b| !b.is_empty()) {
         field(out, b"BATCH");
-        for (name, _, _) in batch {
-            field(out, name);
+        for f in batch {
+            field(out, &f.name);
         }
         out.extend_from_slice(b"SUMS");
-        for (name, _, sha) in batch {
-            sum_line(out, name, sha);
+        for f in batch {
+            sum_line(out, &f.name, &f.sha256);
         }
         out.push(0);
     }
