@@ -360,3 +360,45 @@ fn a_malformed_archive_is_an_extraction_failure() {
     let out = native("-", &d.p("native"), &d.p("aux"), &d.p("stamp"), &archive);
     assert_eq!(out.status.code(), Some(EXIT_EXTRACT));
 }
+
+/// `git archive` output (with its pax global header) verifies the same
+/// way with both verifiers.
+#[test]
+fn a_git_archive_stream_verifies_like_with_the_script() {
+    let d = Dirs::new();
+    let repo = d.p("repo");
+    std::fs::create_dir_all(repo.join("sub")).unwrap();
+    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    std::fs::write(repo.join("sub/run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(
+        repo.join("sub/run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("a.txt", repo.join("link")).unwrap();
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+            .arg(&repo)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o.stdout
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "x"]);
+    let archive = git(&["archive", "HEAD"]);
+    let n = ok(&native(
+        "-",
+        &d.p("n"),
+        &d.p("aux-n"),
+        &d.p("st-n"),
+        &archive,
+    ));
+    let s = ok(&posix(&d.p("s"), &d.p("aux-s"), &d.p("st-s"), &archive));
+    assert_eq!(n.archive_sha256, s.archive_sha256);
+    assert_eq!(n.manifest, s.manifest);
+    assert_eq!(n.manifest.entries.len(), 4, "{:?}", n.manifest.entries);
+}

@@ -81,6 +81,11 @@ struct Extraction<'a> {
 
 impl Extraction<'_> {
     fn entry(&mut self, entry: &mut tar::Entry<'_, &mut dyn Read>) -> Result<(), ExtractError> {
+        // A pax global header (`git archive` writes one) only carries
+        // metadata for the archive; `tar -x` ignores it too.
+        if entry.header().entry_type() == tar::EntryType::XGlobalHeader {
+            return Ok(());
+        }
         let raw = entry.path_bytes().into_owned();
         let shown = || String::from_utf8_lossy(&raw).into_owned();
         let Some(rel) = relative_name(&raw).map_err(|e| e.named(shown()))? else {
