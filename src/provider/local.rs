@@ -628,7 +628,7 @@ async fn feed_into(
     mut input: InputStream,
 ) -> std::io::Result<()> {
     use tokio::io::AsyncWriteExt;
-    let mut buf = vec![0u8; 1024 * 1024];
+    let mut buf = vec![0u8; 256 * 1024];
     loop {
         let n = input.read(&mut buf).await?;
         if n == 0 {

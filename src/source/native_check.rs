@@ -44,7 +44,10 @@ pub const COMMAND: &str = "__verify-source";
 pub const EXIT_OTHER: i32 = 1;
 
 /// Bytes per chunk handed from the stream to its hashing thread.
-const CHUNK: usize = 1 << 20;
+const CHUNK: usize = 256 * 1024;
+/// The pipe buffer asked for on standard input (the unprivileged maximum
+/// by default; kernel memory, not the verifier's).
+const PIPE: usize = 1 << 20;
 /// Chunks in flight to the hashing thread.
 const IN_FLIGHT: usize = 4;
 
@@ -333,7 +336,7 @@ fn enlarge_pipe(fd: i32) {
     // SAFETY: fcntl on a descriptor we hold; F_SETPIPE_SZ fails harmlessly
     // (EBADF, EINVAL, EPERM) on anything that is not a pipe.
     unsafe {
-        libc::fcntl(fd, libc::F_SETPIPE_SZ, CHUNK as libc::c_int);
+        libc::fcntl(fd, libc::F_SETPIPE_SZ, PIPE as libc::c_int);
     }
 }
 

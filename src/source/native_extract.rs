@@ -41,7 +41,7 @@ pub enum ExtractError {
 }
 
 /// Bytes per read of a file's content from the archive.
-const BUF: usize = 1 << 20;
+const BUF: usize = 256 * 1024;
 
 /// Files at least this large are read back while they are written
 /// ([`Follower`]), so that reading a large file back overlaps writing it.

@@ -314,7 +314,7 @@ impl Drop for Follower {
 }
 
 fn follow(mut f: std::fs::File, path: &Path, p: &Progress) -> Result<ReadBack, WalkError> {
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; READ];
     let mut h = Sha256::new();
     let mut pos = 0u64;
     loop {
