@@ -130,15 +130,11 @@ impl Args {
 /// Run the verifier with the arguments after [`COMMAND`]; the report goes
 /// to stdout, a failure's reason to stderr. Returns the exit code.
 pub fn main(args: Vec<OsString>) -> i32 {
-    let mut out = Vec::new();
-    match verify(args, &mut out) {
-        Ok(()) => match io::stdout().lock().write_all(&out) {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("{}", VerifyError::Report(e));
-                EXIT_OTHER
-            }
-        },
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::with_capacity(64 * 1024, stdout.lock());
+    let done = verify(args, &mut out).and_then(|()| out.flush().map_err(VerifyError::Report));
+    match done {
+        Ok(()) => 0,
         Err(e) => {
             eprintln!("{e}");
             e.exit_code()
@@ -146,8 +142,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
     }
 }
 
-/// Extract, verify and write the report into `out`.
-pub fn verify(args: Vec<OsString>, out: &mut Vec<u8>) -> Result<(), VerifyError> {
+/// Extract, verify and write the report into `out` (only once everything
+/// was checked and read back).
+pub fn verify(args: Vec<OsString>, out: &mut dyn Write) -> Result<(), VerifyError> {
     let args = Args::parse(args)?;
     if args.dest.symlink_metadata().is_ok() {
         return Err(VerifyError::DestExists(
@@ -186,7 +183,7 @@ pub fn verify(args: Vec<OsString>, out: &mut Vec<u8>) -> Result<(), VerifyError>
         source,
     })?;
     let tree = native_walk::walk(&root, &read_back)?;
-    native_walk::write_report(out, &root, &archive_sha256, &tree);
+    native_walk::write_report(out, &root, &archive_sha256, &tree).map_err(VerifyError::Report)?;
     if let Some(stamp) = &args.stamp {
         touch_stamp(stamp);
     }

@@ -8,10 +8,11 @@
 //! thread, pairing its own names and sums), `END`.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::io::{self, Read};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sha2::{Digest, Sha256};
@@ -40,6 +41,8 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> WalkError + '_ {
 pub struct Tree {
     pub dirs: Vec<Vec<u8>>,
     pub links: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The regular files' names.
+    pub files: Vec<Vec<u8>>,
     /// One batch per hashing thread, in the order it took its files.
     pub batches: Vec<Vec<Hashed>>,
 }
@@ -47,18 +50,18 @@ pub struct Tree {
 /// A regular file as read back.
 #[derive(Debug)]
 pub struct Hashed {
-    pub name: Vec<u8>,
+    /// Its index in [`Tree::files`].
+    pub file: usize,
     /// The owner's exec bit.
     pub exec: bool,
-    /// Hex sha256 of its content.
-    pub sha256: String,
+    /// The sha256 of its content.
+    pub sha256: [u8; 32],
 }
 
 /// Walk `root` (physical) and hash its files; a file in `read_back` that
 /// is still the file that was read back, unchanged, is not read again.
 pub fn walk(root: &Path, read_back: &HashMap<Vec<u8>, ReadBack>) -> Result<Tree, WalkError> {
     let mut tree = Tree::default();
-    let mut files = Vec::new();
     tree.dirs.push(b".".to_vec());
     let mut stack = vec![(root.to_path_buf(), b".".to_vec())];
     while let Some((dir, name)) = stack.pop() {
@@ -76,17 +79,18 @@ pub fn walk(root: &Path, read_back: &HashMap<Vec<u8>, ReadBack>) -> Result<Tree,
                 let target = std::fs::read_link(&path).map_err(io_err(&path))?;
                 tree.links.push((child, target.into_os_string().into_vec()));
             } else if t.is_file() {
-                files.push((child, path));
+                tree.files.push(child);
             }
         }
     }
-    tree.batches = hash_all(&files, read_back)?;
+    tree.batches = hash_all(root, &tree.files, read_back)?;
     Ok(tree)
 }
 
 /// Hash `files` on one thread per core; each returns the files it took.
 fn hash_all(
-    files: &[(Vec<u8>, PathBuf)],
+    root: &Path,
+    files: &[Vec<u8>],
     read_back: &HashMap<Vec<u8>, ReadBack>,
 ) -> Result<Vec<Vec<Hashed>>, WalkError> {
     let threads = std::thread::available_parallelism()
@@ -102,12 +106,13 @@ fn hash_all(
                     let mut batch = Vec::new();
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some((name, path)) = files.get(i) else {
+                        let Some(name) = files.get(i) else {
                             return Ok(batch);
                         };
-                        let (exec, sha256) = hash_file(path, read_back.get(name), &mut buf)?;
+                        let path = root.join(OsStr::from_bytes(&name[2..]));
+                        let (exec, sha256) = hash_file(&path, read_back.get(name), &mut buf)?;
                         batch.push(Hashed {
-                            name: name.clone(),
+                            file: i,
                             exec,
                             sha256,
                         });
@@ -128,7 +133,7 @@ fn hash_file(
     path: &Path,
     known: Option<&ReadBack>,
     buf: &mut [u8],
-) -> Result<(bool, String), WalkError> {
+) -> Result<(bool, [u8; 32]), WalkError> {
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -137,7 +142,7 @@ fn hash_file(
     let meta = f.metadata().map_err(io_err(path))?;
     let exec = meta.permissions().mode() & 0o100 != 0;
     if let Some(k) = known.filter(|k| k.stat == FileState::of(&meta)) {
-        return Ok((exec, k.sha256.clone()));
+        return Ok((exec, k.sha256));
     }
     let mut h = Sha256::new();
     loop {
@@ -148,46 +153,54 @@ fn hash_file(
             Err(e) => return Err(io_err(path)(e)),
         }
     }
-    Ok((exec, hex::encode(h.finalize())))
+    Ok((exec, h.finalize().into()))
 }
 
 /// The report, byte for byte as the script writes it.
-pub fn write_report(out: &mut Vec<u8>, root: &Path, archive_sha256: &str, tree: &Tree) {
-    let field = |out: &mut Vec<u8>, b: &[u8]| {
-        out.extend_from_slice(b);
-        out.push(0);
+pub fn write_report(
+    out: &mut dyn io::Write,
+    root: &Path,
+    archive_sha256: &str,
+    tree: &Tree,
+) -> io::Result<()> {
+    let field = |out: &mut dyn io::Write, b: &[u8]| {
+        out.write_all(b)?;
+        out.write_all(b"\0")
     };
-    field(out, b"ROOT");
-    field(out, root.as_os_str().as_bytes());
-    field(out, b"ARCHIVE");
-    field(out, archive_sha256.as_bytes());
-    field(out, b"DIRS");
+    field(out, b"ROOT")?;
+    field(out, root.as_os_str().as_bytes())?;
+    field(out, b"ARCHIVE")?;
+    field(out, archive_sha256.as_bytes())?;
+    field(out, b"DIRS")?;
     for d in &tree.dirs {
-        field(out, d);
+        field(out, d)?;
     }
-    field(out, b"LINKS");
+    field(out, b"LINKS")?;
     for (name, target) in &tree.links {
-        field(out, name);
-        out.extend_from_slice(target);
-        field(out, b"\n");
+        field(out, name)?;
+        out.write_all(target)?;
+        field(out, b"\n")?;
     }
-    field(out, b"EXEC");
+    field(out, b"EXEC")?;
     for f in tree.batches.iter().flatten().filter(|f| f.exec) {
-        field(out, &f.name);
+        field(out, &tree.files[f.file])?;
     }
-    field(out, b"FILES");
+    field(out, b"FILES")?;
+    let mut line = Vec::new();
     for batch in tree.batches.iter().filter(|b| !b.is_empty()) {
-        field(out, b"BATCH");
+        field(out, b"BATCH")?;
         for f in batch {
-            field(out, &f.name);
+            field(out, &tree.files[f.file])?;
         }
-        out.extend_from_slice(b"SUMS");
+        out.write_all(b"SUMS")?;
         for f in batch {
-            sum_line(out, &f.name, &f.sha256);
+            line.clear();
+            sum_line(&mut line, &tree.files[f.file], &hex::encode(f.sha256));
+            out.write_all(&line)?;
         }
-        out.push(0);
+        out.write_all(b"\0")?;
     }
-    field(out, b"END");
+    field(out, b"END")
 }
 
 /// One `sha256sum` line (GNU coreutils' escaping: a leading backslash when
@@ -221,7 +234,7 @@ fn sum_line(out: &mut Vec<u8>, name: &[u8], sha: &str) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadBack {
     pub stat: FileState,
-    pub sha256: String,
+    pub sha256: [u8; 32],
 }
 
 /// What identifies a file and changes with any change to it.
@@ -349,7 +362,7 @@ fn follow(mut f: std::fs::File, path: &Path, p: &Progress) -> Result<ReadBack, W
     let stat = FileState::of(&f.metadata().map_err(io_err(path))?);
     Ok(ReadBack {
         stat,
-        sha256: hex::encode(h.finalize()),
+        sha256: h.finalize().into(),
     })
 }
 
@@ -390,7 +403,7 @@ mod tests {
             follower.written(all.len() as u64);
         }
         let rb = follower.finish().unwrap();
-        assert_eq!(rb.sha256, hex::encode(Sha256::digest(&all)));
+        assert_eq!(rb.sha256[..], Sha256::digest(&all)[..]);
         let mut buf = vec![0u8; READ];
         let (_, sha) = hash_file(&path, Some(&rb), &mut buf).unwrap();
         assert_eq!(sha, rb.sha256);
@@ -409,6 +422,6 @@ mod tests {
         std::fs::write(&path, b"other").unwrap();
         let mut buf = vec![0u8; READ];
         let (_, sha) = hash_file(&path, Some(&rb), &mut buf).unwrap();
-        assert_eq!(sha, hex::encode(Sha256::digest(b"other")));
+        assert_eq!(sha[..], Sha256::digest(b"other")[..]);
     }
 }
