@@ -278,7 +278,8 @@ impl HashTee {
         };
         self.pool.truncate(IN_FLIGHT + 2);
         let v = Arc::get_mut(&mut buf).expect("an unshared chunk");
-        v.clear();
+        // A reused chunk is full-length already (no zeroing); what is not
+        // read over is cut off below.
         v.resize(CHUNK, 0);
         let mut n = 0;
         while n < CHUNK {
