@@ -290,24 +290,11 @@ impl Provider for LocalProvider {
         .map(|s| s.to_string())
         .chain(req.argv.iter().cloned())
         .collect();
-        let feed = feed_fifo(fifo.clone(), input);
-        tokio::pin!(feed);
-        let exec = self.exec(id, &wrapped, sink);
-        tokio::pin!(exec);
-        let mut fed = None;
-        let outcome = loop {
-            tokio::select! {
-                r = &mut feed, if fed.is_none() => fed = Some(r),
-                o = &mut exec => break o?,
-            }
-        };
-        // Input the command did not read is dropped with `feed`.
-        if let Some(Err(e)) = fed {
-            return Err(ProviderError::other(format!(
-                "the input stream broke before its end: {e}"
-            )));
-        }
-        Ok(outcome)
+        fed_while_running(
+            feed_fifo(fifo.clone(), input),
+            self.exec(id, &wrapped, sink),
+        )
+        .await
     }
 
     fn runs_own_executable(&self) -> bool {
@@ -346,23 +333,7 @@ impl Provider for LocalProvider {
             exe,
             stdin: rx,
         };
-        let feed = feed_into(tx, input);
-        tokio::pin!(feed);
-        let exec = self.run(id, req, Some(own), sink);
-        tokio::pin!(exec);
-        let mut fed = None;
-        let outcome = loop {
-            tokio::select! {
-                r = &mut feed, if fed.is_none() => fed = Some(r),
-                o = &mut exec => break o?,
-            }
-        };
-        if let Some(Err(e)) = fed {
-            return Err(ProviderError::other(format!(
-                "the input stream broke before its end: {e}"
-            )));
-        }
-        Ok(outcome)
+        fed_while_running(feed_into(tx, input), self.run(id, req, Some(own), sink)).await
     }
 
     async fn exec(
@@ -373,6 +344,7 @@ impl Provider for LocalProvider {
     ) -> ProviderResult<ExecOutcome> {
         self.run(id, req, None, sink).await
     }
+
     async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
         let info = self
             .read(id)?
@@ -601,6 +573,30 @@ impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
+}
+
+/// Run `exec` while `feed` feeds its input; input the command did not read
+/// is dropped with `feed`, a feed that failed reading its input fails the
+/// call (the command saw a truncated stream).
+async fn fed_while_running(
+    feed: impl std::future::Future<Output = std::io::Result<()>>,
+    exec: impl std::future::Future<Output = ProviderResult<ExecOutcome>>,
+) -> ProviderResult<ExecOutcome> {
+    tokio::pin!(feed);
+    tokio::pin!(exec);
+    let mut fed = None;
+    let outcome = loop {
+        tokio::select! {
+            r = &mut feed, if fed.is_none() => fed = Some(r),
+            o = &mut exec => break o?,
+        }
+    };
+    if let Some(Err(e)) = fed {
+        return Err(ProviderError::other(format!(
+            "the input stream broke before its end: {e}"
+        )));
+    }
+    Ok(outcome)
 }
 
 /// Copy `input` into the FIFO at `path` once a reader has opened it. A
