@@ -192,6 +192,10 @@ pub enum Event {
         /// The whole sync: build, provisioning, transfer, verification.
         #[serde(default)]
         sync_ms: u64,
+        /// What verified inside the sandbox: `native` (rfs's own
+        /// executable) or `posix` (the shell script with POSIX tools).
+        #[serde(default)]
+        verifier: String,
     },
     /// The source is bound.
     #[serde(rename = "source.pin")]
@@ -629,6 +633,7 @@ pub(crate) mod catalog {
                 wire_bytes: 10,
                 tree_bytes: 4,
                 sync_ms: 7,
+                verifier: s("native"),
             },
             Event::SourcePin {
                 sandbox_id: s("local-1"),

@@ -1,5 +1,6 @@
 //! The internals the cargo-fuzz targets in `fuzz/` drive and the forger
-//! tests (`tests/signing.rs`) use, behind the `fuzzing` cargo feature
+//! tests (`tests/signing.rs`) and the verifier tests
+//! (`tests/native_verifier.rs`) use, behind the `fuzzing` cargo feature
 //! (enabled by `fuzz/Cargo.toml` and by the crate's own dev-dependency).
 //! Not part of the public API: hidden from the docs and absent from normal
 //! builds.
@@ -13,6 +14,8 @@ pub use crate::runtime::wrapper::Gate;
 pub use crate::signing::SigningKey;
 pub use crate::source::archive::build_into as build_archive_into;
 pub use crate::source::manifest::{Entry, Manifest};
-pub use crate::source::remote_check::parse_report;
+pub use crate::source::remote_check::{
+    parse_report, EXIT_DEST_EXISTS, EXIT_EXTRACT, SCRIPT as VERIFY_SCRIPT,
+};
 pub use crate::source::repo::resolve as resolve_source;
 pub use crate::source::SourceOptions;

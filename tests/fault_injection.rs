@@ -33,6 +33,13 @@ enum Fault {
     StreamBreaks,
     /// Streamed transfer: one extracted file is deleted after extraction.
     StreamLoseFile,
+    /// Streamed into rfs's native verifier (the local provider running the
+    /// rfs binary in the sandbox), without a fault.
+    Native,
+    /// Native verifier: one byte of the stream is changed in transit.
+    NativeStreamCorrupt,
+    /// Native verifier: the stream breaks mid-transfer.
+    NativeStreamBreaks,
     /// The provider claims to be remote, so the transfer is compressed
     /// when the sandbox can decompress.
     Remote,
@@ -48,6 +55,12 @@ impl Fault {
         matches!(
             self,
             Fault::StreamCorrupt | Fault::StreamBreaks | Fault::StreamLoseFile
+        )
+    }
+    fn native(self) -> bool {
+        matches!(
+            self,
+            Fault::Native | Fault::NativeStreamCorrupt | Fault::NativeStreamBreaks
         )
     }
     fn remote(self) -> bool {
@@ -181,7 +194,32 @@ impl Provider for Faulty {
         self.inner.exec(id, &req, sink).await
     }
     fn streams_input(&self) -> bool {
-        self.fault.streams() && self.inner.streams_input()
+        (self.fault.streams() || self.fault.native()) && self.inner.streams_input()
+    }
+    fn runs_own_executable(&self) -> bool {
+        self.fault.native() && self.inner.runs_own_executable()
+    }
+    async fn exec_own_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let mut tamper = Tamper {
+            inner: input,
+            pos: 0,
+            corrupt_at: None,
+            break_at: None,
+        };
+        match self.fault {
+            Fault::NativeStreamCorrupt => tamper.corrupt_at = Some(700),
+            Fault::NativeStreamBreaks => tamper.break_at = Some(4096),
+            _ => {}
+        }
+        self.inner
+            .exec_own_with_input(id, req, Box::new(tamper), sink)
+            .await
     }
     fn remote_transfer(&self) -> bool {
         self.fault.remote()
@@ -219,6 +257,16 @@ impl Provider for Faulty {
 }
 
 fn run_with_fault(rfs: &Rfs, fault: Fault) -> (RunOut, std::path::PathBuf) {
+    // Some faults put host directories on the sandbox's PATH, which only a
+    // sandbox without namespaces sees.
+    run_with_fault_in(rfs, fault, (rfs.prov == Prov::Local).then_some("none"))
+}
+
+fn run_with_fault_in(
+    rfs: &Rfs,
+    fault: Fault,
+    isolation: Option<&str>,
+) -> (RunOut, std::path::PathBuf) {
     let repo = Repo::new();
     repo.write("lost.txt", "this file must arrive\n");
     repo.write("payload.bin", &"0123456789abcdef".repeat(200));
@@ -233,7 +281,16 @@ fn run_with_fault(rfs: &Rfs, fault: Fault) -> (RunOut, std::path::PathBuf) {
         name: rfs.prov.name().into(),
         reason: select::ChoiceReason::Flag,
     };
-    let inner = rfs.provider();
+    // The native verifier needs the rfs binary (this test process is not
+    // one).
+    let inner: Arc<dyn Provider> = if fault.native() {
+        Arc::new(
+            rfs::provider::local::LocalProvider::new(rfs.state.path())
+                .with_own_executable(env!("CARGO_BIN_EXE_rfs").into()),
+        )
+    } else {
+        rfs.provider()
+    };
     let settings = rfs::settings::RunSettings {
         script,
         provider: choice,
@@ -247,13 +304,8 @@ fn run_with_fault(rfs: &Rfs, fault: Fault) -> (RunOut, std::path::PathBuf) {
         snapshot: None,
         max_lifetime: std::time::Duration::from_secs(600),
         cleanup_deadline: std::time::Duration::from_secs(30),
-        // Some faults put host directories on the sandbox's PATH, which
-        // only a sandbox without namespaces sees.
-        isolation: rfs::provider::isolation::IsolationRequest::from_settings(
-            (rfs.prov == Prov::Local).then_some("none"),
-            None,
-        )
-        .unwrap(),
+        isolation: rfs::provider::isolation::IsolationRequest::from_settings(isolation, None)
+            .unwrap(),
     };
     let report = rfs::runner::run(
         settings,
@@ -515,4 +567,53 @@ fn docker_streamed_archive_faults_are_refused() {
     );
     let (out, marker) = run_with_fault(&rfs, Fault::StreamLoseFile);
     assert_refused_and_destroyed(&rfs, &out, &marker, "missing in sandbox: lost.txt");
+}
+
+#[test]
+fn the_native_verifier_verifies_a_streamed_sync_in_both_isolation_modes() {
+    for isolation in ["none", "namespaces"] {
+        let rfs = Rfs::new(Prov::Local);
+        // (In namespaces the step's marker is in the sandbox's own /tmp.)
+        let (out, _marker) = run_with_fault_in(&rfs, Fault::Native, Some(isolation));
+        out.assert_code(0);
+        assert_eq!(
+            out.entries("step.end")[0]["ok"],
+            true,
+            "{isolation}: the step after the sync did not run"
+        );
+        let v = transfer(&out);
+        assert_eq!(v["verifier"], "native", "{isolation}: {v}");
+        assert_eq!(v["transfer"], "stream", "{isolation}: {v}");
+        assert_eq!(v["content_equal"], true, "{isolation}: {v}");
+        rfs.assert_no_leftovers();
+    }
+}
+
+#[test]
+fn a_stream_corrupted_in_transit_is_refused_by_the_native_verifier_in_both_isolation_modes() {
+    for isolation in ["none", "namespaces"] {
+        let rfs = Rfs::new(Prov::Local);
+        let (out, marker) = run_with_fault_in(&rfs, Fault::NativeStreamCorrupt, Some(isolation));
+        assert_refused_and_destroyed(
+            &rfs,
+            &out,
+            &marker,
+            "the archive arrived corrupted: local sha256",
+        );
+        assert!(out.entries("source.verify").is_empty(), "{isolation}");
+    }
+}
+
+#[test]
+fn a_stream_that_breaks_is_refused_by_the_native_verifier_in_both_isolation_modes() {
+    for isolation in ["none", "namespaces"] {
+        let rfs = Rfs::new(Prov::Local);
+        let (out, marker) = run_with_fault_in(&rfs, Fault::NativeStreamBreaks, Some(isolation));
+        assert_refused_and_destroyed(
+            &rfs,
+            &out,
+            &marker,
+            "the input stream broke before its end: connection reset mid-transfer",
+        );
+    }
 }

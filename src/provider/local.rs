@@ -6,7 +6,7 @@
 //! directory out of the inventory (atomic), then deletes it.
 
 use std::collections::HashMap;
-use std::os::fd::AsFd as _;
+use std::os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -33,6 +33,8 @@ pub struct LocalProvider {
     /// process, so that a command does not re-read and re-parse
     /// `meta.json` (see [`LocalProvider::info`]).
     infos: Arc<Mutex<HashMap<String, Known>>>,
+    /// rfs's executable, when this process can run it in a sandbox.
+    own_exe: Option<PathBuf>,
 }
 
 /// A sandbox as its `meta.json` was last read.
@@ -59,7 +61,15 @@ impl LocalProvider {
             root: state_dir.join("local"),
             inits: Arc::default(),
             infos: Arc::default(),
+            own_exe: crate::source::native_check::executable().map(Path::to_path_buf),
         }
+    }
+
+    /// The same, running `exe` (an rfs executable) as its own executable
+    /// ([`Provider::exec_own_with_input`]).
+    pub fn with_own_executable(mut self, exe: PathBuf) -> Self {
+        self.own_exe = Some(exe);
+        self
     }
 
     /// The namespace init `id` runs in (`None`: not isolated). An isolated
@@ -332,30 +342,112 @@ impl Provider for LocalProvider {
         .map(|s| s.to_string())
         .chain(req.argv.iter().cloned())
         .collect();
-        let feed = feed_fifo(fifo.clone(), input);
-        tokio::pin!(feed);
-        let exec = self.exec(id, &wrapped, sink);
-        tokio::pin!(exec);
-        let mut fed = None;
-        let outcome = loop {
-            tokio::select! {
-                r = &mut feed, if fed.is_none() => fed = Some(r),
-                o = &mut exec => break o?,
-            }
+        fed_while_running(
+            feed_fifo(fifo.clone(), input),
+            self.exec(id, &wrapped, sink),
+        )
+        .await
+    }
+
+    fn runs_own_executable(&self) -> bool {
+        self.own_exe.is_some()
+    }
+
+    /// rfs's executable is opened (close-on-exec) and, in namespaces,
+    /// executed through that descriptor (rfs's path does not exist there);
+    /// its standard input is a pipe rfs writes `input` into.
+    async fn exec_own_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let cannot = |e: &dyn std::fmt::Display| {
+            ProviderError::other(format!(
+                "cannot start rfs's own executable in sandbox {id}: {e}"
+            ))
         };
-        // Input the command did not read is dropped with `feed`.
-        if let Some(Err(e)) = fed {
-            return Err(ProviderError::other(format!(
-                "the input stream broke before its end: {e}"
-            )));
-        }
-        Ok(outcome)
+        let path = self
+            .own_exe
+            .clone()
+            .ok_or_else(|| cannot(&"this process declared no rfs executable"))?;
+        let exe = own_executable(&path).map_err(|e| cannot(&e))?;
+        let (rx, tx) = local_isolation::pipe_cloexec().map_err(|e| cannot(&e))?;
+        nix::fcntl::fcntl(
+            tx.as_raw_fd(),
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .map_err(|e| cannot(&e))?;
+        let tx = tokio::net::unix::pipe::Sender::from_owned_fd(tx).map_err(|e| cannot(&e))?;
+        let own = OwnProgram {
+            path,
+            exe,
+            stdin: rx,
+        };
+        fed_while_running(feed_into(tx, input), self.run(id, req, Some(own), sink)).await
     }
 
     async fn exec(
         &self,
         id: &str,
         req: &ExecRequest,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        self.run(id, req, None, sink).await
+    }
+
+    async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
+        let info = self.info(id)?;
+        let init = self.init_of(id)?;
+        // The same base environment as exec, then the request's.
+        let mut req = req.clone();
+        let mut env = base_env(&info.home, init.is_some());
+        env.append(&mut req.env);
+        req.env = env;
+        super::local_pty::spawn_local_pty_in(&req, init).await
+    }
+
+    async fn destroy(&self, id: &str) -> ProviderResult<()> {
+        let dir = self.dir(id)?;
+        // An isolated sandbox's whole PID namespace dies with its init
+        // (setsid daemons included); waits until it is gone.
+        self.infos.lock().expect("infos lock").remove(id);
+        let init = self.inits.lock().expect("inits lock").remove(id);
+        if let Some(init) = init {
+            tokio::task::spawn_blocking(move || init.kill())
+                .await
+                .map_err(|e| ProviderError::other(e.to_string()))?;
+        }
+        // Processes left running in the sandbox (an rfs killed with SIGKILL
+        // could not end its step) die with it.
+        kill_processes_under(&dir);
+        let trash = self.root.join("trash");
+        std::fs::create_dir_all(&trash).map_err(|e| io_err("creating trash", e))?;
+        let gone = trash.join(format!("{id}-{}", uuid::Uuid::new_v4().simple()));
+        match std::fs::rename(&dir, &gone) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_err(&format!("destroying sandbox {id}"), e)),
+        }
+        let res = tokio::task::spawn_blocking(move || {
+            make_writable(&gone);
+            std::fs::remove_dir_all(&gone)
+        })
+        .await
+        .map_err(|e| ProviderError::other(e.to_string()))?;
+        res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))
+    }
+}
+
+impl LocalProvider {
+    /// Start `req` (or, with `own`, rfs's own executable with `req.argv`
+    /// as its argv and `own.stdin` as its standard input) and wait for it.
+    async fn run(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        own: Option<OwnProgram>,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
         let info = self.info(id)?;
@@ -378,12 +470,18 @@ impl Provider for LocalProvider {
                     argv: &req.argv,
                     env: &env,
                     cwd: &req.cwd,
-                    stdio: [null.as_fd(), out_w.as_fd(), err_w.as_fd()],
+                    stdio: [
+                        own.as_ref().map_or(null.as_fd(), |o| o.stdin.as_fd()),
+                        out_w.as_fd(),
+                        err_w.as_fd(),
+                    ],
                     terminal: false,
+                    exec_fd: own.as_ref().map(|o| o.exe.as_fd()),
                 };
                 let child = init.spawn(&spec).map_err(|e| cannot(&e))?;
                 // The command holds its own copies now.
                 drop(null);
+                drop(own);
                 drop(out_w);
                 drop(err_w);
                 let reader = |fd| -> ProviderResult<Output> {
@@ -395,12 +493,17 @@ impl Provider for LocalProvider {
                 (LocalChild::Sandbox(child), reader(out_r)?, reader(err_r)?)
             }
             None => {
-                let mut cmd = tokio::process::Command::new(prog);
-                cmd.args(&req.argv[1..])
+                let mut cmd = match &own {
+                    // (In the child, /proc/self/exe is still rfs's.)
+                    Some(o) => tokio::process::Command::new(&o.path),
+                    None => tokio::process::Command::new(prog),
+                };
+                cmd.arg0(prog)
+                    .args(&req.argv[1..])
                     .env_clear()
                     .envs(env.iter().map(|(k, v)| (k, v)))
                     .current_dir(&req.cwd)
-                    .stdin(Stdio::null())
+                    .stdin(own.map_or(Stdio::null(), |o| Stdio::from(o.stdin)))
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .process_group(0)
@@ -456,48 +559,6 @@ impl Provider for LocalProvider {
         outcome.signal = status.signal();
         Ok(outcome)
     }
-
-    async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
-        let info = self.info(id)?;
-        let init = self.init_of(id)?;
-        // The same base environment as exec, then the request's.
-        let mut req = req.clone();
-        let mut env = base_env(&info.home, init.is_some());
-        env.append(&mut req.env);
-        req.env = env;
-        super::local_pty::spawn_local_pty_in(&req, init).await
-    }
-
-    async fn destroy(&self, id: &str) -> ProviderResult<()> {
-        let dir = self.dir(id)?;
-        // An isolated sandbox's whole PID namespace dies with its init
-        // (setsid daemons included); waits until it is gone.
-        self.infos.lock().expect("infos lock").remove(id);
-        let init = self.inits.lock().expect("inits lock").remove(id);
-        if let Some(init) = init {
-            tokio::task::spawn_blocking(move || init.kill())
-                .await
-                .map_err(|e| ProviderError::other(e.to_string()))?;
-        }
-        // Processes left running in the sandbox (an rfs killed with SIGKILL
-        // could not end its step) die with it.
-        kill_processes_under(&dir);
-        let trash = self.root.join("trash");
-        std::fs::create_dir_all(&trash).map_err(|e| io_err("creating trash", e))?;
-        let gone = trash.join(format!("{id}-{}", uuid::Uuid::new_v4().simple()));
-        match std::fs::rename(&dir, &gone) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(io_err(&format!("destroying sandbox {id}"), e)),
-        }
-        let res = tokio::task::spawn_blocking(move || {
-            make_writable(&gone);
-            std::fs::remove_dir_all(&gone)
-        })
-        .await
-        .map_err(|e| ProviderError::other(e.to_string()))?;
-        res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))
-    }
 }
 
 /// A command's stdout or stderr, read as it comes.
@@ -527,6 +588,33 @@ impl LocalChild {
     }
 }
 
+/// rfs's own executable as [`LocalProvider::run`] starts it.
+struct OwnProgram {
+    /// Its path in rfs's mount namespace (`/proc/self/exe` for the CLI).
+    path: PathBuf,
+    /// The same, opened close-on-exec (above the standard streams).
+    exe: OwnedFd,
+    stdin: OwnedFd,
+}
+
+/// Open rfs's own executable for executing it through the descriptor (a
+/// path to it may not exist in a sandbox's mount namespace). The
+/// descriptor is at least 3, so a spawn can keep it past the standard
+/// streams it sets up.
+fn own_executable(path: &Path) -> std::io::Result<OwnedFd> {
+    let exe = std::fs::File::open(path)?;
+    if exe.as_raw_fd() >= 3 {
+        return Ok(exe.into());
+    }
+    // SAFETY: fcntl duplicating a descriptor we own into a fresh one.
+    let fd = unsafe { libc::fcntl(exe.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Removes a path when dropped.
 struct RemoveOnDrop(PathBuf);
 
@@ -536,14 +624,37 @@ impl Drop for RemoveOnDrop {
     }
 }
 
+/// Run `exec` while `feed` feeds its input; input the command did not read
+/// is dropped with `feed`, a feed that failed reading its input fails the
+/// call (the command saw a truncated stream).
+async fn fed_while_running(
+    feed: impl std::future::Future<Output = std::io::Result<()>>,
+    exec: impl std::future::Future<Output = ProviderResult<ExecOutcome>>,
+) -> ProviderResult<ExecOutcome> {
+    tokio::pin!(feed);
+    tokio::pin!(exec);
+    let mut fed = None;
+    let outcome = loop {
+        tokio::select! {
+            r = &mut feed, if fed.is_none() => fed = Some(r),
+            o = &mut exec => break o?,
+        }
+    };
+    if let Some(Err(e)) = fed {
+        return Err(ProviderError::other(format!(
+            "the input stream broke before its end: {e}"
+        )));
+    }
+    Ok(outcome)
+}
+
 /// Copy `input` into the FIFO at `path` once a reader has opened it. A
 /// reader that goes away (broken pipe) ends the feed without error (the
 /// command's outcome says why); an error reading `input` is returned.
-async fn feed_fifo(path: PathBuf, mut input: InputStream) -> std::io::Result<()> {
-    use tokio::io::AsyncWriteExt;
+async fn feed_fifo(path: PathBuf, input: InputStream) -> std::io::Result<()> {
     // Opening for writing without a reader fails (ENXIO) instead of
     // blocking; poll until the command has opened its end.
-    let mut tx = loop {
+    let tx = loop {
         match tokio::net::unix::pipe::OpenOptions::new().open_sender(&path) {
             Ok(tx) => break tx,
             Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
@@ -552,6 +663,16 @@ async fn feed_fifo(path: PathBuf, mut input: InputStream) -> std::io::Result<()>
             Err(e) => return Err(e),
         }
     };
+    feed_into(tx, input).await
+}
+
+/// Copy `input` into `tx`; a reader that went away ends the feed without
+/// error, an error reading `input` is returned.
+async fn feed_into(
+    mut tx: tokio::net::unix::pipe::Sender,
+    mut input: InputStream,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
     let mut buf = vec![0u8; 256 * 1024];
     loop {
         let n = input.read(&mut buf).await?;

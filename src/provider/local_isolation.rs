@@ -83,6 +83,8 @@ pub enum SpawnError {
     EmptyArgv,
     #[error("environment variable name {0:?} is empty or contains `=`")]
     EnvName(String),
+    #[error("the file to execute must be a descriptor above the standard streams")]
+    ExecFd,
     /// `what`: which step of the start (the program itself for `exec`).
     #[error("{what}: {}", os(*.errno))]
     Os { what: String, errno: i32 },
@@ -968,6 +970,9 @@ pub struct SpawnSpec<'a> {
     /// A session of its own with stdin as its controlling terminal (a
     /// PTY's slave), instead of a process group of its own.
     pub terminal: bool,
+    /// Execute this file (a descriptor of at least 3, close-on-exec, e.g.
+    /// rfs's own executable) instead of looking `argv[0]` up.
+    pub exec_fd: Option<BorrowedFd<'a>>,
 }
 
 /// Where a start failed (`Launch::stage`); 0: it did not.
@@ -1067,6 +1072,8 @@ struct Launch {
     envp: Vec<*const libc::c_char>,
     stdio: [RawFd; 3],
     terminal: bool,
+    /// [`SpawnSpec::exec_fd`]; -1: none.
+    exec_fd: RawFd,
     stacks: Stacks,
     /// Written by the children.
     pid: std::sync::atomic::AtomicI32,
@@ -1102,7 +1109,7 @@ impl Launch {
         }
         envp.push(std::ptr::null());
         // As execvp does, with the command's own PATH.
-        let programs = if program.contains('/') {
+        let programs = if program.contains('/') || spec.exec_fd.is_some() {
             vec![c("the program", program)?]
         } else {
             let path = env.get("PATH").copied().unwrap_or("/bin:/usr/bin");
@@ -1112,6 +1119,11 @@ impl Launch {
                     c("the program", &format!("{dir}/{program}"))
                 })
                 .collect::<Result<_, _>>()?
+        };
+        let exec_fd = match spec.exec_fd {
+            Some(fd) if fd.as_raw_fd() < 3 => return Err(SpawnError::ExecFd),
+            Some(fd) => fd.as_raw_fd(),
+            None => -1,
         };
         let mut ns = [-1; 5];
         for (slot, fd) in ns.iter_mut().zip(&init.ns) {
@@ -1126,6 +1138,7 @@ impl Launch {
             envp,
             stdio: spec.stdio.map(|f| f.as_raw_fd()),
             terminal: spec.terminal,
+            exec_fd,
             stacks,
             pid: 0.into(),
             stage: 0.into(),
@@ -1302,11 +1315,28 @@ extern "C" fn launch_inner(arg: *mut libc::c_void) -> libc::c_int {
             return fail(STAGE_CWD);
         }
         drop_capabilities();
-        // Nothing of rfs's beyond stdio reaches the command.
-        close_range(3, i32::MAX);
+        // Nothing of rfs's beyond stdio reaches the command (a file to
+        // execute stays open until the exec, which closes it).
+        if l.exec_fd >= 3 {
+            close_range(3, l.exec_fd - 1);
+            close_range(l.exec_fd + 1, i32::MAX);
+        } else {
+            close_range(3, i32::MAX);
+        }
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut none);
         libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        if l.exec_fd >= 3 {
+            libc::syscall(
+                libc::SYS_execveat,
+                l.exec_fd,
+                c"".as_ptr(),
+                l.argv.as_ptr(),
+                l.envp.as_ptr(),
+                libc::AT_EMPTY_PATH,
+            );
+            return fail(STAGE_EXEC);
+        }
         // As execvp: keep looking past missing files; a permission
         // problem is reported if nothing ran.
         let mut err = libc::ENOENT;

@@ -91,6 +91,7 @@ pub async fn spawn_local_pty_in(
                 cwd: &req.cwd,
                 stdio: [slave, slave, slave],
                 terminal: true,
+                exec_fd: None,
             };
             LocalChild::Sandbox(init.spawn(&spec).map_err(|e| cannot(&e))?)
         }

@@ -252,6 +252,31 @@ pub trait Provider: Send + Sync {
         )))
     }
 
+    /// Whether [`Provider::exec_own_with_input`] is implemented: this
+    /// provider's sandboxes can execute rfs's own executable (same machine,
+    /// same kernel and libraries), so rfs can verify a sync with its native
+    /// verifier ([`crate::source::native_check`]) instead of POSIX tools.
+    fn runs_own_executable(&self) -> bool {
+        false
+    }
+
+    /// Like [`Provider::exec_with_input`], the program being rfs's own
+    /// executable (`req.argv[0]` is only the name it is given). Only called
+    /// when [`Provider::runs_own_executable`] is true.
+    async fn exec_own_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let _ = (id, req, input, sink);
+        Err(ProviderError::other(format!(
+            "provider {} cannot run rfs's own executable in a sandbox",
+            self.name()
+        )))
+    }
+
     /// Run a command and stream its output into `sink`.
     async fn exec(
         &self,

@@ -128,6 +128,25 @@ impl Provider for Traced {
         r
     }
 
+    fn runs_own_executable(&self) -> bool {
+        self.0.runs_own_executable()
+    }
+
+    async fn exec_own_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        tracing::trace!(target: "rfs::provider", provider = self.name(), sandbox = id, cwd = %req.cwd, argv = ?req.argv, "exec own executable with input");
+        let t = Instant::now();
+        let r = self.0.exec_own_with_input(id, req, input, sink).await;
+        tracing::debug!(target: "rfs::provider", provider = self.name(), op = "exec_own_with_input", sandbox = id,
+            cwd = %req.cwd, ms = t.elapsed().as_millis() as u64, "{}", outcome(&r));
+        r
+    }
+
     async fn exec(
         &self,
         id: &str,

@@ -13,7 +13,7 @@ use crate::provider::{Collect, ExecRequest};
 use crate::source::manifest::Entry;
 use crate::source::repo::ResolvedSource;
 use crate::source::{
-    archive, remote_check, repo, stream, SourceError, SourceOptions, SubmodulePolicy,
+    archive, native_check, remote_check, repo, stream, SourceError, SourceOptions, SubmodulePolicy,
 };
 
 /// What a bound source is pinned to; returned to the script.
@@ -127,6 +127,9 @@ impl Run {
         let p = self.cfg.provider.clone();
         let started = Instant::now();
         let streaming = p.streams_input();
+        // rfs's own verifier where the provider can run it (it reads the
+        // stream itself); the POSIX script everywhere else.
+        let native = streaming && p.runs_own_executable();
         let remote = p.remote_transfer();
         // On the file path the archive is built before provisioning (a
         // repository problem must not cost a sandbox), except for remote
@@ -162,21 +165,27 @@ impl Run {
         } else {
             false
         };
+        let stamp = super::resync::stamp_path(home, &self.cfg.run_id);
+        let verify_args = |archive: &str| -> Vec<String> {
+            [archive, &dest, &aux, if gzip { "gzip" } else { "" }, &stamp]
+                .into_iter()
+                .map(str::to_owned)
+                .collect()
+        };
         let verify_req = |archive: &str| ExecRequest {
-            argv: [
-                "/bin/sh",
-                "-c",
-                remote_check::SCRIPT,
-                "rfs-verify",
-                archive,
-                &dest,
-                &aux,
-                if gzip { "gzip" } else { "" },
-                &super::resync::stamp_path(home, &self.cfg.run_id),
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+            argv: if native {
+                ["rfs", native_check::COMMAND]
+                    .into_iter()
+                    .map(str::to_owned)
+                    .chain(verify_args(archive))
+                    .collect()
+            } else {
+                ["/bin/sh", "-c", remote_check::SCRIPT, "rfs-verify"]
+                    .into_iter()
+                    .map(str::to_owned)
+                    .chain(verify_args(archive))
+                    .collect()
+            },
             cwd: sb.home.clone(),
             env: vec![("LC_ALL".into(), "C".into())],
             timeout: Some(std::time::Duration::from_secs(1800)),
@@ -195,12 +204,16 @@ impl Run {
                 })
                 .map_err(Error::internal)?;
             let t_ver = Instant::now();
-            let outcome = self.block_on(p.exec_with_input(
-                &sb.id,
-                &verify_req(remote_check::STDIN),
-                Box::new(reader),
-                &mut out,
-            ));
+            let req = verify_req(remote_check::STDIN);
+            let outcome = self.block_on(async {
+                if native {
+                    p.exec_own_with_input(&sb.id, &req, Box::new(reader), &mut out)
+                        .await
+                } else {
+                    p.exec_with_input(&sb.id, &req, Box::new(reader), &mut out)
+                        .await
+                }
+            });
             let (built, build_ms) = match builder.join() {
                 Ok(Ok(b)) => b,
                 // The consumer failed first (its error says why).
@@ -324,6 +337,7 @@ impl Run {
                 })
                 .sum(),
             sync_ms: ms(started.elapsed().as_millis()),
+            verifier: if native { "native" } else { "posix" }.into(),
         })?;
         self.record(Event::SourcePin {
             sandbox_id: sb.id.clone(),

@@ -5,10 +5,15 @@
 //! - [`manifest`] is the expected file set and content of a tree.
 //! - [`archive`] streams the tree from the object database into a tar (a
 //!   file, or [`stream`] to a provider that reads it while it is built).
-//! - [`remote_check`] extracts and verifies inside the sandbox.
+//! - [`remote_check`] extracts and verifies inside the sandbox (POSIX
+//!   tools); [`native_check`] does the same as rfs's own executable where
+//!   the provider can run it ([`native_extract`], [`native_walk`]).
 
 pub mod archive;
 pub mod manifest;
+pub mod native_check;
+pub mod native_extract;
+pub mod native_walk;
 pub mod pack_stream;
 pub mod remote_check;
 pub mod repo;
