@@ -42,7 +42,7 @@ pub struct Built {
 }
 
 /// Bound libgit2's memory once per process: pack windows are mapped in
-/// 8 MiB pieces with at most 32 MiB mapped at a time (default: 1 GiB
+/// 8 MiB pieces with at most 16 MiB mapped at a time (default: 1 GiB
 /// windows, up to 8 GiB mapped, all of it counted in RSS once read).
 pub fn bound_git_memory() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -52,7 +52,7 @@ pub fn bound_git_memory() {
         // concurrent pack access, hence the Once before first use).
         unsafe {
             let _ = git2::opts::set_mwindow_size(8 << 20);
-            let _ = git2::opts::set_mwindow_mapped_limit(32 << 20);
+            let _ = git2::opts::set_mwindow_mapped_limit(16 << 20);
         }
     });
 }
