@@ -1546,6 +1546,7 @@ mod tests {
                 cwd: "/",
                 stdio: [null.as_fd(), null.as_fd(), null.as_fd()],
                 terminal: false,
+                exec_fd: None,
             };
             let mut child = init.spawn(&spec).unwrap();
             let status = rt.block_on(child.wait()).unwrap();
