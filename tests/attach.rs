@@ -30,6 +30,12 @@ provider_tests! {
             assert_screen(t, sandbox().id + " " + sync_source().commit);
             assert_screen(t, #{ text: sync_source().workdir, timeout: 5 });
             t.press("Ctrl-C");
+            // A command after the interrupt: the prompt looked for next is
+            // the one after its output, never the prompt shown before
+            // Ctrl-C took effect (over a slower PTY that one could still
+            // be the last line, with the interrupt's newline on its way).
+            t.send("echo after-$((20+22))\n");
+            assert_screen(t, #{ text: "after-42", timeout: 5 });
             assert_screen(t, #{ regex: "\\$ $", row: -1, timeout: 5 });
             let c = t.cursor();
             assert(c[1] == 2, `cursor ${c}`);
@@ -41,7 +47,7 @@ provider_tests! {
         assert_eq!(start["cols"], 80);
         assert_eq!(start["rows"], 24);
         let asserts = out.entries("attach.assert");
-        assert_eq!(asserts.len(), 4);
+        assert_eq!(asserts.len(), 5);
         assert!(asserts.iter().all(|a| a["outcome"] == "pass" && a["screen_digest"].as_str().unwrap().len() == 64));
         assert_eq!(out.entries("attach.end")[0]["how"], "closed");
         // The recording parses, is ordered, and carries one marker per assertion.
@@ -49,7 +55,7 @@ provider_tests! {
         assert_eq!(header["width"], 80);
         let times: Vec<f64> = events.iter().map(|e| e[0].as_f64().unwrap()).collect();
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "event times go backwards");
-        assert_eq!(events.iter().filter(|e| e[1] == "m").count(), 4);
+        assert_eq!(events.iter().filter(|e| e[1] == "m").count(), 5);
         assert!(events.iter().any(|e| e[1] == "o" && e[2].as_str().unwrap().contains("nonce-")));
         assert!(out.evidence().contains("terminal/session-1.cast"));
         assert!(out.out_dir.join("terminal/session-1-assert-1.txt").exists());
