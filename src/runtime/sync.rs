@@ -166,26 +166,19 @@ impl Run {
             false
         };
         let stamp = super::resync::stamp_path(home, &self.cfg.run_id);
-        let verify_args = |archive: &str| -> Vec<String> {
-            [archive, &dest, &aux, if gzip { "gzip" } else { "" }, &stamp]
-                .into_iter()
-                .map(str::to_owned)
-                .collect()
+        // Both verifiers take the same arguments after their own program.
+        let program: &[&str] = if native {
+            &["rfs", native_check::COMMAND]
+        } else {
+            &["/bin/sh", "-c", remote_check::SCRIPT, "rfs-verify"]
         };
         let verify_req = |archive: &str| ExecRequest {
-            argv: if native {
-                ["rfs", native_check::COMMAND]
-                    .into_iter()
-                    .map(str::to_owned)
-                    .chain(verify_args(archive))
-                    .collect()
-            } else {
-                ["/bin/sh", "-c", remote_check::SCRIPT, "rfs-verify"]
-                    .into_iter()
-                    .map(str::to_owned)
-                    .chain(verify_args(archive))
-                    .collect()
-            },
+            argv: program
+                .iter()
+                .copied()
+                .chain([archive, &dest, &aux, if gzip { "gzip" } else { "" }, &stamp])
+                .map(str::to_owned)
+                .collect(),
             cwd: sb.home.clone(),
             env: vec![("LC_ALL".into(), "C".into())],
             timeout: Some(std::time::Duration::from_secs(1800)),
