@@ -80,6 +80,18 @@ struct Tamper {
     break_at: Option<u64>,
 }
 
+impl Tamper {
+    /// `input` passed through untouched until a fault is set.
+    fn new(inner: InputStream) -> Tamper {
+        Tamper {
+            inner,
+            pos: 0,
+            corrupt_at: None,
+            break_at: None,
+        }
+    }
+}
+
 impl tokio::io::AsyncRead for Tamper {
     fn poll_read(
         mut self: std::pin::Pin<&mut Self>,
@@ -206,12 +218,7 @@ impl Provider for Faulty {
         input: InputStream,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
-        let mut tamper = Tamper {
-            inner: input,
-            pos: 0,
-            corrupt_at: None,
-            break_at: None,
-        };
+        let mut tamper = Tamper::new(input);
         match self.fault {
             Fault::NativeStreamCorrupt => tamper.corrupt_at = Some(700),
             Fault::NativeStreamBreaks => tamper.break_at = Some(4096),
@@ -232,12 +239,7 @@ impl Provider for Faulty {
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
         let mut req = req.clone();
-        let mut tamper = Tamper {
-            inner: input,
-            pos: 0,
-            corrupt_at: None,
-            break_at: None,
-        };
+        let mut tamper = Tamper::new(input);
         match self.fault {
             Fault::StreamCorrupt => tamper.corrupt_at = Some(700),
             Fault::StreamBreaks => tamper.break_at = Some(4096),
