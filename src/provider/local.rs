@@ -815,11 +815,22 @@ mod tests {
         let gone = |pid: i32| {
             // The background `sleep` was in the command's group: killed
             // (and reaped by init, so it no longer exists or is a zombie).
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            stat.is_empty()
-                || stat
-                    .rsplit_once(')')
-                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            // SIGKILL is delivered asynchronously: on a loaded machine the
+            // process can still be running for a moment after `kill`
+            // returned, so wait a bounded time for it to die.
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                let stat =
+                    std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let dead = stat.is_empty()
+                    || stat
+                        .rsplit_once(')')
+                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
+                if dead || std::time::Instant::now() >= deadline {
+                    return dead;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
         };
         let (o, pid) = run(
             Some(Duration::from_millis(300)),
