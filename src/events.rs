@@ -196,6 +196,11 @@ pub enum Event {
         /// executable) or `posix` (the shell script with POSIX tools).
         #[serde(default)]
         verifier: String,
+        /// Why the native verifier the provider offers was not used (it
+        /// did not start in the sandbox, say): absent when it was, or when
+        /// the provider offers none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verifier_fallback: Option<String>,
     },
     /// The source is bound.
     #[serde(rename = "source.pin")]
@@ -634,6 +639,7 @@ pub(crate) mod catalog {
                 tree_bytes: 4,
                 sync_ms: 7,
                 verifier: s("native"),
+                verifier_fallback: None,
             },
             Event::SourcePin {
                 sandbox_id: s("local-1"),

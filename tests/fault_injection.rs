@@ -211,6 +211,9 @@ impl Provider for Faulty {
     fn runs_own_executable(&self) -> bool {
         self.fault.native() && self.inner.runs_own_executable()
     }
+    async fn prepare_own_executable(&self, id: &str) -> ProviderResult<()> {
+        self.inner.prepare_own_executable(id).await
+    }
     async fn exec_own_with_input(
         &self,
         id: &str,
@@ -285,7 +288,16 @@ fn run_with_fault_in(
     };
     // The native verifier needs the rfs binary (this test process is not
     // one).
-    let inner: Arc<dyn Provider> = if fault.native() {
+    let inner: Arc<dyn Provider> = if fault.native() && rfs.prov == Prov::Docker {
+        Arc::new(
+            rfs::provider::docker::DockerProvider::connect(rfs::provider::docker::DockerOptions {
+                image: Some(DOCKER_TEST_IMAGE.into()),
+                ..rfs::provider::docker::DockerOptions::from_env()
+            })
+            .unwrap()
+            .with_own_executable(Some(env!("CARGO_BIN_EXE_rfs").into())),
+        )
+    } else if fault.native() {
         Arc::new(
             rfs::provider::local::LocalProvider::new(rfs.state.path())
                 .with_own_executable(env!("CARGO_BIN_EXE_rfs").into()),
@@ -618,4 +630,31 @@ fn a_stream_that_breaks_is_refused_by_the_native_verifier_in_both_isolation_mode
             "the input stream broke before its end: connection reset mid-transfer",
         );
     }
+}
+
+/// The native verifier copied into a Docker container refuses a stream
+/// changed in transit and one that breaks, like the local one.
+#[test]
+fn a_corrupted_or_broken_stream_is_refused_by_the_native_verifier_in_a_container() {
+    if common::docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let (out, marker) = run_with_fault(&rfs, Fault::NativeStreamCorrupt);
+    assert_refused_and_destroyed(
+        &rfs,
+        &out,
+        &marker,
+        "the archive arrived corrupted: local sha256",
+    );
+    let (out, marker) = run_with_fault(&rfs, Fault::NativeStreamBreaks);
+    assert_refused_and_destroyed(
+        &rfs,
+        &out,
+        &marker,
+        "the input stream broke before its end: connection reset mid-transfer",
+    );
+    let (out, _marker) = run_with_fault(&rfs, Fault::Native);
+    out.assert_code(0);
+    assert_eq!(transfer(&out)["verifier"], "native");
 }

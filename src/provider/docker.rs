@@ -25,6 +25,9 @@
 //!   sandbox user. The source archive does not use them: it streams into
 //!   the verification command's stdin while it is built
 //!   ([`Provider::exec_with_input`]).
+//! * **rfs's own executable** (module `own_exe`) is uploaded as one
+//!   directory with its interpreter and libraries before a sync, probed,
+//!   run as the native verifier and removed.
 //!
 //! The tests in `tests/docker_provider.rs` need a local engine; they build
 //! the registry-free image `rfs-test-busybox:latest` themselves with
@@ -33,17 +36,20 @@
 mod client;
 mod container;
 mod exec;
+mod own_exe;
 mod pty;
 mod upload;
 pub(crate) mod wrapper;
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
 use async_trait::async_trait;
 
 use super::{
-    CreateSpec, ExecOutcome, ExecRequest, Labels, OutputSink, Provider, ProviderResult, PtyChannel,
-    PtyRequest, SandboxInfo,
+    CreateSpec, ExecOutcome, ExecRequest, Labels, OutputSink, Provider, ProviderError,
+    ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
 };
 use client::Client;
 pub use container::DEFAULT_MAX_LIFETIME;
@@ -90,6 +96,12 @@ pub struct DockerProvider {
     client: Client,
     options: DockerOptions,
     owners: upload::Owners,
+    /// rfs's executable, copied into a sandbox for the native verifier.
+    own_exe: Option<PathBuf>,
+    /// What `own_exe` needs to start in a container (found once).
+    bundle: OnceLock<Result<own_exe::Bundle, String>>,
+    /// Sandbox id -> directory where its copy of the bundle is.
+    prepared: Mutex<HashMap<String, String>>,
 }
 
 impl DockerProvider {
@@ -100,7 +112,42 @@ impl DockerProvider {
             client: Client::connect()?,
             options,
             owners: upload::Owners::default(),
+            own_exe: crate::source::native_check::executable().map(Path::to_path_buf),
+            bundle: OnceLock::new(),
+            prepared: Mutex::default(),
         })
+    }
+
+    /// The same, copying `exe` (an rfs executable) into sandboxes as its
+    /// own executable ([`Provider::exec_own_with_input`]); `None` verifies
+    /// every sync with the POSIX script.
+    pub fn with_own_executable(mut self, exe: Option<PathBuf>) -> Self {
+        self.own_exe = exe;
+        self
+    }
+
+    fn prepared(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.prepared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remove a copy of the bundle (best effort: the sandbox goes anyway).
+    async fn remove_bundle(&self, id: &str, dir: &str) {
+        let spec = exec::ExecSpec {
+            argv: vec!["rm".into(), "-rf".into(), "--".into(), dir.into()],
+            cwd: "/",
+            env: &[],
+            user: self.options.user.as_deref(),
+            tty: false,
+            stdin: false,
+        };
+        match exec::run_collect(&self.client, id, spec).await {
+            Ok((Some(0), _)) => {}
+            other => tracing::warn!(
+                sandbox = id,
+                dir,
+                "could not remove rfs's executable: {other:?}"
+            ),
+        }
     }
 }
 
@@ -193,6 +240,101 @@ impl Provider for DockerProvider {
         .await
     }
 
+    fn runs_own_executable(&self) -> bool {
+        self.own_exe.is_some()
+    }
+
+    /// Copies rfs's executable, its interpreter and libraries into a new
+    /// directory of the sandbox home and runs its probe there.
+    async fn prepare_own_executable(&self, id: &str) -> ProviderResult<()> {
+        container::check_id(id)?;
+        let exe = self
+            .own_exe
+            .as_deref()
+            .ok_or_else(|| ProviderError::other("this process declared no rfs executable"))?;
+        let bundle = self
+            .bundle
+            .get_or_init(|| own_exe::Bundle::of(exe))
+            .clone()
+            .map_err(|e| ProviderError::other(format!("cannot copy rfs's executable: {e}")))?;
+        let owner = self
+            .owners
+            .resolve(&self.client, id, self.options.user.as_deref())
+            .await?;
+        let home = self.options.home.trim_end_matches('/');
+        let name = format!(".rfs-exe-{}", uuid::Uuid::new_v4().simple());
+        let dir = format!("{home}/{name}");
+        upload::upload_dir(&self.client, id, home, &name, &bundle.files, owner).await?;
+        let mut argv = bundle.program(&dir);
+        argv.extend([
+            crate::source::native_check::COMMAND.to_string(),
+            crate::source::native_check::PROBE.to_string(),
+        ]);
+        let spec = exec::ExecSpec {
+            argv,
+            cwd: "/",
+            env: &[],
+            user: self.options.user.as_deref(),
+            tty: false,
+            stdin: false,
+        };
+        let probe = exec::run_collect(&self.client, id, spec).await;
+        let answer = crate::source::native_check::probe_answer();
+        match probe {
+            Ok((Some(0), out)) if out.stdout == answer.as_bytes() => {
+                self.prepared().insert(id.to_string(), dir);
+                Ok(())
+            }
+            other => {
+                self.remove_bundle(id, &dir).await;
+                let why = match other {
+                    Ok((code, out)) => format!(
+                        "exit {code:?}: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ),
+                    Err(e) => e.to_string(),
+                };
+                Err(ProviderError::other(format!(
+                    "rfs's executable does not start in sandbox {id} ({why})"
+                )))
+            }
+        }
+    }
+
+    /// Runs the copy made by [`Provider::prepare_own_executable`], then
+    /// removes it, whatever the outcome.
+    async fn exec_own_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: super::InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        container::check_id(id)?;
+        let dir = self.prepared().remove(id).ok_or_else(|| {
+            ProviderError::other(format!(
+                "rfs's executable was not copied into sandbox {id} before it was run"
+            ))
+        })?;
+        let Some(Ok(bundle)) = self.bundle.get() else {
+            return Err(ProviderError::other("rfs's executable has no bundle"));
+        };
+        let mut run = req.clone();
+        run.argv = bundle.program(&dir);
+        run.argv.extend(req.argv.iter().skip(1).cloned());
+        let r = exec::run_with_input(
+            &self.client,
+            id,
+            self.options.user.as_deref(),
+            &run,
+            Some(input),
+            sink,
+        )
+        .await;
+        self.remove_bundle(id, &dir).await;
+        r
+    }
+
     async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
         container::check_id(id)?;
         pty::open(&self.client, id, self.options.user.as_deref(), req).await
@@ -201,6 +343,7 @@ impl Provider for DockerProvider {
     async fn destroy(&self, id: &str) -> ProviderResult<()> {
         container::destroy(&self.client, id).await?;
         self.owners.forget(id);
+        self.prepared().remove(id);
         Ok(())
     }
 }

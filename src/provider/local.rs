@@ -820,8 +820,7 @@ mod tests {
             // returned, so wait a bounded time for it to die.
             let deadline = std::time::Instant::now() + Duration::from_secs(5);
             loop {
-                let stat =
-                    std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
                 let dead = stat.is_empty()
                     || stat
                         .rsplit_once(')')

@@ -260,6 +260,18 @@ pub trait Provider: Send + Sync {
         false
     }
 
+    /// Make rfs's own executable runnable in sandbox `id` and check that it
+    /// starts there, before a sync streams into it (a provider whose
+    /// sandboxes are elsewhere copies it in; the copy goes with the next
+    /// [`Provider::exec_own_with_input`]). An error says why it cannot run
+    /// there: the sync is then verified with the POSIX script, and the
+    /// journal says why. Only called when [`Provider::runs_own_executable`]
+    /// is true.
+    async fn prepare_own_executable(&self, id: &str) -> ProviderResult<()> {
+        let _ = id;
+        Ok(())
+    }
+
     /// Like [`Provider::exec_with_input`], the program being rfs's own
     /// executable (`req.argv[0]` is only the name it is given). Only called
     /// when [`Provider::runs_own_executable`] is true.

@@ -132,6 +132,13 @@ impl Provider for Traced {
         self.0.runs_own_executable()
     }
 
+    async fn prepare_own_executable(&self, id: &str) -> ProviderResult<()> {
+        let t = Instant::now();
+        let r = self.0.prepare_own_executable(id).await;
+        done("prepare_own_executable", self.name(), id, t, &r);
+        r
+    }
+
     async fn exec_own_with_input(
         &self,
         id: &str,

@@ -127,9 +127,6 @@ impl Run {
         let p = self.cfg.provider.clone();
         let started = Instant::now();
         let streaming = p.streams_input();
-        // rfs's own verifier where the provider can run it (it reads the
-        // stream itself); the POSIX script everywhere else.
-        let native = streaming && p.runs_own_executable();
         let remote = p.remote_transfer();
         // On the file path the archive is built before provisioning (a
         // repository problem must not cost a sandbox), except for remote
@@ -165,6 +162,18 @@ impl Run {
         } else {
             false
         };
+        // rfs's own verifier where the provider can run it (it reads the
+        // stream itself); the POSIX script everywhere else, and where it
+        // does not start (the journal says why).
+        let mut native = streaming && p.runs_own_executable();
+        let mut verifier_fallback = None;
+        if native {
+            if let Err(e) = self.block_on(p.prepare_own_executable(&sb.id)) {
+                tracing::info!(sandbox = %sb.id, "verifying with the POSIX script: {e}");
+                native = false;
+                verifier_fallback = Some(e.to_string());
+            }
+        }
         let stamp = super::resync::stamp_path(home, &self.cfg.run_id);
         // Both verifiers take the same arguments after their own program.
         let program: &[&str] = if native {
@@ -331,6 +340,7 @@ impl Run {
                 .sum(),
             sync_ms: ms(started.elapsed().as_millis()),
             verifier: if native { "native" } else { "posix" }.into(),
+            verifier_fallback,
         })?;
         self.record(Event::SourcePin {
             sandbox_id: sb.id.clone(),

@@ -39,6 +39,15 @@ use super::remote_check::{
 /// The hidden first argument that makes rfs the verifier.
 pub const COMMAND: &str = "__verify-source";
 
+/// The argument that only asks the verifier to answer
+/// [`probe_answer`] (a verifier that answers it started).
+pub const PROBE: &str = "--probe";
+
+/// What `rfs __verify-source --probe` prints.
+pub fn probe_answer() -> String {
+    format!("rfs {} verifier\n", env!("CARGO_PKG_VERSION"))
+}
+
 /// Exit code of a verifier that was called wrongly or could not read a file
 /// back (the script has no such case).
 pub const EXIT_OTHER: i32 = 1;
@@ -130,6 +139,12 @@ impl Args {
 /// Run the verifier with the arguments after [`COMMAND`]; the report goes
 /// to stdout, a failure's reason to stderr. Returns the exit code.
 pub fn main(args: Vec<OsString>) -> i32 {
+    if args.len() == 1 && args[0] == PROBE {
+        // A provider that copied the executable into a sandbox checks
+        // that it starts there (loader, libraries, architecture).
+        print!("{}", probe_answer());
+        return 0;
+    }
     let stdout = io::stdout();
     let mut out = io::BufWriter::with_capacity(64 * 1024, stdout.lock());
     let done = verify(args, &mut out).and_then(|()| out.flush().map_err(VerifyError::Report));

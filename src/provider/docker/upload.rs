@@ -46,8 +46,20 @@ fn header_bytes(
     mtime: u64,
     owner: Owner,
 ) -> std::io::Result<Vec<u8>> {
+    entry_header(tar::EntryType::Regular, name, size, mode, mtime, owner)
+}
+
+/// The header block(s) of an entry without content (or of `size` bytes).
+fn entry_header(
+    kind: tar::EntryType,
+    name: &str,
+    size: u64,
+    mode: u32,
+    mtime: u64,
+    owner: Owner,
+) -> std::io::Result<Vec<u8>> {
     let mut header = tar::Header::new_gnu();
-    header.set_entry_type(tar::EntryType::Regular);
+    header.set_entry_type(kind);
     header.set_size(size);
     header.set_mode(mode & 0o7777);
     header.set_mtime(mtime);
@@ -59,63 +71,87 @@ fn header_bytes(
     Ok(builder.get_ref().clone())
 }
 
-/// The blocks after the file's bytes: padding to a block, then two zero
-/// blocks ending the archive.
-fn trailer_bytes(size: u64) -> Vec<u8> {
-    let pad = (BLOCK - size % BLOCK) % BLOCK;
-    vec![0; (pad + 2 * BLOCK) as usize]
+/// Padding after `size` bytes of content, to a whole block.
+fn padding(size: u64) -> Vec<u8> {
+    vec![0; ((BLOCK - size % BLOCK) % BLOCK) as usize]
+}
+
+/// The two zero blocks ending an archive.
+fn end_blocks() -> Vec<u8> {
+    vec![0; (2 * BLOCK) as usize]
+}
+
+/// One entry of an uploaded archive: its header block(s) and, for a file,
+/// the open file and the size its header announced.
+struct Item {
+    header: Vec<u8>,
+    body: Option<(File, u64)>,
 }
 
 /// Where the tar stream is.
 enum Phase {
-    Header {
-        header: Vec<u8>,
-        file: File,
+    /// Between entries (the next header, or the end blocks, is due).
+    Next {
+        items: std::collections::VecDeque<Item>,
     },
     Body {
+        items: std::collections::VecDeque<Item>,
         file: File,
+        size: u64,
         remaining: u64,
     },
-    /// The trailer was sent.
+    /// The end blocks were sent.
     Done,
 }
 
-/// The archive as a stream of chunks. A file that shrinks or grows while it
-/// is read fails the stream (the message is kept in `failure`, since the
-/// HTTP client only reports a broken body).
+/// The archive of `items` as a stream of chunks. A file that shrinks or
+/// grows while it is read fails the stream (the message is kept in
+/// `failure`, since the HTTP client only reports a broken body).
 fn tar_stream(
-    header: Vec<u8>,
-    file: File,
-    size: u64,
+    items: Vec<Item>,
     failure: Arc<Mutex<Option<String>>>,
 ) -> impl Stream<Item = std::io::Result<Bytes>> + Send + 'static {
     let fail = move |msg: &str| {
         *failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(msg.to_string());
         std::io::Error::other(msg.to_string())
     };
-    futures_util::stream::try_unfold(Phase::Header { header, file }, move |phase| {
+    let items = items.into_iter().collect();
+    futures_util::stream::try_unfold(Phase::Next { items }, move |phase| {
         let fail = fail.clone();
         async move {
             let (chunk, next) = match phase {
-                Phase::Header { header, file } => (
-                    header,
-                    Phase::Body {
-                        file,
-                        remaining: size,
-                    },
-                ),
+                Phase::Next { mut items } => match items.pop_front() {
+                    None => (end_blocks(), Phase::Done),
+                    Some(Item { header, body: None }) => (header, Phase::Next { items }),
+                    Some(Item {
+                        header,
+                        body: Some((file, size)),
+                    }) => (
+                        header,
+                        Phase::Body {
+                            items,
+                            file,
+                            size,
+                            remaining: size,
+                        },
+                    ),
+                },
                 Phase::Body {
+                    items,
                     mut file,
+                    size,
                     remaining: 0,
                 } => {
                     let mut probe = [0u8; 1];
                     if file.read(&mut probe).await? != 0 {
                         return Err(fail("the local file grew while it was uploaded"));
                     }
-                    (trailer_bytes(size), Phase::Done)
+                    (padding(size), Phase::Next { items })
                 }
                 Phase::Body {
+                    items,
                     mut file,
+                    size,
                     remaining,
                 } => {
                     let mut buf = vec![0u8; remaining.min(CHUNK as u64) as usize];
@@ -125,7 +161,9 @@ fn tar_stream(
                     }
                     buf.truncate(n);
                     let next = Phase::Body {
+                        items,
                         file,
+                        size,
                         remaining: remaining - n as u64,
                     };
                     (buf, next)
@@ -196,16 +234,9 @@ impl Owners {
     }
 }
 
-/// Upload `local` to `remote` (whose directory must exist) in container `id`.
-/// The file gets the local permission bits and belongs to `owner`.
-pub(super) async fn upload(
-    client: &Client,
-    id: &str,
-    local: &Path,
-    remote: &str,
-    owner: Owner,
-) -> ProviderResult<()> {
-    let (dir, name) = split_remote(remote)?;
+/// A local file opened for upload as entry `name`: its header (local
+/// permission bits, modification time, `owner`) and its bytes.
+async fn file_item(local: &Path, name: &str, owner: Owner) -> ProviderResult<Item> {
     let local_err = |e: std::io::Error| {
         ProviderError::other(format!("cannot read local file {}: {e}", local.display()))
     };
@@ -225,8 +256,76 @@ pub(super) async fn upload(
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let header = header_bytes(name, meta.len(), mode, mtime, owner).map_err(local_err)?;
+    Ok(Item {
+        header,
+        body: Some((file, meta.len())),
+    })
+}
+
+/// Upload `local` to `remote` (whose directory must exist) in container `id`.
+/// The file gets the local permission bits and belongs to `owner`.
+pub(super) async fn upload(
+    client: &Client,
+    id: &str,
+    local: &Path,
+    remote: &str,
+    owner: Owner,
+) -> ProviderResult<()> {
+    let (dir, name) = split_remote(remote)?;
+    let item = file_item(local, name, owner).await?;
+    send(
+        client,
+        id,
+        dir,
+        vec![item],
+        remote,
+        &local.display().to_string(),
+    )
+    .await
+}
+
+/// Upload the local `files` (name in the directory, local path) as the new
+/// directory `parent/name` (mode 0700) in container `id`, everything
+/// belonging to `owner`; `parent` must exist.
+pub(super) async fn upload_dir(
+    client: &Client,
+    id: &str,
+    parent: &str,
+    name: &str,
+    files: &[(String, std::path::PathBuf)],
+    owner: Owner,
+) -> ProviderResult<()> {
+    let remote = format!("{}/{name}", parent.trim_end_matches('/'));
+    split_remote(&remote)?;
+    let bad = |what: &str| ProviderError::other(format!("cannot upload {what} to {remote}"));
+    if name.contains('/') || files.iter().any(|(f, _)| f.contains('/') || f.is_empty()) {
+        return Err(bad("a name with a `/`"));
+    }
+    let dir_header = entry_header(tar::EntryType::Directory, name, 0, 0o700, 0, owner)
+        .map_err(|e| bad(&e.to_string()))?;
+    let mut items = vec![Item {
+        header: dir_header,
+        body: None,
+    }];
+    for (file, local) in files {
+        items.push(file_item(local, &format!("{name}/{file}"), owner).await?);
+    }
+    let what = format!("{} files", files.len());
+    send(client, id, parent, items, &remote, &what).await
+}
+
+/// Stream `items` as one archive extracted into `dir` of container `id`
+/// (`remote` and `what` name the upload in errors).
+async fn send(
+    client: &Client,
+    id: &str,
+    dir: &str,
+    items: Vec<Item>,
+    remote: &str,
+    what: &str,
+) -> ProviderResult<()> {
     let failure = Arc::new(Mutex::new(None));
-    let body = tar_stream(header, file, meta.len(), failure.clone());
+    let body = tar_stream(items, failure.clone());
     let opts = UploadToContainerOptionsBuilder::default().path(dir).build();
     let api = client.upload_api().await?;
     let result = api
@@ -234,8 +333,7 @@ pub(super) async fn upload(
         .await;
     if let Some(msg) = failure.lock().unwrap_or_else(|p| p.into_inner()).take() {
         return Err(ProviderError::other(format!(
-            "upload of {} to {remote} in sandbox {id} failed: {msg}",
-            local.display()
+            "upload of {what} to {remote} in sandbox {id} failed: {msg}"
         )));
     }
     result.map_err(|e| {
@@ -251,8 +349,7 @@ pub(super) async fn upload(
                 "cannot upload to {remote}: {dir} is not a directory in sandbox {id}"
             )),
             Some(_) => ProviderError::other(format!(
-                "cannot upload {} to {remote} in sandbox {id}: {message}",
-                local.display()
+                "cannot upload {what} to {remote} in sandbox {id}: {message}"
             )),
             None => client.error(e),
         }
@@ -287,10 +384,11 @@ mod tests {
         let file = File::open(tmp.path()).await.unwrap();
         let header = header_bytes(name, len as u64, 0o754, 1_700_000_000, OWNER).unwrap();
         let failure = Arc::new(Mutex::new(None));
-        let chunks: Vec<Bytes> = tar_stream(header, file, len as u64, failure)
-            .try_collect()
-            .await
-            .unwrap();
+        let item = Item {
+            header,
+            body: Some((file, len as u64)),
+        };
+        let chunks: Vec<Bytes> = tar_stream(vec![item], failure).try_collect().await.unwrap();
         let archive: Vec<u8> = chunks.concat();
         assert_eq!(archive.len() % 512, 0);
         let mut ar = tar::Archive::new(&archive[..]);
@@ -315,6 +413,52 @@ mod tests {
         roundtrip(&"n".repeat(150), 1000).await;
     }
 
+    /// A directory entry and the files after it, each padded to a block,
+    /// make one archive whose entries come back in order with their bytes.
+    #[tokio::test]
+    async fn a_directory_and_its_files_stream_as_one_archive() {
+        let mut locals = vec![];
+        let mut items = vec![Item {
+            header: entry_header(tar::EntryType::Directory, "d", 0, 0o700, 0, OWNER).unwrap(),
+            body: None,
+        }];
+        for (name, len) in [("a", 1usize), ("b", 513), ("c", 0)] {
+            let mut tmp = tempfile::NamedTempFile::new().unwrap();
+            tmp.write_all(&vec![name.as_bytes()[0]; len]).unwrap();
+            items.push(
+                file_item(tmp.path(), &format!("d/{name}"), OWNER)
+                    .await
+                    .unwrap(),
+            );
+            locals.push(tmp);
+        }
+        let failure = Arc::new(Mutex::new(None));
+        let archive: Vec<u8> = tar_stream(items, failure)
+            .try_collect::<Vec<Bytes>>()
+            .await
+            .unwrap()
+            .concat();
+        let mut ar = tar::Archive::new(&archive[..]);
+        let got: Vec<(String, tar::EntryType, Vec<u8>)> = ar
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let mut e = e.unwrap();
+                let mut data = vec![];
+                std::io::Read::read_to_end(&mut e, &mut data).unwrap();
+                let path = e.path().unwrap().to_string_lossy().into_owned();
+                (path, e.header().entry_type(), data)
+            })
+            .collect();
+        let want = vec![
+            ("d/".to_string(), tar::EntryType::Directory, vec![]),
+            ("d/a".into(), tar::EntryType::Regular, b"a".to_vec()),
+            ("d/b".into(), tar::EntryType::Regular, vec![b'b'; 513]),
+            ("d/c".into(), tar::EntryType::Regular, vec![]),
+        ];
+        assert_eq!(got, want);
+    }
+
     #[tokio::test]
     async fn a_file_that_grew_fails_the_stream() {
         let mut tmp = tempfile::NamedTempFile::new().unwrap();
@@ -322,9 +466,12 @@ mod tests {
         let file = File::open(tmp.path()).await.unwrap();
         let header = header_bytes("f", 5, 0o644, 0, OWNER).unwrap();
         let failure = Arc::new(Mutex::new(None));
-        let r: std::io::Result<Vec<Bytes>> = tar_stream(header, file, 5, failure.clone())
-            .try_collect()
-            .await;
+        let item = Item {
+            header,
+            body: Some((file, 5)),
+        };
+        let r: std::io::Result<Vec<Bytes>> =
+            tar_stream(vec![item], failure.clone()).try_collect().await;
         assert!(r.is_err());
         assert!(failure.lock().unwrap().as_deref().unwrap().contains("grew"));
     }

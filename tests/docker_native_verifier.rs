@@ -1,0 +1,133 @@
+//! The native verifier inside Docker containers (#12): `rfs run` copies
+//! its own executable (with its interpreter and libraries) into the
+//! container, verifies the sync with it, and removes the copy; where the
+//! copy does not start, the sync is verified with the POSIX script and the
+//! journal says why. Against the real engine and the busybox test image.
+
+mod common;
+use common::*;
+
+use std::sync::Arc;
+
+use rfs::provider::docker::{DockerOptions, DockerProvider};
+use rfs::provider::{select, Provider};
+
+/// A step that fails if rfs's executable is still in the sandbox home.
+const NO_COPY_LEFT: &str =
+    "step(\"no copy left\", \"ls -a /home/rfs; ! ls -a /home/rfs | grep -q rfs-exe\");";
+
+fn repo() -> Repo {
+    let repo = Repo::new();
+    repo.write("a/b/c.txt", "content\n");
+    repo.write_bytes("big.bin", &vec![7u8; 3 << 20]);
+    repo.chmod_x("a/b/c.txt");
+    repo.symlink("link", "a/b/c.txt");
+    repo.commit("tree");
+    repo
+}
+
+/// `rfs run` on docker verifies with the native verifier in the container.
+#[test]
+fn a_docker_sync_is_verified_by_rfs_inside_the_container_and_the_copy_is_removed() {
+    if common::docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = repo();
+    let out = rfs.run(repo.path(), &format!("sync_source();\n{NO_COPY_LEFT}\n"));
+    out.assert_code(0);
+    let v = &out.entries("source.verify")[0];
+    assert_eq!(v["verifier"], "native", "{v}");
+    assert!(v.get("verifier_fallback").is_none(), "{v}");
+    assert_eq!(v["content_equal"], true, "{v}");
+    rfs.assert_no_leftovers();
+}
+
+/// Runs `script` embedded, on a docker provider whose own executable is
+/// `exe`.
+fn run_embedded(rfs: &Rfs, repo: &Repo, exe: Option<&str>, script: &str) -> RunOut {
+    let (script, out_dir) = rfs.prepare(script);
+    let provider = DockerProvider::connect(DockerOptions {
+        image: Some(DOCKER_TEST_IMAGE.into()),
+        ..DockerOptions::from_env()
+    })
+    .unwrap()
+    .with_own_executable(exe.map(Into::into));
+    let settings = rfs::settings::RunSettings {
+        script,
+        provider: select::ProviderChoice {
+            name: "docker".into(),
+            reason: select::ChoiceReason::Flag,
+        },
+        state_dir: rfs.state.path().to_path_buf(),
+        run_id: rfs::settings::new_run_id(),
+        out_dir: out_dir.clone(),
+        invocation_dir: repo.path().to_path_buf(),
+        vars: Default::default(),
+        keep: false,
+        image: Some(DOCKER_TEST_IMAGE.into()),
+        snapshot: None,
+        max_lifetime: std::time::Duration::from_secs(600),
+        cleanup_deadline: std::time::Duration::from_secs(30),
+        isolation: rfs::provider::isolation::IsolationRequest::from_settings(None, None).unwrap(),
+    };
+    let provider: Arc<dyn Provider> = Arc::new(provider);
+    let report = rfs::runner::run(
+        settings,
+        rfs::runner::Hooks {
+            provider: Some(provider),
+            ..Default::default()
+        },
+    );
+    RunOut {
+        code: report.exit_code,
+        stdout: String::new(),
+        stderr: report.error.map(|e| e.to_string()).unwrap_or_default(),
+        out_dir,
+    }
+}
+
+/// An executable that starts but is not rfs (it does not answer the
+/// probe): the sync is verified with the POSIX script, the journal says
+/// why, and nothing of the copy stays behind.
+#[test]
+fn a_copied_verifier_that_does_not_start_falls_back_to_the_posix_script_and_says_why() {
+    if common::docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = repo();
+    let out = run_embedded(
+        &rfs,
+        &repo,
+        Some("/bin/false"),
+        &format!("sync_source();\n{NO_COPY_LEFT}\n"),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v = &out.entries("source.verify")[0];
+    assert_eq!(v["verifier"], "posix", "{v}");
+    let why = v["verifier_fallback"].as_str().unwrap_or_default();
+    assert!(why.contains("does not start in sandbox"), "{v}");
+    assert_eq!(v["content_equal"], true, "{v}");
+    rfs.assert_no_leftovers();
+}
+
+/// An embedder that names the rfs binary gets the native verifier too; one
+/// that names none keeps the POSIX script (and no fallback is reported).
+#[test]
+fn an_embedder_chooses_the_verifier_by_naming_an_rfs_executable_or_none() {
+    if common::docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = repo();
+    let script = format!("sync_source();\n{NO_COPY_LEFT}\n");
+    for (exe, want) in [(Some(env!("CARGO_BIN_EXE_rfs")), "native"), (None, "posix")] {
+        let out = run_embedded(&rfs, &repo, exe, &script);
+        assert_eq!(out.code, 0, "{exe:?}: {}", out.stderr);
+        let v = &out.entries("source.verify")[0];
+        assert_eq!(v["verifier"], want, "{v}");
+        assert!(v.get("verifier_fallback").is_none(), "{v}");
+    }
+    rfs.assert_no_leftovers();
+}
