@@ -639,7 +639,7 @@ pub(crate) mod catalog {
                 tree_bytes: 4,
                 sync_ms: 7,
                 verifier: s("native"),
-                verifier_fallback: None,
+                verifier_fallback: Some(s("the copy did not start")),
             },
             Event::SourcePin {
                 sandbox_id: s("local-1"),

@@ -451,7 +451,7 @@ mod tests {
             })
             .collect();
         let want = vec![
-            ("d/".to_string(), tar::EntryType::Directory, vec![]),
+            ("d".to_string(), tar::EntryType::Directory, vec![]),
             ("d/a".into(), tar::EntryType::Regular, b"a".to_vec()),
             ("d/b".into(), tar::EntryType::Regular, vec![b'b'; 513]),
             ("d/c".into(), tar::EntryType::Regular, vec![]),
