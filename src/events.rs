@@ -201,6 +201,11 @@ pub enum Event {
         /// the provider offers none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         verifier_fallback: Option<String>,
+        /// What `archive_sha256_local`/`_sandbox` are: `sha256` (of the
+        /// whole tar stream) or `tar-entries-sha256` (the stream with each
+        /// entry's content replaced by its SHA-256; the native verifier's).
+        #[serde(default)]
+        archive_digest: String,
     },
     /// The source is bound.
     #[serde(rename = "source.pin")]
@@ -640,6 +645,7 @@ pub(crate) mod catalog {
                 sync_ms: 7,
                 verifier: s("native"),
                 verifier_fallback: Some(s("the copy did not start")),
+                archive_digest: s("tar-entries-sha256"),
             },
             Event::SourcePin {
                 sandbox_id: s("local-1"),

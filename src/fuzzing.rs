@@ -13,6 +13,7 @@ pub use crate::runtime::cwd::resolve as resolve_cwd;
 pub use crate::runtime::wrapper::Gate;
 pub use crate::signing::SigningKey;
 pub use crate::source::archive::build_into as build_archive_into;
+pub use crate::source::archive_digest::{of as entries_digest, DigestKind};
 pub use crate::source::manifest::{Entry, Manifest};
 pub use crate::source::remote_check::{
     parse_report, EXIT_DEST_EXISTS, EXIT_EXTRACT, SCRIPT as VERIFY_SCRIPT,

@@ -38,6 +38,11 @@ fn a_docker_sync_is_verified_by_rfs_inside_the_container_and_the_copy_is_removed
     out.assert_code(0);
     let v = &out.entries("source.verify")[0];
     assert_eq!(v["verifier"], "native", "{v}");
+    assert_eq!(v["archive_digest"], "tar-entries-sha256", "{v}");
+    assert_eq!(
+        v["archive_sha256_local"], v["archive_sha256_sandbox"],
+        "{v}"
+    );
     assert!(v.get("verifier_fallback").is_none(), "{v}");
     assert_eq!(v["content_equal"], true, "{v}");
     rfs.assert_no_leftovers();
@@ -106,6 +111,7 @@ fn a_copied_verifier_that_does_not_start_falls_back_to_the_posix_script_and_says
     assert_eq!(out.code, 0, "{}", out.stderr);
     let v = &out.entries("source.verify")[0];
     assert_eq!(v["verifier"], "posix", "{v}");
+    assert_eq!(v["archive_digest"], "sha256", "{v}");
     let why = v["verifier_fallback"].as_str().unwrap_or_default();
     assert!(why.contains("does not start in sandbox"), "{v}");
     assert_eq!(v["content_equal"], true, "{v}");

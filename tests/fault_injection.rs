@@ -612,7 +612,7 @@ fn a_stream_corrupted_in_transit_is_refused_by_the_native_verifier_in_both_isola
             &rfs,
             &out,
             &marker,
-            "the archive arrived corrupted: local sha256",
+            "the archive arrived corrupted: local tar-entries-sha256",
         );
         assert!(out.entries("source.verify").is_empty(), "{isolation}");
     }
@@ -645,7 +645,7 @@ fn a_corrupted_or_broken_stream_is_refused_by_the_native_verifier_in_a_container
         &rfs,
         &out,
         &marker,
-        "the archive arrived corrupted: local sha256",
+        "the archive arrived corrupted: local tar-entries-sha256",
     );
     let (out, marker) = run_with_fault(&rfs, Fault::NativeStreamBreaks);
     assert_refused_and_destroyed(

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use rfs::fuzzing::{build_archive_into, resolve_source, Entry, Manifest, SourceOptions};
+use rfs::fuzzing::{
+    build_archive_into, resolve_source, DigestKind, Entry, Manifest, SourceOptions,
+};
 use sha2::{Digest, Sha256};
 
 fuzz_target!(|data: &[u8]| {
@@ -68,7 +70,7 @@ fuzz_target!(|data: &[u8]| {
     opts.allow_dirty = true;
     let resolved = resolve_source(&opts).unwrap();
     let (tar_bytes, built) =
-        build_archive_into(dir.path(), &resolved, Vec::new(), true).unwrap();
+        build_archive_into(dir.path(), &resolved, Vec::new(), Some(DigestKind::Sha256)).unwrap();
 
     let out = tempfile::tempdir().unwrap();
     tar::Archive::new(&tar_bytes[..]).unpack(out.path()).unwrap();

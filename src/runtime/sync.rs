@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::events::{Event, SubmodulePin};
 use crate::provider::Provider;
 use crate::provider::{Collect, ExecRequest};
+use crate::source::archive_digest::DigestKind;
 use crate::source::manifest::Entry;
 use crate::source::repo::ResolvedSource;
 use crate::source::{
@@ -174,6 +175,13 @@ impl Run {
                 verifier_fallback = Some(e.to_string());
             }
         }
+        // The native verifier's archive digest costs the host no second
+        // pass over the content (see `archive_digest`).
+        let digest_kind = if native {
+            DigestKind::Entries
+        } else {
+            DigestKind::Sha256
+        };
         let stamp = super::resync::stamp_path(home, &self.cfg.run_id);
         // Both verifiers take the same arguments after their own program.
         let program: &[&str] = if native {
@@ -195,14 +203,15 @@ impl Run {
         };
         let mut out = Collect::default();
         let (built, build_ms, upload_ms, outcome, t_ver) = if streaming {
-            let (writer, reader) = stream::channel();
+            let (writer, reader) = stream::channel_with(digest_kind == DigestKind::Sha256 && !gzip);
             let streamed = reader.digest();
             let resolved2 = resolved.clone();
             let builder = std::thread::Builder::new()
                 .name("rfs-archive".into())
                 .spawn(move || {
                     let t = Instant::now();
-                    build_streamed(&resolved2, writer, gzip).map(|b| (b, t.elapsed().as_millis()))
+                    build_streamed(&resolved2, writer, gzip, digest_kind)
+                        .map(|b| (b, t.elapsed().as_millis()))
                 })
                 .map_err(Error::internal)?;
             let t_ver = Instant::now();
@@ -235,7 +244,9 @@ impl Run {
                     "the sandbox did not read the archive to its end".into(),
                 ));
             };
-            let (sha256, size) = built.archive.clone().unwrap_or((sha, wire));
+            let Some((sha256, size)) = built.archive.clone().or(sha.map(|s| (s, wire))) else {
+                return Err(fail("the archive was not hashed".into()));
+            };
             let built = archive::BuiltArchive {
                 sha256,
                 size,
@@ -294,8 +305,10 @@ impl Run {
         };
         if report.archive_sha256 != built.sha256 {
             return Err(fail(format!(
-                "the archive arrived corrupted: local sha256 {}, sandbox sha256 {}",
-                built.sha256, report.archive_sha256
+                "the archive arrived corrupted: local {kind} {}, sandbox {kind} {}",
+                built.sha256,
+                report.archive_sha256,
+                kind = digest_kind.name()
             )));
         }
         let expected = remote_check::observable(&built.manifest);
@@ -341,6 +354,7 @@ impl Run {
             sync_ms: ms(started.elapsed().as_millis()),
             verifier: if native { "native" } else { "posix" }.into(),
             verifier_fallback,
+            archive_digest: digest_kind.name().into(),
         })?;
         self.record(Event::SourcePin {
             sandbox_id: sb.id.clone(),
@@ -403,19 +417,22 @@ impl Run {
 
 /// Build the archive into the stream; with `gzip` the stream is compressed
 /// and the uncompressed tar is hashed here (the reader then sees only
-/// compressed bytes).
+/// compressed bytes), as it is for the entries digest (the reader then
+/// only counts).
 fn build_streamed(
     resolved: &ResolvedSource,
     writer: stream::ChunkWriter,
     gzip: bool,
+    kind: DigestKind,
 ) -> std::result::Result<archive::Built, crate::source::SourceError> {
     if gzip {
         let z = flate2::write::GzEncoder::new(writer, flate2::Compression::fast());
-        let (z, built) = archive::build_into(&resolved.repo_root, resolved, z, true)?;
+        let (z, built) = archive::build_into(&resolved.repo_root, resolved, z, Some(kind))?;
         z.finish()?.finish()?;
         Ok(built)
     } else {
-        let (w, built) = archive::build_into(&resolved.repo_root, resolved, writer, false)?;
+        let here = (kind == DigestKind::Entries).then_some(kind);
+        let (w, built) = archive::build_into(&resolved.repo_root, resolved, writer, here)?;
         w.finish()?;
         Ok(built)
     }

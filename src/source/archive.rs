@@ -13,6 +13,7 @@ use std::path::Path;
 use git2::{ObjectType, Oid, Repository};
 use sha2::{Digest, Sha256};
 
+use super::archive_digest::{DigestKind, EntriesDigest};
 use super::manifest::{Entry, Manifest};
 use super::repo::ResolvedSource;
 use super::SourceError;
@@ -69,11 +70,11 @@ pub fn build(
     let file = BufWriter::with_capacity(1 << 20, File::create(out)?);
     let (file, sha, size, manifest) = if gzip {
         let z = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
-        let (hw, built) = build_into(repo_dir, src, HashingWriter::new(z), false)?;
+        let (hw, built) = build_into(repo_dir, src, HashingWriter::new(z), None)?;
         let (z, sha, size) = hw.finish();
         (z.finish()?, sha, size, built.manifest)
     } else {
-        let (hw, built) = build_into(repo_dir, src, HashingWriter::new(file), false)?;
+        let (hw, built) = build_into(repo_dir, src, HashingWriter::new(file), None)?;
         let (file, sha, size) = hw.finish();
         (file, sha, size, built.manifest)
     };
@@ -89,20 +90,26 @@ pub fn build(
 }
 
 /// Stream the resolved tree (plus pinned submodules) as a tar into `out`,
-/// returning `out` (flushed) and the manifest; `hash_archive` also hashes
-/// the tar stream here (leave it off when the consumer hashes it).
+/// returning `out` (flushed) and the manifest; `hash_archive` also computes
+/// that digest of the tar stream here (leave it `None` when the consumer
+/// hashes the stream). The [`DigestKind::Entries`] digest costs no second
+/// pass over the content: each file's manifest hash goes into it.
 pub fn build_into<W: Write>(
     repo_dir: &Path,
     src: &ResolvedSource,
     out: W,
-    hash_archive: bool,
+    hash_archive: Option<DigestKind>,
 ) -> Result<(W, Built), SourceError> {
     bound_git_memory();
     let repo = Repository::open(repo_dir)?;
     let mtime = repo.find_commit(src.commit)?.time().seconds().max(0) as u64;
     let mut tar = tar::Builder::new(MaybeHashing {
         inner: out,
-        hash: hash_archive.then(|| (Sha256::new(), 0)),
+        hash: hash_archive.map(|kind| match kind {
+            DigestKind::Sha256 => ArchiveHash::Sha256(Sha256::new()),
+            DigestKind::Entries => ArchiveHash::Entries(EntriesDigest::new()),
+        }),
+        n: 0,
     });
     tar.mode(tar::HeaderMode::Deterministic);
     tar.follow_symlinks(false);
@@ -121,7 +128,14 @@ pub fn build_into<W: Write>(
     })?;
     let mut mh = tar.into_inner()?;
     mh.inner.flush()?;
-    let archive = mh.hash.map(|(h, n)| (hex::encode(h.finalize()), n));
+    let n = mh.n;
+    let archive = mh.hash.map(|h| {
+        let digest = match h {
+            ArchiveHash::Sha256(h) => hex::encode(h.finalize()),
+            ArchiveHash::Entries(d) => d.finalize(),
+        };
+        (digest, n)
+    });
     Ok((mh.inner, Built { manifest, archive }))
 }
 
@@ -148,7 +162,11 @@ pub fn build_entries_into<W: Write>(
     bound_git_memory();
     let repo = Repository::open(repo_dir)?;
     let mtime = repo.find_commit(commit)?.time().seconds().max(0) as u64;
-    let mut tar = tar::Builder::new(out);
+    let mut tar = tar::Builder::new(MaybeHashing {
+        inner: out,
+        hash: None,
+        n: 0,
+    });
     tar.mode(tar::HeaderMode::Deterministic);
     tar.follow_symlinks(false);
     let mut manifest = Manifest::default();
@@ -161,24 +179,53 @@ pub fn build_entries_into<W: Write>(
     for e in entries {
         w.entry(&repo, &e.path, e.kind, e.id, e.filemode)?;
     }
-    let mut out = tar.into_inner()?;
+    let mut out = tar.into_inner()?.inner;
     out.flush()?;
     Ok((out, manifest))
 }
 
-/// A writer that optionally hashes what passes through.
+/// The archive digest computed while the archive is written.
+enum ArchiveHash {
+    Sha256(Sha256),
+    Entries(EntriesDigest),
+}
+
+/// A writer that counts and optionally hashes what passes through.
 struct MaybeHashing<W> {
     inner: W,
-    hash: Option<(Sha256, u64)>,
+    hash: Option<ArchiveHash>,
+    n: u64,
+}
+
+impl<W> MaybeHashing<W> {
+    /// The next regular file's content hash is given by
+    /// [`MaybeHashing::content_digest`] (entries digest only).
+    fn expect_content_digest(&mut self) {
+        if let Some(ArchiveHash::Entries(d)) = self.hash.as_mut() {
+            d.expect_content_digest();
+        }
+    }
+
+    /// The hex SHA-256 of the regular file just written.
+    fn content_digest(&mut self, sha256_hex: &str) -> io::Result<()> {
+        let Some(ArchiveHash::Entries(d)) = self.hash.as_mut() else {
+            return Ok(());
+        };
+        let mut raw = [0u8; 32];
+        hex::decode_to_slice(sha256_hex, &mut raw).map_err(io::Error::other)?;
+        d.content_digest(&raw).map_err(io::Error::other)
+    }
 }
 
 impl<W: Write> Write for MaybeHashing<W> {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
         let n = self.inner.write(b)?;
-        if let Some((h, total)) = self.hash.as_mut() {
-            h.update(&b[..n]);
-            *total += n as u64;
+        match self.hash.as_mut() {
+            Some(ArchiveHash::Sha256(h)) => h.update(&b[..n]),
+            Some(ArchiveHash::Entries(d)) => d.update(&b[..n]).map_err(io::Error::other)?,
+            None => {}
         }
+        self.n += n as u64;
         Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -189,7 +236,7 @@ impl<W: Write> Write for MaybeHashing<W> {
 type SubmoduleLookup<'a> = dyn Fn(&[u8]) -> Option<(std::path::PathBuf, Oid)> + 'a;
 
 struct Walker<'a, W: Write> {
-    tar: &'a mut tar::Builder<W>,
+    tar: &'a mut tar::Builder<MaybeHashing<W>>,
     manifest: &'a mut Manifest,
     mtime: u64,
     buf: Vec<u8>,
@@ -315,8 +362,22 @@ impl<W: Write> Walker<'_, W> {
         Ok(())
     }
 
-    /// Stream one blob into the archive, hashing its content on the way.
+    /// Stream one blob into the archive, hashing its content on the way
+    /// (the hash also goes into the archive's entries digest).
     fn blob(
+        &mut self,
+        repo: &Repository,
+        id: Oid,
+        path: &Path,
+        exec: bool,
+    ) -> Result<(String, u64), SourceError> {
+        self.tar.get_mut().expect_content_digest();
+        let (sha, n) = self.blob_content(repo, id, path, exec)?;
+        self.tar.get_mut().content_digest(&sha)?;
+        Ok((sha, n))
+    }
+
+    fn blob_content(
         &mut self,
         repo: &Repository,
         id: Oid,
@@ -537,7 +598,8 @@ mod tests {
         let mut opts = crate::source::SourceOptions::new(dir.path().to_path_buf());
         opts.allow_dirty = true;
         let resolved = crate::source::repo::resolve(&opts).unwrap();
-        let (bytes, built) = build_into(dir.path(), &resolved, Vec::new(), true).unwrap();
+        let (bytes, built) =
+            build_into(dir.path(), &resolved, Vec::new(), Some(DigestKind::Sha256)).unwrap();
         let mut seen = 0;
         for e in tar::Archive::new(&bytes[..]).entries().unwrap() {
             let e = e.unwrap();
@@ -560,5 +622,51 @@ mod tests {
             seen += 1;
         }
         assert_eq!(seen, targets.len());
+    }
+
+    /// The host's entries digest, made from the manifest's file hashes
+    /// without hashing the content again, is the digest the verifier
+    /// computes from the stream: long names and link targets (GNU `L`/`K`
+    /// entries), empty and exec files, loose and packed blobs, a symlink.
+    #[test]
+    fn the_builders_entries_digest_is_the_streams() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let mut tb = repo.treebuilder(None).unwrap();
+        let long = "n".repeat(180);
+        let files: Vec<(String, Vec<u8>, i32)> = vec![
+            ("empty".into(), vec![], 0o100644),
+            ("x.sh".into(), b"#!/bin/sh\n".to_vec(), 0o100755),
+            (long.clone(), vec![3u8; 70_000], 0o100644),
+            ("block".into(), vec![1u8; 1024], 0o100644),
+            (
+                "l".into(),
+                format!("{}/t", "d".repeat(120)).into_bytes(),
+                0o120000,
+            ),
+        ];
+        for (name, data, mode) in &files {
+            let oid = repo.blob(data).unwrap();
+            tb.insert(name, oid, *mode).unwrap();
+        }
+        let tree = repo.find_tree(tb.write().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@rfs.invalid").unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "x", &tree, &[])
+            .unwrap();
+        let mut opts = crate::source::SourceOptions::new(dir.path().to_path_buf());
+        opts.allow_dirty = true;
+        let resolved = crate::source::repo::resolve(&opts).unwrap();
+        let (bytes, built) =
+            build_into(dir.path(), &resolved, Vec::new(), Some(DigestKind::Entries)).unwrap();
+        let (digest, size) = built.archive.unwrap();
+        assert_eq!(size, bytes.len() as u64);
+        assert_eq!(digest, super::super::archive_digest::of(&bytes));
+        let (plain, _) = build_into(dir.path(), &resolved, Vec::new(), Some(DigestKind::Sha256))
+            .unwrap()
+            .1
+            .archive
+            .unwrap();
+        assert_eq!(plain, hex::encode(Sha256::digest(&bytes)));
+        assert_ne!(plain, digest);
     }
 }

@@ -10,6 +10,7 @@
 //!   the provider can run it ([`native_extract`], [`native_walk`]).
 
 pub mod archive;
+pub mod archive_digest;
 pub mod manifest;
 pub mod native_check;
 pub mod native_extract;

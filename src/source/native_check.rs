@@ -5,9 +5,11 @@
 //! which remote providers keep running; the host parses either report with
 //! [`super::remote_check::parse_report`] and compares it with the same code.
 //!
-//! What it guarantees is what the script guarantees: the archive digest is
-//! the sha256 of the (uncompressed) tar stream exactly as received, to its
-//! last byte (hashed on a thread of its own while the stream is extracted);
+//! What it guarantees is what the script guarantees: the archive digest
+//! covers the (uncompressed) tar stream exactly as received, to its last
+//! byte (hashed on a thread of its own while the stream is extracted). It
+//! is the `tar-entries-sha256` of [`super::archive_digest`], not the plain
+//! sha256 the script computes, so the host need not hash the content twice;
 //! the file set, exec bits, symlink targets and every file's sha256 are read
 //! back from the filesystem ([`super::native_walk`]), never taken from what
 //! was written. A large file is read back (through its own descriptor, each
@@ -27,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
+use super::archive_digest::EntriesDigest;
 
 use super::native_extract::{self, ExtractError};
 use super::native_walk;
@@ -222,11 +224,12 @@ fn extract_hashing(
     let hasher = std::thread::Builder::new()
         .name("rfs-verify-hash".into())
         .spawn(move || {
-            let mut h = Sha256::new();
+            let mut h = EntriesDigest::new();
             for chunk in rx {
-                h.update(&chunk[..]);
+                // Nothing is supplied here, so `update` cannot fail.
+                let _ = h.update(&chunk[..]);
             }
-            hex::encode(h.finalize())
+            h.finalize()
         })
         .map_err(VerifyError::Read)?;
     let mut tee = HashTee::new(input, tx);

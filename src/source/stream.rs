@@ -32,8 +32,9 @@ enum Msg {
 }
 
 /// A pair: the blocking writer for the builder thread, the async reader for
-/// the provider.
-pub fn channel() -> (ChunkWriter, ArchiveReader) {
+/// the provider, which hashes the stream when `hash` (else only counts it:
+/// the builder computes the archive digest itself).
+pub fn channel_with(hash: bool) -> (ChunkWriter, ArchiveReader) {
     let (tx, rx) = mpsc::channel(CAPACITY);
     let digest = Arc::new(Mutex::new(None));
     (
@@ -45,7 +46,7 @@ pub fn channel() -> (ChunkWriter, ArchiveReader) {
             rx,
             cur: Vec::new(),
             pos: 0,
-            hash: Sha256::new(),
+            hash: hash.then(Sha256::new),
             n: 0,
             done: false,
             digest: digest.clone(),
@@ -96,19 +97,23 @@ pub struct ArchiveReader {
     rx: mpsc::Receiver<Msg>,
     cur: Vec<u8>,
     pos: usize,
-    hash: Sha256,
+    hash: Option<Sha256>,
     n: u64,
     done: bool,
-    digest: Arc<Mutex<Option<(String, u64)>>>,
+    digest: Arc<Mutex<Option<Counted>>>,
 }
+
+/// The hex sha256 of a whole stream (when it was hashed) and its length.
+type Counted = (Option<String>, u64);
 
 /// Where the digest of a fully read stream appears.
 #[derive(Clone)]
-pub struct Digest256(Arc<Mutex<Option<(String, u64)>>>);
+pub struct Digest256(Arc<Mutex<Option<Counted>>>);
 
 impl Digest256 {
-    /// The hex sha256 and length, once the whole stream was read.
-    pub fn get(&self) -> Option<(String, u64)> {
+    /// The hex sha256 (when the reader hashes) and length, once the whole
+    /// stream was read.
+    pub fn get(&self) -> Option<Counted> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
@@ -133,16 +138,17 @@ impl AsyncRead for ArchiveReader {
             match me.rx.poll_recv(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Msg::Data(d))) => {
-                    me.hash.update(&d);
+                    if let Some(h) = me.hash.as_mut() {
+                        h.update(&d);
+                    }
                     me.n += d.len() as u64;
                     me.cur = d;
                     me.pos = 0;
                 }
                 Poll::Ready(Some(Msg::Done)) => {
                     me.done = true;
-                    let h = std::mem::take(&mut me.hash);
-                    *me.digest.lock().unwrap_or_else(|p| p.into_inner()) =
-                        Some((hex::encode(h.finalize()), me.n));
+                    let h = me.hash.take().map(|h| hex::encode(h.finalize()));
+                    *me.digest.lock().unwrap_or_else(|p| p.into_inner()) = Some((h, me.n));
                 }
                 Poll::Ready(None) => {
                     return Poll::Ready(Err(io::Error::other(
@@ -165,7 +171,7 @@ mod tests {
 
     #[tokio::test]
     async fn whole_stream_arrives_and_is_hashed() {
-        let (mut w, mut r) = channel();
+        let (mut w, mut r) = channel_with(true);
         let digest = r.digest();
         let data: Vec<u8> = (0..3 * CHUNK + 17).map(|i| (i % 251) as u8).collect();
         let d2 = data.clone();
@@ -179,8 +185,23 @@ mod tests {
         assert_eq!(got, data);
         assert_eq!(
             digest.get().unwrap(),
-            (hex::encode(Sha256::digest(&data)), data.len() as u64)
+            (Some(hex::encode(Sha256::digest(&data))), data.len() as u64)
         );
+    }
+
+    /// A reader that only counts still says how long the stream was.
+    #[tokio::test]
+    async fn an_unhashed_stream_is_counted() {
+        let (mut w, mut r) = channel_with(false);
+        let digest = r.digest();
+        let t = std::thread::spawn(move || {
+            w.write_all(&[1u8; 1000]).unwrap();
+            w.finish().unwrap();
+        });
+        let mut got = vec![];
+        r.read_to_end(&mut got).await.unwrap();
+        t.join().unwrap();
+        assert_eq!(digest.get().unwrap(), (None, 1000));
     }
 
     /// A builder that stops mid-stream (an error, a panic) is an error for
@@ -188,7 +209,7 @@ mod tests {
     /// appears.
     #[tokio::test]
     async fn a_stream_that_breaks_mid_transfer_is_an_error_not_an_eof() {
-        let (mut w, mut r) = channel();
+        let (mut w, mut r) = channel_with(true);
         let digest = r.digest();
         let t = std::thread::spawn(move || {
             w.write_all(&vec![7u8; CHUNK + 5]).unwrap();
@@ -204,7 +225,7 @@ mod tests {
 
     #[test]
     fn a_reader_that_goes_away_unblocks_the_builder() {
-        let (mut w, r) = channel();
+        let (mut w, r) = channel_with(true);
         drop(r);
         let err = w.write_all(&vec![0u8; 2 * CHUNK]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
