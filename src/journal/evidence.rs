@@ -48,6 +48,8 @@ pub struct Evidence {
     commit: Option<String>,
     tree_digest: Option<String>,
     archive_sha256: Option<String>,
+    /// What kind of digest `archive_sha256` is (`source.verify`).
+    archive_digest: Option<String>,
     files: Option<usize>,
     workdir: Option<String>,
     /// Re-syncs, in order: from commit, to commit, entries shipped.
@@ -98,6 +100,9 @@ impl Evidence {
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
+            }
+            Event::SourceVerify { archive_digest, .. } if !archive_digest.is_empty() => {
+                self.archive_digest = Some(archive_digest.clone());
             }
             Event::SourcePin {
                 commit,
@@ -282,7 +287,8 @@ impl Evidence {
         }
         let _ = writeln!(s, "- source commit: {}", opt(&self.commit));
         let _ = writeln!(s, "- tree digest: {}", opt(&self.tree_digest));
-        let _ = writeln!(s, "- archive sha256: {}", opt(&self.archive_sha256));
+        let kind = self.archive_digest.as_deref().unwrap_or("sha256");
+        let _ = writeln!(s, "- archive {}: {}", esc(kind), opt(&self.archive_sha256));
         if let Some(f) = self.files {
             let _ = writeln!(s, "- files synced and verified: {f}");
         }
