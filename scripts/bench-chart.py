@@ -18,7 +18,11 @@ for r in rows:
 
 PIPE, ESC = "|", "\\|"
 BASE = {"local": "git archive | tar -x", "docker": "git archive | docker cp -"}
-WHERE = {("docker", "cache"): " (writable layer)", ("docker", "volume"): " (volume)"}
+WHERE = {
+    ("docker", "cache"): " (writable layer)",
+    ("docker", "volume"): " (volume)",
+    ("local", "memory"): " (tmpfs)",
+}
 out = []
 for (shape, prov, regime), rs in groups.items():
     b = statistics.median(float(r["baseline_s"]) for r in rs)

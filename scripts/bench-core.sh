@@ -11,11 +11,14 @@
 #               loose objects (as right after `git add`/`commit`);
 #        packed the same history after `git gc` (one pack);
 #        huge   one 1 GiB file (stored in a pack by `git add`);
-#      in two disk regimes:
+#      in three regimes:
 #        cache  writes stay in the page cache (time until extracted);
 #        disk   time until the extracted tree is on disk (`sync` after the
 #               baseline; a `sync` step right after sync_source in rfs), the
 #               regime of a throttled disk;
+#        memory both extract into a tmpfs ($SHM, default /dev/shm: the
+#               baseline's directory and rfs's state directory), so no
+#               disk is involved and the figure is the CPU cost alone;
 #      plus the peak RSS of every rfs run (target <= 64 MiB);
 #   2. 200 x step("x","true") vs 200 x `sh -c true` (STEPS=1 only).
 # On docker the regimes are the baseline's destination instead: `cache`,
@@ -42,7 +45,10 @@ mkdir -p "$work"
 export RFS_STATE_DIR="$work/state"
 runs=${RUNS:-3}
 shapes=${SHAPES:-loose packed huge}
-regimes=${REGIMES:-cache disk}
+regimes=${REGIMES:-cache disk memory}
+shm=$(mktemp -d "${SHM:-/dev/shm}/rfs-bench.XXXXXX")
+cleanup() { rm -rf "$shm"; [ -n "${ctr:-}" ] && docker rm -f -v "$ctr" >/dev/null 2>&1; true; }
+trap cleanup EXIT
 providers=${PROVIDERS:-local docker}
 # Only a full run (no SHAPES, REGIMES or PROVIDERS given) writes the
 # book's table and chart by default; a partial run writes them in $work.
@@ -90,12 +96,13 @@ printf 'shape\tprovider\tregime\trun\tbaseline_s\trfs_s\trfs_wall_s\trss_kib\n' 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 baseline_local() { # shape regime
-  rm -rf "$work/extract"; mkdir -p "$work/extract"; sync
+  local d="$work/extract"; [ "$2" = memory ] && d="$shm/extract"
+  rm -rf "$d"; mkdir -p "$d"; sync
   local t0 t1; t0=$(now)
-  git -C "$work/$1" archive "$(git -C "$work/$1" rev-parse HEAD)" | tar -x -C "$work/extract"
+  git -C "$work/$1" archive "$(git -C "$work/$1" rev-parse HEAD)" | tar -x -C "$d"
   [ "$2" = disk ] && sync
   t1=$(now); elapsed "$t0" "$t1"
-  rm -rf "$work/extract"
+  rm -rf "$d"
 }
 
 # Docker's regimes name the baseline's destination: `cache`, a directory
@@ -113,11 +120,12 @@ baseline_docker() { # shape regime
 
 # Prints "sync_seconds wall_seconds rss_kib".
 rfs_run() { # shape provider regime run
-  local out="$work/out-$1-$2-$3-$4" t0 t1 script=$3
+  local out="$work/out-$1-$2-$3-$4" t0 t1 script=$3 state=$RFS_STATE_DIR
   [ "$2" = docker ] && script=cache   # docker's regimes are the baseline's
+  [ "$3" = memory ] && { script=cache; state="$shm/state"; }
   rm -rf "$out"; sync
   t0=$(now)
-  (cd "$work/$1" && /usr/bin/time -f '%M' -o "$work/rss" "$rfs" run -q --provider "$2" \
+  (cd "$work/$1" && RFS_STATE_DIR="$state" /usr/bin/time -f '%M' -o "$work/rss" "$rfs" run -q --provider "$2" \
     "$work/sync-$script.rhai" --out "$out" >/dev/null 2>"$work/rfs.err") \
     || { cat "$work/rfs.err" >&2; exit 1; }
   t1=$(now)
@@ -146,7 +154,6 @@ esac
 if [ "$docker_ok" = 1 ] && case " $providers " in *" docker "*) true ;; *) false ;; esac; then
   export RFS_DOCKER_IMAGE=rfs-test-busybox:latest
   ctr=$(docker run -d -v /vol --label relayflows/bench=1 "$RFS_DOCKER_IMAGE" sleep 3600)
-  trap 'docker rm -f -v "$ctr" >/dev/null 2>&1 || true' EXIT
   for s in $shapes; do
     for g in ${DOCKER_REGIMES:-cache volume}; do measure "$s" docker "$g"; done
   done

@@ -54,6 +54,9 @@ use super::{
 use client::Client;
 pub use container::DEFAULT_MAX_LIFETIME;
 
+/// How long the probe of rfs's copied executable, and its removal, may take.
+const OWN_EXE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Environment variable naming the default image.
 pub const IMAGE_ENV: &str = "RFS_DOCKER_IMAGE";
 /// Default home directory of the sandbox user.
@@ -140,8 +143,10 @@ impl DockerProvider {
             tty: false,
             stdin: false,
         };
-        match exec::run_collect(&self.client, id, spec).await {
-            Ok((Some(0), _)) => {}
+        match tokio::time::timeout(OWN_EXE_DEADLINE, exec::run_collect(&self.client, id, spec))
+            .await
+        {
+            Ok(Ok((Some(0), _))) => {}
             other => tracing::warn!(
                 sandbox = id,
                 dir,
@@ -278,7 +283,15 @@ impl Provider for DockerProvider {
             tty: false,
             stdin: false,
         };
-        let probe = exec::run_collect(&self.client, id, spec).await;
+        let probe =
+            tokio::time::timeout(OWN_EXE_DEADLINE, exec::run_collect(&self.client, id, spec))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ProviderError::other(format!(
+                        "its probe did not answer within {}s",
+                        OWN_EXE_DEADLINE.as_secs()
+                    )))
+                });
         let answer = crate::source::native_check::probe_answer();
         match probe {
             Ok((Some(0), out)) if out.stdout == answer.as_bytes() => {
