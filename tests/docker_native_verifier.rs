@@ -10,7 +10,7 @@ use common::*;
 use std::sync::Arc;
 
 use rfs::provider::docker::{DockerOptions, DockerProvider};
-use rfs::provider::{select, Provider};
+use rfs::provider::Provider;
 
 /// A step that fails if rfs's executable is still in the sandbox home.
 const NO_COPY_LEFT: &str =
@@ -51,45 +51,14 @@ fn a_docker_sync_is_verified_by_rfs_inside_the_container_and_the_copy_is_removed
 /// Runs `script` embedded, on a docker provider whose own executable is
 /// `exe`.
 fn run_embedded(rfs: &Rfs, repo: &Repo, exe: Option<&str>, script: &str) -> RunOut {
-    let (script, out_dir) = rfs.prepare(script);
     let provider = DockerProvider::connect(DockerOptions {
         image: Some(DOCKER_TEST_IMAGE.into()),
         ..DockerOptions::from_env()
     })
     .unwrap()
     .with_own_executable(exe.map(Into::into));
-    let settings = rfs::settings::RunSettings {
-        script,
-        provider: select::ProviderChoice {
-            name: "docker".into(),
-            reason: select::ChoiceReason::Flag,
-        },
-        state_dir: rfs.state.path().to_path_buf(),
-        run_id: rfs::settings::new_run_id(),
-        out_dir: out_dir.clone(),
-        invocation_dir: repo.path().to_path_buf(),
-        vars: Default::default(),
-        keep: false,
-        image: Some(DOCKER_TEST_IMAGE.into()),
-        snapshot: None,
-        max_lifetime: std::time::Duration::from_secs(600),
-        cleanup_deadline: std::time::Duration::from_secs(30),
-        isolation: rfs::provider::isolation::IsolationRequest::from_settings(None, None).unwrap(),
-    };
     let provider: Arc<dyn Provider> = Arc::new(provider);
-    let report = rfs::runner::run(
-        settings,
-        rfs::runner::Hooks {
-            provider: Some(provider),
-            ..Default::default()
-        },
-    );
-    RunOut {
-        code: report.exit_code,
-        stdout: String::new(),
-        stderr: report.error.map(|e| e.to_string()).unwrap_or_default(),
-        out_dir,
-    }
+    rfs.run_embedded(repo.path(), rfs.prepare(script), provider, None)
 }
 
 /// An executable that starts but is not rfs (it does not answer the

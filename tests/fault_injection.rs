@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use rfs::provider::{
-    select, CreateSpec, ExecOutcome, ExecRequest, InputStream, Labels, OutputSink, Provider,
+    CreateSpec, ExecOutcome, ExecRequest, InputStream, Labels, OutputSink, Provider,
     ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
 };
 
@@ -282,10 +282,6 @@ fn run_with_fault_in(
         marker.parent().unwrap().display(),
         marker.display()
     ));
-    let choice = select::ProviderChoice {
-        name: rfs.prov.name().into(),
-        reason: select::ChoiceReason::Flag,
-    };
     // The native verifier needs the rfs binary (this test process is not
     // one).
     let inner: Arc<dyn Provider> = if fault.native() && rfs.prov == Prov::Docker {
@@ -305,39 +301,9 @@ fn run_with_fault_in(
     } else {
         rfs.provider()
     };
-    let settings = rfs::settings::RunSettings {
-        script,
-        provider: choice,
-        state_dir: rfs.state.path().to_path_buf(),
-        run_id: rfs::settings::new_run_id(),
-        out_dir: out_dir.clone(),
-        invocation_dir: repo.path().to_path_buf(),
-        vars: Default::default(),
-        keep: false,
-        image: Some(DOCKER_TEST_IMAGE.into()),
-        snapshot: None,
-        max_lifetime: std::time::Duration::from_secs(600),
-        cleanup_deadline: std::time::Duration::from_secs(30),
-        isolation: rfs::provider::isolation::IsolationRequest::from_settings(isolation, None)
-            .unwrap(),
-    };
-    let report = rfs::runner::run(
-        settings,
-        rfs::runner::Hooks {
-            provider: Some(Arc::new(Faulty { inner, fault })),
-            ..Default::default()
-        },
-    );
-    let stderr = report.error.map(|e| e.to_string()).unwrap_or_default();
-    (
-        RunOut {
-            code: report.exit_code,
-            stdout: String::new(),
-            stderr,
-            out_dir,
-        },
-        marker,
-    )
+    let faulty: Arc<dyn Provider> = Arc::new(Faulty { inner, fault });
+    let out = rfs.run_embedded(repo.path(), (script, out_dir), faulty, isolation);
+    (out, marker)
 }
 
 #[track_caller]

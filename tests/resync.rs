@@ -391,39 +391,9 @@ impl rfs::provider::Provider for FileOnly {
 }
 
 fn run_file_only(rfs: &Rfs, repo: &Repo, script: &str, corrupt: bool) -> RunOut {
-    let (script, out_dir) = rfs.prepare(script);
-    let settings = rfs::settings::RunSettings {
-        script,
-        provider: rfs::provider::select::ProviderChoice {
-            name: rfs.prov.name().into(),
-            reason: rfs::provider::select::ChoiceReason::Flag,
-        },
-        state_dir: rfs.state.path().to_path_buf(),
-        run_id: rfs::settings::new_run_id(),
-        out_dir: out_dir.clone(),
-        invocation_dir: repo.path().to_path_buf(),
-        vars: Default::default(),
-        keep: false,
-        image: Some(DOCKER_TEST_IMAGE.into()),
-        snapshot: None,
-        max_lifetime: std::time::Duration::from_secs(600),
-        cleanup_deadline: std::time::Duration::from_secs(30),
-        isolation: rfs::provider::isolation::IsolationRequest::from_settings(None, None).unwrap(),
-    };
-    let report = rfs::runner::run(
-        settings,
-        rfs::runner::Hooks {
-            provider: Some(std::sync::Arc::new(FileOnly {
-                inner: rfs.provider(),
-                corrupt,
-            })),
-            ..Default::default()
-        },
-    );
-    RunOut {
-        code: report.exit_code,
-        stdout: String::new(),
-        stderr: report.error.map(|e| e.to_string()).unwrap_or_default(),
-        out_dir,
-    }
+    let provider = std::sync::Arc::new(FileOnly {
+        inner: rfs.provider(),
+        corrupt,
+    });
+    rfs.run_embedded(repo.path(), rfs.prepare(script), provider, None)
 }

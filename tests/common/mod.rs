@@ -415,6 +415,51 @@ impl Rfs {
         (child, out_dir)
     }
 
+    /// Run the prepared `script` (see [`Rfs::prepare`]) in-process through
+    /// the embedding API, from `cwd`, with `provider` in place of this
+    /// environment's and the given `--isolation`.
+    #[allow(dead_code)]
+    pub fn run_embedded(
+        &self,
+        cwd: &Path,
+        (script, out_dir): (PathBuf, PathBuf),
+        provider: std::sync::Arc<dyn rfs::provider::Provider>,
+        isolation: Option<&str>,
+    ) -> RunOut {
+        let settings = rfs::settings::RunSettings {
+            script,
+            provider: rfs::provider::select::ProviderChoice {
+                name: self.prov.name().into(),
+                reason: rfs::provider::select::ChoiceReason::Flag,
+            },
+            state_dir: self.state.path().to_path_buf(),
+            run_id: rfs::settings::new_run_id(),
+            out_dir: out_dir.clone(),
+            invocation_dir: cwd.to_path_buf(),
+            vars: Default::default(),
+            keep: false,
+            image: Some(DOCKER_TEST_IMAGE.into()),
+            snapshot: None,
+            max_lifetime: std::time::Duration::from_secs(600),
+            cleanup_deadline: std::time::Duration::from_secs(30),
+            isolation: rfs::provider::isolation::IsolationRequest::from_settings(isolation, None)
+                .unwrap(),
+        };
+        let report = rfs::runner::run(
+            settings,
+            rfs::runner::Hooks {
+                provider: Some(provider),
+                ..Default::default()
+            },
+        );
+        RunOut {
+            code: report.exit_code,
+            stdout: String::new(),
+            stderr: report.error.map(|e| e.to_string()).unwrap_or_default(),
+            out_dir,
+        }
+    }
+
     /// Script file and a fresh output dir.
     pub fn prepare(&self, script: &str) -> (PathBuf, PathBuf) {
         let id = uuid_like();
