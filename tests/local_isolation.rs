@@ -744,3 +744,43 @@ fn unprivileged_user_gets_namespaces() {
     );
     assert!(out.stdout.contains("[who] marker"), "{}", out.stdout);
 }
+
+/// Regression: a state directory on the host's /dev/shm (a tmpfs, as the
+/// benchmark's memory regime uses) was hidden by the sandbox's own /dev,
+/// so no command could enter the sandbox home ("entering …/home: No such
+/// file or directory").
+#[test]
+fn a_sandbox_home_under_dev_shm_is_reached_in_namespaces() {
+    require_namespaces();
+    let shm = Path::new("/dev/shm");
+    assert!(shm.is_dir(), "this machine has no /dev/shm");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let state = tempfile::tempdir_in(shm).unwrap();
+    let (script, out_dir) = rfs.prepare(
+        r#"sync_source(); let r = step("x", "touch made-here && pwd && ls"); print(r.stdout);"#,
+    );
+    let o = rfs
+        .cmd(repo.path())
+        .env("RFS_STATE_DIR", state.path())
+        .arg("run")
+        .arg(&script)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let out = RunOut {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        out_dir,
+    };
+    out.assert_code(0);
+    assert_eq!(isolation_fact(&out)["mode"], "namespaces");
+    assert!(out.stdout.contains("made-here"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&state.path().display().to_string()),
+        "the step ran in the home under /dev/shm: {}",
+        out.stdout
+    );
+}

@@ -486,18 +486,6 @@ impl Plan {
             flags: libc::MS_BIND,
             data: None,
         });
-        let mut chain: Vec<&Path> = home.ancestors().filter(|a| a.parent().is_some()).collect();
-        chain.reverse();
-        for a in chain {
-            ops.push(Op::Mkdir(inside(a)?));
-        }
-        ops.push(Op::Mount {
-            src: Some(cpath(&home)?),
-            target: inside(&home)?,
-            fstype: None,
-            flags: libc::MS_BIND,
-            data: None,
-        });
         let dev = Path::new("/dev");
         ops.push(Op::Mkdir(inside(dev)?));
         ops.push(Op::Mount {
@@ -549,6 +537,22 @@ impl Plan {
                 link: inside(&dev.join(link))?,
             });
         }
+        // The home after the private /tmp, /dev and /dev/shm, so that a
+        // home below one of them (a state directory on the host's
+        // /dev/shm) is bound over them, not hidden by them; before /dev is
+        // made read-only, so its parents can still be created there.
+        let mut chain: Vec<&Path> = home.ancestors().filter(|a| a.parent().is_some()).collect();
+        chain.reverse();
+        for a in chain {
+            ops.push(Op::Mkdir(inside(a)?));
+        }
+        ops.push(Op::Mount {
+            src: Some(cpath(&home)?),
+            target: inside(&home)?,
+            fstype: None,
+            flags: libc::MS_BIND,
+            data: None,
+        });
         ops.push(Op::ReadOnly {
             target: inside(dev)?,
             recursive: false,
