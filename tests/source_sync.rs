@@ -284,4 +284,31 @@ line.txt' && echo nl-ok; test -s empty || echo empty-ok; ./bin/run.sh; test -x b
         out.assert_code(0);
         rfs.assert_no_leftovers();
     }
+
+    // Regression: a loose object was streamed from the object database
+    // without checking it against its id (libgit2 verifies what it reads
+    // whole, not what it streams), so a corrupt or substituted object
+    // shipped as the committed file.
+    fn a_loose_object_whose_content_is_not_its_id_is_refused(rfs: &Rfs) {
+        let repo = Repo::new();
+        repo.write("a.txt", "aaaa\n");
+        repo.write("b.txt", "bbbb\n");
+        repo.commit("two files of one size");
+        let object = |rev: &str| {
+            let id = repo.git(&["rev-parse", rev]);
+            let id = id.trim();
+            repo.path().join(".git/objects").join(&id[..2]).join(&id[2..])
+        };
+        let (a, b) = (object("HEAD:a.txt"), object("HEAD:b.txt"));
+        assert!(a.is_file() && b.is_file(), "loose objects expected");
+        // a.txt's object now inflates to b.txt's content (same size).
+        let mut perms = std::fs::metadata(&a).unwrap().permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        perms.set_readonly(false);
+        std::fs::set_permissions(&a, perms).unwrap();
+        std::fs::copy(&b, &a).unwrap();
+        let marker = tempfile::tempdir().unwrap().keep().join("RAN");
+        let out = rfs.run(repo.path(), &marker_script(&marker, "sync_source();"));
+        assert_refused_nothing_ran(rfs, &out, &marker, "does not hash back to its id");
+    }
 }

@@ -388,15 +388,19 @@ impl<W: Write> Walker<'_, W> {
         let mode = if exec { 0o755 } else { 0o644 };
         // Loose objects stream; packed ones fall back to a whole read
         // (libgit2 cannot stream from packs).
+        // libgit2 does not verify what it streams, so the content is
+        // hashed as a git object on the way (what ships is provably `id`).
         if let Ok((reader, size, _)) = odb.reader(id) {
             let mut h = self.header(tar::EntryType::Regular, mode, size as u64);
-            let mut hr = HashingReader::new(reader, std::mem::take(&mut self.buf));
-            self.tar.append_data(&mut h, path, &mut hr)?;
-            let (buf, sha, n) = hr.finish();
+            let mut hr = HashingReader::new(reader, std::mem::take(&mut self.buf))
+                .also_sha1(object_hasher(size as u64));
+            let res = self.tar.append_data(&mut h, path, &mut hr);
+            let (buf, sha, n, object) = hr.finish_with_sha1();
             self.buf = buf;
-            if n != size as u64 {
+            res?;
+            if n != size as u64 || object.as_deref() != Some(id.to_string().as_str()) {
                 return Err(SourceError::Git(format!(
-                    "object {id} streamed {n} bytes, expected {size}"
+                    "object {id} read from the object database does not hash back to its id (read {n} of {size} bytes): the repository is corrupt"
                 )));
             }
             return Ok((sha, n));
@@ -426,9 +430,8 @@ impl<W: Write> Walker<'_, W> {
         let Some((reader, size)) = super::pack_stream::open(repo.path(), id)? else {
             return Ok(None);
         };
-        let mut object = sha1::Sha1::new();
-        sha1::Digest::update(&mut object, format!("blob {size}\0").as_bytes());
-        let mut hr = HashingReader::new(reader, std::mem::take(&mut self.buf)).also_sha1(object);
+        let mut hr = HashingReader::new(reader, std::mem::take(&mut self.buf))
+            .also_sha1(object_hasher(size));
         let mut h = self.header(tar::EntryType::Regular, mode, size);
         let res = self.tar.append_data(&mut h, path, &mut hr);
         let (buf, sha, n, object) = hr.finish_with_sha1();
@@ -441,6 +444,13 @@ impl<W: Write> Walker<'_, W> {
         }
         Ok(Some((sha, n)))
     }
+}
+
+/// A git object id hasher for a blob of `size` bytes, its header fed.
+fn object_hasher(size: u64) -> sha1::Sha1 {
+    let mut object = sha1::Sha1::new();
+    sha1::Digest::update(&mut object, format!("blob {size}\0").as_bytes());
+    object
 }
 
 /// A writer that hashes and counts what passes through.
@@ -501,10 +511,6 @@ impl<R: Read> HashingReader<R> {
             len: 0,
         }
     }
-    fn finish(self) -> (Vec<u8>, String, u64) {
-        (self.buf, hex::encode(self.hash.finalize()), self.n)
-    }
-
     fn also_sha1(mut self, seeded: sha1::Sha1) -> Self {
         self.object = Some(seeded);
         self
