@@ -30,6 +30,10 @@ provider_tests! {
             assert_screen(t, sandbox().id + " " + sync_source().commit);
             assert_screen(t, #{ text: sync_source().workdir, timeout: 5 });
             t.press("Ctrl-C");
+            // The shell's new prompt, on the line after the echoed ^C: a
+            // command typed before the shell handled the interrupt could be
+            // read and then dropped with the interrupted line.
+            assert_screen(t, #{ regex: "\\^C\n\\$", timeout: 5 });
             // A command after the interrupt: the prompt looked for next is
             // the one after its output, never the prompt shown before
             // Ctrl-C took effect (over a slower PTY that one could still
@@ -47,7 +51,7 @@ provider_tests! {
         assert_eq!(start["cols"], 80);
         assert_eq!(start["rows"], 24);
         let asserts = out.entries("attach.assert");
-        assert_eq!(asserts.len(), 5);
+        assert_eq!(asserts.len(), 6);
         assert!(asserts.iter().all(|a| a["outcome"] == "pass" && a["screen_digest"].as_str().unwrap().len() == 64));
         assert_eq!(out.entries("attach.end")[0]["how"], "closed");
         // The recording parses, is ordered, and carries one marker per assertion.
@@ -55,7 +59,7 @@ provider_tests! {
         assert_eq!(header["width"], 80);
         let times: Vec<f64> = events.iter().map(|e| e[0].as_f64().unwrap()).collect();
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "event times go backwards");
-        assert_eq!(events.iter().filter(|e| e[1] == "m").count(), 5);
+        assert_eq!(events.iter().filter(|e| e[1] == "m").count(), 6);
         assert!(events.iter().any(|e| e[1] == "o" && e[2].as_str().unwrap().contains("nonce-")));
         assert!(out.evidence().contains("terminal/session-1.cast"));
         assert!(out.out_dir.join("terminal/session-1-assert-1.txt").exists());
