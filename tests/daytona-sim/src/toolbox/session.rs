@@ -259,7 +259,12 @@ pub(crate) struct ExecRequest {
 
 /// What the session shell runs for one command (the daemon's wrapper,
 /// except that the server, not a `while read` loop, reads the output
-/// FIFOs: see `session_log`).
+/// FIFOs: see `session_log`). The output FIFOs are opened before the
+/// input FIFO: opening one blocks until the server's reader opens it, and
+/// busybox `sh` does not retry an `open` interrupted by a signal. Opened
+/// after the input, a SIGCHLD from the input holder (which exits as soon
+/// as the command's stdin is open) could interrupt it, and the command
+/// then never ran (exit 1, nothing captured; seen under load).
 fn wrapper(dir: &str, is_async: bool) -> String {
     let holder = if is_async {
         r#"sleep 2147483647 > "$_sim_i" &"#
@@ -272,7 +277,7 @@ _sim_d='{dir}'
 _sim_i="$_sim_d/input.pipe"
 rm -f "$_sim_i"; mkfifo "$_sim_i"
 {holder} _sim_h=$!
-{{ . "$_sim_d/cmd.sh"; }} < "$_sim_i" > "$_sim_d/stdout.pipe" 2> "$_sim_d/stderr.pipe"
+{{ . "$_sim_d/cmd.sh"; }} > "$_sim_d/stdout.pipe" 2> "$_sim_d/stderr.pipe" < "$_sim_i"
 _sim_c=$?
 kill "$_sim_h" 2>/dev/null; wait "$_sim_h" 2>/dev/null
 rm -f "$_sim_i"
