@@ -387,23 +387,12 @@ impl<W: Write> Walker<'_, W> {
         let odb = repo.odb()?;
         let mode = if exec { 0o755 } else { 0o644 };
         // Loose objects stream; packed ones fall back to a whole read
-        // (libgit2 cannot stream from packs).
-        // libgit2 does not verify what it streams, so the content is
-        // hashed as a git object on the way (what ships is provably `id`).
+        // (libgit2 cannot stream from packs). libgit2 does not verify what
+        // it streams, so the content is hashed as a git object on the way
+        // (what ships is provably `id`).
         if let Ok((reader, size, _)) = odb.reader(id) {
-            let mut h = self.header(tar::EntryType::Regular, mode, size as u64);
-            let mut hr = HashingReader::new(reader, std::mem::take(&mut self.buf))
-                .also_sha1(object_hasher(size as u64));
-            let res = self.tar.append_data(&mut h, path, &mut hr);
-            let (buf, sha, n, object) = hr.finish_with_sha1();
-            self.buf = buf;
-            res?;
-            if n != size as u64 || object.as_deref() != Some(id.to_string().as_str()) {
-                return Err(SourceError::Git(format!(
-                    "object {id} read from the object database does not hash back to its id (read {n} of {size} bytes): the repository is corrupt"
-                )));
-            }
-            return Ok((sha, n));
+            let from = ("read from the object database", "the repository is corrupt");
+            return self.append_verified(reader, size as u64, id, path, mode, from);
         }
         let (size, _) = odb.read_header(id)?;
         if size > STREAM_THRESHOLD {
@@ -430,27 +419,37 @@ impl<W: Write> Walker<'_, W> {
         let Some((reader, size)) = super::pack_stream::open(repo.path(), id)? else {
             return Ok(None);
         };
-        let mut hr = HashingReader::new(reader, std::mem::take(&mut self.buf))
-            .also_sha1(object_hasher(size));
+        let from = ("read from its pack", "the pack is corrupt");
+        self.append_verified(reader, size, id, path, mode, from)
+            .map(Some)
+    }
+
+    /// Append the `size` bytes of blob `id` streamed from `reader`, hashing
+    /// them (SHA-256 for the manifest, SHA-1 as a git object) on the way;
+    /// content that is not `id` is an error saying where it was `from`
+    /// (how it was read, what is then corrupt).
+    fn append_verified(
+        &mut self,
+        reader: impl Read,
+        size: u64,
+        id: Oid,
+        path: &Path,
+        mode: u32,
+        (read, corrupt): (&str, &str),
+    ) -> Result<(String, u64), SourceError> {
+        let mut hr = HashingReader::new(reader, std::mem::take(&mut self.buf), size);
         let mut h = self.header(tar::EntryType::Regular, mode, size);
         let res = self.tar.append_data(&mut h, path, &mut hr);
-        let (buf, sha, n, object) = hr.finish_with_sha1();
+        let (buf, sha, n, object) = hr.finish();
         self.buf = buf;
         res?;
-        if n != size || object.as_deref() != Some(id.to_string().as_str()) {
+        if n != size || object != id.to_string() {
             return Err(SourceError::Git(format!(
-                "object {id} read from its pack does not hash back to its id (read {n} of {size} bytes): the pack is corrupt"
+                "object {id} {read} does not hash back to its id (read {n} of {size} bytes): {corrupt}"
             )));
         }
-        Ok(Some((sha, n)))
+        Ok((sha, n))
     }
-}
-
-/// A git object id hasher for a blob of `size` bytes, its header fed.
-fn object_hasher(size: u64) -> sha1::Sha1 {
-    let mut object = sha1::Sha1::new();
-    sha1::Digest::update(&mut object, format!("blob {size}\0").as_bytes());
-    object
 }
 
 /// A writer that hashes and counts what passes through.
@@ -491,8 +490,8 @@ impl<W: Write> Write for HashingWriter<W> {
 struct HashingReader<R> {
     inner: R,
     hash: Sha256,
-    /// Optionally also the git object id (SHA-1 over header + content).
-    object: Option<sha1::Sha1>,
+    /// The git object id of a blob (SHA-1 over header + content).
+    object: sha1::Sha1,
     n: u64,
     buf: Vec<u8>,
     pos: usize,
@@ -500,24 +499,24 @@ struct HashingReader<R> {
 }
 
 impl<R: Read> HashingReader<R> {
-    fn new(inner: R, buf: Vec<u8>) -> Self {
+    /// Over the content of a blob of `size` bytes.
+    fn new(inner: R, buf: Vec<u8>, size: u64) -> Self {
+        let mut object = sha1::Sha1::new();
+        sha1::Digest::update(&mut object, format!("blob {size}\0").as_bytes());
         HashingReader {
             inner,
             hash: Sha256::new(),
-            object: None,
+            object,
             n: 0,
             buf,
             pos: 0,
             len: 0,
         }
     }
-    fn also_sha1(mut self, seeded: sha1::Sha1) -> Self {
-        self.object = Some(seeded);
-        self
-    }
 
-    fn finish_with_sha1(self) -> (Vec<u8>, String, u64, Option<String>) {
-        let object = self.object.map(|o| hex::encode(sha1::Digest::finalize(o)));
+    /// The buffer, the hex SHA-256, the byte count, the hex object id.
+    fn finish(self) -> (Vec<u8>, String, u64, String) {
+        let object = hex::encode(sha1::Digest::finalize(self.object));
         (self.buf, hex::encode(self.hash.finalize()), self.n, object)
     }
 }
@@ -530,9 +529,7 @@ impl<R: Read> Read for HashingReader<R> {
                 return Ok(0);
             }
             self.hash.update(&self.buf[..n]);
-            if let Some(o) = self.object.as_mut() {
-                sha1::Digest::update(o, &self.buf[..n]);
-            }
+            sha1::Digest::update(&mut self.object, &self.buf[..n]);
             self.n += n as u64;
             self.pos = 0;
             self.len = n;
