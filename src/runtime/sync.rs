@@ -203,14 +203,19 @@ impl Run {
         };
         let mut out = Collect::default();
         let (built, build_ms, upload_ms, outcome, t_ver) = if streaming {
-            let (writer, reader) = stream::channel_with(digest_kind == DigestKind::Sha256 && !gzip);
+            // The builder computes the digest when the reader cannot (it
+            // sees compressed bytes) or should not (the entries digest
+            // reuses the builder's file hashes); the reader otherwise.
+            let builder_digest =
+                (gzip || digest_kind == DigestKind::Entries).then_some(digest_kind);
+            let (writer, reader) = stream::channel_with(builder_digest.is_none());
             let streamed = reader.digest();
             let resolved2 = resolved.clone();
             let builder = std::thread::Builder::new()
                 .name("rfs-archive".into())
                 .spawn(move || {
                     let t = Instant::now();
-                    build_streamed(&resolved2, writer, gzip, digest_kind)
+                    build_streamed(&resolved2, writer, gzip, builder_digest)
                         .map(|b| (b, t.elapsed().as_millis()))
                 })
                 .map_err(Error::internal)?;
@@ -415,32 +420,26 @@ impl Run {
     }
 }
 
-/// Build the archive into the stream; with `gzip` the stream is compressed
-/// and the uncompressed tar is hashed here (the reader then sees only
-/// compressed bytes), as it is for the entries digest (the reader then
-/// only counts).
+/// Build the archive into the stream (gzip-compressed with `gzip`),
+/// computing the `digest` of the uncompressed tar here when asked.
 fn build_streamed(
     resolved: &ResolvedSource,
     writer: stream::ChunkWriter,
     gzip: bool,
-    kind: DigestKind,
+    digest: Option<DigestKind>,
 ) -> std::result::Result<archive::Built, crate::source::SourceError> {
     if gzip {
         let z = flate2::write::GzEncoder::new(writer, flate2::Compression::fast());
-        let (z, built) = archive::build_into(&resolved.repo_root, resolved, z, Some(kind))?;
+        let (z, built) = archive::build_into(&resolved.repo_root, resolved, z, digest)?;
         z.finish()?.finish()?;
         Ok(built)
     } else {
-        let here = (kind == DigestKind::Entries).then_some(kind);
-        let (w, built) = archive::build_into(&resolved.repo_root, resolved, writer, here)?;
+        let (w, built) = archive::build_into(&resolved.repo_root, resolved, writer, digest)?;
         w.finish()?;
         Ok(built)
     }
 }
 
-/// Whether the sandbox can decompress gzip: a round trip through its
-/// `gzip`. An unusable or missing gzip means an uncompressed transfer; a
-/// provider failure is an error.
 async fn probe_gzip(
     p: &dyn Provider,
     id: &str,
