@@ -74,6 +74,8 @@ pub struct EntriesDigest {
     state: State,
     /// The next regular file's content digest will be supplied.
     expect: bool,
+    /// Every regular file's content digest will be supplied.
+    expect_all: bool,
     held: Vec<u8>,
 }
 
@@ -96,8 +98,26 @@ impl EntriesDigest {
             block: Box::new([0; BLOCK]),
             state: State::Header { fill: 0 },
             expect: false,
+            expect_all: false,
             held: Vec::new(),
         }
+    }
+
+    /// A digest whose every regular file's content SHA-256 is supplied by
+    /// the caller ([`EntriesDigest::content_digest`]), in stream order:
+    /// the verifier's, which takes them from the files as read back.
+    /// Feed it with [`EntriesDigest::feed`].
+    pub fn every_content_supplied() -> Self {
+        EntriesDigest {
+            expect_all: true,
+            ..Self::new()
+        }
+    }
+
+    /// Whether the stream fed so far stopped before the next entry for the
+    /// digest of a regular file's content.
+    pub fn awaits_digest(&self) -> bool {
+        matches!(self.state, State::AwaitDigest)
     }
 
     /// The next regular file's content is not hashed here: its SHA-256
@@ -122,7 +142,20 @@ impl EntriesDigest {
     }
 
     /// Feed the next bytes of the stream.
-    pub fn update(&mut self, mut data: &[u8]) -> Result<(), DigestError> {
+    pub fn update(&mut self, data: &[u8]) -> Result<(), DigestError> {
+        if self.feed(data) < data.len() {
+            return Err(DigestError(
+                "the next entry started before the previous one's digest was supplied",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Feed the next bytes of the stream up to where a supplied content
+    /// digest is due ([`EntriesDigest::awaits_digest`]); returns how many
+    /// bytes were taken (the rest is to be fed again after the digest).
+    pub fn feed(&mut self, all: &[u8]) -> usize {
+        let mut data = all;
         while !data.is_empty() {
             match &mut self.state {
                 State::Header { fill } => {
@@ -168,18 +201,14 @@ impl EntriesDigest {
                         self.state = State::AwaitDigest;
                     }
                 }
-                State::AwaitDigest => {
-                    return Err(DigestError(
-                        "the next entry started before the previous one's digest was supplied",
-                    ))
-                }
+                State::AwaitDigest => break,
                 State::Raw => {
                     self.outer.update(data);
                     data = &[];
                 }
             }
         }
-        Ok(())
+        all.len() - data.len()
     }
 
     /// A whole header block arrived.
@@ -198,7 +227,7 @@ impl EntriesDigest {
             h.entry_type(),
             tar::EntryType::Regular | tar::EntryType::Continuous
         ) || self.block[156] == 0;
-        let supplied = self.expect && regular;
+        let supplied = (self.expect || self.expect_all) && regular;
         if supplied {
             self.expect = false;
         }

@@ -7,13 +7,15 @@
 //!   file, or [`stream`] to a provider that reads it while it is built).
 //! - [`remote_check`] extracts and verifies inside the sandbox (POSIX
 //!   tools); [`native_check`] does the same as rfs's own executable where
-//!   the provider can run it ([`native_extract`], [`native_walk`]).
+//!   the provider can run it ([`native_extract`], [`native_read_back`],
+//!   [`native_walk`]).
 
 pub mod archive;
 pub mod archive_digest;
 pub mod manifest;
 pub mod native_check;
 pub mod native_extract;
+pub mod native_read_back;
 pub mod native_walk;
 pub mod pack_stream;
 pub mod remote_check;

@@ -5,17 +5,22 @@
 //! which remote providers keep running; the host parses either report with
 //! [`super::remote_check::parse_report`] and compares it with the same code.
 //!
-//! What it guarantees is what the script guarantees: the archive digest
-//! covers the (uncompressed) tar stream exactly as received, to its last
-//! byte (hashed on a thread of its own while the stream is extracted). It
-//! is the `tar-entries-sha256` of [`super::archive_digest`], not the plain
-//! sha256 the script computes, so the host need not hash the content twice;
-//! the file set, exec bits, symlink targets and every file's sha256 are read
-//! back from the filesystem ([`super::native_walk`]), never taken from what
-//! was written. A large file is read back (through its own descriptor, each
-//! byte once it was written) while it is being written, so its read-back
-//! overlaps its extraction; the walk takes that hash only for the very file
-//! it was read from, unchanged since.
+//! What it guarantees is what the script guarantees, with each byte of
+//! content hashed once in the sandbox. The archive digest is the
+//! `tar-entries-sha256` of [`super::archive_digest`], not the plain sha256
+//! the script computes: every header, padding and end block of the
+//! (uncompressed) stream as received, to its last byte, and each regular
+//! file's content sha256 as read back from the filesystem right after the
+//! file was written ([`super::native_read_back`], on a thread of its own,
+//! through the descriptor the file was created with). The extraction writes
+//! exactly the bytes it received, so the digest equals the host's only if
+//! the stream arrived intact and the filesystem returns it. The file set,
+//! exec bits, symlink targets and every file's sha256 are then read from
+//! the filesystem by the walk ([`super::native_walk`]), which takes a
+//! file's read-back hash only for the very file it was read from, unchanged
+//! since, and reads any other file again. A large file is read back
+//! (through its own descriptor, each byte once it was written) while it is
+//! being written, so its read-back overlaps its extraction.
 //!
 //! Extraction ([`super::native_extract`]) refuses what the builder never
 //! writes and a hostile archive would: absolute names, `..`, entries through
@@ -26,12 +31,10 @@ use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::sync::Arc;
 
-use super::archive_digest::EntriesDigest;
-
 use super::native_extract::{self, ExtractError};
+use super::native_read_back::{self, ReadBackError};
 use super::native_walk;
 use super::remote_check::{
     EXIT_DECOMPRESS, EXIT_DEST_EXISTS, EXIT_DIGEST, EXIT_EXTRACT, EXIT_MISSING_TOOL, EXIT_MKDIR,
@@ -54,13 +57,11 @@ pub fn probe_answer() -> String {
 /// back (the script has no such case).
 pub const EXIT_OTHER: i32 = 1;
 
-/// Bytes per chunk handed from the stream to its hashing thread.
+/// Bytes per chunk handed from the stream to the read-back thread.
 const CHUNK: usize = 256 * 1024;
 /// The pipe buffer asked for on standard input (the unprivileged maximum
 /// by default; kernel memory, not the verifier's).
 const PIPE: usize = 1 << 20;
-/// Chunks in flight to the hashing thread.
-const IN_FLIGHT: usize = 4;
 
 /// Why the verification stopped.
 #[derive(Debug, thiserror::Error)]
@@ -79,10 +80,10 @@ pub enum VerifyError {
     Read(io::Error),
     #[error("decompressing the transfer: {0}")]
     Decompress(io::Error),
-    #[error("the archive's hashing thread stopped")]
+    #[error("the archive's read-back thread stopped")]
     Hasher,
     #[error(transparent)]
-    Walk(#[from] native_walk::WalkError),
+    ReadBack(#[from] ReadBackError),
     #[error("writing the report: {0}")]
     Report(io::Error),
 }
@@ -91,7 +92,8 @@ impl VerifyError {
     /// The script's exit code for the same failure.
     pub fn exit_code(&self) -> i32 {
         match self {
-            VerifyError::Usage | VerifyError::Walk(_) | VerifyError::Report(_) => EXIT_OTHER,
+            VerifyError::ReadBack(ReadBackError::Unmatched) => EXIT_DIGEST,
+            VerifyError::Usage | VerifyError::ReadBack(_) | VerifyError::Report(_) => EXIT_OTHER,
             VerifyError::Decompressor(_) => EXIT_MISSING_TOOL,
             VerifyError::DestExists(_) => EXIT_DEST_EXISTS,
             VerifyError::Mkdir { .. } => EXIT_MKDIR,
@@ -194,13 +196,13 @@ pub fn verify(args: Vec<OsString>, out: &mut dyn Write) -> Result<(), VerifyErro
     } else {
         input
     };
-    let (archive_sha256, read_back) = extract_hashing(input, args.gzip, &args.dest)?;
+    let (archive_digest, read_back) = extract_verifying(input, args.gzip, &args.dest)?;
     let root = std::fs::canonicalize(&args.dest).map_err(|source| VerifyError::Mkdir {
         path: args.dest.to_string_lossy().into_owned(),
         source,
     })?;
     let tree = native_walk::walk(&root, &read_back)?;
-    native_walk::write_report(out, &root, &archive_sha256, &tree).map_err(VerifyError::Report)?;
+    native_walk::write_report(out, &root, &archive_digest, &tree).map_err(VerifyError::Report)?;
     if let Some(stamp) = &args.stamp {
         touch_stamp(stamp);
     }
@@ -211,31 +213,22 @@ pub fn verify(args: Vec<OsString>, out: &mut dyn Write) -> Result<(), VerifyErro
     Ok(())
 }
 
-/// Extract the tar read from `input` into `dest` while a thread hashes the
-/// stream; the rest of the stream after the archive's end is hashed too.
-/// Returns the hex sha256 of every byte read, and the read-backs of the
-/// files followed while they were written.
-fn extract_hashing(
+/// Extract the tar read from `input` into `dest` while a thread reads
+/// every file back and computes the archive digest from the stream and
+/// those read-backs ([`native_read_back`]); the rest of the stream after
+/// the archive's end goes into the digest too. Returns the hex digest and
+/// the read-backs.
+fn extract_verifying(
     input: Box<dyn Read + Send>,
     gzip: bool,
     dest: &Path,
-) -> Result<(String, ReadBacks), VerifyError> {
-    let (tx, rx) = mpsc::sync_channel::<Arc<Vec<u8>>>(IN_FLIGHT);
-    let hasher = std::thread::Builder::new()
-        .name("rfs-verify-hash".into())
-        .spawn(move || {
-            let mut h = EntriesDigest::new();
-            for chunk in rx {
-                // Nothing is supplied here, so `update` cannot fail.
-                let _ = h.update(&chunk[..]);
-            }
-            h.finalize()
-        })
-        .map_err(VerifyError::Read)?;
-    let mut tee = HashTee::new(input, tx);
-    let extracted = native_extract::extract(&mut tee, dest);
+) -> Result<native_read_back::Outcome, VerifyError> {
+    let (tx, reader) = native_read_back::start().map_err(VerifyError::Read)?;
+    let mut tee = StreamTee::new(input, tx.clone());
+    let extracted = native_extract::extract(&mut tee, dest, &tx);
+    drop(tx);
     // The stream's failure explains the extraction's.
-    let read_error = |tee: &mut HashTee| {
+    let read_error = |tee: &mut StreamTee| {
         tee.failed.take().map(|e| {
             if gzip {
                 VerifyError::Decompress(e)
@@ -244,37 +237,39 @@ fn extract_hashing(
             }
         })
     };
-    let read_back = match extracted {
-        Ok(r) => r,
-        Err(e) => return Err(read_error(&mut tee).unwrap_or(VerifyError::Extract(e))),
-    };
     // Like the script's `cat >/dev/null`: what follows the archive's end
     // is part of the stream and of its digest.
-    if tee.drain().is_err() {
-        return Err(read_error(&mut tee).unwrap_or(VerifyError::Hasher));
-    }
+    let drained = extracted.is_ok() && tee.drain().is_ok();
+    let stream_error = read_error(&mut tee);
     drop(tee);
-    let sha = hasher.join().map_err(|_| VerifyError::Hasher)?;
-    Ok((sha, read_back))
+    let read_back = reader.join().map_err(|_| VerifyError::Hasher)?;
+    if let Some(e) = stream_error {
+        return Err(e);
+    }
+    match (extracted, read_back) {
+        (Err(ExtractError::ReadBackStopped), Err(e)) => Err(e.into()),
+        (Err(e), _) => Err(e.into()),
+        (Ok(()), Err(e)) => Err(e.into()),
+        (Ok(()), Ok(_)) if !drained => Err(VerifyError::Hasher),
+        (Ok(()), Ok(outcome)) => Ok(outcome),
+    }
 }
 
-type ReadBacks = std::collections::HashMap<Vec<u8>, native_walk::ReadBack>;
-
-/// A reader over `inner` that hands every chunk it reads to the hashing
+/// A reader over `inner` that hands every chunk it reads to the read-back
 /// thread (shared, not copied) before serving it.
-struct HashTee {
+struct StreamTee {
     inner: Box<dyn Read + Send>,
-    tx: mpsc::SyncSender<Arc<Vec<u8>>>,
+    tx: native_read_back::Sender,
     cur: Arc<Vec<u8>>,
     pos: usize,
-    /// Chunks recently sent; reused once the hasher dropped its share.
+    /// Chunks recently sent; reused once the thread dropped its share.
     pool: Vec<Arc<Vec<u8>>>,
     failed: Option<io::Error>,
 }
 
-impl HashTee {
-    fn new(inner: Box<dyn Read + Send>, tx: mpsc::SyncSender<Arc<Vec<u8>>>) -> Self {
-        HashTee {
+impl StreamTee {
+    fn new(inner: Box<dyn Read + Send>, tx: native_read_back::Sender) -> Self {
+        StreamTee {
             inner,
             tx,
             cur: Arc::new(Vec::new()),
@@ -294,7 +289,7 @@ impl HashTee {
             Some(i) => self.pool.swap_remove(i),
             None => Arc::new(Vec::with_capacity(CHUNK)),
         };
-        self.pool.truncate(IN_FLIGHT + 2);
+        self.pool.truncate(native_read_back::IN_FLIGHT + 2);
         let v = Arc::get_mut(&mut buf).expect("an unshared chunk");
         // A reused chunk is full-length already (no zeroing); what is not
         // read over is cut off below.
@@ -313,8 +308,13 @@ impl HashTee {
             }
         }
         v.truncate(n);
-        if n > 0 && self.tx.send(buf.clone()).is_err() {
-            return Err(io::Error::other("the archive's hashing thread stopped"));
+        if n > 0
+            && self
+                .tx
+                .send(native_read_back::Extracted::Chunk(buf.clone()))
+                .is_err()
+        {
+            return Err(io::Error::other("the read-back thread stopped"));
         }
         self.cur = buf;
         self.pos = 0;
@@ -322,8 +322,8 @@ impl HashTee {
     }
 }
 
-impl HashTee {
-    /// Read (and hash) the rest of the stream.
+impl StreamTee {
+    /// Read the rest of the stream (into the digest).
     fn drain(&mut self) -> io::Result<()> {
         loop {
             self.refill()?;
@@ -334,7 +334,7 @@ impl HashTee {
     }
 }
 
-impl Read for HashTee {
+impl Read for StreamTee {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         if self.pos == self.cur.len() {
             self.refill()?;

@@ -11,15 +11,19 @@
 //! umask, except that the owner's bits are kept, so the exec bit the host
 //! compares never depends on the sandbox's umask. Files get the archive's
 //! modification time (a re-sync's time stamp is compared with it).
+//!
+//! Each regular file, once written, goes to the read-back thread
+//! ([`super::native_read_back`]) with the descriptor it was created with; a
+//! large one is read back by a [`Follower`] while it is written.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use super::native_walk::{Follower, ReadBack};
+use super::native_read_back::{self, Extracted, Follower, FOLLOW};
 
 /// Why an archive was refused or could not be extracted.
 #[derive(Debug, thiserror::Error)]
@@ -38,36 +42,35 @@ pub enum ExtractError {
     Unsupported { name: String, kind: u8 },
     #[error("extracting {name:?}: {source}")]
     Io { name: String, source: io::Error },
+    #[error("the read-back thread stopped")]
+    ReadBackStopped,
 }
 
 /// Bytes per read of a file's content from the archive.
 const BUF: usize = 256 * 1024;
 
-/// Files at least this large are read back while they are written
-/// ([`Follower`]), so that reading a large file back overlaps writing it.
-const FOLLOW: u64 = 16 << 20;
-
-/// Extract the tar read from `input` into `dest` (an empty directory).
-/// Returns the read-backs of the large files (keyed by `./`-prefixed name,
-/// as the walk names them).
+/// Extract the tar read from `input` into `dest` (an empty directory),
+/// handing every regular file to `read_back` once written (named
+/// `./`-prefixed, as the walk names them).
 pub fn extract(
     input: &mut dyn Read,
     dest: &Path,
-) -> Result<HashMap<Vec<u8>, ReadBack>, ExtractError> {
+    read_back: &native_read_back::Sender,
+) -> Result<(), ExtractError> {
     let umask = current_umask();
     let mut x = Extraction {
         dest,
         umask,
         dirs: HashSet::new(),
         buf: vec![0u8; BUF],
-        read_back: HashMap::new(),
+        read_back,
     };
     let mut archive = tar::Archive::new(input);
     for entry in archive.entries().map_err(ExtractError::Malformed)? {
         let mut entry = entry.map_err(ExtractError::Malformed)?;
         x.entry(&mut entry)?;
     }
-    Ok(x.read_back)
+    Ok(())
 }
 
 struct Extraction<'a> {
@@ -76,7 +79,7 @@ struct Extraction<'a> {
     /// Directories (relative names) this extraction created.
     dirs: HashSet<Vec<u8>>,
     buf: Vec<u8>,
-    read_back: HashMap<Vec<u8>, ReadBack>,
+    read_back: &'a native_read_back::Sender,
 }
 
 impl Extraction<'_> {
@@ -128,7 +131,10 @@ impl Extraction<'_> {
             }
             tar::EntryType::Regular | tar::EntryType::Continuous => {
                 let mtime = entry.header().mtime().map_err(ExtractError::Malformed)?;
+                // Readable too: the read-back reads it through this
+                // descriptor, so it reads the very file created here.
                 let mut f = std::fs::OpenOptions::new()
+                    .read(true)
                     .write(true)
                     .create_new(true)
                     .mode(mode & 0o777)
@@ -136,7 +142,7 @@ impl Extraction<'_> {
                     .open(&path)
                     .map_err(io)?;
                 // A follower that cannot start or fails leaves the file to
-                // the walk's own read-back.
+                // the read-back thread.
                 let follower = (entry.size() >= FOLLOW)
                     .then(|| Follower::start(&path).ok())
                     .flatten();
@@ -161,11 +167,17 @@ impl Extraction<'_> {
                 }
                 let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime);
                 f.set_modified(at).map_err(io)?;
-                if let Some(Ok(rb)) = follower.map(Follower::finish) {
-                    let mut name = b"./".to_vec();
-                    name.extend_from_slice(&rel);
-                    self.read_back.insert(name, rb);
-                }
+                let mut name = b"./".to_vec();
+                name.extend_from_slice(&rel);
+                let done = match follower.map(Follower::finish) {
+                    Some(Ok(read_back)) => Extracted::Followed { name, read_back },
+                    // A follower that failed leaves the file to the
+                    // read-back thread.
+                    _ => Extracted::File { name, file: f },
+                };
+                self.read_back
+                    .send(done)
+                    .map_err(|_| ExtractError::ReadBackStopped)?;
             }
             other => {
                 return Err(ExtractError::Unsupported {

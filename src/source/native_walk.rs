@@ -1,6 +1,8 @@
-//! The native verifier's read-back ([`super::native_check`]): walk the
-//! extracted tree on disk, hash every regular file's content as read from
-//! the filesystem (one thread per core, each taking the next file), and
+//! The native verifier's walk ([`super::native_check`]): walk the
+//! extracted tree on disk, take every regular file's content hash from its
+//! read-back ([`super::native_read_back`]) when it is still that file,
+//! unchanged, else hash it as read from the filesystem now (one thread per
+//! core, each taking the next file), and
 //! write the report [`super::remote_check::parse_report`] reads, in the
 //! format of [`super::remote_check::SCRIPT`]: `ROOT`, `ARCHIVE`, `DIRS`,
 //! `LINKS` (name, target + newline, as `readlink` prints it), `EXEC`,
@@ -17,24 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sha2::{Digest, Sha256};
 
-/// Bytes per read when hashing a file.
-const READ: usize = 256 * 1024;
-
-/// What could not be read back.
-#[derive(Debug, thiserror::Error)]
-pub enum WalkError {
-    #[error("reading back {path}: {source}")]
-    Io { path: String, source: io::Error },
-    #[error("a file hashing thread failed")]
-    Thread,
-}
-
-fn io_err(path: &Path) -> impl FnOnce(io::Error) -> WalkError + '_ {
-    move |source| WalkError::Io {
-        path: path.to_string_lossy().into_owned(),
-        source,
-    }
-}
+use super::native_read_back::{io_err, FileState, ReadBack, ReadBackError, READ};
 
 /// The tree as read back. Names are `./`-prefixed, as `find .` prints them.
 #[derive(Debug, Default)]
@@ -60,7 +45,7 @@ pub struct Hashed {
 
 /// Walk `root` (physical) and hash its files; a file in `read_back` that
 /// is still the file that was read back, unchanged, is not read again.
-pub fn walk(root: &Path, read_back: &HashMap<Vec<u8>, ReadBack>) -> Result<Tree, WalkError> {
+pub fn walk(root: &Path, read_back: &HashMap<Vec<u8>, ReadBack>) -> Result<Tree, ReadBackError> {
     let mut tree = Tree::default();
     tree.dirs.push(b".".to_vec());
     let mut stack = vec![(root.to_path_buf(), b".".to_vec())];
@@ -92,7 +77,7 @@ fn hash_all(
     root: &Path,
     files: &[Vec<u8>],
     read_back: &HashMap<Vec<u8>, ReadBack>,
-) -> Result<Vec<Vec<Hashed>>, WalkError> {
+) -> Result<Vec<Vec<Hashed>>, ReadBackError> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -122,18 +107,26 @@ fn hash_all(
             .collect();
         workers
             .into_iter()
-            .map(|w| w.join().map_err(|_| WalkError::Thread)?)
+            .map(|w| w.join().map_err(|_| ReadBackError::Thread)?)
             .collect()
     })
 }
 
-/// A regular file's exec bit (owner) and content sha256, read from disk
-/// (never through a symlink).
+/// A regular file's exec bit (owner) and content sha256: the read-back's
+/// when the file is still the one read back, unchanged (its `lstat` says
+/// so, and no descriptor is opened), else read from disk now (never
+/// through a symlink).
 fn hash_file(
     path: &Path,
     known: Option<&ReadBack>,
     buf: &mut [u8],
-) -> Result<(bool, [u8; 32]), WalkError> {
+) -> Result<(bool, [u8; 32]), ReadBackError> {
+    if let Some(k) = known {
+        let meta = std::fs::symlink_metadata(path).map_err(io_err(path))?;
+        if k.stat == FileState::of(&meta) {
+            return Ok((meta.permissions().mode() & 0o100 != 0, k.sha256));
+        }
+    }
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -141,9 +134,6 @@ fn hash_file(
         .map_err(io_err(path))?;
     let meta = f.metadata().map_err(io_err(path))?;
     let exec = meta.permissions().mode() & 0o100 != 0;
-    if let Some(k) = known.filter(|k| k.stat == FileState::of(&meta)) {
-        return Ok((exec, k.sha256));
-    }
     let mut h = Sha256::new();
     loop {
         match f.read(buf) {
@@ -227,149 +217,10 @@ fn sum_line(out: &mut Vec<u8>, name: &[u8], sha: &str) {
     out.push(b'\n');
 }
 
-/// A file's content hash read back while the file was being written
-/// ([`Follower`]), with the identity and state of the file it was read
-/// from: the walk takes the hash only for a file that is still that one,
-/// unchanged since (same device, inode, size, mode, change time).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadBack {
-    pub stat: FileState,
-    pub sha256: [u8; 32],
-}
-
-/// What identifies a file and changes with any change to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileState {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mode: u32,
-    ctime: (i64, i64),
-}
-
-impl FileState {
-    fn of(m: &std::fs::Metadata) -> FileState {
-        use std::os::unix::fs::MetadataExt;
-        FileState {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mode: m.mode(),
-            ctime: (m.ctime(), m.ctime_nsec()),
-        }
-    }
-}
-
-/// How far the writer got, and whether it is done.
-#[derive(Default)]
-struct Progress {
-    state: std::sync::Mutex<(u64, bool)>,
-    moved: std::sync::Condvar,
-}
-
-impl Progress {
-    fn set(&self, f: impl FnOnce(&mut (u64, bool))) {
-        f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()));
-        self.moved.notify_one();
-    }
-}
-
-/// Reads a file back from the filesystem, on a thread of its own, while
-/// the extraction is still writing it: each byte is read (through its own
-/// descriptor) only once the writer has written it, and the file is read to
-/// its end once the writer is done. The hash is of what the filesystem
-/// returned, exactly as a later read-back would see it.
-pub struct Follower {
-    progress: std::sync::Arc<Progress>,
-    thread: Option<std::thread::JoinHandle<Result<ReadBack, WalkError>>>,
-}
-
-impl Follower {
-    /// Follow the file at `path` (just created; never through a symlink).
-    pub fn start(path: &Path) -> Result<Follower, WalkError> {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-            .map_err(io_err(path))?;
-        let progress = std::sync::Arc::new(Progress::default());
-        let p = progress.clone();
-        let path = path.to_path_buf();
-        let thread = std::thread::Builder::new()
-            .name("rfs-verify-follow".into())
-            .spawn(move || follow(f, &path, &p))
-            .map_err(|_| WalkError::Thread)?;
-        Ok(Follower {
-            progress,
-            thread: Some(thread),
-        })
-    }
-
-    /// The writer has written `n` bytes in all.
-    pub fn written(&self, n: u64) {
-        self.progress.set(|s| s.0 = n);
-    }
-
-    /// The writer is done with the file (content, mode, times): read the
-    /// rest and return the hash.
-    pub fn finish(mut self) -> Result<ReadBack, WalkError> {
-        self.progress.set(|s| s.1 = true);
-        let t = self.thread.take().expect("joined once");
-        t.join().map_err(|_| WalkError::Thread)?
-    }
-}
-
-impl Drop for Follower {
-    fn drop(&mut self) {
-        // Abandoned (the extraction failed): let the thread end.
-        self.progress.set(|s| s.1 = true);
-    }
-}
-
-fn follow(mut f: std::fs::File, path: &Path, p: &Progress) -> Result<ReadBack, WalkError> {
-    let mut buf = vec![0u8; READ];
-    let mut h = Sha256::new();
-    let mut pos = 0u64;
-    loop {
-        let (avail, done) = {
-            let mut s = p.state.lock().unwrap_or_else(|p| p.into_inner());
-            while s.0 <= pos && !s.1 {
-                s = p.moved.wait(s).unwrap_or_else(|p| p.into_inner());
-            }
-            *s
-        };
-        // Once the writer is done, read to the end of the file.
-        let want = if done {
-            buf.len()
-        } else {
-            (avail - pos).min(buf.len() as u64) as usize
-        };
-        match f.read(&mut buf[..want]) {
-            Ok(0) if done => break,
-            Ok(0) => {
-                return Err(io_err(path)(io::Error::other(
-                    "the file is shorter than what was written to it",
-                )))
-            }
-            Ok(n) => {
-                h.update(&buf[..n]);
-                pos += n as u64;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_err(path)(e)),
-        }
-    }
-    let stat = FileState::of(&f.metadata().map_err(io_err(path))?);
-    Ok(ReadBack {
-        stat,
-        sha256: h.finalize().into(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use crate::source::native_read_back::Follower;
 
     #[test]
     fn sum_lines_parse_back_for_odd_names() {
@@ -389,26 +240,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_follower_hashes_what_was_written_in_pieces() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        let mut f = std::fs::File::create_new(&path).unwrap();
-        let follower = Follower::start(&path).unwrap();
-        let mut all = Vec::new();
-        for i in 0..40u8 {
-            let piece = vec![i; 100_003];
-            f.write_all(&piece).unwrap();
-            all.extend_from_slice(&piece);
-            follower.written(all.len() as u64);
-        }
-        let rb = follower.finish().unwrap();
-        assert_eq!(rb.sha256[..], Sha256::digest(&all)[..]);
-        let mut buf = vec![0u8; READ];
-        let (_, sha) = hash_file(&path, Some(&rb), &mut buf).unwrap();
-        assert_eq!(sha, rb.sha256);
-    }
-
     /// A read-back is used only for the unchanged file it was read from.
     #[test]
     fn a_file_changed_after_its_read_back_is_read_again() {
@@ -418,10 +249,28 @@ mod tests {
         let follower = Follower::start(&path).unwrap();
         follower.written(5);
         let rb = follower.finish().unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        std::fs::write(&path, b"other").unwrap();
         let mut buf = vec![0u8; READ];
         let (_, sha) = hash_file(&path, Some(&rb), &mut buf).unwrap();
+        assert_eq!(sha, rb.sha256, "an unchanged file keeps its read-back");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&path, b"other").unwrap();
+        let (_, sha) = hash_file(&path, Some(&rb), &mut buf).unwrap();
         assert_eq!(sha[..], Sha256::digest(b"other")[..]);
+    }
+
+    /// A read-back does not vouch for a symlink put in the file's place.
+    #[test]
+    fn a_file_replaced_by_a_symlink_after_its_read_back_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"first").unwrap();
+        let follower = Follower::start(&path).unwrap();
+        follower.written(5);
+        let rb = follower.finish().unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(dir.path().join("g"), b"first").unwrap();
+        std::os::unix::fs::symlink("g", &path).unwrap();
+        let mut buf = vec![0u8; READ];
+        assert!(hash_file(&path, Some(&rb), &mut buf).is_err());
     }
 }
