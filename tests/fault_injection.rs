@@ -40,6 +40,10 @@ enum Fault {
     NativeStreamCorrupt,
     /// Native verifier: the stream breaks mid-transfer.
     NativeStreamBreaks,
+    /// Native verifier, stream passed on untouched: its destination exists
+    /// already, so it refuses at once without reading its input (of
+    /// several MiB, more than a pipe holds).
+    NativeRefusesEarly,
     /// The provider claims to be remote, so the transfer is compressed
     /// when the sandbox can decompress.
     Remote,
@@ -60,7 +64,10 @@ impl Fault {
     fn native(self) -> bool {
         matches!(
             self,
-            Fault::Native | Fault::NativeStreamCorrupt | Fault::NativeStreamBreaks
+            Fault::Native
+                | Fault::NativeStreamCorrupt
+                | Fault::NativeStreamBreaks
+                | Fault::NativeRefusesEarly
         )
     }
     fn remote(self) -> bool {
@@ -225,10 +232,30 @@ impl Provider for Faulty {
         match self.fault {
             Fault::NativeStreamCorrupt => tamper.corrupt_at = Some(700),
             Fault::NativeStreamBreaks => tamper.break_at = Some(4096),
+            // The stream as rfs made it (on `local`, the pipe the builder
+            // writes into goes to the verifier as it is).
+            Fault::Native => {
+                return self
+                    .inner
+                    .exec_own_with_input(id, req, tamper.inner, sink)
+                    .await
+            }
+            Fault::NativeRefusesEarly => {
+                let dest = req.argv[req.argv.len() - 4].clone();
+                let mkdir = ExecRequest {
+                    argv: vec!["mkdir".into(), "-p".into(), dest],
+                    ..req.clone()
+                };
+                self.inner.exec(id, &mkdir, sink).await?;
+                return self
+                    .inner
+                    .exec_own_with_input(id, req, tamper.inner, sink)
+                    .await;
+            }
             _ => {}
         }
         self.inner
-            .exec_own_with_input(id, req, Box::new(tamper), sink)
+            .exec_own_with_input(id, req, InputStream::new(tamper), sink)
             .await
     }
     fn remote_transfer(&self) -> bool {
@@ -250,7 +277,7 @@ impl Provider for Faulty {
             _ => {}
         }
         self.inner
-            .exec_with_input(id, &req, Box::new(tamper), sink)
+            .exec_with_input(id, &req, InputStream::new(tamper), sink)
             .await
     }
     async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
@@ -275,6 +302,9 @@ fn run_with_fault_in(
     let repo = Repo::new();
     repo.write("lost.txt", "this file must arrive\n");
     repo.write("payload.bin", &"0123456789abcdef".repeat(200));
+    if let Fault::NativeRefusesEarly = fault {
+        repo.write("large.bin", &"0123456789abcdef".repeat(6 << 16));
+    }
     repo.commit("payload");
     let marker = tempfile::tempdir().unwrap().keep().join("RAN");
     let (script, out_dir) = rfs.prepare(&format!(
@@ -595,6 +625,21 @@ fn a_stream_that_breaks_is_refused_by_the_native_verifier_in_both_isolation_mode
             &marker,
             "the input stream broke before its end: connection reset mid-transfer",
         );
+    }
+}
+
+/// Bug: a verifier that refused before reading an archive larger than the
+/// stream's buffers (here: its destination exists) was reported as "cannot
+/// build the source archive: the receiving side stopped reading", hiding
+/// its reason. The refusal is the error now, and the builder writing into
+/// it (on `local`, straight into its standard input's pipe) is not left
+/// blocked on a pipe nobody reads.
+#[test]
+fn a_verifier_refusing_before_reading_a_large_archive_is_reported_with_its_reason() {
+    for isolation in ["none", "namespaces"] {
+        let rfs = Rfs::new(Prov::Local);
+        let (out, marker) = run_with_fault_in(&rfs, Fault::NativeRefusesEarly, Some(isolation));
+        assert_refused_and_destroyed(&rfs, &out, &marker, "already exists in the sandbox");
     }
 }
 

@@ -355,7 +355,8 @@ impl Provider for LocalProvider {
 
     /// rfs's executable is opened (close-on-exec) and, in namespaces,
     /// executed through that descriptor (rfs's path does not exist there);
-    /// its standard input is a pipe rfs writes `input` into.
+    /// its standard input is `input`'s pipe when it is one, else a pipe rfs
+    /// writes `input` into.
     async fn exec_own_with_input(
         &self,
         id: &str,
@@ -373,6 +374,16 @@ impl Provider for LocalProvider {
             .clone()
             .ok_or_else(|| cannot(&"this process declared no rfs executable"))?;
         let exe = own_executable(&path).map_err(|e| cannot(&e))?;
+        // A pipe's read end becomes the program's standard input as it is
+        // (its producer writes straight into the program); any other
+        // stream is copied into a pipe of our own.
+        let input = match input.into_pipe() {
+            Ok(stdin) => {
+                let own = OwnProgram { path, exe, stdin };
+                return self.run(id, req, Some(own), sink).await;
+            }
+            Err(input) => input,
+        };
         let (rx, tx) = local_isolation::pipe_cloexec().map_err(|e| cannot(&e))?;
         nix::fcntl::fcntl(
             tx.as_raw_fd(),

@@ -6,6 +6,7 @@
 
 pub mod daytona;
 pub mod docker;
+pub mod input;
 pub mod isolation;
 pub mod labels;
 pub mod local;
@@ -112,9 +113,7 @@ impl ExecOutcome {
     }
 }
 
-/// A byte stream fed to a command's standard input
-/// ([`Provider::exec_with_input`]).
-pub type InputStream = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+pub use input::InputStream;
 
 /// Receives a command's output as it arrives.
 pub trait OutputSink: Send {

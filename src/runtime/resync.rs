@@ -188,11 +188,12 @@ impl Run {
         let mut after = Listing::default();
         for (i, chunk) in chunks.into_iter().enumerate() {
             let input: Option<crate::provider::InputStream> = match &delta {
-                Some((tmp, _, _, _)) if i == last && streaming => {
-                    Some(Box::new(tokio::fs::File::from_std(tmp.reopen().map_err(
-                        |e| fail(format!("cannot read the delta archive: {e}")),
-                    )?)))
-                }
+                Some((tmp, _, _, _)) if i == last && streaming => Some(
+                    crate::provider::InputStream::new(tokio::fs::File::from_std(
+                        tmp.reopen()
+                            .map_err(|e| fail(format!("cannot read the delta archive: {e}")))?,
+                    )),
+                ),
                 _ => None,
             };
             let arc = match (&delta, input.is_some()) {

@@ -208,8 +208,22 @@ impl Run {
             // reuses the builder's file hashes); the reader otherwise.
             let builder_digest =
                 (gzip || digest_kind == DigestKind::Entries).then_some(digest_kind);
-            let (writer, reader) = stream::channel_with(builder_digest.is_none());
-            let streamed = reader.digest();
+            // With the builder's digest and no compression the stream
+            // needs no counting or hashing on the way: a pipe the provider
+            // can hand to the verifier as its standard input.
+            let (writer, input, streamed) = if builder_digest.is_some() && !gzip {
+                let (w, input) = stream::pipe()
+                    .map_err(|e| fail(format!("cannot create the archive's pipe: {e}")))?;
+                (stream::ArchiveWriter::Pipe(w), input, None)
+            } else {
+                let (w, r) = stream::channel_with(builder_digest.is_none());
+                let digest = r.digest();
+                (
+                    stream::ArchiveWriter::Chunks(w),
+                    crate::provider::InputStream::new(r),
+                    Some(digest),
+                )
+            };
             let resolved2 = resolved.clone();
             let builder = std::thread::Builder::new()
                 .name("rfs-archive".into())
@@ -223,20 +237,24 @@ impl Run {
             let req = verify_req(remote_check::STDIN);
             let outcome = self.block_on(async {
                 if native {
-                    p.exec_own_with_input(&sb.id, &req, Box::new(reader), &mut out)
-                        .await
+                    p.exec_own_with_input(&sb.id, &req, input, &mut out).await
                 } else {
-                    p.exec_with_input(&sb.id, &req, Box::new(reader), &mut out)
-                        .await
+                    p.exec_with_input(&sb.id, &req, input, &mut out).await
                 }
             });
             let (built, build_ms) = match builder.join() {
                 Ok(Ok(b)) => b,
-                // The consumer failed first (its error says why).
-                Ok(Err(e)) if e.to_string().contains(stream::READER_GONE) && outcome.is_err() => {
-                    let e = outcome.err().map(|e| e.to_string()).unwrap_or_default();
-                    return Err(fail(format!("streaming the archive: {e}")));
-                }
+                // The consumer stopped reading first: its failure, or the
+                // verifier's refusal, says why.
+                Ok(Err(e)) if e.to_string().contains(stream::READER_GONE) => match outcome {
+                    Err(e) => return Err(fail(format!("streaming the archive: {e}"))),
+                    Ok(o) => {
+                        let why = refusal(&o, &out.stderr, &dest).unwrap_or_else(|| {
+                            "the sandbox did not read the archive to its end".into()
+                        });
+                        return Err(fail(why));
+                    }
+                },
                 Ok(Err(e)) => return Err(fail(format!("cannot build the source archive: {e}"))),
                 Err(_) => return Err(fail("the archive builder panicked".into())),
             };
@@ -244,10 +262,16 @@ impl Run {
                 Ok(o) => o,
                 Err(e) => return Err(fail(format!("streaming the archive: {e}"))),
             };
-            let Some((sha, wire)) = streamed.get() else {
-                return Err(fail(
-                    "the sandbox did not read the archive to its end".into(),
-                ));
+            // The pipe's bytes are the builder's own count (the digest
+            // the sandbox reports proves it read them all).
+            let (sha, wire) = match streamed.map(|d| d.get()) {
+                Some(Some(counted)) => counted,
+                Some(None) => {
+                    return Err(fail(
+                        "the sandbox did not read the archive to its end".into(),
+                    ))
+                }
+                None => (None, built.archive.as_ref().map_or(0, |a| a.1)),
             };
             let Some((sha256, size)) = built.archive.clone().or(sha.map(|s| (s, wire))) else {
                 return Err(fail("the archive was not hashed".into()));
@@ -286,23 +310,8 @@ impl Run {
             };
             (built, build_ms, upload_ms, outcome, t_ver)
         };
-        if outcome.cancelled {
-            return Err(fail("interrupted".into()));
-        }
-        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-        if outcome.exit != Some(0) {
-            let what = match outcome.exit {
-                Some(remote_check::EXIT_MISSING_TOOL) => stderr,
-                Some(remote_check::EXIT_DEST_EXISTS) => stderr,
-                Some(remote_check::EXIT_MKDIR) => format!("cannot create {dest}: {stderr}"),
-                Some(remote_check::EXIT_EXTRACT) => format!("extraction failed: {stderr}"),
-                Some(remote_check::EXIT_DIGEST) => format!("cannot hash the upload: {stderr}"),
-                Some(remote_check::EXIT_DECOMPRESS) => {
-                    format!("decompressing the transfer failed: {stderr}")
-                }
-                other => format!("verification exited with {other:?}: {stderr}"),
-            };
-            return Err(fail(what));
+        if let Some(why) = refusal(&outcome, &out.stderr, &dest) {
+            return Err(fail(why));
         }
         let report = match remote_check::parse_report(&out.stdout) {
             Ok(r) => r,
@@ -422,9 +431,29 @@ impl Run {
 
 /// Build the archive into the stream (gzip-compressed with `gzip`),
 /// computing the `digest` of the uncompressed tar here when asked.
+/// Why a verification that ended this way refused (`None`: it exited 0).
+fn refusal(outcome: &crate::provider::ExecOutcome, stderr: &[u8], dest: &str) -> Option<String> {
+    if outcome.cancelled {
+        return Some("interrupted".into());
+    }
+    let stderr = String::from_utf8_lossy(stderr).trim().to_owned();
+    Some(match outcome.exit {
+        Some(0) => return None,
+        Some(remote_check::EXIT_MISSING_TOOL) => stderr,
+        Some(remote_check::EXIT_DEST_EXISTS) => stderr,
+        Some(remote_check::EXIT_MKDIR) => format!("cannot create {dest}: {stderr}"),
+        Some(remote_check::EXIT_EXTRACT) => format!("extraction failed: {stderr}"),
+        Some(remote_check::EXIT_DIGEST) => format!("cannot hash the upload: {stderr}"),
+        Some(remote_check::EXIT_DECOMPRESS) => {
+            format!("decompressing the transfer failed: {stderr}")
+        }
+        other => format!("verification exited with {other:?}: {stderr}"),
+    })
+}
+
 fn build_streamed(
     resolved: &ResolvedSource,
-    writer: stream::ChunkWriter,
+    writer: stream::ArchiveWriter,
     gzip: bool,
     digest: Option<DigestKind>,
 ) -> std::result::Result<archive::Built, crate::source::SourceError> {

@@ -1,7 +1,11 @@
 //! The archive as a stream from the thread that builds it to the provider
 //! that ships it: a bounded channel of chunks (at most
 //! `CAPACITY x CHUNK` bytes in flight), hashed on the consuming side so the
-//! archive digest costs the builder nothing.
+//! archive digest costs the builder nothing; or, when the builder computes
+//! the digest itself, an OS pipe ([`pipe`]) that a provider starting the
+//! command on this machine hands to it as its standard input, so the
+//! builder writes straight into the command (no thread copies the stream
+//! in between).
 //!
 //! The stream ends cleanly only when the builder says it is complete; a
 //! builder that fails or disappears (panic) makes the reader return an
@@ -89,6 +93,90 @@ impl Write for ChunkWriter {
             self.send(Msg::Data(chunk))?;
         }
         Ok(())
+    }
+}
+
+/// The builder's end of either kind of stream.
+pub enum ArchiveWriter {
+    Chunks(ChunkWriter),
+    Pipe(PipeWriter),
+}
+
+impl ArchiveWriter {
+    /// The archive is complete.
+    pub fn finish(self) -> io::Result<()> {
+        match self {
+            ArchiveWriter::Chunks(w) => w.finish(),
+            ArchiveWriter::Pipe(w) => w.finish(),
+        }
+    }
+}
+
+impl Write for ArchiveWriter {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            ArchiveWriter::Chunks(w) => w.write(b),
+            ArchiveWriter::Pipe(w) => w.write(b),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            ArchiveWriter::Chunks(w) => w.flush(),
+            ArchiveWriter::Pipe(w) => w.flush(),
+        }
+    }
+}
+
+/// The pipe's capacity asked for (the unprivileged maximum by default).
+const PIPE: usize = 1 << 20;
+
+/// An OS pipe: the builder's blocking writer (close-on-exec, buffered in
+/// [`CHUNK`] pieces) and its read end as an [`InputStream`]. Neither side
+/// counts or hashes: the builder must compute the digest. The read end
+/// sees the end of the stream when the writer is dropped, finished or not,
+/// so a broken build shows only as an archive whose digest differs (the
+/// builder's own error says why); a reader that went away makes the
+/// builder's writes fail with [`READER_GONE`].
+pub fn pipe() -> io::Result<(PipeWriter, crate::provider::InputStream)> {
+    let (r, w) = crate::provider::local_isolation::pipe_cloexec()?;
+    // SAFETY: fcntl on a descriptor we own; failing leaves the default size.
+    unsafe {
+        libc::fcntl(
+            std::os::fd::AsRawFd::as_raw_fd(&w),
+            libc::F_SETPIPE_SZ,
+            PIPE as libc::c_int,
+        );
+    }
+    Ok((
+        PipeWriter(io::BufWriter::with_capacity(CHUNK, std::fs::File::from(w))),
+        crate::provider::InputStream::from_pipe(r),
+    ))
+}
+
+/// The builder's end of a [`pipe`].
+pub struct PipeWriter(io::BufWriter<std::fs::File>);
+
+fn gone(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        io::Error::new(io::ErrorKind::BrokenPipe, READER_GONE)
+    } else {
+        e
+    }
+}
+
+impl PipeWriter {
+    /// The archive is complete: flush it and close the pipe.
+    pub fn finish(mut self) -> io::Result<()> {
+        self.0.flush().map_err(gone)
+    }
+}
+
+impl Write for PipeWriter {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.write(b).map_err(gone)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush().map_err(gone)
     }
 }
 
@@ -221,6 +309,27 @@ mod tests {
         t.join().unwrap();
         assert!(err.to_string().contains("stopped before"));
         assert!(digest.get().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_pipe_carries_the_whole_stream_and_says_when_its_reader_is_gone() {
+        let (mut w, mut r) = pipe().unwrap();
+        let data: Vec<u8> = (0..3 * CHUNK + 17).map(|i| (i % 251) as u8).collect();
+        let d2 = data.clone();
+        let t = std::thread::spawn(move || {
+            w.write_all(&d2).unwrap();
+            w.finish().unwrap();
+        });
+        let mut got = vec![];
+        r.read_to_end(&mut got).await.unwrap();
+        t.join().unwrap();
+        assert_eq!(got, data);
+
+        let (mut w, r) = pipe().unwrap();
+        drop(r);
+        let err = w.write_all(&vec![0u8; 2 * CHUNK]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
+        assert_eq!(err.to_string(), READER_GONE);
     }
 
     #[test]

@@ -1,0 +1,92 @@
+//! A byte stream fed to a command's standard input
+//! ([`super::Provider::exec_with_input`]): any async reader, or the read
+//! end of an OS pipe that its producer writes into directly. A provider
+//! that starts the command on this machine can hand such a pipe to the
+//! command as its standard input ([`InputStream::into_pipe`]), so no
+//! thread of rfs copies the bytes from one to the other; any other
+//! provider reads it like every other stream.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, ReadBuf};
+
+pub struct InputStream(Inner);
+
+enum Inner {
+    Reader(Box<dyn AsyncRead + Send + Unpin>),
+    /// Not read from yet: still a plain (blocking) descriptor.
+    Pipe(Option<OwnedFd>),
+    PipeReader(tokio::net::unix::pipe::Receiver),
+}
+
+impl InputStream {
+    pub fn new(reader: impl AsyncRead + Send + Unpin + 'static) -> Self {
+        InputStream(Inner::Reader(Box::new(reader)))
+    }
+
+    /// The read end of a pipe (its write end belongs to the producer).
+    pub fn from_pipe(read_end: OwnedFd) -> Self {
+        InputStream(Inner::Pipe(Some(read_end)))
+    }
+
+    /// The pipe's read end, for a command to read directly; the stream
+    /// itself when it is not a pipe or was read from already.
+    pub fn into_pipe(self) -> Result<OwnedFd, Self> {
+        match self.0 {
+            Inner::Pipe(Some(fd)) => Ok(fd),
+            other => Err(InputStream(other)),
+        }
+    }
+}
+
+impl AsyncRead for InputStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            match &mut self.0 {
+                Inner::Reader(r) => return Pin::new(r).poll_read(cx, buf),
+                Inner::PipeReader(r) => return Pin::new(r).poll_read(cx, buf),
+                Inner::Pipe(fd) => {
+                    let fd = fd.take().expect("a pipe not yet taken");
+                    // O_NONBLOCK is set on the read end's own open file
+                    // description; the producer's blocking writes are not
+                    // affected.
+                    let r = tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?;
+                    self.0 = Inner::PipeReader(r);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use tokio::io::AsyncReadExt;
+
+    #[tokio::test]
+    async fn a_pipe_reads_like_any_stream_or_hands_over_its_read_end() {
+        let (r, w) = super::super::local_isolation::pipe_cloexec().unwrap();
+        let t = std::thread::spawn(move || {
+            let mut w = std::fs::File::from(w);
+            w.write_all(&[3u8; 300_000]).unwrap();
+        });
+        let mut s = InputStream::from_pipe(r);
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).await.unwrap();
+        t.join().unwrap();
+        assert_eq!(got, vec![3u8; 300_000]);
+        assert!(s.into_pipe().is_err(), "a stream read from keeps its bytes");
+
+        let (r, _w) = super::super::local_isolation::pipe_cloexec().unwrap();
+        assert!(InputStream::from_pipe(r).into_pipe().is_ok());
+        assert!(InputStream::new(&b"x"[..]).into_pipe().is_err());
+    }
+}
