@@ -285,6 +285,54 @@ line.txt' && echo nl-ok; test -s empty || echo empty-ok; ./bin/run.sh; test -x b
         rfs.assert_no_leftovers();
     }
 
+    // Whole blobs in a pack are read from the pack by rfs itself (not
+    // through libgit2, which would check them with its slower SHA-1): they
+    // arrive intact, and one whose pack entry holds another object's
+    // content (here: the index's offsets of two same-size blobs swapped)
+    // is refused, never shipped as the committed file.
+    fn packed_blobs_arrive_intact_and_a_misplaced_pack_entry_is_refused(rfs: &Rfs) {
+        let repo = Repo::new();
+        repo.write("a.txt", "aaaa\n");
+        repo.write("b.txt", "bbbb\n");
+        repo.write("dir/c.txt", &"cccc".repeat(3000));
+        repo.commit("three files");
+        repo.git(&["gc", "-q"]);
+        assert!(repo.git(&["count-objects", "-v"]).contains("count: 0"), "objects must all be packed");
+        let out = rfs.run(repo.path(), r#"
+            sync_source();
+            let r = step("cat", "cat a.txt b.txt && wc -c < dir/c.txt");
+            assert(r.stdout == "aaaa\nbbbb\n12000\n", r.stdout);
+        "#);
+        out.assert_code(0);
+
+        let id = |rev: &str| hex::decode(repo.git(&["rev-parse", rev]).trim()).unwrap();
+        let (a, b) = (id("HEAD:a.txt"), id("HEAD:b.txt"));
+        let pack_dir = repo.path().join(".git/objects/pack");
+        let idx = std::fs::read_dir(&pack_dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "idx"))
+            .unwrap();
+        let mut bytes = std::fs::read(&idx).unwrap();
+        let total = u32::from_be_bytes(bytes[8 + 4 * 255..8 + 4 * 256].try_into().unwrap()) as usize;
+        let names = 8 + 1024;
+        let slot = |id: &[u8]| (0..total).find(|i| &bytes[names + i * 20..names + i * 20 + 20] == id).unwrap();
+        let (ia, ib) = (slot(&a), slot(&b));
+        let off = |i: usize| names + total * 24 + i * 4;
+        for k in 0..4 {
+            bytes.swap(off(ia) + k, off(ib) + k);
+        }
+        let mut perms = std::fs::metadata(&idx).unwrap().permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        perms.set_readonly(false);
+        std::fs::set_permissions(&idx, perms).unwrap();
+        std::fs::write(&idx, &bytes).unwrap();
+        let marker = tempfile::tempdir().unwrap().keep().join("RAN");
+        let out = rfs.run(repo.path(), &marker_script(&marker, "sync_source();"));
+        assert_refused_nothing_ran(rfs, &out, &marker, "read from its pack does not hash back to its id");
+    }
+
     // Regression: a loose object was streamed from the object database
     // without checking it against its id (libgit2 verifies what it reads
     // whole, not what it streams), so a corrupt or substituted object

@@ -15,12 +15,9 @@ use sha2::{Digest, Sha256};
 
 use super::archive_digest::{DigestKind, EntriesDigest};
 use super::manifest::{Entry, Manifest};
+use super::pack_stream::Packs;
 use super::repo::ResolvedSource;
 use super::SourceError;
-
-/// Blobs larger than this that libgit2 cannot stream are read from their
-/// pack with plain reads (see [`super::pack_stream`]).
-const STREAM_THRESHOLD: usize = 8 * 1024 * 1024;
 
 /// The built archive.
 #[derive(Debug)]
@@ -119,6 +116,7 @@ pub fn build_into<W: Write>(
         manifest: &mut manifest,
         mtime,
         buf: vec![0u8; 256 * 1024],
+        packs: Default::default(),
     };
     w.tree(&repo, src.tree, b"", &|path: &[u8]| {
         src.submodules
@@ -175,6 +173,7 @@ pub fn build_entries_into<W: Write>(
         manifest: &mut manifest,
         mtime,
         buf: vec![0u8; 256 * 1024],
+        packs: Default::default(),
     };
     for e in entries {
         w.entry(&repo, &e.path, e.kind, e.id, e.filemode)?;
@@ -240,6 +239,9 @@ struct Walker<'a, W: Write> {
     manifest: &'a mut Manifest,
     mtime: u64,
     buf: Vec<u8>,
+    /// Each repository's packs (the commit's, its submodules'), opened
+    /// once.
+    packs: std::collections::HashMap<std::path::PathBuf, std::sync::Arc<Packs>>,
 }
 
 impl<W: Write> Walker<'_, W> {
@@ -386,20 +388,20 @@ impl<W: Write> Walker<'_, W> {
     ) -> Result<(String, u64), SourceError> {
         let odb = repo.odb()?;
         let mode = if exec { 0o755 } else { 0o644 };
-        // Loose objects stream; packed ones fall back to a whole read
-        // (libgit2 cannot stream from packs). libgit2 does not verify what
-        // it streams, so the content is hashed as a git object on the way
-        // (what ships is provably `id`).
+        // Loose objects stream through libgit2's reader; whole blobs in a
+        // pack are read from it here (libgit2 cannot stream from packs).
+        // Neither is verified by libgit2, so the content is hashed as a git
+        // object on the way (what ships is provably `id`).
         if let Ok((reader, size, _)) = odb.reader(id) {
             let from = ("read from the object database", "the repository is corrupt");
             return self.append_verified(reader, size as u64, id, path, mode, from);
         }
-        let (size, _) = odb.read_header(id)?;
-        if size > STREAM_THRESHOLD {
-            if let Some(done) = self.blob_from_pack(repo, id, path, mode)? {
-                return Ok(done);
-            }
+        let packs = self.packs_of(repo);
+        if let Some((reader, size)) = packs.blob(id)? {
+            let from = ("read from its pack", "the pack is corrupt");
+            return self.append_verified(reader, size, id, path, mode, from);
         }
+        // Deltified (or elsewhere): libgit2 reads it whole and checks it.
         let blob = repo.find_blob(id)?;
         let content = blob.content();
         let mut h = self.header(tar::EntryType::Regular, mode, content.len() as u64);
@@ -407,21 +409,12 @@ impl<W: Write> Walker<'_, W> {
         Ok((hex::encode(Sha256::digest(content)), content.len() as u64))
     }
 
-    /// Stream a large blob stored whole in a pack, re-hashing it as a git
-    /// object so that what ships is provably `id`.
-    fn blob_from_pack(
-        &mut self,
-        repo: &Repository,
-        id: Oid,
-        path: &Path,
-        mode: u32,
-    ) -> Result<Option<(String, u64)>, SourceError> {
-        let Some((reader, size)) = super::pack_stream::open(repo.path(), id)? else {
-            return Ok(None);
-        };
-        let from = ("read from its pack", "the pack is corrupt");
-        self.append_verified(reader, size, id, path, mode, from)
-            .map(Some)
+    /// The packs of `repo`, opened on first use.
+    fn packs_of(&mut self, repo: &Repository) -> std::sync::Arc<Packs> {
+        self.packs
+            .entry(repo.path().to_path_buf())
+            .or_insert_with(|| std::sync::Arc::new(Packs::open(repo.path())))
+            .clone()
     }
 
     /// Append the `size` bytes of blob `id` streamed from `reader`, hashing
