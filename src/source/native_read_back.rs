@@ -189,20 +189,22 @@ fn pump(
 /// start, through its own descriptor.
 fn read_back(mut f: std::fs::File, name: &[u8], buf: &mut [u8]) -> Result<ReadBack, ReadBackError> {
     f.rewind().map_err(named_err(name))?;
+    let sha256 = sha256_to_end(&mut f, buf).map_err(named_err(name))?;
+    let stat = FileState::of(&f.metadata().map_err(named_err(name))?);
+    Ok(ReadBack { stat, sha256 })
+}
+
+/// The SHA-256 of what `f` reads from its position to its end.
+pub fn sha256_to_end(f: &mut std::fs::File, buf: &mut [u8]) -> io::Result<[u8; 32]> {
     let mut h = Sha256::new();
     loop {
         match f.read(buf) {
-            Ok(0) => break,
+            Ok(0) => return Ok(h.finalize().into()),
             Ok(n) => h.update(&buf[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(named_err(name)(e)),
+            Err(e) => return Err(e),
         }
     }
-    let stat = FileState::of(&f.metadata().map_err(named_err(name))?);
-    Ok(ReadBack {
-        stat,
-        sha256: h.finalize().into(),
-    })
 }
 
 /// How far the writer got, and whether it is done.

@@ -11,15 +11,13 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use sha2::{Digest, Sha256};
-
-use super::native_read_back::{io_err, FileState, ReadBack, ReadBackError, READ};
+use super::native_read_back::{io_err, sha256_to_end, FileState, ReadBack, ReadBackError, READ};
 
 /// The tree as read back. Names are `./`-prefixed, as `find .` prints them.
 #[derive(Debug, Default)]
@@ -134,16 +132,8 @@ fn hash_file(
         .map_err(io_err(path))?;
     let meta = f.metadata().map_err(io_err(path))?;
     let exec = meta.permissions().mode() & 0o100 != 0;
-    let mut h = Sha256::new();
-    loop {
-        match f.read(buf) {
-            Ok(0) => break,
-            Ok(n) => h.update(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_err(path)(e)),
-        }
-    }
-    Ok((exec, h.finalize().into()))
+    let sha256 = sha256_to_end(&mut f, buf).map_err(io_err(path))?;
+    Ok((exec, sha256))
 }
 
 /// The report, byte for byte as the script writes it.
@@ -221,6 +211,7 @@ fn sum_line(out: &mut Vec<u8>, name: &[u8], sha: &str) {
 mod tests {
     use super::*;
     use crate::source::native_read_back::Follower;
+    use sha2::{Digest, Sha256};
 
     #[test]
     fn sum_lines_parse_back_for_odd_names() {
