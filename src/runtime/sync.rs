@@ -429,8 +429,6 @@ impl Run {
     }
 }
 
-/// Build the archive into the stream (gzip-compressed with `gzip`),
-/// computing the `digest` of the uncompressed tar here when asked.
 /// Why a verification that ended this way refused (`None`: it exited 0).
 fn refusal(outcome: &crate::provider::ExecOutcome, stderr: &[u8], dest: &str) -> Option<String> {
     if outcome.cancelled {
@@ -451,6 +449,8 @@ fn refusal(outcome: &crate::provider::ExecOutcome, stderr: &[u8], dest: &str) ->
     })
 }
 
+/// Build the archive into the stream (gzip-compressed with `gzip`),
+/// computing the `digest` of the uncompressed tar here when asked.
 fn build_streamed(
     resolved: &ResolvedSource,
     writer: stream::ArchiveWriter,
@@ -469,6 +469,9 @@ fn build_streamed(
     }
 }
 
+/// Whether the sandbox can decompress gzip: a round trip through its
+/// `gzip`. An unusable or missing gzip means an uncompressed transfer; a
+/// provider failure is an error.
 async fn probe_gzip(
     p: &dyn Provider,
     id: &str,
