@@ -59,9 +59,6 @@ pub const EXIT_OTHER: i32 = 1;
 
 /// Bytes per chunk handed from the stream to the read-back thread.
 const CHUNK: usize = 256 * 1024;
-/// The pipe buffer asked for on standard input (the unprivileged maximum
-/// by default; kernel memory, not the verifier's).
-const PIPE: usize = 1 << 20;
 
 /// Why the verification stopped.
 #[derive(Debug, thiserror::Error)]
@@ -186,7 +183,7 @@ pub fn verify(args: Vec<OsString>, out: &mut dyn Write) -> Result<(), VerifyErro
     // nothing here and is removed at the end).
     mkdir(&args.aux, false)?;
     let input: Box<dyn Read + Send> = if args.archive == STDIN {
-        enlarge_pipe(0);
+        super::stream::enlarge_pipe(0);
         Box::new(io::stdin())
     } else {
         Box::new(std::fs::File::open(&args.archive).map_err(VerifyError::Read)?)
@@ -343,16 +340,6 @@ impl Read for StreamTee {
         out[..k].copy_from_slice(&self.cur[self.pos..self.pos + k]);
         self.pos += k;
         Ok(k)
-    }
-}
-
-/// Ask for a 1 MiB pipe buffer on `fd` when it is a pipe (fewer, larger
-/// reads); anything else is left alone.
-fn enlarge_pipe(fd: i32) {
-    // SAFETY: fcntl on a descriptor we hold; F_SETPIPE_SZ fails harmlessly
-    // (EBADF, EINVAL, EPERM) on anything that is not a pipe.
-    unsafe {
-        libc::fcntl(fd, libc::F_SETPIPE_SZ, PIPE as libc::c_int);
     }
 }
 

@@ -7,10 +7,11 @@
 //! builder writes straight into the command (no thread copies the stream
 //! in between).
 //!
-//! The stream ends cleanly only when the builder says it is complete; a
+//! The channel ends cleanly only when the builder says it is complete; a
 //! builder that fails or disappears (panic) makes the reader return an
 //! error, never a silent end of file, so a truncated archive can never look
-//! like a whole one.
+//! like a whole one. A pipe cannot tell, so it is used only where the
+//! builder's own result decides (see [`pipe`]).
 
 use std::io::{self, Write};
 use std::pin::Pin;
@@ -127,8 +128,19 @@ impl Write for ArchiveWriter {
     }
 }
 
-/// The pipe's capacity asked for (the unprivileged maximum by default).
+/// The pipe buffer asked for (the unprivileged maximum by default; kernel
+/// memory, not the process's).
 const PIPE: usize = 1 << 20;
+
+/// Ask for a [`PIPE`]-byte buffer on `fd` when it is a pipe (fewer, larger
+/// reads and writes); anything else is left alone.
+pub fn enlarge_pipe(fd: std::os::fd::RawFd) {
+    // SAFETY: fcntl on a descriptor the caller holds; F_SETPIPE_SZ fails
+    // harmlessly (EBADF, EINVAL, EPERM) on anything that is not a pipe.
+    unsafe {
+        libc::fcntl(fd, libc::F_SETPIPE_SZ, PIPE as libc::c_int);
+    }
+}
 
 /// An OS pipe: the builder's blocking writer (close-on-exec, buffered in
 /// [`CHUNK`] pieces) and its read end as an [`InputStream`]. Neither side
@@ -139,14 +151,7 @@ const PIPE: usize = 1 << 20;
 /// builder's writes fail with [`READER_GONE`].
 pub fn pipe() -> io::Result<(PipeWriter, crate::provider::InputStream)> {
     let (r, w) = crate::provider::local_isolation::pipe_cloexec()?;
-    // SAFETY: fcntl on a descriptor we own; failing leaves the default size.
-    unsafe {
-        libc::fcntl(
-            std::os::fd::AsRawFd::as_raw_fd(&w),
-            libc::F_SETPIPE_SZ,
-            PIPE as libc::c_int,
-        );
-    }
+    enlarge_pipe(std::os::fd::AsRawFd::as_raw_fd(&w));
     Ok((
         PipeWriter(io::BufWriter::with_capacity(CHUNK, std::fs::File::from(w))),
         crate::provider::InputStream::from_pipe(r),
