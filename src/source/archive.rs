@@ -241,7 +241,7 @@ struct Walker<'a, W: Write> {
     buf: Vec<u8>,
     /// Each repository's packs (the commit's, its submodules'), opened
     /// once.
-    packs: std::collections::HashMap<std::path::PathBuf, std::sync::Arc<Packs>>,
+    packs: std::collections::HashMap<std::path::PathBuf, std::rc::Rc<Packs>>,
 }
 
 impl<W: Write> Walker<'_, W> {
@@ -386,20 +386,20 @@ impl<W: Write> Walker<'_, W> {
         path: &Path,
         exec: bool,
     ) -> Result<(String, u64), SourceError> {
-        let odb = repo.odb()?;
         let mode = if exec { 0o755 } else { 0o644 };
-        // Loose objects stream through libgit2's reader; whole blobs in a
-        // pack are read from it here (libgit2 cannot stream from packs).
-        // Neither is verified by libgit2, so the content is hashed as a git
-        // object on the way (what ships is provably `id`).
-        if let Ok((reader, size, _)) = odb.reader(id) {
-            let from = ("read from the object database", "the repository is corrupt");
-            return self.append_verified(reader, size as u64, id, path, mode, from);
-        }
+        // Whole blobs in a pack are read from it here (libgit2 cannot
+        // stream from packs; an in-memory lookup, so asked first), loose
+        // objects stream through libgit2's reader. Neither is verified by
+        // libgit2, so the content is hashed as a git object on the way
+        // (what ships is provably `id`).
         let packs = self.packs_of(repo);
         if let Some((reader, size)) = packs.blob(id)? {
             let from = ("read from its pack", "the pack is corrupt");
             return self.append_verified(reader, size, id, path, mode, from);
+        }
+        if let Ok((reader, size, _)) = repo.odb()?.reader(id) {
+            let from = ("read from the object database", "the repository is corrupt");
+            return self.append_verified(reader, size as u64, id, path, mode, from);
         }
         // Deltified (or elsewhere): libgit2 reads it whole and checks it.
         let blob = repo.find_blob(id)?;
@@ -410,10 +410,10 @@ impl<W: Write> Walker<'_, W> {
     }
 
     /// The packs of `repo`, opened on first use.
-    fn packs_of(&mut self, repo: &Repository) -> std::sync::Arc<Packs> {
+    fn packs_of(&mut self, repo: &Repository) -> std::rc::Rc<Packs> {
         self.packs
             .entry(repo.path().to_path_buf())
-            .or_insert_with(|| std::sync::Arc::new(Packs::open(repo.path())))
+            .or_insert_with(|| std::rc::Rc::new(Packs::open(repo.path())))
             .clone()
     }
 
