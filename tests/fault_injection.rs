@@ -232,14 +232,6 @@ impl Provider for Faulty {
         match self.fault {
             Fault::NativeStreamCorrupt => tamper.corrupt_at = Some(700),
             Fault::NativeStreamBreaks => tamper.break_at = Some(4096),
-            // The stream as rfs made it (on `local`, the pipe the builder
-            // writes into goes to the verifier as it is).
-            Fault::Native => {
-                return self
-                    .inner
-                    .exec_own_with_input(id, req, tamper.inner, sink)
-                    .await
-            }
             Fault::NativeRefusesEarly => {
                 let dest = req.argv[req.argv.len() - 4].clone();
                 let mkdir = ExecRequest {
@@ -247,16 +239,17 @@ impl Provider for Faulty {
                     ..req.clone()
                 };
                 self.inner.exec(id, &mkdir, sink).await?;
-                return self
-                    .inner
-                    .exec_own_with_input(id, req, tamper.inner, sink)
-                    .await;
             }
             _ => {}
         }
-        self.inner
-            .exec_own_with_input(id, req, InputStream::new(tamper), sink)
-            .await
+        // Untouched, the stream goes on as rfs made it (on `local`, the
+        // pipe the builder writes into reaches the verifier as it is).
+        let input = if tamper.corrupt_at.is_some() || tamper.break_at.is_some() {
+            InputStream::new(tamper)
+        } else {
+            tamper.inner
+        };
+        self.inner.exec_own_with_input(id, req, input, sink).await
     }
     fn remote_transfer(&self) -> bool {
         self.fault.remote()

@@ -35,6 +35,23 @@ fn assert_refused_nothing_ran(rfs: &Rfs, out: &RunOut, marker: &std::path::Path,
     rfs.assert_no_leftovers();
 }
 
+/// Git writes its object files read-only; a test that damages one first
+/// makes it writable.
+fn make_writable(path: &std::path::Path) {
+    let mut perms = std::fs::metadata(path).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(path, perms).unwrap();
+}
+
+/// `sync_source()` in `repo` is refused with `needle`, and the step after
+/// it never runs.
+fn assert_sync_refused(rfs: &Rfs, repo: &Repo, needle: &str) {
+    let marker = tempfile::tempdir().unwrap().keep().join("RAN");
+    let out = rfs.run(repo.path(), &marker_script(&marker, "sync_source();"));
+    assert_refused_nothing_ran(rfs, &out, &marker, needle);
+}
+
 provider_tests! {
     fn not_a_git_repository_refuses_before_provisioning(rfs: &Rfs) {
         let dir = tempfile::tempdir().unwrap();
@@ -256,8 +273,8 @@ line.txt' && echo nl-ok; test -s empty || echo empty-ok; ./bin/run.sh; test -x b
 
     fn large_blobs_stored_whole_in_a_pack_stream_and_arrive_intact(rfs: &Rfs) {
         let repo = Repo::new();
-        // Pseudo-random, incompressible-ish content larger than the
-        // streaming threshold, packed at `git add` time (as git does for
+        // Pseudo-random, incompressible-ish content of 9 MiB (more than
+        // the builder's buffers), packed at `git add` time (as git does for
         // big files) and again by a repack.
         let mut data = Vec::with_capacity(9 << 20);
         let mut x: u64 = 0x9e3779b97f4a7c15;
@@ -323,14 +340,9 @@ line.txt' && echo nl-ok; test -s empty || echo empty-ok; ./bin/run.sh; test -x b
         for k in 0..4 {
             bytes.swap(off(ia) + k, off(ib) + k);
         }
-        let mut perms = std::fs::metadata(&idx).unwrap().permissions();
-        #[allow(clippy::permissions_set_readonly_false)]
-        perms.set_readonly(false);
-        std::fs::set_permissions(&idx, perms).unwrap();
+        make_writable(&idx);
         std::fs::write(&idx, &bytes).unwrap();
-        let marker = tempfile::tempdir().unwrap().keep().join("RAN");
-        let out = rfs.run(repo.path(), &marker_script(&marker, "sync_source();"));
-        assert_refused_nothing_ran(rfs, &out, &marker, "read from its pack does not hash back to its id");
+        assert_sync_refused(rfs, &repo, "read from its pack does not hash back to its id");
     }
 
     // Regression: a loose object was streamed from the object database
@@ -350,13 +362,8 @@ line.txt' && echo nl-ok; test -s empty || echo empty-ok; ./bin/run.sh; test -x b
         let (a, b) = (object("HEAD:a.txt"), object("HEAD:b.txt"));
         assert!(a.is_file() && b.is_file(), "loose objects expected");
         // a.txt's object now inflates to b.txt's content (same size).
-        let mut perms = std::fs::metadata(&a).unwrap().permissions();
-        #[allow(clippy::permissions_set_readonly_false)]
-        perms.set_readonly(false);
-        std::fs::set_permissions(&a, perms).unwrap();
+        make_writable(&a);
         std::fs::copy(&b, &a).unwrap();
-        let marker = tempfile::tempdir().unwrap().keep().join("RAN");
-        let out = rfs.run(repo.path(), &marker_script(&marker, "sync_source();"));
-        assert_refused_nothing_ran(rfs, &out, &marker, "does not hash back to its id");
+        assert_sync_refused(rfs, &repo, "does not hash back to its id");
     }
 }
