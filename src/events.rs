@@ -201,6 +201,14 @@ pub enum Event {
         /// the provider offers none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         verifier_fallback: Option<String>,
+        /// How a streamed archive reached the verifier's standard input:
+        /// `stdin` (the provider's command channel) or `fifo` (a pipe this
+        /// machine shares with the sandbox); absent for a file transfer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream_route: Option<String>,
+        /// Why a faster route for the stream was tried and not taken.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream_fallback: Option<String>,
         /// What `archive_sha256_local`/`_sandbox` are: `sha256` (of the
         /// whole tar stream) or `tar-entries-sha256` (the stream with each
         /// entry's content replaced by its SHA-256; the native verifier's).
@@ -645,6 +653,8 @@ pub(crate) mod catalog {
                 sync_ms: 7,
                 verifier: s("native"),
                 verifier_fallback: Some(s("the copy did not start")),
+                stream_route: Some(s("stdin")),
+                stream_fallback: Some(s("the sandbox read nothing from it")),
                 archive_digest: s("tar-entries-sha256"),
             },
             Event::SourcePin {

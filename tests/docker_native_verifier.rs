@@ -44,6 +44,9 @@ fn a_docker_sync_is_verified_by_rfs_inside_the_container_and_the_copy_is_removed
         "{v}"
     );
     assert!(v.get("verifier_fallback").is_none(), "{v}");
+    // The stream took the FIFO shared with this machine, not dockerd.
+    assert_eq!(v["stream_route"], "fifo", "{v}");
+    assert!(v.get("stream_fallback").is_none(), "{v}");
     assert_eq!(v["content_equal"], true, "{v}");
     rfs.assert_no_leftovers();
 }

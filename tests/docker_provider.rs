@@ -651,3 +651,144 @@ async fn destroying_a_docker_sandbox_leaves_no_home_volume() {
     assert_eq!(volumes_of(&labels), Vec::<String>::new());
     drop(guard);
 }
+
+/// The host directory Docker bind-mounted at the sandbox's stream lane
+/// (`/.rfs-stream`), per `docker inspect`.
+fn lane_source(id: &str) -> std::path::PathBuf {
+    let out = Command::new("docker")
+        .args([
+            "inspect",
+            "-f",
+            "{{range .Mounts}}{{if eq .Destination \"/.rfs-stream\"}}{{.Source}}{{end}}{{end}}",
+            id,
+        ])
+        .output()
+        .expect("docker inspect");
+    assert!(out.status.success(), "{out:?}");
+    let src = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(!src.is_empty(), "no stream lane mounted in {id}");
+    src.into()
+}
+
+/// 20 MiB of pseudo-random bytes and their SHA-256.
+fn stream_bytes() -> (Vec<u8>, String) {
+    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+    let data: Vec<u8> = (0..20 << 20)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    let digest = hex::encode(Sha256::digest(&data));
+    (data, digest)
+}
+
+/// Stream `data` into `readlink /proc/self/fd/0; sha256sum`: what the
+/// command's standard input is, and the digest of what it read.
+async fn stream_into(p: &DockerProvider, id: &str, data: Vec<u8>) -> (String, String) {
+    let r = req(
+        &[
+            "sh",
+            "-c",
+            "readlink /proc/$$/fd/0; sha256sum | cut -d' ' -f1",
+        ],
+        "/",
+    );
+    let mut out = Collect::default();
+    let input = rfs::provider::InputStream::new(std::io::Cursor::new(data));
+    let outcome = p
+        .exec_with_input(id, &r, input, &mut out)
+        .await
+        .expect("exec with input");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        outcome.success(),
+        "{outcome:?} {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines = stdout.lines().map(str::to_owned);
+    (
+        lines.next().unwrap_or_default(),
+        lines.next().unwrap_or_default(),
+    )
+}
+
+/// #12: on a local daemon a stream reaches the sandbox command through
+/// the FIFO shared with this machine (not through dockerd and the shim),
+/// whole, for an unprivileged sandbox user; destroying the sandbox
+/// removes the lane's directory on this machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_reaches_the_command_whole_through_the_shared_fifo() {
+    if common::docker_missing() {
+        return;
+    }
+    let p = provider(Some("rfs"));
+    let (info, guard, _) = sandbox(&p).await;
+    let route = p.input_route(&info.id).await;
+    assert_eq!(route.via, "fifo", "{route:?}");
+    assert_eq!(route.fallback, None);
+    let (data, digest) = stream_bytes();
+    let (stdin, got) = stream_into(&p, &info.id, data.clone()).await;
+    assert_eq!(stdin, "/.rfs-stream/in");
+    assert_eq!(got, digest);
+    // Reused by the next stream.
+    let (_, again) = stream_into(&p, &info.id, data).await;
+    assert_eq!(again, digest);
+    // Only rfs's user reaches the lane on this machine.
+    let source = lane_source(&info.id);
+    let parent = source.parent().unwrap().to_path_buf();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&parent).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{}", parent.display());
+    p.destroy(&info.id).await.expect("destroy");
+    std::mem::forget(guard);
+    assert!(
+        !parent.exists(),
+        "{} outlived its sandbox",
+        parent.display()
+    );
+}
+
+/// #12: a lane whose FIFO the sandbox does not share (here the host's
+/// path names a new FIFO while the container keeps the old one, as with a
+/// daemon in a VM) or that holds something else (a regular file) fails its
+/// probe; the stream then goes over the exec's own connection, whole, and
+/// the route says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lane_the_sandbox_does_not_share_falls_back_to_the_exec_stdin_and_says_why() {
+    if common::docker_missing() {
+        return;
+    }
+    let p = provider(None);
+    let (unshared, _g1, _) = sandbox(&p).await;
+    let (regular, _g2, _) = sandbox(&p).await;
+    // Not shared: the container keeps the renamed directory's FIFO.
+    let dir = lane_source(&unshared.id);
+    std::fs::rename(&dir, dir.with_extension("moved")).unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    assert!(Command::new("mkfifo")
+        .arg(dir.join("in"))
+        .status()
+        .unwrap()
+        .success());
+    // Something else: a regular file where the FIFO was.
+    let fifo = lane_source(&regular.id).join("in");
+    std::fs::remove_file(&fifo).unwrap();
+    std::fs::write(&fifo, "not the nonce\n").unwrap();
+
+    let (data, digest) = stream_bytes();
+    for (id, why) in [
+        (&unshared.id, "read nothing from it"),
+        (&regular.id, "its probe failed"),
+    ] {
+        let route = p.input_route(id).await;
+        assert_eq!(route.via, "stdin", "{route:?}");
+        let fallback = route.fallback.unwrap_or_default();
+        assert!(fallback.contains(why), "{fallback}");
+        let (stdin, got) = stream_into(&p, id, data.clone()).await;
+        assert!(stdin.starts_with("pipe:"), "{stdin}");
+        assert_eq!(got, digest);
+    }
+}

@@ -24,7 +24,10 @@
 //!   `upload`); the file keeps its local permission bits and belongs to the
 //!   sandbox user. The source archive does not use them: it streams into
 //!   the verification command's stdin while it is built
-//!   ([`Provider::exec_with_input`]).
+//!   ([`Provider::exec_with_input`]), through the sandbox's stream lane
+//!   (module `lane`: a FIFO of this machine bind-mounted into the
+//!   container) when the daemon shares this machine's kernel, over the
+//!   exec's attached connection otherwise.
 //! * **rfs's own executable** (module `own_exe`) is uploaded as one
 //!   directory with its interpreter and libraries before a sync, probed,
 //!   run as the native verifier and removed.
@@ -36,6 +39,7 @@
 mod client;
 mod container;
 mod exec;
+mod lane;
 mod own_exe;
 mod pty;
 mod upload;
@@ -43,19 +47,23 @@ pub(crate) mod wrapper;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 
 use super::{
-    CreateSpec, ExecOutcome, ExecRequest, Labels, OutputSink, Provider, ProviderError,
-    ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
+    Collect, CreateSpec, ExecOutcome, ExecRequest, InputRoute, InputStream, Labels, OutputSink,
+    Provider, ProviderError, ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
 };
 use client::Client;
 pub use container::DEFAULT_MAX_LIFETIME;
+use exec::Feed;
+use lane::Lane;
 
 /// How long the probe of rfs's copied executable, and its removal, may take.
 const OWN_EXE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long the probe of a sandbox's stream lane may take.
+const LANE_PROBE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Environment variable naming the default image.
 pub const IMAGE_ENV: &str = "RFS_DOCKER_IMAGE";
@@ -105,6 +113,19 @@ pub struct DockerProvider {
     bundle: OnceLock<Result<own_exe::Bundle, String>>,
     /// Sandbox id -> directory where its copy of the bundle is.
     prepared: Mutex<HashMap<String, String>>,
+    /// Sandbox id -> its stream lane, or why it has none.
+    lanes: Mutex<HashMap<String, LaneState>>,
+}
+
+/// A sandbox's stream lane.
+#[derive(Clone)]
+enum LaneState {
+    /// Mounted, not yet probed.
+    Mounted(Arc<Lane>),
+    /// Probed: a nonce written into it came out of the sandbox.
+    Ready(Arc<Lane>),
+    /// Not used, and why.
+    Refused(String),
 }
 
 impl DockerProvider {
@@ -118,6 +139,7 @@ impl DockerProvider {
             own_exe: crate::source::native_check::executable().map(Path::to_path_buf),
             bundle: OnceLock::new(),
             prepared: Mutex::default(),
+            lanes: Mutex::default(),
         })
     }
 
@@ -131,6 +153,144 @@ impl DockerProvider {
 
     fn prepared(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
         self.prepared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lanes(&self) -> std::sync::MutexGuard<'_, HashMap<String, LaneState>> {
+        self.lanes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Create a sandbox with a stream lane where the daemon can mount one,
+    /// without one otherwise; the lane's state is kept for the sandbox.
+    async fn create_with_lane(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
+        let lane = if lane::offered_for(self.client.host()) {
+            Lane::new().map_err(|e| format!("cannot make a stream lane on this machine: {e}"))
+        } else {
+            Err(format!(
+                "the daemon at {} is not on a local socket, so it cannot share a pipe with rfs",
+                self.client.host()
+            ))
+        };
+        let (info, state) = match lane {
+            Ok(l) => match container::create(&self.client, &self.options, spec, Some(&l)).await {
+                Ok(info) => (info, LaneState::Mounted(Arc::new(l))),
+                Err(e) if container::is_mount_refusal(&e) => {
+                    let info = container::create(&self.client, &self.options, spec, None).await?;
+                    (
+                        info,
+                        LaneState::Refused(format!("the daemon cannot mount it ({e})")),
+                    )
+                }
+                Err(e) => return Err(e),
+            },
+            Err(why) => (
+                container::create(&self.client, &self.options, spec, None).await?,
+                LaneState::Refused(why),
+            ),
+        };
+        self.lanes().insert(info.id.clone(), state);
+        Ok(info)
+    }
+
+    /// The sandbox's stream lane once it has passed its probe (run here
+    /// on first use), or why the stream goes over the exec's connection.
+    async fn lane(&self, id: &str) -> Result<Arc<Lane>, String> {
+        let state = self.lanes().get(id).cloned().unwrap_or_else(|| {
+            LaneState::Refused("the sandbox was not created by this rfs process".into())
+        });
+        let lane = match state {
+            LaneState::Ready(l) => return Ok(l),
+            LaneState::Refused(why) => return Err(why),
+            LaneState::Mounted(l) => l,
+        };
+        let state = match self.probe_lane(id, &lane).await {
+            Ok(()) => LaneState::Ready(lane),
+            Err(why) => {
+                tracing::info!(sandbox = id, "streaming over the exec's connection: {why}");
+                LaneState::Refused(why)
+            }
+        };
+        self.lanes().insert(id.to_string(), state.clone());
+        match state {
+            LaneState::Ready(l) => Ok(l),
+            LaneState::Refused(why) => Err(why),
+            LaneState::Mounted(_) => unreachable!("a probed lane is ready or refused"),
+        }
+    }
+
+    /// Write a nonce into the lane; the sandbox must read it back out.
+    /// A daemon that does not share this machine's kernel gives the
+    /// container a FIFO of its own, which nothing ever writes to: the
+    /// probe then times out.
+    async fn probe_lane(&self, id: &str, lane: &Lane) -> Result<(), String> {
+        let nonce = format!("rfs-lane-{}", uuid::Uuid::new_v4().simple());
+        let req = ExecRequest {
+            argv: vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                r#"read -r l && printf '%s\n' "$l""#.into(),
+            ],
+            cwd: "/".into(),
+            env: vec![],
+            timeout: Some(LANE_PROBE_DEADLINE),
+            cancel: Default::default(),
+        };
+        let input = InputStream::new(std::io::Cursor::new(format!("{nonce}\n").into_bytes()));
+        let mut out = Collect::default();
+        let outcome = exec::run_with_input(
+            &self.client,
+            id,
+            self.options.user.as_deref(),
+            &req,
+            Some((input, Feed::Lane(lane))),
+            &mut out,
+        )
+        .await
+        .map_err(|e| format!("its probe failed: {e}"))?;
+        if outcome.timed_out {
+            return Err(format!(
+                "the sandbox read nothing from it within {}s (the daemon does not share this \
+                 machine's pipes)",
+                LANE_PROBE_DEADLINE.as_secs()
+            ));
+        }
+        if !outcome.success() {
+            return Err(format!(
+                "its probe ended with {outcome:?}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        if out.stdout != format!("{nonce}\n").as_bytes() {
+            return Err(format!(
+                "the sandbox read something else from it ({:?})",
+                String::from_utf8_lossy(&out.stdout[..out.stdout.len().min(80)])
+            ));
+        }
+        Ok(())
+    }
+
+    /// Run `req` with `input` on its standard input, through the lane where
+    /// there is one.
+    async fn run_fed(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let lane = self.lane(id).await.ok();
+        let feed = match &lane {
+            Some(l) => Feed::Lane(l),
+            None => Feed::Stdin,
+        };
+        exec::run_with_input(
+            &self.client,
+            id,
+            self.options.user.as_deref(),
+            req,
+            Some((input, feed)),
+            sink,
+        )
+        .await
     }
 
     /// Remove a copy of the bundle (best effort: the sandbox goes anyway).
@@ -190,7 +350,7 @@ impl Provider for DockerProvider {
     }
 
     async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
-        container::create(&self.client, &self.options, spec).await
+        self.create_with_lane(spec).await
     }
 
     async fn get(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
@@ -220,29 +380,38 @@ impl Provider for DockerProvider {
         exec::run(&self.client, id, self.options.user.as_deref(), req, sink).await
     }
 
-    /// The source archive streams into the verification's stdin over the
-    /// exec's attached connection: never written to a file on either side.
+    /// The source archive streams into the verification's stdin, through
+    /// the sandbox's stream lane or over the exec's attached connection:
+    /// never written to a file on either side.
     fn streams_input(&self) -> bool {
         true
+    }
+
+    async fn input_route(&self, id: &str) -> InputRoute {
+        if container::check_id(id).is_err() {
+            return InputRoute::stdin();
+        }
+        match self.lane(id).await {
+            Ok(_) => InputRoute {
+                via: "fifo".into(),
+                fallback: None,
+            },
+            Err(why) => InputRoute {
+                via: "stdin".into(),
+                fallback: Some(why),
+            },
+        }
     }
 
     async fn exec_with_input(
         &self,
         id: &str,
         req: &ExecRequest,
-        input: super::InputStream,
+        input: InputStream,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
         container::check_id(id)?;
-        exec::run_with_input(
-            &self.client,
-            id,
-            self.options.user.as_deref(),
-            req,
-            Some(input),
-            sink,
-        )
-        .await
+        self.run_fed(id, req, input, sink).await
     }
 
     fn runs_own_executable(&self) -> bool {
@@ -320,7 +489,7 @@ impl Provider for DockerProvider {
         &self,
         id: &str,
         req: &ExecRequest,
-        input: super::InputStream,
+        input: InputStream,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
         container::check_id(id)?;
@@ -335,15 +504,7 @@ impl Provider for DockerProvider {
         let mut run = req.clone();
         run.argv = bundle.program(&dir);
         run.argv.extend(req.argv.iter().skip(1).cloned());
-        let r = exec::run_with_input(
-            &self.client,
-            id,
-            self.options.user.as_deref(),
-            &run,
-            Some(input),
-            sink,
-        )
-        .await;
+        let r = self.run_fed(id, &run, input, sink).await;
         self.remove_bundle(id, &dir).await;
         r
     }
@@ -357,6 +518,7 @@ impl Provider for DockerProvider {
         container::destroy(&self.client, id).await?;
         self.owners.forget(id);
         self.prepared().remove(id);
+        self.lanes().remove(id);
         Ok(())
     }
 }

@@ -115,6 +115,27 @@ impl ExecOutcome {
 
 pub use input::InputStream;
 
+/// How [`Provider::exec_with_input`] carries a stream into a sandbox
+/// command's standard input (journaled with the sync).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputRoute {
+    /// `stdin`: the provider's own command channel; `fifo`: a pipe this
+    /// machine shares with the sandbox.
+    pub via: String,
+    /// Why a faster route was not taken, when one was tried.
+    pub fallback: Option<String>,
+}
+
+impl InputRoute {
+    /// The provider's own command channel, nothing else tried.
+    pub fn stdin() -> Self {
+        InputRoute {
+            via: "stdin".into(),
+            fallback: None,
+        }
+    }
+}
+
 /// Receives a command's output as it arrives.
 pub trait OutputSink: Send {
     fn stdout(&mut self, chunk: &[u8]);
@@ -249,6 +270,14 @@ pub trait Provider: Send + Sync {
             "provider {} cannot stream input into a command",
             self.name()
         )))
+    }
+
+    /// Decide (once per sandbox) how [`Provider::exec_with_input`] carries
+    /// a stream into sandbox `id`, and say so. Only called when
+    /// [`Provider::streams_input`] is true.
+    async fn input_route(&self, id: &str) -> InputRoute {
+        let _ = id;
+        InputRoute::stdin()
     }
 
     /// Whether [`Provider::exec_own_with_input`] is implemented: this

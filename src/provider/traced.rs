@@ -14,7 +14,7 @@ use async_trait::async_trait;
 
 use super::isolation::{IsolationError, IsolationInForce, IsolationRequest};
 use super::{
-    CreateSpec, ExecOutcome, ExecRequest, InputStream, Labels, OutputSink, Provider,
+    CreateSpec, ExecOutcome, ExecRequest, InputRoute, InputStream, Labels, OutputSink, Provider,
     ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
 };
 
@@ -125,6 +125,14 @@ impl Provider for Traced {
         let r = self.0.exec_with_input(id, req, input, sink).await;
         tracing::debug!(target: "rfs::provider", provider = self.name(), op = "exec_with_input", sandbox = id,
             cwd = %req.cwd, ms = t.elapsed().as_millis() as u64, "{}", outcome(&r));
+        r
+    }
+
+    async fn input_route(&self, id: &str) -> InputRoute {
+        let t = Instant::now();
+        let r = self.0.input_route(id).await;
+        tracing::debug!(target: "rfs::provider", provider = self.name(), op = "input_route", sandbox = id,
+            ms = t.elapsed().as_millis() as u64, via = %r.via, fallback = ?r.fallback, "decided");
         r
     }
 

@@ -168,12 +168,28 @@ impl Run {
         // does not start (the journal says why).
         let mut native = streaming && p.runs_own_executable();
         let mut verifier_fallback = None;
-        if native {
-            if let Err(e) = self.block_on(p.prepare_own_executable(&sb.id)) {
-                tracing::info!(sandbox = %sb.id, "verifying with the POSIX script: {e}");
-                native = false;
-                verifier_fallback = Some(e.to_string());
-            }
+        // How the stream will travel is decided alongside (both may ask
+        // the sandbox something).
+        let (prepared, route) = self.block_on(async {
+            tokio::join!(
+                async {
+                    match native {
+                        true => p.prepare_own_executable(&sb.id).await,
+                        false => Ok(()),
+                    }
+                },
+                async {
+                    match streaming {
+                        true => Some(p.input_route(&sb.id).await),
+                        false => None,
+                    }
+                }
+            )
+        });
+        if let Err(e) = prepared {
+            tracing::info!(sandbox = %sb.id, "verifying with the POSIX script: {e}");
+            native = false;
+            verifier_fallback = Some(e.to_string());
         }
         // The native verifier's archive digest costs the host no second
         // pass over the content (see `archive_digest`).
@@ -368,6 +384,8 @@ impl Run {
             sync_ms: ms(started.elapsed().as_millis()),
             verifier: if native { "native" } else { "posix" }.into(),
             verifier_fallback,
+            stream_route: route.as_ref().map(|r| r.via.clone()),
+            stream_fallback: route.and_then(|r| r.fallback),
             archive_digest: digest_kind.name().into(),
         })?;
         self.record(Event::SourcePin {

@@ -14,6 +14,7 @@ use bollard::query_parameters::{
 
 use super::client::{self, Client};
 use super::exec::{self, ExecSpec};
+use super::lane::Lane;
 use super::DockerOptions;
 use crate::provider::{labels, CreateSpec, Labels, ProviderError, ProviderResult, SandboxInfo};
 
@@ -54,11 +55,13 @@ fn lifetime_secs(max: Duration) -> u64 {
     secs.max(1)
 }
 
-/// Create and start a container, then create the home directory.
+/// Create and start a container (with `lane` mounted, if given), then
+/// create the home directory.
 pub(super) async fn create(
     client: &Client,
     options: &DockerOptions,
     spec: &CreateSpec,
+    lane: Option<&Lane>,
 ) -> ProviderResult<SandboxInfo> {
     let image = spec
         .image
@@ -113,7 +116,11 @@ pub(super) async fn create(
             auto_remove: Some(true),
             // `network: false`: no interfaces but the container's own loopback.
             network_mode: (!spec.isolation.network).then(|| "none".to_owned()),
-            mounts: Some(vec![home_volume(&options.home, &spec.labels)]),
+            mounts: Some(
+                std::iter::once(home_volume(&options.home, &spec.labels))
+                    .chain(lane.map(Lane::mount))
+                    .collect(),
+            ),
             ..Default::default()
         }),
         ..Default::default()
@@ -136,6 +143,13 @@ pub(super) async fn create(
             Err(e)
         }
     }
+}
+
+/// Whether a failed [`create`] was the daemon refusing a bind mount (its
+/// source is not on the daemon's machine, say).
+pub(super) fn is_mount_refusal(e: &ProviderError) -> bool {
+    let text = e.to_string();
+    text.contains("bind source path") || text.contains("invalid mount config")
 }
 
 /// The sandbox home as an anonymous volume carrying the sandbox's labels.

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use crate::provider::{sleep_until, InputStream};
 
 use super::client::{self, Client};
+use super::lane::Lane;
 use super::wrapper::{self, OciFailure, WrapperFailure};
 use crate::provider::{
     Collect, ExecOutcome, ExecRequest, OutputSink, ProviderError, ProviderResult,
@@ -217,6 +218,14 @@ pub(super) async fn run(
     run_with_input(client, id, user, req, None, sink).await
 }
 
+/// Where a command's input goes: the exec's own stdin, or the sandbox's
+/// stream lane.
+#[derive(Clone, Copy)]
+pub(super) enum Feed<'l> {
+    Stdin,
+    Lane(&'l Lane),
+}
+
 /// Copy `input` into the exec's stdin, then close it (the hijacked
 /// connection's write side; Docker closes the command's stdin). An error
 /// reading `input` is returned; a command that stops reading ends the copy
@@ -242,13 +251,14 @@ async fn feed(
     Ok(())
 }
 
-/// [`run`] with `input` streamed into the command's standard input.
+/// [`run`] with `input` streamed into the command's standard input, over
+/// the exec's own connection or through `feed`'s lane.
 pub(super) async fn run_with_input(
     client: &Client,
     id: &str,
     user: Option<&str>,
     req: &ExecRequest,
-    input: Option<InputStream>,
+    input: Option<(InputStream, Feed<'_>)>,
     sink: &mut dyn OutputSink,
 ) -> ProviderResult<ExecOutcome> {
     let program = req
@@ -263,13 +273,18 @@ pub(super) async fn run_with_input(
         });
     }
     let token = wrapper::token();
+    let lane = match &input {
+        Some((_, Feed::Lane(l))) => Some(*l),
+        _ => None,
+    };
+    let lane_path = lane.map(|_| Lane::sandbox_fifo());
     let spec = ExecSpec {
-        argv: wrapper::exec_argv(&token, &req.argv),
+        argv: wrapper::exec_argv(&token, lane_path.as_deref(), &req.argv),
         cwd: &req.cwd,
         env: &req.env,
         user,
         tty: false,
-        stdin: input.is_some(),
+        stdin: input.is_some() && lane.is_none(),
     };
     let started = start(client, id, spec).await?;
     let Started {
@@ -280,7 +295,8 @@ pub(super) async fn run_with_input(
     let has_input = input.is_some();
     let mut feeding = std::pin::pin!(async move {
         match input {
-            Some(i) => feed(i, &mut stdin).await,
+            Some((i, Feed::Stdin)) => feed(i, &mut stdin).await,
+            Some((i, Feed::Lane(l))) => l.feed(i).await,
             None => Ok(()),
         }
     });

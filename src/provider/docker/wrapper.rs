@@ -1,8 +1,8 @@
 //! The small `sh` programs rfs runs inside a container around user commands,
 //! and the recognition of their (and the runtime's) setup failures.
 //!
-//! A command runs as `/bin/sh -c EXEC_SCRIPT rfs-exec TOKEN argv...`. The
-//! wrapper
+//! A command runs as `/bin/sh -c EXEC_SCRIPT rfs-exec TOKEN STDIN argv...`.
+//! The wrapper
 //! 1. checks that `argv[0]` is an executable file (on `PATH` or by path) and
 //!    otherwise prints a marker line `rfs-wrapper:TOKEN:noexec` on stderr;
 //! 2. records its process group id in `/tmp/.rfs-exec-TOKEN.pgid`. Docker
@@ -10,7 +10,10 @@
 //!    is the group id and the command runs as its foreground child; when the
 //!    wrapper is not a group leader (another runtime), the command runs under
 //!    `setsid` instead;
-//! 3. runs the command with `exec` (never a shell builtin) and removes the
+//! 3. when STDIN is not empty, takes its standard input from that path (the
+//!    stream's lane, module `lane`), opened after the record is written so
+//!    that a command stuck opening it can still be killed;
+//! 4. runs the command with `exec` (never a shell builtin) and removes the
 //!    record when it ends.
 //!
 //! [`kill_argv`] is the second exec that kills the recorded group (and any
@@ -32,8 +35,8 @@ const FIND_FN: &str = r#"__rfs_find() {
 }
 "#;
 
-/// The command wrapper. Arguments: TOKEN argv...
-const EXEC_SCRIPT: &str = r#"__rfs_t=$1; shift
+/// The command wrapper. Arguments: TOKEN STDIN argv...
+const EXEC_SCRIPT: &str = r#"__rfs_t=$1; __rfs_in=$2; shift 2
 __rfs_f=/tmp/.rfs-exec-$__rfs_t.pgid
 __rfs_m=rfs-wrapper:$__rfs_t
 __rfs_find "$1" || { echo "$__rfs_m:noexec" >&2; exit 127; }
@@ -45,10 +48,12 @@ __rfs_leader() {
 }
 if __rfs_leader; then
   { echo $$ > "$__rfs_f"; } 2>/dev/null || { echo "$__rfs_m:nopgid" >&2; exit 125; }
+  [ -z "$__rfs_in" ] || exec < "$__rfs_in"
   ( exec "$@" )
   __rfs_r=$?
 else
   __rfs_find setsid || { echo "$__rfs_m:nosetsid" >&2; exit 125; }
+  [ -z "$__rfs_in" ] || exec < "$__rfs_in"
   setsid sh -c '{ echo $$ > "$0"; } 2>/dev/null || { echo "$1:nopgid" >&2; exit 125; }; shift; exec "$@"' "$__rfs_f" "$__rfs_m" "$@" 0<&0 &
   wait $!
   __rfs_r=$?
@@ -104,14 +109,16 @@ pub(super) fn token() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-/// The wrapped argv for a command.
-pub(super) fn exec_argv(token: &str, argv: &[String]) -> Vec<String> {
+/// The wrapped argv for a command; `stdin`, a path in the sandbox the
+/// command's standard input is read from (instead of the exec's own).
+pub(super) fn exec_argv(token: &str, stdin: Option<&str>, argv: &[String]) -> Vec<String> {
     let mut v = vec![
         "/bin/sh".to_string(),
         "-c".to_string(),
         format!("{FIND_FN}{EXEC_SCRIPT}"),
         "rfs-exec".to_string(),
         token.to_string(),
+        stdin.unwrap_or_default().to_string(),
     ];
     v.extend(argv.iter().cloned());
     v
