@@ -765,14 +765,7 @@ async fn a_lane_the_sandbox_does_not_share_falls_back_to_the_exec_stdin_and_says
     let (unshared, _g1, _) = sandbox(&p).await;
     let (regular, _g2, _) = sandbox(&p).await;
     // Not shared: the container keeps the renamed directory's FIFO.
-    let dir = lane_source(&unshared.id);
-    std::fs::rename(&dir, dir.with_extension("moved")).unwrap();
-    std::fs::create_dir(&dir).unwrap();
-    assert!(Command::new("mkfifo")
-        .arg(dir.join("in"))
-        .status()
-        .unwrap()
-        .success());
+    unshare_lane(&lane_source(&unshared.id));
     // Something else: a regular file where the FIFO was.
     let fifo = lane_source(&regular.id).join("in");
     std::fs::remove_file(&fifo).unwrap();
@@ -791,4 +784,72 @@ async fn a_lane_the_sandbox_does_not_share_falls_back_to_the_exec_stdin_and_says
         assert!(stdin.starts_with("pipe:"), "{stdin}");
         assert_eq!(got, digest);
     }
+}
+
+/// Make `dir` (a lane's directory on this machine) one the sandbox does
+/// not share: the container keeps the old directory (renamed), this
+/// machine's path names a new one with a FIFO nobody in the sandbox reads.
+fn unshare_lane(dir: &std::path::Path) {
+    std::fs::rename(dir, dir.with_extension("moved")).unwrap();
+    std::fs::create_dir(dir).unwrap();
+    assert!(Command::new("mkfifo")
+        .arg(dir.join("in"))
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// Run rfs's own executable's probe in `id` the way a sync runs the
+/// verifier (prepare, then exec with input).
+async fn own_probe(p: &DockerProvider, id: &str) -> String {
+    p.prepare_own_executable(id).await.expect("prepare");
+    let r = req(&["rfs", "__verify-source", "--probe"], "/");
+    let mut out = Collect::default();
+    let input = rfs::provider::InputStream::new(std::io::Cursor::new(Vec::new()));
+    let outcome = p
+        .exec_own_with_input(id, &r, input, &mut out)
+        .await
+        .expect("exec own");
+    assert!(
+        outcome.success(),
+        "{outcome:?} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// #12: with a lane, rfs's executable (with its interpreter and
+/// libraries) is linked into it on this machine and runs from there, read
+/// only, with nothing uploaded into the home; without one it is uploaded
+/// into the home as before. Either way nothing of it stays behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfs_runs_from_the_lane_without_an_upload_and_is_uploaded_where_there_is_none() {
+    if common::docker_missing() {
+        return;
+    }
+    let p = provider(Some("rfs")).with_own_executable(Some(env!("CARGO_BIN_EXE_rfs").into()));
+    let (laned, _g1, _) = sandbox(&p).await;
+    let (unshared, _g2, _) = sandbox(&p).await;
+    unshare_lane(&lane_source(&unshared.id));
+    let answer = format!("rfs {} verifier\n", env!("CARGO_PKG_VERSION"));
+
+    p.prepare_own_executable(&laned.id).await.expect("prepare");
+    let listing = sh(&p, &laned.id, "ls /.rfs-stream; ls -a /home/rfs").await;
+    assert!(listing.contains("exe-"), "{listing}");
+    assert!(!listing.contains(".rfs-exe-"), "uploaded anyway: {listing}");
+    // Read-only in the sandbox, even for a process that tries.
+    let (outcome, _, _) = run(
+        &p,
+        &laned.id,
+        &req(&["sh", "-c", "rm -rf /.rfs-stream/exe-*"], "/"),
+    )
+    .await;
+    assert!(!outcome.success());
+    assert_eq!(own_probe(&p, &laned.id).await, answer);
+    let listing = sh(&p, &laned.id, "ls -a /.rfs-stream /home/rfs").await;
+    assert!(!listing.contains("exe-"), "left behind: {listing}");
+
+    assert_eq!(own_probe(&p, &unshared.id).await, answer);
+    let listing = sh(&p, &unshared.id, "ls -a /home/rfs").await;
+    assert!(!listing.contains(".rfs-exe-"), "left behind: {listing}");
 }

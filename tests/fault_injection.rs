@@ -221,6 +221,9 @@ impl Provider for Faulty {
     async fn prepare_own_executable(&self, id: &str) -> ProviderResult<()> {
         self.inner.prepare_own_executable(id).await
     }
+    async fn input_route(&self, id: &str) -> rfs::provider::InputRoute {
+        self.inner.input_route(id).await
+    }
     async fn exec_own_with_input(
         &self,
         id: &str,

@@ -28,7 +28,8 @@
 //!   (module `lane`: a FIFO of this machine bind-mounted into the
 //!   container) when the daemon shares this machine's kernel, over the
 //!   exec's attached connection otherwise.
-//! * **rfs's own executable** (module `own_exe`) is uploaded as one
+//! * **rfs's own executable** (module `own_exe`) is linked into the
+//!   stream lane (uploaded into the home where there is none) as one
 //!   directory with its interpreter and libraries before a sync, probed,
 //!   run as the native verifier and removed.
 //!
@@ -111,8 +112,8 @@ pub struct DockerProvider {
     own_exe: Option<PathBuf>,
     /// What `own_exe` needs to start in a container (found once).
     bundle: OnceLock<Result<own_exe::Bundle, String>>,
-    /// Sandbox id -> directory where its copy of the bundle is.
-    prepared: Mutex<HashMap<String, String>>,
+    /// Sandbox id -> where its copy of the bundle is.
+    prepared: Mutex<HashMap<String, Placed>>,
     /// Sandbox id -> its stream lane, or why it has none.
     lanes: Mutex<HashMap<String, LaneState>>,
 }
@@ -120,12 +121,28 @@ pub struct DockerProvider {
 /// A sandbox's stream lane.
 #[derive(Clone)]
 enum LaneState {
-    /// Mounted, not yet probed.
+    /// Mounted (its probe runs on first use).
     Mounted(Arc<Lane>),
-    /// Probed: a nonce written into it came out of the sandbox.
-    Ready(Arc<Lane>),
-    /// Not used, and why.
+    /// Not mounted, and why.
     Refused(String),
+}
+
+/// Where a sandbox's copy of rfs's executable is.
+#[derive(Clone)]
+enum Placed {
+    /// Uploaded into this directory of the sandbox home.
+    Home(String),
+    /// Linked into the sandbox's lane, at this directory (as the sandbox
+    /// sees it).
+    Lane(Arc<Lane>, String),
+}
+
+impl Placed {
+    fn dir(&self) -> &str {
+        match self {
+            Placed::Home(d) | Placed::Lane(_, d) => d,
+        }
+    }
 }
 
 impl DockerProvider {
@@ -151,7 +168,7 @@ impl DockerProvider {
         self
     }
 
-    fn prepared(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+    fn prepared(&self) -> std::sync::MutexGuard<'_, HashMap<String, Placed>> {
         self.prepared.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -198,23 +215,21 @@ impl DockerProvider {
             LaneState::Refused("the sandbox was not created by this rfs process".into())
         });
         let lane = match state {
-            LaneState::Ready(l) => return Ok(l),
             LaneState::Refused(why) => return Err(why),
             LaneState::Mounted(l) => l,
         };
-        let state = match self.probe_lane(id, &lane).await {
-            Ok(()) => LaneState::Ready(lane),
-            Err(why) => {
-                tracing::info!(sandbox = id, "streaming over the exec's connection: {why}");
-                LaneState::Refused(why)
-            }
-        };
-        self.lanes().insert(id.to_string(), state.clone());
-        match state {
-            LaneState::Ready(l) => Ok(l),
-            LaneState::Refused(why) => Err(why),
-            LaneState::Mounted(_) => unreachable!("a probed lane is ready or refused"),
-        }
+        let probed = lane
+            .probe
+            .get_or_init(|| async {
+                let r = self.probe_lane(id, &lane).await;
+                if let Err(why) = &r {
+                    tracing::info!(sandbox = id, "streaming over the exec's connection: {why}");
+                }
+                r
+            })
+            .await
+            .clone();
+        probed.map(|()| lane)
     }
 
     /// Write a nonce into the lane; the sandbox must read it back out.
@@ -268,6 +283,83 @@ impl DockerProvider {
         Ok(())
     }
 
+    /// Upload the bundle into a new directory of the sandbox home and
+    /// probe it there.
+    async fn upload_own_executable(
+        &self,
+        id: &str,
+        bundle: &own_exe::Bundle,
+    ) -> ProviderResult<()> {
+        let owner = self
+            .owners
+            .resolve(&self.client, id, self.options.user.as_deref())
+            .await?;
+        let home = self.options.home.trim_end_matches('/');
+        let name = format!(".rfs-exe-{}", uuid::Uuid::new_v4().simple());
+        upload::upload_dir(&self.client, id, home, &name, &bundle.files, owner).await?;
+        let placed = Placed::Home(format!("{home}/{name}"));
+        self.probe_own_executable(id, bundle, &placed)
+            .await
+            .map_err(|why| {
+                ProviderError::other(format!(
+                    "rfs's executable does not start in sandbox {id} ({why})"
+                ))
+            })
+    }
+
+    /// Run the probe of the bundle `placed`: kept for the next
+    /// [`Provider::exec_own_with_input`] when it answers, removed when not.
+    async fn probe_own_executable(
+        &self,
+        id: &str,
+        bundle: &own_exe::Bundle,
+        placed: &Placed,
+    ) -> Result<(), String> {
+        let mut argv = bundle.program(placed.dir());
+        argv.extend([
+            crate::source::native_check::COMMAND.to_string(),
+            crate::source::native_check::PROBE.to_string(),
+        ]);
+        let spec = exec::ExecSpec {
+            argv,
+            cwd: "/",
+            env: &[],
+            user: self.options.user.as_deref(),
+            tty: false,
+            stdin: false,
+        };
+        let probe =
+            tokio::time::timeout(OWN_EXE_DEADLINE, exec::run_collect(&self.client, id, spec))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ProviderError::other(format!(
+                        "its probe did not answer within {}s",
+                        OWN_EXE_DEADLINE.as_secs()
+                    )))
+                });
+        let answer = crate::source::native_check::probe_answer();
+        match probe {
+            Ok((Some(0), out)) if out.stdout == answer.as_bytes() => {
+                // A copy prepared earlier and never run is not left behind.
+                let earlier = self.prepared().insert(id.to_string(), placed.clone());
+                if let Some(earlier) = earlier {
+                    self.remove_bundle(id, &earlier).await;
+                }
+                Ok(())
+            }
+            other => {
+                self.remove_bundle(id, placed).await;
+                Err(match other {
+                    Ok((code, out)) => format!(
+                        "exit {code:?}: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ),
+                    Err(e) => e.to_string(),
+                })
+            }
+        }
+    }
+
     /// Run `req` with `input` on its standard input, through the lane where
     /// there is one.
     async fn run_fed(
@@ -294,7 +386,16 @@ impl DockerProvider {
     }
 
     /// Remove a copy of the bundle (best effort: the sandbox goes anyway).
-    async fn remove_bundle(&self, id: &str, dir: &str) {
+    async fn remove_bundle(&self, id: &str, placed: &Placed) {
+        let dir = match placed {
+            Placed::Lane(lane, dir) => {
+                if let Err(e) = lane.remove_placed(dir) {
+                    tracing::warn!(sandbox = id, dir, "could not remove rfs's executable: {e}");
+                }
+                return;
+            }
+            Placed::Home(dir) => dir.as_str(),
+        };
         let spec = exec::ExecSpec {
             argv: vec!["rm".into(), "-rf".into(), "--".into(), dir.into()],
             cwd: "/",
@@ -418,8 +519,10 @@ impl Provider for DockerProvider {
         self.own_exe.is_some()
     }
 
-    /// Copies rfs's executable, its interpreter and libraries into a new
-    /// directory of the sandbox home and runs its probe there.
+    /// Links rfs's executable, its interpreter and libraries into the
+    /// sandbox's lane (nothing to upload), or copies them into a new
+    /// directory of the sandbox home where there is no lane or the copy
+    /// there does not start, and runs its probe.
     async fn prepare_own_executable(&self, id: &str) -> ProviderResult<()> {
         container::check_id(id)?;
         let exe = self
@@ -431,56 +534,23 @@ impl Provider for DockerProvider {
             .get_or_init(|| own_exe::Bundle::of(exe))
             .clone()
             .map_err(|e| ProviderError::other(format!("cannot copy rfs's executable: {e}")))?;
-        let owner = self
-            .owners
-            .resolve(&self.client, id, self.options.user.as_deref())
-            .await?;
-        let home = self.options.home.trim_end_matches('/');
-        let name = format!(".rfs-exe-{}", uuid::Uuid::new_v4().simple());
-        let dir = format!("{home}/{name}");
-        upload::upload_dir(&self.client, id, home, &name, &bundle.files, owner).await?;
-        let mut argv = bundle.program(&dir);
-        argv.extend([
-            crate::source::native_check::COMMAND.to_string(),
-            crate::source::native_check::PROBE.to_string(),
-        ]);
-        let spec = exec::ExecSpec {
-            argv,
-            cwd: "/",
-            env: &[],
-            user: self.options.user.as_deref(),
-            tty: false,
-            stdin: false,
-        };
-        let probe =
-            tokio::time::timeout(OWN_EXE_DEADLINE, exec::run_collect(&self.client, id, spec))
-                .await
-                .unwrap_or_else(|_| {
-                    Err(ProviderError::other(format!(
-                        "its probe did not answer within {}s",
-                        OWN_EXE_DEADLINE.as_secs()
-                    )))
-                });
-        let answer = crate::source::native_check::probe_answer();
-        match probe {
-            Ok((Some(0), out)) if out.stdout == answer.as_bytes() => {
-                self.prepared().insert(id.to_string(), dir);
-                Ok(())
-            }
-            other => {
-                self.remove_bundle(id, &dir).await;
-                let why = match other {
-                    Ok((code, out)) => format!(
-                        "exit {code:?}: {}",
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    ),
-                    Err(e) => e.to_string(),
-                };
-                Err(ProviderError::other(format!(
-                    "rfs's executable does not start in sandbox {id} ({why})"
-                )))
+        if let Ok(lane) = self.lane(id).await {
+            let placed = lane.place(&bundle.files).map_err(|e| e.to_string());
+            let placed = match placed {
+                Ok(dir) => Placed::Lane(lane, dir),
+                Err(why) => {
+                    tracing::info!(sandbox = id, "uploading rfs's executable: {why}");
+                    return self.upload_own_executable(id, &bundle).await;
+                }
+            };
+            match self.probe_own_executable(id, &bundle, &placed).await {
+                Ok(()) => return Ok(()),
+                Err(why) => {
+                    tracing::info!(sandbox = id, "uploading rfs's executable: {why}");
+                }
             }
         }
+        self.upload_own_executable(id, &bundle).await
     }
 
     /// Runs the copy made by [`Provider::prepare_own_executable`], then
@@ -493,7 +563,7 @@ impl Provider for DockerProvider {
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
         container::check_id(id)?;
-        let dir = self.prepared().remove(id).ok_or_else(|| {
+        let placed = self.prepared().remove(id).ok_or_else(|| {
             ProviderError::other(format!(
                 "rfs's executable was not copied into sandbox {id} before it was run"
             ))
@@ -502,10 +572,10 @@ impl Provider for DockerProvider {
             return Err(ProviderError::other("rfs's executable has no bundle"));
         };
         let mut run = req.clone();
-        run.argv = bundle.program(&dir);
+        run.argv = bundle.program(placed.dir());
         run.argv.extend(req.argv.iter().skip(1).cloned());
         let r = self.run_fed(id, &run, input, sink).await;
-        self.remove_bundle(id, &dir).await;
+        self.remove_bundle(id, &placed).await;
         r
     }
 

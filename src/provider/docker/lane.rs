@@ -44,6 +44,8 @@ const CHUNK: usize = 1 << 20;
 /// FIFO's directory. Dropping it removes both.
 pub(super) struct Lane {
     root: tempfile::TempDir,
+    /// The probe's outcome, decided once however many ask at once.
+    pub(super) probe: tokio::sync::OnceCell<Result<(), String>>,
 }
 
 impl Lane {
@@ -59,7 +61,56 @@ impl Lane {
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
             .map_err(io::Error::from)?;
         std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o644))?;
-        Ok(Lane { root })
+        Ok(Lane {
+            root,
+            probe: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    /// Put `files` (name, path on this machine) in a new directory of the
+    /// lane, hard-linked where this machine allows it and copied
+    /// otherwise, so the sandbox sees them at once, read-only, without an
+    /// upload. Returns the directory as the sandbox sees it; see
+    /// [`Lane::remove_placed`].
+    pub(super) fn place(&self, files: &[(String, PathBuf)]) -> io::Result<String> {
+        let name = format!("exe-{}", uuid::Uuid::new_v4().simple());
+        let dir = self.dir().join(&name);
+        std::fs::create_dir(&dir)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+        let placed = files.iter().try_for_each(|(n, src)| {
+            let dst = dir.join(n);
+            let linked = nix::unistd::linkat(
+                None,
+                src.as_path(),
+                None,
+                &dst,
+                nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+            );
+            match linked {
+                Ok(()) => Ok(()),
+                Err(_) => std::fs::copy(src, &dst)
+                    .map(drop)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", src.display()))),
+            }
+        });
+        match placed {
+            Ok(()) => Ok(format!("{TARGET}/{name}")),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(e)
+            }
+        }
+    }
+
+    /// Remove a directory [`Lane::place`] made (given as the sandbox sees
+    /// it); anything else is left alone.
+    pub(super) fn remove_placed(&self, in_sandbox: &str) -> io::Result<()> {
+        let name = in_sandbox
+            .strip_prefix(TARGET)
+            .and_then(|n| n.strip_prefix("/exe-"))
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_hexdigit()))
+            .ok_or_else(|| io::Error::other(format!("{in_sandbox} is not placed in the lane")))?;
+        std::fs::remove_dir_all(self.dir().join(format!("exe-{name}")))
     }
 
     /// The directory mounted into the container.
@@ -195,6 +246,35 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(reader.join().unwrap(), data);
+    }
+
+    #[test]
+    fn placed_files_are_linked_or_copied_and_removed_by_their_sandbox_path() {
+        let lane = Lane::new().unwrap();
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("a"), "alpha").unwrap();
+        let files = vec![
+            ("one".to_string(), src.path().join("a")),
+            // A magic link of /proc: followed, like a symlink.
+            ("self".to_string(), PathBuf::from("/proc/self/exe")),
+        ];
+        let at = lane.place(&files).unwrap();
+        assert!(at.starts_with("/.rfs-stream/exe-"), "{at}");
+        let host = lane.dir().join(at.strip_prefix("/.rfs-stream/").unwrap());
+        assert_eq!(std::fs::read_to_string(host.join("one")).unwrap(), "alpha");
+        assert_eq!(
+            std::fs::metadata(host.join("self")).unwrap().len(),
+            std::fs::metadata("/proc/self/exe").unwrap().len()
+        );
+        assert!(lane.remove_placed("/.rfs-stream/in").is_err());
+        assert!(lane.remove_placed("/.rfs-stream/exe-../../x").is_err());
+        lane.remove_placed(&at).unwrap();
+        assert!(!host.exists());
+        assert!(lane.host_fifo().exists(), "the FIFO stays");
+        // A file that cannot be read places nothing.
+        let missing = vec![("x".to_string(), src.path().join("missing"))];
+        assert!(lane.place(&missing).is_err());
+        assert_eq!(std::fs::read_dir(lane.dir()).unwrap().count(), 1);
     }
 
     #[test]

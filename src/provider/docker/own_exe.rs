@@ -3,7 +3,8 @@
 //! by the image's POSIX tools (busybox's `sha256sum` has no SHA extensions:
 //! about 150 MB/s against 1.3 GB/s here).
 //!
-//! The executable is copied into the sandbox home together with what it
+//! The executable is linked into the sandbox's stream lane (module `lane`)
+//! or, without one, copied into the sandbox home, together with what it
 //! needs to start: its program interpreter (from the ELF `PT_INTERP`) and
 //! the shared objects that interpreter resolves for it on this machine
 //! (`ld.so --list`), and is started through that interpreter with
