@@ -41,6 +41,7 @@ mod client;
 mod container;
 mod exec;
 mod lane;
+mod own_copy;
 mod own_exe;
 mod pty;
 mod upload;
@@ -53,18 +54,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_trait::async_trait;
 
 use super::{
-    Collect, CreateSpec, ExecOutcome, ExecRequest, InputRoute, InputStream, Labels, OutputSink,
-    Provider, ProviderError, ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
+    CreateSpec, ExecOutcome, ExecRequest, InputRoute, InputStream, Labels, OutputSink, Provider,
+    ProviderError, ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
 };
 use client::Client;
 pub use container::DEFAULT_MAX_LIFETIME;
 use exec::Feed;
 use lane::Lane;
-
-/// How long the probe of rfs's copied executable, and its removal, may take.
-const OWN_EXE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
-/// How long the probe of a sandbox's stream lane may take.
-const LANE_PROBE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+use own_copy::Placed;
 
 /// Environment variable naming the default image.
 pub const IMAGE_ENV: &str = "RFS_DOCKER_IMAGE";
@@ -125,24 +122,6 @@ enum LaneState {
     Mounted(Arc<Lane>),
     /// Not mounted, and why.
     Refused(String),
-}
-
-/// Where a sandbox's copy of rfs's executable is.
-#[derive(Clone)]
-enum Placed {
-    /// Uploaded into this directory of the sandbox home.
-    Home(String),
-    /// Linked into the sandbox's lane, at this directory (as the sandbox
-    /// sees it).
-    Lane(Arc<Lane>, String),
-}
-
-impl Placed {
-    fn dir(&self) -> &str {
-        match self {
-            Placed::Home(d) | Placed::Lane(_, d) => d,
-        }
-    }
 }
 
 impl DockerProvider {
@@ -221,7 +200,8 @@ impl DockerProvider {
         let probed = lane
             .probe
             .get_or_init(|| async {
-                let r = self.probe_lane(id, &lane).await;
+                let user = self.options.user.as_deref();
+                let r = lane::probe(&self.client, id, user, &lane).await;
                 if let Err(why) = &r {
                     tracing::info!(sandbox = id, "streaming over the exec's connection: {why}");
                 }
@@ -230,134 +210,6 @@ impl DockerProvider {
             .await
             .clone();
         probed.map(|()| lane)
-    }
-
-    /// Write a nonce into the lane; the sandbox must read it back out.
-    /// A daemon that does not share this machine's kernel gives the
-    /// container a FIFO of its own, which nothing ever writes to: the
-    /// probe then times out.
-    async fn probe_lane(&self, id: &str, lane: &Lane) -> Result<(), String> {
-        let nonce = format!("rfs-lane-{}", uuid::Uuid::new_v4().simple());
-        let req = ExecRequest {
-            argv: vec![
-                "/bin/sh".into(),
-                "-c".into(),
-                r#"read -r l && printf '%s\n' "$l""#.into(),
-            ],
-            cwd: "/".into(),
-            env: vec![],
-            timeout: Some(LANE_PROBE_DEADLINE),
-            cancel: Default::default(),
-        };
-        let input = InputStream::new(std::io::Cursor::new(format!("{nonce}\n").into_bytes()));
-        let mut out = Collect::default();
-        let outcome = exec::run_with_input(
-            &self.client,
-            id,
-            self.options.user.as_deref(),
-            &req,
-            Some((input, Feed::Lane(lane))),
-            &mut out,
-        )
-        .await
-        .map_err(|e| format!("its probe failed: {e}"))?;
-        if outcome.timed_out {
-            return Err(format!(
-                "the sandbox read nothing from it within {}s (the daemon does not share this \
-                 machine's pipes)",
-                LANE_PROBE_DEADLINE.as_secs()
-            ));
-        }
-        if !outcome.success() {
-            return Err(format!(
-                "its probe ended with {outcome:?}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        if out.stdout != format!("{nonce}\n").as_bytes() {
-            return Err(format!(
-                "the sandbox read something else from it ({:?})",
-                String::from_utf8_lossy(&out.stdout[..out.stdout.len().min(80)])
-            ));
-        }
-        Ok(())
-    }
-
-    /// Upload the bundle into a new directory of the sandbox home and
-    /// probe it there.
-    async fn upload_own_executable(
-        &self,
-        id: &str,
-        bundle: &own_exe::Bundle,
-    ) -> ProviderResult<()> {
-        let owner = self
-            .owners
-            .resolve(&self.client, id, self.options.user.as_deref())
-            .await?;
-        let home = self.options.home.trim_end_matches('/');
-        let name = format!(".rfs-exe-{}", uuid::Uuid::new_v4().simple());
-        upload::upload_dir(&self.client, id, home, &name, &bundle.files, owner).await?;
-        let placed = Placed::Home(format!("{home}/{name}"));
-        self.probe_own_executable(id, bundle, &placed)
-            .await
-            .map_err(|why| {
-                ProviderError::other(format!(
-                    "rfs's executable does not start in sandbox {id} ({why})"
-                ))
-            })
-    }
-
-    /// Run the probe of the bundle `placed`: kept for the next
-    /// [`Provider::exec_own_with_input`] when it answers, removed when not.
-    async fn probe_own_executable(
-        &self,
-        id: &str,
-        bundle: &own_exe::Bundle,
-        placed: &Placed,
-    ) -> Result<(), String> {
-        let mut argv = bundle.program(placed.dir());
-        argv.extend([
-            crate::source::native_check::COMMAND.to_string(),
-            crate::source::native_check::PROBE.to_string(),
-        ]);
-        let spec = exec::ExecSpec {
-            argv,
-            cwd: "/",
-            env: &[],
-            user: self.options.user.as_deref(),
-            tty: false,
-            stdin: false,
-        };
-        let probe =
-            tokio::time::timeout(OWN_EXE_DEADLINE, exec::run_collect(&self.client, id, spec))
-                .await
-                .unwrap_or_else(|_| {
-                    Err(ProviderError::other(format!(
-                        "its probe did not answer within {}s",
-                        OWN_EXE_DEADLINE.as_secs()
-                    )))
-                });
-        let answer = crate::source::native_check::probe_answer();
-        match probe {
-            Ok((Some(0), out)) if out.stdout == answer.as_bytes() => {
-                // A copy prepared earlier and never run is not left behind.
-                let earlier = self.prepared().insert(id.to_string(), placed.clone());
-                if let Some(earlier) = earlier {
-                    self.remove_bundle(id, &earlier).await;
-                }
-                Ok(())
-            }
-            other => {
-                self.remove_bundle(id, placed).await;
-                Err(match other {
-                    Ok((code, out)) => format!(
-                        "exit {code:?}: {}",
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    ),
-                    Err(e) => e.to_string(),
-                })
-            }
-        }
     }
 
     /// Run `req` with `input` on its standard input, through the lane where
@@ -385,35 +237,21 @@ impl DockerProvider {
         .await
     }
 
-    /// Remove a copy of the bundle (best effort: the sandbox goes anyway).
-    async fn remove_bundle(&self, id: &str, placed: &Placed) {
-        let dir = match placed {
-            Placed::Lane(lane, dir) => {
-                if let Err(e) = lane.remove_placed(dir) {
-                    tracing::warn!(sandbox = id, dir, "could not remove rfs's executable: {e}");
-                }
-                return;
-            }
-            Placed::Home(dir) => dir.as_str(),
-        };
-        let spec = exec::ExecSpec {
-            argv: vec!["rm".into(), "-rf".into(), "--".into(), dir.into()],
-            cwd: "/",
-            env: &[],
-            user: self.options.user.as_deref(),
-            tty: false,
-            stdin: false,
-        };
-        match tokio::time::timeout(OWN_EXE_DEADLINE, exec::run_collect(&self.client, id, spec))
-            .await
-        {
-            Ok(Ok((Some(0), _))) => {}
-            other => tracing::warn!(
-                sandbox = id,
-                dir,
-                "could not remove rfs's executable: {other:?}"
-            ),
+    /// Keep `placed` as sandbox `id`'s copy, if its probe answers.
+    async fn keep_if_it_starts(
+        &self,
+        id: &str,
+        placed: Placed,
+        bundle: &own_exe::Bundle,
+    ) -> Result<(), String> {
+        let user = self.options.user.as_deref();
+        placed.probe(&self.client, id, user, bundle).await?;
+        // A copy prepared earlier and never run is not left behind.
+        let earlier = self.prepared().insert(id.to_string(), placed);
+        if let Some(earlier) = earlier {
+            earlier.remove(&self.client, id, user).await;
         }
+        Ok(())
     }
 }
 
@@ -535,22 +373,27 @@ impl Provider for DockerProvider {
             .clone()
             .map_err(|e| ProviderError::other(format!("cannot copy rfs's executable: {e}")))?;
         if let Ok(lane) = self.lane(id).await {
-            let placed = lane.place(&bundle.files).map_err(|e| e.to_string());
-            let placed = match placed {
-                Ok(dir) => Placed::Lane(lane, dir),
-                Err(why) => {
-                    tracing::info!(sandbox = id, "uploading rfs's executable: {why}");
-                    return self.upload_own_executable(id, &bundle).await;
-                }
+            let why = match Placed::in_lane(lane, &bundle) {
+                Ok(placed) => match self.keep_if_it_starts(id, placed, &bundle).await {
+                    Ok(()) => return Ok(()),
+                    Err(why) => why,
+                },
+                Err(e) => e.to_string(),
             };
-            match self.probe_own_executable(id, &bundle, &placed).await {
-                Ok(()) => return Ok(()),
-                Err(why) => {
-                    tracing::info!(sandbox = id, "uploading rfs's executable: {why}");
-                }
-            }
+            tracing::info!(sandbox = id, "uploading rfs's executable: {why}");
         }
-        self.upload_own_executable(id, &bundle).await
+        let owner = self
+            .owners
+            .resolve(&self.client, id, self.options.user.as_deref())
+            .await?;
+        let placed = Placed::upload(&self.client, id, &self.options.home, owner, &bundle).await?;
+        self.keep_if_it_starts(id, placed, &bundle)
+            .await
+            .map_err(|why| {
+                ProviderError::other(format!(
+                    "rfs's executable does not start in sandbox {id} ({why})"
+                ))
+            })
     }
 
     /// Runs the copy made by [`Provider::prepare_own_executable`], then
@@ -575,7 +418,9 @@ impl Provider for DockerProvider {
         run.argv = bundle.program(placed.dir());
         run.argv.extend(req.argv.iter().skip(1).cloned());
         let r = self.run_fed(id, &run, input, sink).await;
-        self.remove_bundle(id, &placed).await;
+        placed
+            .remove(&self.client, id, self.options.user.as_deref())
+            .await;
         r
     }
 

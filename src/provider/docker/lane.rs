@@ -29,12 +29,16 @@ use bollard::models::{Mount, MountType};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::time::Instant;
 
-use crate::provider::{InputStream, ProviderError, ProviderResult};
+use super::client::Client;
+use super::exec::{self, Feed};
+use crate::provider::{Collect, ExecRequest, InputStream, ProviderError, ProviderResult};
 
 /// Where the lane's directory is mounted in the container.
 pub(super) const TARGET: &str = "/.rfs-stream";
 /// The FIFO's name in that directory.
 const FIFO: &str = "in";
+/// How long the probe of a lane may take.
+const PROBE_DEADLINE: Duration = Duration::from_secs(10);
 /// How long a command may take to open the lane before rfs gives up.
 pub(super) const OPEN_DEADLINE: Duration = Duration::from_secs(30);
 /// The copy's buffer.
@@ -163,6 +167,62 @@ impl Lane {
         }
         Ok(())
     }
+}
+
+/// Write a nonce into `lane`; sandbox `id` (as `user`) must read it back
+/// out within [`PROBE_DEADLINE`]. A daemon that does not share this
+/// machine's kernel gives the container a FIFO of its own, which nothing
+/// ever writes to: the probe then times out.
+pub(super) async fn probe(
+    client: &Client,
+    id: &str,
+    user: Option<&str>,
+    lane: &Lane,
+) -> Result<(), String> {
+    let nonce = format!("rfs-lane-{}\n", uuid::Uuid::new_v4().simple());
+    let req = ExecRequest {
+        argv: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            r#"read -r l && printf '%s\n' "$l""#.into(),
+        ],
+        cwd: "/".into(),
+        env: vec![],
+        timeout: Some(PROBE_DEADLINE),
+        cancel: Default::default(),
+    };
+    let input = InputStream::new(std::io::Cursor::new(nonce.clone().into_bytes()));
+    let mut out = Collect::default();
+    let outcome = exec::run_with_input(
+        client,
+        id,
+        user,
+        &req,
+        Some((input, Feed::Lane(lane))),
+        &mut out,
+    )
+    .await
+    .map_err(|e| format!("its probe failed: {e}"))?;
+    if outcome.timed_out {
+        return Err(format!(
+            "the sandbox read nothing from it within {}s (the daemon does not share this \
+             machine's pipes)",
+            PROBE_DEADLINE.as_secs()
+        ));
+    }
+    if !outcome.success() {
+        return Err(format!(
+            "its probe ended with {outcome:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    if out.stdout != nonce.as_bytes() {
+        return Err(format!(
+            "the sandbox read something else from it ({:?})",
+            String::from_utf8_lossy(&out.stdout[..out.stdout.len().min(80)])
+        ));
+    }
+    Ok(())
 }
 
 /// Whether a daemon at `host` can share a lane with this process: one on
