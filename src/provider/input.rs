@@ -11,7 +11,7 @@ use std::os::fd::OwnedFd;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 pub struct InputStream(Inner);
 
@@ -38,6 +38,41 @@ impl InputStream {
         match self.0 {
             Inner::Pipe(Some(fd)) => Ok(fd),
             other => Err(InputStream(other)),
+        }
+    }
+}
+
+/// How [`InputStream::copy_into`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copied {
+    /// Every byte of the stream was written.
+    Whole,
+    /// The reader went away (the command closed its input); what it did
+    /// not read is dropped.
+    ReaderGone,
+}
+
+impl InputStream {
+    /// Copy the stream into `out` in pieces of `chunk` bytes until its end
+    /// or until `out` refuses a write (its reader went away). An error
+    /// reading the stream is an error: the reader saw a truncated stream.
+    pub async fn copy_into<W: AsyncWrite + Unpin + ?Sized>(
+        &mut self,
+        out: &mut W,
+        chunk: usize,
+    ) -> Result<Copied, super::ProviderError> {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut buf = vec![0u8; chunk];
+        loop {
+            let n = self.read(&mut buf).await.map_err(|e| {
+                super::ProviderError::other(format!("the input stream broke before its end: {e}"))
+            })?;
+            if n == 0 {
+                return Ok(Copied::Whole);
+            }
+            if out.write_all(&buf[..n]).await.is_err() {
+                return Ok(Copied::ReaderGone);
+            }
         }
     }
 }

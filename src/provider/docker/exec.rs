@@ -10,9 +10,10 @@ use bollard::errors::Error as BollardError;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
-use tokio::io::{AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::io::{AsyncWrite, AsyncWriteExt as _};
 use tokio::time::Instant;
 
+use crate::provider::input::Copied;
 use crate::provider::{sleep_until, InputStream};
 
 use super::client::{self, Client};
@@ -234,18 +235,9 @@ async fn feed(
     mut input: InputStream,
     stdin: &mut Pin<Box<dyn AsyncWrite + Send>>,
 ) -> ProviderResult<()> {
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = input.read(&mut buf).await.map_err(|e| {
-            ProviderError::other(format!("the input stream broke before its end: {e}"))
-        })?;
-        if n == 0 {
-            break;
-        }
-        if stdin.write_all(&buf[..n]).await.is_err() {
-            // The command closed its stdin: drain nothing more.
-            return Ok(());
-        }
+    if input.copy_into(stdin, 256 * 1024).await? == Copied::ReaderGone {
+        // The command closed its stdin: drain nothing more.
+        return Ok(());
     }
     let _ = stdin.shutdown().await;
     Ok(())

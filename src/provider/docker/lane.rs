@@ -26,7 +26,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bollard::models::{Mount, MountType};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::time::Instant;
 
 use super::client::Client;
@@ -152,20 +151,8 @@ impl Lane {
             .await
             .map_err(|e| ProviderError::other(format!("the sandbox's stream lane: {e}")))?;
         crate::source::stream::enlarge_pipe(std::os::fd::AsRawFd::as_raw_fd(&fifo));
-        let mut buf = vec![0u8; CHUNK];
-        loop {
-            let n = input.read(&mut buf).await.map_err(|e| {
-                ProviderError::other(format!("the input stream broke before its end: {e}"))
-            })?;
-            if n == 0 {
-                break;
-            }
-            if fifo.write_all(&buf[..n]).await.is_err() {
-                // The command closed its input: drain nothing more.
-                return Ok(());
-            }
-        }
-        Ok(())
+        // A command that closed its input ends the copy quietly.
+        input.copy_into(&mut fifo, CHUNK).await.map(drop)
     }
 }
 
