@@ -51,11 +51,23 @@ pub(super) struct Lane {
     pub(super) probe: tokio::sync::OnceCell<Result<(), String>>,
 }
 
+/// The start of a lane directory's name; the owning process's pid and
+/// start time follow (see [`reap_orphans`]).
+const PREFIX: &str = "rfs-lane-";
+
 impl Lane {
-    /// A fresh lane: `<tmp>/rfs-lane-XXXX` (0700) / `in.d` (0755) / `in`
-    /// (a FIFO, 0644: readable by the sandbox user, whoever it is).
+    /// A fresh lane: `<tmp>/rfs-lane-PID-START-XXXX` (0700) / `in.d`
+    /// (0755) / `in` (a FIFO, 0644: readable by the sandbox user, whoever
+    /// it is). Lanes left behind by rfs processes that are gone are
+    /// removed first.
     pub(super) fn new() -> io::Result<Lane> {
-        let root = tempfile::Builder::new().prefix("rfs-lane-").tempdir()?;
+        let tmp = std::env::temp_dir();
+        reap_orphans(&tmp);
+        let pid = std::process::id();
+        let start = crate::runtime::owner::pid_start(pid).unwrap_or_default();
+        let root = tempfile::Builder::new()
+            .prefix(&format!("{PREFIX}{pid}-{start}-"))
+            .tempdir_in(&tmp)?;
         std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o700))?;
         let dir = root.path().join("in.d");
         std::fs::create_dir(&dir)?;
@@ -212,6 +224,48 @@ pub(super) async fn probe(
     Ok(())
 }
 
+/// Remove the lanes in `tmp` whose owning rfs process is gone (killed
+/// before its teardown; its sandbox dies by its dead-man switch or
+/// `rfs gc`), judged as `rfs gc` judges a sandbox's owner: by pid and
+/// process start time, on this host. A lane whose owner is alive or
+/// cannot be judged, or that this user cannot remove, is left alone.
+/// Returns the lanes removed.
+pub(super) fn reap_orphans(tmp: &Path) -> Vec<PathBuf> {
+    use crate::provider::labels;
+    use crate::runtime::owner::{owner_liveness, Liveness};
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return vec![];
+    };
+    let mut reaped = vec![];
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(PREFIX)) else {
+            continue;
+        };
+        let mut parts = rest.splitn(3, '-');
+        let (Some(pid), Some(start), Some(_)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let owner = labels::Labels::from([
+            (labels::OWNER_HOST.into(), crate::runtime::owner::host()),
+            (labels::OWNER_PID.into(), pid.to_owned()),
+            (labels::OWNER_PID_START.into(), start.to_owned()),
+        ]);
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && matches!(owner_liveness(&owner), Liveness::Gone(_)) {
+            let path = e.path();
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => {
+                    tracing::info!(lane = %path.display(), "removed a stream lane left behind");
+                    reaped.push(path);
+                }
+                Err(err) => tracing::debug!(lane = %path.display(), "left alone: {err}"),
+            }
+        }
+    }
+    reaped
+}
+
 /// Whether a daemon at `host` can share a lane with this process: one on
 /// a local socket (a daemon reached over the network cannot see this
 /// machine's files; a local one still has to pass the probe).
@@ -322,6 +376,58 @@ mod tests {
         let missing = vec![("x".to_string(), src.path().join("missing"))];
         assert!(lane.place(&missing).is_err());
         assert_eq!(std::fs::read_dir(lane.dir()).unwrap().count(), 1);
+    }
+
+    /// A lane whose rfs was killed before its teardown is removed by the
+    /// next rfs that makes one; live owners' lanes and anything else in
+    /// the temporary directory stay.
+    #[test]
+    fn a_lane_left_by_a_killed_rfs_is_reaped_by_the_next_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let me = std::process::id();
+        let start = crate::runtime::owner::pid_start(me).unwrap();
+        let make = |name: &str| {
+            let d = tmp.path().join(name);
+            std::fs::create_dir_all(d.join("in.d")).unwrap();
+            d
+        };
+        let orphan = make(&format!("rfs-lane-{dead}-123-abc"));
+        let reused = make(&format!("rfs-lane-{me}-{}-def", start + 1));
+        let live = make(&format!("rfs-lane-{me}-{start}-ghi"));
+        let unparsed = make("rfs-lane-xyz");
+        let other = make(&format!("not-a-lane-{dead}-123-abc"));
+        let mut reaped = reap_orphans(tmp.path());
+        reaped.sort();
+        let mut want = vec![orphan.clone(), reused.clone()];
+        want.sort();
+        assert_eq!(reaped, want);
+        assert!(!orphan.exists() && !reused.exists());
+        assert!(live.exists() && unparsed.exists() && other.exists());
+    }
+
+    #[test]
+    fn a_new_lane_is_named_after_its_owner() {
+        let lane = Lane::new().unwrap();
+        let name = lane
+            .root
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let me = std::process::id();
+        let start = crate::runtime::owner::pid_start(me).unwrap();
+        assert!(
+            name.starts_with(&format!("rfs-lane-{me}-{start}-")),
+            "{name}"
+        );
+        // Its own process is alive: the next lane leaves it alone.
+        let next = Lane::new().unwrap();
+        assert!(lane.root.path().exists());
+        drop(next);
     }
 
     #[test]
