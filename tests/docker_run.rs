@@ -1,6 +1,7 @@
 //! Docker-specific behaviour of whole runs against the real engine: a
 //! daemon that cannot be reached, a missing image, a container killed
-//! mid-step, and `rfs gc` after rfs itself was killed with SIGKILL.
+//! mid-step, `rfs gc` after rfs itself was killed with SIGKILL, and a
+//! daemon that cannot mount the stream lane.
 
 mod common;
 use common::*;
@@ -199,5 +200,56 @@ fn gc_reaps_the_container_of_an_rfs_killed_with_sigkill() {
         "{gc_out}"
     );
     assert!(!container_exists(&id));
+    rfs.assert_no_leftovers();
+}
+
+/// #12: a daemon that cannot mount this machine's stream lane (here rfs
+/// runs in a mount namespace of its own whose `$TMPDIR` is a tmpfs only it
+/// sees, as when rfs runs in a container that shares the host's Docker
+/// socket) refuses the bind mount: the sandbox is made without a lane, the
+/// archive goes over the exec's connection and rfs's executable is
+/// uploaded, the sync is verified as ever, and the journal says why.
+#[test]
+fn a_daemon_that_cannot_mount_the_lane_gets_the_stream_over_the_exec_and_the_journal_says_why() {
+    if common::docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    repo.write("a/b.txt", "b\n");
+    repo.commit("tree");
+    let (script, out_dir) = rfs.prepare("sync_source();\n");
+    let private_tmp = rfs.state.path().join("private-tmp");
+    std::fs::create_dir_all(&private_tmp).unwrap();
+    let base = rfs.cmd(repo.path());
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount -t tmpfs rfs-private "$1" && shift && exec "$@""#)
+        .arg("sh")
+        .arg(&private_tmp)
+        .arg(base.get_program())
+        .args(base.get_args())
+        .arg("run")
+        .arg(&script)
+        .arg("--out")
+        .arg(&out_dir)
+        .current_dir(repo.path())
+        .env("TMPDIR", &private_tmp)
+        .stdin(Stdio::null());
+    for (k, v) in base.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = finish(cmd.output().expect("unshare runs"), out_dir);
+    out.assert_code(0);
+    let v = &out.entries("source.verify")[0];
+    assert_eq!(v["stream_route"], "stdin", "{v}");
+    let why = v["stream_fallback"].as_str().unwrap_or_default();
+    assert!(why.contains("cannot mount it"), "{v}");
+    assert!(why.contains("bind source path"), "{v}");
+    assert_eq!(v["verifier"], "native", "{v}");
+    assert_eq!(v["content_equal"], true, "{v}");
     rfs.assert_no_leftovers();
 }

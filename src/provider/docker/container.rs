@@ -400,6 +400,24 @@ async fn destroy_volumes(
 mod tests {
     use super::*;
 
+    /// The daemon's refusal of a bind source it cannot see (Docker 20.10
+    /// and 28, as rfs maps it) means "create without the lane"; other
+    /// failures are the creation's own.
+    #[test]
+    fn a_bind_source_the_daemon_cannot_see_is_a_mount_refusal() {
+        let refused = ProviderError::Other(
+            "docker daemon: invalid mount config for type \"bind\": bind source path does not \
+             exist: /tmp/rfs-lane-1-2-x/in.d (HTTP 400)"
+                .into(),
+        );
+        assert!(is_mount_refusal(&refused));
+        let other = ProviderError::Other(
+            "docker image `nope` is not present on the daemon at unix:///var/run/docker.sock"
+                .into(),
+        );
+        assert!(!is_mount_refusal(&other));
+    }
+
     #[test]
     fn lifetime_rounds_up_and_defaults() {
         assert_eq!(lifetime_secs(Duration::from_millis(1500)), 2);
