@@ -64,7 +64,10 @@ impl Lane {
         let tmp = std::env::temp_dir();
         reap_orphans(&tmp);
         let pid = std::process::id();
-        let start = crate::runtime::owner::pid_start(pid).unwrap_or_default();
+        // A start time that cannot be read is written as such: a lane of a
+        // live process must never be judged gone for a reused pid.
+        let start = crate::runtime::owner::pid_start(pid)
+            .map_or_else(|| "unknown".to_owned(), |s| s.to_string());
         let root = tempfile::Builder::new()
             .prefix(&format!("{PREFIX}{pid}-{start}-"))
             .tempdir_in(&tmp)?;
@@ -397,6 +400,7 @@ mod tests {
         let orphan = make(&format!("rfs-lane-{dead}-123-abc"));
         let reused = make(&format!("rfs-lane-{me}-{}-def", start + 1));
         let live = make(&format!("rfs-lane-{me}-{start}-ghi"));
+        let unknown = make(&format!("rfs-lane-{me}-unknown-jkl"));
         let unparsed = make("rfs-lane-xyz");
         let other = make(&format!("not-a-lane-{dead}-123-abc"));
         let mut reaped = reap_orphans(tmp.path());
@@ -405,7 +409,7 @@ mod tests {
         want.sort();
         assert_eq!(reaped, want);
         assert!(!orphan.exists() && !reused.exists());
-        assert!(live.exists() && unparsed.exists() && other.exists());
+        assert!(live.exists() && unknown.exists() && unparsed.exists() && other.exists());
     }
 
     #[test]
