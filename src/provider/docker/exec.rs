@@ -505,5 +505,9 @@ pub(super) fn wrapper_error(f: WrapperFailure, id: &str, program: &str) -> Provi
         WrapperFailure::Setsid => format!(
             "sandbox {id} has no `setsid`, which rfs needs to kill `{program}`'s process group"
         ),
+        WrapperFailure::Stdin => format!(
+            "the stream lane {} cannot be opened in sandbox {id}, so `{program}` was not started",
+            super::lane::Lane::sandbox_fifo()
+        ),
     })
 }

@@ -12,7 +12,9 @@
 //!    `setsid` instead;
 //! 3. when STDIN is not empty, takes its standard input from that path (the
 //!    stream's lane, module `lane`), opened after the record is written so
-//!    that a command stuck opening it can still be killed;
+//!    that a command stuck opening it can still be killed (`command exec`:
+//!    a path that cannot be opened is a marker `…:nostdin`, not a shell
+//!    that exits with a code the command could have meant);
 //! 4. runs the command with `exec` (never a shell builtin) and removes the
 //!    record when it ends.
 //!
@@ -48,13 +50,18 @@ __rfs_leader() {
 }
 if __rfs_leader; then
   { echo $$ > "$__rfs_f"; } 2>/dev/null || { echo "$__rfs_m:nopgid" >&2; exit 125; }
-  [ -z "$__rfs_in" ] || exec < "$__rfs_in"
+  [ -z "$__rfs_in" ] || { command exec < "$__rfs_in"; } 2>/dev/null \
+    || { rm -f "$__rfs_f"; echo "$__rfs_m:nostdin" >&2; exit 125; }
   ( exec "$@" )
   __rfs_r=$?
 else
   __rfs_find setsid || { echo "$__rfs_m:nosetsid" >&2; exit 125; }
-  [ -z "$__rfs_in" ] || exec < "$__rfs_in"
-  setsid sh -c '{ echo $$ > "$0"; } 2>/dev/null || { echo "$1:nopgid" >&2; exit 125; }; shift; exec "$@"' "$__rfs_f" "$__rfs_m" "$@" 0<&0 &
+  [ -z "$__rfs_in" ] || { command exec < "$__rfs_in"; } 2>/dev/null \
+    || { echo "$__rfs_m:nostdin" >&2; exit 125; }
+  # An asynchronous command's stdin is /dev/null before its own
+  # redirections (POSIX), so `0<&0` would hand it /dev/null: keep it on 3.
+  exec 3<&0
+  setsid sh -c '{ echo $$ > "$0"; } 2>/dev/null || { echo "$1:nopgid" >&2; exit 125; }; shift; exec "$@"' "$__rfs_f" "$__rfs_m" "$@" 0<&3 3<&- &
   wait $!
   __rfs_r=$?
 fi
@@ -182,6 +189,8 @@ pub(super) enum WrapperFailure {
     PgidFile,
     /// The wrapper needed `setsid` and the image has none.
     Setsid,
+    /// The path the command's standard input comes from cannot be opened.
+    Stdin,
 }
 
 /// Recognise the wrapper's marker line for `token` at the start of `chunk`.
@@ -192,6 +201,7 @@ pub(super) fn wrapper_failure(token: &str, chunk: &[u8]) -> Option<WrapperFailur
         ":noexec" => Some(WrapperFailure::Executable),
         ":nopgid" => Some(WrapperFailure::PgidFile),
         ":nosetsid" => Some(WrapperFailure::Setsid),
+        ":nostdin" => Some(WrapperFailure::Stdin),
         _ => None,
     }
 }
@@ -239,7 +249,76 @@ mod tests {
         );
         assert_eq!(wrapper_failure("abd", b"rfs-wrapper:abc:noexec\n"), None);
         assert_eq!(wrapper_failure("abc", b"rfs-wrapper:abc:other\n"), None);
+        assert_eq!(
+            wrapper_failure("abc", b"rfs-wrapper:abc:nostdin\n"),
+            Some(WrapperFailure::Stdin)
+        );
         assert_eq!(wrapper_failure("abc", b"hello"), None);
+    }
+
+    /// The wrapper run by this machine's `sh`, as a session leader (the
+    /// way Docker starts an exec) or not (the `setsid` branch): a stdin
+    /// path it cannot open is the `nostdin` marker and exit 125, never a
+    /// shell exit code the command could have meant; one it can open is
+    /// the command's standard input.
+    #[test]
+    fn a_stdin_path_that_cannot_be_opened_is_a_marker_not_an_exit_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("input");
+        std::fs::write(&input, "from the lane\n").unwrap();
+        let input = input.to_str().unwrap();
+        let missing = dir.path().join("missing");
+        let missing = missing.to_str().unwrap();
+        for leader in [true, false] {
+            let run = |stdin: &str| {
+                let argv = exec_argv("tok", Some(stdin), &["cat".to_string()]);
+                let mut cmd = match leader {
+                    true => std::process::Command::new("setsid"),
+                    false => std::process::Command::new(&argv[0]),
+                };
+                let args = if leader { &argv[..] } else { &argv[1..] };
+                cmd.args(args)
+                    .stdin(std::process::Stdio::null())
+                    .output()
+                    .unwrap()
+            };
+            let out = run(missing);
+            assert_eq!(out.status.code(), Some(125), "leader {leader}: {out:?}");
+            assert_eq!(
+                wrapper_failure("tok", &out.stderr),
+                Some(WrapperFailure::Stdin),
+                "leader {leader}: {out:?}"
+            );
+            let out = run(input);
+            assert!(out.status.success(), "leader {leader}: {out:?}");
+            assert_eq!(out.stdout, b"from the lane\n");
+        }
+    }
+
+    /// Bug: where the runtime does not start an exec as a session leader,
+    /// the wrapper runs the command under `setsid` in the background, and
+    /// a background command's stdin is /dev/null before its redirections,
+    /// so `0<&0` gave it /dev/null instead of the exec's input (a streamed
+    /// archive arrived empty). Run by this machine's `sh`, not a leader.
+    #[test]
+    fn a_command_run_under_setsid_reads_its_stdin_not_dev_null() {
+        use std::io::Write;
+        let argv = exec_argv("tok", None, &["cat".to_string()]);
+        let mut child = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"the exec's input\n")
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stdout, b"the exec's input\n");
     }
 
     #[test]
