@@ -166,23 +166,22 @@ impl DockerProvider {
                 self.client.host()
             ))
         };
-        let (info, state) = match lane {
+        let why = match lane {
             Ok(l) => match container::create(&self.client, &self.options, spec, Some(&l)).await {
-                Ok(info) => (info, LaneState::Mounted(Arc::new(l))),
+                Ok(info) => {
+                    let state = LaneState::Mounted(Arc::new(l));
+                    self.lanes().insert(info.id.clone(), state);
+                    return Ok(info);
+                }
                 Err(e) if container::is_mount_refusal(&e) => {
-                    let info = container::create(&self.client, &self.options, spec, None).await?;
-                    (
-                        info,
-                        LaneState::Refused(format!("the daemon cannot mount it ({e})")),
-                    )
+                    format!("the daemon cannot mount it ({e})")
                 }
                 Err(e) => return Err(e),
             },
-            Err(why) => (
-                container::create(&self.client, &self.options, spec, None).await?,
-                LaneState::Refused(why),
-            ),
+            Err(why) => why,
         };
+        let info = container::create(&self.client, &self.options, spec, None).await?;
+        let state = LaneState::Refused(why);
         self.lanes().insert(info.id.clone(), state);
         Ok(info)
     }
@@ -197,44 +196,8 @@ impl DockerProvider {
             LaneState::Refused(why) => return Err(why),
             LaneState::Mounted(l) => l,
         };
-        let probed = lane
-            .probe
-            .get_or_init(|| async {
-                let user = self.options.user.as_deref();
-                let r = lane::probe(&self.client, id, user, &lane).await;
-                if let Err(why) = &r {
-                    tracing::info!(sandbox = id, "streaming over the exec's connection: {why}");
-                }
-                r
-            })
-            .await
-            .clone();
-        probed.map(|()| lane)
-    }
-
-    /// Run `req` with `input` on its standard input, through the lane where
-    /// there is one.
-    async fn run_fed(
-        &self,
-        id: &str,
-        req: &ExecRequest,
-        input: InputStream,
-        sink: &mut dyn OutputSink,
-    ) -> ProviderResult<ExecOutcome> {
-        let lane = self.lane(id).await.ok();
-        let feed = match &lane {
-            Some(l) => Feed::Lane(l),
-            None => Feed::Stdin,
-        };
-        exec::run_with_input(
-            &self.client,
-            id,
-            self.options.user.as_deref(),
-            req,
-            Some((input, feed)),
-            sink,
-        )
-        .await
+        let user = self.options.user.as_deref();
+        lane.ready(&self.client, id, user).await.map(|()| lane)
     }
 
     /// Keep `placed` as sandbox `id`'s copy, if its probe answers.
@@ -350,7 +313,20 @@ impl Provider for DockerProvider {
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
         container::check_id(id)?;
-        self.run_fed(id, req, input, sink).await
+        let lane = self.lane(id).await.ok();
+        let feed = match &lane {
+            Some(l) => Feed::Lane(l),
+            None => Feed::Stdin,
+        };
+        exec::run_with_input(
+            &self.client,
+            id,
+            self.options.user.as_deref(),
+            req,
+            Some((input, feed)),
+            sink,
+        )
+        .await
     }
 
     fn runs_own_executable(&self) -> bool {
@@ -417,7 +393,7 @@ impl Provider for DockerProvider {
         let mut run = req.clone();
         run.argv = bundle.program(placed.dir());
         run.argv.extend(req.argv.iter().skip(1).cloned());
-        let r = self.run_fed(id, &run, input, sink).await;
+        let r = self.exec_with_input(id, &run, input, sink).await;
         placed
             .remove(&self.client, id, self.options.user.as_deref())
             .await;

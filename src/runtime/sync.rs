@@ -173,15 +173,17 @@ impl Run {
         let (prepared, route) = self.block_on(async {
             tokio::join!(
                 async {
-                    match native {
-                        true => p.prepare_own_executable(&sb.id).await,
-                        false => Ok(()),
+                    if native {
+                        p.prepare_own_executable(&sb.id).await
+                    } else {
+                        Ok(())
                     }
                 },
                 async {
-                    match streaming {
-                        true => Some(p.input_route(&sb.id).await),
-                        false => None,
+                    if streaming {
+                        Some(p.input_route(&sb.id).await)
+                    } else {
+                        None
                     }
                 }
             )

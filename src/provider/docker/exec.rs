@@ -265,18 +265,14 @@ pub(super) async fn run_with_input(
         });
     }
     let token = wrapper::token();
-    let lane = match &input {
-        Some((_, Feed::Lane(l))) => Some(*l),
-        _ => None,
-    };
-    let lane_path = lane.map(|_| Lane::sandbox_fifo());
+    let lane_path = matches!(input, Some((_, Feed::Lane(_)))).then(Lane::sandbox_fifo);
     let spec = ExecSpec {
         argv: wrapper::exec_argv(&token, lane_path.as_deref(), &req.argv),
         cwd: &req.cwd,
         env: &req.env,
         user,
         tty: false,
-        stdin: input.is_some() && lane.is_none(),
+        stdin: input.is_some() && lane_path.is_none(),
     };
     let started = start(client, id, spec).await?;
     let Started {

@@ -39,7 +39,7 @@ const FIFO: &str = "in";
 /// How long the probe of a lane may take.
 const PROBE_DEADLINE: Duration = Duration::from_secs(10);
 /// How long a command may take to open the lane before rfs gives up.
-pub(super) const OPEN_DEADLINE: Duration = Duration::from_secs(30);
+const OPEN_DEADLINE: Duration = Duration::from_secs(30);
 /// The copy's buffer.
 const CHUNK: usize = 1 << 20;
 
@@ -48,7 +48,7 @@ const CHUNK: usize = 1 << 20;
 pub(super) struct Lane {
     root: tempfile::TempDir,
     /// The probe's outcome, decided once however many ask at once.
-    pub(super) probe: tokio::sync::OnceCell<Result<(), String>>,
+    probed: tokio::sync::OnceCell<Result<(), String>>,
 }
 
 /// The start of a lane directory's name; the owning process's pid and
@@ -61,15 +61,19 @@ impl Lane {
     /// it is). Lanes left behind by rfs processes that are gone are
     /// removed first.
     pub(super) fn new() -> io::Result<Lane> {
+        use crate::provider::labels::{OWNER_PID, OWNER_PID_START};
+        static REAPED: std::sync::Once = std::sync::Once::new();
         let tmp = std::env::temp_dir();
-        reap_orphans(&tmp);
-        let pid = std::process::id();
-        // A start time that cannot be read is written as such: a lane of a
-        // live process must never be judged gone for a reused pid.
-        let start = crate::runtime::owner::pid_start(pid)
-            .map_or_else(|| "unknown".to_owned(), |s| s.to_string());
+        // Orphans appear when an rfs dies: once per process is enough.
+        REAPED.call_once(|| drop(reap_orphans(&tmp)));
+        // The owner as sandboxes record it; a start time that cannot be
+        // read stays empty, which is never judged gone.
+        let owner = crate::runtime::owner::owner_labels();
         let root = tempfile::Builder::new()
-            .prefix(&format!("{PREFIX}{pid}-{start}-"))
+            .prefix(&format!(
+                "{PREFIX}{}-{}-",
+                owner[OWNER_PID], owner[OWNER_PID_START]
+            ))
             .tempdir_in(&tmp)?;
         std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o700))?;
         let dir = root.path().join("in.d");
@@ -81,7 +85,7 @@ impl Lane {
         std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o644))?;
         Ok(Lane {
             root,
-            probe: tokio::sync::OnceCell::new(),
+            probed: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -171,16 +175,33 @@ impl Lane {
     }
 }
 
+impl Lane {
+    /// Whether sandbox `id` (as `user`) reads this lane: [`probe`]d on the
+    /// first call, however many ask at once; the outcome is kept.
+    pub(super) async fn ready(
+        &self,
+        client: &Client,
+        id: &str,
+        user: Option<&str>,
+    ) -> Result<(), String> {
+        self.probed
+            .get_or_init(|| async {
+                let r = probe(client, id, user, self).await;
+                if let Err(why) = &r {
+                    tracing::info!(sandbox = id, "streaming over the exec's connection: {why}");
+                }
+                r
+            })
+            .await
+            .clone()
+    }
+}
+
 /// Write a nonce into `lane`; sandbox `id` (as `user`) must read it back
 /// out within [`PROBE_DEADLINE`]. A daemon that does not share this
 /// machine's kernel gives the container a FIFO of its own, which nothing
 /// ever writes to: the probe then times out.
-pub(super) async fn probe(
-    client: &Client,
-    id: &str,
-    user: Option<&str>,
-    lane: &Lane,
-) -> Result<(), String> {
+async fn probe(client: &Client, id: &str, user: Option<&str>, lane: &Lane) -> Result<(), String> {
     let nonce = format!("rfs-lane-{}\n", uuid::Uuid::new_v4().simple());
     let req = ExecRequest {
         argv: vec![
