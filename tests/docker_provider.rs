@@ -845,6 +845,11 @@ async fn rfs_runs_from_the_lane_without_an_upload_and_is_uploaded_where_there_is
     )
     .await;
     assert!(!outcome.success());
+    // Not only for lack of permission (the user is not root): the mount
+    // itself is read-only.
+    let mounts = sh(&p, &laned.id, "grep ' /.rfs-stream ' /proc/mounts").await;
+    let options = mounts.split_whitespace().nth(3).unwrap_or_default();
+    assert!(options.split(',').any(|o| o == "ro"), "{mounts}");
     assert_eq!(own_probe(&p, &laned.id).await, answer);
     let listing = sh(&p, &laned.id, "ls -a /.rfs-stream /home/rfs").await;
     assert!(!listing.contains("exe-"), "left behind: {listing}");
