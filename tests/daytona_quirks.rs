@@ -1252,3 +1252,63 @@ fn every_http_call_is_logged_at_debug_without_secrets() {
     }
     rfs.finish();
 }
+
+/// A reader on a slow network: the daemon holds 256 frames per client,
+/// then drops it with close code 1008.
+const SLOW_READER: Duration = Duration::from_millis(5);
+
+#[test]
+fn an_attach_with_a_large_environment_is_not_dropped_as_a_slow_consumer() {
+    // The wrapper's line used to be typed into the login shell, whose line
+    // editor echoed it one byte at a time: with the environment on it, a
+    // thousand one-byte frames before the command even started, and a
+    // reader a little slow was dropped (close 1008) during that echo.
+    let Some(rfs) = Rfs::daytona() else { return };
+    rfs.sim().faults().slow_pty_reader(SLOW_READER);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"
+        let big = "";
+        for i in 0..3000 { big += "x"; }
+        let t = attach("sh", #{ env: #{ BIG: big } });
+        t.send("echo big-${#BIG}\n");
+        assert_screen(t, #{ text: "big-3000", timeout: 20 });
+        t.close();
+        "#,
+    );
+    out.assert_code(0);
+    rfs.assert_no_leftovers();
+    rfs.finish();
+}
+
+#[test]
+fn an_absent_assertion_fails_when_the_terminal_connection_is_dropped() {
+    // A dropped connection (close 1008, no exit code) proves nothing about
+    // what the program printed after it: the assertion used to pass.
+    let Some(rfs) = Rfs::daytona() else { return };
+    rfs.sim().faults().slow_pty_reader(SLOW_READER);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"
+        let t = attach("sh");
+        t.send("i=0; while [ $i -lt 3000 ]; do echo line-$i; i=$((i+1)); done; echo never-$((1+1))-seen\n");
+        assert_screen(t, #{ text: "never-2-seen", absent: true, timeout: 30 });
+        "#,
+    );
+    out.assert_code(1);
+    assert!(
+        out.stderr.contains("without the program's exit status"),
+        "{}",
+        out.stderr
+    );
+    let a = &out.entries("attach.assert")[0];
+    assert_eq!(a["outcome"], "Lost");
+    assert!(
+        a["elapsed_ms"].as_u64().unwrap() < 30_000,
+        "failed when the connection dropped, not at the timeout: {a}"
+    );
+    rfs.assert_no_leftovers();
+    rfs.finish();
+}

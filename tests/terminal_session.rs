@@ -198,6 +198,63 @@ async fn absent_holds_or_fails_when_text_appears() {
     assert!(err.to_string().contains(" 1 |boom"), "{err}");
 }
 
+/// A session over a hand-made provider channel: `output` chunks, then the
+/// channel ends with `exit` as the provider's account of how it ended.
+async fn ended_channel(output: &[u8], exit: rfs::provider::ExecOutcome) -> TerminalSession {
+    let (input, _ignored) = tokio::sync::mpsc::unbounded_channel();
+    let (out_tx, out_rx) = tokio::sync::mpsc::channel(4);
+    let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
+    let channel = rfs::provider::PtyChannel {
+        input,
+        output: out_rx,
+        exit: exit_rx,
+    };
+    let s = TerminalSession::start(
+        &tokio::runtime::Handle::current(),
+        channel,
+        SessionOptions::new(COLS, ROWS),
+    )
+    .expect("start");
+    out_tx.send(output.to_vec()).await.unwrap();
+    drop(out_tx);
+    exit_tx.send(exit).unwrap();
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_absent_assertion_fails_when_the_connection_is_lost_without_an_exit_status() {
+    // Daytona's daemon drops a slow reader (close 1008, no exit code): the
+    // program may go on printing unseen, so "absent" proves nothing.
+    let s = ended_channel(b"working...\r\n", Default::default()).await;
+    let t = Instant::now();
+    let err = s
+        .wait_for(&Pattern::text("late").absent().timeout(secs(5.0)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, FailureKind::Lost);
+    assert!(t.elapsed() < secs(4.0), "failed when the channel ended");
+    let msg = err.to_string();
+    assert!(msg.contains("without the program's exit status"), "{msg}");
+    assert!(msg.contains("working..."), "screen dump missing: {msg}");
+    // Waiting for text on a lost channel says so too.
+    let err = s.wait_for(&Pattern::text("late")).await.unwrap_err();
+    assert_eq!(err.kind, FailureKind::Lost);
+
+    // A program that exited prints nothing more: absent holds at once.
+    let exited = rfs::provider::ExecOutcome {
+        exit: Some(0),
+        ..Default::default()
+    };
+    let s = ended_channel(b"working...\r\n", exited).await;
+    let t = Instant::now();
+    let ok = expect(&s, Pattern::text("late").absent().timeout(secs(5.0))).await;
+    assert!(ok.matched.is_none());
+    assert!(
+        t.elapsed() < secs(4.0),
+        "an ended program's absent waited out its timeout"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stable_ms_waits_for_the_screen_to_settle() {
     let dir = tempfile::tempdir().unwrap();

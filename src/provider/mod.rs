@@ -111,6 +111,13 @@ impl ExecOutcome {
     pub fn success(&self) -> bool {
         self.exit == Some(0) && !self.timed_out && !self.cancelled
     }
+
+    /// Whether anything is known of how the command ended (an exit code,
+    /// a signal, or rfs's own timeout or cancellation). An outcome with
+    /// none of these is a lost channel: the command may still be running.
+    pub fn is_known(&self) -> bool {
+        self.exit.is_some() || self.signal.is_some() || self.timed_out || self.cancelled
+    }
 }
 
 pub use input::InputStream;

@@ -88,6 +88,10 @@ pub enum FailureKind {
     Appeared(Match),
     /// The program's output ended without the pattern matching.
     Ended,
+    /// The provider's channel ended without the program's exit status
+    /// (a dropped connection): the program may still be running and
+    /// printing, so nothing can be concluded from the screen.
+    Lost,
     /// The session's cancellation token fired.
     Cancelled,
 }
@@ -117,6 +121,12 @@ impl fmt::Display for WaitFailure {
             FailureKind::Ended => write!(
                 f,
                 "program output ended after {secs:.1}s while waiting for {}",
+                self.pattern
+            )?,
+            FailureKind::Lost => write!(
+                f,
+                "the terminal connection ended after {secs:.1}s without the program's exit status \
+                 while waiting for {} (the program may still be running: the screen may be incomplete)",
                 self.pattern
             )?,
             FailureKind::Cancelled => {
@@ -338,10 +348,13 @@ impl TerminalSession {
         let mut stable_since = start;
         loop {
             changes.borrow_and_update();
-            let (screen, closed) = {
+            let (screen, closed, exit) = {
                 let st = self.shared.lock();
-                (st.emulator.snapshot(), st.output_closed)
+                (st.emulator.snapshot(), st.output_closed, st.exit)
             };
+            // The output ended and the channel said how the program ended
+            // (`Some(true)`), or that it cannot tell (`Some(false)`).
+            let ended_known = closed.then_some(exit).flatten().map(|o| o.is_known());
             let now = Instant::now();
             if last.as_ref() != Some(&screen) {
                 stable_since = now;
@@ -358,7 +371,12 @@ impl TerminalSession {
                 if let Some(m) = found {
                     return Err(fail(FailureKind::Appeared(m), screen));
                 }
-                if closed || now >= deadline {
+                // A lost channel proves nothing about what the program
+                // printed since; an ended program prints nothing more.
+                if ended_known == Some(false) {
+                    return Err(fail(FailureKind::Lost, screen));
+                }
+                if ended_known == Some(true) || now >= deadline {
                     return Ok(Outcome {
                         matched: None,
                         screen,
@@ -375,6 +393,8 @@ impl TerminalSession {
                     });
                 }
                 wake_at = wake_at.min(ready_at);
+            } else if ended_known == Some(false) {
+                return Err(fail(FailureKind::Lost, screen));
             } else if closed {
                 return Err(fail(FailureKind::Ended, screen));
             }

@@ -87,6 +87,28 @@ impl Api {
         let base = self.toolbox(id).await?;
         let token = wrapper::token();
         let pty_id = format!("rfs-pty-{token}");
+        // The launcher is uploaded, and the line typed stays short (see
+        // `wrapper::pty_launcher`); it removes itself when it runs.
+        let launcher = wrapper::pty_launcher_path(&token);
+        let script = wrapper::pty_launcher(&token, &pty_cwd(req), &req.env, &req.argv);
+        self.upload_bytes(id, script.into_bytes(), &launcher)
+            .await?;
+        let opened = self.connect_pty(id, &base, &pty_id, &token, req).await;
+        if opened.is_err() {
+            let _ = self.delete_file(id, &launcher).await;
+        }
+        opened
+    }
+
+    /// Create the PTY session, connect to it and type the launcher's line.
+    async fn connect_pty(
+        &self,
+        id: &str,
+        base: &str,
+        pty_id: &str,
+        token: &str,
+        req: &PtyRequest,
+    ) -> ProviderResult<PtyChannel> {
         let call = Call::new(
             "create terminal session",
             Some(id),
@@ -105,13 +127,13 @@ impl Api {
         let session = created
             .get("sessionId")
             .and_then(|v| v.as_str())
-            .unwrap_or(&pty_id)
+            .unwrap_or(pty_id)
             .to_owned();
         let url = format!("{base}/process/pty/{}/connect", enc(&session));
         let mut ws = match self.ws_connect("connect terminal session", id, &url).await {
             Ok(ws) => ws,
             Err(e) => {
-                let _ = self.delete_pty(&base, id, &session).await;
+                let _ = self.delete_pty(base, id, &session).await;
                 return Err(e);
             }
         };
@@ -129,18 +151,25 @@ impl Api {
             Err(_) => Err("no control frame in time".into()),
         };
         if let Err(why) = ok {
-            let _ = self.delete_pty(&base, id, &session).await;
+            let _ = self.delete_pty(base, id, &session).await;
             return Err(ProviderError::other(format!(
                 "daytona: terminal session (sandbox {id}) did not connect: {why}"
             )));
         }
-        let line = wrapper::pty_line(&token, &pty_cwd(req), &req.env, &req.argv);
-        ws.send(Message::Binary(line.into_bytes().into()))
-            .await
-            .map_err(|e| {
-                ProviderError::other(format!("daytona: terminal session (sandbox {id}): {e}"))
-            })?;
-        Ok(self.spawn_pumps(base, id.to_owned(), session, token, ws))
+        let line = wrapper::pty_line(token);
+        if let Err(e) = ws.send(Message::Binary(line.into_bytes().into())).await {
+            let _ = self.delete_pty(base, id, &session).await;
+            return Err(ProviderError::other(format!(
+                "daytona: terminal session (sandbox {id}): {e}"
+            )));
+        }
+        Ok(self.spawn_pumps(
+            base.to_owned(),
+            id.to_owned(),
+            session,
+            token.to_owned(),
+            ws,
+        ))
     }
 
     async fn delete_pty(&self, base: &str, id: &str, session: &str) -> ProviderResult<()> {

@@ -73,14 +73,57 @@ impl Api {
     /// multipart part `file`). The file is read in chunks, never whole;
     /// a retried attempt reopens it.
     pub async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()> {
+        let len = std::fs::metadata(local)
+            .map_err(|e| ProviderError::other(format!("cannot read {}: {e}", local.display())))?
+            .len();
+        let local = local.to_path_buf();
+        self.upload_body(id, remote_path, len, move || {
+            match std::fs::File::open(&local) {
+                Ok(f) => {
+                    let f = tokio::fs::File::from_std(f);
+                    reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(
+                        f,
+                        256 * 1024,
+                    ))
+                }
+                // Surfaces as a transport error naming the upload.
+                Err(e) => reqwest::Body::wrap_stream(futures_util::stream::once(async move {
+                    Err::<bytes::Bytes, _>(e)
+                })),
+            }
+        })
+        .await
+    }
+
+    /// Write `bytes` to `remote_path` (a small file rfs generates).
+    pub async fn upload_bytes(
+        &self,
+        id: &str,
+        bytes: Vec<u8>,
+        remote_path: &str,
+    ) -> ProviderResult<()> {
+        let bytes = bytes::Bytes::from(bytes);
+        let len = bytes.len() as u64;
+        self.upload_body(id, remote_path, len, move || {
+            reqwest::Body::from(bytes.clone())
+        })
+        .await
+    }
+
+    /// `POST /files/upload` of one file whose body `body` makes (once per
+    /// attempt: an upload overwriting the same bytes is retried).
+    async fn upload_body(
+        &self,
+        id: &str,
+        remote_path: &str,
+        len: u64,
+        body: impl Fn() -> reqwest::Body,
+    ) -> ProviderResult<()> {
         if !remote_path.starts_with('/') {
             return Err(ProviderError::other(format!(
                 "upload destination `{remote_path}` is not an absolute path"
             )));
         }
-        let len = std::fs::metadata(local)
-            .map_err(|e| ProviderError::other(format!("cannot read {}: {e}", local.display())))?
-            .len();
         let base = self.toolbox(id).await?;
         // Overwriting a file with the same bytes is idempotent.
         let call = Call::new(
@@ -95,23 +138,9 @@ impl Api {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "upload".into());
-        let local = local.to_path_buf();
         self.http
             .send(&call, |r| {
-                let body = match std::fs::File::open(&local) {
-                    Ok(f) => {
-                        let f = tokio::fs::File::from_std(f);
-                        reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(
-                            f,
-                            256 * 1024,
-                        ))
-                    }
-                    // Surfaces as a transport error naming the upload.
-                    Err(e) => reqwest::Body::wrap_stream(futures_util::stream::once(async move {
-                        Err::<bytes::Bytes, _>(e)
-                    })),
-                };
-                let part = reqwest::multipart::Part::stream_with_length(body, len)
+                let part = reqwest::multipart::Part::stream_with_length(body(), len)
                     .file_name(file_name.clone())
                     .mime_str("application/octet-stream")
                     .expect("static mime type");
@@ -120,6 +149,26 @@ impl Api {
             })
             .await?;
         Ok(())
+    }
+
+    /// `DELETE /files?path=`; a file already gone is fine.
+    pub async fn delete_file(&self, id: &str, remote_path: &str) -> ProviderResult<()> {
+        let base = self.toolbox(id).await?;
+        let call = Call::new(
+            "delete file",
+            Some(id),
+            Method::DELETE,
+            format!("{base}/files"),
+        );
+        match self
+            .http
+            .send(&call, |r| r.query(&[("path", remote_path)]))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.status() == Some(404) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// `POST /process/execute` (short internal commands only; its output

@@ -37,8 +37,8 @@ rm -f "$f"
 exit $r
 "#;
 
-/// PTY wrapper, typed into the PTY's login shell and `exec`'d so that the
-/// command replaces it. Arguments: TOKEN CWD K=V... -- argv...
+/// PTY wrapper, run by the launcher the PTY's login shell is told to
+/// `exec` (see [`pty_launcher`]), so that the command replaces it. Arguments: TOKEN CWD K=V... -- argv...
 /// It prints a marker (built with printf so that the echo of the typed
 /// line never contains it); everything before the marker is the shell's
 /// prompt and echo and is dropped.
@@ -108,8 +108,19 @@ pub fn exec_line(
     join(&v)
 }
 
-/// The line typed into a PTY's shell.
-pub fn pty_line(token: &str, cwd: &str, env: &[(String, String)], argv: &[String]) -> String {
+/// Where the PTY launcher for `token` is uploaded.
+pub fn pty_launcher_path(token: &str) -> String {
+    format!("/tmp/.rfs-pty-{token}.sh")
+}
+
+/// The PTY launcher: a script that removes itself, then `exec`s the
+/// wrapper with its arguments (cwd, env, argv). It is uploaded, not
+/// typed, so that what the login shell echoes stays one short line
+/// whatever the environment holds: a line editor echoes a typed line one
+/// byte at a time, and a long one (every `K=V` of the environment) came
+/// back as a thousand one-byte frames, enough to make the daemon drop the
+/// connection as a slow consumer before the command even started.
+pub fn pty_launcher(token: &str, cwd: &str, env: &[(String, String)], argv: &[String]) -> String {
     let mut v = vec![
         "/bin/sh".into(),
         "-c".into(),
@@ -117,7 +128,12 @@ pub fn pty_line(token: &str, cwd: &str, env: &[(String, String)], argv: &[String
         "rfs-pty".into(),
     ];
     v.extend(args(token, cwd, env, argv));
-    format!("exec {}\n", join(&v))
+    format!("rm -f -- \"$0\"\nexec {}\n", join(&v))
+}
+
+/// The line typed into a PTY's shell: run the uploaded launcher.
+pub fn pty_line(token: &str) -> String {
+    format!("exec /bin/sh {}\n", quote(&pty_launcher_path(token)))
 }
 
 /// The PTY marker that ends the shell's preamble.
@@ -257,6 +273,35 @@ mod tests {
         assert_eq!(out.status.code(), Some(EXIT_SETUP));
         assert_eq!(refusal("tok2", &out.stderr), Some(Refusal::Cwd));
         assert_eq!(refusal("other", &out.stderr), None);
+    }
+
+    #[test]
+    fn the_typed_pty_line_stays_short_and_the_launcher_runs_and_removes_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = format!("tok3-{}", token());
+        let big = "x".repeat(5000);
+        let launcher = pty_launcher(
+            &t,
+            dir.path().to_str().unwrap(),
+            &[("BIG".into(), big.clone()), ("Q".into(), "it's".into())],
+            &[
+                "/bin/sh".into(),
+                "-c".into(),
+                "pwd; echo \"${#BIG} $Q\"".into(),
+            ],
+        );
+        let path = pty_launcher_path(&t);
+        std::fs::write(&path, launcher).unwrap();
+        let line = pty_line(&t);
+        assert!(line.len() < 80, "{line}");
+        let out = sh(&line);
+        let _ = std::fs::remove_file(format!("/tmp/.rfs-exec-{t}.pgid"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            stdout,
+            format!("{}\n{}\n5000 it's\n", pty_ready(&t), dir.path().display())
+        );
+        assert!(!std::path::Path::new(&path).exists(), "the launcher stayed");
     }
 
     #[test]

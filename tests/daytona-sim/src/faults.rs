@@ -46,6 +46,7 @@ struct Inner {
     exec_start_failures: Vec<String>,
     lost_exit_codes: Vec<String>,
     refuse_follow: bool,
+    pty_frame_delay: Option<Duration>,
 }
 
 /// Thread-safe fault knobs of a running [`crate::Sim`].
@@ -212,6 +213,18 @@ impl Faults {
 
     pub(crate) fn log_follow_refused(&self) -> bool {
         self.inner.lock().unwrap().refuse_follow
+    }
+
+    /// PTY output reaches its WebSocket clients no faster than one frame
+    /// per `delay` (a reader on a slow network), until [`Faults::clear`]:
+    /// once a client is 256 frames behind, the daemon drops it with close
+    /// code 1008 "slow consumer".
+    pub fn slow_pty_reader(&self, delay: Duration) {
+        self.inner.lock().unwrap().pty_frame_delay = Some(delay);
+    }
+
+    pub(crate) fn pty_frame_delay(&self) -> Option<Duration> {
+        self.inner.lock().unwrap().pty_frame_delay
     }
 
     /// Disarm every knob.

@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use super::ToolboxState;
 use crate::errors;
 use crate::isolation::{base_env, kill_session, HOME, SHELL};
-use crate::state::now_rfc3339;
+use crate::state::{now_rfc3339, AppState};
 
 enum Out {
     Data(Vec<u8>),
@@ -393,19 +393,20 @@ pub(crate) async fn connect(
     Path((_, pid)): Path<(String, String)>,
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
-    let Tb { ctx, .. } = tb;
+    let Tb { ctx, st, .. } = tb;
     let ws = match ws {
         Ok(ws) => ws,
         Err(e) => return e.into_response(),
     };
     let tb = ctx.tb.clone();
     let rt = tokio::runtime::Handle::current();
-    ws.on_upgrade(move |socket| attach(socket, tb, pid, rt))
+    ws.on_upgrade(move |socket| attach(socket, tb, st, pid, rt))
 }
 
 async fn attach(
     mut socket: WebSocket,
     tb: Arc<ToolboxState>,
+    st: Arc<AppState>,
     pid: String,
     rt: tokio::runtime::Handle,
 ) {
@@ -438,6 +439,9 @@ async fn attach(
         tokio::select! {
             out = rx.recv() => match out {
                 Some(Out::Data(b)) => {
+                    if let Some(delay) = st.faults.pty_frame_delay() {
+                        tokio::time::sleep(delay).await;
+                    }
                     if socket.send(Message::Binary(b.into())).await.is_err() {
                         return;
                     }
