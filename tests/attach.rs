@@ -29,6 +29,13 @@ provider_tests! {
             assert_screen(t, "nonce-" + sandbox().id);
             assert_screen(t, sandbox().id + " " + sync_source().commit);
             assert_screen(t, #{ text: sync_source().workdir, timeout: 5 });
+            // Ctrl-C at the shell's next prompt, where its line editor
+            // reads it as a key. Pressed while the shell was still between
+            // commands, it is a real SIGINT, and busybox's ash can then
+            // abort on a corrupted heap ("malloc assertion failure in
+            // sysmalloc", seen once in CI): a sandbox program's bug, not
+            // what this test is about.
+            assert_screen(t, #{ regex: "^\\$ $", row: -1, timeout: 5 });
             t.press("Ctrl-C");
             // The shell's new prompt, on the line after the echoed ^C: a
             // command typed before the shell handled the interrupt could be
@@ -51,7 +58,7 @@ provider_tests! {
         assert_eq!(start["cols"], 80);
         assert_eq!(start["rows"], 24);
         let asserts = out.entries("attach.assert");
-        assert_eq!(asserts.len(), 6);
+        assert_eq!(asserts.len(), 7);
         assert!(asserts.iter().all(|a| a["outcome"] == "pass" && a["screen_digest"].as_str().unwrap().len() == 64));
         assert_eq!(out.entries("attach.end")[0]["how"], "closed");
         // The recording parses, is ordered, and carries one marker per assertion.
@@ -59,7 +66,7 @@ provider_tests! {
         assert_eq!(header["width"], 80);
         let times: Vec<f64> = events.iter().map(|e| e[0].as_f64().unwrap()).collect();
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "event times go backwards");
-        assert_eq!(events.iter().filter(|e| e[1] == "m").count(), 6);
+        assert_eq!(events.iter().filter(|e| e[1] == "m").count(), 7);
         assert!(events.iter().any(|e| e[1] == "o" && e[2].as_str().unwrap().contains("nonce-")));
         assert!(out.evidence().contains("terminal/session-1.cast"));
         assert!(out.out_dir.join("terminal/session-1-assert-1.txt").exists());
