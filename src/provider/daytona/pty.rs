@@ -1,9 +1,12 @@
 //! `attach()` sessions over the toolbox PTY: create, WebSocket connect,
 //! the first control frame, binary output, input as binary frames, resize
 //! by its own call, the exit code from the close reason. Daytona's PTY
-//! runs a login shell, not a command: rfs types one `exec` line running
-//! its wrapper and drops everything the shell printed before the wrapper's
-//! marker, so the screen starts with the command's own output.
+//! runs a login shell, not a command: rfs uploads a launcher, types one
+//! short `exec` line running it, and drops everything the shell printed
+//! before the wrapper's marker, so the screen starts with the command's
+//! own output. A connection closed without an exit code (the daemon drops
+//! a slow reader with 1008) ends the channel with an unknown outcome,
+//! which the terminal session reports as lost.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
