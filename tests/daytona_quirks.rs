@@ -1257,17 +1257,22 @@ fn every_http_call_is_logged_at_debug_without_secrets() {
 /// then drops it with close code 1008.
 const SLOW_READER: Duration = Duration::from_millis(5);
 
+/// Run `script` on a server whose PTY clients read slowly.
+fn run_with_a_slow_pty_reader(script: &str) -> Option<(Rfs, RunOut)> {
+    let rfs = Rfs::daytona()?;
+    rfs.sim().faults().slow_pty_reader(SLOW_READER);
+    let repo = Repo::new();
+    let out = rfs.run(repo.path(), script);
+    Some((rfs, out))
+}
+
 #[test]
 fn an_attach_with_a_large_environment_is_not_dropped_as_a_slow_consumer() {
     // The wrapper's line used to be typed into the login shell, whose line
     // editor echoed it one byte at a time: with the environment on it, a
     // thousand one-byte frames before the command even started, and a
     // reader a little slow was dropped (close 1008) during that echo.
-    let Some(rfs) = Rfs::daytona() else { return };
-    rfs.sim().faults().slow_pty_reader(SLOW_READER);
-    let repo = Repo::new();
-    let out = rfs.run(
-        repo.path(),
+    let Some((rfs, out)) = run_with_a_slow_pty_reader(
         r#"
         let big = "";
         for i in 0..3000 { big += "x"; }
@@ -1276,7 +1281,9 @@ fn an_attach_with_a_large_environment_is_not_dropped_as_a_slow_consumer() {
         assert_screen(t, #{ text: "big-3000", timeout: 20 });
         t.close();
         "#,
-    );
+    ) else {
+        return;
+    };
     out.assert_code(0);
     rfs.assert_no_leftovers();
     rfs.finish();
@@ -1286,17 +1293,15 @@ fn an_attach_with_a_large_environment_is_not_dropped_as_a_slow_consumer() {
 fn an_absent_assertion_fails_when_the_terminal_connection_is_dropped() {
     // A dropped connection (close 1008, no exit code) proves nothing about
     // what the program printed after it: the assertion used to pass.
-    let Some(rfs) = Rfs::daytona() else { return };
-    rfs.sim().faults().slow_pty_reader(SLOW_READER);
-    let repo = Repo::new();
-    let out = rfs.run(
-        repo.path(),
+    let Some((rfs, out)) = run_with_a_slow_pty_reader(
         r#"
         let t = attach("sh");
         t.send("i=0; while [ $i -lt 3000 ]; do echo line-$i; i=$((i+1)); done; echo never-$((1+1))-seen\n");
         assert_screen(t, #{ text: "never-2-seen", absent: true, timeout: 30 });
         "#,
-    );
+    ) else {
+        return;
+    };
     out.assert_code(1);
     assert!(
         out.stderr.contains("without the program's exit status"),

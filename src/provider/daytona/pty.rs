@@ -182,11 +182,7 @@ impl Api {
             Method::DELETE,
             format!("{base}/process/pty/{}", enc(session)),
         );
-        match self.http.send(&call, |r| r).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.status() == Some(404) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        self.delete_gone_ok(&call, |r| r).await
     }
 
     fn spawn_pumps(

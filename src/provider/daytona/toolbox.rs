@@ -160,15 +160,8 @@ impl Api {
             Method::DELETE,
             format!("{base}/files"),
         );
-        match self
-            .http
-            .send(&call, |r| r.query(&[("path", remote_path)]))
+        self.delete_gone_ok(&call, |r| r.query(&[("path", remote_path)]))
             .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.status() == Some(404) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
     }
 
     /// `POST /process/execute` (short internal commands only; its output
@@ -222,7 +215,16 @@ impl Api {
             Method::DELETE,
             format!("{base}/process/session/{}", enc(session)),
         );
-        match self.http.send(&call, |r| r).await {
+        self.delete_gone_ok(&call, |r| r).await
+    }
+
+    /// Send a toolbox `DELETE`; what is already gone (404) is fine.
+    pub(super) async fn delete_gone_ok(
+        &self,
+        call: &Call<'_>,
+        request: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> ProviderResult<()> {
+        match self.http.send(call, request).await {
             Ok(_) => Ok(()),
             Err(e) if e.status() == Some(404) => Ok(()),
             Err(e) => Err(e.into()),
