@@ -1257,10 +1257,13 @@ fn every_http_call_is_logged_at_debug_without_secrets() {
 /// then drops it with close code 1008.
 const SLOW_READER: Duration = Duration::from_millis(5);
 
-/// Run `script` on a server whose PTY clients read slowly.
-fn run_with_a_slow_pty_reader(script: &str) -> Option<(Rfs, RunOut)> {
+/// Run `script` on a server whose faults `arm` sets.
+fn run_with_faults(
+    arm: impl FnOnce(&rfs_daytona_sim::Faults),
+    script: &str,
+) -> Option<(Rfs, RunOut)> {
     let rfs = Rfs::daytona()?;
-    rfs.sim().faults().slow_pty_reader(SLOW_READER);
+    arm(rfs.sim().faults());
     let repo = Repo::new();
     let out = rfs.run(repo.path(), script);
     Some((rfs, out))
@@ -1272,7 +1275,8 @@ fn an_attach_with_a_large_environment_is_not_dropped_as_a_slow_consumer() {
     // editor echoed it one byte at a time: with the environment on it, a
     // thousand one-byte frames before the command even started, and a
     // reader a little slow was dropped (close 1008) during that echo.
-    let Some((rfs, out)) = run_with_a_slow_pty_reader(
+    let Some((rfs, out)) = run_with_faults(
+        |f| f.slow_pty_reader(SLOW_READER),
         r#"
         let big = "";
         for i in 0..3000 { big += "x"; }
@@ -1292,8 +1296,11 @@ fn an_attach_with_a_large_environment_is_not_dropped_as_a_slow_consumer() {
 #[test]
 fn an_absent_assertion_fails_when_the_terminal_connection_is_dropped() {
     // A dropped connection (close 1008, no exit code) proves nothing about
-    // what the program printed after it: the assertion used to pass.
-    let Some((rfs, out)) = run_with_a_slow_pty_reader(
+    // what the program printed after it: the assertion used to pass. The
+    // drop comes after 2 KB of the program's 30 KB, so the text the
+    // assertion looks for is printed only after it.
+    let Some((rfs, out)) = run_with_faults(
+        |f| f.drop_pty_clients_after(2048),
         r#"
         let t = attach("sh");
         t.send("i=0; while [ $i -lt 3000 ]; do echo line-$i; i=$((i+1)); done; echo never-$((1+1))-seen\n");

@@ -47,6 +47,7 @@ struct Inner {
     lost_exit_codes: Vec<String>,
     refuse_follow: bool,
     pty_frame_delay: Option<Duration>,
+    pty_drop_after: Option<usize>,
 }
 
 /// Thread-safe fault knobs of a running [`crate::Sim`].
@@ -225,6 +226,18 @@ impl Faults {
 
     pub(crate) fn pty_frame_delay(&self) -> Option<Duration> {
         self.inner.lock().unwrap().pty_frame_delay
+    }
+
+    /// Every PTY WebSocket client is dropped as a slow consumer (close
+    /// code 1008) once it has been sent more than `bytes` of output, until
+    /// [`Faults::clear`]; the session itself goes on running, as when the
+    /// daemon drops a client that fell 256 frames behind.
+    pub fn drop_pty_clients_after(&self, bytes: usize) {
+        self.inner.lock().unwrap().pty_drop_after = Some(bytes);
+    }
+
+    pub(crate) fn pty_drop_after(&self) -> Option<usize> {
+        self.inner.lock().unwrap().pty_drop_after
     }
 
     /// Disarm every knob.

@@ -435,12 +435,18 @@ async fn attach(
     if socket.send(Message::Text(hello.into())).await.is_err() {
         return;
     }
+    let mut sent = 0usize;
     loop {
         tokio::select! {
             out = rx.recv() => match out {
                 Some(Out::Data(b)) => {
                     if let Some(delay) = st.faults.pty_frame_delay() {
                         tokio::time::sleep(delay).await;
+                    }
+                    sent += b.len();
+                    if st.faults.pty_drop_after().is_some_and(|limit| sent > limit) {
+                        let _ = socket.send(Message::Close(Some(CloseFrame { code: 1008, reason: "slow consumer".into() }))).await;
+                        return;
                     }
                     if socket.send(Message::Binary(b.into())).await.is_err() {
                         return;
