@@ -366,15 +366,16 @@ impl TerminalSession {
                 elapsed: now - start,
                 screen,
             };
+            // Without a match, a lost channel proves nothing about what
+            // the program printed since (for `absent` either); an ended
+            // program prints nothing more.
+            if found.is_none() && ended_known == Some(false) {
+                return Err(fail(FailureKind::Lost, screen));
+            }
             let mut wake_at = deadline;
             if pattern.absent {
                 if let Some(m) = found {
                     return Err(fail(FailureKind::Appeared(m), screen));
-                }
-                // A lost channel proves nothing about what the program
-                // printed since; an ended program prints nothing more.
-                if ended_known == Some(false) {
-                    return Err(fail(FailureKind::Lost, screen));
                 }
                 if ended_known == Some(true) || now >= deadline {
                     return Ok(Outcome {
@@ -393,8 +394,6 @@ impl TerminalSession {
                     });
                 }
                 wake_at = wake_at.min(ready_at);
-            } else if ended_known == Some(false) {
-                return Err(fail(FailureKind::Lost, screen));
             } else if closed {
                 return Err(fail(FailureKind::Ended, screen));
             }

@@ -93,7 +93,7 @@ impl Api {
         // The launcher is uploaded, and the line typed stays short (see
         // `wrapper::pty_launcher`); it removes itself when it runs.
         let launcher = wrapper::pty_launcher_path(&token);
-        let script = wrapper::pty_launcher(&token, &pty_cwd(req), &req.env, &req.argv);
+        let script = wrapper::pty_launcher(&token, &req.cwd, &req.env, &req.argv);
         self.upload_bytes(id, script.into_bytes(), &launcher)
             .await?;
         let opened = self.connect_pty(id, &base, &pty_id, &token, req).await;
@@ -333,11 +333,6 @@ impl Api {
             exit: exit_rx,
         }
     }
-}
-
-/// The directory the wrapper enters: the request's cwd.
-fn pty_cwd(req: &PtyRequest) -> String {
-    req.cwd.clone()
 }
 
 #[cfg(test)]

@@ -38,9 +38,10 @@ exit $r
 "#;
 
 /// PTY wrapper, run by the launcher the PTY's login shell is told to
-/// `exec` (see [`pty_launcher`]), so that the command replaces it. Arguments: TOKEN CWD K=V... -- argv...
-/// It prints a marker (built with printf so that the echo of the typed
-/// line never contains it); everything before the marker is the shell's
+/// `exec` (see [`pty_launcher`]), so that the command replaces it.
+/// Arguments: TOKEN CWD K=V... -- argv...
+/// It prints a marker (built with printf, so that the marker text appears
+/// in no command line); everything before the marker is the shell's
 /// prompt and echo and is dropped.
 const PTY_SCRIPT: &str = r#"t=$1; d=$2; shift 2
 while [ "$#" -gt 0 ] && [ "$1" != -- ]; do export "$1" 2>/dev/null; shift; done
