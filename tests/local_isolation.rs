@@ -784,3 +784,99 @@ fn a_sandbox_home_under_dev_shm_is_reached_in_namespaces() {
         out.stdout
     );
 }
+
+/// Host kernel files a step of an rfs run as root could reach through its
+/// fresh `/proc` before the fix (issue #20, class 2). Opened for writing
+/// with `: >>`, which writes nothing: the test cannot change the host.
+const HOST_KERNEL_FILES: &[&str] = &[
+    "/proc/sys/vm/swappiness",
+    "/proc/sys/vm/drop_caches",
+    "/proc/sys/kernel/core_pattern",
+    "/proc/sys/kernel/hostname",
+    "/proc/sys/net/ipv4/ip_forward",
+    "/proc/sysrq-trigger",
+];
+
+fn host_value(p: &str) -> Option<String> {
+    std::fs::read_to_string(p).ok()
+}
+
+#[test]
+fn a_local_step_of_rfs_run_as_root_cannot_open_host_kernel_settings_for_writing() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let readable: Vec<_> = HOST_KERNEL_FILES
+        .iter()
+        .filter(|p| *p != &"/proc/sysrq-trigger" && *p != &"/proc/sys/vm/drop_caches")
+        .map(|p| (*p, host_value(p)))
+        .collect();
+    let files = HOST_KERNEL_FILES.join(" ");
+    let out = rfs.run(
+        repo.path(),
+        &format!(
+            r#"step("poke", "id -u; for f in {files}; do if [ -e $f ]; then (: >> $f) 2>/dev/null && echo writable $f || echo refused $f; fi; done");"#
+        ),
+    );
+    out.assert_code(0);
+    for f in HOST_KERNEL_FILES {
+        if !Path::new(f).exists() {
+            continue;
+        }
+        assert!(
+            out.stdout.contains(&format!("refused {f}")),
+            "a step could open {f} for writing:\n{}",
+            out.stdout
+        );
+    }
+    for (p, before) in readable {
+        assert_eq!(host_value(p), before, "{p} changed on the host");
+    }
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn a_local_step_has_its_own_hostname_and_cannot_rename_the_host() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let host = host_value("/proc/sys/kernel/hostname");
+    let out = rfs.run(
+        repo.path(),
+        r#"let r = step("name", "cat /proc/sys/kernel/hostname; hostname rfs-renamed-host 2>/dev/null && echo renamed || echo refused; cat /proc/sys/kernel/hostname");
+        print(r.stdout);"#,
+    );
+    out.assert_code(0);
+    let lines: Vec<_> = out.stdout.lines().collect();
+    assert!(
+        lines.contains(&rfs::provider::local_isolation::HOSTNAME),
+        "the step saw another hostname: {}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("refused"), "{}", out.stdout);
+    assert_eq!(host_value("/proc/sys/kernel/hostname"), host);
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn a_local_step_cannot_read_host_kernel_memory_or_keys() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"let r = step("peek", "for f in /proc/kcore /proc/keys /proc/timer_list; do printf '%s %s\n' $f $(head -c 64 $f 2>/dev/null | wc -c); done");
+        print(r.stdout);"#,
+    );
+    out.assert_code(0);
+    for f in ["/proc/kcore", "/proc/keys", "/proc/timer_list"] {
+        if Path::new(f).is_file() {
+            assert!(
+                out.stdout.contains(&format!("{f} 0")),
+                "{f} is readable in the step:\n{}",
+                out.stdout
+            );
+        }
+    }
+    rfs.assert_no_leftovers();
+}

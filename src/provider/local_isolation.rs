@@ -2,7 +2,7 @@
 //! no root, no setuid helper).
 //!
 //! Each isolated sandbox has one init process that owns its namespaces:
-//! rfs forks a child that unshares user, mount, PID, IPC (and, with
+//! rfs forks a child that unshares user, mount, PID, IPC, UTS (and, with
 //! `network: false`, network) namespaces and maps only its own uid/gid;
 //! that child forks the init (PID 1 of the new PID namespace), which builds
 //! the sandbox's root and then only reaps orphans and waits for rfs to go
@@ -264,6 +264,8 @@ enum Op {
         fallback: c_ulong,
     },
     LoopbackUp,
+    /// Name the sandbox's own UTS namespace.
+    Hostname(CString),
     PivotRoot(CString),
 }
 
@@ -296,6 +298,7 @@ impl Op {
             },
             Op::ReadOnly { target, .. } => format!("making {} read-only", s(target)),
             Op::LoopbackUp => "bringing up the loopback interface".into(),
+            Op::Hostname(h) => format!("setting the hostname {}", s(h)),
             Op::PivotRoot(p) => format!("pivoting into {}", s(p)),
         }
     }
@@ -402,6 +405,7 @@ impl Op {
                 libc::close(sock);
                 r
             }
+            Op::Hostname(h) => ok(libc::sethostname(h.as_ptr(), h.as_bytes().len())),
             Op::PivotRoot(root) => {
                 let dot = c".".as_ptr();
                 ok(libc::chdir(root.as_ptr()))?;
@@ -566,9 +570,11 @@ impl Plan {
             flags: libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             data: None,
         });
+        proc_guards(&mut ops, &inside)?;
         if !network {
             ops.push(Op::LoopbackUp);
         }
+        ops.push(Op::Hostname(cs(HOSTNAME)));
         ops.push(Op::ReadOnly {
             target: cpath(&root)?,
             recursive: false,
@@ -577,6 +583,66 @@ impl Plan {
         ops.push(Op::PivotRoot(cpath(&root)?));
         Ok(Plan { ops, network })
     }
+}
+
+/// The hostname of every isolated sandbox (its own UTS namespace: the
+/// host's name is neither seen nor changed).
+pub const HOSTNAME: &str = "rfs-sandbox";
+/// Parts of the sandbox's `/proc` that reach the host kernel (its
+/// settings, interrupt and bus tables, the SysRq trigger): bound
+/// read-only over themselves, as container runtimes do. Even a step that
+/// runs as the host's uid 0 (rfs run as root) cannot change them.
+const PROC_READ_ONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
+/// Files of `/proc` that expose the host kernel's memory, keys and
+/// timers: hidden behind `/dev/null`.
+const PROC_MASKED: &[&str] = &[
+    "kcore",
+    "keys",
+    "key-users",
+    "timer_list",
+    "sched_debug",
+    "latency_stats",
+];
+
+/// The ops that make the host-reaching parts of the sandbox's fresh
+/// `/proc` read-only or hidden (after the `proc` mount).
+fn proc_guards(
+    ops: &mut Vec<Op>,
+    inside: &dyn Fn(&Path) -> Result<CString, SetupError>,
+) -> Result<(), SetupError> {
+    let proc = Path::new("/proc");
+    for p in PROC_READ_ONLY {
+        let host = proc.join(p);
+        if std::fs::symlink_metadata(&host).is_err() {
+            continue;
+        }
+        ops.push(Op::Mount {
+            src: Some(inside(&host)?),
+            target: inside(&host)?,
+            fstype: None,
+            flags: libc::MS_BIND | libc::MS_REC,
+            data: None,
+        });
+        ops.push(Op::ReadOnly {
+            target: inside(&host)?,
+            recursive: true,
+            fallback: libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        });
+    }
+    for p in PROC_MASKED {
+        let host = proc.join(p);
+        if !std::fs::symlink_metadata(&host).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        ops.push(Op::Mount {
+            src: Some(cs("/dev/null")),
+            target: inside(&host)?,
+            fstype: None,
+            flags: libc::MS_BIND,
+            data: None,
+        });
+    }
+    Ok(())
 }
 
 /// Mount flags a read-only remount of `p` must keep (locked in a user
@@ -661,8 +727,11 @@ impl Init {
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         let uid_map = format!("{uid} {uid} 1\n");
         let gid_map = format!("{gid} {gid} 1\n");
-        let mut flags =
-            libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
+        let mut flags = libc::CLONE_NEWUSER
+            | libc::CLONE_NEWNS
+            | libc::CLONE_NEWPID
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWUTS;
         if !plan.network {
             flags |= libc::CLONE_NEWNET;
         }
@@ -709,7 +778,9 @@ impl Init {
                 _ => {
                     let step = word(4);
                     let what = match step {
-                        STEP_UNSHARE => "creating user/mount/PID namespaces (unshare)".to_owned(),
+                        STEP_UNSHARE => {
+                            "creating user/mount/PID/UTS namespaces (unshare)".to_owned()
+                        }
                         STEP_MAPS => "mapping the uid/gid into the user namespace".to_owned(),
                         STEP_FORK => "starting the namespace init (fork)".to_owned(),
                         i => plan
@@ -724,7 +795,7 @@ impl Init {
                 }
             }
         }
-        let mut kinds = vec!["user", "mnt", "pid", "ipc"];
+        let mut kinds = vec!["user", "mnt", "pid", "ipc", "uts"];
         if !plan.network {
             kinds.push("net");
         }
@@ -1066,7 +1137,7 @@ impl Drop for Stacks {
 /// what they report back (they share rfs's memory).
 struct Launch {
     /// Namespaces to join, in order (user first); -1: none.
-    ns: [RawFd; 5],
+    ns: [RawFd; 6],
     cwd: CString,
     /// Paths to try executing, in order (one unless looked up in PATH).
     programs: Vec<CString>,
@@ -1129,7 +1200,7 @@ impl Launch {
             Some(fd) => fd.as_raw_fd(),
             None => -1,
         };
-        let mut ns = [-1; 5];
+        let mut ns = [-1; 6];
         for (slot, fd) in ns.iter_mut().zip(&init.ns) {
             *slot = fd.as_raw_fd();
         }
