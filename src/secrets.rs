@@ -7,6 +7,12 @@
 
 /// What a redacted value becomes.
 pub const REDACTED: &str = "[REDACTED]";
+/// Secret values shorter than this are not redacted in output: they
+/// would shred ordinary text.
+const MIN_SECRET: usize = 4;
+/// The shortest line of a multi-line secret that is redacted on its own
+/// (shorter lines, such as a blank line or `==`, are ordinary text).
+const MIN_SECRET_LINE: usize = 8;
 
 /// Whether an env/var name looks like it holds a secret.
 pub fn is_secret_name(name: &str) -> bool {
@@ -58,7 +64,8 @@ pub struct Redactor {
 
 impl Redactor {
     /// Remember a secret value (values shorter than 4 bytes are not
-    /// redacted in output: they would shred ordinary text).
+    /// redacted in output: they would shred ordinary text); of a
+    /// multi-line value, also each line of at least 8 bytes.
     /// The process-wide set learns it too (see [`redact_known`]).
     pub fn add(&mut self, value: &str) {
         self.add_local(value);
@@ -69,10 +76,27 @@ impl Redactor {
     }
 
     fn add_local(&mut self, value: &str) {
-        if value.len() >= 4 && !self.secrets.iter().any(|s| s == value.as_bytes()) {
+        self.add_piece(value, MIN_SECRET);
+        // A multi-line secret (a PEM or SSH key) reaches line-oriented
+        // output (step logs, the console) one line at a time: each of its
+        // lines is a secret of its own.
+        if value.contains(['\n', '\r']) {
+            for line in value.split(['\n', '\r']) {
+                self.add_piece(line.trim(), MIN_SECRET_LINE);
+            }
+        }
+    }
+
+    fn add_piece(&mut self, value: &str, min: usize) {
+        if value.len() >= min && !self.secrets.iter().any(|s| s == value.as_bytes()) {
             self.secrets.push(value.as_bytes().to_vec());
             self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         }
+    }
+
+    /// Whether `text` holds a known secret (whole or one of its lines).
+    pub fn holds_secret(&self, text: &str) -> bool {
+        self.redact(text.as_bytes()) != text.as_bytes()
     }
 
     /// Redact every secret in `data`.
@@ -193,5 +217,17 @@ mod tests {
             out.extend(s.finish());
             assert_eq!(out, b"a [REDACTED] b hunter2 c [REDACTED]", "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_multi_line_secret_is_redacted_whole_and_line_by_line() {
+        let key = "-----BEGIN KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\r\nQyNTUxOQAAACB\n==\n-----END KEY-----\n";
+        let mut r = Redactor::default();
+        r.add(key);
+        assert_eq!(r.redact_str(key), "[REDACTED]");
+        let shown = r.redact_str("line: b3BlbnNzaC1rZXktdjEAAAAA\nQyNTUxOQAAACB\n== x\n");
+        assert_eq!(shown, "line: [REDACTED]\n[REDACTED]\n== x\n");
+        assert!(r.holds_secret("QyNTUxOQAAACB"));
+        assert!(!r.holds_secret("== ordinary"));
     }
 }

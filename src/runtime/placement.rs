@@ -55,10 +55,22 @@ impl Run {
     /// Record the options of a `sandbox(opts)` call. A second call must
     /// agree with the first.
     pub fn sandbox_options(&self, opts: SandboxOptions) -> Result<()> {
-        for k in opts.labels.keys() {
+        for (k, v) in &opts.labels {
             if k.starts_with("relayflows/") {
                 return Err(self.refuse(format!(
                     "label `{k}` is reserved: rfs stamps relayflows/* labels itself"
+                )));
+            }
+            // Labels are public: the journal, EVIDENCE.md and the
+            // provider's own listing show them.
+            let holds = {
+                let st = self.state();
+                st.redactor.holds_secret(k) || st.redactor.holds_secret(v)
+            };
+            if holds {
+                let k = self.state().redactor.redact_str(k);
+                return Err(self.refuse(format!(
+                    "label `{k}` refused: a label would publish a secret (labels are shown in the journal, EVIDENCE.md and the provider's sandbox list); pass secrets through a step's env instead"
                 )));
             }
         }
