@@ -85,7 +85,7 @@ pub enum Error {
     },
 
     /// rfs itself failed (I/O, journal writes, provider bugs).
-    #[error("internal error: {0}")]
+    #[error("internal error: {}", without_prefix(.0))]
     #[diagnostic(code(rfs::internal))]
     Internal(String),
 }
@@ -123,4 +123,32 @@ impl Error {
     }
 }
 
+/// An internal error's text without the prefix it already carries when
+/// it was made from another internal error's text (said once, never
+/// "internal error: internal error: ...").
+fn without_prefix(text: &str) -> &str {
+    let mut t = text;
+    while let Some(rest) = t.strip_prefix("internal error: ") {
+        t = rest;
+    }
+    t
+}
+
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_errors_are_not_prefixed_twice() {
+        let inner = Error::internal("journal write failed");
+        let outer = Error::internal(&inner);
+        assert_eq!(outer.to_string(), "internal error: journal write failed");
+        assert_eq!(
+            Error::internal(outer).to_string(),
+            "internal error: journal write failed"
+        );
+    }
+}

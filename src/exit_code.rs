@@ -17,3 +17,17 @@ pub const REFUSED: i32 = 3;
 pub const JOURNAL_INVALID: i32 = 4;
 pub const INTERNAL: i32 = 5;
 pub const INTERRUPTED: i32 = 130;
+
+/// How a command's end reads in user output: `exit 1`, or `no exit
+/// status` — never Rust's `Some(1)` / `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitText(pub Option<i32>);
+
+impl std::fmt::Display for ExitText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(c) => write!(f, "exit {c}"),
+            None => f.write_str("no exit status"),
+        }
+    }
+}

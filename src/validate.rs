@@ -25,6 +25,14 @@ pub enum InputError {
     LineBreak { what: &'static str, value: String },
     #[error("{what} {} contains control characters", shown(.value))]
     ControlCharacters { what: &'static str, value: String },
+    /// Bidi overrides and isolates, zero-width characters and the BOM:
+    /// text that displays as something other than what it is.
+    #[error("{what} {} contains the invisible character U+{:04X} (bidi controls, zero-width characters and byte-order marks make a name read as something it is not)", shown(.value), *.ch as u32)]
+    Invisible {
+        what: &'static str,
+        value: String,
+        ch: char,
+    },
     /// A destination that is not a plain relative path (`..`, absolute,
     /// empty).
     #[error(
@@ -86,27 +94,77 @@ pub fn path(what: &'static str, p: &str) -> Result<(), InputError> {
 /// Why a name (step name, label key, ...) is refused, if it is: empty or
 /// blank, or containing control characters.
 pub fn name(what: &'static str, n: &str) -> Result<(), InputError> {
-    if n.trim().is_empty() {
-        return Err(InputError::Empty { what });
-    }
+    let value = || n.to_owned();
+    // Before the blank check: U+0085 and U+2028 are also white space,
+    // and a name made of one is a line break, not "empty".
     if n.chars().any(char::is_control) {
         return Err(InputError::ControlCharacters {
             what,
-            value: n.to_owned(),
+            value: value(),
         });
     }
+    if n.contains(is_line_break) {
+        return Err(InputError::LineBreak {
+            what,
+            value: value(),
+        });
+    }
+    if let Some(ch) = n.chars().find(|c| is_invisible(*c)) {
+        return Err(InputError::Invisible {
+            what,
+            value: value(),
+            ch,
+        });
+    }
+    if n.trim().is_empty() {
+        return Err(InputError::Empty { what });
+    }
     Ok(())
+}
+
+/// Every character Unicode treats as ending a line.
+fn is_line_break(c: char) -> bool {
+    matches!(
+        c,
+        '\n' | '\r' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+    )
+}
+
+/// Characters that change how text displays without showing themselves:
+/// bidi embeddings, overrides, isolates and marks, zero-width characters,
+/// the word joiner and invisible operators, and the byte-order mark.
+pub fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{061C}'
+            | '\u{FEFF}'
+    )
 }
 
 /// `s` as it may be echoed in a message or on a terminal: in backticks,
 /// or, when it holds control characters (NUL, escapes, line breaks),
 /// quoted with them escaped.
 pub fn shown(s: &str) -> String {
-    if s.chars().any(char::is_control) {
-        format!("{s:?}")
-    } else {
-        format!("`{s}`")
+    let hidden = |c: char| c.is_control() || is_invisible(c) || is_line_break(c);
+    if !s.chars().any(hidden) {
+        return format!("`{s}`");
     }
+    // Rust's quoting escapes control characters; whatever invisible
+    // character it leaves as it is gets escaped here, so none is echoed raw.
+    format!("{s:?}")
+        .chars()
+        .map(|c| {
+            if hidden(c) {
+                format!("\\u{{{:x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -139,5 +197,36 @@ mod tests {
         ));
         assert_eq!(shown("a\0b"), "\"a\\0b\"");
         assert_eq!(shown("a b"), "`a b`");
+    }
+
+    #[test]
+    fn bidi_and_zero_width_characters_in_names_are_refused_and_shown_escaped() {
+        for bad in [
+            "build\u{202E}txt.exe",
+            "a\u{200B}b",
+            "\u{FEFF}step",
+            "x\u{2066}y",
+        ] {
+            let e = name("a step name", bad).unwrap_err();
+            assert!(matches!(e, InputError::Invisible { .. }), "{bad:?}: {e}");
+            let text = e.to_string();
+            assert!(!text.contains(bad), "shown raw: {text}");
+            assert!(text.contains("\\u{"), "{text}");
+        }
+    }
+
+    #[test]
+    fn u2028_and_u0085_in_a_name_are_line_breaks_not_empty() {
+        for bad in ["\u{2028}", "a\u{2029}b"] {
+            assert!(
+                matches!(name("a step name", bad), Err(InputError::LineBreak { .. })),
+                "{bad:?}"
+            );
+        }
+        assert!(matches!(
+            name("a step name", "\u{85}"),
+            Err(InputError::ControlCharacters { .. })
+        ));
+        assert_eq!(name("x", " "), Err(InputError::Empty { what: "x" }));
     }
 }

@@ -445,3 +445,27 @@ fn v_traces_each_provider_call_and_vv_its_command_lines() {
         vv.stderr
     );
 }
+
+/// A retried step's console line said `ended with exit Some(1)`: user
+/// output carries no Rust `Some(..)` / `None`.
+#[test]
+fn user_output_has_no_rust_debug_text() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"let r = step("flaky", "exit 3", #{ retries: 1, allow_failure: true });
+        step("fails", "exit 1");"#,
+    );
+    out.assert_code(1);
+    assert!(
+        out.stderr.contains("attempt 1 ended with exit 3"),
+        "{}",
+        out.stderr
+    );
+    for debug in ["Some(", "None"] {
+        assert!(!out.stderr.contains(debug), "{debug} in:\n{}", out.stderr);
+        assert!(!out.evidence().contains(debug), "{debug} in EVIDENCE.md");
+    }
+    rfs.assert_no_leftovers();
+}

@@ -285,6 +285,36 @@ const NAMES: &[Case] = &[
         "control characters",
     ),
     case(
+        "name-u2028-is-a-line-break-not-empty",
+        "step(\"\u{2028}\", \"true\");",
+        3,
+        "contains a line break",
+    ),
+    case(
+        "name-u0085-is-a-control-character-not-empty",
+        "step(\"\u{85}\", \"true\");",
+        3,
+        "control characters",
+    ),
+    case(
+        "name-bidi-override-is-refused-and-shown-escaped",
+        "step(\"build\u{202E}gpj.exe\", \"true\");",
+        3,
+        "invisible character U+202E",
+    ),
+    case(
+        "name-zero-width-space-is-refused",
+        "step(\"te\u{200B}st\", \"true\");",
+        3,
+        "invisible character U+200B",
+    ),
+    case(
+        "name-bom-is-refused",
+        "step(\"\u{FEFF}build\", \"true\");",
+        3,
+        "invisible character U+FEFF",
+    ),
+    case(
         "name-escape-seq",
         r#"step("a\x1b[2Jb", "true");"#,
         3,
@@ -526,6 +556,14 @@ fn check(rfs: &Rfs, c: &Case) {
         !out.stderr.contains('\0') && !out.stdout.contains('\0'),
         "{ctx}: a raw NUL was echoed"
     );
+    let evidence = std::fs::read_to_string(out.out_dir.join("EVIDENCE.md")).unwrap_or_default();
+    for raw in ['\u{202E}', '\u{200B}', '\u{FEFF}', '\u{2028}', '\u{85}'] {
+        assert!(
+            !out.stderr.contains(raw) && !out.stdout.contains(raw) && !evidence.contains(raw),
+            "{ctx}: U+{:04X} was echoed raw",
+            raw as u32
+        );
+    }
     assert!(!marker.exists(), "{ctx}: the side effect ran");
     let journal = out.out_dir.join("journal.jsonl");
     if journal.exists() {

@@ -6,6 +6,7 @@ mod common;
 use common::*;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
@@ -437,4 +438,92 @@ fn an_empty_journal_is_invalid() {
     let v = verify(&rfs, &journal);
     v.assert_invalid();
     assert!(v.stderr.contains("empty"), "{}", v.stderr);
+}
+
+/// A journal whose last line was cut short (as a full disk cuts it) is
+/// reported as incomplete, not as tampering ("not a journal entry").
+#[test]
+fn a_journal_cut_by_a_full_disk_is_reported_incomplete_not_tampered() {
+    let rfs = Rfs::new(Prov::Local);
+    let out = journaled_run(&rfs);
+    let (_dir, journal) = copy_run(&out, false);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let cut = text.len() - 40;
+    std::fs::write(&journal, &text[..cut]).unwrap();
+    let v = verify(&rfs, &journal);
+    v.assert_invalid();
+    assert!(v.stderr.contains("incomplete"), "{}", v.stderr);
+    assert!(v.stderr.contains("cut short"), "{}", v.stderr);
+    assert!(!v.stderr.contains("not a journal entry"), "{}", v.stderr);
+}
+
+/// A run whose output directory fills up leaves no `.tmp` files behind
+/// (the disk really fills: a 64 KiB tmpfs, mounted as root).
+#[test]
+fn a_full_disk_leaves_no_tmp_files_in_the_output_directory() {
+    let mnt = tempfile::Builder::new()
+        .prefix("rfs-full-")
+        .tempdir()
+        .unwrap();
+    let mounted = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=64k",
+            "rfs-full",
+            mnt.path().to_str().unwrap(),
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        assert!(
+            std::env::var_os("RFS_REQUIRE_DOCKER").is_none(),
+            "CI runs as root and must be able to mount a tmpfs"
+        );
+        eprintln!("skipped: cannot mount a tmpfs here (not root)");
+        return;
+    }
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.path());
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out_dir = mnt.path().join("out");
+    let script = repo.path().join("../fill.rhai");
+    std::fs::write(
+        &script,
+        r#"for i in 0..40 { step(`s${i}`, "head -c 4000 /dev/zero | tr '\\0' x; echo", #{ allow_failure: true }); }"#,
+    )
+    .unwrap();
+    let run = rfs
+        .cmd(repo.path())
+        .arg("run")
+        .arg(&script)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&script);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_ne!(run.status.code(), Some(0), "the disk filled up: {stderr}");
+    assert!(stderr.contains("No space left"), "{stderr}");
+    assert!(!stderr.contains("not a journal entry"), "{stderr}");
+    let mut stack = vec![out_dir.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                assert!(!name.ends_with(".tmp"), "left behind: {}", p.display());
+            }
+        }
+    }
+    rfs.assert_no_leftovers();
 }

@@ -17,6 +17,8 @@ pub enum AttestationError {
     },
     #[error("the journal is not UTF-8")]
     JournalNotUtf8,
+    #[error("the journal is incomplete: line {line} ends mid-entry, with no line end (its write was cut short: a full disk, or rfs killed while writing)")]
+    Incomplete { line: usize },
     #[error("journal line {line} is not a journal entry: {source}")]
     NotAnEntry {
         line: usize,

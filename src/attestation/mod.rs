@@ -30,14 +30,21 @@ pub const PREDICATE_TYPE: &str = "https://in-toto.io/attestation/test-result/v0.
 
 /// The journal's events, in order (`text` is `journal.jsonl`).
 pub fn events(text: &str) -> Result<Vec<Event>, AttestationError> {
+    let last = text.split_terminator('\n').count();
+    let cut = !text.is_empty() && !text.ends_with('\n');
     text.split_terminator('\n')
         .enumerate()
         .map(|(i, l)| {
-            let line: crate::journal::Line =
-                serde_json::from_str(l).map_err(|source| AttestationError::NotAnEntry {
-                    line: i + 1,
-                    source,
-                })?;
+            let line: crate::journal::Line = serde_json::from_str(l).map_err(|source| {
+                if cut && i + 1 == last && source.is_eof() {
+                    AttestationError::Incomplete { line: i + 1 }
+                } else {
+                    AttestationError::NotAnEntry {
+                        line: i + 1,
+                        source,
+                    }
+                }
+            })?;
             Event::from_kind_payload(&line.kind, &line.payload).map_err(|source| {
                 AttestationError::UnknownEntry {
                     line: i + 1,
@@ -205,6 +212,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), AttestationError> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, bytes)
         .and_then(|_| std::fs::rename(&tmp, path))
+        .inspect_err(|_| {
+            // A full disk must not leave a half-written temp file behind.
+            let _ = std::fs::remove_file(&tmp);
+        })
         .map_err(|source| AttestationError::Unwritable {
             path: path.display().to_string(),
             source,

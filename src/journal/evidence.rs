@@ -373,8 +373,13 @@ impl Evidence {
 /// Write `text` atomically (temp file + rename) as `dir/EVIDENCE.md`.
 pub fn write(dir: &Path, text: &str) -> std::io::Result<()> {
     let tmp = dir.join(".EVIDENCE.md.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(tmp, dir.join("EVIDENCE.md"))
+    let written =
+        std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, dir.join("EVIDENCE.md")));
+    if written.is_err() {
+        // A full disk must not leave a half-written temp file behind.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Why a journal could not be rendered.

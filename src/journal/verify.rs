@@ -20,6 +20,8 @@ pub struct Verified {
 pub enum ChainError {
     #[error("cannot read: {0}")]
     Unreadable(#[source] std::io::Error),
+    #[error("the journal is incomplete: line {line} ends mid-entry, with no line end (its write was cut short: a full disk, or rfs killed while writing); the {} lines before it chain intact", .line - 1)]
+    Incomplete { line: usize },
     #[error("line {line} is not a journal entry: {error}")]
     NotAnEntry {
         line: usize,
@@ -61,11 +63,19 @@ pub fn verify(path: &Path) -> Result<Verified, ChainError> {
     let mut n = 0u64;
     let mut last_kind = String::new();
     let mut hashes = vec![];
+    let last = text.split_terminator('\n').count();
+    let cut = !text.is_empty() && !text.ends_with('\n');
     for (i, raw) in text.split_terminator('\n').enumerate() {
         let line_no = i + 1;
-        let line: Line = serde_json::from_str(raw).map_err(|error| ChainError::NotAnEntry {
-            line: line_no,
-            error,
+        let line: Line = serde_json::from_str(raw).map_err(|error| {
+            if cut && line_no == last && error.is_eof() {
+                ChainError::Incomplete { line: line_no }
+            } else {
+                ChainError::NotAnEntry {
+                    line: line_no,
+                    error,
+                }
+            }
         })?;
         let seq = line.seq;
         if seq != n + 1 {

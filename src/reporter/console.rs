@@ -124,7 +124,10 @@ impl Reporter for Console {
                 exit,
                 ..
             } if *exit != Some(0) => {
-                format!("rfs: step `{name}` attempt {attempt} ended with exit {exit:?}")
+                format!(
+                    "rfs: step `{name}` attempt {attempt} ended with {}",
+                    crate::exit_code::ExitText(*exit)
+                )
             }
             Event::StepProviderError {
                 name,

@@ -339,6 +339,6 @@ enum ApplyError {
     Extract(String),
     #[error("cannot hash the upload: {0}")]
     Digest(String),
-    #[error("the sandbox command exited with {exit:?}: {stderr}")]
+    #[error("the sandbox command ended with {}: {stderr}", crate::exit_code::ExitText(*.exit))]
     Exited { exit: Option<i32>, stderr: String },
 }

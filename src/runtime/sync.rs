@@ -465,7 +465,10 @@ fn refusal(outcome: &crate::provider::ExecOutcome, stderr: &[u8], dest: &str) ->
         Some(remote_check::EXIT_DECOMPRESS) => {
             format!("decompressing the transfer failed: {stderr}")
         }
-        other => format!("verification exited with {other:?}: {stderr}"),
+        other => format!(
+            "verification ended with {}: {stderr}",
+            crate::exit_code::ExitText(other)
+        ),
     })
 }
 

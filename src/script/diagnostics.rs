@@ -29,7 +29,7 @@ impl ScriptSource {
     fn error(&self, message: String, pos: Position, label: &str, cause: Error) -> Error {
         Error::Script(Box::new(ScriptError {
             message,
-            src: NamedSource::new(&self.name, self.text.clone()),
+            src: NamedSource::new(&self.name, displayable(&self.text)),
             span: self.span(pos),
             label: label.to_owned(),
             help: None,
@@ -144,5 +144,41 @@ fn call_site(e: &EvalAltResult) -> Position {
         EvalAltResult::ErrorInFunctionCall(_, _, inner, _)
         | EvalAltResult::ErrorInModule(_, inner, _) => call_site(inner),
         _ => Position::NONE,
+    }
+}
+
+/// The script's text as a diagnostic may show it: every invisible
+/// character (bidi controls, zero-width characters, the BOM, line
+/// separators other than `\n`) replaced by a visible one of the same
+/// UTF-8 length, so spans still point at the same bytes and nothing
+/// reorders or hides what the terminal shows.
+pub(crate) fn displayable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            let hidden = c != '\n'
+                && c != '\r'
+                && c != '\t'
+                && (c.is_control()
+                    || crate::validate::is_invisible(c)
+                    || matches!(c, '\u{2028}' | '\u{2029}'));
+            match (hidden, c.len_utf8()) {
+                (false, _) => c,
+                (true, 1) => '?',
+                (true, 2) => '\u{BF}',
+                (true, 3) => '\u{FFFD}',
+                (true, _) => '\u{1F5B5}',
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod displayable_tests {
+    #[test]
+    fn invisible_characters_in_a_script_are_shown_visibly_at_the_same_offsets() {
+        let text = "step(\"a\u{202E}b\u{2028}\u{85}\", \"x\");\n";
+        let shown = super::displayable(text);
+        assert_eq!(shown.len(), text.len());
+        assert_eq!(shown, "step(\"a\u{FFFD}b\u{FFFD}\u{BF}\", \"x\");\n");
     }
 }

@@ -200,7 +200,8 @@ impl Api {
             Some(0) => Ok(true),
             Some(super::wrapper::KILL_NOTHING_RECORDED) => Ok(false),
             other => Err(ProviderError::other(format!(
-                "could not kill a command's process group in sandbox {id} (kill exit {other:?}): {}",
+                "could not kill a command's process group in sandbox {id} (kill: {}): {}",
+                crate::exit_code::ExitText(other),
                 r.result.unwrap_or_default().trim()
             ))),
         }

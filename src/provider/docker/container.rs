@@ -209,8 +209,9 @@ async fn start_and_prepare(
     let (code, out) = exec::run_collect(client, id, spec).await?;
     if code != Some(0) {
         return Err(ProviderError::other(format!(
-            "cannot create home directory {} in sandbox {id} (exit {code:?}): {}{}",
+            "cannot create home directory {} in sandbox {id} ({}): {}{}",
             options.home,
+            crate::exit_code::ExitText(code),
             String::from_utf8_lossy(&out.stdout).trim(),
             String::from_utf8_lossy(&out.stderr).trim()
         )));

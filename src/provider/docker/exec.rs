@@ -195,7 +195,8 @@ pub(super) async fn kill_group(client: &Client, id: &str, token: &str) -> Provid
     match code {
         Some(0) | Some(wrapper::KILL_NOTHING_RECORDED) => Ok(code.unwrap_or_default()),
         other => Err(ProviderError::other(format!(
-            "could not kill a command's process group in sandbox {id} (kill exit {other:?}): {}",
+            "could not kill a command's process group in sandbox {id} (kill: {}): {}",
+            crate::exit_code::ExitText(other),
             String::from_utf8_lossy(&out.stderr).trim()
         ))),
     }

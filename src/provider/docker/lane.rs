@@ -235,7 +235,8 @@ async fn probe(client: &Client, id: &str, user: Option<&str>, lane: &Lane) -> Re
     }
     if !outcome.success() {
         return Err(format!(
-            "its probe ended with {outcome:?}: {}",
+            "its probe ended with {}: {}",
+            crate::exit_code::ExitText(outcome.exit),
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }

@@ -91,7 +91,8 @@ impl Placed {
                 return Ok(())
             }
             Ok((code, out)) => format!(
-                "exit {code:?}: {}",
+                "{}: {}",
+                crate::exit_code::ExitText(code),
                 String::from_utf8_lossy(&out.stderr).trim()
             ),
             Err(e) => e.to_string(),

@@ -85,7 +85,8 @@ async fn precheck(
             "/bin/sh",
         )),
         other => Err(ProviderError::other(format!(
-            "cannot check `{program}` in sandbox {id} (exit {other:?}): {}{}",
+            "cannot check `{program}` in sandbox {id} ({}): {}{}",
+            crate::exit_code::ExitText(other),
             String::from_utf8_lossy(&out.stdout).trim(),
             String::from_utf8_lossy(&out.stderr).trim()
         ))),

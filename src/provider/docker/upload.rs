@@ -215,7 +215,8 @@ impl Owners {
             _ => {
                 return Err(ProviderError::other(format!(
                     "cannot find the uid/gid of the sandbox user in sandbox {id} \
-                     (`id` exit {code:?}): {}",
+                     (`id`: {}): {}",
+                    crate::exit_code::ExitText(code),
                     String::from_utf8_lossy(&out.stderr).trim()
                 )))
             }
