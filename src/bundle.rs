@@ -105,10 +105,19 @@ impl Bundle {
     pub fn write(&self, out_dir: &Path) -> std::io::Result<()> {
         for f in std::iter::once(&self.script).chain(&self.modules) {
             let to = out_dir.join(DIR).join(&f.rel);
-            if let Some(parent) = to.parent() {
-                std::fs::create_dir_all(parent)?;
+            // Each directory on the way is rfs's own (made now, or
+            // earlier in this loop), never a link.
+            let mut dir = out_dir.to_path_buf();
+            for c in Path::new(DIR)
+                .join(&f.rel)
+                .parent()
+                .into_iter()
+                .flat_map(Path::components)
+            {
+                dir.push(c);
+                crate::out_dir::ensure_dir(&dir)?;
             }
-            std::fs::write(&to, &f.bytes)?;
+            crate::out_dir::write_new(&to, &f.bytes)?;
         }
         Ok(())
     }

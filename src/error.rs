@@ -134,7 +134,6 @@ fn without_prefix(text: &str) -> &str {
     t
 }
 
-
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]

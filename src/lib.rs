@@ -23,6 +23,7 @@ pub mod fuzzing;
 pub(crate) mod gc;
 pub(crate) mod journal;
 pub(crate) mod logging;
+pub(crate) mod out_dir;
 pub(crate) mod procfs;
 pub mod provider;
 pub(crate) mod repl;

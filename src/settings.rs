@@ -120,7 +120,12 @@ impl RunSettings {
         let state_dir = state_dir();
         let run_id = new_run_id();
         let out_dir = match a.out {
-            Some(o) => absolute(&o),
+            Some(o) => {
+                let o = absolute(&o);
+                crate::out_dir::check(&o, &invocation_dir)
+                    .map_err(|r| Error::Usage(format!("refused: {r}")))?;
+                o
+            }
             None => state_dir.join("runs").join(&run_id),
         };
         let image = a

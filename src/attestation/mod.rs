@@ -210,16 +210,10 @@ pub fn read_journal(out_dir: &Path) -> Result<Vec<u8>, AttestationError> {
 /// Write through a temporary file and rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), AttestationError> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .inspect_err(|_| {
-            // A full disk must not leave a half-written temp file behind.
-            let _ = std::fs::remove_file(&tmp);
-        })
-        .map_err(|source| AttestationError::Unwritable {
-            path: path.display().to_string(),
-            source,
-        })
+    crate::out_dir::replace(path, &tmp, bytes).map_err(|source| AttestationError::Unwritable {
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 /// What [`check`] found.

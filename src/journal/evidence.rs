@@ -372,14 +372,13 @@ impl Evidence {
 
 /// Write `text` atomically (temp file + rename) as `dir/EVIDENCE.md`.
 pub fn write(dir: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = dir.join(".EVIDENCE.md.tmp");
-    let written =
-        std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, dir.join("EVIDENCE.md")));
-    if written.is_err() {
-        // A full disk must not leave a half-written temp file behind.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    // A full disk leaves no half-written temp file behind; a symlink
+    // planted at either name is never written through.
+    crate::out_dir::replace(
+        &dir.join("EVIDENCE.md"),
+        &dir.join(".EVIDENCE.md.tmp"),
+        text.as_bytes(),
+    )
 }
 
 /// Why a journal could not be rendered.

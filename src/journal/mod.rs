@@ -39,7 +39,12 @@ pub struct Journal {
 impl Journal {
     /// Create a new journal at `path` (refuses to overwrite one).
     pub fn create(path: &Path) -> std::io::Result<Self> {
-        let file = OpenOptions::new().write(true).create_new(true).open(path)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)?;
         Ok(Journal {
             file,
             seq: 0,

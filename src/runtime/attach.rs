@@ -98,7 +98,7 @@ impl Run {
         };
         let rel_rec = format!("terminal/session-{index}.cast");
         let dir = self.cfg.out_dir.join("terminal");
-        std::fs::create_dir_all(&dir).map_err(Error::internal)?;
+        crate::out_dir::ensure_dir(&dir).map_err(Error::internal)?;
         let req = PtyRequest {
             argv: pl.pty_argv(command),
             cwd: super::wrapper::START_DIR.into(),
@@ -214,7 +214,7 @@ impl Run {
         };
         let snap = format!("terminal/session-{}-assert-{k}.txt", a.index);
         let text = self.state().redactor.redact_str(&screen.dump());
-        let snapshot = std::fs::write(self.cfg.out_dir.join(&snap), &text)
+        let snapshot = crate::out_dir::write_new(&self.cfg.out_dir.join(&snap), text.as_bytes())
             .ok()
             .map(|()| crate::events::FileDigest {
                 path: snap.clone(),

@@ -140,12 +140,14 @@ impl Run {
         reporter: Arc<dyn Reporter>,
         vars: &BTreeMap<String, String>,
     ) -> Result<Arc<Run>> {
-        std::fs::create_dir_all(cfg.out_dir.join("steps")).map_err(|e| {
-            Error::Usage(format!(
-                "cannot create output directory {}: {e}",
-                cfg.out_dir.display()
-            ))
-        })?;
+        crate::out_dir::create_root(&cfg.out_dir)
+            .and_then(|_| crate::out_dir::create_dir(&cfg.out_dir.join("steps")))
+            .map_err(|e| {
+                Error::Usage(format!(
+                    "cannot create output directory {}: {e}",
+                    cfg.out_dir.display()
+                ))
+            })?;
         std::fs::create_dir_all(&cfg.scratch_dir).map_err(|e| {
             Error::Usage(format!(
                 "cannot create the state directory {} (set RFS_STATE_DIR): {e}",
@@ -154,7 +156,8 @@ impl Run {
         })?;
         // An output dir inside a repository must never make the next run's
         // tree dirty: git ignores everything in it, this file included.
-        std::fs::write(cfg.out_dir.join(".gitignore"), "*\n").map_err(Error::internal)?;
+        crate::out_dir::write_new(&cfg.out_dir.join(".gitignore"), b"*\n")
+            .map_err(Error::internal)?;
         let journal = Journal::create(&cfg.out_dir.join("journal.jsonl")).map_err(|e| {
             Error::Usage(format!(
                 "cannot create journal in {} (is it the output of an earlier run?): {e}",
@@ -350,7 +353,8 @@ impl Run {
                 continue;
             }
             let path = self.cfg.out_dir.join(f.out_path());
-            if std::fs::write(&path, &red).is_ok() {
+            let tmp = path.with_extension("redacted.tmp");
+            if crate::out_dir::replace(&path, &tmp, &red).is_ok() {
                 use sha2::Digest as _;
                 let _ = self.record(Event::BundleRedacted {
                     path: f.out_path(),

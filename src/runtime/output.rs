@@ -50,7 +50,7 @@ impl StreamOut {
 
     fn write_log(&mut self, b: &[u8]) -> std::io::Result<()> {
         if self.log.is_none() {
-            self.log = Some(BufWriter::new(File::create(&self.log_path)?));
+            self.log = Some(BufWriter::new(crate::out_dir::create_file(&self.log_path)?));
         }
         self.log.as_mut().expect("created").write_all(b)
     }

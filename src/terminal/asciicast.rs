@@ -109,7 +109,7 @@ pub struct AsciicastWriter {
 impl AsciicastWriter {
     /// Create (truncate) `path` and write the header.
     pub fn create(path: &Path, header: &Header) -> io::Result<Self> {
-        let file = File::create(path)?;
+        let file = crate::out_dir::create_file(path)?;
         let mut w = AsciicastWriter {
             file: BufWriter::with_capacity(64 * 1024, file),
             start: Instant::now(),
