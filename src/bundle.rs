@@ -179,11 +179,11 @@ pub fn check_redacted(
         {
             return Err(BundleMismatch::UnsafePath(path.clone()));
         }
-        let bytes =
-            std::fs::read(out_dir.join(path)).map_err(|source| BundleMismatch::Unreadable {
-                path: path.clone(),
-                source,
-            })?;
+        let bytes = crate::out_dir::read_regular(out_dir, path, crate::out_dir::MAX_MODULE_BYTES)
+            .map_err(|source| BundleMismatch::Unreadable {
+            path: path.clone(),
+            source,
+        })?;
         let got = hex::encode(Sha256::digest(&bytes));
         if got != *want {
             return Err(BundleMismatch::Changed {

@@ -431,6 +431,15 @@ pub enum Event {
     /// (it no longer replays as it ran).
     #[serde(rename = "bundle.redacted")]
     BundleRedacted { path: String, sha256: String },
+    /// A module imported by a name the script computed at run time (the
+    /// static scan before the run cannot see it): copied into `bundle/`
+    /// as it was loaded, so the bundle replays as it ran.
+    #[serde(rename = "bundle.module")]
+    BundleModule {
+        path: String,
+        sha256: String,
+        import: String,
+    },
     /// The run is over (last line).
     #[serde(rename = "run.end")]
     RunEnd {
@@ -545,9 +554,10 @@ pub(crate) mod catalog {
             Event::Refused { .. } => 32,
             Event::BundleRedacted { .. } => 33,
             Event::SourceResync { .. } => 34,
+            Event::BundleModule { .. } => 35,
         }
     }
-    const COUNT: usize = 35;
+    const COUNT: usize = 36;
 
     pub(crate) fn samples() -> Vec<Event> {
         let s = |x: &str| x.to_owned();
@@ -801,6 +811,11 @@ pub(crate) mod catalog {
             Event::BundleRedacted {
                 path: s("bundle/proof.rhai"),
                 sha256: s("9d1e"),
+            },
+            Event::BundleModule {
+                path: s("bundle/helpers.rhai"),
+                sha256: s("4e1p"),
+                import: s("helpers"),
             },
             Event::SourceResync {
                 sandbox_id: s("local-1"),

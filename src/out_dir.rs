@@ -192,6 +192,84 @@ pub fn replace(path: &Path, tmp: &Path, bytes: &[u8]) -> io::Result<()> {
     written
 }
 
+/// The most rfs reads of a journal, EVIDENCE.md, a signature or an
+/// attestation of a bundle it verifies (a run of a million steps writes
+/// far less); a larger file is refused before it is read.
+pub const MAX_RECORD_BYTES: u64 = 256 << 20;
+/// The most rfs reads of one bundled script or module.
+pub const MAX_MODULE_BYTES: u64 = 16 << 20;
+
+/// Open `rel` (relative, `/`-separated) under `base` for reading as a
+/// bundle's file: every component reached without following a link, the
+/// file itself a regular file (not a FIFO, device or directory: opening
+/// never blocks) of at most `max` bytes. Returns the file and its size.
+pub fn open_regular(base: &Path, rel: &str, max: u64) -> io::Result<(File, u64)> {
+    let mut at = base.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if part.is_empty() || *part == "." || *part == ".." {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{rel}: not a plain path inside the bundle"),
+            ));
+        }
+        at.push(part);
+        if i + 1 < parts.len() {
+            let m = std::fs::symlink_metadata(&at)?;
+            if !m.is_dir() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{rel}: {} is a symlink or not a directory (a bundle's files are read only inside it)", at.display()),
+                ));
+            }
+        }
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&at)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{rel} is a symlink (a bundle's files are read only inside it, never through a link)"),
+                )
+            } else {
+                e
+            }
+        })?;
+    let m = file.metadata()?;
+    if !m.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{rel} is not a regular file (a FIFO, device or directory)"),
+        ));
+    }
+    if m.len() > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{rel} is larger than rfs reads ({max} bytes at most)"),
+        ));
+    }
+    Ok((file, m.len()))
+}
+
+/// Read `rel` under `base` whole, as [`open_regular`] allows, never more
+/// than `max` bytes even if it grows meanwhile.
+pub fn read_regular(base: &Path, rel: &str, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let (file, len) = open_regular(base, rel, max)?;
+    let mut out = Vec::with_capacity(len as usize);
+    file.take(max + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{rel} grew past {max} bytes while it was read"),
+        ));
+    }
+    Ok(out)
+}
+
 fn named(e: io::Error, path: &Path) -> io::Error {
     let why = if e.raw_os_error() == Some(libc::ELOOP) {
         "it is a symlink (rfs never writes through a link in its output directory)".to_owned()

@@ -61,10 +61,15 @@ pub fn check_signature(
         return Ok("none (unsigned run)".into());
     }
     let armored =
-        std::fs::read_to_string(&sig_path).map_err(|source| SignatureError::Unreadable {
-            file: signing::SIG_FILE,
-            source,
-        })?;
+        crate::out_dir::read_regular(out_dir, signing::SIG_FILE, crate::out_dir::MAX_RECORD_BYTES)
+            .and_then(|b| {
+                String::from_utf8(b)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+            })
+            .map_err(|source| SignatureError::Unreadable {
+                file: signing::SIG_FILE,
+                source,
+            })?;
     let entries = trust
         .allowed_signers
         .as_deref()
@@ -108,16 +113,27 @@ pub fn check_signature(
 /// Statement equals the one the journal gives, signed with the journal's
 /// key when the run is signed, unsigned otherwise.
 pub fn check_attestation(out_dir: &Path, journal: &[u8]) -> Result<String, AttestationError> {
-    let key = match std::fs::read_to_string(out_dir.join(signing::SIG_FILE)) {
+    let key = match crate::out_dir::read_regular(
+        out_dir,
+        signing::SIG_FILE,
+        crate::out_dir::MAX_RECORD_BYTES,
+    )
+    .and_then(|b| {
+        String::from_utf8(b).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    }) {
         Ok(armored) => Some(signing::verify_sshsig(journal, &armored, None, None)?.key),
         Err(_) => None,
     };
-    let text = std::fs::read_to_string(out_dir.join(attestation::FILE)).map_err(|source| {
-        AttestationError::Unreadable {
-            what: attestation::FILE.into(),
-            source,
-        }
-    })?;
+    let text =
+        crate::out_dir::read_regular(out_dir, attestation::FILE, crate::out_dir::MAX_RECORD_BYTES)
+            .and_then(|b| {
+                String::from_utf8(b)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+            })
+            .map_err(|source| AttestationError::Unreadable {
+                what: attestation::FILE.into(),
+                source,
+            })?;
     if key.is_none() && env_has_signatures(&text) {
         return Err(AttestationError::SignedWithoutJournalSignature {
             file: attestation::FILE,

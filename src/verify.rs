@@ -74,6 +74,10 @@ pub enum Failure {
     },
     #[error("{path} is in the output directory but not in the journal (added after the run)")]
     Unjournaled { path: String },
+    /// Something other than a regular file or directory (a symlink, a
+    /// FIFO, a device) in the output directory: never followed or read.
+    #[error("{path} is {what}: an output directory holds regular files and directories only, and rfs reads nothing through a link")]
+    NotRegular { path: String, what: &'static str },
     /// A bundled script or module differs from its journaled digest.
     #[error(transparent)]
     Bundle(#[from] crate::bundle::BundleMismatch),
@@ -103,6 +107,7 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("journal chain", check_chain),
     ("run ended", check_ended),
     ("EVIDENCE.md", check_evidence),
+    ("contents", check_contents),
     ("files", check_files),
     ("bundle", check_bundle),
     ("signature", check_signature),
@@ -123,15 +128,20 @@ pub fn verify_with(out: &Path, trust: Trust) -> Result<Vec<Passed>, Failed> {
         passed: vec![],
     };
     let path = out.join("journal.jsonl");
-    let text = std::fs::read_to_string(&path).map_err(|error| {
-        fail(
-            "journal chain",
-            Failure::Unreadable {
-                path: path.display().to_string(),
-                error,
-            },
-        )
-    })?;
+    let text = crate::out_dir::read_regular(out, "journal.jsonl", crate::out_dir::MAX_RECORD_BYTES)
+        .and_then(|b| {
+            String::from_utf8(b)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        })
+        .map_err(|error| {
+            fail(
+                "journal chain",
+                Failure::Unreadable {
+                    path: path.display().to_string(),
+                    error,
+                },
+            )
+        })?;
     let mut events = vec![];
     for (i, raw) in text.split_terminator('\n').enumerate() {
         // Lines that do not parse are reported by the chain check.
@@ -188,10 +198,12 @@ fn check_ended(s: &Subject) -> Result<String, Failure> {
 
 fn check_evidence(s: &Subject) -> Result<String, Failure> {
     let expected = journal::evidence::render_journal(&s.journal)?;
-    let actual = std::fs::read(s.out.join("EVIDENCE.md")).map_err(|error| Failure::Unreadable {
-        path: "EVIDENCE.md".into(),
-        error,
-    })?;
+    let actual =
+        crate::out_dir::read_regular(&s.out, "EVIDENCE.md", crate::out_dir::MAX_RECORD_BYTES)
+            .map_err(|error| Failure::Unreadable {
+                path: "EVIDENCE.md".into(),
+                error,
+            })?;
     if actual == expected.as_bytes() {
         return Ok(format!(
             "equals the rendering of the journal ({} bytes)",
@@ -259,9 +271,13 @@ fn check_files(s: &Subject) -> Result<String, Failure> {
                 path: f.path.clone(),
             });
         }
-        let now = journal::file_digest(&s.out, &f.path).map_err(|error| Failure::Unreadable {
-            path: f.path.clone(),
-            error,
+        // Refused unread when not a regular file inside the bundle, or
+        // larger than journaled: no byte outside it is hashed or sized.
+        let now = journal::file_digest_at_most(&s.out, &f.path, f.bytes).map_err(|error| {
+            Failure::Unreadable {
+                path: f.path.clone(),
+                error,
+            }
         })?;
         if now.sha256 != f.sha256 || now.bytes != f.bytes {
             return Err(Failure::Changed {
@@ -294,7 +310,124 @@ fn check_files(s: &Subject) -> Result<String, Failure> {
     ))
 }
 
+/// The files rfs itself writes at the top of an output directory.
+const TOP_FILES: [&str; 5] = [
+    "journal.jsonl",
+    "EVIDENCE.md",
+    ".gitignore",
+    crate::attestation::FILE,
+    crate::signing::SIG_FILE,
+];
+
+/// Every entry of the output directory is rfs's: a regular file or
+/// directory (no link, FIFO or device anywhere), at the top only the
+/// files rfs writes and its three folders, and in `bundle/` only the
+/// files the journal names. (`steps/` and `terminal/` are matched
+/// against the journal by the files check.)
+fn check_contents(s: &Subject) -> Result<String, Failure> {
+    let mut bundled: BTreeSet<String> = BTreeSet::new();
+    if let Some(Event::RunStart {
+        bundle: Some(b), ..
+    }) = s.events.first()
+    {
+        bundled.extend(
+            std::iter::once(&b.script)
+                .chain(&b.modules)
+                .map(|f| f.path.clone()),
+        );
+    }
+    for e in &s.events {
+        if let Event::BundleModule { path, .. } = e {
+            bundled.insert(path.clone());
+        }
+    }
+    let mut stack = vec![String::new()];
+    let mut n = 0;
+    while let Some(rel) = stack.pop() {
+        let dir = if rel.is_empty() {
+            s.out.clone()
+        } else {
+            s.out.join(&rel)
+        };
+        let entries = std::fs::read_dir(&dir).map_err(|error| Failure::Unreadable {
+            path: if rel.is_empty() {
+                ".".into()
+            } else {
+                rel.clone()
+            },
+            error,
+        })?;
+        for e in entries {
+            let e = e.map_err(|error| Failure::Unreadable {
+                path: rel.clone(),
+                error,
+            })?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let path = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            let kind = e.file_type().map_err(|error| Failure::Unreadable {
+                path: path.clone(),
+                error,
+            })?;
+            n += 1;
+            if kind.is_symlink() {
+                return Err(Failure::NotRegular {
+                    path,
+                    what: "a symlink",
+                });
+            }
+            if kind.is_dir() {
+                let top_dir = rel.is_empty()
+                    && ["steps", "terminal", crate::bundle::DIR].contains(&name.as_str());
+                if !top_dir && !path.starts_with(&format!("{}/", crate::bundle::DIR)) {
+                    return Err(Failure::Unjournaled { path });
+                }
+                stack.push(path);
+                continue;
+            }
+            if !kind.is_file() {
+                return Err(Failure::NotRegular {
+                    path,
+                    what: "not a regular file (a FIFO, socket or device)",
+                });
+            }
+            let known = if rel.is_empty() {
+                TOP_FILES.contains(&name.as_str())
+            } else if path.starts_with(&format!("{}/", crate::bundle::DIR)) {
+                bundled.contains(&path)
+            } else {
+                true
+            };
+            if !known {
+                return Err(Failure::Unjournaled { path });
+            }
+        }
+    }
+    Ok(format!(
+        "{n} entries, each a regular file or directory rfs wrote"
+    ))
+}
+
 fn check_bundle(s: &Subject) -> Result<String, Failure> {
+    for e in &s.events {
+        if let Event::BundleModule { path, sha256, .. } = e {
+            let now = journal::file_digest_at_most(&s.out, path, crate::out_dir::MAX_MODULE_BYTES)
+                .map_err(|error| Failure::Unreadable {
+                    path: path.clone(),
+                    error,
+                })?;
+            if now.sha256 != *sha256 {
+                return Err(Failure::Bundle(crate::bundle::BundleMismatch::Changed {
+                    path: path.clone(),
+                    got: now.sha256,
+                    want: sha256.clone(),
+                }));
+            }
+        }
+    }
     match s.events.first() {
         Some(Event::RunStart {
             bundle: Some(b), ..

@@ -201,10 +201,11 @@ pub fn write(
 
 /// The bytes of `out_dir`'s journal.
 pub fn read_journal(out_dir: &Path) -> Result<Vec<u8>, AttestationError> {
-    std::fs::read(out_dir.join("journal.jsonl")).map_err(|source| AttestationError::Unreadable {
-        what: "the journal".into(),
-        source,
-    })
+    crate::out_dir::read_regular(out_dir, "journal.jsonl", crate::out_dir::MAX_RECORD_BYTES)
+        .map_err(|source| AttestationError::Unreadable {
+            what: "the journal".into(),
+            source,
+        })
 }
 
 /// Write through a temporary file and rename.
@@ -231,12 +232,15 @@ pub fn check(
     journal: &[u8],
     key: Option<&ssh_key::PublicKey>,
 ) -> Result<Checked, AttestationError> {
-    let text = std::fs::read_to_string(out_dir.join(FILE)).map_err(|source| {
-        AttestationError::Unreadable {
+    let text = crate::out_dir::read_regular(out_dir, FILE, crate::out_dir::MAX_RECORD_BYTES)
+        .and_then(|b| {
+            String::from_utf8(b)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        })
+        .map_err(|source| AttestationError::Unreadable {
             what: FILE.into(),
             source,
-        }
-    })?;
+        })?;
     let env: dsse::Envelope = serde_json::from_str(&text)
         .map_err(|source| AttestationError::NotAnEnvelope { file: FILE, source })?;
     if env.payload_type != dsse::INTOTO_PAYLOAD_TYPE {

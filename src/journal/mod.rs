@@ -97,7 +97,15 @@ pub fn line_hash(text: &str) -> String {
 /// The digest of a file rfs wrote and closed, `rel` being its path
 /// relative to `out_dir` (read in chunks: logs can be large).
 pub fn file_digest(out_dir: &Path, rel: &str) -> std::io::Result<FileDigest> {
-    let mut f = File::open(out_dir.join(rel))?;
+    file_digest_at_most(out_dir, rel, u64::MAX)
+}
+
+/// [`file_digest`] of a regular file inside `out_dir` (reached without
+/// following a link) of at most `max` bytes: anything else is refused
+/// before a byte is read (see [`crate::out_dir::open_regular`]).
+pub fn file_digest_at_most(out_dir: &Path, rel: &str, max: u64) -> std::io::Result<FileDigest> {
+    let (f, _) = crate::out_dir::open_regular(out_dir, rel, max)?;
+    let mut f = std::io::Read::take(f, max);
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut bytes = 0u64;

@@ -58,7 +58,17 @@ pub enum ChainError {
 
 /// Verify `path`. Errors say which line broke the chain and how.
 pub fn verify(path: &Path) -> Result<Verified, ChainError> {
-    let text = std::fs::read_to_string(path).map_err(ChainError::Unreadable)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let text = crate::out_dir::read_regular(dir, &name, crate::out_dir::MAX_RECORD_BYTES)
+        .and_then(|b| {
+            String::from_utf8(b)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        })
+        .map_err(ChainError::Unreadable)?;
     let mut prev = GENESIS.to_owned();
     let mut n = 0u64;
     let mut last_kind = String::new();
@@ -110,8 +120,10 @@ pub fn verify(path: &Path) -> Result<Verified, ChainError> {
     }
     let head_matches_evidence = path
         .parent()
-        .map(|d| d.join("EVIDENCE.md"))
-        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|d| {
+            crate::out_dir::read_regular(d, "EVIDENCE.md", crate::out_dir::MAX_RECORD_BYTES).ok()
+        })
+        .and_then(|b| String::from_utf8(b).ok())
         .and_then(|ev| super::evidence::recorded_head(&ev))
         .map(|(lines, head)| {
             // EVIDENCE.md is rewritten after journal lines: a run killed

@@ -98,6 +98,8 @@ pub struct RunState {
     /// Attached terminal sessions (closed at run end).
     pub sessions: Vec<Arc<attach::Attached>>,
     pub session_seq: u32,
+    /// Bundle paths of modules journaled as loaded at run time.
+    pub runtime_modules: std::collections::BTreeSet<String>,
 }
 
 /// One run of a script.
@@ -344,6 +346,56 @@ impl Run {
     /// A secret the run learnt may be written in the script itself: the
     /// bundled copy is redacted like everything else in the output
     /// directory, and its new digest journaled (`bundle.redacted`).
+    /// A module file loaded while the script runs: unless the bundle
+    /// already holds it, copy the exact text that runs into `bundle/` and
+    /// journal it (`bundle.module`). A run without a bundle (the REPL)
+    /// keeps nothing. An error refuses the import.
+    pub fn bundle_module(
+        &self,
+        import: &str,
+        real: &std::path::Path,
+        script_dir: &std::path::Path,
+        text: &str,
+    ) -> std::result::Result<(), String> {
+        let Some(b) = &self.cfg.bundle else {
+            return Ok(());
+        };
+        let rel = real
+            .strip_prefix(script_dir)
+            .map_err(|_| "it resolves outside the script's directory".to_owned())?;
+        let parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let path = format!("{}/{}", crate::bundle::DIR, parts.join("/"));
+        let bundled = std::iter::once(&b.script)
+            .chain(&b.modules)
+            .any(|f| f.out_path() == path);
+        if bundled || !self.state().runtime_modules.insert(path.clone()) {
+            return Ok(());
+        }
+        let mut dir = self.cfg.out_dir.clone();
+        let mut write = || -> std::io::Result<()> {
+            for c in std::path::Path::new(&path)
+                .parent()
+                .into_iter()
+                .flat_map(|p| p.components())
+            {
+                dir.push(c);
+                crate::out_dir::ensure_dir(&dir)?;
+            }
+            crate::out_dir::write_new(&self.cfg.out_dir.join(&path), text.as_bytes())
+        };
+        write().map_err(|e| format!("cannot bundle it: {e}"))?;
+        use sha2::Digest as _;
+        self.record(Event::BundleModule {
+            path,
+            sha256: hex::encode(sha2::Sha256::digest(text.as_bytes())),
+            import: import.to_owned(),
+        })
+        .map_err(|e| e.to_string())
+    }
+
     fn redact_bundle(&self) {
         let Some(b) = &self.cfg.bundle else { return };
         let redactor = self.state().redactor.clone();

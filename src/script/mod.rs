@@ -123,6 +123,17 @@ pub fn run_engine(
     vars: std::collections::BTreeMap<String, String>,
 ) -> Result<Engine> {
     let mut e = base_engine(&script.dir)?;
+    // Every module loaded while the script runs is bundled: one imported
+    // by a computed name is not seen by the scan before the run.
+    let weak = Arc::downgrade(run);
+    let resolver = resolver::Resolver::new(&e, &script.dir).map_err(Error::internal)?;
+    let dir = resolver.script_dir().to_path_buf();
+    e.set_module_resolver(resolver.on_load(Box::new(
+        move |import, real, text| match weak.upgrade() {
+            Some(run) => run.bundle_module(import, real, &dir, text),
+            None => Ok(()),
+        },
+    )));
     bindings::register(&mut e, run.clone(), vars);
     terminal_bindings::register(&mut e, run.clone());
     let r = run.clone();

@@ -65,11 +65,17 @@ pub enum ImportRefusal {
     ResolvesOutside,
 }
 
+/// Told of every module file loaded while the script runs (import path,
+/// resolved file, the exact text that will run); an error refuses the
+/// import.
+pub type LoadHook = Box<dyn Fn(&str, &Path, &str) -> Result<(), String> + Send + Sync>;
+
 /// The contained resolver.
 pub struct Resolver {
     stdlib: StaticModuleResolver,
     script_dir: PathBuf,
     cache: Mutex<HashMap<PathBuf, SharedModule>>,
+    on_load: Option<LoadHook>,
 }
 
 impl Resolver {
@@ -91,7 +97,19 @@ impl Resolver {
                 .canonicalize()
                 .unwrap_or_else(|_| script_dir.to_path_buf()),
             cache: Mutex::new(HashMap::new()),
+            on_load: None,
         })
+    }
+
+    /// Call `hook` for every module file loaded at run time.
+    pub fn on_load(mut self, hook: LoadHook) -> Self {
+        self.on_load = Some(hook);
+        self
+    }
+
+    /// The script's directory (canonical), which imports stay inside.
+    pub fn script_dir(&self) -> &Path {
+        &self.script_dir
     }
 }
 
@@ -221,6 +239,9 @@ impl ModuleResolver for Resolver {
         }
         let src = std::fs::read_to_string(&real)
             .map_err(|e| refused(path, &format!("cannot read: {e}"), pos))?;
+        if let Some(hook) = &self.on_load {
+            hook(path, &real, &src).map_err(|why| refused(path, &why, pos))?;
+        }
         let mut ast = engine.compile(&src).map_err(|e| {
             Box::new(EvalAltResult::ErrorInModule(
                 path.to_owned(),
