@@ -231,7 +231,7 @@ pub fn run() -> i32 {
         Ok(code) => code,
         Err(e) => {
             let code = e.exit_code();
-            eprintln!("{:?}", miette::Report::new(e));
+            errln!("{:?}", miette::Report::new(e));
             code
         }
     }
@@ -264,7 +264,7 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             let s = crate::script::Script::load(&script)?;
             let engine = crate::script::base_engine(&s.dir)?;
             crate::script::compile(&engine, &s)?;
-            println!("{}: ok", script.display());
+            outln!("{}: ok", script.display());
             Ok(exit_code::SUCCESS)
         }
         Command::Journal {
@@ -275,7 +275,7 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
                     path: file.display().to_string(),
                     reason: Box::new(reason),
                 })?;
-            println!(
+            outln!(
                 "{}: intact, {} lines, head {}{}{}",
                 file.display(),
                 v.lines,
@@ -360,7 +360,7 @@ fn run_script(
     };
     let report = crate::runner::run(settings, hooks);
     if let Some(e) = report.error {
-        eprintln!("{:?}", miette::Report::new(e));
+        errln!("{:?}", miette::Report::new(e));
     }
     Ok(report.exit_code)
 }
@@ -371,7 +371,7 @@ fn run_json(args: RunArgs, sign_key: Option<PathBuf>) -> Result<i32, Error> {
     let json = Arc::new(crate::reporter::Json::default());
     let code = run_script(args, sign_key, json.clone()).unwrap_or_else(|e| {
         let code = e.exit_code();
-        eprintln!("{:?}", miette::Report::new(e));
+        errln!("{:?}", miette::Report::new(e));
         code
     });
     json.finish(None, code);
@@ -404,11 +404,11 @@ fn verify(out: &std::path::Path, trust: crate::seal::Trust) -> Result<i32, Error
         Err(mut f) => (std::mem::take(&mut f.passed), Some(f)),
     };
     for p in &passed {
-        println!("ok: {}: {}", p.check, p.detail);
+        outln!("ok: {}: {}", p.check, p.detail);
     }
     match failed {
         None => {
-            println!("{}: verified", out.display());
+            outln!("{}: verified", out.display());
             Ok(exit_code::SUCCESS)
         }
         Some(f) => Err(Error::NotVerified {
@@ -444,12 +444,12 @@ fn gc(dry_run: bool, only: Option<String>, older_than: Option<String>) -> Result
         let provider = match select::build(&choice, &state, None) {
             Ok(p) => p,
             Err(e) => {
-                eprintln!("rfs gc: skipping provider {name}: {e}");
+                errln!("rfs gc: skipping provider {name}: {e}");
                 continue;
             }
         };
         if let Err(e) = rt.block_on(provider.preflight()) {
-            eprintln!("rfs gc: skipping provider {name}: {e}");
+            errln!("rfs gc: skipping provider {name}: {e}");
             continue;
         }
         let entries = rt
@@ -471,7 +471,7 @@ fn gc(dry_run: bool, only: Option<String>, older_than: Option<String>) -> Result
                     ("FAILED to destroy", w.clone())
                 }
             };
-            println!("{} {} (run {}): {verb} {why}", e.provider, e.id, e.run_id);
+            outln!("{} {} (run {}): {verb} {why}", e.provider, e.id, e.run_id);
         }
     }
     Ok(if failed {
@@ -520,7 +520,7 @@ fn doctor(provider: Option<String>, image: Option<String>) -> Result<i32, Error>
     let mut code = exit_code::SUCCESS;
     for h in &all {
         let now = h.provider == current.name;
-        println!(
+        outln!(
             "{:<8} {}  {}{}",
             h.provider,
             if h.usable { "ok  " } else { "FAIL" },

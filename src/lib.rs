@@ -9,6 +9,29 @@
 //! - [`journal`]: the hash-chained journal and EVIDENCE.md;
 //! - [`events`]/[`reporter`]: what the runtime reports and how the CLI shows it.
 
+/// `println!` that never panics: a write to a closed or hung-up terminal
+/// is dropped, so that cleanup (teardown, the journal's `run.end`) goes on.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+/// `print!` that never panics (see [`outln`]).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+/// `eprintln!` that never panics (see [`outln`]).
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 pub(crate) mod attestation;
 pub(crate) mod bundle;
 pub mod cli;

@@ -327,13 +327,13 @@ pub fn replay(a: ReplayArgs, reporter: std::sync::Arc<dyn crate::events::Reporte
         },
     );
     if let Some(e) = &report.error {
-        eprintln!("{:?}", miette::Report::new(ReplayRunError(e.to_string())));
+        errln!("{:?}", miette::Report::new(ReplayRunError(e.to_string())));
     }
     if !matches!(
         report.exit_code,
         exit_code::SUCCESS | exit_code::SCRIPT_FAILED
     ) {
-        eprintln!(
+        errln!(
             "rfs replay: the replay could not run to the end (exit {}); nothing compared",
             report.exit_code
         );
@@ -343,23 +343,23 @@ pub fn replay(a: ReplayArgs, reporter: std::sync::Arc<dyn crate::events::Reporte
         .map_err(|e| Error::Internal(format!("cannot read the replay's journal: {e}")))?;
     let new_steps = steps(&events(&new_journal).map_err(Error::internal)?);
     let rows = compare(&original.steps, &new_steps, a.strict);
-    println!(
+    outln!(
         "replay of run {} ({}), evidence in {}",
         original.run_id,
         a.bundle.display(),
         report.out_dir.display()
     );
-    print!("{}", table(&rows, a.strict));
+    out!("{}", table(&rows, a.strict));
     let differ: Vec<_> = rows
         .iter()
         .filter(|r| !r.matches)
         .map(|r| r.name.clone())
         .collect();
     if differ.is_empty() {
-        println!("all {} steps match", rows.len());
+        outln!("all {} steps match", rows.len());
         Ok(exit_code::SUCCESS)
     } else {
-        println!("steps that differ: {}", differ.join(", "));
+        outln!("steps that differ: {}", differ.join(", "));
         Ok(exit_code::SCRIPT_FAILED)
     }
 }

@@ -43,3 +43,58 @@ fn repl_keeps_one_sandbox_across_inputs_and_cleans_up() {
     assert_eq!(out.entries("cleanup.verified").len(), 1);
     rfs.assert_no_leftovers();
 }
+
+fn repl_with_input(rfs: &Rfs, repo: &Repo, input: &[u8]) -> RunOut {
+    let out_dir = rfs.state.path().join("repl-out");
+    let mut child = rfs
+        .cmd(repo.path())
+        .args(["repl", "--out"])
+        .arg(&out_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    finish(child.wait_with_output().unwrap(), out_dir)
+}
+
+/// Piped input that ended inside a statement was dropped without a word.
+#[test]
+fn unfinished_repl_input_at_end_of_stdin_is_reported_not_dropped() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = repl_with_input(
+        &rfs,
+        &repo,
+        b"print(\"done\");\nstep(\"late\", \"echo ran\"\n",
+    );
+    out.assert_code(1);
+    assert!(out.stdout.contains("done"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("unfinished statement"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("step(\"late\""), "{}", out.stderr);
+    assert_eq!(out.entries("run.end")[0]["outcome"], "failed");
+    rfs.assert_no_leftovers();
+}
+
+/// A secret typed into the REPL was kept in its history file.
+#[test]
+fn repl_history_does_not_keep_typed_secrets() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let secret = "typed-secret-7f3a9c21";
+    let out = repl_with_input(
+        &rfs,
+        &repo,
+        format!("step(\"use\", \"true\", #{{ env: #{{ API_TOKEN: \"{secret}\" }} }});\nprint(\"after\");\n").as_bytes(),
+    );
+    out.assert_code(0);
+    let history = std::fs::read_to_string(rfs.state.path().join("repl-history")).unwrap();
+    assert!(history.contains("API_TOKEN"), "the line is kept: {history}");
+    assert!(!history.contains(secret), "{history}");
+    rfs.assert_no_leftovers();
+}

@@ -530,18 +530,32 @@ impl LocalProvider {
         let (mut obuf, mut ebuf) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
         let (mut odone, mut edone) = (false, false);
         let mut outcome = ExecOutcome::default();
-        while !(odone && edone) {
-            tokio::select! {
-                n = out.read(&mut obuf), if !odone => match n {
-                    Ok(0) | Err(_) => odone = true,
-                    Ok(n) => sink.stdout(&obuf[..n]),
-                },
-                n = err.read(&mut ebuf), if !edone => match n {
-                    Ok(0) | Err(_) => edone = true,
-                    Ok(n) => sink.stderr(&ebuf[..n]),
-                },
-                _ = super::sleep_until(deadline) => { outcome.timed_out = true; break; }
-                _ = req.cancel.cancelled() => { outcome.cancelled = true; break; }
+        // The command's exit is watched with its output: a background
+        // process that keeps a copy of the pipes open (`(setsid sleep 777
+        // &)`) must not hold the step open. Its output is read for
+        // OUTPUT_DRAIN_AFTER_EXIT more, as on docker and daytona.
+        let mut exited = None;
+        let mut drain: Option<tokio::time::Instant> = None;
+        {
+            let mut wait = std::pin::pin!(child.wait());
+            while !(odone && edone) {
+                tokio::select! {
+                    n = out.read(&mut obuf), if !odone => match n {
+                        Ok(0) | Err(_) => odone = true,
+                        Ok(n) => sink.stdout(&obuf[..n]),
+                    },
+                    n = err.read(&mut ebuf), if !edone => match n {
+                        Ok(0) | Err(_) => edone = true,
+                        Ok(n) => sink.stderr(&ebuf[..n]),
+                    },
+                    s = &mut wait, if exited.is_none() => {
+                        exited = Some(s);
+                        drain = Some(tokio::time::Instant::now() + super::OUTPUT_DRAIN_AFTER_EXIT);
+                    }
+                    _ = super::sleep_until(drain), if drain.is_some() => break,
+                    _ = super::sleep_until(deadline) => { outcome.timed_out = true; break; }
+                    _ = req.cancel.cancelled() => { outcome.cancelled = true; break; }
+                }
             }
         }
         if outcome.timed_out || outcome.cancelled {
@@ -551,14 +565,17 @@ impl LocalProvider {
         }
         // Bound the wait: a command that closed its pipes but ignores
         // the end of its group is killed as well.
-        let status = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
-            Ok(s) => s,
-            Err(_) => {
-                if let Some(pgid) = pgid {
-                    kill_group(pgid);
+        let status = match exited {
+            Some(s) => s,
+            None => match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
+                Ok(s) => s,
+                Err(_) => {
+                    if let Some(pgid) = pgid {
+                        kill_group(pgid);
+                    }
+                    child.wait().await
                 }
-                child.wait().await
-            }
+            },
         }
         .map_err(|e| io_err("waiting for command", e))?;
         // Orphans of the command's group must not outlive the step.

@@ -341,6 +341,14 @@ pub trait Provider: Send + Sync {
 
 /// Sleep until `at`, or forever when there is no deadline (for `select!`
 /// arms of optional timeouts).
+/// How long a step's output is still read after its command exited: a
+/// background process it started may keep a copy of the output pipes
+/// open (`(setsid sh -c 'sleep 777 &' &)`) and must not hold the step
+/// open. The same on every provider (docker's shim and daytona's log
+/// stream end such steps after 2 s too); what such a process prints later
+/// is not the step's output.
+pub const OUTPUT_DRAIN_AFTER_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub(crate) async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,

@@ -108,7 +108,7 @@ pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Er
     let _ = std::fs::create_dir_all(&settings.state_dir);
     let history = settings.state_dir.join("repl-history");
     let _ = ed.load_history(&history);
-    eprintln!(
+    errln!(
         "{}\nrun {} on provider `{}`; evidence in {}",
         meta::help(),
         settings.run_id,
@@ -116,20 +116,27 @@ pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Er
         settings.out_dir.display()
     );
     let mut buf = String::new();
+    // Input that ended (piped stdin) inside an unfinished statement.
+    let mut unfinished: Option<String> = None;
     loop {
         let prompt = if buf.is_empty() { PROMPT } else { CONTINUE };
         let line = match ed.readline(prompt) {
             Ok(l) => l,
             Err(ReadlineError::Interrupted) => {
                 if !buf.is_empty() {
-                    eprintln!("(input abandoned)");
+                    errln!("(input abandoned)");
                 }
                 buf.clear();
                 continue;
             }
-            Err(ReadlineError::Eof) => break,
+            Err(ReadlineError::Eof) => {
+                if !buf.trim().is_empty() {
+                    unfinished = Some(std::mem::take(&mut buf));
+                }
+                break;
+            }
             Err(e) => {
-                eprintln!("rfs: cannot read input: {e}");
+                errln!("rfs: cannot read input: {e}");
                 break;
             }
         };
@@ -163,6 +170,17 @@ pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Er
         let _busy = ending.busy();
         session.eval(&engine, &input);
     }
+    // The history file keeps no secret the process learnt (typed values
+    // that became known as secrets after they were typed included).
+    let entries: Vec<String> = ed
+        .history()
+        .iter()
+        .map(|e| String::from_utf8_lossy(&crate::secrets::redact_known(e.as_bytes())).into_owned())
+        .collect();
+    let _ = ed.clear_history();
+    for e in entries {
+        let _ = ed.add_history_entry(e);
+    }
     let _ = ed.save_history(&history);
     // A signal that ends the session owns the cleanup from here.
     let _busy = ending.busy();
@@ -171,13 +189,26 @@ pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Er
             std::thread::park();
         }
     }
+    if let Some(text) = &unfinished {
+        let text = run.state().redactor.redact_str(text);
+        let why = format!(
+            "the input ended inside an unfinished statement, which was not run:\n{}",
+            text.trim_end()
+        );
+        errln!("rfs: {why}");
+        run.finish_with("failed", Some(&why));
+        drop(session);
+        drop(run);
+        rt.shutdown_timeout(std::time::Duration::from_secs(2));
+        return Ok(exit_code::SCRIPT_FAILED);
+    }
     // A teardown problem is reported (and journaled) but does not turn a
     // completed session into a failed one, as for `rfs run`.
     run.finish("completed");
     if run.cfg.keep {
         let st = run.state();
         if let (Some(sb), false) = (&st.sandbox, st.destroyed) {
-            eprintln!(
+            errln!(
                 "rfs: sandbox {} was kept (--keep); once this session has ended, remove it with `rfs gc --provider {}`",
                 sb.id,
                 run.cfg.choice.name
@@ -232,7 +263,7 @@ impl Ending {
         self.by_signal.store(true, Ordering::SeqCst);
         // The prompt may hold the terminal in raw mode: give it back first.
         self.terminal.restore();
-        eprintln!("\r\nrfs: {sig}: ending the session");
+        errln!("\r\nrfs: {sig}: ending the session");
         run.finish_with("interrupted", Some(&format!("{sig} received")));
         std::process::exit(exit_code::INTERRUPTED);
     }
@@ -278,8 +309,8 @@ impl Session {
             other => Err(meta::MetaError::Unknown(other.to_owned())),
         };
         match shown {
-            Ok(s) => println!("{s}"),
-            Err(e) => eprintln!("rfs: {e}"),
+            Ok(s) => outln!("{s}"),
+            Err(e) => errln!("rfs: {e}"),
         }
         Flow::Continue
     }
@@ -292,7 +323,7 @@ impl Session {
         let ast = match engine.compile_with_scope(&self.scope, input) {
             Ok(a) => a,
             Err(e) => {
-                eprintln!("{:?}", miette::Report::new(src.parse_error(&e)));
+                errln!("{:?}", miette::Report::new(src.parse_error(&e)));
                 return;
             }
         };
@@ -300,7 +331,7 @@ impl Session {
         // what this input follows.
         let problems = script::lint::lint_after(&self.known, &self.transcript.body(), input);
         if !problems.is_empty() {
-            eprintln!("{:?}", miette::Report::new(src.lint_error(&problems)));
+            errln!("{:?}", miette::Report::new(src.lint_error(&problems)));
             return;
         }
         let imports = match engine.compile(&self.imports) {
@@ -314,7 +345,7 @@ impl Session {
         match engine.eval_ast_with_scope::<Dynamic>(&mut self.scope, &whole) {
             Ok(v) => {
                 if !v.is_unit() {
-                    println!("{}", pretty::render(&v));
+                    outln!("{}", pretty::render(&v));
                 }
                 self.transcript.push(input);
                 self.functions += ast.clone_functions_only();
@@ -331,7 +362,7 @@ impl Session {
                         Error::ScriptFailed(self.run.state().redactor.redact_str(&message))
                     }
                 });
-                eprintln!("{:?}", miette::Report::new(err));
+                errln!("{:?}", miette::Report::new(err));
             }
         }
         if self.run.is_cancelled() {

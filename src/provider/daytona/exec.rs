@@ -322,19 +322,38 @@ impl Api {
 
     /// The exit status the wrapper recorded in `/tmp` (see
     /// [`wrapper::exit_status_line`]), once it has one.
-    pub(crate) async fn recorded_exit(&self, id: &str, token: &str) -> ProviderResult<Option<i32>> {
+    pub(crate) async fn recorded_exit(
+        &self,
+        id: &str,
+        sid: &str,
+        token: &str,
+    ) -> ProviderResult<Option<RecordedExit>> {
+        let session_dir = self.session_dir(id, sid);
         let r = self
             .execute(
                 id,
                 "read a command's recorded exit status",
-                &wrapper::exit_status_line(token),
+                &wrapper::exit_status_line(token, session_dir.as_deref()),
                 Duration::from_secs(30),
             )
             .await?;
         Ok(match r.exit_code {
-            Some(0) => r.result.as_deref().and_then(|s| s.trim().parse().ok()),
+            Some(0) => r.result.as_deref().and_then(|s| {
+                let mut lines = s.lines();
+                let code = lines.next()?.trim().parse().ok()?;
+                let log_kept = lines.next().is_some_and(|l| l.trim() == "kept");
+                Some(RecordedExit { code, log_kept })
+            }),
             _ => None,
         })
+    }
+
+    /// Where the toolbox keeps session `sid` (its daemon's config dir is
+    /// `$HOME/.daytona`), if the sandbox's home is known.
+    fn session_dir(&self, id: &str, sid: &str) -> Option<String> {
+        lock(&self.homes)
+            .get(id)
+            .map(|h| format!("{}/.daytona/sessions/{sid}", h.trim_end_matches('/')))
     }
 
     /// A session command's exit code, once it has one.
@@ -409,9 +428,7 @@ impl Api {
     ) -> ProviderResult<ExecOutcome> {
         // Where the toolbox keeps this session (its daemon's config dir is
         // `$HOME/.daytona`): the wrapper checks it is still there.
-        let session_dir = lock(&self.homes)
-            .get(id)
-            .map(|h| format!("{}/.daytona/sessions/{sid}", h.trim_end_matches('/')));
+        let session_dir = self.session_dir(id, sid);
         let line = wrapper::exec_line(token, session_dir.as_deref(), &req.cwd, &req.env, &req.argv);
         let call = Call::new(
             "start command",
@@ -518,7 +535,7 @@ impl Api {
                 grace = Some(Instant::now() + KILL_GRACE);
             }
             if log_lost {
-                exit = self.recorded_exit(id, token).await?;
+                exit = self.recorded_exit(id, sid, token).await?.map(|r| r.code);
             } else {
                 exit = self.status(base, id, sid, cmd).await?;
                 match self.logs(base, id, sid, cmd).await? {
@@ -689,4 +706,13 @@ mod tests {
         assert_eq!(sink.stdout, b"one\ntwo\n");
         assert_eq!(sink.stderr, b"e");
     }
+}
+
+/// An exit status the wrapper recorded itself.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecordedExit {
+    pub code: i32,
+    /// The toolbox's log is still there (held open by a process the
+    /// command left running), as opposed to removed by the command.
+    pub log_kept: bool,
 }

@@ -132,7 +132,7 @@ impl Api {
         let (mut kill_sent, mut killed) = (false, false);
         // Until when the log may still run on (after a kill or a recorded exit).
         let mut grace: Option<Instant> = None;
-        let mut recorded: Option<i32> = None;
+        let mut recorded: Option<super::exec::RecordedExit> = None;
         let mut next_check = Instant::now() + CHECK_EVERY;
         let closed = loop {
             tokio::select! {
@@ -146,7 +146,7 @@ impl Api {
                 _ = req.cancel.cancelled(), if stop.is_none() => stop = Some(false),
                 _ = tokio::time::sleep_until(next_check), if recorded.is_none() => {
                     next_check = Instant::now() + CHECK_EVERY;
-                    recorded = self.recorded_exit(id, token).await?;
+                    recorded = self.recorded_exit(id, sid, token).await?;
                     if recorded.is_some() && grace.is_none() {
                         grace = Some(Instant::now() + LOG_GRACE);
                     }
@@ -165,9 +165,14 @@ impl Api {
             return Ok(Followed::Stopped { timed_out, killed });
         }
         if !closed {
-            relay.flush(sink);
-            sink.stderr(LOG_UNENDED_NOTE.as_bytes());
-            return Ok(Followed::Ended(recorded));
+            // A log held open by a process the command left running ends
+            // the step as on every provider, without a note; a log the
+            // command removed is said.
+            if !recorded.is_some_and(|r| r.log_kept) {
+                relay.flush(sink);
+                sink.stderr(LOG_UNENDED_NOTE.as_bytes());
+            }
+            return Ok(Followed::Ended(recorded.map(|r| r.code)));
         }
         // The stream closes once the exit code is in; a server that closed
         // early gets a few more reads (bounded) before the recorded status.
@@ -177,10 +182,17 @@ impl Api {
                 return Ok(Followed::Ended(Some(code)));
             }
             if Instant::now() >= end {
-                return Ok(Followed::Ended(match recorded {
-                    Some(c) => Some(c),
-                    None => self.recorded_exit(id, token).await?,
-                }));
+                // The log ended with the command: the toolbox's status is
+                // the one that counts; the wrapper's own record only where
+                // the command removed the toolbox's session (never to
+                // stand in for a status the toolbox lost).
+                let recorded = match recorded {
+                    Some(r) => Some(r),
+                    None => self.recorded_exit(id, sid, token).await?,
+                };
+                return Ok(Followed::Ended(
+                    recorded.filter(|r| !r.log_kept).map(|r| r.code),
+                ));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -33,7 +33,8 @@ setsid sh -c '{ echo $$ > "$0"; } 2>/dev/null || { echo "$1:nopgid" >&2; exit 12
 wait $!
 r=$?
 rm -f "$f"
-[ -n "$x" ] && [ -d "$x" ] || { echo "$r" > "$f.exit.new" && mv -f "$f.exit.new" "/tmp/.rfs-exec-$t.exit"; } 2>/dev/null
+if [ -n "$x" ] && [ -d "$x" ]; then { echo "$r" > "$x/.rfs-exit-$t"; } 2>/dev/null
+else { echo "$r" > "$f.exit.new" && mv -f "$f.exit.new" "/tmp/.rfs-exec-$t.exit"; } 2>/dev/null; fi
 exit $r
 "#;
 
@@ -147,11 +148,21 @@ pub fn pty_nocwd(token: &str) -> String {
     format!("rfs-{token}-nocwd")
 }
 
-/// The command line printing (and removing) the exit status the wrapper
-/// recorded for `token`; fails while there is none.
-pub fn exit_status_line(token: &str) -> String {
+/// The command line printing the exit status the wrapper recorded for
+/// `token`; fails while there is none. Recorded in the session's
+/// directory (removed with the session), it is followed by a line `kept`:
+/// the toolbox's log is still there, held open by a process the command
+/// left running. Recorded in `/tmp` (the command removed the session's
+/// directory), it is removed once read.
+pub fn exit_status_line(token: &str, session_dir: Option<&str>) -> String {
     let f = quote(&format!("/tmp/.rfs-exec-{token}.exit"));
-    format!("cat {f} && rm -f {f}")
+    match session_dir {
+        Some(d) => {
+            let k = quote(&format!("{d}/.rfs-exit-{token}"));
+            format!("{{ cat {k} 2>/dev/null && echo kept; }} || {{ cat {f} && rm -f {f}; }}")
+        }
+        None => format!("cat {f} && rm -f {f}"),
+    }
 }
 
 /// The command line that kills the group recorded for `token`.
@@ -239,7 +250,7 @@ mod tests {
             format!("{}err\n", start_line(&t))
         );
         assert!(!std::path::Path::new(&format!("/tmp/.rfs-exec-{t}.pgid")).exists());
-        // The toolbox's session directory is there: no status file.
+        // The toolbox's session directory is there: no status file in /tmp.
         assert!(!std::path::Path::new(&format!("/tmp/.rfs-exec-{t}.exit")).exists());
     }
 
