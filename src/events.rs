@@ -431,6 +431,16 @@ pub enum Event {
     /// (it no longer replays as it ran).
     #[serde(rename = "bundle.redacted")]
     BundleRedacted { path: String, sha256: String },
+    /// The run's sandbox ended outside rfs (killed, stopped or removed)
+    /// while rfs used it: `how` is what the provider said, `during` the
+    /// step or phase it ended in.
+    #[serde(rename = "sandbox.lost")]
+    SandboxLost {
+        sandbox_id: String,
+        during: String,
+        how: String,
+        ended_by: String,
+    },
     /// A module imported by a name the script computed at run time (the
     /// static scan before the run cannot see it): copied into `bundle/`
     /// as it was loaded, so the bundle replays as it ran.
@@ -555,9 +565,10 @@ pub(crate) mod catalog {
             Event::BundleRedacted { .. } => 33,
             Event::SourceResync { .. } => 34,
             Event::BundleModule { .. } => 35,
+            Event::SandboxLost { .. } => 36,
         }
     }
-    const COUNT: usize = 36;
+    const COUNT: usize = 37;
 
     pub(crate) fn samples() -> Vec<Event> {
         let s = |x: &str| x.to_owned();
@@ -811,6 +822,12 @@ pub(crate) mod catalog {
             Event::BundleRedacted {
                 path: s("bundle/proof.rhai"),
                 sha256: s("9d1e"),
+            },
+            Event::SandboxLost {
+                sandbox_id: s("local-1"),
+                during: s("build"),
+                how: s("vanished: the provider no longer knows it (removed outside rfs)"),
+                ended_by: s("outside rfs"),
             },
             Event::BundleModule {
                 path: s("bundle/helpers.rhai"),

@@ -96,10 +96,7 @@ impl Evidence {
             } => {
                 self.sandbox_id = Some(sandbox_id.clone());
                 self.isolation = isolation.as_ref().map(|i| i.describe());
-                self.labels = labels
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
+                self.labels = labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             }
             Event::SourceVerify { archive_digest, .. } if !archive_digest.is_empty() => {
                 self.archive_digest = Some(archive_digest.clone());
@@ -152,12 +149,15 @@ impl Evidence {
                     row.exit = *exit;
                     row.duration_ms += duration_ms;
                     row.provider_error = None;
-                    row.logs
-                        .extend([stdout_log, stderr_log].into_iter().flatten().map(|f| f.path.clone()));
+                    row.logs.extend(
+                        [stdout_log, stderr_log]
+                            .into_iter()
+                            .flatten()
+                            .map(|f| f.path.clone()),
+                    );
                     if *cancelled {
-                        row.outcome = Some(format!(
-                            "INTERRUPTED (attempt {attempt} was cancelled)"
-                        ));
+                        row.outcome =
+                            Some(format!("INTERRUPTED (attempt {attempt} was cancelled)"));
                     }
                 }
             }
@@ -173,8 +173,12 @@ impl Evidence {
                     row.attempts = *attempt;
                     row.duration_ms += duration_ms;
                     row.provider_error = Some(error.clone());
-                    row.logs
-                        .extend([stdout_log, stderr_log].into_iter().flatten().map(|f| f.path.clone()));
+                    row.logs.extend(
+                        [stdout_log, stderr_log]
+                            .into_iter()
+                            .flatten()
+                            .map(|f| f.path.clone()),
+                    );
                 }
             }
             Event::StepRefused { name, cwd, reason } => {
@@ -220,22 +224,27 @@ impl Evidence {
                 .recordings
                 .push((*session, command.clone(), recording.clone())),
             Event::CleanupNone { .. } => self.cleanup = Some("No sandbox was provisioned.".into()),
-            Event::CleanupKept { sandbox_id, .. } => {
-                self.cleanup = Some(format!(
-                    "Sandbox {} was kept (--keep); destroy it with `rfs gc` once its owner is gone.",
-                    code(sandbox_id)
-                ))
-            }
+            Event::CleanupKept { sandbox_id, .. } => self.cleanup = Some(format!(
+                "Sandbox {} was kept (--keep); destroy it with `rfs gc` once its owner is gone.",
+                code(sandbox_id)
+            )),
             Event::CleanupVerified {
                 sandbox_id,
                 why,
                 inventory_count,
                 polls,
                 elapsed_ms,
+                saw_present_before,
                 ..
             } => {
+                // rfs claims only the destroy it did.
+                let what = if *saw_present_before {
+                    "destroyed"
+                } else {
+                    "already gone (ended outside rfs, not destroyed by it), verified"
+                };
                 self.cleanup = Some(format!(
-                    "Sandbox {} destroyed at {}: get-by-id returned not found and it was absent from the provider inventory ({inventory_count} sandboxes listed) after {polls} poll(s), {elapsed_ms} ms.",
+                    "Sandbox {} {what} at {}: get-by-id returned not found and it was absent from the provider inventory ({inventory_count} sandboxes listed) after {polls} poll(s), {elapsed_ms} ms.",
                     code(sandbox_id),
                     esc(why)
                 ))

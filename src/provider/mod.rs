@@ -349,6 +349,16 @@ pub trait Provider: Send + Sync {
 /// is not the step's output.
 pub const OUTPUT_DRAIN_AFTER_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Whether a provider-reported state says the sandbox is being removed or
+/// is gone (docker `removing`, daytona's soft-deleted `destroying` /
+/// `destroyed`): not there for rfs to use or destroy.
+pub fn being_removed(state: &str) -> bool {
+    matches!(
+        state.to_ascii_lowercase().as_str(),
+        "removing" | "destroying" | "destroyed" | "deleted"
+    )
+}
+
 pub(crate) async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,

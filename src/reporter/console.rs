@@ -147,8 +147,19 @@ impl Reporter for Console {
             Event::CleanupVerified {
                 sandbox_id,
                 elapsed_ms,
+                saw_present_before: true,
                 ..
             } => format!("rfs: sandbox {sandbox_id} destroyed, verified gone in {elapsed_ms} ms"),
+            Event::CleanupVerified {
+                sandbox_id,
+                elapsed_ms,
+                ..
+            } => format!(
+                "rfs: sandbox {sandbox_id} was already gone (ended outside rfs; not destroyed by rfs), verified gone in {elapsed_ms} ms"
+            ),
+            Event::SandboxLost {
+                sandbox_id, how, ..
+            } => format!("rfs: sandbox {sandbox_id} {how}"),
             Event::CleanupKept { sandbox_id, .. } => {
                 format!("rfs: sandbox {sandbox_id} kept (--keep)")
             }

@@ -242,6 +242,19 @@ impl Run {
                     return Err(self.provider_failure(name, &pl.sandbox_id, e));
                 }
             };
+            // A command that did not succeed may have lost its sandbox
+            // (killed, stopped or removed from outside): that is the
+            // step's outcome, not the exit code the kill left.
+            if !outcome.success() && !outcome.cancelled {
+                if let Some(how) = self.sandbox_death_after(&pl.sandbox_id, &outcome) {
+                    let msg = format!(
+                        "step `{name}`: sandbox {} {how} during the step; its {} is not the command's",
+                        pl.sandbox_id,
+                        crate::exit_code::ExitText(outcome.exit)
+                    );
+                    return Err(self.sandbox_lost(&pl.sandbox_id, name, &how, msg));
+                }
+            }
             if let Some(msg) = refused.map(|r| pl.refusal_message(&r, &what)) {
                 let msg = self.state().redactor.redact_str(&msg);
                 self.record_refused_step(name, &rel_shown, &msg);
@@ -302,17 +315,82 @@ impl Run {
     /// exists is named as such and refused; anything else is a failure in
     /// the provider's words.
     fn provider_failure(&self, name: &str, id: &str, e: crate::provider::ProviderError) -> Error {
-        let gone = matches!(e, crate::provider::ProviderError::NotFound { .. })
-            || matches!(self.block_on(self.cfg.provider.get(id)), Ok(None));
-        if gone {
-            return self.refuse(format!(
-                "step `{name}` refused: sandbox {id} no longer exists (removed during the run): {e}"
-            ));
+        let how = match self.sandbox_death(id) {
+            Some(how) => Some(how),
+            None if matches!(e, crate::provider::ProviderError::NotFound { .. }) => {
+                Some(VANISHED.to_owned())
+            }
+            None => None,
+        };
+        if let Some(how) = how {
+            let msg = format!(
+                "step `{name}`: sandbox {id} {how} during the step (the provider said: {e})"
+            );
+            return self.sandbox_lost(id, name, &how, msg);
         }
         Error::StepFailed {
             name: name.into(),
             reason: format!("the provider could not run it in sandbox {id}: {e}"),
         }
+    }
+
+    /// How the sandbox ended, if it no longer runs: asked of the provider
+    /// (get-by-id), so that a sandbox killed, stopped or removed outside
+    /// rfs is named as such.
+    pub(crate) fn sandbox_death(&self, id: &str) -> Option<String> {
+        match self.block_on(self.cfg.provider.get(id)) {
+            Ok(None) => Some(VANISHED.to_owned()),
+            Ok(Some(info)) if crate::provider::being_removed(&info.state) => Some(format!(
+                "vanished: removed outside rfs (the provider reports it `{}`)",
+                info.state
+            )),
+            Ok(Some(info)) if !alive(&info.state) => Some(format!(
+                "died outside rfs (the provider reports it `{}`)",
+                info.state
+            )),
+            _ => None,
+        }
+    }
+
+    /// [`Self::sandbox_death`] after a command ended as `outcome`: an end
+    /// by a kill (SIGKILL/SIGTERM, no exit status) may come just before
+    /// the provider's state catches up, so it is asked a few more times
+    /// (bounded, 1 s in all).
+    fn sandbox_death_after(
+        &self,
+        id: &str,
+        outcome: &crate::provider::ExecOutcome,
+    ) -> Option<String> {
+        let killed =
+            outcome.signal.is_some() || matches!(outcome.exit, None | Some(137) | Some(143));
+        let tries = if killed { 5 } else { 1 };
+        for i in 0..tries {
+            if i > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            if let Some(how) = self.sandbox_death(id) {
+                return Some(how);
+            }
+        }
+        None
+    }
+
+    /// Journal that the run's sandbox ended outside rfs (`sandbox.lost`:
+    /// what the provider said, and that rfs did not do it) and refuse.
+    pub(crate) fn sandbox_lost(&self, id: &str, during: &str, how: &str, msg: String) -> Error {
+        self.record_sandbox_lost(id, during, how);
+        let msg = self.state().redactor.redact_str(&msg);
+        self.refuse(msg)
+    }
+
+    /// Journal `sandbox.lost` (see [`Self::sandbox_lost`]).
+    pub(crate) fn record_sandbox_lost(&self, id: &str, during: &str, how: &str) {
+        let _ = self.record(Event::SandboxLost {
+            sandbox_id: id.to_owned(),
+            during: during.to_owned(),
+            how: how.to_owned(),
+            ended_by: "outside rfs".into(),
+        });
     }
 
     /// Journal a refused step (its row in EVIDENCE.md).
@@ -381,4 +459,17 @@ fn file_stem(name: &str) -> String {
     } else {
         s
     }
+}
+
+/// How a sandbox the provider no longer knows is named.
+const VANISHED: &str = "vanished: the provider no longer knows it (removed outside rfs)";
+
+/// Whether a provider-reported state is a sandbox that still runs
+/// (docker `running`/`paused`, daytona `started`, local `running`, and
+/// the transitional states around them).
+fn alive(state: &str) -> bool {
+    matches!(
+        state.to_ascii_lowercase().as_str(),
+        "running" | "paused" | "started" | "starting" | "restarting" | "created" | "unknown" | ""
+    )
 }

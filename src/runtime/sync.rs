@@ -147,6 +147,16 @@ impl Run {
         let upload = format!("{home}/.rfs-upload-{}.tar", self.cfg.run_id);
         let aux = format!("{home}/.rfs-verify-{}", self.cfg.run_id);
         let fail = |what: String| -> Error {
+            // A sandbox killed or removed from outside is named as such,
+            // not as the exit code its end left the verifier with.
+            if let Some(how) = self.sandbox_death(&sb.id) {
+                let msg = format!(
+                    "source sync into sandbox {id} failed: sandbox {id} {how} during the source's verification ({what})",
+                    id = sb.id
+                );
+                self.record_sandbox_lost(&sb.id, "sync_source", &how);
+                return self.sync_failed(&sb.id, &commit, msg, "failed source sync");
+            }
             let msg = format!("source sync into sandbox {} failed: {what}", sb.id);
             self.sync_failed(&sb.id, &commit, msg, "failed source sync")
         };

@@ -38,7 +38,10 @@ pub async fn destroy_verified(
     deadline: Duration,
 ) -> Result<GoneProof, NotGone> {
     let start = Instant::now();
-    let saw_present_before = matches!(p.get(id).await, Ok(Some(_)));
+    // A sandbox the provider still lists as being deleted (Daytona's soft
+    // delete) was not there for rfs to destroy.
+    let saw_present_before =
+        matches!(p.get(id).await, Ok(Some(i)) if !crate::provider::being_removed(&i.state));
     let mut destroy_err = None;
     for attempt in 0..3 {
         match p.destroy(id).await {
