@@ -11,26 +11,12 @@ use std::process::Stdio;
 fn repl_keeps_one_sandbox_across_inputs_and_cleans_up() {
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
-    let out_dir = rfs.state.path().join("repl-out");
-    let mut child = rfs
-        .cmd(repo.path())
-        .args(["repl", "--out"])
-        .arg(&out_dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(
-            b"step(\"one\", \"echo $RELAYFLOWS_SANDBOX_ID > id\");\nstep(\"oops\", \"exit 9\");\n\
-              let x = 1 +\\\n 41;\nprint(`x=${x}`);\nstep(\"two\", \"cat id\").stdout.trimmed() == sandbox().id\n",
-        )
-        .unwrap();
-    let out = finish(child.wait_with_output().unwrap(), out_dir);
+    let out = repl_with_input(
+        &rfs,
+        &repo,
+        b"step(\"one\", \"echo $RELAYFLOWS_SANDBOX_ID > id\");\nstep(\"oops\", \"exit 9\");\n\
+          let x = 1 +\\\n 41;\nprint(`x=${x}`);\nstep(\"two\", \"cat id\").stdout.trimmed() == sandbox().id\n",
+    );
     out.assert_code(0);
     assert!(
         out.stderr.contains("step `oops` failed: exit 9"),

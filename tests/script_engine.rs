@@ -66,21 +66,6 @@ fn assert_nothing_provisioned(rfs: &Rfs, out: &RunOut) {
 }
 
 /// Every file under `dir`, recursively.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = vec![];
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files_under(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
 
 /// Fail if `needle` occurs in any file of the run's output directory.
 #[track_caller]

@@ -5,8 +5,6 @@
 mod common;
 use common::*;
 
-use std::path::{Path, PathBuf};
-
 /// A key-shaped secret: PEM armour around base64 lines.
 const KEY_LINES: &[&str] = &[
     "-----BEGIN OPENSSH PRIVATE KEY-----",
@@ -14,19 +12,6 @@ const KEY_LINES: &[&str] = &[
     "QyNTUxOQAAACBq7x0b0S0m3K9c2Vj0a1u5R8h0zZl7xvQy5rXo1b7nUQAAAJgAAAAAAAAA",
     "-----END OPENSSH PRIVATE KEY-----",
 ];
-
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = vec![];
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files_under(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
 
 fn assert_nowhere(out: &RunOut, needle: &str) {
     assert!(

@@ -224,10 +224,12 @@ impl Evidence {
                 .recordings
                 .push((*session, command.clone(), recording.clone())),
             Event::CleanupNone { .. } => self.cleanup = Some("No sandbox was provisioned.".into()),
-            Event::CleanupKept { sandbox_id, .. } => self.cleanup = Some(format!(
+            Event::CleanupKept { sandbox_id, .. } => {
+                self.cleanup = Some(format!(
                 "Sandbox {} was kept (--keep); destroy it with `rfs gc` once its owner is gone.",
                 code(sandbox_id)
-            )),
+            ))
+            }
             Event::CleanupVerified {
                 sandbox_id,
                 why,

@@ -718,3 +718,20 @@ pub async fn corrupt_uploaded_byte(
     assert_eq!(o.exit, Some(0), "corruption failed: {sink:?}");
     Ok(())
 }
+
+/// Every file below `dir` (recursively; none if it cannot be read).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
