@@ -65,8 +65,6 @@ fn assert_nothing_provisioned(rfs: &Rfs, out: &RunOut) {
     );
 }
 
-/// Every file under `dir`, recursively.
-
 /// Fail if `needle` occurs in any file of the run's output directory.
 #[track_caller]
 fn assert_not_in_output_dir(out: &RunOut, needle: &str) {
