@@ -71,7 +71,7 @@ pub struct CreateSpec {
 }
 
 /// A sandbox as the provider reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SandboxInfo {
     /// The exact provider id.
     pub id: String,

@@ -15,6 +15,7 @@ pub mod resync;
 pub mod step;
 pub mod sync;
 pub mod teardown;
+pub(crate) mod watch;
 pub mod wrapper;
 
 use std::collections::BTreeMap;
@@ -286,6 +287,17 @@ impl Run {
     /// Block the script thread on a future.
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)
+    }
+
+    /// [`Self::block_on`] while watching sandbox `id`: `Err` with how, if
+    /// it is paused, dead or gone before `f` ends (see [`watch`]).
+    pub(crate) fn block_on_watched<F: std::future::Future>(
+        &self,
+        id: &str,
+        f: F,
+    ) -> std::result::Result<F::Output, String> {
+        let p = self.cfg.provider.clone();
+        self.block_on(watch::watched(p.as_ref(), id, f))
     }
 
     /// Block the script thread on a provider's `exec`: polled on the

@@ -101,10 +101,16 @@ impl Run {
             };
             let mut out = Collect::default();
             let p = &self.cfg.provider;
-            let o = match input {
-                Some(i) => self.block_on(p.exec_with_input(&sb.id, &req, i, &mut out)),
-                None => self.block_on(p.exec(&sb.id, &req, &mut out)),
-            }?;
+            let waited = match input {
+                Some(i) => {
+                    self.block_on_watched(&sb.id, p.exec_with_input(&sb.id, &req, i, &mut out))
+                }
+                None => self.block_on_watched(&sb.id, p.exec(&sb.id, &req, &mut out)),
+            };
+            let o = waited.map_err(|how| {
+                self.record_sandbox_lost(&sb.id, "sync_source", &how);
+                ApplyError::Stalled(how)
+            })??;
             if o.cancelled {
                 return Err(ApplyError::Interrupted);
             }
@@ -156,8 +162,15 @@ impl Run {
         let t_up = Instant::now();
         // Providers that stream get the delta on the apply's stdin instead.
         if let (Some((tmp, _, _, _)), false) = (&delta, streaming) {
-            self.block_on(self.cfg.provider.upload(&sb.id, tmp.path(), &upload))
-                .map_err(|e| fail(format!("upload: {e}")))?;
+            self.block_on_watched(
+                &sb.id,
+                self.cfg.provider.upload(&sb.id, tmp.path(), &upload),
+            )
+            .map_err(|how| {
+                self.record_sandbox_lost(&sb.id, "sync_source", &how);
+                fail(format!("upload: {}", ApplyError::Stalled(how)))
+            })?
+            .map_err(|e| fail(format!("upload: {e}")))?;
         }
         let upload_ms = t_up.elapsed().as_millis();
 
@@ -330,6 +343,9 @@ enum ApplyError {
     Report(#[from] crate::source::remote_check::ReportError),
     #[error("interrupted")]
     Interrupted,
+    /// The sandbox was paused, died or vanished while rfs waited on it.
+    #[error("sandbox {0}; rfs stopped waiting for it")]
+    Stalled(String),
     /// A missing tool or a vanished root: the script's own message.
     #[error("{0}")]
     Refused(String),

@@ -214,7 +214,20 @@ impl Run {
                 self.reporter.clone(),
             );
             let t = Instant::now();
-            let res = self.block_on_exec(p.exec(&pl.sandbox_id, &req, &mut sink));
+            // A sandbox paused (or ended) outside rfs while the command
+            // waits would hold the wait forever: the watch ends it.
+            let watched = self.block_on_exec(super::watch::watched(
+                p.as_ref(),
+                &pl.sandbox_id,
+                p.exec(&pl.sandbox_id, &req, &mut sink),
+            ));
+            let (res, stalled) = match watched {
+                Ok(res) => (res, None),
+                Err(how) => (
+                    Err(crate::provider::ProviderError::other(how.clone())),
+                    Some(how),
+                ),
+            };
             let refused = match &res {
                 Ok(o) => sink.close_wrapper(o.exit),
                 Err(_) => sink.close_wrapper(None),
@@ -225,6 +238,13 @@ impl Run {
             let elapsed = super::sync::ms(t.elapsed().as_millis());
             let stdout_log = self.log_digest(&format!("{stem_n}.stdout.log"))?;
             let stderr_log = self.log_digest(&format!("{stem_n}.stderr.log"))?;
+            if let Some(how) = stalled {
+                let msg = format!(
+                    "step `{name}`: sandbox {} {how} during the step; rfs stopped waiting for the command",
+                    pl.sandbox_id
+                );
+                return Err(self.sandbox_lost(&pl.sandbox_id, name, &how, msg));
+            }
             let outcome = match res {
                 Ok(o) => o,
                 Err(e) => {
@@ -315,10 +335,10 @@ impl Run {
     /// exists is named as such and refused; anything else is a failure in
     /// the provider's words.
     fn provider_failure(&self, name: &str, id: &str, e: crate::provider::ProviderError) -> Error {
-        let how = match self.sandbox_death(id) {
+        let how = match self.sandbox_stall(id) {
             Some(how) => Some(how),
             None if matches!(e, crate::provider::ProviderError::NotFound { .. }) => {
-                Some(VANISHED.to_owned())
+                Some(super::watch::VANISHED.to_owned())
             }
             None => None,
         };
@@ -339,16 +359,17 @@ impl Run {
     /// rfs is named as such.
     pub(crate) fn sandbox_death(&self, id: &str) -> Option<String> {
         match self.block_on(self.cfg.provider.get(id)) {
-            Ok(None) => Some(VANISHED.to_owned()),
-            Ok(Some(info)) if crate::provider::being_removed(&info.state) => Some(format!(
-                "vanished: removed outside rfs (the provider reports it `{}`)",
-                info.state
-            )),
-            Ok(Some(info)) if !alive(&info.state) => Some(format!(
-                "died outside rfs (the provider reports it `{}`)",
-                info.state
-            )),
-            _ => None,
+            Ok(found) => super::watch::death_of(found.as_ref()),
+            Err(_) => None,
+        }
+    }
+
+    /// [`Self::sandbox_death`], or that it was paused outside rfs: why a
+    /// wait on it cannot end (see [`super::watch`]).
+    pub(crate) fn sandbox_stall(&self, id: &str) -> Option<String> {
+        match self.block_on(self.cfg.provider.get(id)) {
+            Ok(found) => super::watch::stalled(found.as_ref()),
+            Err(_) => None,
         }
     }
 
@@ -459,17 +480,4 @@ fn file_stem(name: &str) -> String {
     } else {
         s
     }
-}
-
-/// How a sandbox the provider no longer knows is named.
-const VANISHED: &str = "vanished: the provider no longer knows it (removed outside rfs)";
-
-/// Whether a provider-reported state is a sandbox that still runs
-/// (docker `running`/`paused`, daytona `started`, local `running`, and
-/// the transitional states around them).
-fn alive(state: &str) -> bool {
-    matches!(
-        state.to_ascii_lowercase().as_str(),
-        "running" | "paused" | "started" | "starting" | "restarting" | "created" | "unknown" | ""
-    )
 }

@@ -149,7 +149,8 @@ impl Run {
         let fail = |what: String| -> Error {
             // A sandbox killed or removed from outside is named as such,
             // not as the exit code its end left the verifier with.
-            if let Some(how) = self.sandbox_death(&sb.id) {
+            // A paused one too: docker refuses an exec into it at once.
+            if let Some(how) = self.sandbox_stall(&sb.id) {
                 let msg = format!(
                     "source sync into sandbox {id} failed: sandbox {id} {how} during the source's verification ({what})",
                     id = sb.id
@@ -160,13 +161,24 @@ impl Run {
             let msg = format!("source sync into sandbox {} failed: {what}", sb.id);
             self.sync_failed(&sb.id, &commit, msg, "failed source sync")
         };
+        // A sandbox that stalls while the sync waits on it (paused, dead or
+        // gone outside rfs) ends the wait (see `watch`).
+        let stall = |how: String| -> Error {
+            let msg = format!(
+                "source sync into sandbox {id} failed: sandbox {id} {how} during the source sync; rfs stopped waiting for it",
+                id = sb.id
+            );
+            self.record_sandbox_lost(&sb.id, "sync_source", &how);
+            self.sync_failed(&sb.id, &commit, msg, "failed source sync")
+        };
         let gzip = if remote {
-            match self.block_on(probe_gzip(
-                p.as_ref(),
-                &sb.id,
-                &sb.home,
-                self.cancel_token(),
-            )) {
+            match self
+                .block_on_watched(
+                    &sb.id,
+                    probe_gzip(p.as_ref(), &sb.id, &sb.home, self.cancel_token()),
+                )
+                .map_err(stall)?
+            {
                 Ok(g) => g,
                 Err(e) => return Err(fail(format!("probing for a decompressor: {e}"))),
             }
@@ -180,24 +192,26 @@ impl Run {
         let mut verifier_fallback = None;
         // How the stream will travel is decided alongside (both may ask
         // the sandbox something).
-        let (prepared, route) = self.block_on(async {
-            tokio::join!(
-                async {
-                    if native {
-                        p.prepare_own_executable(&sb.id).await
-                    } else {
-                        Ok(())
+        let (prepared, route) = self
+            .block_on_watched(&sb.id, async {
+                tokio::join!(
+                    async {
+                        if native {
+                            p.prepare_own_executable(&sb.id).await
+                        } else {
+                            Ok(())
+                        }
+                    },
+                    async {
+                        if streaming {
+                            Some(p.input_route(&sb.id).await)
+                        } else {
+                            None
+                        }
                     }
-                },
-                async {
-                    if streaming {
-                        Some(p.input_route(&sb.id).await)
-                    } else {
-                        None
-                    }
-                }
-            )
-        });
+                )
+            })
+            .map_err(stall)?;
         if let Err(e) = prepared {
             tracing::info!(sandbox = %sb.id, "verifying with the POSIX script: {e}");
             native = false;
@@ -263,13 +277,17 @@ impl Run {
                 .map_err(Error::internal)?;
             let t_ver = Instant::now();
             let req = verify_req(remote_check::STDIN);
-            let outcome = self.block_on(async {
-                if native {
-                    p.exec_own_with_input(&sb.id, &req, input, &mut out).await
-                } else {
-                    p.exec_with_input(&sb.id, &req, input, &mut out).await
-                }
-            });
+            // On a stall the builder is left to end when the teardown
+            // ends the sandbox that holds its pipe's reader.
+            let outcome = self
+                .block_on_watched(&sb.id, async {
+                    if native {
+                        p.exec_own_with_input(&sb.id, &req, input, &mut out).await
+                    } else {
+                        p.exec_with_input(&sb.id, &req, input, &mut out).await
+                    }
+                })
+                .map_err(stall)?;
             let (built, build_ms) = match builder.join() {
                 Ok(Ok(b)) => b,
                 // The consumer stopped reading first: its failure, or the
@@ -326,13 +344,16 @@ impl Run {
                 started.elapsed().as_millis()
             };
             let t_up = Instant::now();
-            if let Err(e) = self.block_on(p.upload(&sb.id, tmp.path(), &upload)) {
+            let uploaded = self.block_on_watched(&sb.id, p.upload(&sb.id, tmp.path(), &upload));
+            if let Err(e) = uploaded.map_err(stall)? {
                 return Err(fail(format!("upload: {e}")));
             }
             let upload_ms = t_up.elapsed().as_millis();
             drop(tmp);
             let t_ver = Instant::now();
-            let outcome = match self.block_on(p.exec(&sb.id, &verify_req(&upload), &mut out)) {
+            let verified =
+                self.block_on_watched(&sb.id, p.exec(&sb.id, &verify_req(&upload), &mut out));
+            let outcome = match verified.map_err(stall)? {
                 Ok(o) => o,
                 Err(e) => return Err(fail(format!("running the verification: {e}"))),
             };
@@ -475,6 +496,10 @@ fn refusal(outcome: &crate::provider::ExecOutcome, stderr: &[u8], dest: &str) ->
         Some(remote_check::EXIT_DECOMPRESS) => {
             format!("decompressing the transfer failed: {stderr}")
         }
+        other if stderr.is_empty() => format!(
+            "verification ended with {} and said nothing",
+            crate::exit_code::ExitText(other)
+        ),
         other => format!(
             "verification ended with {}: {stderr}",
             crate::exit_code::ExitText(other)

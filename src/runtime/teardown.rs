@@ -40,11 +40,15 @@ pub async fn destroy_verified(
     let start = Instant::now();
     // A sandbox the provider still lists as being deleted (Daytona's soft
     // delete) was not there for rfs to destroy.
-    let saw_present_before =
-        matches!(p.get(id).await, Ok(Some(i)) if !crate::provider::being_removed(&i.state));
+    // Every call is bounded by what is left of the deadline: a provider
+    // that stops answering (a wedged daemon) ends the teardown as not
+    // verified, naming the sandbox, instead of holding the run.
+    let left = || deadline.saturating_sub(start.elapsed());
+    let saw_present_before = matches!(bounded(left(), p.get(id)).await,
+        Ok(Some(i)) if !crate::provider::being_removed(&i.state));
     let mut destroy_err = None;
     for attempt in 0..3 {
-        match p.destroy(id).await {
+        match bounded(left(), p.destroy(id)).await {
             Ok(()) => {
                 destroy_err = None;
                 break;
@@ -60,8 +64,8 @@ pub async fn destroy_verified(
     let mut last;
     loop {
         polls += 1;
-        let by_id = p.get(id).await;
-        let inventory = p.list(&labels::rfs_selector()).await;
+        let by_id = bounded(left(), p.get(id)).await;
+        let inventory = bounded(left(), p.list(&labels::rfs_selector())).await;
         match (&by_id, &inventory) {
             (Ok(None), Ok(inv)) if !inv.iter().any(|s| s.id == id) => {
                 return Ok(GoneProof {
@@ -92,6 +96,19 @@ pub async fn destroy_verified(
         }
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// `call`, or a provider error when it does not answer within `left`.
+async fn bounded<T>(
+    left: Duration,
+    call: impl std::future::Future<Output = crate::provider::ProviderResult<T>>,
+) -> crate::provider::ProviderResult<T> {
+    match tokio::time::timeout(left, call).await {
+        Ok(r) => r,
+        Err(_) => Err(crate::provider::ProviderError::other(
+            "no answer from the provider before the cleanup deadline",
+        )),
     }
 }
 
