@@ -108,13 +108,14 @@ impl Error {
 
     /// The run outcome this error ends a run with (`run.end`'s
     /// `outcome`).
-    pub fn outcome(&self) -> &'static str {
+    pub fn outcome(&self) -> crate::outcome::RunOutcome {
+        use crate::outcome::RunOutcome;
         match self {
-            Error::Refused(_) => "refused",
-            Error::Interrupted => "interrupted",
-            Error::Internal(_) => "error",
+            Error::Refused(_) => RunOutcome::Refused,
+            Error::Interrupted => RunOutcome::Interrupted,
+            Error::Internal(_) => RunOutcome::Error,
             Error::Script(s) => s.cause.outcome(),
-            _ => "failed",
+            _ => RunOutcome::Failed,
         }
     }
 

@@ -47,6 +47,7 @@ pub(crate) mod gc;
 pub(crate) mod journal;
 pub(crate) mod logging;
 pub(crate) mod out_dir;
+pub mod outcome;
 pub(crate) mod procfs;
 pub mod provider;
 pub(crate) mod repl;

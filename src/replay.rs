@@ -114,37 +114,31 @@ pub fn read_bundle(out: &Path) -> Result<Original> {
     })
 }
 
-/// The steps of a journal, in order, with their final stdout digests.
+/// The steps of a journal that ended or were refused, in order, with
+/// their final stdout digests (a view of the journal's one fold).
 pub fn steps(evs: &[Event]) -> Vec<StepFact> {
-    let empty = hex::encode(Sha256::digest(b""));
-    let mut last_stdout: Option<String> = None;
-    let mut v = Vec::new();
-    for e in evs {
-        match e {
-            Event::StepStart { .. } => last_stdout = None,
-            Event::StepAttempt { stdout_log, .. } => {
-                last_stdout = Some(
-                    stdout_log
-                        .as_ref()
-                        .map_or_else(|| empty.clone(), |f| f.sha256.clone()),
-                )
-            }
-            Event::StepEnd { name, exit, .. } => v.push(StepFact {
-                name: name.clone(),
-                exit: *exit,
-                ran: true,
-                stdout_sha256: last_stdout.take().unwrap_or_else(|| empty.clone()),
-            }),
-            Event::StepRefused { name, .. } => v.push(StepFact {
-                name: name.clone(),
-                exit: None,
-                ran: false,
-                stdout_sha256: empty.clone(),
-            }),
-            _ => {}
-        }
-    }
-    v
+    use crate::outcome::StepOutcome;
+    let empty = || hex::encode(Sha256::digest(b""));
+    crate::journal::summary::RunSummary::of(evs)
+        .steps
+        .into_iter()
+        .filter_map(|st| {
+            let ran = match st.outcome {
+                StepOutcome::Passed | StepOutcome::Failed { .. } => true,
+                StepOutcome::Refused { .. } => false,
+                _ => return None,
+            };
+            Some(StepFact {
+                name: st.name,
+                exit: if ran { st.exit } else { None },
+                ran,
+                stdout_sha256: match (ran, st.stdout_sha256) {
+                    (true, Some(d)) => d,
+                    _ => empty(),
+                },
+            })
+        })
+        .collect()
 }
 
 /// One row of the comparison.

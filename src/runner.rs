@@ -10,6 +10,7 @@
 //! std::process::exit(report.exit_code);
 //! ```
 
+use crate::outcome::RunOutcome;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -151,13 +152,13 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, started: &mut bool) -> Ru
     // A provider that cannot work at all (daemon down) refuses before
     // anything else happens.
     if let Err(e) = run.preflight() {
-        report.teardown_warning = run.finish_with("refused", Some(&e.to_string()));
+        report.teardown_warning = run.finish_with(RunOutcome::Refused, Some(&e.to_string()));
         return fail(report, e);
     }
     let engine = match script::run_engine(&run, &script, settings.vars.clone()) {
         Ok(e) => e,
         Err(e) => {
-            report.teardown_warning = run.finish("error");
+            report.teardown_warning = run.finish(RunOutcome::Error);
             return fail(report, e);
         }
     };
@@ -174,7 +175,7 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, started: &mut bool) -> Ru
             let _ = tx.send(script::execute(&r2, &s2, engine, &ast));
         });
     if let Err(e) = spawned {
-        report.teardown_warning = run.finish("error");
+        report.teardown_warning = run.finish(RunOutcome::Error);
         return fail(report, Error::internal(e));
     }
     let interrupt = hooks.interrupt.clone();
@@ -192,7 +193,7 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, started: &mut bool) -> Ru
     let result =
         result.unwrap_or_else(|_| Err(Error::Internal("the script thread vanished".into())));
     let outcome = match &result {
-        Ok(()) => "completed",
+        Ok(()) => RunOutcome::Completed,
         Err(e) => e.outcome(),
     };
     let reason = result.as_ref().err().map(|e| e.to_string());

@@ -110,6 +110,29 @@ fn a_module_imported_by_a_computed_name_is_journaled_and_bundled() {
 }
 
 #[test]
+fn a_module_imported_by_a_computed_name_is_named_in_the_attestation() {
+    use base64::Engine as _;
+    let rfs = Rfs::new(Prov::Local);
+    let (_repo, out, _keep) = bundled_run(&rfs);
+    let envelope: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("attestation.intoto.json")).unwrap())
+            .unwrap();
+    let payload = base64::engine::general_purpose::STANDARD
+        .decode(envelope["payload"].as_str().unwrap())
+        .unwrap();
+    let statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    let names: Vec<&str> = statement["predicate"]["configuration"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"bundle/helpers.rhai"), "{names:?}");
+    assert_eq!(statement["predicate"]["result"], "PASSED");
+    rfs.assert_no_leftovers();
+}
+
+#[test]
 fn a_file_added_to_the_bundle_is_rejected_by_verify_and_replay() {
     let rfs = Rfs::new(Prov::Local);
     let (repo, out, _keep) = bundled_run(&rfs);

@@ -14,13 +14,13 @@ mod error;
 
 pub use error::AttestationError;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::events::Event;
+use crate::journal::summary::{RunOutcome, RunSummary, StepOutcome};
 use crate::signing::SigningKey;
 
 /// The attestation file in a run's output directory.
@@ -65,95 +65,69 @@ pub fn statement(journal: &[u8]) -> Result<Value, AttestationError> {
         script,
         provider,
         rfs_version,
-        bundle,
         ..
     }) = evs.first()
     else {
         return Err(AttestationError::NoRunStart);
     };
-    let mut pin = None;
-    let mut repo = None;
-    let mut sandbox_id = None;
-    let mut outcome = Value::Null;
-    let mut allow_failure: BTreeMap<&str, bool> = BTreeMap::new();
+    let run = RunSummary::of(&evs);
     let mut steps = vec![];
     let (mut passed, mut warned, mut failed) = (vec![], vec![], vec![]);
-    for e in &evs {
-        match e {
-            Event::SourceResolved { repo: r, .. } if repo.is_none() => repo = Some(r.as_str()),
-            Event::SourcePin {
-                commit,
-                tree_digest,
-                ..
-            } if pin.is_none() => pin = Some((commit, tree_digest)),
-            Event::Placement { sandbox_id: id, .. } if sandbox_id.is_none() => {
-                sandbox_id = Some(id.clone())
+    for st in &run.steps {
+        let result = match &st.outcome {
+            StepOutcome::Passed => {
+                passed.push(st.name.clone());
+                "passed"
             }
-            Event::StepStart {
-                name,
-                allow_failure: a,
-                ..
-            } => {
-                allow_failure.insert(name, *a);
+            StepOutcome::Failed { allowed: true, .. } => {
+                warned.push(st.name.clone());
+                "failed-allowed"
             }
-            Event::StepEnd {
-                name,
-                ok,
-                exit,
-                timed_out,
-                attempts,
-                duration_ms,
-                ..
-            } => {
-                let result = if *ok {
-                    passed.push(name.clone());
-                    "passed"
-                } else if allow_failure.get(name.as_str()) == Some(&true) {
-                    warned.push(name.clone());
-                    "failed-allowed"
-                } else {
-                    failed.push(name.clone());
-                    "failed"
-                };
-                steps.push(json!({
-                    "name": name, "result": result, "exit": exit, "timedOut": timed_out,
-                    "attempts": attempts, "durationMs": duration_ms,
-                }));
+            StepOutcome::Failed { .. } => {
+                failed.push(st.name.clone());
+                "failed"
             }
-            Event::StepRefused { name, .. } => {
-                failed.push(name.clone());
-                steps.push(json!({ "name": name, "result": "refused", "exit": null }));
+            StepOutcome::Refused { .. } => {
+                failed.push(st.name.clone());
+                steps.push(json!({ "name": st.name, "result": "refused", "exit": null }));
+                continue;
             }
-            Event::RunEnd { outcome: o, .. } => outcome = json!(o),
-            _ => {}
-        }
+            // Never ended: not a test result (the run's outcome says why).
+            _ => continue,
+        };
+        steps.push(json!({
+            "name": st.name, "result": result, "exit": st.exit, "timedOut": st.timed_out,
+            "attempts": st.attempts, "durationMs": st.duration_ms,
+        }));
     }
-    let script_digest = bundle
-        .as_ref()
-        .map(|b| json!({ "sha256": b.script.sha256 }));
-    let configuration: Vec<Value> = bundle
+    let outcome = run.outcome.map_or(Value::Null, |o| json!(o.as_str()));
+    let script_digest = run.script_sha256.as_ref().map(|d| json!({ "sha256": d }));
+    let configuration: Vec<Value> = run
+        .bundle
         .iter()
-        .flat_map(|b| std::iter::once(&b.script).chain(&b.modules))
         .map(|f| json!({ "name": f.path, "digest": { "sha256": f.sha256 } }))
         .collect();
-    let result = if outcome != json!("completed") || !failed.is_empty() {
+    let result = if run.outcome != Some(RunOutcome::Completed) || !failed.is_empty() {
         "FAILED"
     } else if !warned.is_empty() {
         "WARNED"
     } else {
         "PASSED"
     };
-    let subject = match pin {
-        Some((commit, tree)) => {
-            let name = repo
+    let subject = match run.pins.first() {
+        Some(pin) => {
+            let name = run
+                .repo
+                .as_deref()
                 .and_then(|r| Path::new(r).file_name())
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "source".into());
-            json!({ "name": name, "digest": { "gitCommit": commit, "gitTree": tree } })
+            json!({ "name": name, "digest": { "gitCommit": pin.commit, "gitTree": pin.tree_digest } })
         }
         // No source was bound: the script is what the run is about.
         None => json!({ "name": script, "digest": script_digest.clone().unwrap_or(json!({})) }),
     };
+    let sandbox_id = run.sandbox_id;
     let lines = text.split_terminator('\n').collect::<Vec<_>>();
     let head = lines
         .last()

@@ -14,337 +14,108 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::summary::{Cleanup, RunSummary, StepOutcome};
 use crate::events::Event;
 
-/// One step as the evidence lists it.
-#[derive(Debug, Clone, Default)]
-struct StepRow {
-    name: String,
-    cwd: String,
-    allow_failure: bool,
-    exit: Option<i32>,
-    attempts: u32,
-    duration_ms: u64,
-    logs: Vec<String>,
-    /// `None` while the step has not ended; Markdown (untrusted parts
-    /// escaped when it was set).
-    outcome: Option<String>,
-    /// The last provider error (the step fails with it unless a retry
-    /// succeeds).
-    provider_error: Option<String>,
-}
-
-/// Everything EVIDENCE.md shows, folded from the journal's events.
+/// EVIDENCE.md's view of the run: the journal's one fold
+/// ([`RunSummary`]), rendered as Markdown.
 #[derive(Debug, Clone, Default)]
 pub struct Evidence {
-    run_id: String,
-    script: String,
-    provider: String,
-    provider_reason: String,
-    sandbox_id: Option<String>,
-    /// The isolation in force and why.
-    isolation: Option<String>,
-    labels: Vec<(String, String)>,
-    commit: Option<String>,
-    tree_digest: Option<String>,
-    archive_sha256: Option<String>,
-    /// What kind of digest `archive_sha256` is (`source.verify`).
-    archive_digest: Option<String>,
-    files: Option<usize>,
-    workdir: Option<String>,
-    /// Re-syncs, in order: from commit, to commit, entries shipped.
-    resyncs: Vec<(String, String, usize)>,
-    steps: Vec<StepRow>,
-    recordings: Vec<(u32, String, String)>,
-    cleanup: Option<String>,
-    outcome: Option<String>,
-    reason: Option<String>,
+    summary: RunSummary,
 }
 
 const HEAD_PREFIX: &str = "- journal head: ";
 const LINES_PREFIX: &str = "- journal: `journal.jsonl` (";
 
 impl Evidence {
-    /// The row of the step `name` that has not ended yet.
-    fn open_step(&mut self, name: &str) -> Option<&mut StepRow> {
-        self.steps
-            .iter_mut()
-            .rev()
-            .find(|s| s.name == name && s.outcome.is_none())
-    }
-
     /// Fold one journaled event in.
     pub fn apply(&mut self, e: &Event) {
-        match e {
-            Event::RunStart {
-                run_id,
-                script,
-                provider,
-                provider_reason,
-                ..
-            } => {
-                self.run_id = run_id.clone();
-                self.script = script.clone();
-                self.provider = provider.clone();
-                self.provider_reason = provider_reason.clone();
-            }
-            Event::Placement {
-                sandbox_id,
-                labels,
-                isolation,
-                ..
-            } => {
-                self.sandbox_id = Some(sandbox_id.clone());
-                self.isolation = isolation.as_ref().map(|i| i.describe());
-                self.labels = labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            }
-            Event::SourceVerify { archive_digest, .. } if !archive_digest.is_empty() => {
-                self.archive_digest = Some(archive_digest.clone());
-            }
-            Event::SourcePin {
-                commit,
-                tree_digest,
-                archive_sha256,
-                files,
-                workdir,
-                ..
-            } => {
-                self.commit = Some(commit.clone());
-                self.tree_digest = Some(tree_digest.clone());
-                self.archive_sha256 = Some(archive_sha256.clone());
-                self.files = Some(*files);
-                self.workdir = Some(workdir.clone());
-            }
-            Event::SourceResync {
-                from_commit,
-                commit,
-                shipped,
-                ..
-            } => self
-                .resyncs
-                .push((from_commit.clone(), commit.clone(), *shipped)),
-            Event::StepStart {
-                name,
-                cwd,
-                allow_failure,
-                ..
-            } => self.steps.push(StepRow {
-                name: name.clone(),
-                cwd: cwd.clone(),
-                allow_failure: *allow_failure,
-                ..StepRow::default()
-            }),
-            Event::StepAttempt {
-                name,
-                attempt,
-                exit,
-                cancelled,
-                duration_ms,
-                stdout_log,
-                stderr_log,
-                ..
-            } => {
-                if let Some(row) = self.open_step(name) {
-                    row.attempts = *attempt;
-                    row.exit = *exit;
-                    row.duration_ms += duration_ms;
-                    row.provider_error = None;
-                    row.logs.extend(
-                        [stdout_log, stderr_log]
-                            .into_iter()
-                            .flatten()
-                            .map(|f| f.path.clone()),
-                    );
-                    if *cancelled {
-                        row.outcome =
-                            Some(format!("INTERRUPTED (attempt {attempt} was cancelled)"));
-                    }
-                }
-            }
-            Event::StepProviderError {
-                name,
-                attempt,
-                error,
-                duration_ms,
-                stdout_log,
-                stderr_log,
-            } => {
-                if let Some(row) = self.open_step(name) {
-                    row.attempts = *attempt;
-                    row.duration_ms += duration_ms;
-                    row.provider_error = Some(error.clone());
-                    row.logs.extend(
-                        [stdout_log, stderr_log]
-                            .into_iter()
-                            .flatten()
-                            .map(|f| f.path.clone()),
-                    );
-                }
-            }
-            Event::StepRefused { name, cwd, reason } => {
-                let outcome = Some(format!("REFUSED ({})", esc(reason)));
-                match self.open_step(name) {
-                    Some(row) => row.outcome = outcome,
-                    None => self.steps.push(StepRow {
-                        name: name.clone(),
-                        cwd: cwd.clone(),
-                        outcome,
-                        ..StepRow::default()
-                    }),
-                }
-            }
-            Event::StepEnd {
-                name,
-                ok,
-                exit,
-                attempts,
-                duration_ms,
-                summary,
-                ..
-            } => {
-                if let Some(row) = self.open_step(name) {
-                    row.exit = *exit;
-                    row.attempts = *attempts;
-                    row.duration_ms = *duration_ms;
-                    row.outcome = Some(if *ok {
-                        "ok".into()
-                    } else if row.allow_failure {
-                        format!("failed, allowed ({})", esc(summary))
-                    } else {
-                        format!("FAILED ({})", esc(summary))
-                    });
-                }
-            }
-            Event::AttachStart {
-                session,
-                command,
-                recording,
-                ..
-            } => self
-                .recordings
-                .push((*session, command.clone(), recording.clone())),
-            Event::CleanupNone { .. } => self.cleanup = Some("No sandbox was provisioned.".into()),
-            Event::CleanupKept { sandbox_id, .. } => {
-                self.cleanup = Some(format!(
-                "Sandbox {} was kept (--keep); destroy it with `rfs gc` once its owner is gone.",
-                code(sandbox_id)
-            ))
-            }
-            Event::CleanupVerified {
-                sandbox_id,
-                why,
-                inventory_count,
-                polls,
-                elapsed_ms,
-                saw_present_before,
-                ..
-            } => {
-                // rfs claims only the destroy it did.
-                let what = if *saw_present_before {
-                    "destroyed"
-                } else {
-                    "already gone (ended outside rfs, not destroyed by it), verified"
-                };
-                self.cleanup = Some(format!(
-                    "Sandbox {} {what} at {}: get-by-id returned not found and it was absent from the provider inventory ({inventory_count} sandboxes listed) after {polls} poll(s), {elapsed_ms} ms.",
-                    code(sandbox_id),
-                    esc(why)
-                ))
-            }
-            Event::CleanupFailed {
-                sandbox_id, error, ..
-            } => {
-                self.cleanup = Some(format!(
-                    "Teardown of sandbox {} could NOT be verified: {}. Run `rfs gc` to retry.",
-                    code(sandbox_id),
-                    esc(error)
-                ))
-            }
-            Event::RunEnd {
-                outcome, reason, ..
-            } => {
-                self.reason = reason.clone();
-                for row in self.steps.iter_mut().filter(|s| s.outcome.is_none()) {
-                    row.outcome = Some(match &row.provider_error {
-                        Some(e) => format!("FAILED (the provider could not run it: {})", esc(e)),
-                        None => format!(
-                            "INTERRUPTED (did not finish; the run ended {})",
-                            esc(outcome)
-                        ),
-                    });
-                }
-                self.outcome = Some(outcome.clone());
-            }
-            _ => {}
-        }
+        self.summary.apply(e);
     }
 
     /// The Markdown text, for a journal of `journal_lines` lines whose last
     /// line hashes to `journal_head`.
     pub fn render(&self, journal_lines: u64, journal_head: &str) -> String {
+        let r = &self.summary;
         let mut s = String::new();
-        let opt = |o: &Option<String>| o.as_deref().map(code).unwrap_or_else(|| "(none)".into());
-        let _ = writeln!(s, "# rfs run {}\n", code(&self.run_id));
-        let _ = writeln!(s, "- script: {}", code(&self.script));
+        let opt = |o: Option<&str>| o.map(code).unwrap_or_else(|| "(none)".into());
+        let pin = r.pin();
+        let _ = writeln!(s, "# rfs run {}\n", code(&r.run_id));
+        let _ = writeln!(s, "- script: {}", code(&r.script));
         let _ = writeln!(
             s,
             "- provider: {} (chosen by {})",
-            code(&self.provider),
-            esc(&self.provider_reason)
+            code(&r.provider),
+            esc(&r.provider_reason)
         );
-        let _ = writeln!(s, "- sandbox id: {}", opt(&self.sandbox_id));
-        if let Some(i) = &self.isolation {
+        let _ = writeln!(s, "- sandbox id: {}", opt(r.sandbox_id.as_deref()));
+        if let Some(i) = &r.isolation {
             let _ = writeln!(s, "- isolation: {}", esc(i));
         }
-        let _ = writeln!(s, "- source commit: {}", opt(&self.commit));
-        let _ = writeln!(s, "- tree digest: {}", opt(&self.tree_digest));
-        let kind = self.archive_digest.as_deref().unwrap_or("sha256");
-        let _ = writeln!(s, "- archive {}: {}", esc(kind), opt(&self.archive_sha256));
-        if let Some(f) = self.files {
-            let _ = writeln!(s, "- files synced and verified: {f}");
+        let _ = writeln!(
+            s,
+            "- source commit: {}",
+            opt(pin.map(|p| p.commit.as_str()))
+        );
+        let _ = writeln!(
+            s,
+            "- tree digest: {}",
+            opt(pin.map(|p| p.tree_digest.as_str()))
+        );
+        let kind = r.archive_digest_kind.as_deref().unwrap_or("sha256");
+        let _ = writeln!(
+            s,
+            "- archive {}: {}",
+            esc(kind),
+            opt(pin.map(|p| p.archive_sha256.as_str()))
+        );
+        if let Some(p) = pin {
+            let _ = writeln!(s, "- files synced and verified: {}", p.files);
         }
-        let _ = writeln!(s, "- source workdir: {}", opt(&self.workdir));
-        for (from, to, shipped) in &self.resyncs {
+        let _ = writeln!(
+            s,
+            "- source workdir: {}",
+            opt(pin.map(|p| p.workdir.as_str()))
+        );
+        for rs in &r.resyncs {
             let _ = writeln!(
                 s,
-                "- re-synced: {} → {} ({shipped} entries shipped, verified in the sandbox)",
-                code(from),
-                code(to)
+                "- re-synced: {} → {} ({} entries shipped, verified in the sandbox)",
+                code(&rs.from_commit),
+                code(&rs.commit),
+                rs.shipped
             );
         }
         let _ = writeln!(
             s,
             "- outcome: {}",
-            self.outcome
-                .as_deref()
-                .map(esc)
-                .unwrap_or_else(|| "running".into())
+            r.outcome.map_or("running", |o| o.as_str())
         );
-        if let Some(r) = &self.reason {
-            let _ = writeln!(s, "- reason: {}", esc(r));
+        if let Some(reason) = &r.reason {
+            let _ = writeln!(s, "- reason: {}", esc(reason));
         }
-        if !self.labels.is_empty() {
+        if !r.labels.is_empty() {
             let _ = writeln!(s, "\n## Sandbox labels\n");
-            for (k, v) in &self.labels {
+            for (k, v) in &r.labels {
                 let _ = writeln!(s, "- {} = {}", code(k), code(v));
             }
         }
         let _ = writeln!(s, "\n## Steps\n");
-        if self.steps.is_empty() {
+        if r.steps.is_empty() {
             let _ = writeln!(s, "(no steps ran)");
         } else {
             let _ = writeln!(
                 s,
                 "| # | step | outcome | exit | attempts | duration | cwd | log |\n|---|---|---|---|---|---|---|---|"
             );
-            for (i, st) in self.steps.iter().enumerate() {
+            for (i, st) in r.steps.iter().enumerate() {
                 let logs: Vec<String> = st.logs.iter().map(|l| code(l)).collect();
                 let _ = writeln!(
                     s,
                     "| {} | {} | {} | {} | {} | {} ms | {} | {} |",
                     i + 1,
                     esc(&st.name),
-                    st.outcome.as_deref().unwrap_or("running"),
+                    step_outcome(&st.outcome),
                     st.exit.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
                     st.attempts,
                     st.duration_ms,
@@ -353,23 +124,20 @@ impl Evidence {
                 );
             }
         }
-        if !self.recordings.is_empty() {
+        if !r.recordings.is_empty() {
             let _ = writeln!(s, "\n## Terminal recordings\n");
-            for (n, command, rec) in &self.recordings {
+            for rec in &r.recordings {
                 let _ = writeln!(
                     s,
-                    "- session {n}: {} (asciicast v2, play with `asciinema play`), command: {}",
-                    code(rec),
-                    esc(command)
+                    "- session {}: {} (asciicast v2, play with `asciinema play`), command: {}",
+                    rec.session,
+                    code(&rec.path),
+                    esc(&rec.command)
                 );
             }
         }
         let _ = writeln!(s, "\n## Cleanup\n");
-        let _ = writeln!(
-            s,
-            "{}",
-            self.cleanup.as_deref().unwrap_or("(not yet cleaned up)")
-        );
+        let _ = writeln!(s, "{}", cleanup(r.cleanup.as_ref()));
         let _ = writeln!(s, "\n## Journal\n");
         let _ = writeln!(s, "{LINES_PREFIX}{journal_lines} lines)");
         let _ = writeln!(s, "{HEAD_PREFIX}{}", code(journal_head));
@@ -378,6 +146,65 @@ impl Evidence {
             "- re-verify with: `rfs verify` on this directory (journal, this file and every log)"
         );
         s
+    }
+}
+
+/// A step's outcome cell (untrusted parts escaped).
+fn step_outcome(o: &StepOutcome) -> String {
+    match o {
+        StepOutcome::Running => "running".into(),
+        StepOutcome::Passed => "ok".into(),
+        StepOutcome::Failed {
+            allowed: true,
+            summary,
+        } => format!("failed, allowed ({})", esc(summary)),
+        StepOutcome::Failed { summary, .. } => format!("FAILED ({})", esc(summary)),
+        StepOutcome::Refused { reason } => format!("REFUSED ({})", esc(reason)),
+        StepOutcome::Cancelled { attempt } => {
+            format!("INTERRUPTED (attempt {attempt} was cancelled)")
+        }
+        StepOutcome::ProviderFailed { error } => {
+            format!("FAILED (the provider could not run it: {})", esc(error))
+        }
+        StepOutcome::Unfinished { run } => {
+            format!("INTERRUPTED (did not finish; the run ended {run})")
+        }
+    }
+}
+
+/// The cleanup paragraph: rfs claims only the destroy it did.
+fn cleanup(c: Option<&Cleanup>) -> String {
+    match c {
+        None => "(not yet cleaned up)".into(),
+        Some(Cleanup::NoSandbox) => "No sandbox was provisioned.".into(),
+        Some(Cleanup::Kept { sandbox_id }) => format!(
+            "Sandbox {} was kept (--keep); destroy it with `rfs gc` once its owner is gone.",
+            code(sandbox_id)
+        ),
+        Some(Cleanup::Verified {
+            sandbox_id,
+            why,
+            inventory_count,
+            polls,
+            elapsed_ms,
+            destroyed_by_rfs,
+        }) => {
+            let what = if *destroyed_by_rfs {
+                "destroyed"
+            } else {
+                "already gone (ended outside rfs, not destroyed by it), verified"
+            };
+            format!(
+                "Sandbox {} {what} at {}: get-by-id returned not found and it was absent from the provider inventory ({inventory_count} sandboxes listed) after {polls} poll(s), {elapsed_ms} ms.",
+                code(sandbox_id),
+                esc(why)
+            )
+        }
+        Some(Cleanup::NotVerified { sandbox_id, error }) => format!(
+            "Teardown of sandbox {} could NOT be verified: {}. Run `rfs gc` to retry.",
+            code(sandbox_id),
+            esc(error)
+        ),
     }
 }
 

@@ -4,6 +4,7 @@
 //! Every line is written and flushed before the call returns.
 
 pub mod evidence;
+pub mod summary;
 pub mod verify;
 
 use std::fs::{File, OpenOptions};

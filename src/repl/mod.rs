@@ -27,6 +27,7 @@ pub mod pretty;
 pub mod transcript;
 mod tty;
 
+use crate::outcome::RunOutcome;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -196,7 +197,7 @@ pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Er
             text.trim_end()
         );
         errln!("rfs: {why}");
-        run.finish_with("failed", Some(&why));
+        run.finish_with(RunOutcome::Failed, Some(&why));
         drop(session);
         drop(run);
         rt.shutdown_timeout(std::time::Duration::from_secs(2));
@@ -204,7 +205,7 @@ pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Er
     }
     // A teardown problem is reported (and journaled) but does not turn a
     // completed session into a failed one, as for `rfs run`.
-    run.finish("completed");
+    run.finish(RunOutcome::Completed);
     if run.cfg.keep {
         let st = run.state();
         if let (Some(sb), false) = (&st.sandbox, st.destroyed) {
@@ -264,7 +265,7 @@ impl Ending {
         // The prompt may hold the terminal in raw mode: give it back first.
         self.terminal.restore();
         errln!("\r\nrfs: {sig}: ending the session");
-        run.finish_with("interrupted", Some(&format!("{sig} received")));
+        run.finish_with(RunOutcome::Interrupted, Some(&format!("{sig} received")));
         std::process::exit(exit_code::INTERRUPTED);
     }
 }

@@ -7,23 +7,20 @@ use std::io::Write;
 use std::sync::Mutex;
 
 use crate::events::{Event, Reporter, Stream};
+use crate::journal::summary::RunSummary;
 use crate::reporter::Summary;
 
 /// The JSON-lines reporter; [`Json::finish`] prints the summary.
 #[derive(Debug, Default)]
 pub struct Json {
-    summary: Mutex<Summary>,
+    run: Mutex<RunSummary>,
 }
 
 impl Json {
     /// Print the summary line for a run that ended with `exit_code`.
     pub fn finish(&self, run_id: Option<&str>, exit_code: i32) {
-        let mut s = self
-            .summary
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        s.finish(run_id, exit_code);
+        let run = self.run.lock().unwrap_or_else(|p| p.into_inner());
+        let s = Summary::view(&run, run_id, exit_code);
         let mut v = serde_json::to_value(&s).unwrap_or_default();
         if let Some(o) = v.as_object_mut() {
             o.insert("type".into(), "summary".into());
@@ -41,7 +38,7 @@ fn line(v: &serde_json::Value) {
 
 impl Reporter for Json {
     fn event(&self, event: &Event) {
-        self.summary
+        self.run
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .apply(event);

@@ -1,8 +1,10 @@
-//! A run's summary, folded from its events: what `--json` prints last.
+//! A run's summary as `--json` prints it last: a view of the journal's
+//! one fold ([`RunSummary`]).
 
 use serde::Serialize;
 
-use crate::events::Event;
+use crate::exit_code;
+use crate::journal::summary::{RunSummary, StepOutcome};
 
 /// One step of the run as it ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -39,138 +41,78 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// Take one event into account.
-    pub fn apply(&mut self, event: &Event) {
-        match event {
-            Event::RunStart {
-                run_id,
-                provider,
-                out_dir,
-                ..
-            } => {
-                self.run_id = Some(run_id.clone());
-                self.provider = Some(provider.clone());
-                self.evidence = Some(
-                    std::path::Path::new(out_dir)
-                        .join("EVIDENCE.md")
-                        .display()
-                        .to_string(),
-                );
-            }
-            Event::Placement {
-                provider,
-                sandbox_id,
-                ..
-            } => {
-                self.provider = Some(provider.clone());
-                self.sandbox_id = Some(sandbox_id.clone());
-            }
-            Event::SourcePin {
-                commit,
-                tree_digest,
-                ..
-            } => {
-                self.commit = Some(commit.clone());
-                self.tree_digest = Some(tree_digest.clone());
-            }
-            Event::StepStart { name, commit, .. } => self.steps.push(StepSummary {
-                name: name.clone(),
-                status: "interrupted",
-                exit: None,
-                duration_ms: 0,
-                attempts: 0,
-                commit: commit.clone(),
-            }),
-            Event::StepAttempt {
-                name,
-                attempt,
-                exit,
-                duration_ms,
-                ..
-            } => {
-                if let Some(s) = self.open_step(name) {
-                    s.attempts = *attempt;
-                    s.exit = *exit;
-                    s.duration_ms += duration_ms;
-                }
-            }
-            Event::StepProviderError {
-                name,
-                attempt,
-                duration_ms,
-                ..
-            } => {
-                if let Some(s) = self.open_step(name) {
-                    s.attempts = *attempt;
-                    s.exit = None;
-                    s.duration_ms += duration_ms;
-                }
-            }
-            Event::StepRefused { name, .. } => match self.open_step(name) {
-                Some(s) => s.status = "refused",
-                // Refused before it started: it never reached the sandbox.
-                None => self.steps.push(StepSummary {
-                    name: name.clone(),
-                    status: "refused",
-                    exit: None,
-                    duration_ms: 0,
-                    attempts: 0,
-                    commit: None,
-                }),
-            },
-            Event::StepEnd {
-                name,
-                ok,
-                exit,
-                attempts,
-                duration_ms,
-                ..
-            } => {
-                if let Some(s) = self.open_step(name) {
-                    s.status = if *ok { "ok" } else { "failed" };
-                    s.exit = *exit;
-                    s.attempts = *attempts;
-                    s.duration_ms = *duration_ms;
-                }
-            }
-            Event::RunEnd { outcome, .. } => self.outcome.clone_from(outcome),
-            _ => {}
-        }
-    }
-
-    /// The newest step of that name still running.
-    fn open_step(&mut self, name: &str) -> Option<&mut StepSummary> {
-        self.steps
-            .iter_mut()
-            .rev()
-            .find(|s| s.name == name && s.status == "interrupted")
-    }
-
-    /// Close the summary with the process's exit code; a run refused
+    /// The summary of `run`, which ended with `exit_code`. A run refused
     /// before its journal existed has no `run.end`, so its outcome comes
-    /// from the code.
-    pub fn finish(&mut self, run_id: Option<&str>, exit_code: i32) {
-        self.exit_code = exit_code;
-        if self.run_id.is_none() {
-            self.run_id = run_id.map(str::to_string);
+    /// from the code (and its id, if any, from `run_id`).
+    pub(crate) fn view(run: &RunSummary, run_id: Option<&str>, exit_code: i32) -> Summary {
+        let started = !run.run_id.is_empty();
+        let pin = run.pin();
+        Summary {
+            run_id: if started {
+                Some(run.run_id.clone())
+            } else {
+                run_id.map(str::to_owned)
+            },
+            outcome: match run.outcome {
+                Some(o) => o.as_str().to_owned(),
+                None => outcome_of_code(exit_code).to_owned(),
+            },
+            exit_code,
+            provider: (!run.provider.is_empty()).then(|| run.provider.clone()),
+            sandbox_id: run.sandbox_id.clone(),
+            commit: pin.map(|p| p.commit.clone()),
+            tree_digest: pin.map(|p| p.tree_digest.clone()),
+            steps: run
+                .steps
+                .iter()
+                .map(|st| StepSummary {
+                    name: st.name.clone(),
+                    status: status(&st.outcome),
+                    exit: st.exit,
+                    duration_ms: st.duration_ms,
+                    attempts: st.attempts,
+                    commit: st.commit.clone(),
+                })
+                .collect(),
+            evidence: started.then(|| {
+                std::path::Path::new(&run.out_dir)
+                    .join("EVIDENCE.md")
+                    .display()
+                    .to_string()
+            }),
         }
-        if self.outcome.is_empty() {
-            self.outcome = match exit_code {
-                crate::exit_code::SUCCESS => "completed",
-                crate::exit_code::REFUSED => "refused",
-                crate::exit_code::USAGE => "usage",
-                crate::exit_code::INTERRUPTED => "interrupted",
-                crate::exit_code::SCRIPT_FAILED => "failed",
-                _ => "error",
-            }
-            .to_string();
-        }
+    }
+}
+
+/// A step's `status` word.
+fn status(o: &StepOutcome) -> &'static str {
+    match o {
+        StepOutcome::Passed => "ok",
+        StepOutcome::Failed { .. } => "failed",
+        StepOutcome::Refused { .. } => "refused",
+        StepOutcome::Running
+        | StepOutcome::Cancelled { .. }
+        | StepOutcome::ProviderFailed { .. }
+        | StepOutcome::Unfinished { .. } => "interrupted",
+    }
+}
+
+/// The outcome of a run that never wrote `run.end`, from its exit code.
+fn outcome_of_code(code: i32) -> &'static str {
+    match code {
+        exit_code::SUCCESS => "completed",
+        exit_code::REFUSED => "refused",
+        exit_code::USAGE => "usage",
+        exit_code::INTERRUPTED => "interrupted",
+        exit_code::SCRIPT_FAILED => "failed",
+        _ => "error",
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::Event;
 
     fn start(name: &str) -> Event {
         Event::StepStart {
@@ -204,13 +146,18 @@ mod tests {
         }
     }
 
+    fn fold(events: &[Event]) -> RunSummary {
+        RunSummary::of(events)
+    }
+
     #[test]
     fn a_step_that_never_ended_is_reported_interrupted_with_its_attempts() {
-        let mut s = Summary::default();
-        s.apply(&start("build"));
-        s.apply(&attempt("build", 1, 1, 5));
-        s.apply(&attempt("build", 2, 1, 7));
-        s.finish(Some("r1"), crate::exit_code::INTERRUPTED);
+        let run = fold(&[
+            start("build"),
+            attempt("build", 1, 1, 5),
+            attempt("build", 2, 1, 7),
+        ]);
+        let s = Summary::view(&run, Some("r1"), crate::exit_code::INTERRUPTED);
         assert_eq!(
             s.steps,
             vec![StepSummary {
@@ -228,10 +175,10 @@ mod tests {
 
     #[test]
     fn two_steps_of_one_name_are_two_entries() {
-        let mut s = Summary::default();
+        let mut events = vec![];
         for _ in 0..2 {
-            s.apply(&start("t"));
-            s.apply(&Event::StepEnd {
+            events.push(start("t"));
+            events.push(Event::StepEnd {
                 name: "t".into(),
                 ok: true,
                 exit: Some(0),
@@ -242,14 +189,14 @@ mod tests {
                 summary: "exit 0".into(),
             });
         }
+        let s = Summary::view(&fold(&events), None, 0);
         assert_eq!(s.steps.len(), 2);
         assert!(s.steps.iter().all(|x| x.status == "ok"));
     }
 
     #[test]
     fn a_refusal_before_the_journal_is_a_refused_outcome() {
-        let mut s = Summary::default();
-        s.finish(None, crate::exit_code::REFUSED);
+        let s = Summary::view(&RunSummary::default(), None, crate::exit_code::REFUSED);
         assert_eq!(s.outcome, "refused");
         assert_eq!((s.run_id, s.evidence), (None, None));
     }

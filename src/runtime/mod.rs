@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::events::{Event, Reporter};
 use crate::journal::evidence::Evidence;
 use crate::journal::Journal;
+use crate::outcome::RunOutcome;
 use crate::provider::select::ProviderChoice;
 use crate::provider::{Provider, SandboxInfo};
 use crate::secrets::Redactor;
@@ -349,7 +350,7 @@ impl Run {
     /// End the run: tear down (unless kept), journal the end, rewrite the
     /// evidence, flush. Never fails the run for a teardown problem; returns
     /// a warning text instead.
-    pub fn finish(&self, outcome: &str) -> Option<String> {
+    pub fn finish(&self, outcome: RunOutcome) -> Option<String> {
         self.finish_with(outcome, None)
     }
 
@@ -428,13 +429,13 @@ impl Run {
         }
     }
 
-    pub fn finish_with(&self, outcome: &str, reason: Option<&str>) -> Option<String> {
+    pub fn finish_with(&self, outcome: RunOutcome, reason: Option<&str>) -> Option<String> {
         let reason = reason.map(|r| self.state().redactor.redact_str(r));
         self.close_sessions();
         let warning = self.block_on(teardown::finish(self));
         self.redact_bundle();
         let _ = self.record(Event::RunEnd {
-            outcome: outcome.to_owned(),
+            outcome: outcome.as_str().to_owned(),
             reason,
             teardown_warning: warning.clone(),
         });

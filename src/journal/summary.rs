@@ -1,0 +1,445 @@
+//! The one typed fold of a run's journal. EVIDENCE.md, the `--json`
+//! summary and the attestation are views of a [`RunSummary`]: none of
+//! them folds the events itself, and outcomes are enums, never strings
+//! compared by hand.
+
+use std::collections::BTreeMap;
+
+use crate::events::{BundleManifest, Event};
+pub use crate::outcome::{RunOutcome, StepOutcome};
+
+/// One step of the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepRecord {
+    pub name: String,
+    pub command: String,
+    /// Relative to the synced root, `""` for the root.
+    pub cwd: String,
+    pub allow_failure: bool,
+    /// The last attempt's exit code.
+    pub exit: Option<i32>,
+    pub timed_out: bool,
+    pub attempts: u32,
+    pub duration_ms: u64,
+    /// The commit the step ran under.
+    pub commit: Option<String>,
+    /// Log files (relative to the bundle), in attempt order.
+    pub logs: Vec<String>,
+    /// The digest of the last attempt's stdout (`None`: no attempt ran;
+    /// an attempt that printed nothing has the empty text's digest).
+    pub stdout_sha256: Option<String>,
+    /// The last provider error (cleared by a later attempt that ran).
+    pub provider_error: Option<String>,
+    pub outcome: StepOutcome,
+}
+
+/// One binding of the source (`source.pin`; a re-sync adds one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pin {
+    pub commit: String,
+    pub tree_digest: String,
+    pub archive_sha256: String,
+    pub files: usize,
+    pub workdir: String,
+}
+
+/// A re-sync: from commit, to commit, entries shipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resync {
+    pub from_commit: String,
+    pub commit: String,
+    pub shipped: usize,
+}
+
+/// A terminal session's recording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recording {
+    pub session: u32,
+    pub command: String,
+    pub path: String,
+}
+
+/// How the run's sandbox was cleaned up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cleanup {
+    NoSandbox,
+    Kept {
+        sandbox_id: String,
+    },
+    Verified {
+        sandbox_id: String,
+        why: String,
+        inventory_count: usize,
+        polls: u32,
+        elapsed_ms: u64,
+        /// `false`: it was already gone (rfs claims no destroy).
+        destroyed_by_rfs: bool,
+    },
+    NotVerified {
+        sandbox_id: String,
+        error: String,
+    },
+}
+
+/// A file of the bundle the run executed (script, static or run-time
+/// module).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundledFile {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// Everything the views show, folded from the journal's events in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub script: String,
+    pub out_dir: String,
+    pub rfs_version: String,
+    pub provider: String,
+    pub provider_reason: String,
+    pub sandbox_id: Option<String>,
+    /// The isolation in force and why.
+    pub isolation: Option<String>,
+    pub labels: Vec<(String, String)>,
+    /// The first repository resolved.
+    pub repo: Option<String>,
+    /// Every pin, in order: the first is what the run synced, the last
+    /// what its sandbox holds now.
+    pub pins: Vec<Pin>,
+    /// What kind of digest the archive digest is (`source.verify`).
+    pub archive_digest_kind: Option<String>,
+    pub resyncs: Vec<Resync>,
+    pub steps: Vec<StepRecord>,
+    pub recordings: Vec<Recording>,
+    /// The bundled script's digest (absent in the REPL).
+    pub script_sha256: Option<String>,
+    /// The script, then every module it loaded (static and run-time).
+    pub bundle: Vec<BundledFile>,
+    pub cleanup: Option<Cleanup>,
+    /// `None` while the run has not ended.
+    pub outcome: Option<RunOutcome>,
+    pub reason: Option<String>,
+}
+
+impl RunSummary {
+    /// The fold of `events`.
+    pub fn of<'a>(events: impl IntoIterator<Item = &'a Event>) -> RunSummary {
+        let mut s = RunSummary::default();
+        for e in events {
+            s.apply(e);
+        }
+        s
+    }
+
+    /// The pin the sandbox holds now.
+    pub fn pin(&self) -> Option<&Pin> {
+        self.pins.last()
+    }
+
+    /// The newest step of that name that has not ended.
+    fn open_step(&mut self, name: &str) -> Option<&mut StepRecord> {
+        self.steps
+            .iter_mut()
+            .rev()
+            .find(|s| s.name == name && s.outcome.is_open())
+    }
+
+    /// Fold one event in.
+    pub fn apply(&mut self, e: &Event) {
+        match e {
+            Event::RunStart {
+                run_id,
+                script,
+                out_dir,
+                provider,
+                provider_reason,
+                rfs_version,
+                bundle,
+                ..
+            } => {
+                self.run_id.clone_from(run_id);
+                self.script.clone_from(script);
+                self.out_dir.clone_from(out_dir);
+                self.provider.clone_from(provider);
+                self.provider_reason.clone_from(provider_reason);
+                self.rfs_version.clone_from(rfs_version);
+                if let Some(b) = bundle {
+                    self.script_sha256 = Some(b.script.sha256.clone());
+                    self.bundle = bundled(b);
+                }
+            }
+            Event::BundleModule { path, sha256, .. } => self.bundle.push(BundledFile {
+                path: path.clone(),
+                sha256: sha256.clone(),
+            }),
+            Event::Placement {
+                provider,
+                sandbox_id,
+                labels,
+                isolation,
+                ..
+            } => {
+                self.provider.clone_from(provider);
+                self.sandbox_id = Some(sandbox_id.clone());
+                self.isolation = isolation.as_ref().map(|i| i.describe());
+                self.labels = labels_of(labels);
+            }
+            Event::SourceResolved { repo, .. } if self.repo.is_none() => {
+                self.repo = Some(repo.clone());
+            }
+            Event::SourceVerify { archive_digest, .. } if !archive_digest.is_empty() => {
+                self.archive_digest_kind = Some(archive_digest.clone());
+            }
+            Event::SourcePin {
+                commit,
+                tree_digest,
+                archive_sha256,
+                files,
+                workdir,
+                ..
+            } => self.pins.push(Pin {
+                commit: commit.clone(),
+                tree_digest: tree_digest.clone(),
+                archive_sha256: archive_sha256.clone(),
+                files: *files,
+                workdir: workdir.clone(),
+            }),
+            Event::SourceResync {
+                from_commit,
+                commit,
+                shipped,
+                ..
+            } => self.resyncs.push(Resync {
+                from_commit: from_commit.clone(),
+                commit: commit.clone(),
+                shipped: *shipped,
+            }),
+            Event::StepStart {
+                name,
+                command,
+                cwd,
+                allow_failure,
+                commit,
+                ..
+            } => self.steps.push(StepRecord {
+                name: name.clone(),
+                command: command.clone(),
+                cwd: cwd.clone(),
+                allow_failure: *allow_failure,
+                exit: None,
+                timed_out: false,
+                attempts: 0,
+                duration_ms: 0,
+                commit: commit.clone(),
+                logs: vec![],
+                stdout_sha256: None,
+                provider_error: None,
+                outcome: StepOutcome::Running,
+            }),
+            Event::StepAttempt {
+                name,
+                attempt,
+                exit,
+                timed_out,
+                cancelled,
+                duration_ms,
+                stdout_log,
+                stderr_log,
+                ..
+            } => {
+                if let Some(row) = self.open_step(name) {
+                    row.attempts = *attempt;
+                    row.exit = *exit;
+                    row.timed_out = *timed_out;
+                    row.duration_ms += duration_ms;
+                    row.provider_error = None;
+                    row.logs.extend(logs(stdout_log, stderr_log));
+                    row.stdout_sha256 = Some(match stdout_log {
+                        Some(f) => f.sha256.clone(),
+                        None => hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"")),
+                    });
+                    if *cancelled {
+                        row.outcome = StepOutcome::Cancelled { attempt: *attempt };
+                    }
+                }
+            }
+            Event::StepProviderError {
+                name,
+                attempt,
+                error,
+                duration_ms,
+                stdout_log,
+                stderr_log,
+            } => {
+                if let Some(row) = self.open_step(name) {
+                    row.attempts = *attempt;
+                    row.exit = None;
+                    row.duration_ms += duration_ms;
+                    row.provider_error = Some(error.clone());
+                    row.logs.extend(logs(stdout_log, stderr_log));
+                }
+            }
+            Event::StepRefused { name, cwd, reason } => {
+                let outcome = StepOutcome::Refused {
+                    reason: reason.clone(),
+                };
+                match self.open_step(name) {
+                    Some(row) => row.outcome = outcome,
+                    // Refused before it started: it never reached the
+                    // sandbox.
+                    None => self.steps.push(StepRecord {
+                        name: name.clone(),
+                        command: String::new(),
+                        cwd: cwd.clone(),
+                        allow_failure: false,
+                        exit: None,
+                        timed_out: false,
+                        attempts: 0,
+                        duration_ms: 0,
+                        commit: None,
+                        logs: vec![],
+                        stdout_sha256: None,
+                        provider_error: None,
+                        outcome,
+                    }),
+                }
+            }
+            Event::StepEnd {
+                name,
+                ok,
+                exit,
+                timed_out,
+                attempts,
+                duration_ms,
+                summary,
+                ..
+            } => {
+                if let Some(row) = self.open_step(name) {
+                    row.exit = *exit;
+                    row.timed_out = *timed_out;
+                    row.attempts = *attempts;
+                    row.duration_ms = *duration_ms;
+                    row.outcome = if *ok {
+                        StepOutcome::Passed
+                    } else {
+                        StepOutcome::Failed {
+                            allowed: row.allow_failure,
+                            summary: summary.clone(),
+                        }
+                    };
+                }
+            }
+            Event::AttachStart {
+                session,
+                command,
+                recording,
+                ..
+            } => self.recordings.push(Recording {
+                session: *session,
+                command: command.clone(),
+                path: recording.clone(),
+            }),
+            Event::CleanupNone { .. } => self.cleanup = Some(Cleanup::NoSandbox),
+            Event::CleanupKept { sandbox_id, .. } => {
+                self.cleanup = Some(Cleanup::Kept {
+                    sandbox_id: sandbox_id.clone(),
+                })
+            }
+            Event::CleanupVerified {
+                sandbox_id,
+                why,
+                inventory_count,
+                polls,
+                elapsed_ms,
+                saw_present_before,
+                ..
+            } => {
+                self.cleanup = Some(Cleanup::Verified {
+                    sandbox_id: sandbox_id.clone(),
+                    why: why.clone(),
+                    inventory_count: *inventory_count,
+                    polls: *polls,
+                    elapsed_ms: *elapsed_ms,
+                    destroyed_by_rfs: *saw_present_before,
+                })
+            }
+            Event::CleanupFailed {
+                sandbox_id, error, ..
+            } => {
+                self.cleanup = Some(Cleanup::NotVerified {
+                    sandbox_id: sandbox_id.clone(),
+                    error: error.clone(),
+                })
+            }
+            Event::RunEnd {
+                outcome, reason, ..
+            } => {
+                let run = RunOutcome::parse(outcome);
+                for row in self.steps.iter_mut().filter(|s| s.outcome.is_open()) {
+                    row.outcome = match &row.provider_error {
+                        Some(error) => StepOutcome::ProviderFailed {
+                            error: error.clone(),
+                        },
+                        None => StepOutcome::Unfinished { run },
+                    };
+                }
+                self.reason.clone_from(reason);
+                self.outcome = Some(run);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn bundled(b: &BundleManifest) -> Vec<BundledFile> {
+    std::iter::once(&b.script)
+        .chain(&b.modules)
+        .map(|f| BundledFile {
+            path: f.path.clone(),
+            sha256: f.sha256.clone(),
+        })
+        .collect()
+}
+
+fn labels_of(labels: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+fn logs<'a>(
+    stdout: &'a Option<crate::events::FileDigest>,
+    stderr: &'a Option<crate::events::FileDigest>,
+) -> impl Iterator<Item = String> + 'a {
+    [stdout, stderr]
+        .into_iter()
+        .flatten()
+        .map(|f| f.path.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::catalog::samples;
+
+    #[test]
+    fn every_kind_folds_and_outcomes_are_typed() {
+        let s = RunSummary::of(&samples());
+        assert_eq!(s.outcome, Some(RunOutcome::Failed));
+        assert!(!s.steps.is_empty());
+        assert!(s.steps.iter().all(|st| !st.outcome.is_open()));
+    }
+
+    #[test]
+    fn an_unknown_run_outcome_is_an_error_not_a_success() {
+        assert_eq!(RunOutcome::parse("completed!"), RunOutcome::Error);
+        for o in [
+            RunOutcome::Completed,
+            RunOutcome::Failed,
+            RunOutcome::Refused,
+            RunOutcome::Interrupted,
+            RunOutcome::Error,
+        ] {
+            assert_eq!(RunOutcome::parse(o.as_str()), o);
+        }
+    }
+}
