@@ -18,6 +18,7 @@ use tokio::io::AsyncReadExt;
 
 use super::isolation::{IsolationInForce, IsolationRequest};
 use super::local_isolation::{self, Init};
+use super::supervisor::Supervisor;
 use super::{
     labels, CreateSpec, ExecOutcome, ExecRequest, InputStream, Labels, OutputSink, Provider,
     ProviderError, ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
@@ -526,7 +527,7 @@ impl LocalProvider {
             }
         };
         let pgid = child.id().map(|p| p as i32);
-        let deadline = req.timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut sup = Supervisor::new(req, KILL_AFTER_PIPES_CLOSED);
         let (mut obuf, mut ebuf) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
         let (mut odone, mut edone) = (false, false);
         let mut outcome = ExecOutcome::default();
@@ -553,12 +554,14 @@ impl LocalProvider {
                         drain = Some(tokio::time::Instant::now() + super::OUTPUT_DRAIN_AFTER_EXIT);
                     }
                     _ = super::sleep_until(drain), if drain.is_some() => break,
-                    _ = super::sleep_until(deadline) => { outcome.timed_out = true; break; }
-                    _ = req.cancel.cancelled() => { outcome.cancelled = true; break; }
+                    // Stopped: the group is killed below.
+                    _ = sup.next() => break,
                 }
             }
         }
-        if outcome.timed_out || outcome.cancelled {
+        outcome.timed_out = sup.timed_out();
+        outcome.cancelled = sup.cancelled();
+        if sup.stop().is_some() {
             if let Some(pgid) = pgid {
                 kill_group(pgid);
             }
@@ -567,7 +570,7 @@ impl LocalProvider {
         // the end of its group is killed as well.
         let status = match exited {
             Some(s) => s,
-            None => match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
+            None => match tokio::time::timeout(KILL_AFTER_PIPES_CLOSED, child.wait()).await {
                 Ok(s) => s,
                 Err(_) => {
                     if let Some(pgid) = pgid {
@@ -588,6 +591,10 @@ impl LocalProvider {
         Ok(outcome)
     }
 }
+
+/// How long a command whose pipes closed (or that was stopped) may take
+/// to end before its group is killed (again).
+const KILL_AFTER_PIPES_CLOSED: Duration = Duration::from_secs(5);
 
 /// A command's stdout or stderr, read as it comes.
 type Output = std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>;

@@ -12,7 +12,9 @@ pub mod labels;
 pub mod local;
 pub mod local_isolation;
 pub mod local_pty;
+pub(crate) mod process_group;
 pub mod select;
+pub(crate) mod supervisor;
 pub mod traced;
 pub mod unavailable;
 

@@ -10,16 +10,14 @@ use std::time::Duration;
 use reqwest::Method;
 use serde::Deserialize;
 use serde_json::json;
-use tokio::time::Instant;
 
 use super::follow::{Followed, Target};
 use super::http::{Call, HttpError};
 use super::sandbox::enc;
 use super::wrapper::{self, Refusal};
 use super::{lock, Api};
-use crate::provider::{
-    sleep_until, ExecOutcome, ExecRequest, OutputSink, ProviderError, ProviderResult,
-};
+use crate::provider::supervisor::{Intervention, Supervisor};
+use crate::provider::{ExecOutcome, ExecRequest, OutputSink, ProviderError, ProviderResult};
 
 /// SIGKILL, reported for a command rfs killed.
 pub(crate) const SIGKILL: i32 = 9;
@@ -514,9 +512,8 @@ impl Api {
             cmd,
             token,
         } = at;
-        let deadline = req.timeout.map(|t| Instant::now() + t);
-        let mut stop: Option<bool> = None; // Some(true) = timeout, Some(false) = cancel
-        let mut grace: Option<Instant> = None;
+        let mut sup = Supervisor::new(req, KILL_GRACE);
+        let mut grace_over = false;
         let mut killed = false;
         let mut pause = POLL_MIN;
         let mut exit: Option<i32>;
@@ -527,12 +524,13 @@ impl Api {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(pause) => {}
-                _ = sleep_until(deadline), if stop.is_none() => stop = Some(true),
-                _ = req.cancel.cancelled(), if stop.is_none() => stop = Some(false),
-            }
-            if stop.is_some() && grace.is_none() {
-                killed = self.kill_group(id, token).await?;
-                grace = Some(Instant::now() + KILL_GRACE);
+                i = sup.next() => match i {
+                    Intervention::Stop(_) => {
+                        killed = self.kill_group(id, token).await?;
+                        sup.killed();
+                    }
+                    Intervention::GraceOver => grace_over = true,
+                },
             }
             if log_lost {
                 exit = self.recorded_exit(id, sid, token).await?.map(|r| r.code);
@@ -553,19 +551,19 @@ impl Api {
                 break;
             }
             relay.feed(&logs, sink);
-            if grace.is_some_and(|g| Instant::now() >= g) {
+            if grace_over {
                 break;
             }
             pause = (pause * 3 / 2).min(POLL_MAX);
         }
         relay.feed(&logs, sink);
-        if let Some(timed_out) = stop {
+        if sup.stop().is_some() {
             relay.flush(sink);
             return Ok(ExecOutcome {
                 exit: if killed { None } else { exit },
                 signal: killed.then_some(SIGKILL),
-                timed_out,
-                cancelled: !timed_out,
+                timed_out: sup.timed_out(),
+                cancelled: sup.cancelled(),
             });
         }
         self.finish(id, req, token, exit, relay, sink)

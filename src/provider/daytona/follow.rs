@@ -17,6 +17,7 @@ use super::exec::{Relay, KILL_GRACE};
 use super::sandbox::enc;
 use super::ws::Ws;
 use super::Api;
+use crate::provider::supervisor::{Intervention, Supervisor};
 use crate::provider::{sleep_until, ExecRequest, OutputSink, ProviderResult};
 
 /// How often a followed command's recorded exit status is checked.
@@ -126,12 +127,11 @@ impl Api {
             cmd,
             token,
         } = at;
-        let deadline = req.timeout.map(|t| Instant::now() + t);
+        let mut sup = Supervisor::new(req, KILL_GRACE);
         let mut demux = StreamDemux::default();
-        let mut stop: Option<bool> = None;
-        let (mut kill_sent, mut killed) = (false, false);
-        // Until when the log may still run on (after a kill or a recorded exit).
-        let mut grace: Option<Instant> = None;
+        let mut killed = false;
+        // Until when the log may still run on after a recorded exit.
+        let mut log_grace: Option<Instant> = None;
         let mut recorded: Option<super::exec::RecordedExit> = None;
         let mut next_check = Instant::now() + CHECK_EVERY;
         let closed = loop {
@@ -142,27 +142,31 @@ impl Api {
                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break true,
                     Some(Ok(_)) => {}
                 },
-                _ = sleep_until(deadline), if stop.is_none() => stop = Some(true),
-                _ = req.cancel.cancelled(), if stop.is_none() => stop = Some(false),
                 _ = tokio::time::sleep_until(next_check), if recorded.is_none() => {
                     next_check = Instant::now() + CHECK_EVERY;
                     recorded = self.recorded_exit(id, sid, token).await?;
-                    if recorded.is_some() && grace.is_none() {
-                        grace = Some(Instant::now() + LOG_GRACE);
+                    if recorded.is_some() && log_grace.is_none() {
+                        log_grace = Some(Instant::now() + LOG_GRACE);
                     }
                 }
-                _ = sleep_until(grace), if grace.is_some() => break false,
-            }
-            if stop.is_some() && !kill_sent {
-                kill_sent = true;
-                killed = self.kill_group(id, token).await?;
-                grace = Some(Instant::now() + KILL_GRACE);
+                // Stopping, the kill's grace alone bounds the log.
+                _ = sleep_until(log_grace), if log_grace.is_some() && sup.stop().is_none() => break false,
+                i = sup.next() => match i {
+                    Intervention::Stop(_) => {
+                        killed = self.kill_group(id, token).await?;
+                        sup.killed();
+                    }
+                    Intervention::GraceOver => break false,
+                },
             }
         };
         relay.pieces(demux.finish(), sink);
         let _ = ws.close(None).await;
-        if let Some(timed_out) = stop {
-            return Ok(Followed::Stopped { timed_out, killed });
+        if sup.stop().is_some() {
+            return Ok(Followed::Stopped {
+                timed_out: sup.timed_out(),
+                killed,
+            });
         }
         if !closed {
             // A log held open by a process the command left running ends

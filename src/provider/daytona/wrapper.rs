@@ -5,8 +5,8 @@
 //! no cwd or env (upstream issue 2605): the wrapper enters the directory,
 //! exports the environment and runs the command in its own process group
 //! (under `setsid`), recorded in `/tmp/.rfs-exec-TOKEN.pgid` so that a
-//! timeout or Ctrl-C kills the whole group (with the same kill script the
-//! Docker provider uses). The toolbox keeps a session's log and exit code
+//! timeout or Ctrl-C kills the whole group (with the kill script every shell-driven
+//! provider shares, [`crate::provider::process_group`]). The toolbox keeps a session's log and exit code
 //! under `$HOME/.daytona`, which a command may remove (`rm -rf "$HOME"`):
 //! when that directory is gone at the command's end, the wrapper writes
 //! the exit status to `/tmp/.rfs-exec-TOKEN.exit`, where rfs reads it.
@@ -58,7 +58,7 @@ pub const EXIT_SETUP: i32 = 125;
 
 /// A fresh random token for one command.
 pub fn token() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
+    crate::provider::process_group::token()
 }
 
 /// `s` as one single-quoted shell word.
@@ -167,11 +167,11 @@ pub fn exit_status_line(token: &str, session_dir: Option<&str>) -> String {
 
 /// The command line that kills the group recorded for `token`.
 pub fn kill_line(token: &str) -> String {
-    join(&crate::provider::docker::wrapper::kill_argv(token))
+    join(&crate::provider::process_group::kill_argv(token))
 }
 
 /// Exit status of the kill script when no group was recorded.
-pub(crate) use crate::provider::docker::wrapper::KILL_NOTHING_RECORDED;
+pub(crate) use crate::provider::process_group::KILL_NOTHING_RECORDED;
 
 /// What the wrapper's marker line says went wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

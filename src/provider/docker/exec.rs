@@ -11,10 +11,10 @@ use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
 use tokio::io::{AsyncWrite, AsyncWriteExt as _};
-use tokio::time::Instant;
 
 use crate::provider::input::Copied;
-use crate::provider::{sleep_until, InputStream};
+use crate::provider::supervisor::{Intervention, Supervisor};
+use crate::provider::InputStream;
 
 use super::client::{self, Client};
 use super::lane::Lane;
@@ -202,13 +202,6 @@ pub(super) async fn kill_group(client: &Client, id: &str, token: &str) -> Provid
     }
 }
 
-/// Why rfs stopped a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
-    Timeout,
-    Cancel,
-}
-
 /// Run a user command under the wrapper, streaming into `sink`.
 pub(super) async fn run(
     client: &Client,
@@ -291,56 +284,50 @@ pub(super) async fn run_with_input(
     });
     let mut fed = !has_input;
     let mut router = Router::new(&token);
-    let deadline = req.timeout.map(|t| Instant::now() + t);
-    let mut stop: Option<Stop> = None;
+    let mut sup = Supervisor::new(req, KILL_GRACE);
     let mut killed = false;
-    let mut kills = 0;
-    let mut grace: Option<Instant> = None;
     let mut ended = false;
     // An error mid-command must not leave the command running.
     let mut failure: Option<ProviderError> = None;
     loop {
-        tokio::select! {
+        let intervention = tokio::select! {
             r = &mut feeding, if !fed => {
                 fed = true;
                 if let Err(e) = r {
                     failure = Some(e);
                     break;
                 }
+                continue;
             },
             item = output.next() => match item {
                 None => {
                     ended = true;
                     break;
                 }
-                Some(Ok(item)) => router.route(item, sink),
+                Some(Ok(item)) => {
+                    router.route(item, sink);
+                    continue;
+                }
                 Some(Err(e)) => {
                     failure = Some(client.error(e));
                     break;
                 }
             },
-            _ = sleep_until(deadline), if stop.is_none() => stop = Some(Stop::Timeout),
-            _ = req.cancel.cancelled(), if stop.is_none() => stop = Some(Stop::Cancel),
-            _ = sleep_until(grace), if grace.is_some() => {
-                if kills >= KILL_ATTEMPTS || killed {
-                    // The group is dead but something outside it still holds
-                    // the output open: stop reading.
-                    break;
-                }
-                grace = None;
-            },
+            i = sup.next() => i,
+        };
+        // The group is dead but something outside it still holds the
+        // output open: stop reading.
+        if intervention == Intervention::GraceOver && (sup.kills() >= KILL_ATTEMPTS || killed) {
+            break;
         }
-        if stop.is_some() && grace.is_none() {
-            match kill_group(client, id, &token).await {
-                Ok(code) => killed |= code == 0,
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
+        match kill_group(client, id, &token).await {
+            Ok(code) => killed |= code == 0,
+            Err(e) => {
+                failure = Some(e);
+                break;
             }
-            kills += 1;
-            grace = Some(Instant::now() + KILL_GRACE);
         }
+        sup.killed();
     }
     let exit = match failure {
         None if ended => exit_code(client, &exec_id).await,
@@ -354,13 +341,13 @@ pub(super) async fn run_with_input(
             return Err(e);
         }
     };
-    if let Some(stop) = stop {
+    if sup.stop().is_some() {
         router.flush(sink);
         return Ok(stopped_outcome(
             exit,
             killed,
-            stop == Stop::Timeout,
-            stop == Stop::Cancel,
+            sup.timed_out(),
+            sup.cancelled(),
         ));
     }
     if let Some(err) = router.setup_failure(exit, id, &req.cwd, program) {

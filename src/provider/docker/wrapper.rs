@@ -18,10 +18,11 @@
 //! 4. runs the command with `exec` (never a shell builtin) and removes the
 //!    record when it ends.
 //!
-//! [`kill_argv`] is the second exec that kills the recorded group (and any
-//! process of the same session that moved to another group) and waits until
-//! they are gone. The TOKEN is random per command, so a marker cannot be
-//! produced by a user command by accident.
+//! [`kill_argv`] (the protocol shared with every provider that runs
+//! commands through a shell in the sandbox, [`crate::provider::process_group`])
+//! is the second exec that kills the recorded group. The TOKEN is random
+//! per command, so a marker cannot be produced by a user command by
+//! accident.
 
 /// Shell function `__rfs_find NAME`: true when NAME is an executable file,
 /// looked up on `PATH` unless it contains a slash.
@@ -69,37 +70,6 @@ rm -f "$__rfs_f"
 exit $__rfs_r
 "#;
 
-/// Kill the group recorded for TOKEN and wait until its processes are gone.
-/// Exit 0: killed (or ended); 3: no group recorded within 2 s; 4: processes
-/// survived SIGKILL for 5 s.
-const KILL_SCRIPT: &str = r#"f=/tmp/.rfs-exec-$1.pgid
-i=0
-while [ ! -s "$f" ]; do
-  i=$((i+1)); [ "$i" -gt 40 ] && exit 3
-  sleep 0.05
-done
-p=$(cat "$f") || exit 3
-case "$p" in ''|*[!0-9]*) exit 3 ;; esac
-kill -9 -"$p" 2>/dev/null
-i=0
-while :; do
-  left=0; zombies=0
-  for d in /proc/[0-9]*; do
-    read -r s < "$d/stat" 2>/dev/null || continue
-    s=${s##*) }
-    set -- $s
-    [ "$4" = "$p" ] || continue
-    if [ "$1" = Z ]; then zombies=1; else left=1; kill -9 "${d#/proc/}" 2>/dev/null; fi
-  done
-  [ "$left" = 0 ] && { [ "$zombies" = 0 ] || [ "$i" -ge 20 ]; } && break
-  i=$((i+1))
-  [ "$i" -gt 100 ] && exit 4
-  sleep 0.05
-done
-rm -f "$f"
-exit 0
-"#;
-
 /// PTY wrapper: record the session's group, then become the command.
 /// Arguments: TOKEN argv...
 const PTY_SCRIPT: &str = r#"{ echo $$ > "/tmp/.rfs-exec-$1.pgid"; } 2>/dev/null
@@ -108,13 +78,9 @@ shift 3
 exec "$@"
 "#;
 
-/// Exit status of the kill script when no group was recorded.
-pub(crate) const KILL_NOTHING_RECORDED: i32 = 3;
-
-/// A fresh random token for one command.
-pub(super) fn token() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
-}
+pub(crate) use crate::provider::process_group::{
+    cleanup_argv, kill_argv, token, KILL_NOTHING_RECORDED,
+};
 
 /// The wrapped argv for a command; `stdin`, a path in the sandbox the
 /// command's standard input is read from (instead of the exec's own).
@@ -149,17 +115,6 @@ pub(super) fn pty_argv(token: &str, cols: u16, rows: u16, argv: &[String]) -> Ve
     v
 }
 
-/// argv of the exec that kills the group recorded for `token`.
-pub(crate) fn kill_argv(token: &str) -> Vec<String> {
-    vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        KILL_SCRIPT.into(),
-        "rfs-kill".into(),
-        token.into(),
-    ]
-}
-
 /// argv of a check that `program` is an executable (exit 0) or not (1).
 pub(super) fn find_argv(program: &str) -> Vec<String> {
     vec![
@@ -168,15 +123,6 @@ pub(super) fn find_argv(program: &str) -> Vec<String> {
         format!("{FIND_FN}__rfs_find \"$1\""),
         "rfs-find".into(),
         program.into(),
-    ]
-}
-
-/// argv that removes the group record of `token`.
-pub(super) fn cleanup_argv(token: &str) -> Vec<String> {
-    vec![
-        "rm".into(),
-        "-f".into(),
-        format!("/tmp/.rfs-exec-{token}.pgid"),
     ]
 }
 
