@@ -13,7 +13,7 @@
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
-use rfs::provider::local_pty::spawn_local_pty;
+use rfs::provider::local::pty::spawn_local_pty;
 use rfs::provider::PtyRequest;
 use rfs::terminal::{AlacrittyEmulator, Emulator, Pattern, SessionOptions, TerminalSession};
 

@@ -61,7 +61,7 @@ pub fn local(state_dir: &Path) -> Health {
             ),
         ),
     };
-    let (usable, detail) = match crate::provider::local_isolation::doctor_line(None) {
+    let (usable, detail) = match crate::provider::local::doctor_line(None) {
         Ok(iso) => (usable, format!("{detail}; {iso}")),
         Err(why) => (false, format!("{detail}; {why}")),
     };

@@ -12,7 +12,7 @@ use std::process::Command;
 /// Whether this machine lets us create user namespaces at all (the tests
 /// that need them say so instead of passing vacuously).
 fn namespaces_here() -> bool {
-    rfs::provider::local_isolation::availability().is_ok()
+    rfs::provider::local::availability().is_ok()
 }
 
 #[track_caller]
@@ -20,7 +20,7 @@ fn require_namespaces() {
     assert!(
         namespaces_here(),
         "this machine does not permit unprivileged user namespaces ({:?}); the isolation tests cannot run here",
-        rfs::provider::local_isolation::availability()
+        rfs::provider::local::availability()
     );
 }
 
@@ -849,7 +849,7 @@ fn a_local_step_has_its_own_hostname_and_cannot_rename_the_host() {
     out.assert_code(0);
     let lines: Vec<_> = out.stdout.lines().collect();
     assert!(
-        lines.contains(&rfs::provider::local_isolation::HOSTNAME),
+        lines.contains(&rfs::provider::local::HOSTNAME),
         "the step saw another hostname: {}",
         out.stdout
     );

@@ -9,7 +9,7 @@ use common::*;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rfs::provider::local_pty::spawn_local_pty;
+use rfs::provider::local::pty::spawn_local_pty;
 use rfs::provider::PtyRequest;
 use rfs::terminal::{Pattern, SessionOptions, TerminalSession};
 

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rfs::provider::local_pty::spawn_local_pty;
+use rfs::provider::local::pty::spawn_local_pty;
 use rfs::provider::PtyRequest;
 use rfs::terminal::{FailureKind, Pattern, SessionOptions, TerminalSession};
 use serde_json::Value;

@@ -7,6 +7,7 @@
 //! provider reads it like every other stream.
 
 use std::io;
+use std::os::fd::FromRawFd as _;
 use std::os::fd::OwnedFd;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -100,6 +101,22 @@ impl AsyncRead for InputStream {
     }
 }
 
+/// A pipe (read end, write end), both close-on-exec.
+pub fn pipe_cloexec() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned here.
+    Ok(unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,7 +125,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_pipe_reads_like_any_stream_or_hands_over_its_read_end() {
-        let (r, w) = super::super::local_isolation::pipe_cloexec().unwrap();
+        let (r, w) = super::pipe_cloexec().unwrap();
         let t = std::thread::spawn(move || {
             let mut w = std::fs::File::from(w);
             w.write_all(&[3u8; 300_000]).unwrap();
@@ -120,7 +137,7 @@ mod tests {
         assert_eq!(got, vec![3u8; 300_000]);
         assert!(s.into_pipe().is_err(), "a stream read from keeps its bytes");
 
-        let (r, _w) = super::super::local_isolation::pipe_cloexec().unwrap();
+        let (r, _w) = super::pipe_cloexec().unwrap();
         assert!(InputStream::from_pipe(r).into_pipe().is_ok());
         assert!(InputStream::new(&b"x"[..]).into_pipe().is_err());
     }

@@ -10,8 +10,6 @@ pub mod input;
 pub mod isolation;
 pub mod labels;
 pub mod local;
-pub mod local_isolation;
-pub mod local_pty;
 pub(crate) mod process_group;
 pub mod select;
 pub(crate) mod supervisor;

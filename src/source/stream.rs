@@ -150,7 +150,7 @@ pub fn enlarge_pipe(fd: std::os::fd::RawFd) {
 /// builder's own error says why); a reader that went away makes the
 /// builder's writes fail with [`READER_GONE`].
 pub fn pipe() -> io::Result<(PipeWriter, crate::provider::InputStream)> {
-    let (r, w) = crate::provider::local_isolation::pipe_cloexec()?;
+    let (r, w) = crate::provider::input::pipe_cloexec()?;
     enlarge_pipe(std::os::fd::AsRawFd::as_raw_fd(&w));
     Ok((
         PipeWriter(io::BufWriter::with_capacity(CHUNK, std::fs::File::from(w))),

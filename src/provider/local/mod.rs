@@ -4,6 +4,59 @@
 //! `<state>/local/sandboxes/<id>/home/` (the sandbox user's HOME). The
 //! inventory is the set of those directories. Destroy first renames the
 //! directory out of the inventory (atomic), then deletes it.
+//!
+//! ## Isolation
+//!
+//! Namespaces for `local` sandboxes (Linux, unprivileged user namespaces;
+//! no root, no setuid helper).
+//!
+//! Each isolated sandbox has one init process that owns its namespaces:
+//! rfs forks a child that unshares user, mount, PID, IPC, UTS (and, with
+//! `network: false`, network) namespaces and maps only its own uid/gid;
+//! that child forks the init (PID 1 of the new PID namespace), which builds
+//! the sandbox's root and then only reaps orphans and waits for rfs to go
+//! away (a lifeline pipe: when rfs exits, even by SIGKILL, the init exits
+//! and the kernel kills every process of its PID namespace).
+//!
+//! The root (a read-only tmpfs, `pivot_root`ed into): the system
+//! directories (`/usr`, `/bin`, `/lib*`, `/sbin`, `/etc`, `/opt`, ...)
+//! read-only, the sandbox home read-write at the same absolute path as on
+//! the host (so paths agree with the provider's), the sandbox's own `tmp`
+//! as `/tmp`, a minimal `/dev` with a private devpts, and a `/proc` of its
+//! own PID namespace. Nothing else of the host exists inside.
+//!
+//! Commands enter without a `fork` of rfs: the calling thread starts a
+//! child with `clone(CLONE_VM | CLONE_VFORK)` (it shares rfs's memory, so
+//! nothing is copied, like `posix_spawn`), which joins the sandbox with
+//! `setns` (user, mount, PID, IPC, network) and starts the command the
+//! same way with `CLONE_PARENT` (joining a PID namespace only applies to
+//! children): the command is rfs's own child, in the sandbox's PID
+//! namespace, leader of its own process group (or session, for a
+//! terminal), with no capabilities and `no_new_privs`. rfs waits for it
+//! through a pidfd; the group kills of the runtime reach it directly.
+//!
+//! Code between `fork`/`clone` and `exec`/`_exit` only makes raw system
+//! calls on data prepared before (no allocation, no locks): the spawn
+//! children share rfs's memory while rfs's other threads keep running.
+//!
+//! One file a concern: [`probe`] (can namespaces be used here, and the
+//! decision), [`mount_plan`] (the root), [`namespace_init`] (the init
+//! that owns the namespaces), [`launch`] (starting a command inside),
+//! [`child`] (waiting for and killing it), [`pty`] (terminals), with
+//! [`errors`] and the raw system calls of [`sys`].
+
+mod child;
+mod errors;
+mod launch;
+mod mount_plan;
+mod namespace_init;
+mod probe;
+pub mod pty;
+mod sys;
+
+pub use errors::{SetupError, SpawnError};
+pub use mount_plan::HOSTNAME;
+pub use probe::{availability, doctor_line, DoctorRefusal};
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _, OwnedFd};
@@ -16,10 +69,11 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
-use super::isolation::{IsolationInForce, IsolationRequest};
-use super::local_isolation::{self, Init};
-use super::supervisor::Supervisor;
-use super::{
+use self::child::LocalChild;
+use self::namespace_init::Init;
+use crate::provider::isolation::{IsolationInForce, IsolationRequest};
+use crate::provider::supervisor::Supervisor;
+use crate::provider::{
     labels, CreateSpec, ExecOutcome, ExecRequest, InputStream, Labels, OutputSink, Provider,
     ProviderError, ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
 };
@@ -190,8 +244,8 @@ impl Provider for LocalProvider {
     fn isolation(
         &self,
         req: &IsolationRequest,
-    ) -> Result<IsolationInForce, super::isolation::IsolationError> {
-        local_isolation::decide(req)
+    ) -> Result<IsolationInForce, crate::provider::isolation::IsolationError> {
+        probe::decide(req)
     }
 
     async fn preflight(&self) -> ProviderResult<()> {
@@ -208,10 +262,10 @@ impl Provider for LocalProvider {
         std::fs::create_dir(&dir).map_err(|e| io_err("creating sandbox directory", e))?;
         std::fs::create_dir(dir.join("home")).map_err(|e| io_err("creating sandbox home", e))?;
         std::fs::create_dir(dir.join("tmp")).map_err(|e| io_err("creating sandbox tmp", e))?;
-        let in_force = local_isolation::decide(&spec.isolation).map_err(ProviderError::other)?;
+        let in_force = probe::decide(&spec.isolation).map_err(ProviderError::other)?;
         let isolated = in_force.mode == "namespaces";
         if isolated {
-            std::fs::create_dir(local_isolation::root_dir(&dir))
+            std::fs::create_dir(mount_plan::root_dir(&dir))
                 .map_err(|e| io_err("creating sandbox root", e))?;
             let (d, network) = (dir.clone(), spec.isolation.network);
             let init = tokio::task::spawn_blocking(move || Init::for_sandbox(&d, network))
@@ -385,7 +439,7 @@ impl Provider for LocalProvider {
             }
             Err(input) => input,
         };
-        let (rx, tx) = local_isolation::pipe_cloexec().map_err(|e| cannot(&e))?;
+        let (rx, tx) = crate::provider::input::pipe_cloexec().map_err(|e| cannot(&e))?;
         nix::fcntl::fcntl(
             tx.as_raw_fd(),
             nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
@@ -417,7 +471,7 @@ impl Provider for LocalProvider {
         let mut env = base_env(&info.home, init.is_some());
         env.append(&mut req.env);
         req.env = env;
-        super::local_pty::spawn_local_pty_in(&req, init).await
+        pty::spawn_local_pty_in(&req, init).await
     }
 
     async fn destroy(&self, id: &str) -> ProviderResult<()> {
@@ -475,10 +529,10 @@ impl LocalProvider {
         };
         let (mut child, mut out, mut err) = match &init {
             Some(init) => {
-                let pipe = || local_isolation::pipe_cloexec().map_err(|e| cannot(&e));
+                let pipe = || crate::provider::input::pipe_cloexec().map_err(|e| cannot(&e));
                 let ((out_r, out_w), (err_r, err_w)) = (pipe()?, pipe()?);
                 let null = std::fs::File::open("/dev/null").map_err(|e| cannot(&e))?;
-                let spec = local_isolation::SpawnSpec {
+                let spec = launch::SpawnSpec {
                     argv: &req.argv,
                     env: &env,
                     cwd: &req.cwd,
@@ -551,9 +605,9 @@ impl LocalProvider {
                     },
                     s = &mut wait, if exited.is_none() => {
                         exited = Some(s);
-                        drain = Some(tokio::time::Instant::now() + super::OUTPUT_DRAIN_AFTER_EXIT);
+                        drain = Some(tokio::time::Instant::now() + crate::provider::OUTPUT_DRAIN_AFTER_EXIT);
                     }
-                    _ = super::sleep_until(drain), if drain.is_some() => break,
+                    _ = crate::provider::sleep_until(drain), if drain.is_some() => break,
                     // Stopped: the group is killed below.
                     _ = sup.next() => break,
                 }
@@ -598,30 +652,6 @@ const KILL_AFTER_PIPES_CLOSED: Duration = Duration::from_secs(5);
 
 /// A command's stdout or stderr, read as it comes.
 type Output = std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>;
-
-/// A command rfs started: on the host, or in a sandbox's namespaces.
-#[derive(Debug)]
-pub(crate) enum LocalChild {
-    Host(tokio::process::Child),
-    Sandbox(local_isolation::SandboxChild),
-}
-
-impl LocalChild {
-    /// Its pid (= its process group id), while it has not been reaped.
-    pub(crate) fn id(&self) -> Option<u32> {
-        match self {
-            LocalChild::Host(c) => c.id(),
-            LocalChild::Sandbox(c) => Some(c.id()),
-        }
-    }
-
-    pub(crate) async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        match self {
-            LocalChild::Host(c) => c.wait().await,
-            LocalChild::Sandbox(c) => c.wait().await,
-        }
-    }
-}
 
 /// rfs's own executable as [`LocalProvider::run`] starts it.
 struct OwnProgram {

@@ -24,8 +24,10 @@ use nix::unistd::Pid;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::local::LocalChild;
-use super::{ExecOutcome, ProviderError, ProviderResult, PtyChannel, PtyInput, PtyRequest};
+use super::child::LocalChild;
+use crate::provider::{
+    ExecOutcome, ProviderError, ProviderResult, PtyChannel, PtyInput, PtyRequest,
+};
 
 /// Output chunks buffered in the channel before the reader waits (and the
 /// child blocks on its writes): bounds memory when nobody reads.
@@ -46,7 +48,7 @@ pub async fn spawn_local_pty(req: &PtyRequest) -> ProviderResult<PtyChannel> {
 /// leader of its own session, with the PTY as its controlling terminal.
 pub async fn spawn_local_pty_in(
     req: &PtyRequest,
-    init: Option<std::sync::Arc<super::local_isolation::Init>>,
+    init: Option<std::sync::Arc<super::namespace_init::Init>>,
 ) -> ProviderResult<PtyChannel> {
     let program = req
         .argv
@@ -85,7 +87,7 @@ pub async fn spawn_local_pty_in(
         // terminal (see `Init::spawn`).
         Some(init) => {
             let slave = pty.slave.as_fd();
-            let spec = super::local_isolation::SpawnSpec {
+            let spec = super::launch::SpawnSpec {
                 argv: &req.argv,
                 env: &req.env,
                 cwd: &req.cwd,

@@ -1,0 +1,442 @@
+//! Starting a command inside a sandbox without a `fork` of rfs:
+//! `clone(CLONE_VM | CLONE_VFORK)` children that `setns` into the
+//! sandbox and exec the command ([`SpawnSpec`], [`Init::spawn`]).
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+
+use super::{child::*, errors::*, namespace_init::*, sys::*};
+
+/// A command to start inside a sandbox.
+#[derive(Debug)]
+pub struct SpawnSpec<'a> {
+    pub argv: &'a [String],
+    /// The whole environment (nothing is inherited); of duplicate names
+    /// the last wins. Its `PATH` finds a program named without a `/`.
+    pub env: &'a [(String, String)],
+    /// The working directory, a path inside the sandbox.
+    pub cwd: &'a str,
+    /// stdin, stdout, stderr.
+    pub stdio: [BorrowedFd<'a>; 3],
+    /// A session of its own with stdin as its controlling terminal (a
+    /// PTY's slave), instead of a process group of its own.
+    pub terminal: bool,
+    /// Execute this file (a descriptor of at least 3, close-on-exec, e.g.
+    /// rfs's own executable) instead of looking `argv[0]` up.
+    pub exec_fd: Option<BorrowedFd<'a>>,
+}
+
+/// Where a start failed (`Launch::stage`); 0: it did not.
+pub(super) const STAGE_SETNS: u32 = 1;
+pub(super) const STAGE_CLONE: u32 = 2;
+pub(super) const STAGE_STDIO: u32 = 3;
+pub(super) const STAGE_GROUP: u32 = 4;
+pub(super) const STAGE_SESSION: u32 = 5;
+pub(super) const STAGE_TERMINAL: u32 = 6;
+pub(super) const STAGE_CWD: u32 = 7;
+pub(super) const STAGE_EXEC: u32 = 8;
+
+/// Stack of each spawn child (they run only the functions below; Rust's
+/// stack probes touch pages of it, so it is generous for debug builds).
+pub(super) const SPAWN_STACK: usize = 256 * 1024;
+
+/// How many unused pairs of spawn stacks an init keeps (one per command
+/// started at the same time).
+pub(super) const SPARE_STACKS: usize = 4;
+
+/// Two stacks with a guard page below each, unmapped when dropped.
+pub(super) struct Stacks {
+    base: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: `Stacks` owns its private mapping outright (nothing else holds
+// the pointer once a start has returned), so it may move between threads.
+unsafe impl Send for Stacks {}
+
+impl Stacks {
+    pub(super) fn new() -> Result<Stacks, SpawnError> {
+        let page = 4096;
+        let len = 2 * (page + SPAWN_STACK);
+        // SAFETY: a fresh private anonymous mapping; nothing else uses it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(SpawnError::Os {
+                what: "allocating the start's stacks".into(),
+                errno: errno(),
+            });
+        }
+        let stacks = Stacks { base, len };
+        for i in 0..2 {
+            // SAFETY: a page inside the mapping above.
+            if unsafe { libc::mprotect(stacks.at(i).cast(), page, libc::PROT_NONE) } != 0 {
+                return Err(SpawnError::Os {
+                    what: "guarding the start's stacks".into(),
+                    errno: errno(),
+                });
+            }
+        }
+        Ok(stacks)
+    }
+
+    /// The bottom (guard page) of stack `i`.
+    fn at(&self, i: usize) -> *mut u8 {
+        // SAFETY: within the mapping.
+        unsafe { self.base.cast::<u8>().add(i * (4096 + SPAWN_STACK)) }
+    }
+
+    /// The top of stack `i` (stacks grow down; 16-byte aligned).
+    fn top(&self, i: usize) -> *mut libc::c_void {
+        // SAFETY: one past the end of stack `i`, still within the mapping
+        // or its end.
+        unsafe { self.at(i).add(4096 + SPAWN_STACK).cast() }
+    }
+}
+
+impl Drop for Stacks {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, no child uses it any more.
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+/// Everything the spawn children need, prepared before the `clone`, and
+/// what they report back (they share rfs's memory).
+pub(super) struct Launch {
+    /// Namespaces to join, in order (user first); -1: none.
+    ns: [RawFd; 6],
+    cwd: CString,
+    /// Paths to try executing, in order (one unless looked up in PATH).
+    programs: Vec<CString>,
+    /// Kept alive for the pointer arrays.
+    _strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    stdio: [RawFd; 3],
+    terminal: bool,
+    /// [`SpawnSpec::exec_fd`]; -1: none.
+    exec_fd: RawFd,
+    stacks: Stacks,
+    /// Written by the children.
+    pid: std::sync::atomic::AtomicI32,
+    stage: std::sync::atomic::AtomicU32,
+    errno: std::sync::atomic::AtomicI32,
+}
+
+impl Launch {
+    pub(super) fn prepare(
+        init: &Init,
+        spec: &SpawnSpec<'_>,
+        stacks: Stacks,
+    ) -> Result<Launch, SpawnError> {
+        let c =
+            |what: &'static str, s: &str| CString::new(s).map_err(|_| SpawnError::NulByte { what });
+        let program = spec.argv.first().ok_or(SpawnError::EmptyArgv)?;
+        let mut strings = vec![];
+        let mut argv = vec![];
+        for a in spec.argv {
+            let a = c("an argument", a)?;
+            argv.push(a.as_ptr());
+            strings.push(a);
+        }
+        argv.push(std::ptr::null());
+        let mut env = std::collections::BTreeMap::new();
+        for (k, v) in spec.env {
+            env.insert(k.as_str(), v.as_str());
+        }
+        let mut envp = vec![];
+        for (k, v) in &env {
+            if k.is_empty() || k.contains('=') {
+                return Err(SpawnError::EnvName((*k).to_owned()));
+            }
+            let kv = c("an environment variable", &format!("{k}={v}"))?;
+            envp.push(kv.as_ptr());
+            strings.push(kv);
+        }
+        envp.push(std::ptr::null());
+        // As execvp does, with the command's own PATH.
+        let programs = if program.contains('/') || spec.exec_fd.is_some() {
+            vec![c("the program", program)?]
+        } else {
+            let path = env.get("PATH").copied().unwrap_or("/bin:/usr/bin");
+            path.split(':')
+                .map(|dir| {
+                    let dir = if dir.is_empty() { "." } else { dir };
+                    c("the program", &format!("{dir}/{program}"))
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let exec_fd = match spec.exec_fd {
+            Some(fd) if fd.as_raw_fd() < 3 => return Err(SpawnError::ExecFd),
+            Some(fd) => fd.as_raw_fd(),
+            None => -1,
+        };
+        let mut ns = [-1; 6];
+        for (slot, fd) in ns.iter_mut().zip(&init.ns) {
+            *slot = fd.as_raw_fd();
+        }
+        Ok(Launch {
+            ns,
+            cwd: c("the working directory", spec.cwd)?,
+            programs,
+            _strings: strings,
+            argv,
+            envp,
+            stdio: spec.stdio.map(|f| f.as_raw_fd()),
+            terminal: spec.terminal,
+            exec_fd,
+            stacks,
+            pid: 0.into(),
+            stage: 0.into(),
+            errno: 0.into(),
+        })
+    }
+
+    /// Start the children, wait until the command runs or failed. Gives
+    /// the stacks back: no child uses them any more.
+    pub(super) fn run(self) -> (Result<SandboxChild, SpawnError>, Stacks) {
+        let started = self.start();
+        (started, self.stacks)
+    }
+
+    pub(super) fn start(&self) -> Result<SandboxChild, SpawnError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let arg = self as *const Launch as *mut libc::c_void;
+        // SAFETY: the children only read `self` and write its atomics, and
+        // `self` outlives them: with CLONE_VFORK this thread resumes only
+        // when the first child has exited, after the second one exec'd or
+        // exited. Every signal stays blocked in between (the children
+        // reset the handlers they share with rfs before unblocking).
+        let (c1, clone_errno) = unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+            let c1 = libc::clone(
+                launch_outer,
+                self.stacks.top(0),
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_FILES | libc::SIGCHLD,
+                arg,
+            );
+            let e = errno();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            (c1, e)
+        };
+        if c1 < 0 {
+            return Err(SpawnError::Os {
+                what: "starting a process (clone)".into(),
+                errno: clone_errno,
+            });
+        }
+        reap(c1);
+        let pid = self.pid.load(SeqCst);
+        let stage = self.stage.load(SeqCst);
+        if stage != 0 {
+            if pid > 0 {
+                reap(pid);
+            }
+            let what = match stage {
+                STAGE_SETNS => "joining the sandbox's namespaces (setns)".into(),
+                STAGE_CLONE => "starting a process in the sandbox (clone)".into(),
+                STAGE_STDIO => "setting up its standard streams".into(),
+                STAGE_GROUP => "making it a process group of its own".into(),
+                STAGE_SESSION => "making it a session of its own".into(),
+                STAGE_TERMINAL => "giving it its terminal".into(),
+                STAGE_CWD => format!("entering {}", self.cwd.to_string_lossy()),
+                _ => format!("executing {}", self.programs[0].to_string_lossy()),
+            };
+            return Err(SpawnError::Os {
+                what,
+                errno: self.errno.load(SeqCst),
+            });
+        }
+        if pid <= 0 {
+            return Err(SpawnError::Os {
+                what: "starting a process in the sandbox (it vanished)".into(),
+                errno: libc::ECHILD,
+            });
+        }
+        Ok(SandboxChild::new(pid))
+    }
+
+    /// In a child: record the failed stage and its errno.
+    fn fail(&self, stage: u32) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.errno.store(errno(), SeqCst);
+        self.stage.store(stage, SeqCst);
+    }
+}
+
+/// The first spawn child (rfs's memory, fd table; own fs): join the
+/// sandbox, start the command as rfs's child, exit.
+extern "C" fn launch_outer(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Launch` that `Launch::run` keeps alive; raw
+    // system calls only.
+    unsafe {
+        let l = &*(arg as *const Launch);
+        for &fd in l.ns.iter().filter(|f| **f >= 0) {
+            if libc::setns(fd, 0) != 0 {
+                l.fail(STAGE_SETNS);
+                return 1;
+            }
+        }
+        let pid = libc::clone(
+            launch_inner,
+            l.stacks.top(1),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PARENT | libc::SIGCHLD,
+            arg,
+        );
+        if pid < 0 {
+            l.fail(STAGE_CLONE);
+            return 1;
+        }
+        l.pid.store(pid, std::sync::atomic::Ordering::SeqCst);
+        0
+    }
+}
+
+/// The second spawn child, in the sandbox's PID namespace: the command.
+extern "C" fn launch_inner(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: as in `launch_outer`.
+    unsafe {
+        let l = &*(arg as *const Launch);
+        let fail = |stage| -> libc::c_int {
+            l.fail(stage);
+            libc::_exit(127)
+        };
+        // rfs's handlers must not run here (the mask is still full).
+        for sig in 1..libc::SIGRTMAX() {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+        // stdio: first move sources out of 0..3 where they would be
+        // overwritten, then dup2 (which clears close-on-exec).
+        let mut src = l.stdio;
+        for (i, fd) in src.iter_mut().enumerate() {
+            if *fd < 3 && *fd != i as RawFd {
+                *fd = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3);
+                if *fd < 0 {
+                    return fail(STAGE_STDIO);
+                }
+            }
+        }
+        for (i, &fd) in src.iter().enumerate() {
+            let i = i as RawFd;
+            let r = if fd == i {
+                libc::fcntl(i, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, i)
+            };
+            if r < 0 {
+                return fail(STAGE_STDIO);
+            }
+        }
+        if l.terminal {
+            if libc::setsid() < 0 {
+                return fail(STAGE_SESSION);
+            }
+            #[allow(clippy::useless_conversion)]
+            if libc::ioctl(0, libc::TIOCSCTTY.into(), 0) < 0 {
+                return fail(STAGE_TERMINAL);
+            }
+        } else if libc::setpgid(0, 0) != 0 {
+            return fail(STAGE_GROUP);
+        }
+        if libc::chdir(l.cwd.as_ptr()) != 0 {
+            return fail(STAGE_CWD);
+        }
+        drop_capabilities();
+        // Nothing of rfs's beyond stdio reaches the command (a file to
+        // execute stays open until the exec, which closes it).
+        if l.exec_fd >= 3 {
+            close_range(3, l.exec_fd - 1);
+            close_range(l.exec_fd + 1, i32::MAX);
+        } else {
+            close_range(3, i32::MAX);
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        if l.exec_fd >= 3 {
+            libc::syscall(
+                libc::SYS_execveat,
+                l.exec_fd,
+                c"".as_ptr(),
+                l.argv.as_ptr(),
+                l.envp.as_ptr(),
+                libc::AT_EMPTY_PATH,
+            );
+            return fail(STAGE_EXEC);
+        }
+        // As execvp: keep looking past missing files; a permission
+        // problem is reported if nothing ran.
+        let mut err = libc::ENOENT;
+        let mut denied = false;
+        for p in &l.programs {
+            libc::execve(p.as_ptr(), l.argv.as_ptr(), l.envp.as_ptr());
+            match errno() {
+                libc::EACCES => denied = true,
+                libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+                e => {
+                    err = e;
+                    break;
+                }
+            }
+        }
+        if denied && err == libc::ENOENT {
+            err = libc::EACCES;
+        }
+        *libc::__errno_location() = err;
+        fail(STAGE_EXEC)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::probe::availability;
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn sequential_starts_reuse_one_pair_of_stacks_and_each_command_runs() {
+        if availability().is_err() {
+            eprintln!("skipped: namespaces unavailable here");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["home", "tmp", "root"] {
+            std::fs::create_dir(dir.path().join(d)).unwrap();
+        }
+        let init = Init::for_sandbox(dir.path(), true).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let null = std::fs::File::open("/dev/null").unwrap();
+        for code in [3, 4, 5] {
+            let argv = vec!["/bin/sh".into(), "-c".into(), format!("exit {code}")];
+            let spec = SpawnSpec {
+                argv: &argv,
+                env: &[],
+                cwd: "/",
+                stdio: [null.as_fd(), null.as_fd(), null.as_fd()],
+                terminal: false,
+                exec_fd: None,
+            };
+            let mut child = init.spawn(&spec).unwrap();
+            let status = rt.block_on(child.wait()).unwrap();
+            assert_eq!(status.code(), Some(code));
+            assert_eq!(init.spare_stacks.lock().unwrap().len(), 1);
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Whether namespaces can be used here (probed once per process), what
+//! `rfs doctor` says of them, and the isolation decision for a sandbox.
+
+use std::sync::OnceLock;
+
+use super::{errors::*, mount_plan::*, namespace_init::*, sys::*};
+
+/// Why namespaces can or cannot be used here; probed once per process.
+pub fn availability() -> Result<(), SetupError> {
+    static PROBE: OnceLock<Result<(), SetupError>> = OnceLock::new();
+    PROBE.get_or_init(probe).clone()
+}
+
+/// For `rfs doctor`: what `local` would isolate with in `mode`
+/// (`RFS_LOCAL_ISOLATION` when `None`), or why it would refuse to run.
+pub fn doctor_line(
+    mode: Option<crate::provider::isolation::IsolationMode>,
+) -> Result<String, DoctorRefusal> {
+    use crate::provider::isolation::{IsolationRequest, ISOLATION_ENV};
+    let req = match mode {
+        Some(m) => IsolationRequest {
+            mode: m,
+            source: "argument".into(),
+            network: true,
+        },
+        None => IsolationRequest::from_settings(None, std::env::var(ISOLATION_ENV).ok().as_deref())
+            .map_err(DoctorRefusal::Setting)?,
+    };
+    decide(&req)
+        .map(|f| format!("isolation {}", f.describe()))
+        .map_err(DoctorRefusal::Refused)
+}
+
+/// Why `rfs doctor`'s local line fails.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DoctorRefusal {
+    /// `RFS_LOCAL_ISOLATION` is malformed.
+    #[error(transparent)]
+    Setting(crate::provider::isolation::IsolationError),
+    /// The mode asked for would refuse to run.
+    #[error("isolation refused: {0}")]
+    Refused(crate::provider::isolation::IsolationError),
+}
+
+/// What `local` has in force for `req`, or why it refuses.
+pub fn decide(
+    req: &crate::provider::isolation::IsolationRequest,
+) -> Result<crate::provider::isolation::IsolationInForce, crate::provider::isolation::IsolationError>
+{
+    use crate::provider::isolation::{IsolationError, IsolationInForce, IsolationMode};
+    let by = &req.source;
+    let ns = |reason: String| IsolationInForce {
+        mode: "namespaces".into(),
+        reason,
+        network: req.network,
+    };
+    match req.mode {
+        IsolationMode::None if !req.network => {
+            Err(IsolationError::NetworkNeedsNamespaces { by: by.clone() })
+        }
+        IsolationMode::None => Ok(IsolationInForce {
+            mode: "none".into(),
+            reason: format!("requested by {by}: commands run on the host"),
+            network: true,
+        }),
+        IsolationMode::Namespaces => match availability() {
+            Ok(()) => Ok(ns(format!("requested by {by}"))),
+            Err(why) => Err(IsolationError::NamespacesUnavailable {
+                by: by.clone(),
+                why: why.to_string(),
+            }),
+        },
+        IsolationMode::Auto => match availability() {
+            Ok(()) => Ok(ns(format!(
+                "auto ({by}): the kernel permits unprivileged user namespaces"
+            ))),
+            Err(why) if !req.network => Err(IsolationError::NetworkWithoutNamespaces {
+                why: why.to_string(),
+            }),
+            Err(why) => Ok(IsolationInForce {
+                mode: "none".into(),
+                reason: format!(
+                    "auto ({by}): namespaces not available ({why}); commands run on the host"
+                ),
+                network: true,
+            }),
+        },
+    }
+}
+
+/// Try what an isolated sandbox needs (user, mount, PID and IPC
+/// namespaces, a `/proc` of its own) in a throwaway init.
+pub(super) fn probe() -> Result<(), SetupError> {
+    let plan = Plan {
+        ops: vec![
+            Op::private_root(),
+            Op::Mount {
+                src: Some(cs("proc")),
+                target: cs("/proc"),
+                fstype: Some(cs("proc")),
+                flags: libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                data: None,
+            },
+        ],
+        network: true,
+    };
+    match Init::start(&plan) {
+        Ok(init) => {
+            drop(init);
+            Ok(())
+        }
+        Err(e) => Err(explain(e)),
+    }
+}
+
+/// A failure, with the kernel settings that usually explain it.
+pub(super) fn explain(e: SetupError) -> SetupError {
+    let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned());
+    let mut why = vec![];
+    if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+        why.push("sysctl user.max_user_namespaces is 0".into());
+    }
+    if read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        why.push("sysctl kernel.unprivileged_userns_clone is 0".into());
+    }
+    if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+        why.push("AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)".into());
+    }
+    SetupError::Unavailable {
+        cause: Box::new(e),
+        hints: why,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decide_refuses_network_off_without_namespaces() {
+        use crate::provider::isolation::*;
+        let req = IsolationRequest {
+            mode: IsolationMode::None,
+            source: "test".into(),
+            network: false,
+        };
+        assert_eq!(
+            decide(&req).unwrap_err(),
+            IsolationError::NetworkNeedsNamespaces { by: "test".into() }
+        );
+    }
+}
