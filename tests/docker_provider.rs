@@ -19,6 +19,7 @@ use rfs::provider::{
     Collect, CreateSpec, ExecOutcome, ExecRequest, Provider, ProviderError, PtyChannel, PtyInput,
     PtyRequest, SandboxInfo,
 };
+use rfs::provider::{NativeVerifier as _, StreamInput as _};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 

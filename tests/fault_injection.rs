@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use rfs::provider::{
-    CreateSpec, ExecOutcome, ExecRequest, InputStream, Labels, OutputSink, Provider,
-    ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
+    CreateSpec, ExecOutcome, ExecRequest, InputStream, Labels, NativeVerifier, OutputSink,
+    Provider, ProviderResult, PtyChannel, PtyRequest, SandboxInfo, StreamInput,
 };
 
 #[derive(Clone, Copy)]
@@ -146,6 +146,16 @@ impl Provider for Faulty {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn profile(&self) -> rfs::provider::Profile {
+        rfs::provider::Profile {
+            remote: self.fault.remote(),
+            ..rfs::provider::Profile::default()
+        }
+    }
+    fn streaming(&self) -> Option<&dyn StreamInput> {
+        let on = self.fault.streams() || self.fault.native();
+        (on && self.inner.streaming().is_some()).then_some(self as &dyn StreamInput)
+    }
     fn isolation(
         &self,
         req: &rfs::provider::isolation::IsolationRequest,
@@ -212,17 +222,61 @@ impl Provider for Faulty {
         }
         self.inner.exec(id, &req, sink).await
     }
-    fn streams_input(&self) -> bool {
-        (self.fault.streams() || self.fault.native()) && self.inner.streams_input()
+    async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
+        self.inner.open_pty(id, req).await
     }
-    fn runs_own_executable(&self) -> bool {
-        self.fault.native() && self.inner.runs_own_executable()
+    async fn destroy(&self, id: &str) -> ProviderResult<()> {
+        self.inner.destroy(id).await
     }
-    async fn prepare_own_executable(&self, id: &str) -> ProviderResult<()> {
-        self.inner.prepare_own_executable(id).await
+}
+
+impl Faulty {
+    fn inner_stream(&self) -> &dyn StreamInput {
+        self.inner
+            .streaming()
+            .expect("offered only when the inner provider streams")
     }
+    fn inner_native(&self) -> &dyn NativeVerifier {
+        self.inner_stream()
+            .native()
+            .expect("offered only when the inner provider has it")
+    }
+}
+
+#[async_trait]
+impl StreamInput for Faulty {
     async fn input_route(&self, id: &str) -> rfs::provider::InputRoute {
-        self.inner.input_route(id).await
+        self.inner_stream().input_route(id).await
+    }
+    async fn exec_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let mut req = req.clone();
+        let mut tamper = Tamper::new(input);
+        match self.fault {
+            Fault::StreamCorrupt => tamper.corrupt_at = Some(700),
+            Fault::StreamBreaks => tamper.break_at = Some(4096),
+            Fault::StreamLoseFile => lose_a_file(&mut req),
+            _ => {}
+        }
+        self.inner_stream()
+            .exec_with_input(id, &req, InputStream::new(tamper), sink)
+            .await
+    }
+    fn native(&self) -> Option<&dyn NativeVerifier> {
+        let has = self.inner.streaming().and_then(|s| s.native()).is_some();
+        (self.fault.native() && has).then_some(self as &dyn NativeVerifier)
+    }
+}
+
+#[async_trait]
+impl NativeVerifier for Faulty {
+    async fn prepare_own_executable(&self, id: &str) -> ProviderResult<()> {
+        self.inner_native().prepare_own_executable(id).await
     }
     async fn exec_own_with_input(
         &self,
@@ -252,35 +306,9 @@ impl Provider for Faulty {
         } else {
             tamper.inner
         };
-        self.inner.exec_own_with_input(id, req, input, sink).await
-    }
-    fn remote_transfer(&self) -> bool {
-        self.fault.remote()
-    }
-    async fn exec_with_input(
-        &self,
-        id: &str,
-        req: &ExecRequest,
-        input: InputStream,
-        sink: &mut dyn OutputSink,
-    ) -> ProviderResult<ExecOutcome> {
-        let mut req = req.clone();
-        let mut tamper = Tamper::new(input);
-        match self.fault {
-            Fault::StreamCorrupt => tamper.corrupt_at = Some(700),
-            Fault::StreamBreaks => tamper.break_at = Some(4096),
-            Fault::StreamLoseFile => lose_a_file(&mut req),
-            _ => {}
-        }
-        self.inner
-            .exec_with_input(id, &req, InputStream::new(tamper), sink)
+        self.inner_native()
+            .exec_own_with_input(id, req, input, sink)
             .await
-    }
-    async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
-        self.inner.open_pty(id, req).await
-    }
-    async fn destroy(&self, id: &str) -> ProviderResult<()> {
-        self.inner.destroy(id).await
     }
 }
 

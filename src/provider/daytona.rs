@@ -40,7 +40,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    CreateSpec, ExecOutcome, ExecRequest, Labels, OutputSink, Provider, ProviderError,
+    CreateSpec, ExecOutcome, ExecRequest, Labels, OutputSink, Profile, Provider, ProviderError,
     ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
 };
 pub use config::{Config, ConfigError};
@@ -184,15 +184,15 @@ impl Provider for DaytonaProvider {
         "daytona"
     }
 
-    fn uses_image(&self) -> bool {
-        false
-    }
-
     /// Every byte goes over the network to Daytona: the source archive is
     /// gzip'd when the sandbox has gzip (then uploaded streamed from its
     /// file, see `toolbox`).
-    fn remote_transfer(&self) -> bool {
-        true
+    fn profile(&self) -> Profile {
+        Profile {
+            uses_image: false,
+            remote: true,
+            exec_is_self_contained: false,
+        }
     }
 
     /// `network: false` is Daytona's `networkBlockAll`; isolation modes

@@ -24,7 +24,7 @@
 //!   `upload`); the file keeps its local permission bits and belongs to the
 //!   sandbox user. The source archive does not use them: it streams into
 //!   the verification command's stdin while it is built
-//!   ([`Provider::exec_with_input`]), through the sandbox's stream lane
+//!   ([`StreamInput::exec_with_input`](super::StreamInput::exec_with_input)), through the sandbox's stream lane
 //!   (module `lane`: a FIFO of this machine bind-mounted into the
 //!   container) when the daemon shares this machine's kernel, over the
 //!   exec's attached connection otherwise.
@@ -54,8 +54,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_trait::async_trait;
 
 use super::{
-    CreateSpec, ExecOutcome, ExecRequest, InputRoute, InputStream, Labels, OutputSink, Provider,
-    ProviderError, ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
+    CreateSpec, ExecOutcome, ExecRequest, InputRoute, InputStream, Labels, NativeVerifier,
+    OutputSink, Provider, ProviderError, ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
+    StreamInput,
 };
 use client::Client;
 pub use container::DEFAULT_MAX_LIFETIME;
@@ -140,7 +141,7 @@ impl DockerProvider {
     }
 
     /// The same, copying `exe` (an rfs executable) into sandboxes as its
-    /// own executable ([`Provider::exec_own_with_input`]); `None` verifies
+    /// own executable ([`NativeVerifier::exec_own_with_input`](super::NativeVerifier::exec_own_with_input)); `None` verifies
     /// every sync with the POSIX script.
     pub fn with_own_executable(mut self, exe: Option<PathBuf>) -> Self {
         self.own_exe = exe;
@@ -224,6 +225,13 @@ impl Provider for DockerProvider {
         "docker"
     }
 
+    /// The source archive streams into the verification's stdin, through
+    /// the sandbox's stream lane or over the exec's attached connection:
+    /// never written to a file on either side.
+    fn streaming(&self) -> Option<&dyn StreamInput> {
+        Some(self)
+    }
+
     fn isolation(
         &self,
         req: &super::isolation::IsolationRequest,
@@ -282,13 +290,22 @@ impl Provider for DockerProvider {
         exec::run(&self.client, id, self.options.user.as_deref(), req, sink).await
     }
 
-    /// The source archive streams into the verification's stdin, through
-    /// the sandbox's stream lane or over the exec's attached connection:
-    /// never written to a file on either side.
-    fn streams_input(&self) -> bool {
-        true
+    async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
+        container::check_id(id)?;
+        pty::open(&self.client, id, self.options.user.as_deref(), req).await
     }
 
+    async fn destroy(&self, id: &str) -> ProviderResult<()> {
+        container::destroy(&self.client, id).await?;
+        self.owners.forget(id);
+        self.prepared().remove(id);
+        self.lanes().remove(id);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl StreamInput for DockerProvider {
     async fn input_route(&self, id: &str) -> InputRoute {
         if container::check_id(id).is_err() {
             return InputRoute::stdin();
@@ -329,10 +346,15 @@ impl Provider for DockerProvider {
         .await
     }
 
-    fn runs_own_executable(&self) -> bool {
-        self.own_exe.is_some()
+    fn native(&self) -> Option<&dyn NativeVerifier> {
+        self.own_exe
+            .is_some()
+            .then_some(self as &dyn NativeVerifier)
     }
+}
 
+#[async_trait]
+impl NativeVerifier for DockerProvider {
     /// Links rfs's executable, its interpreter and libraries into the
     /// sandbox's lane (nothing to upload), or copies them into a new
     /// directory of the sandbox home where there is no lane or the copy
@@ -398,19 +420,6 @@ impl Provider for DockerProvider {
             .remove(&self.client, id, self.options.user.as_deref())
             .await;
         r
-    }
-
-    async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
-        container::check_id(id)?;
-        pty::open(&self.client, id, self.options.user.as_deref(), req).await
-    }
-
-    async fn destroy(&self, id: &str) -> ProviderResult<()> {
-        container::destroy(&self.client, id).await?;
-        self.owners.forget(id);
-        self.prepared().remove(id);
-        self.lanes().remove(id);
-        Ok(())
     }
 }
 

@@ -1,5 +1,5 @@
 //! A byte stream fed to a command's standard input
-//! ([`super::Provider::exec_with_input`]): any async reader, or the read
+//! ([`super::StreamInput::exec_with_input`]): any async reader, or the read
 //! end of an OS pipe that its producer writes into directly. A provider
 //! that starts the command on this machine can hand such a pipe to the
 //! command as its standard input ([`InputStream::into_pipe`]), so no

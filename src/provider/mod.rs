@@ -196,15 +196,44 @@ pub struct PtyChannel {
     pub exit: oneshot::Receiver<ExecOutcome>,
 }
 
-/// The operations rfs needs from a sandbox backend.
+/// Facts about a provider that shape how rfs uses it (none of them is a
+/// promise of a method: capabilities are [`Provider::streaming`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    /// Whether `image` (sandbox option, `--image`) means anything here.
+    pub uses_image: bool,
+    /// Whether bytes sent to this provider's sandboxes cross a network, so
+    /// that compressing a transfer pays for its CPU cost.
+    pub remote: bool,
+    /// Whether [`Provider::exec`]'s future owns everything it waits on
+    /// (created and dropped within the call: pipes, child, timers; no
+    /// pooled connection or task of the provider's), so that it may be
+    /// polled on the calling thread's own event loop instead of the run's
+    /// runtime.
+    pub exec_is_self_contained: bool,
+}
+
+impl Default for Profile {
+    fn default() -> Profile {
+        Profile {
+            uses_image: true,
+            remote: false,
+            exec_is_self_contained: false,
+        }
+    }
+}
+
+/// The operations every sandbox backend honours. What only some can do is
+/// a typed capability ([`Provider::streaming`], and through it
+/// [`StreamInput::native`]): a provider without it has no such method.
 #[async_trait]
 pub trait Provider: Send + Sync {
     /// Provider name as selected by `--provider`.
     fn name(&self) -> &str;
 
-    /// Whether `image` (sandbox option, `--image`) means anything here.
-    fn uses_image(&self) -> bool {
-        true
+    /// Facts that shape how rfs uses this provider.
+    fn profile(&self) -> Profile {
+        Profile::default()
     }
 
     /// What this provider will have in force for `req` and why, or why it
@@ -237,93 +266,6 @@ pub trait Provider: Send + Sync {
     /// (its parent directory must exist). Streams; never loads the file whole.
     async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()>;
 
-    /// Whether [`Provider::exec_with_input`] is implemented: a command can
-    /// read a byte stream from rfs on its standard input while rfs produces
-    /// it. Providers that cannot stream keep the file-based
-    /// [`Provider::upload`] path (the default).
-    fn streams_input(&self) -> bool {
-        false
-    }
-
-    /// Whether [`Provider::exec`]'s future owns everything it waits on
-    /// (created and dropped within the call: pipes, child, timers; no
-    /// pooled connection or task of the provider's), so that it may be
-    /// polled on the calling thread's own event loop instead of the run's
-    /// runtime.
-    fn exec_is_self_contained(&self) -> bool {
-        false
-    }
-
-    /// Whether bytes sent to this provider's sandboxes cross a network, so
-    /// that compressing a transfer pays for its CPU cost.
-    fn remote_transfer(&self) -> bool {
-        false
-    }
-
-    /// Run a command like [`Provider::exec`], with `input` streamed into its
-    /// standard input (closed at the end of `input`). Returns when the
-    /// command ends; input it did not read is dropped. An error reading
-    /// `input` is an error of the call (the command saw a truncated
-    /// stream). Only called when [`Provider::streams_input`] is true.
-    async fn exec_with_input(
-        &self,
-        id: &str,
-        req: &ExecRequest,
-        input: InputStream,
-        sink: &mut dyn OutputSink,
-    ) -> ProviderResult<ExecOutcome> {
-        let _ = (id, req, input, sink);
-        Err(ProviderError::other(format!(
-            "provider {} cannot stream input into a command",
-            self.name()
-        )))
-    }
-
-    /// Decide (once per sandbox) how [`Provider::exec_with_input`] carries
-    /// a stream into sandbox `id`, and say so. Only called when
-    /// [`Provider::streams_input`] is true.
-    async fn input_route(&self, id: &str) -> InputRoute {
-        let _ = id;
-        InputRoute::stdin()
-    }
-
-    /// Whether [`Provider::exec_own_with_input`] is implemented: this
-    /// provider's sandboxes can execute rfs's own executable (same machine,
-    /// same kernel and libraries), so rfs can verify a sync with its native
-    /// verifier ([`crate::source::native_check`]) instead of POSIX tools.
-    fn runs_own_executable(&self) -> bool {
-        false
-    }
-
-    /// Make rfs's own executable runnable in sandbox `id` and check that it
-    /// starts there, before a sync streams into it (a provider whose
-    /// sandboxes are elsewhere copies it in; the copy goes with the next
-    /// [`Provider::exec_own_with_input`]). An error says why it cannot run
-    /// there: the sync is then verified with the POSIX script, and the
-    /// journal says why. Only called when [`Provider::runs_own_executable`]
-    /// is true.
-    async fn prepare_own_executable(&self, id: &str) -> ProviderResult<()> {
-        let _ = id;
-        Ok(())
-    }
-
-    /// Like [`Provider::exec_with_input`], the program being rfs's own
-    /// executable (`req.argv[0]` is only the name it is given). Only called
-    /// when [`Provider::runs_own_executable`] is true.
-    async fn exec_own_with_input(
-        &self,
-        id: &str,
-        req: &ExecRequest,
-        input: InputStream,
-        sink: &mut dyn OutputSink,
-    ) -> ProviderResult<ExecOutcome> {
-        let _ = (id, req, input, sink);
-        Err(ProviderError::other(format!(
-            "provider {} cannot run rfs's own executable in a sandbox",
-            self.name()
-        )))
-    }
-
     /// Run a command and stream its output into `sink`.
     async fn exec(
         &self,
@@ -337,6 +279,72 @@ pub trait Provider: Send + Sync {
 
     /// Destroy the sandbox. Destroying one that is already gone is `Ok`.
     async fn destroy(&self, id: &str) -> ProviderResult<()>;
+
+    /// The capability to stream a byte stream into a command while rfs
+    /// produces it (`None`: syncs upload a file and verify it, the
+    /// default).
+    fn streaming(&self) -> Option<&dyn StreamInput> {
+        None
+    }
+}
+
+/// Capability: a command reads a byte stream from rfs on its standard
+/// input while rfs produces it (a sync streams its archive instead of
+/// uploading a file).
+#[async_trait]
+pub trait StreamInput: Send + Sync {
+    /// Decide (once per sandbox) how [`StreamInput::exec_with_input`]
+    /// carries a stream into sandbox `id`, and say so.
+    async fn input_route(&self, id: &str) -> InputRoute {
+        let _ = id;
+        InputRoute::stdin()
+    }
+
+    /// Run a command like [`Provider::exec`], with `input` streamed into
+    /// its standard input (closed at the end of `input`). Returns when the
+    /// command ends; input it did not read is dropped. An error reading
+    /// `input` is an error of the call (the command saw a truncated
+    /// stream).
+    async fn exec_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome>;
+
+    /// The capability to run rfs's own executable in the sandbox (same
+    /// machine, kernel and libraries), so a sync is verified by rfs's
+    /// native verifier ([`crate::source::native_check`]) instead of POSIX
+    /// tools (`None`: the POSIX script, the default).
+    fn native(&self) -> Option<&dyn NativeVerifier> {
+        None
+    }
+}
+
+/// Capability: rfs's own executable runs in the sandbox, reading a stream.
+#[async_trait]
+pub trait NativeVerifier: Send + Sync {
+    /// Make rfs's own executable runnable in sandbox `id` and check that it
+    /// starts there, before a sync streams into it (a provider whose
+    /// sandboxes are elsewhere copies it in; the copy goes with the next
+    /// [`NativeVerifier::exec_own_with_input`]). An error says why it
+    /// cannot run there: the sync is then verified with the POSIX script,
+    /// and the journal says why.
+    async fn prepare_own_executable(&self, id: &str) -> ProviderResult<()> {
+        let _ = id;
+        Ok(())
+    }
+
+    /// Like [`StreamInput::exec_with_input`], the program being rfs's own
+    /// executable (`req.argv[0]` is only the name it is given).
+    async fn exec_own_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome>;
 }
 
 /// Sleep until `at`, or forever when there is no deadline (for `select!`

@@ -14,8 +14,9 @@ use async_trait::async_trait;
 
 use super::isolation::{IsolationError, IsolationInForce, IsolationRequest};
 use super::{
-    CreateSpec, ExecOutcome, ExecRequest, InputRoute, InputStream, Labels, OutputSink, Provider,
-    ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
+    CreateSpec, ExecOutcome, ExecRequest, InputRoute, InputStream, Labels, NativeVerifier,
+    OutputSink, Profile, Provider, ProviderError, ProviderResult, PtyChannel, PtyRequest,
+    SandboxInfo, StreamInput,
 };
 
 /// `inner`, with each call traced under the `rfs::provider` target.
@@ -53,8 +54,13 @@ impl Provider for Traced {
         self.0.name()
     }
 
-    fn uses_image(&self) -> bool {
-        self.0.uses_image()
+    fn profile(&self) -> Profile {
+        self.0.profile()
+    }
+
+    /// Traced too, when the provider has the capability.
+    fn streaming(&self) -> Option<&dyn StreamInput> {
+        self.0.streaming().map(|_| self as &dyn StreamInput)
     }
 
     fn isolation(&self, req: &IsolationRequest) -> Result<IsolationInForce, IsolationError> {
@@ -101,67 +107,6 @@ impl Provider for Traced {
         r
     }
 
-    fn streams_input(&self) -> bool {
-        self.0.streams_input()
-    }
-
-    fn remote_transfer(&self) -> bool {
-        self.0.remote_transfer()
-    }
-
-    fn exec_is_self_contained(&self) -> bool {
-        self.0.exec_is_self_contained()
-    }
-
-    async fn exec_with_input(
-        &self,
-        id: &str,
-        req: &ExecRequest,
-        input: InputStream,
-        sink: &mut dyn OutputSink,
-    ) -> ProviderResult<ExecOutcome> {
-        tracing::trace!(target: "rfs::provider", provider = self.name(), sandbox = id, cwd = %req.cwd, argv = ?req.argv, "exec with input");
-        let t = Instant::now();
-        let r = self.0.exec_with_input(id, req, input, sink).await;
-        tracing::debug!(target: "rfs::provider", provider = self.name(), op = "exec_with_input", sandbox = id,
-            cwd = %req.cwd, ms = t.elapsed().as_millis() as u64, "{}", outcome(&r));
-        r
-    }
-
-    async fn input_route(&self, id: &str) -> InputRoute {
-        let t = Instant::now();
-        let r = self.0.input_route(id).await;
-        tracing::debug!(target: "rfs::provider", provider = self.name(), op = "input_route", sandbox = id,
-            ms = t.elapsed().as_millis() as u64, via = %r.via, fallback = ?r.fallback, "decided");
-        r
-    }
-
-    fn runs_own_executable(&self) -> bool {
-        self.0.runs_own_executable()
-    }
-
-    async fn prepare_own_executable(&self, id: &str) -> ProviderResult<()> {
-        let t = Instant::now();
-        let r = self.0.prepare_own_executable(id).await;
-        done("prepare_own_executable", self.name(), id, t, &r);
-        r
-    }
-
-    async fn exec_own_with_input(
-        &self,
-        id: &str,
-        req: &ExecRequest,
-        input: InputStream,
-        sink: &mut dyn OutputSink,
-    ) -> ProviderResult<ExecOutcome> {
-        tracing::trace!(target: "rfs::provider", provider = self.name(), sandbox = id, cwd = %req.cwd, argv = ?req.argv, "exec own executable with input");
-        let t = Instant::now();
-        let r = self.0.exec_own_with_input(id, req, input, sink).await;
-        tracing::debug!(target: "rfs::provider", provider = self.name(), op = "exec_own_with_input", sandbox = id,
-            cwd = %req.cwd, ms = t.elapsed().as_millis() as u64, "{}", outcome(&r));
-        r
-    }
-
     async fn exec(
         &self,
         id: &str,
@@ -188,6 +133,92 @@ impl Provider for Traced {
         let t = Instant::now();
         let r = self.0.destroy(id).await;
         done("destroy", self.name(), id, t, &r);
+        r
+    }
+}
+
+impl Traced {
+    /// The traced provider's stream capability (present whenever this
+    /// decorator offers its own: see [`Provider::streaming`]).
+    fn stream(&self) -> ProviderResult<&dyn StreamInput> {
+        self.0.streaming().ok_or_else(|| {
+            ProviderError::other(format!("provider {} cannot stream input", self.0.name()))
+        })
+    }
+
+    fn native(&self) -> ProviderResult<&dyn NativeVerifier> {
+        self.stream()?.native().ok_or_else(|| {
+            ProviderError::other(format!(
+                "provider {} cannot run rfs's own executable",
+                self.0.name()
+            ))
+        })
+    }
+}
+
+#[async_trait]
+impl StreamInput for Traced {
+    async fn input_route(&self, id: &str) -> InputRoute {
+        let t = Instant::now();
+        let r = match self.0.streaming() {
+            Some(s) => s.input_route(id).await,
+            None => InputRoute::stdin(),
+        };
+        tracing::debug!(target: "rfs::provider", provider = self.name(), op = "input_route", sandbox = id,
+            ms = t.elapsed().as_millis() as u64, via = %r.via, fallback = ?r.fallback, "decided");
+        r
+    }
+
+    async fn exec_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        tracing::trace!(target: "rfs::provider", provider = self.name(), sandbox = id, cwd = %req.cwd, argv = ?req.argv, "exec with input");
+        let t = Instant::now();
+        let r = self.stream()?.exec_with_input(id, req, input, sink).await;
+        tracing::debug!(target: "rfs::provider", provider = self.name(), op = "exec_with_input", sandbox = id,
+            cwd = %req.cwd, ms = t.elapsed().as_millis() as u64, "{}", outcome(&r));
+        r
+    }
+
+    fn native(&self) -> Option<&dyn NativeVerifier> {
+        self.0
+            .streaming()
+            .and_then(|s| s.native())
+            .map(|_| self as &dyn NativeVerifier)
+    }
+}
+
+#[async_trait]
+impl NativeVerifier for Traced {
+    async fn prepare_own_executable(&self, id: &str) -> ProviderResult<()> {
+        let t = Instant::now();
+        let r = match self.native() {
+            Ok(n) => n.prepare_own_executable(id).await,
+            Err(e) => Err(e),
+        };
+        done("prepare_own_executable", self.name(), id, t, &r);
+        r
+    }
+
+    async fn exec_own_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        tracing::trace!(target: "rfs::provider", provider = self.name(), sandbox = id, cwd = %req.cwd, argv = ?req.argv, "exec own executable with input");
+        let t = Instant::now();
+        let r = match self.native() {
+            Ok(n) => n.exec_own_with_input(id, req, input, sink).await,
+            Err(e) => Err(e),
+        };
+        tracing::debug!(target: "rfs::provider", provider = self.name(), op = "exec_own_with_input", sandbox = id,
+            cwd = %req.cwd, ms = t.elapsed().as_millis() as u64, "{}", outcome(&r));
         r
     }
 }

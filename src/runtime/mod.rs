@@ -305,7 +305,7 @@ impl Run {
     /// thread's own loop when the provider's exec is self-contained (see
     /// [`exec_loop`]), on the run's runtime otherwise.
     pub fn block_on_exec<F: std::future::Future>(&self, f: F) -> F::Output {
-        if self.cfg.provider.exec_is_self_contained() {
+        if self.cfg.provider.profile().exec_is_self_contained {
             self.exec_loop.block_on(&self.rt, f)
         } else {
             self.rt.block_on(f)

@@ -199,7 +199,7 @@ impl Run {
         l.insert(labels::STARTED_AT.into(), crate::journal::now_rfc3339());
         let image = opts.image.clone().or_else(|| self.cfg.image.clone());
         let reason = self.cfg.choice.reason.to_string();
-        if let (Some(i), false) = (&image, p.uses_image()) {
+        if let (Some(i), false) = (&image, p.profile().uses_image) {
             let msg = format!(
                 "provider `{}` has no images; image `{i}` is ignored",
                 p.name()

@@ -88,7 +88,8 @@ impl Run {
             );
             self.sync_failed(&sb.id, &commit, msg, "failed re-sync")
         };
-        let streaming = self.cfg.provider.streams_input();
+        let stream = self.cfg.provider.streaming();
+        let streaming = stream.is_some();
         let exec = |argv: Vec<String>,
                     input: Option<crate::provider::InputStream>|
          -> std::result::Result<Collect, ApplyError> {
@@ -101,11 +102,12 @@ impl Run {
             };
             let mut out = Collect::default();
             let p = &self.cfg.provider;
-            let waited = match input {
-                Some(i) => {
-                    self.block_on_watched(&sb.id, p.exec_with_input(&sb.id, &req, i, &mut out))
+            // An input is only made where the provider streams.
+            let waited = match (input, stream) {
+                (Some(i), Some(st)) => {
+                    self.block_on_watched(&sb.id, st.exec_with_input(&sb.id, &req, i, &mut out))
                 }
-                None => self.block_on_watched(&sb.id, p.exec(&sb.id, &req, &mut out)),
+                _ => self.block_on_watched(&sb.id, p.exec(&sb.id, &req, &mut out)),
             };
             let o = waited.map_err(|how| {
                 self.record_sandbox_lost(&sb.id, "sync_source", &how);

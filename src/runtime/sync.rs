@@ -127,8 +127,11 @@ impl Run {
 
         let p = self.cfg.provider.clone();
         let started = Instant::now();
-        let streaming = p.streams_input();
-        let remote = p.remote_transfer();
+        // The provider's capabilities decide the transfer: a stream into
+        // the verifier where it can take one, else a file.
+        let stream = p.streaming();
+        let streaming = stream.is_some();
+        let remote = p.profile().remote;
         // On the file path the archive is built before provisioning (a
         // repository problem must not cost a sandbox), except for remote
         // providers, whose compression is decided by probing the sandbox.
@@ -188,7 +191,7 @@ impl Run {
         // rfs's own verifier where the provider can run it (it reads the
         // stream itself); the POSIX script everywhere else, and where it
         // does not start (the journal says why).
-        let mut native = streaming && p.runs_own_executable();
+        let mut native = stream.and_then(|s| s.native());
         let mut verifier_fallback = None;
         // How the stream will travel is decided alongside (both may ask
         // the sandbox something).
@@ -196,17 +199,15 @@ impl Run {
             .block_on_watched(&sb.id, async {
                 tokio::join!(
                     async {
-                        if native {
-                            p.prepare_own_executable(&sb.id).await
-                        } else {
-                            Ok(())
+                        match native {
+                            Some(n) => n.prepare_own_executable(&sb.id).await,
+                            None => Ok(()),
                         }
                     },
                     async {
-                        if streaming {
-                            Some(p.input_route(&sb.id).await)
-                        } else {
-                            None
+                        match stream {
+                            Some(s) => Some(s.input_route(&sb.id).await),
+                            None => None,
                         }
                     }
                 )
@@ -214,19 +215,19 @@ impl Run {
             .map_err(stall)?;
         if let Err(e) = prepared {
             tracing::info!(sandbox = %sb.id, "verifying with the POSIX script: {e}");
-            native = false;
+            native = None;
             verifier_fallback = Some(e.to_string());
         }
         // The native verifier's archive digest costs the host no second
         // pass over the content (see `archive_digest`).
-        let digest_kind = if native {
+        let digest_kind = if native.is_some() {
             DigestKind::Entries
         } else {
             DigestKind::Sha256
         };
         let stamp = super::resync::stamp_path(home, &self.cfg.run_id);
         // Both verifiers take the same arguments after their own program.
-        let program: &[&str] = if native {
+        let program: &[&str] = if native.is_some() {
             &["rfs", native_check::COMMAND]
         } else {
             &["/bin/sh", "-c", remote_check::SCRIPT, "rfs-verify"]
@@ -244,7 +245,7 @@ impl Run {
             cancel: self.cancel_token(),
         };
         let mut out = Collect::default();
-        let (built, build_ms, upload_ms, outcome, t_ver) = if streaming {
+        let (built, build_ms, upload_ms, outcome, t_ver) = if let Some(stream) = stream {
             // The builder computes the digest when the reader cannot (it
             // sees compressed bytes) or should not (the entries digest
             // reuses the builder's file hashes); the reader otherwise.
@@ -281,10 +282,9 @@ impl Run {
             // ends the sandbox that holds its pipe's reader.
             let outcome = self
                 .block_on_watched(&sb.id, async {
-                    if native {
-                        p.exec_own_with_input(&sb.id, &req, input, &mut out).await
-                    } else {
-                        p.exec_with_input(&sb.id, &req, input, &mut out).await
+                    match native {
+                        Some(n) => n.exec_own_with_input(&sb.id, &req, input, &mut out).await,
+                        None => stream.exec_with_input(&sb.id, &req, input, &mut out).await,
                     }
                 })
                 .map_err(stall)?;
@@ -415,7 +415,7 @@ impl Run {
                 })
                 .sum(),
             sync_ms: ms(started.elapsed().as_millis()),
-            verifier: if native { "native" } else { "posix" }.into(),
+            verifier: if native.is_some() { "native" } else { "posix" }.into(),
             verifier_fallback,
             stream_route: route.as_ref().map(|r| r.via.clone()),
             stream_fallback: route.and_then(|r| r.fallback),

@@ -1,6 +1,6 @@
 //! The native verifier: rfs's own executable, run *inside* the sandbox as
 //! `rfs __verify-source ARCHIVE DEST AUX [DECOMPRESSOR [STAMP]]` by
-//! providers that can execute it ([`crate::provider::Provider::runs_own_executable`]).
+//! providers that can execute it ([`crate::provider::StreamInput::native`]).
 //! Same arguments, exit codes and report as [`super::remote_check::SCRIPT`],
 //! which remote providers keep running; the host parses either report with
 //! [`super::remote_check::parse_report`] and compares it with the same code.

@@ -12,7 +12,7 @@
 //! library is used. A static executable is copied alone. Whether it starts
 //! (architecture, `noexec`, seccomp) is probed before the archive is
 //! streamed; a sandbox where it does not is verified with the POSIX script,
-//! and the journal says why ([`crate::provider::Provider::prepare_own_executable`]).
+//! and the journal says why ([`crate::provider::NativeVerifier::prepare_own_executable`]).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
