@@ -431,7 +431,7 @@ fn gc(dry_run: bool, only: Option<String>, older_than: Option<String>) -> Result
                 .map_err(|e| Error::Usage(e.to_string()))?
                 .name,
         ],
-        None => select::KNOWN.iter().map(|s| s.to_string()).collect(),
+        None => select::known().iter().map(|s| s.to_string()).collect(),
     };
     let rt = tokio::runtime::Runtime::new().map_err(Error::internal)?;
     let state = settings::state_dir();

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::provider::select;
+use crate::provider::registry::{self, ProviderKind};
 
 /// One provider's health.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,17 +21,12 @@ pub fn check_all(
     state_dir: &Path,
     image: Option<String>,
 ) -> Vec<Health> {
-    select::KNOWN
+    registry::ALL
         .iter()
-        .map(|name| match *name {
-            "local" => local(state_dir),
-            "docker" => rt.block_on(docker(image.clone())),
-            "daytona" => rt.block_on(daytona()),
-            other => Health {
-                provider: other.to_owned(),
-                usable: false,
-                detail: "not available in this build".into(),
-            },
+        .map(|kind| match kind {
+            ProviderKind::Local => local(state_dir),
+            ProviderKind::Docker => rt.block_on(docker(image.clone())),
+            ProviderKind::Daytona => rt.block_on(daytona()),
         })
         .collect()
 }
@@ -66,7 +61,7 @@ pub fn local(state_dir: &Path) -> Health {
         Err(why) => (false, format!("{detail}; {why}")),
     };
     Health {
-        provider: "local".into(),
+        provider: ProviderKind::Local.name().into(),
         usable,
         detail,
     }
@@ -76,7 +71,7 @@ pub fn local(state_dir: &Path) -> Health {
 /// present locally.
 async fn docker(image: Option<String>) -> Health {
     let fail = |detail: String| Health {
-        provider: "docker".into(),
+        provider: ProviderKind::Docker.name().into(),
         usable: false,
         detail,
     };
@@ -106,7 +101,7 @@ async fn docker(image: Option<String>) -> Health {
         },
     };
     Health {
-        provider: "docker".into(),
+        provider: ProviderKind::Docker.name().into(),
         usable: true,
         detail: format!("engine {engine} (API {api}) reachable; {image_line}"),
     }
@@ -115,7 +110,7 @@ async fn docker(image: Option<String>) -> Health {
 /// daytona: key and URL configured, and the API answers.
 async fn daytona() -> Health {
     let fail = |detail: String| Health {
-        provider: "daytona".into(),
+        provider: ProviderKind::Daytona.name().into(),
         usable: false,
         detail,
     };
@@ -131,7 +126,7 @@ async fn daytona() -> Health {
     use crate::provider::Provider;
     match tokio::time::timeout(std::time::Duration::from_secs(15), provider.preflight()).await {
         Ok(Ok(())) => Health {
-            provider: "daytona".into(),
+            provider: ProviderKind::Daytona.name().into(),
             usable: true,
             detail: format!("credentials set; API at {url} answering"),
         },

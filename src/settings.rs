@@ -148,7 +148,9 @@ impl RunSettings {
             None => DEFAULT_MAX_LIFETIME,
         };
         // RFS_LOCAL_ISOLATION is the local provider's setting only.
-        let isolation_env = (provider.name == "local")
+        let isolation_env = provider
+            .kind()
+            .is_some_and(|k| k.reads_local_isolation_env())
             .then(|| std::env::var(crate::provider::isolation::ISOLATION_ENV).ok())
             .flatten();
         let isolation = crate::provider::isolation::IsolationRequest::from_settings(

@@ -11,6 +11,7 @@ pub mod isolation;
 pub mod labels;
 pub mod local;
 pub(crate) mod process_group;
+pub mod registry;
 pub mod select;
 pub(crate) mod supervisor;
 pub mod traced;

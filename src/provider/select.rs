@@ -8,8 +8,10 @@ use std::fmt;
 pub const PROVIDER_ENV: &str = "RELAYFLOWS_SANDBOX_PROVIDER";
 /// The provider used when nothing else says.
 pub const DEFAULT_PROVIDER: &str = "local";
-/// Provider names rfs knows.
-pub const KNOWN: &[&str] = &["local", "docker", "daytona"];
+/// Provider names rfs knows (the registry's).
+pub fn known() -> Vec<&'static str> {
+    super::registry::ALL.iter().map(|k| k.name()).collect()
+}
 
 /// Why this provider was chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,9 +38,16 @@ pub struct ProviderChoice {
     pub reason: ChoiceReason,
 }
 
+impl ProviderChoice {
+    /// The registry's provider of that name (`None`: not one rfs ships).
+    pub fn kind(&self) -> Option<super::registry::ProviderKind> {
+        super::registry::ProviderKind::parse(&self.name)
+    }
+}
+
 /// A provider name rfs does not know, and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown provider `{name}` (from {reason}); known providers: {}", KNOWN.join(", "))]
+#[error("unknown provider `{name}` (from {reason}); known providers: {}", known().join(", "))]
 pub struct UnknownProvider {
     pub name: String,
     pub reason: ChoiceReason,
@@ -58,7 +67,7 @@ pub fn choose(flag: Option<&str>, env: Option<&str>) -> Result<ProviderChoice, U
     } else {
         (DEFAULT_PROVIDER.to_owned(), ChoiceReason::Default)
     };
-    if !KNOWN.contains(&name.as_str()) {
+    if super::registry::ProviderKind::parse(&name).is_none() {
         return Err(UnknownProvider { name, reason });
     }
     Ok(ProviderChoice { name, reason })
@@ -81,21 +90,17 @@ pub fn build_with_snapshot(
     image: Option<String>,
     snapshot: Option<String>,
 ) -> super::ProviderResult<std::sync::Arc<dyn super::Provider>> {
-    let built: super::ProviderResult<std::sync::Arc<dyn super::Provider>> =
-        match choice.name.as_str() {
-            "daytona" => super::daytona::DaytonaProvider::from_env(snapshot)
-                .map_err(super::ProviderError::other)
-                .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>),
-            "local" => Ok(std::sync::Arc::new(super::local::LocalProvider::new(
-                state_dir,
-            ))),
-            "docker" => super::docker::connect_default(image)
-                .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn super::Provider>),
-            other => Err(super::ProviderError::other(UnknownProvider {
-                name: other.to_owned(),
-                reason: choice.reason,
-            })),
-        };
+    let kind = choice.kind().ok_or_else(|| {
+        super::ProviderError::other(UnknownProvider {
+            name: choice.name.clone(),
+            reason: choice.reason,
+        })
+    })?;
+    let built = kind.build(super::registry::BuildInputs {
+        state_dir: Some(state_dir),
+        image,
+        snapshot,
+    });
     built.map(super::traced::traced)
 }
 
