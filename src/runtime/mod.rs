@@ -15,6 +15,7 @@ pub mod resync;
 pub mod step;
 pub mod sync;
 pub mod teardown;
+mod transfer;
 pub(crate) mod watch;
 pub mod wrapper;
 

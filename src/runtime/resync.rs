@@ -287,22 +287,17 @@ impl Run {
             apply_ms: ms(apply_ms),
             sync_ms: ms(started.elapsed().as_millis()),
         })?;
-        self.record(Event::SourcePin {
-            sandbox_id: sb.id.clone(),
-            commit: pin.commit.clone(),
-            tree_digest: pin.tree_digest.clone(),
-            archive_sha256: pin.archive_sha256.clone(),
-            files: pin.files,
-            workdir: pin.workdir.clone(),
-            implicit: false,
-        })?;
-        self.state().source = Some(BoundSource {
-            pin: pin.clone(),
-            manifest,
-            physical_root: bound.physical_root,
-            request: key,
-        });
-        Ok(pin)
+        self.pin_and_bind(
+            &sb.id,
+            pin,
+            BoundSource {
+                pin: SourcePin::default(),
+                manifest,
+                physical_root: bound.physical_root,
+                request: key,
+            },
+            false,
+        )
     }
 
     /// The delta tar in a scratch file, with its sha256, size and the

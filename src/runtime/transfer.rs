@@ -1,0 +1,525 @@
+//! How a first sync's archive reaches the sandbox and is verified there.
+//! The transfer plan is chosen once, from the provider's typed
+//! capabilities: a stream into the verifier while the archive is built
+//! ([`crate::provider::StreamInput`], verified by rfs's own executable
+//! where the provider offers [`crate::provider::NativeVerifier`]), or a
+//! file uploaded whole and verified by the POSIX script. Both routes end
+//! in the same report check.
+
+use std::time::Instant;
+
+use super::Run;
+use crate::error::{Error, Result};
+use crate::provider::{
+    Collect, ExecOutcome, ExecRequest, InputRoute, NativeVerifier, Provider, SandboxInfo,
+    StreamInput,
+};
+use crate::source::archive_digest::DigestKind;
+use crate::source::repo::ResolvedSource;
+use crate::source::{archive, native_check, remote_check, stream};
+
+/// The sandbox a sync writes into, and its paths there.
+pub(super) struct SyncTarget<'a> {
+    pub(super) sb: &'a SandboxInfo,
+    pub(super) commit: &'a str,
+    /// The synced root.
+    pub(super) dest: String,
+    /// Where an uploaded archive is written.
+    upload: String,
+    /// The verifier's scratch directory.
+    aux: String,
+    /// The stamp a later re-sync checks.
+    stamp: String,
+    /// When the sync began (an archive built before provisioning counts
+    /// from here).
+    started: Instant,
+}
+
+impl<'a> SyncTarget<'a> {
+    pub(super) fn new(
+        sb: &'a SandboxInfo,
+        commit: &'a str,
+        dest: &str,
+        run_id: &str,
+        started: Instant,
+    ) -> Self {
+        let home = sb.home.trim_end_matches('/');
+        SyncTarget {
+            sb,
+            commit,
+            dest: format!("{home}/{dest}"),
+            upload: format!("{home}/.rfs-upload-{run_id}.tar"),
+            aux: format!("{home}/.rfs-verify-{run_id}"),
+            stamp: super::resync::stamp_path(home, run_id),
+            started,
+        }
+    }
+}
+
+/// How the archive travels, decided once per sync.
+pub(super) struct TransferPlan<'p> {
+    pub(super) route: Route<'p>,
+    /// The archive is gzip-compressed on the way (remote providers whose
+    /// sandbox has gzip).
+    pub(super) gzip: bool,
+    /// Why the native verifier the provider offers is not used.
+    pub(super) verifier_fallback: Option<String>,
+}
+
+/// The two routes of an archive.
+pub(super) enum Route<'p> {
+    /// Streamed into the verifier's standard input while it is built.
+    Stream {
+        stream: &'p dyn StreamInput,
+        native: Option<&'p dyn NativeVerifier>,
+        route: InputRoute,
+    },
+    /// Built into a file (before provisioning when it can be), uploaded,
+    /// then verified by the POSIX script.
+    File {
+        prebuilt: std::cell::Cell<Option<(tempfile::NamedTempFile, archive::BuiltArchive)>>,
+    },
+}
+
+impl TransferPlan<'_> {
+    fn native(&self) -> Option<&dyn NativeVerifier> {
+        match &self.route {
+            Route::Stream { native, .. } => *native,
+            Route::File { .. } => None,
+        }
+    }
+
+    /// The native verifier's archive digest costs the host no second pass
+    /// over the content (see `archive_digest`).
+    pub(super) fn digest_kind(&self) -> DigestKind {
+        if self.native().is_some() {
+            DigestKind::Entries
+        } else {
+            DigestKind::Sha256
+        }
+    }
+
+    pub(super) fn transfer_name(&self) -> &'static str {
+        match self.route {
+            Route::Stream { .. } => "stream",
+            Route::File { .. } => "file",
+        }
+    }
+
+    pub(super) fn verifier_name(&self) -> &'static str {
+        if self.native().is_some() {
+            "native"
+        } else {
+            "posix"
+        }
+    }
+
+    pub(super) fn route(&self) -> Option<&InputRoute> {
+        match &self.route {
+            Route::Stream { route, .. } => Some(route),
+            Route::File { .. } => None,
+        }
+    }
+
+    /// The verifier's command for `archive` (`-`: its standard input):
+    /// both verifiers take the same arguments after their own program.
+    fn verify_req(&self, run: &Run, t: &SyncTarget<'_>, archive: &str) -> ExecRequest {
+        let program: &[&str] = if self.native().is_some() {
+            &["rfs", native_check::COMMAND]
+        } else {
+            &["/bin/sh", "-c", remote_check::SCRIPT, "rfs-verify"]
+        };
+        let gzip = if self.gzip { "gzip" } else { "" };
+        ExecRequest {
+            argv: program
+                .iter()
+                .copied()
+                .chain([archive, &t.dest, &t.aux, gzip, &t.stamp])
+                .map(str::to_owned)
+                .collect(),
+            cwd: t.sb.home.clone(),
+            env: vec![("LC_ALL".into(), "C".into())],
+            timeout: Some(std::time::Duration::from_secs(1800)),
+            cancel: run.cancel_token(),
+        }
+    }
+}
+
+/// What a route delivered: the archive as built, and how the verifier
+/// ended.
+pub(super) struct Sent {
+    pub(super) built: archive::BuiltArchive,
+    pub(super) build_ms: u128,
+    pub(super) upload_ms: u128,
+    pub(super) verify_ms: u128,
+    outcome: ExecOutcome,
+    out: Collect,
+}
+
+/// The verifier's report, checked against the archive as built.
+pub(super) struct Checked {
+    pub(super) archive_sha256: String,
+    pub(super) physical_root: String,
+    pub(super) entries_compared: usize,
+}
+
+impl Run {
+    /// A sync that failed after it touched the sandbox: a sandbox that
+    /// died, vanished or was paused is named as such, not as the exit
+    /// code its end left the verifier with (docker refuses an exec into a
+    /// paused one at once).
+    fn sync_fail(&self, t: &SyncTarget<'_>, what: String) -> Error {
+        let id = &t.sb.id;
+        if let Some(how) = self.sandbox_stall(id) {
+            let msg = format!(
+                "source sync into sandbox {id} failed: sandbox {id} {how} during the source's verification ({what})"
+            );
+            self.record_sandbox_lost(id, "sync_source", &how);
+            return self.sync_failed(id, t.commit, msg, "failed source sync");
+        }
+        let msg = format!("source sync into sandbox {id} failed: {what}");
+        self.sync_failed(id, t.commit, msg, "failed source sync")
+    }
+
+    /// A sandbox that stalled while the sync waited on it (paused, dead or
+    /// gone outside rfs; see `watch`).
+    fn sync_stall(&self, t: &SyncTarget<'_>, how: String) -> Error {
+        let id = &t.sb.id;
+        let msg = format!(
+            "source sync into sandbox {id} failed: sandbox {id} {how} during the source sync; rfs stopped waiting for it"
+        );
+        self.record_sandbox_lost(id, "sync_source", &how);
+        self.sync_failed(id, t.commit, msg, "failed source sync")
+    }
+
+    /// Decide the transfer: compression (remote providers: does the
+    /// sandbox have gzip), the route, and the verifier (rfs's own where
+    /// the provider can run it and it starts; the POSIX script elsewhere,
+    /// the journal says why).
+    pub(super) fn plan_transfer<'p>(
+        &self,
+        t: &SyncTarget<'_>,
+        p: &'p dyn Provider,
+        stream: Option<&'p dyn StreamInput>,
+        remote: bool,
+        prebuilt: Option<(tempfile::NamedTempFile, archive::BuiltArchive)>,
+    ) -> Result<TransferPlan<'p>> {
+        let id = &t.sb.id;
+        let stall = |how| self.sync_stall(t, how);
+        let gzip = if remote {
+            self.block_on_watched(id, probe_gzip(p, id, &t.sb.home, self.cancel_token()))
+                .map_err(stall)?
+                .map_err(|e| self.sync_fail(t, format!("probing for a decompressor: {e}")))?
+        } else {
+            false
+        };
+        let Some(stream) = stream else {
+            return Ok(TransferPlan {
+                route: Route::File {
+                    prebuilt: std::cell::Cell::new(prebuilt),
+                },
+                gzip,
+                verifier_fallback: None,
+            });
+        };
+        let native = stream.native();
+        // How the stream travels is decided alongside (both may ask the
+        // sandbox something).
+        let (prepared, route) = self
+            .block_on_watched(id, async {
+                tokio::join!(
+                    async {
+                        match native {
+                            Some(n) => n.prepare_own_executable(id).await,
+                            None => Ok(()),
+                        }
+                    },
+                    stream.input_route(id)
+                )
+            })
+            .map_err(stall)?;
+        let (native, verifier_fallback) = match prepared {
+            Ok(()) => (native, None),
+            Err(e) => {
+                tracing::info!(sandbox = %id, "verifying with the POSIX script: {e}");
+                (None, Some(e.to_string()))
+            }
+        };
+        Ok(TransferPlan {
+            route: Route::Stream {
+                stream,
+                native,
+                route,
+            },
+            gzip,
+            verifier_fallback,
+        })
+    }
+
+    /// Send the archive by the plan's route and run the verifier.
+    pub(super) fn send(
+        &self,
+        t: &SyncTarget<'_>,
+        plan: &TransferPlan<'_>,
+        resolved: &ResolvedSource,
+    ) -> Result<Sent> {
+        match &plan.route {
+            Route::Stream { stream, native, .. } => {
+                self.send_streamed(t, plan, *stream, *native, resolved)
+            }
+            Route::File { prebuilt } => self.send_file(t, plan, prebuilt.take(), resolved),
+        }
+    }
+
+    fn send_streamed(
+        &self,
+        t: &SyncTarget<'_>,
+        plan: &TransferPlan<'_>,
+        stream: &dyn StreamInput,
+        native: Option<&dyn NativeVerifier>,
+        resolved: &ResolvedSource,
+    ) -> Result<Sent> {
+        let fail = |what: String| self.sync_fail(t, what);
+        let (gzip, digest_kind) = (plan.gzip, plan.digest_kind());
+        // The builder computes the digest when the reader cannot (it sees
+        // compressed bytes) or should not (the entries digest reuses the
+        // builder's file hashes); the reader otherwise.
+        let builder_digest = (gzip || digest_kind == DigestKind::Entries).then_some(digest_kind);
+        // With the builder's digest and no compression the stream needs no
+        // counting or hashing on the way: a pipe the provider can hand to
+        // the verifier as its standard input.
+        let (writer, input, streamed) = if builder_digest.is_some() && !gzip {
+            let (w, input) = stream::pipe()
+                .map_err(|e| fail(format!("cannot create the archive's pipe: {e}")))?;
+            (stream::ArchiveWriter::Pipe(w), input, None)
+        } else {
+            let (w, r) = stream::channel_with(builder_digest.is_none());
+            let digest = r.digest();
+            (
+                stream::ArchiveWriter::Chunks(w),
+                crate::provider::InputStream::new(r),
+                Some(digest),
+            )
+        };
+        let resolved2 = resolved.clone();
+        let builder = std::thread::Builder::new()
+            .name("rfs-archive".into())
+            .spawn(move || {
+                let t = Instant::now();
+                build_streamed(&resolved2, writer, gzip, builder_digest)
+                    .map(|b| (b, t.elapsed().as_millis()))
+            })
+            .map_err(Error::internal)?;
+        let t_ver = Instant::now();
+        let req = plan.verify_req(self, t, remote_check::STDIN);
+        let id = &t.sb.id;
+        let mut out = Collect::default();
+        // On a stall the builder is left to end when the teardown ends the
+        // sandbox that holds its pipe's reader.
+        let outcome = self
+            .block_on_watched(id, async {
+                match native {
+                    Some(n) => n.exec_own_with_input(id, &req, input, &mut out).await,
+                    None => stream.exec_with_input(id, &req, input, &mut out).await,
+                }
+            })
+            .map_err(|how| self.sync_stall(t, how))?;
+        let (built, build_ms) = match builder.join() {
+            Ok(Ok(b)) => b,
+            // The consumer stopped reading first: its failure, or the
+            // verifier's refusal, says why.
+            Ok(Err(e)) if e.to_string().contains(stream::READER_GONE) => {
+                return Err(fail(match outcome {
+                    Err(e) => format!("streaming the archive: {e}"),
+                    Ok(o) => refusal(&o, &out.stderr, &t.dest).unwrap_or_else(|| {
+                        "the sandbox did not read the archive to its end".into()
+                    }),
+                }));
+            }
+            Ok(Err(e)) => return Err(fail(format!("cannot build the source archive: {e}"))),
+            Err(_) => return Err(fail("the archive builder panicked".into())),
+        };
+        let outcome = outcome.map_err(|e| fail(format!("streaming the archive: {e}")))?;
+        // The pipe's bytes are the builder's own count (the digest the
+        // sandbox reports proves it read them all).
+        let (sha, wire) = match streamed.map(|d| d.get()) {
+            Some(Some(counted)) => counted,
+            Some(None) => {
+                return Err(fail(
+                    "the sandbox did not read the archive to its end".into(),
+                ))
+            }
+            None => (None, built.archive.as_ref().map_or(0, |a| a.1)),
+        };
+        let Some((sha256, size)) = built.archive.clone().or(sha.map(|s| (s, wire))) else {
+            return Err(fail("the archive was not hashed".into()));
+        };
+        Ok(Sent {
+            built: archive::BuiltArchive {
+                sha256,
+                size,
+                wire_bytes: wire,
+                manifest: built.manifest,
+            },
+            build_ms,
+            upload_ms: 0,
+            verify_ms: t_ver.elapsed().as_millis(),
+            outcome,
+            out,
+        })
+    }
+
+    fn send_file(
+        &self,
+        t: &SyncTarget<'_>,
+        plan: &TransferPlan<'_>,
+        prebuilt: Option<(tempfile::NamedTempFile, archive::BuiltArchive)>,
+        resolved: &ResolvedSource,
+    ) -> Result<Sent> {
+        let fail = |what: String| self.sync_fail(t, what);
+        let stall = |how: String| self.sync_stall(t, how);
+        let t_build = Instant::now();
+        let ((tmp, built), build_ms) = match prebuilt {
+            // Built before provisioning: its time is the sync's so far.
+            Some(b) => (b, t.started.elapsed().as_millis()),
+            None => (
+                self.build_archive_file(resolved, plan.gzip)
+                    .map_err(|e| fail(format!("cannot build the source archive: {e}")))?,
+                t_build.elapsed().as_millis(),
+            ),
+        };
+        let p = &self.cfg.provider;
+        let id = &t.sb.id;
+        let t_up = Instant::now();
+        self.block_on_watched(id, p.upload(id, tmp.path(), &t.upload))
+            .map_err(stall)?
+            .map_err(|e| fail(format!("upload: {e}")))?;
+        let upload_ms = t_up.elapsed().as_millis();
+        drop(tmp);
+        let t_ver = Instant::now();
+        let mut out = Collect::default();
+        let req = plan.verify_req(self, t, &t.upload);
+        let outcome = self
+            .block_on_watched(id, p.exec(id, &req, &mut out))
+            .map_err(stall)?
+            .map_err(|e| fail(format!("running the verification: {e}")))?;
+        Ok(Sent {
+            built,
+            build_ms,
+            upload_ms,
+            verify_ms: t_ver.elapsed().as_millis(),
+            outcome,
+            out,
+        })
+    }
+
+    /// The verifier's report against the archive as built: same digest,
+    /// same entries (type, mode, size, content).
+    pub(super) fn check_report(
+        &self,
+        t: &SyncTarget<'_>,
+        plan: &TransferPlan<'_>,
+        sent: &Sent,
+    ) -> Result<Checked> {
+        let fail = |what: String| self.sync_fail(t, what);
+        if let Some(why) = refusal(&sent.outcome, &sent.out.stderr, &t.dest) {
+            return Err(fail(why));
+        }
+        let report =
+            remote_check::parse_report(&sent.out.stdout).map_err(|e| fail(e.to_string()))?;
+        if report.archive_sha256 != sent.built.sha256 {
+            return Err(fail(format!(
+                "the archive arrived corrupted: local {kind} {}, sandbox {kind} {}",
+                sent.built.sha256,
+                report.archive_sha256,
+                kind = plan.digest_kind().name()
+            )));
+        }
+        let expected = remote_check::observable(&sent.built.manifest);
+        let diff = expected.diff(&report.manifest, 20);
+        if !diff.is_empty() {
+            return Err(fail(format!(
+                "the extracted tree does not equal commit {}: {}",
+                t.commit,
+                diff.join("; ")
+            )));
+        }
+        Ok(Checked {
+            archive_sha256: report.archive_sha256,
+            physical_root: report.physical_root,
+            entries_compared: expected.entries.len(),
+        })
+    }
+}
+
+/// Why a verification that ended this way refused (`None`: it exited 0).
+fn refusal(outcome: &crate::provider::ExecOutcome, stderr: &[u8], dest: &str) -> Option<String> {
+    if outcome.cancelled {
+        return Some("interrupted".into());
+    }
+    let stderr = String::from_utf8_lossy(stderr).trim().to_owned();
+    Some(match outcome.exit {
+        Some(0) => return None,
+        Some(remote_check::EXIT_MISSING_TOOL) => stderr,
+        Some(remote_check::EXIT_DEST_EXISTS) => stderr,
+        Some(remote_check::EXIT_MKDIR) => format!("cannot create {dest}: {stderr}"),
+        Some(remote_check::EXIT_EXTRACT) => format!("extraction failed: {stderr}"),
+        Some(remote_check::EXIT_DIGEST) => format!("cannot hash the upload: {stderr}"),
+        Some(remote_check::EXIT_DECOMPRESS) => {
+            format!("decompressing the transfer failed: {stderr}")
+        }
+        other if stderr.is_empty() => format!(
+            "verification ended with {} and said nothing",
+            crate::exit_code::ExitText(other)
+        ),
+        other => format!(
+            "verification ended with {}: {stderr}",
+            crate::exit_code::ExitText(other)
+        ),
+    })
+}
+
+/// Build the archive into the stream (gzip-compressed with `gzip`),
+/// computing the `digest` of the uncompressed tar here when asked.
+fn build_streamed(
+    resolved: &ResolvedSource,
+    writer: stream::ArchiveWriter,
+    gzip: bool,
+    digest: Option<DigestKind>,
+) -> std::result::Result<archive::Built, crate::source::SourceError> {
+    if gzip {
+        let z = flate2::write::GzEncoder::new(writer, flate2::Compression::fast());
+        let (z, built) = archive::build_into(&resolved.repo_root, resolved, z, digest)?;
+        z.finish()?.finish()?;
+        Ok(built)
+    } else {
+        let (w, built) = archive::build_into(&resolved.repo_root, resolved, writer, digest)?;
+        w.finish()?;
+        Ok(built)
+    }
+}
+
+/// Whether the sandbox can decompress gzip: a round trip through its
+/// `gzip`. An unusable or missing gzip means an uncompressed transfer; a
+/// provider failure is an error.
+async fn probe_gzip(
+    p: &dyn Provider,
+    id: &str,
+    home: &str,
+    cancel: tokio_util::sync::CancellationToken,
+) -> crate::provider::ProviderResult<bool> {
+    let req = ExecRequest {
+        argv: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            "command -v gzip >/dev/null 2>&1 && printf rfs-probe | gzip -c | gzip -dc".into(),
+        ],
+        cwd: home.into(),
+        env: vec![],
+        timeout: Some(std::time::Duration::from_secs(60)),
+        cancel,
+    };
+    let mut out = Collect::default();
+    let o = p.exec(id, &req, &mut out).await?;
+    Ok(o.success() && out.stdout == b"rfs-probe")
+}
