@@ -33,6 +33,27 @@ pub struct StepRecord {
     pub outcome: StepOutcome,
 }
 
+impl StepRecord {
+    /// A step that has not run any attempt.
+    fn new(name: &str, cwd: &str, outcome: StepOutcome) -> StepRecord {
+        StepRecord {
+            name: name.to_owned(),
+            command: String::new(),
+            cwd: cwd.to_owned(),
+            allow_failure: false,
+            exit: None,
+            timed_out: false,
+            attempts: 0,
+            duration_ms: 0,
+            commit: None,
+            logs: vec![],
+            stdout_sha256: None,
+            provider_error: None,
+            outcome,
+        }
+    }
+}
+
 /// One binding of the source (`source.pin`; a re-sync adds one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pin {
@@ -223,19 +244,10 @@ impl RunSummary {
                 commit,
                 ..
             } => self.steps.push(StepRecord {
-                name: name.clone(),
                 command: command.clone(),
-                cwd: cwd.clone(),
                 allow_failure: *allow_failure,
-                exit: None,
-                timed_out: false,
-                attempts: 0,
-                duration_ms: 0,
                 commit: commit.clone(),
-                logs: vec![],
-                stdout_sha256: None,
-                provider_error: None,
-                outcome: StepOutcome::Running,
+                ..StepRecord::new(name, cwd, StepOutcome::Running)
             }),
             Event::StepAttempt {
                 name,
@@ -288,21 +300,7 @@ impl RunSummary {
                     Some(row) => row.outcome = outcome,
                     // Refused before it started: it never reached the
                     // sandbox.
-                    None => self.steps.push(StepRecord {
-                        name: name.clone(),
-                        command: String::new(),
-                        cwd: cwd.clone(),
-                        allow_failure: false,
-                        exit: None,
-                        timed_out: false,
-                        attempts: 0,
-                        duration_ms: 0,
-                        commit: None,
-                        logs: vec![],
-                        stdout_sha256: None,
-                        provider_error: None,
-                        outcome,
-                    }),
+                    None => self.steps.push(StepRecord::new(name, cwd, outcome)),
                 }
             }
             Event::StepEnd {

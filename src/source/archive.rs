@@ -100,24 +100,15 @@ pub fn build_into<W: Write>(
     bound_git_memory();
     let repo = Repository::open(repo_dir)?;
     let mtime = repo.find_commit(src.commit)?.time().seconds().max(0) as u64;
-    let mut tar = tar::Builder::new(MaybeHashing {
-        inner: out,
-        hash: hash_archive.map(|kind| match kind {
+    let mut tar = deterministic_tar(
+        out,
+        hash_archive.map(|kind| match kind {
             DigestKind::Sha256 => ArchiveHash::Sha256(Sha256::new()),
             DigestKind::Entries => ArchiveHash::Entries(EntriesDigest::new()),
         }),
-        n: 0,
-    });
-    tar.mode(tar::HeaderMode::Deterministic);
-    tar.follow_symlinks(false);
+    );
     let mut manifest = Manifest::default();
-    let mut w = Walker {
-        tar: &mut tar,
-        manifest: &mut manifest,
-        mtime,
-        buf: vec![0u8; 256 * 1024],
-        packs: Default::default(),
-    };
+    let mut w = Walker::new(&mut tar, &mut manifest, mtime);
     w.tree(&repo, src.tree, b"", &|path: &[u8]| {
         src.submodules
             .iter()
@@ -160,21 +151,9 @@ pub fn build_entries_into<W: Write>(
     bound_git_memory();
     let repo = Repository::open(repo_dir)?;
     let mtime = repo.find_commit(commit)?.time().seconds().max(0) as u64;
-    let mut tar = tar::Builder::new(MaybeHashing {
-        inner: out,
-        hash: None,
-        n: 0,
-    });
-    tar.mode(tar::HeaderMode::Deterministic);
-    tar.follow_symlinks(false);
+    let mut tar = deterministic_tar(out, None);
     let mut manifest = Manifest::default();
-    let mut w = Walker {
-        tar: &mut tar,
-        manifest: &mut manifest,
-        mtime,
-        buf: vec![0u8; 256 * 1024],
-        packs: Default::default(),
-    };
+    let mut w = Walker::new(&mut tar, &mut manifest, mtime);
     for e in entries {
         w.entry(&repo, &e.path, e.kind, e.id, e.filemode)?;
     }
@@ -242,6 +221,36 @@ struct Walker<'a, W: Write> {
     /// Each repository's packs (the commit's, its submodules'), opened
     /// once.
     packs: std::collections::HashMap<std::path::PathBuf, std::rc::Rc<Packs>>,
+}
+
+/// A tar builder over `out` that writes the same bytes for the same
+/// entries (no host times, owners or symlink following), hashing the
+/// archive with `hash`.
+fn deterministic_tar<W: Write>(out: W, hash: Option<ArchiveHash>) -> tar::Builder<MaybeHashing<W>> {
+    let mut tar = tar::Builder::new(MaybeHashing {
+        inner: out,
+        hash,
+        n: 0,
+    });
+    tar.mode(tar::HeaderMode::Deterministic);
+    tar.follow_symlinks(false);
+    tar
+}
+
+impl<'a, W: Write> Walker<'a, W> {
+    fn new(
+        tar: &'a mut tar::Builder<MaybeHashing<W>>,
+        manifest: &'a mut Manifest,
+        mtime: u64,
+    ) -> Self {
+        Walker {
+            tar,
+            manifest,
+            mtime,
+            buf: vec![0u8; 256 * 1024],
+            packs: Default::default(),
+        }
+    }
 }
 
 impl<W: Write> Walker<'_, W> {

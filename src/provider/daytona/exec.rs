@@ -295,16 +295,7 @@ impl Api {
         sid: &str,
         cmd: &str,
     ) -> ProviderResult<Option<Logs>> {
-        let call = Call::new(
-            "read command output",
-            Some(id),
-            Method::GET,
-            format!(
-                "{base}/process/session/{}/command/{}/logs",
-                enc(sid),
-                enc(cmd)
-            ),
-        );
+        let call = command_get("read command output", base, id, sid, cmd, "/logs");
         let resp = match self.http.send(&call, |r| r).await {
             Ok(r) => r,
             Err(e) if e.status() == Some(404) => return Ok(None),
@@ -362,12 +353,7 @@ impl Api {
         sid: &str,
         cmd: &str,
     ) -> ProviderResult<Option<i32>> {
-        let call = Call::new(
-            "read command status",
-            Some(id),
-            Method::GET,
-            format!("{base}/process/session/{}/command/{}", enc(sid), enc(cmd)),
-        );
+        let call = command_get("read command status", base, id, sid, cmd, "");
         let s: CommandStatus = self.session_call(call, None).await?;
         Ok(s.exit_code)
     }
@@ -505,13 +491,7 @@ impl Api {
         relay: &mut Relay,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
-        let Target {
-            base,
-            id,
-            sid,
-            cmd,
-            token,
-        } = at;
+        let (base, id, sid, cmd, token) = at.parts();
         let mut sup = Supervisor::new(req, KILL_GRACE);
         let mut grace_over = false;
         let mut killed = false;
@@ -713,4 +693,26 @@ pub(crate) struct RecordedExit {
     /// The toolbox's log is still there (held open by a process the
     /// command left running), as opposed to removed by the command.
     pub log_kept: bool,
+}
+
+/// A GET of session command `cmd`'s resource (`suffix`: `""` for its
+/// status, `/logs` for its output).
+fn command_get<'a>(
+    what: &'static str,
+    base: &str,
+    id: &'a str,
+    sid: &str,
+    cmd: &str,
+    suffix: &str,
+) -> Call<'a> {
+    Call::new(
+        what,
+        Some(id),
+        Method::GET,
+        format!(
+            "{base}/process/session/{}/command/{}{suffix}",
+            enc(sid),
+            enc(cmd)
+        ),
+    )
 }

@@ -87,6 +87,14 @@ pub struct Target<'a> {
     pub token: &'a str,
 }
 
+impl<'a> Target<'a> {
+    /// (base, id, sid, cmd, token).
+    #[allow(clippy::type_complexity)]
+    pub fn parts(&self) -> (&'a str, &'a str, &'a str, &'a str, &'a str) {
+        (self.base, self.id, self.sid, self.cmd, self.token)
+    }
+}
+
 /// How a followed command ended.
 pub enum Followed {
     /// The command ended (exit code, if the toolbox gave one).
@@ -120,13 +128,7 @@ impl Api {
         relay: &mut Relay,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<Followed> {
-        let Target {
-            base,
-            id,
-            sid,
-            cmd,
-            token,
-        } = at;
+        let (base, id, sid, cmd, token) = at.parts();
         let mut sup = Supervisor::new(req, KILL_GRACE);
         let mut demux = StreamDemux::default();
         let mut killed = false;
