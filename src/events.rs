@@ -79,6 +79,56 @@ pub struct ReplayOf {
     pub commit: String,
 }
 
+/// How a sync's archive reached the sandbox (`source.verify`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transfer {
+    /// Streamed into the verifier while it was built.
+    Stream,
+    /// Uploaded as a file, then verified.
+    File,
+}
+
+/// Whether a sync's archive was compressed on the way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    Gzip,
+    None,
+}
+
+/// What verified a sync inside the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verifier {
+    /// rfs's own executable.
+    Native,
+    /// The shell script with POSIX tools.
+    Posix,
+}
+
+/// Which digest of the archive the two sides compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DigestKind {
+    /// SHA-256 of the whole stream (the POSIX script's `sha256sum`).
+    #[serde(rename = "sha256")]
+    Sha256,
+    /// The stream with each entry's content replaced by its SHA-256
+    /// (rfs's native verifier).
+    #[serde(rename = "tar-entries-sha256")]
+    Entries,
+}
+
+impl DigestKind {
+    /// The name journaled in `source.verify`'s `archive_digest`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DigestKind::Sha256 => "sha256",
+            DigestKind::Entries => "tar-entries-sha256",
+        }
+    }
+}
+
 /// One fact of a run, as journaled. Field names are the journal payload's
 /// keys. New kinds are added as rfs grows: match with a catch-all arm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -178,11 +228,9 @@ pub enum Event {
         upload_ms: u64,
         verify_ms: u64,
         /// `stream` (built while the sandbox extracts) or `file`.
-        #[serde(default)]
-        transfer: String,
+        transfer: Transfer,
         /// `gzip` or `none`.
-        #[serde(default)]
-        compression: String,
+        compression: Compression,
         /// Bytes sent to the sandbox (compressed size when compressed).
         #[serde(default)]
         wire_bytes: u64,
@@ -194,8 +242,7 @@ pub enum Event {
         sync_ms: u64,
         /// What verified inside the sandbox: `native` (rfs's own
         /// executable) or `posix` (the shell script with POSIX tools).
-        #[serde(default)]
-        verifier: String,
+        verifier: Verifier,
         /// Why the native verifier the provider offers was not used (it
         /// did not start in the sandbox, say): absent when it was, or when
         /// the provider offers none.
@@ -212,8 +259,7 @@ pub enum Event {
         /// What `archive_sha256_local`/`_sandbox` are: `sha256` (of the
         /// whole tar stream) or `tar-entries-sha256` (the stream with each
         /// entry's content replaced by its SHA-256; the native verifier's).
-        #[serde(default)]
-        archive_digest: String,
+        archive_digest: DigestKind,
     },
     /// The source is bound.
     #[serde(rename = "source.pin")]
@@ -667,16 +713,16 @@ pub(crate) mod catalog {
                 build_ms: 1,
                 upload_ms: 2,
                 verify_ms: 3,
-                transfer: s("stream"),
-                compression: s("none"),
+                transfer: Transfer::Stream,
+                compression: Compression::None,
                 wire_bytes: 10,
                 tree_bytes: 4,
                 sync_ms: 7,
-                verifier: s("native"),
+                verifier: Verifier::Native,
                 verifier_fallback: Some(s("the copy did not start")),
                 stream_route: Some(s("stdin")),
                 stream_fallback: Some(s("the sandbox read nothing from it")),
-                archive_digest: s("tar-entries-sha256"),
+                archive_digest: DigestKind::Entries,
             },
             Event::SourcePin {
                 sandbox_id: s("local-1"),

@@ -62,7 +62,7 @@ impl Evidence {
             "- tree digest: {}",
             opt(pin.map(|p| p.tree_digest.as_str()))
         );
-        let kind = r.archive_digest_kind.as_deref().unwrap_or("sha256");
+        let kind = r.archive_digest_kind.map_or("sha256", |k| k.name());
         let _ = writeln!(
             s,
             "- archive {}: {}",

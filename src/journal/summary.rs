@@ -129,7 +129,7 @@ pub struct RunSummary {
     /// what its sandbox holds now.
     pub pins: Vec<Pin>,
     /// What kind of digest the archive digest is (`source.verify`).
-    pub archive_digest_kind: Option<String>,
+    pub archive_digest_kind: Option<crate::events::DigestKind>,
     pub resyncs: Vec<Resync>,
     pub steps: Vec<StepRecord>,
     pub recordings: Vec<Recording>,
@@ -209,8 +209,8 @@ impl RunSummary {
             Event::SourceResolved { repo, .. } if self.repo.is_none() => {
                 self.repo = Some(repo.clone());
             }
-            Event::SourceVerify { archive_digest, .. } if !archive_digest.is_empty() => {
-                self.archive_digest_kind = Some(archive_digest.clone());
+            Event::SourceVerify { archive_digest, .. } => {
+                self.archive_digest_kind = Some(*archive_digest);
             }
             Event::SourcePin {
                 commit,

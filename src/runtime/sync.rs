@@ -162,8 +162,8 @@ impl Run {
             build_ms: ms(sent.build_ms),
             upload_ms: ms(sent.upload_ms),
             verify_ms: ms(sent.verify_ms),
-            transfer: plan.transfer_name().into(),
-            compression: if plan.gzip { "gzip" } else { "none" }.into(),
+            transfer: plan.transfer(),
+            compression: plan.compression(),
             wire_bytes: sent.built.wire_bytes,
             tree_bytes: sent
                 .built
@@ -176,11 +176,11 @@ impl Run {
                 })
                 .sum(),
             sync_ms: ms(started.elapsed().as_millis()),
-            verifier: plan.verifier_name().into(),
+            verifier: plan.verifier(),
             verifier_fallback: plan.verifier_fallback.clone(),
             stream_route: plan.route().map(|r| r.via.clone()),
             stream_fallback: plan.route().and_then(|r| r.fallback.clone()),
-            archive_digest: plan.digest_kind().name().into(),
+            archive_digest: plan.digest_kind(),
         })?;
         self.pin_and_bind(
             &sb.id,

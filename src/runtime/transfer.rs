@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use super::Run;
 use crate::error::{Error, Result};
+use crate::events::{Compression, Transfer, Verifier};
 use crate::provider::{
     Collect, ExecOutcome, ExecRequest, InputRoute, NativeVerifier, Provider, SandboxInfo,
     StreamInput,
@@ -99,18 +100,26 @@ impl TransferPlan<'_> {
         }
     }
 
-    pub(super) fn transfer_name(&self) -> &'static str {
+    pub(super) fn transfer(&self) -> Transfer {
         match self.route {
-            Route::Stream { .. } => "stream",
-            Route::File { .. } => "file",
+            Route::Stream { .. } => Transfer::Stream,
+            Route::File { .. } => Transfer::File,
         }
     }
 
-    pub(super) fn verifier_name(&self) -> &'static str {
+    pub(super) fn verifier(&self) -> Verifier {
         if self.native().is_some() {
-            "native"
+            Verifier::Native
         } else {
-            "posix"
+            Verifier::Posix
+        }
+    }
+
+    pub(super) fn compression(&self) -> Compression {
+        if self.gzip {
+            Compression::Gzip
+        } else {
+            Compression::None
         }
     }
 

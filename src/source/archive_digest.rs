@@ -25,24 +25,7 @@ use sha2::{Digest, Sha256};
 /// Tar block size.
 const BLOCK: usize = 512;
 
-/// Which digest of the archive the two sides compare.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DigestKind {
-    /// SHA-256 of the whole stream (the POSIX script's `sha256sum`).
-    Sha256,
-    /// [`EntriesDigest`] (rfs's native verifier).
-    Entries,
-}
-
-impl DigestKind {
-    /// The name journaled in `source.verify`'s `archive_digest`.
-    pub fn name(self) -> &'static str {
-        match self {
-            DigestKind::Sha256 => "sha256",
-            DigestKind::Entries => "tar-entries-sha256",
-        }
-    }
-}
+pub use crate::events::DigestKind;
 
 /// Where the parser is in the stream.
 #[derive(Debug)]
