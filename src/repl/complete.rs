@@ -208,31 +208,12 @@ impl Helper {
             return match name {
                 "sandbox" => Kind::Sandbox,
                 "attach" => Kind::Terminal,
-                "step" => Kind::Map(
-                    [
-                        "exit",
-                        "stdout",
-                        "stderr",
-                        "duration_ms",
-                        "attempts",
-                        "timed_out",
-                        "ok",
-                    ]
-                    .map(String::from)
-                    .to_vec(),
-                ),
-                "sync_source" => Kind::Map(
-                    [
-                        "commit",
-                        "tree_digest",
-                        "archive_sha256",
-                        "files",
-                        "workdir",
-                    ]
-                    .map(String::from)
-                    .to_vec(),
-                ),
-                _ => Kind::Other,
+                other => match crate::script::primitives::find(other) {
+                    Some(p) if !p.returns.is_empty() => {
+                        Kind::Map(p.returns.iter().map(|k| k.to_string()).collect())
+                    }
+                    _ => Kind::Other,
+                },
             };
         }
         let name = trailing_ident(r);

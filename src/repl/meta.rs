@@ -61,6 +61,16 @@ pub fn help() -> String {
     let mut s = String::from(
         "rfs repl — Rhai with sandbox(), sync_source(), step(), attach() and friends.\n",
     );
+    let prims = crate::script::primitives::PRIMITIVES;
+    for p in prims.iter().filter(|p| p.options.is_some()) {
+        let _ = writeln!(s, "  {:<16} {}", format!("{}()", p.name), p.summary);
+    }
+    let others: Vec<&str> = prims
+        .iter()
+        .filter(|p| p.options.is_none())
+        .map(|p| p.name)
+        .collect();
+    let _ = writeln!(s, "  also: {}", others.join(", "));
     for (name, what) in COMMANDS {
         let _ = writeln!(s, "  {name:<9} {what}");
     }

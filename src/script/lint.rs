@@ -4,7 +4,7 @@
 //! no overload takes, and misspelt keys in literal option maps of rfs's
 //! primitives. Every problem carries the script position it is about.
 //!
-//! What is known: rfs's primitives ([`PRIMITIVES`]), the engine's
+//! What is known: rfs's primitives ([`super::primitives`]), the engine's
 //! functions (standard library), Rhai's keyword functions, the script's own
 //! functions and the functions of imported stdlib modules. Calls through
 //! variables (function pointers), imports of local files and methods
@@ -15,63 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rhai::{ASTNode, Engine, Expr, Position, AST};
 
-/// rfs's script functions and the argument counts they take (method-call
-/// form counts the receiver). Tested against the real bindings.
-pub const PRIMITIVES: &[(&str, &[usize])] = &[
-    ("sandbox", &[0, 1]),
-    ("sync_source", &[0, 1]),
-    ("step", &[2, 3]),
-    ("attach", &[1, 2]),
-    ("assert_screen", &[2]),
-    ("assert", &[1, 2]),
-    ("fail", &[1]),
-    ("arg", &[1, 2]),
-    ("trimmed", &[1]),
-    ("send", &[2]),
-    ("press", &[2]),
-    ("resize", &[3]),
-    ("screen", &[1]),
-    ("line", &[2]),
-    ("cursor", &[1]),
-    ("wait_exit", &[2]),
-    ("close", &[1]),
-    ("to_string", &[1]),
-];
-
-/// Option keys of the primitives that take an option map: (function,
-/// index of the map argument, keys). Tested against the bindings' source.
-pub const OPTION_KEYS: &[(&str, usize, &[&str])] = &[
-    (
-        "sandbox",
-        0,
-        &["image", "snapshot", "labels", "isolation", "network"],
-    ),
-    (
-        "sync_source",
-        0,
-        &["repo", "rev", "path", "allow_dirty", "submodules", "dest"],
-    ),
-    (
-        "step",
-        2,
-        &["cwd", "env", "timeout", "retries", "allow_failure"],
-    ),
-    ("attach", 1, &["cols", "rows", "env", "cwd", "term"]),
-    (
-        "assert_screen",
-        1,
-        &[
-            "text",
-            "regex",
-            "row",
-            "region",
-            "cursor",
-            "absent",
-            "stable_ms",
-            "timeout",
-        ],
-    ),
-];
+use super::primitives::PRIMITIVES;
 
 /// Rhai's keyword functions (not in the engine's signature list).
 const KEYWORD_FNS: &[&str] = &[
@@ -124,9 +68,9 @@ impl Known {
                 add(name, Some(n));
             }
         }
-        for (name, arities) in PRIMITIVES {
-            for n in *arities {
-                add(name, Some(*n));
+        for p in PRIMITIVES {
+            for n in p.arities {
+                add(p.name, Some(*n));
             }
         }
         for k in KEYWORD_FNS {
@@ -289,14 +233,17 @@ pub fn check(known: &Known, ast: &AST, source: &str) -> Vec<Problem> {
                 }
             }
         }
-        for (f, idx, keys) in OPTION_KEYS {
-            if *f != name {
+        for (f, idx, keys) in PRIMITIVES
+            .iter()
+            .filter_map(|p| p.options.map(|(i, k)| (p.name, i, k)))
+        {
+            if f != name {
                 continue;
             }
             let arg = if method {
                 idx.checked_sub(1)
             } else {
-                Some(*idx)
+                Some(idx)
             };
             if let Some(Expr::Map(m, _)) = arg.and_then(|i| call.args.get(i)) {
                 for (k, _) in &m.0 {
@@ -525,43 +472,10 @@ mod tests {
         assert_eq!(p[1].message, "`check::eq` takes 2 arguments, not 1");
     }
 
-    /// The option-key table must list exactly the keys the bindings read.
+    /// assert_screen's pattern map is a `PatternSpec` (read by serde, not
+    /// by the option reader): its fields are the declared keys.
     #[test]
-    fn option_keys_match_the_bindings() {
-        let src = [
-            include_str!("bindings.rs"),
-            include_str!("terminal_bindings.rs"),
-        ]
-        .join("\n");
-        let block = regex::Regex::new(r#"Opts::new\("(\w+)\(\)""#).unwrap();
-        let key =
-            regex::Regex::new(r#"o\.(?:string|boolean|int|seconds|string_map|raw)\("(\w+)"\)"#)
-                .unwrap();
-        let starts: Vec<_> = block.captures_iter(&src).collect();
-        assert!(starts.len() >= 4);
-        for (i, c) in starts.iter().enumerate() {
-            let begin = c.get(0).unwrap().end();
-            let end = starts
-                .get(i + 1)
-                .map(|n| n.get(0).unwrap().start())
-                .unwrap_or(src.len());
-            let body = &src[begin..end];
-            let body = &body[..body.find("finish()").unwrap_or(body.len())];
-            let mut found: Vec<&str> = key
-                .captures_iter(body)
-                .map(|k| k.get(1).unwrap().as_str())
-                .collect();
-            found.sort();
-            let mut table: Vec<&str> = OPTION_KEYS
-                .iter()
-                .find(|(f, _, _)| *f == &c[1])
-                .unwrap_or_else(|| panic!("{}() missing from OPTION_KEYS", &c[1]))
-                .2
-                .to_vec();
-            table.sort();
-            assert_eq!(found, table, "option keys of {}()", &c[1]);
-        }
-        // assert_screen's pattern map is a PatternSpec.
+    fn assert_screen_keys_are_the_pattern_spec_fields() {
         let spec = include_str!("../terminal/pattern.rs");
         let s = &spec[spec.find("pub struct PatternSpec").unwrap()..];
         let s = &s[..s.find("\n}").unwrap()];
@@ -571,12 +485,7 @@ mod tests {
             .map(|c| c.get(1).unwrap().as_str())
             .collect();
         fields.sort();
-        let mut table = OPTION_KEYS
-            .iter()
-            .find(|e| e.0 == "assert_screen")
-            .unwrap()
-            .2
-            .to_vec();
+        let mut table = super::super::primitives::option_keys("assert_screen").to_vec();
         table.sort();
         assert_eq!(fields, table);
     }

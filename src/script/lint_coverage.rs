@@ -1,4 +1,4 @@
-//! The lint's table of primitives against the run engine's real
+//! The primitives' declaration against the run engine's real
 //! bindings (a unit test: it needs the crate-private runtime).
 
 /// Every function the run's engine registers is in the lint's table, with
@@ -6,7 +6,7 @@
 /// unknown function by `rfs check`.
 #[test]
 fn lint_table_covers_every_run_binding() {
-    use crate::script::lint::PRIMITIVES;
+    use crate::script::primitives::find;
     let state = tempfile::tempdir().unwrap();
     std::env::set_var("RFS_STATE_DIR", state.path());
     let script = state.path().join("s.rhai");
@@ -41,13 +41,11 @@ fn lint_table_covers_every_run_binding() {
         } else {
             params.split(',').count()
         };
-        let entry = PRIMITIVES
-            .iter()
-            .find(|(p, _)| *p == name)
-            .unwrap_or_else(|| panic!("{sig}: `{name}` missing from lint::PRIMITIVES"));
+        let entry =
+            find(name).unwrap_or_else(|| panic!("{sig}: `{name}` missing from script::primitives"));
         assert!(
-            entry.1.contains(&n),
-            "{sig}: arity {n} missing from lint::PRIMITIVES"
+            entry.arities.contains(&n),
+            "{sig}: arity {n} missing from script::primitives"
         );
         seen += 1;
     }

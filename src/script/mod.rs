@@ -8,6 +8,7 @@ pub mod lint;
 #[cfg(test)]
 mod lint_coverage;
 pub mod options;
+pub mod primitives;
 pub mod resolver;
 pub mod terminal_bindings;
 

@@ -87,23 +87,35 @@ pub fn seconds_value(what: &str, v: &Dynamic) -> Result<Duration, OptionError> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// An option map being read; call [`Opts::finish`] to reject leftovers.
+/// An option map of a primitive being read: it takes exactly the keys
+/// the primitive declares ([`super::primitives`]); call [`Opts::finish`]
+/// to reject the others.
 pub struct Opts {
     what: &'static str,
+    known: &'static [&'static str],
     map: Map,
     seen: BTreeSet<String>,
 }
 
 impl Opts {
+    /// The option map of primitive `what` (`"step()"`).
     pub fn new(what: &'static str, map: Map) -> Self {
+        let known = super::primitives::option_keys(what.trim_end_matches("()"));
         Opts {
             what,
+            known,
             map,
             seen: BTreeSet::new(),
         }
     }
 
     fn get(&mut self, key: &str) -> Option<Dynamic> {
+        // A binding reads only what its primitive declares.
+        debug_assert!(
+            self.known.contains(&key),
+            "{}: option `{key}` is not declared in script::primitives",
+            self.what
+        );
         self.seen.insert(key.to_owned());
         self.map.get(key).cloned().filter(|v| !v.is_unit())
     }
@@ -176,12 +188,23 @@ impl Opts {
         Ok(out)
     }
 
-    /// Refuse keys nobody asked for.
+    /// Refuse keys the primitive does not declare.
     pub fn finish(self) -> Result<(), OptionError> {
+        // Every declared key is honoured: a binding that stopped reading
+        // one would ignore it silently.
+        debug_assert!(
+            self.known.iter().all(|k| self.seen.contains(*k)),
+            "{}: declared options not read: {:?}",
+            self.what,
+            self.known
+                .iter()
+                .filter(|k| !self.seen.contains(**k))
+                .collect::<Vec<_>>()
+        );
         let unknown: Vec<String> = self
             .map
             .keys()
-            .filter(|k| !self.seen.contains(k.as_str()))
+            .filter(|k| !self.known.contains(&k.as_str()))
             .map(|k| k.to_string())
             .collect();
         if unknown.is_empty() {
@@ -190,7 +213,7 @@ impl Opts {
             Err(OptionError::Unknown {
                 func: self.what,
                 unknown,
-                known: self.seen.into_iter().collect(),
+                known: self.known.iter().map(|k| k.to_string()).collect(),
             })
         }
     }
@@ -219,13 +242,17 @@ mod tests {
             e.to_string(),
             "step(): option `cwd` must be a string, not i64"
         );
-        let _ = o.seconds("timeout");
+        for key in ["timeout", "env", "retries", "allow_failure"] {
+            let _ = o.string(key);
+        }
         assert_eq!(
             o.finish(),
             Err(OptionError::Unknown {
                 func: "step()",
                 unknown: vec!["timout".into()],
-                known: vec!["cwd".into(), "timeout".into()],
+                known: ["cwd", "env", "timeout", "retries", "allow_failure"]
+                    .map(String::from)
+                    .to_vec(),
             })
         );
     }
