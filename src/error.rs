@@ -71,7 +71,7 @@ pub enum Error {
     JournalInvalid {
         path: String,
         #[source]
-        reason: Box<crate::verify::ChainError>,
+        reason: Box<crate::journal::verify::ChainError>,
     },
 
     /// `rfs verify` found a check that does not hold.

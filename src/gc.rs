@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::provider::{labels, Provider, ProviderError};
-use crate::runtime::owner::{owner_liveness, Liveness};
+use crate::provider::owner::{owner_liveness, Liveness};
 use crate::runtime::teardown::destroy_verified;
 
 /// What gc decided about one sandbox.

@@ -11,7 +11,7 @@ use crate::provider::select::{self, ProviderChoice};
 /// Env var overriding where rfs keeps its state (local sandboxes, runs).
 pub const STATE_DIR_ENV: &str = "RFS_STATE_DIR";
 /// Default maximum sandbox lifetime (the dead-man switch).
-pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(4 * 3600);
+pub use crate::provider::DEFAULT_MAX_LIFETIME;
 /// The longest `--max-lifetime` accepted (30 days).
 pub const MAX_MAX_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
 

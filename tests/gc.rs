@@ -209,7 +209,7 @@ fn gc_keeps_a_sandbox_whose_owner_is_alive() {
     let alive = create_with(
         &rfs,
         "alive-owner-run",
-        rfs::provider::labels::owner_labels(),
+        rfs::provider::owner::owner_labels(),
     );
     // And an orphan next to it: gc must tell them apart.
     let (_out, orphan) = kept_run(&rfs, &repo);
@@ -245,7 +245,7 @@ fn gc_keeps_a_sandbox_whose_owner_is_alive() {
 fn gc_destroys_a_sandbox_whose_owner_pid_was_reused() {
     let rfs = Rfs::new(Prov::Local);
     // This process's pid, but a start time it never had: a reused pid.
-    let mut l = rfs::provider::labels::owner_labels();
+    let mut l = rfs::provider::owner::owner_labels();
     let real_start = l[labels::OWNER_PID_START].clone();
     assert!(!real_start.is_empty(), "the test can read its start time");
     l.insert(labels::OWNER_PID_START.into(), "1".into());
@@ -351,7 +351,7 @@ fn gc_keeps_a_live_owner_whose_start_time_is_unknown() {
     let mut ids = vec![];
     for recorded in ["", "not-a-number"] {
         // This (live) process is the owner; its start time is unknown.
-        let mut l = rfs::provider::labels::owner_labels();
+        let mut l = rfs::provider::owner::owner_labels();
         l.insert(labels::OWNER_PID_START.into(), recorded.into());
         ids.push(create_with(&rfs, "unknown-start-run", l));
     }

@@ -253,7 +253,7 @@ impl Provider for DaytonaProvider {
             };
             lock(&self.api.homes).insert(dto.id.clone(), home);
             let lifetime = if spec.max_lifetime.is_zero() {
-                crate::settings::DEFAULT_MAX_LIFETIME
+                super::DEFAULT_MAX_LIFETIME
             } else {
                 spec.max_lifetime
             };

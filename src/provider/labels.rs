@@ -31,6 +31,3 @@ pub fn rfs_selector() -> Labels {
 pub fn matches(have: &Labels, want: &Labels) -> bool {
     want.iter().all(|(k, v)| have.get(k) == Some(v))
 }
-
-/// The owner labels rfs stamps on a sandbox it creates (host, pid, pid start time).
-pub use crate::runtime::owner::owner_labels;

@@ -10,6 +10,7 @@ pub mod input;
 pub mod isolation;
 pub mod labels;
 pub mod local;
+pub mod owner;
 pub(crate) mod process_group;
 pub mod registry;
 pub mod select;
@@ -347,6 +348,10 @@ pub trait NativeVerifier: Send + Sync {
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome>;
 }
+
+/// Default maximum sandbox lifetime (the dead-man switch), when a run
+/// sets none.
+pub const DEFAULT_MAX_LIFETIME: std::time::Duration = std::time::Duration::from_secs(4 * 3600);
 
 /// Sleep until `at`, or forever when there is no deadline (for `select!`
 /// arms of optional timeouts).

@@ -9,7 +9,6 @@ pub mod attach;
 pub mod cwd;
 pub mod exec_loop;
 pub mod output;
-pub mod owner;
 pub mod placement;
 pub mod resync;
 pub mod step;

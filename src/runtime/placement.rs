@@ -195,7 +195,7 @@ impl Run {
             labels::TREE_DIGEST.into(),
             tree.unwrap_or_else(|| labels::UNBOUND.into()),
         );
-        l.extend(super::owner::owner_labels());
+        l.extend(crate::provider::owner::owner_labels());
         l.insert(labels::STARTED_AT.into(), crate::journal::now_rfc3339());
         let image = opts.image.clone().or_else(|| self.cfg.image.clone());
         let reason = self.cfg.choice.reason.to_string();

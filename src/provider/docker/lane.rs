@@ -68,7 +68,7 @@ impl Lane {
         REAPED.call_once(|| drop(reap_orphans(&tmp)));
         // The owner as sandboxes record it; a start time that cannot be
         // read stays empty, which is never judged gone.
-        let owner = crate::runtime::owner::owner_labels();
+        let owner = crate::provider::owner::owner_labels();
         let root = tempfile::Builder::new()
             .prefix(&format!(
                 "{PREFIX}{}-{}-",
@@ -257,7 +257,7 @@ async fn probe(client: &Client, id: &str, user: Option<&str>, lane: &Lane) -> Re
 /// Returns the lanes removed.
 pub(super) fn reap_orphans(tmp: &Path) -> Vec<PathBuf> {
     use crate::provider::labels;
-    use crate::runtime::owner::{owner_liveness, Liveness};
+    use crate::provider::owner::{owner_liveness, Liveness};
     let Ok(entries) = std::fs::read_dir(tmp) else {
         return vec![];
     };
@@ -272,7 +272,7 @@ pub(super) fn reap_orphans(tmp: &Path) -> Vec<PathBuf> {
             continue;
         };
         let owner = labels::Labels::from([
-            (labels::OWNER_HOST.into(), crate::runtime::owner::host()),
+            (labels::OWNER_HOST.into(), crate::provider::owner::host()),
             (labels::OWNER_PID.into(), pid.to_owned()),
             (labels::OWNER_PID_START.into(), start.to_owned()),
         ]);
@@ -413,7 +413,7 @@ mod tests {
         let dead = child.id();
         child.wait().unwrap();
         let me = std::process::id();
-        let start = crate::runtime::owner::pid_start(me).unwrap();
+        let start = crate::provider::owner::pid_start(me).unwrap();
         let make = |name: &str| {
             let d = tmp.path().join(name);
             std::fs::create_dir_all(d.join("in.d")).unwrap();
@@ -445,7 +445,7 @@ mod tests {
             .to_string_lossy()
             .into_owned();
         let me = std::process::id();
-        let start = crate::runtime::owner::pid_start(me).unwrap();
+        let start = crate::provider::owner::pid_start(me).unwrap();
         assert!(
             name.starts_with(&format!("rfs-lane-{me}-{start}-")),
             "{name}"
