@@ -13,11 +13,11 @@ use crate::events::BundleManifest;
 use crate::script::Script;
 
 /// The bundle's directory inside the output directory.
-pub const DIR: &str = "bundle";
+pub(crate) const DIR: &str = "bundle";
 
 /// One bundled file.
 #[derive(Debug, Clone)]
-pub struct BundledFile {
+pub(crate) struct BundledFile {
     /// The `import` path that named it (`None` for the script).
     pub import: Option<String>,
     /// Path relative to the script's directory.
@@ -38,7 +38,7 @@ impl BundledFile {
     }
 
     /// Its path inside the output directory (`bundle/…`, `/`-separated).
-    pub fn out_path(&self) -> String {
+    pub(crate) fn out_path(&self) -> String {
         let rel: Vec<_> = self
             .rel
             .components()
@@ -50,7 +50,7 @@ impl BundledFile {
 
 /// A script and its imports, read once.
 #[derive(Debug, Clone)]
-pub struct Bundle {
+pub(crate) struct Bundle {
     pub script: BundledFile,
     pub modules: Vec<BundledFile>,
 }
@@ -58,7 +58,7 @@ pub struct Bundle {
 impl Bundle {
     /// Collect `script` (the text that was compiled) and the files its
     /// literal imports resolve to, recursively.
-    pub fn collect(script: &Script) -> Result<Bundle> {
+    pub(crate) fn collect(script: &Script) -> Result<Bundle> {
         let engine = crate::script::base_engine(&script.dir)?;
         let resolver = crate::script::resolver::Resolver::new(&engine, &script.dir)
             .map_err(Error::internal)?;
@@ -102,7 +102,7 @@ impl Bundle {
     }
 
     /// Copy every file into `out_dir/bundle/`.
-    pub fn write(&self, out_dir: &Path) -> std::io::Result<()> {
+    pub(crate) fn write(&self, out_dir: &Path) -> std::io::Result<()> {
         for f in std::iter::once(&self.script).chain(&self.modules) {
             let to = out_dir.join(DIR).join(&f.rel);
             // Each directory on the way is rfs's own (made now, or
@@ -123,7 +123,7 @@ impl Bundle {
     }
 
     /// What the journal's first fact records.
-    pub fn manifest(&self) -> BundleManifest {
+    pub(crate) fn manifest(&self) -> BundleManifest {
         let entry = |f: &BundledFile| crate::events::BundledFile {
             path: f.out_path(),
             sha256: f.sha256.clone(),
@@ -159,7 +159,7 @@ pub enum BundleMismatch {
 /// accepting the redacted digests `redacted` (path, sha256) the journal
 /// records for files that held a secret; returns how many files were
 /// checked.
-pub fn check_redacted(
+pub(crate) fn check_redacted(
     out_dir: &Path,
     manifest: &BundleManifest,
     redacted: &[(String, String)],

@@ -6,7 +6,7 @@
 
 /// The `--color` flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum ColorChoice {
+pub(crate) enum ColorChoice {
     #[default]
     Auto,
     Always,
@@ -14,7 +14,7 @@ pub enum ColorChoice {
 }
 
 /// Whether to colour output.
-pub fn enabled(
+pub(crate) fn enabled(
     choice: ColorChoice,
     stderr_is_tty: bool,
     env: impl Fn(&str) -> Option<String>,
@@ -35,7 +35,7 @@ pub fn enabled(
 }
 
 /// [`enabled`] for this process.
-pub fn decide(choice: ColorChoice) -> bool {
+pub(crate) fn decide(choice: ColorChoice) -> bool {
     use std::io::IsTerminal;
     enabled(choice, std::io::stderr().is_terminal(), |k| {
         std::env::var(k).ok()

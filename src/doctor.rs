@@ -8,7 +8,7 @@ use crate::provider::registry::{self, ProviderKind};
 
 /// One provider's health.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Health {
+pub(crate) struct Health {
     pub provider: String,
     pub usable: bool,
     /// What was checked and found, for humans.
@@ -16,7 +16,7 @@ pub struct Health {
 }
 
 /// Check every known provider.
-pub fn check_all(
+pub(crate) fn check_all(
     rt: &tokio::runtime::Runtime,
     state_dir: &Path,
     image: Option<String>,
@@ -34,7 +34,7 @@ pub fn check_all(
 /// local: the state directory exists or can be created, and is writable;
 /// the isolation a run would get (`RFS_LOCAL_ISOLATION`), or why that mode
 /// would refuse to run.
-pub fn local(state_dir: &Path) -> Health {
+pub(crate) fn local(state_dir: &Path) -> Health {
     let probe = || -> std::io::Result<()> {
         std::fs::create_dir_all(state_dir)?;
         let f = tempfile::Builder::new()

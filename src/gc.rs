@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use crate::provider::{labels, Provider, ProviderError};
 use crate::provider::owner::{owner_liveness, Liveness};
+use crate::provider::{labels, Provider, ProviderError};
 use crate::runtime::teardown::destroy_verified;
 
 /// What gc decided about one sandbox.
 #[derive(Debug, Clone)]
-pub struct GcEntry {
+pub(crate) struct GcEntry {
     pub provider: String,
     pub id: String,
     pub run_id: String,
@@ -18,7 +18,7 @@ pub struct GcEntry {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GcAction {
+pub(crate) enum GcAction {
     /// Owner alive: kept.
     KeptAlive,
     /// Owner cannot be judged from here: kept.
@@ -33,7 +33,7 @@ pub enum GcAction {
 
 /// An `--older-than` value that is not an age.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum AgeError {
+pub(crate) enum AgeError {
     #[error("--older-than `{0}` is not a number with a unit (s, m, h, d)")]
     NotANumber(String),
     #[error("--older-than `{value}`: unknown unit `{unit}` (use s, m, h or d)")]
@@ -45,7 +45,7 @@ pub enum AgeError {
 /// Why gc could not look at a provider's sandboxes at all.
 #[derive(Debug, thiserror::Error)]
 #[error("listing sandboxes on {provider}: {source}")]
-pub struct ListError {
+pub(crate) struct ListError {
     pub provider: String,
     #[source]
     pub source: ProviderError,
@@ -53,7 +53,7 @@ pub struct ListError {
 
 /// Parse an `--older-than` age: a number with a unit `s`, `m`, `h` or `d`
 /// (`90m`, `2h`, `1d`); a bare number is seconds.
-pub fn parse_age(s: &str) -> Result<Duration, AgeError> {
+pub(crate) fn parse_age(s: &str) -> Result<Duration, AgeError> {
     let s = s.trim();
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
     let n: u64 = num.parse().map_err(|_| AgeError::NotANumber(s.into()))?;
@@ -107,7 +107,7 @@ fn judge_unknown(why: String, l: &labels::Labels, older_than: Option<Duration>) 
 
 /// [`collect`], destroying sandboxes of owners that cannot be judged when
 /// they are older than `older_than`.
-pub async fn collect_older_than(
+pub(crate) async fn collect_older_than(
     p: &dyn Provider,
     dry_run: bool,
     older_than: Option<Duration>,

@@ -1,3 +1,4 @@
+#![warn(unreachable_pub)]
 //! rfs: fail-closed, provable sandbox workflows scripted in Rhai.
 //!
 //! Data flows script → runtime → provider:

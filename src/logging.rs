@@ -10,7 +10,7 @@ use std::io::Write;
 /// Install the subscriber for `verbose` (count of `-v`) or `RUST_LOG`.
 /// `vars` are the command line's `K=V` pairs: secret-named ones are
 /// learned before anything is logged.
-pub fn init<'a>(verbose: u8, vars: impl IntoIterator<Item = &'a str>) {
+pub(crate) fn init<'a>(verbose: u8, vars: impl IntoIterator<Item = &'a str>) {
     use tracing_subscriber::EnvFilter;
     let filter = match verbose {
         0 => match std::env::var("RUST_LOG") {
@@ -52,7 +52,7 @@ impl Drop for RedactedLine {
 
 /// Panics print like Rust's default hook, through the redactor: a panic
 /// message can carry a value (a key, a token) the run knew as secret.
-pub fn install_panic_hook() {
+pub(crate) fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         let thread = std::thread::current();
         let msg = info

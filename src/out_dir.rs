@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 /// Why an `--out` folder is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OutDirRefusal {
+pub(crate) enum OutDirRefusal {
     #[error("--out {0} is the filesystem root")]
     Root(String),
     #[error("--out {out} contains {what} {inside}: the evidence would be written over it")]
@@ -41,7 +41,7 @@ pub enum OutDirRefusal {
 
 /// Check `out` (absolute) before anything is written: `invocation_dir` is
 /// where rfs was started (and inside which the repository lies, if any).
-pub fn check(out: &Path, invocation_dir: &Path) -> Result<(), OutDirRefusal> {
+pub(crate) fn check(out: &Path, invocation_dir: &Path) -> Result<(), OutDirRefusal> {
     let shown = || out.display().to_string();
     if out.parent().is_none() {
         return Err(OutDirRefusal::Root(shown()));
@@ -124,7 +124,7 @@ fn lexical(p: &Path) -> PathBuf {
 /// Create `dir` and every missing parent, each by rfs itself; the last
 /// one must not exist yet unless it is an empty real directory (checked
 /// by [`check`]). A symlink anywhere on the way is an error.
-pub fn create_root(dir: &Path) -> io::Result<()> {
+pub(crate) fn create_root(dir: &Path) -> io::Result<()> {
     if let Some(parent) = dir.parent() {
         std::fs::create_dir_all(parent)?;
     }
@@ -147,13 +147,13 @@ pub fn create_root(dir: &Path) -> io::Result<()> {
 
 /// Create the directory `dir` inside the output directory: it must not
 /// exist (a file, a directory or a symlink already there is an error).
-pub fn create_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn create_dir(dir: &Path) -> io::Result<()> {
     std::fs::create_dir(dir).map_err(|e| named(e, dir))
 }
 
 /// Create the directory `dir` unless rfs already made it in this run (a
 /// real directory, not a symlink).
-pub fn ensure_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn ensure_dir(dir: &Path) -> io::Result<()> {
     match std::fs::symlink_metadata(dir) {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(named(
@@ -166,7 +166,7 @@ pub fn ensure_dir(dir: &Path) -> io::Result<()> {
 
 /// Create the new file `path`: never through a symlink, never over an
 /// existing file.
-pub fn create_file(path: &Path) -> io::Result<File> {
+pub(crate) fn create_file(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -176,14 +176,14 @@ pub fn create_file(path: &Path) -> io::Result<File> {
 }
 
 /// Write the new file `path` with `bytes` (see [`create_file`]).
-pub fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
     create_file(path)?.write_all(bytes)
 }
 
 /// Replace `path` (a file rfs created in this run, or none yet) with
 /// `bytes`: through a new temp file of rfs's own, renamed over it; the
 /// temp file is removed if anything fails.
-pub fn replace(path: &Path, tmp: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn replace(path: &Path, tmp: &Path, bytes: &[u8]) -> io::Result<()> {
     let _ = std::fs::symlink_metadata(tmp).map(|_| std::fs::remove_file(tmp));
     let written = write_new(tmp, bytes).and_then(|_| std::fs::rename(tmp, path));
     if written.is_err() {
@@ -195,15 +195,15 @@ pub fn replace(path: &Path, tmp: &Path, bytes: &[u8]) -> io::Result<()> {
 /// The most rfs reads of a journal, EVIDENCE.md, a signature or an
 /// attestation of a bundle it verifies (a run of a million steps writes
 /// far less); a larger file is refused before it is read.
-pub const MAX_RECORD_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_RECORD_BYTES: u64 = 256 << 20;
 /// The most rfs reads of one bundled script or module.
-pub const MAX_MODULE_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_MODULE_BYTES: u64 = 16 << 20;
 
 /// Open `rel` (relative, `/`-separated) under `base` for reading as a
 /// bundle's file: every component reached without following a link, the
 /// file itself a regular file (not a FIFO, device or directory: opening
 /// never blocks) of at most `max` bytes. Returns the file and its size.
-pub fn open_regular(base: &Path, rel: &str, max: u64) -> io::Result<(File, u64)> {
+pub(crate) fn open_regular(base: &Path, rel: &str, max: u64) -> io::Result<(File, u64)> {
     let mut at = base.to_path_buf();
     let parts: Vec<&str> = rel.split('/').collect();
     for (i, part) in parts.iter().enumerate() {
@@ -256,7 +256,7 @@ pub fn open_regular(base: &Path, rel: &str, max: u64) -> io::Result<(File, u64)>
 
 /// Read `rel` under `base` whole, as [`open_regular`] allows, never more
 /// than `max` bytes even if it grows meanwhile.
-pub fn read_regular(base: &Path, rel: &str, max: u64) -> io::Result<Vec<u8>> {
+pub(crate) fn read_regular(base: &Path, rel: &str, max: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
     let (file, len) = open_regular(base, rel, max)?;
     let mut out = Vec::with_capacity(len as usize);

@@ -3,7 +3,7 @@
 
 /// The fields of `/proc/<pid>/stat` rfs uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcStat {
+pub(crate) struct ProcStat {
     /// Field 3: R, S, D, Z, ...
     pub state: char,
     /// Field 4.
@@ -18,7 +18,7 @@ pub struct ProcStat {
 
 /// Why a process's stat could not be had.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StatError {
+pub(crate) enum StatError {
     /// No such process.
     NotRunning,
     /// It may exist, but its stat could not be read or parsed.
@@ -28,7 +28,7 @@ pub enum StatError {
 /// Parse the text of a `/proc/<pid>/stat` file. The command name (field
 /// 2) may hold spaces and parentheses: fields are counted after the last
 /// `)`.
-pub fn parse(stat: &str) -> Option<ProcStat> {
+pub(crate) fn parse(stat: &str) -> Option<ProcStat> {
     let rest = stat.get(stat.rfind(')')? + 1..)?;
     let f: Vec<&str> = rest.split_whitespace().collect();
     Some(ProcStat {
@@ -41,7 +41,7 @@ pub fn parse(stat: &str) -> Option<ProcStat> {
 }
 
 /// The stat of `pid`.
-pub fn stat(pid: u32) -> Result<ProcStat, StatError> {
+pub(crate) fn stat(pid: u32) -> Result<ProcStat, StatError> {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(text) => parse(&text).ok_or_else(|| {
             StatError::Unreadable(format!("/proc/{pid}/stat has an unknown format"))

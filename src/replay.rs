@@ -19,7 +19,7 @@ use crate::exit_code;
 
 /// One step as a run journaled it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StepFact {
+pub(crate) struct StepFact {
     pub name: String,
     pub exit: Option<i32>,
     /// `false` when the step was refused (nothing ran).
@@ -30,7 +30,7 @@ pub struct StepFact {
 
 /// What a bundle says about its run.
 #[derive(Debug, Clone)]
-pub struct Original {
+pub(crate) struct Original {
     /// `None` when the run never bound a source.
     pub origin: Option<ReplayOf>,
     pub run_id: String,
@@ -43,7 +43,7 @@ pub struct Original {
 
 /// Read a bundle, refusing one that does not pass `rfs verify` (chain,
 /// EVIDENCE.md, files, bundled script and modules, signature, attestation).
-pub fn read_bundle(out: &Path) -> Result<Original> {
+pub(crate) fn read_bundle(out: &Path) -> Result<Original> {
     if let Err(f) = crate::verify::verify(out) {
         return Err(Error::NotVerified {
             out: out.display().to_string(),
@@ -116,7 +116,7 @@ pub fn read_bundle(out: &Path) -> Result<Original> {
 
 /// The steps of a journal that ended or were refused, in order, with
 /// their final stdout digests (a view of the journal's one fold).
-pub fn steps(evs: &[Event]) -> Vec<StepFact> {
+pub(crate) fn steps(evs: &[Event]) -> Vec<StepFact> {
     use crate::outcome::StepOutcome;
     let empty = || hex::encode(Sha256::digest(b""));
     crate::journal::summary::RunSummary::of(evs)
@@ -143,7 +143,7 @@ pub fn steps(evs: &[Event]) -> Vec<StepFact> {
 
 /// One row of the comparison.
 #[derive(Debug, Clone)]
-pub struct Row {
+pub(crate) struct Row {
     pub name: String,
     pub original: Option<StepFact>,
     pub replay: Option<StepFact>,
@@ -151,7 +151,7 @@ pub struct Row {
 }
 
 /// Compare step lists in order.
-pub fn compare(original: &[StepFact], replay: &[StepFact], strict: bool) -> Vec<Row> {
+pub(crate) fn compare(original: &[StepFact], replay: &[StepFact], strict: bool) -> Vec<Row> {
     let n = original.len().max(replay.len());
     (0..n)
         .map(|i| {
@@ -181,7 +181,7 @@ pub fn compare(original: &[StepFact], replay: &[StepFact], strict: bool) -> Vec<
 }
 
 /// The table `rfs replay` prints.
-pub fn table(rows: &[Row], strict: bool) -> String {
+pub(crate) fn table(rows: &[Row], strict: bool) -> String {
     let cell = |s: &Option<StepFact>| match s {
         None => "(no step)".to_owned(),
         Some(s) => {
@@ -234,7 +234,7 @@ pub fn table(rows: &[Row], strict: bool) -> String {
 
 /// What `rfs replay` is asked to do.
 #[derive(Debug, Clone, Default)]
-pub struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     pub bundle: PathBuf,
     pub provider: Option<String>,
     pub out: Option<PathBuf>,
@@ -246,7 +246,10 @@ pub struct ReplayArgs {
 
 /// Run a replay; returns the process exit code (0 all steps match, 1 some
 /// differ; a replay that could not run returns its run's code).
-pub fn replay(a: ReplayArgs, reporter: std::sync::Arc<dyn crate::events::Reporter>) -> Result<i32> {
+pub(crate) fn replay(
+    a: ReplayArgs,
+    reporter: std::sync::Arc<dyn crate::events::Reporter>,
+) -> Result<i32> {
     let original = read_bundle(&a.bundle)?;
     let repo = crate::source::repo::discover(&std::env::current_dir().map_err(Error::internal)?)
         .map_err(|e| Error::Refused(format!("replay needs the repository the run pinned: {e}")))?;

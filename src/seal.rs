@@ -13,7 +13,7 @@ use crate::events::Signer;
 use crate::signing::{self, allowed_signers, SignatureError, SigningKey};
 
 /// Write the attestation and, with a key, the journal's signature.
-pub fn seal(out_dir: &Path, key: Option<&SigningKey>) -> Result<(), AttestationError> {
+pub(crate) fn seal(out_dir: &Path, key: Option<&SigningKey>) -> Result<(), AttestationError> {
     let journal = attestation::read_journal(out_dir)?;
     attestation::write(out_dir, &journal, key)?;
     if let Some(k) = key {
@@ -35,7 +35,7 @@ pub struct Trust {
 /// The `journal.sig` check: a valid SSH signature over the journal's bytes
 /// by the key its first fact names, allowed by `trust` when given; a run
 /// that names no key must have no signature unless one is required.
-pub fn check_signature(
+pub(crate) fn check_signature(
     out_dir: &Path,
     journal: &[u8],
     announced: Option<&Signer>,
@@ -112,7 +112,10 @@ pub fn check_signature(
 /// The `attestation.intoto.json` check: a DSSE envelope whose in-toto
 /// Statement equals the one the journal gives, signed with the journal's
 /// key when the run is signed, unsigned otherwise.
-pub fn check_attestation(out_dir: &Path, journal: &[u8]) -> Result<String, AttestationError> {
+pub(crate) fn check_attestation(
+    out_dir: &Path,
+    journal: &[u8],
+) -> Result<String, AttestationError> {
     let key = match crate::out_dir::read_regular(
         out_dir,
         signing::SIG_FILE,

@@ -6,7 +6,7 @@
 //! in output is replaced before it reaches a log, the console or the script.
 
 /// What a redacted value becomes.
-pub const REDACTED: &str = "[REDACTED]";
+pub(crate) const REDACTED: &str = "[REDACTED]";
 /// Secret values shorter than this are not redacted in output: they
 /// would shred ordinary text.
 const MIN_SECRET: usize = 4;
@@ -15,7 +15,7 @@ const MIN_SECRET: usize = 4;
 const MIN_SECRET_LINE: usize = 8;
 
 /// Whether an env/var name looks like it holds a secret.
-pub fn is_secret_name(name: &str) -> bool {
+pub(crate) fn is_secret_name(name: &str) -> bool {
     let up = name.to_ascii_uppercase();
     ["TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL"]
         .iter()
@@ -31,14 +31,14 @@ static KNOWN: std::sync::RwLock<Redactor> = std::sync::RwLock::new(Redactor {
 /// Redact every secret the process knows of (any run's, plus the values
 /// of secret-named environment variables and `--var`s, see
 /// [`learn_from_env`]).
-pub fn redact_known(data: &[u8]) -> Vec<u8> {
+pub(crate) fn redact_known(data: &[u8]) -> Vec<u8> {
     KNOWN.read().unwrap_or_else(|p| p.into_inner()).redact(data)
 }
 
 /// Learn the values of this process's secret-named environment variables
 /// (`DAYTONA_API_KEY`, `GITHUB_TOKEN`, ...) and of secret-named `K=V`
 /// pairs (`--var`), before anything is logged.
-pub fn learn_from_env<'a>(pairs: impl IntoIterator<Item = &'a str>) {
+pub(crate) fn learn_from_env<'a>(pairs: impl IntoIterator<Item = &'a str>) {
     let mut known = KNOWN.write().unwrap_or_else(|p| p.into_inner());
     for (k, v) in std::env::vars_os() {
         if let (Some(k), Some(v)) = (k.to_str(), v.to_str()) {
@@ -142,13 +142,13 @@ impl Redactor {
 /// shortest tail that could be the start of a secret is held back until
 /// the next chunk (or [`StreamRedactor::finish`]).
 #[derive(Debug, Clone, Default)]
-pub struct StreamRedactor {
+pub(crate) struct StreamRedactor {
     redactor: Redactor,
     pending: Vec<u8>,
 }
 
 impl StreamRedactor {
-    pub fn new(redactor: Redactor) -> Self {
+    pub(crate) fn new(redactor: Redactor) -> Self {
         StreamRedactor {
             redactor,
             pending: Vec::new(),
@@ -156,12 +156,12 @@ impl StreamRedactor {
     }
 
     /// Learn another secret from now on.
-    pub fn add(&mut self, value: &str) {
+    pub(crate) fn add(&mut self, value: &str) {
         self.redactor.add(value);
     }
 
     /// The redacted bytes of `chunk` that are safe to write now.
-    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+    pub(crate) fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
         let mut buf = std::mem::take(&mut self.pending);
         buf.extend_from_slice(chunk);
         let from = buf
@@ -175,7 +175,7 @@ impl StreamRedactor {
     }
 
     /// Everything still held back, redacted (at the end of the stream).
-    pub fn finish(&mut self) -> Vec<u8> {
+    pub(crate) fn finish(&mut self) -> Vec<u8> {
         let rest = std::mem::take(&mut self.pending);
         self.redactor.redact(&rest)
     }

@@ -6,7 +6,7 @@
 /// Why a path-, name- or env-shaped input is refused. Values are kept
 /// raw; the messages show them through [`shown`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InputError {
+pub(crate) enum InputError {
     #[error("an environment variable name is empty")]
     EnvNameEmpty,
     #[error(
@@ -47,7 +47,7 @@ pub enum InputError {
 /// Names follow POSIX (`[A-Za-z_][A-Za-z0-9_]*`): a shell silently drops
 /// other names from the environment, so a name with a space, a `=` or a
 /// NUL would be accepted here and never reach the command.
-pub fn env_name(name: &str) -> Result<(), InputError> {
+pub(crate) fn env_name(name: &str) -> Result<(), InputError> {
     let mut chars = name.chars();
     let ok = match chars.next() {
         None => return Err(InputError::EnvNameEmpty),
@@ -61,7 +61,7 @@ pub fn env_name(name: &str) -> Result<(), InputError> {
 }
 
 /// Why an environment variable (name and value) is refused, if it is.
-pub fn env_var(name: &str, value: &str) -> Result<(), InputError> {
+pub(crate) fn env_var(name: &str, value: &str) -> Result<(), InputError> {
     env_name(name)?;
     if value.contains('\0') {
         return Err(InputError::EnvValueNul(name.to_owned()));
@@ -71,7 +71,7 @@ pub fn env_var(name: &str, value: &str) -> Result<(), InputError> {
 
 /// Why a path-shaped input (`what` names it: "cwd", "dest", ...) is
 /// refused, if it is: empty, or containing a NUL byte or a line break.
-pub fn path(what: &'static str, p: &str) -> Result<(), InputError> {
+pub(crate) fn path(what: &'static str, p: &str) -> Result<(), InputError> {
     if p.is_empty() {
         return Err(InputError::Empty { what });
     }
@@ -93,7 +93,7 @@ pub fn path(what: &'static str, p: &str) -> Result<(), InputError> {
 
 /// Why a name (step name, label key, ...) is refused, if it is: empty or
 /// blank, or containing control characters.
-pub fn name(what: &'static str, n: &str) -> Result<(), InputError> {
+pub(crate) fn name(what: &'static str, n: &str) -> Result<(), InputError> {
     let value = || n.to_owned();
     // Before the blank check: U+0085 and U+2028 are also white space,
     // and a name made of one is a line break, not "empty".
@@ -133,7 +133,7 @@ fn is_line_break(c: char) -> bool {
 /// Characters that change how text displays without showing themselves:
 /// bidi embeddings, overrides, isolates and marks, zero-width characters,
 /// the word joiner and invisible operators, and the byte-order mark.
-pub fn is_invisible(c: char) -> bool {
+pub(crate) fn is_invisible(c: char) -> bool {
     matches!(
         c,
         '\u{200B}'..='\u{200F}'
@@ -148,7 +148,7 @@ pub fn is_invisible(c: char) -> bool {
 /// `s` as it may be echoed in a message or on a terminal: in backticks,
 /// or, when it holds control characters (NUL, escapes, line breaks),
 /// quoted with them escaped.
-pub fn shown(s: &str) -> String {
+pub(crate) fn shown(s: &str) -> String {
     let hidden = |c: char| c.is_control() || is_invisible(c) || is_line_break(c);
     if !s.chars().any(hidden) {
         return format!("`{s}`");

@@ -9,10 +9,10 @@
 //! and the journal's sha256. The statement is derived from the journal
 //! alone ([`statement`]), so `rfs verify` re-derives it and compares.
 
-pub mod dsse;
+pub(crate) mod dsse;
 mod error;
 
-pub use error::AttestationError;
+pub(crate) use error::AttestationError;
 
 use std::path::Path;
 
@@ -24,12 +24,12 @@ use crate::journal::summary::{RunOutcome, RunSummary, StepOutcome};
 use crate::signing::SigningKey;
 
 /// The attestation file in a run's output directory.
-pub const FILE: &str = "attestation.intoto.json";
-pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
-pub const PREDICATE_TYPE: &str = "https://in-toto.io/attestation/test-result/v0.1";
+pub(crate) const FILE: &str = "attestation.intoto.json";
+pub(crate) const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+pub(crate) const PREDICATE_TYPE: &str = "https://in-toto.io/attestation/test-result/v0.1";
 
 /// The journal's events, in order (`text` is `journal.jsonl`).
-pub fn events(text: &str) -> Result<Vec<Event>, AttestationError> {
+pub(crate) fn events(text: &str) -> Result<Vec<Event>, AttestationError> {
     let last = text.split_terminator('\n').count();
     let cut = !text.is_empty() && !text.ends_with('\n');
     text.split_terminator('\n')
@@ -57,7 +57,7 @@ pub fn events(text: &str) -> Result<Vec<Event>, AttestationError> {
 }
 
 /// The in-toto Statement for the journal `journal` (its exact bytes).
-pub fn statement(journal: &[u8]) -> Result<Value, AttestationError> {
+pub(crate) fn statement(journal: &[u8]) -> Result<Value, AttestationError> {
     let text = std::str::from_utf8(journal).map_err(|_| AttestationError::JournalNotUtf8)?;
     let evs = events(text)?;
     let Some(Event::RunStart {
@@ -160,7 +160,7 @@ pub fn statement(journal: &[u8]) -> Result<Value, AttestationError> {
 /// Build the attestation for `journal` (the exact bytes of `out_dir`'s
 /// journal, read once by the caller) and write it there, signed with `key`
 /// when given.
-pub fn write(
+pub(crate) fn write(
     out_dir: &Path,
     journal: &[u8],
     key: Option<&SigningKey>,
@@ -174,7 +174,7 @@ pub fn write(
 }
 
 /// The bytes of `out_dir`'s journal.
-pub fn read_journal(out_dir: &Path) -> Result<Vec<u8>, AttestationError> {
+pub(crate) fn read_journal(out_dir: &Path) -> Result<Vec<u8>, AttestationError> {
     crate::out_dir::read_regular(out_dir, "journal.jsonl", crate::out_dir::MAX_RECORD_BYTES)
         .map_err(|source| AttestationError::Unreadable {
             what: "the journal".into(),
@@ -183,7 +183,7 @@ pub fn read_journal(out_dir: &Path) -> Result<Vec<u8>, AttestationError> {
 }
 
 /// Write through a temporary file and rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), AttestationError> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), AttestationError> {
     let tmp = path.with_extension("tmp");
     crate::out_dir::replace(path, &tmp, bytes).map_err(|source| AttestationError::Unwritable {
         path: path.display().to_string(),
@@ -193,7 +193,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), AttestationError> {
 
 /// What [`check`] found.
 #[derive(Debug)]
-pub struct Checked {
+pub(crate) struct Checked {
     pub signed: bool,
     pub steps: usize,
 }
@@ -201,7 +201,7 @@ pub struct Checked {
 /// Check `out_dir`'s attestation: it must be a DSSE envelope of an in-toto
 /// Statement equal to the one `journal` (the bytes `rfs verify` checked) gives, and signed by `key` when
 /// one is given (unsigned attestations are accepted only without a key).
-pub fn check(
+pub(crate) fn check(
     out_dir: &Path,
     journal: &[u8],
     key: Option<&ssh_key::PublicKey>,

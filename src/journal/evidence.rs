@@ -20,7 +20,7 @@ use crate::events::Event;
 /// EVIDENCE.md's view of the run: the journal's one fold
 /// ([`RunSummary`]), rendered as Markdown.
 #[derive(Debug, Clone, Default)]
-pub struct Evidence {
+pub(crate) struct Evidence {
     summary: RunSummary,
 }
 
@@ -29,13 +29,13 @@ const LINES_PREFIX: &str = "- journal: `journal.jsonl` (";
 
 impl Evidence {
     /// Fold one journaled event in.
-    pub fn apply(&mut self, e: &Event) {
+    pub(crate) fn apply(&mut self, e: &Event) {
         self.summary.apply(e);
     }
 
     /// The Markdown text, for a journal of `journal_lines` lines whose last
     /// line hashes to `journal_head`.
-    pub fn render(&self, journal_lines: u64, journal_head: &str) -> String {
+    pub(crate) fn render(&self, journal_lines: u64, journal_head: &str) -> String {
         let r = &self.summary;
         let mut s = String::new();
         let opt = |o: Option<&str>| o.map(code).unwrap_or_else(|| "(none)".into());
@@ -209,7 +209,7 @@ fn cleanup(c: Option<&Cleanup>) -> String {
 }
 
 /// Write `text` atomically (temp file + rename) as `dir/EVIDENCE.md`.
-pub fn write(dir: &Path, text: &str) -> std::io::Result<()> {
+pub(crate) fn write(dir: &Path, text: &str) -> std::io::Result<()> {
     // A full disk leaves no half-written temp file behind; a symlink
     // planted at either name is never written through.
     crate::out_dir::replace(
@@ -254,7 +254,7 @@ pub fn render_journal(journal: &str) -> Result<String, RenderError> {
 }
 
 /// The (line count, head) recorded in an EVIDENCE.md text.
-pub fn recorded_head(evidence: &str) -> Option<(u64, String)> {
+pub(crate) fn recorded_head(evidence: &str) -> Option<(u64, String)> {
     let head = evidence
         .lines()
         .find_map(|l| l.strip_prefix(HEAD_PREFIX))?
@@ -273,7 +273,7 @@ pub fn recorded_head(evidence: &str) -> Option<(u64, String)> {
 /// Untrusted text as inert Markdown: ASCII punctuation backslash-escaped,
 /// control characters (newlines included) shown as Unicode control
 /// pictures, so the text stays on its line and in its cell.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
         match c {
@@ -293,7 +293,7 @@ pub fn esc(s: &str) -> String {
 
 /// A code span when `s` is made only of characters that cannot end or
 /// break one (ids, hashes, plain paths); otherwise [`esc`].
-pub fn code(s: &str) -> String {
+pub(crate) fn code(s: &str) -> String {
     let plain = !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "._/:@+=-".contains(c));

@@ -3,9 +3,9 @@
 //! previous line, so any edited, dropped or reordered line is detected.
 //! Every line is written and flushed before the call returns.
 
-pub mod evidence;
-pub mod summary;
-pub mod verify;
+pub(crate) mod evidence;
+pub(crate) mod summary;
+pub(crate) mod verify;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::events::{Event, FileDigest};
 
 /// The `prev` of the first line.
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// One journal line, fields in the order they are written.
 #[derive(Debug, Serialize, Deserialize)]
@@ -31,7 +31,7 @@ pub struct Line {
 
 /// An append-only, hash-chained journal file.
 #[derive(Debug)]
-pub struct Journal {
+pub(crate) struct Journal {
     file: File,
     seq: u64,
     head: String,
@@ -39,7 +39,7 @@ pub struct Journal {
 
 impl Journal {
     /// Create a new journal at `path` (refuses to overwrite one).
-    pub fn create(path: &Path) -> std::io::Result<Self> {
+    pub(crate) fn create(path: &Path) -> std::io::Result<Self> {
         use std::os::unix::fs::OpenOptionsExt;
         let file = OpenOptions::new()
             .write(true)
@@ -54,7 +54,7 @@ impl Journal {
     }
 
     /// The hash of the last line written (or [`GENESIS`]).
-    pub fn head(&self) -> &str {
+    pub(crate) fn head(&self) -> &str {
         &self.head
     }
 
@@ -65,7 +65,7 @@ impl Journal {
 
     /// Append one fact; returns its sequence number. The line reaches the
     /// file (one write) before this returns.
-    pub fn append(&mut self, event: &Event) -> std::io::Result<u64> {
+    pub(crate) fn append(&mut self, event: &Event) -> std::io::Result<u64> {
         let (kind, payload) = event.to_kind_payload();
         let line = Line {
             seq: self.seq + 1,
@@ -85,26 +85,30 @@ impl Journal {
     }
 
     /// Make sure everything is on disk.
-    pub fn sync(&self) -> std::io::Result<()> {
+    pub(crate) fn sync(&self) -> std::io::Result<()> {
         self.file.sync_data()
     }
 }
 
 /// sha256 hex of one line's text (without the newline).
-pub fn line_hash(text: &str) -> String {
+pub(crate) fn line_hash(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
 /// The digest of a file rfs wrote and closed, `rel` being its path
 /// relative to `out_dir` (read in chunks: logs can be large).
-pub fn file_digest(out_dir: &Path, rel: &str) -> std::io::Result<FileDigest> {
+pub(crate) fn file_digest(out_dir: &Path, rel: &str) -> std::io::Result<FileDigest> {
     file_digest_at_most(out_dir, rel, u64::MAX)
 }
 
 /// [`file_digest`] of a regular file inside `out_dir` (reached without
 /// following a link) of at most `max` bytes: anything else is refused
 /// before a byte is read (see [`crate::out_dir::open_regular`]).
-pub fn file_digest_at_most(out_dir: &Path, rel: &str, max: u64) -> std::io::Result<FileDigest> {
+pub(crate) fn file_digest_at_most(
+    out_dir: &Path,
+    rel: &str,
+    max: u64,
+) -> std::io::Result<FileDigest> {
     let (f, _) = crate::out_dir::open_regular(out_dir, rel, max)?;
     let mut f = std::io::Read::take(f, max);
     let mut h = Sha256::new();
@@ -126,7 +130,7 @@ pub fn file_digest_at_most(out_dir: &Path, rel: &str, max: u64) -> std::io::Resu
 }
 
 /// Current UTC time, RFC 3339 with milliseconds.
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     let f = time::macros::format_description!(
         "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
     );

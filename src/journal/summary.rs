@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 
 use crate::events::{BundleManifest, Event};
-pub use crate::outcome::{RunOutcome, StepOutcome};
+pub(crate) use crate::outcome::{RunOutcome, StepOutcome};
 
 /// One step of the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StepRecord {
+pub(crate) struct StepRecord {
     pub name: String,
     pub command: String,
     /// Relative to the synced root, `""` for the root.
@@ -56,7 +56,7 @@ impl StepRecord {
 
 /// One binding of the source (`source.pin`; a re-sync adds one).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pin {
+pub(crate) struct Pin {
     pub commit: String,
     pub tree_digest: String,
     pub archive_sha256: String,
@@ -66,7 +66,7 @@ pub struct Pin {
 
 /// A re-sync: from commit, to commit, entries shipped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resync {
+pub(crate) struct Resync {
     pub from_commit: String,
     pub commit: String,
     pub shipped: usize,
@@ -74,7 +74,7 @@ pub struct Resync {
 
 /// A terminal session's recording.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recording {
+pub(crate) struct Recording {
     pub session: u32,
     pub command: String,
     pub path: String,
@@ -82,7 +82,7 @@ pub struct Recording {
 
 /// How the run's sandbox was cleaned up.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cleanup {
+pub(crate) enum Cleanup {
     NoSandbox,
     Kept {
         sandbox_id: String,
@@ -105,14 +105,14 @@ pub enum Cleanup {
 /// A file of the bundle the run executed (script, static or run-time
 /// module).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BundledFile {
+pub(crate) struct BundledFile {
     pub path: String,
     pub sha256: String,
 }
 
 /// Everything the views show, folded from the journal's events in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RunSummary {
+pub(crate) struct RunSummary {
     pub run_id: String,
     pub script: String,
     pub out_dir: String,
@@ -145,7 +145,7 @@ pub struct RunSummary {
 
 impl RunSummary {
     /// The fold of `events`.
-    pub fn of<'a>(events: impl IntoIterator<Item = &'a Event>) -> RunSummary {
+    pub(crate) fn of<'a>(events: impl IntoIterator<Item = &'a Event>) -> RunSummary {
         let mut s = RunSummary::default();
         for e in events {
             s.apply(e);
@@ -154,7 +154,7 @@ impl RunSummary {
     }
 
     /// The pin the sandbox holds now.
-    pub fn pin(&self) -> Option<&Pin> {
+    pub(crate) fn pin(&self) -> Option<&Pin> {
         self.pins.last()
     }
 
@@ -167,7 +167,7 @@ impl RunSummary {
     }
 
     /// Fold one event in.
-    pub fn apply(&mut self, e: &Event) {
+    pub(crate) fn apply(&mut self, e: &Event) {
         match e {
             Event::RunStart {
                 run_id,

@@ -19,7 +19,7 @@ use crate::script::terminal_bindings::TerminalHandle;
 
 /// What the completer knows about a value in scope.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Sandbox,
     Terminal,
     /// A map: its keys.
@@ -30,7 +30,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn of(v: &Dynamic) -> Kind {
+    pub(crate) fn of(v: &Dynamic) -> Kind {
         if v.is::<SandboxHandle>() {
             Kind::Sandbox
         } else if v.is::<TerminalHandle>() {
@@ -78,7 +78,7 @@ impl Kind {
 
 /// Methods of the standard types, from the engine's signatures.
 #[derive(Debug, Default, Clone)]
-pub struct Methods {
+pub(crate) struct Methods {
     string: BTreeSet<String>,
     array: BTreeSet<String>,
     map: BTreeSet<String>,
@@ -87,7 +87,7 @@ pub struct Methods {
 /// The session's scope as the completer sees it (refreshed after every
 /// evaluation).
 #[derive(Debug, Default, Clone)]
-pub struct ScopeView {
+pub(crate) struct ScopeView {
     pub vars: Vec<(String, Kind)>,
     pub fns: Vec<String>,
     /// `import "…" as alias` aliases in scope.
@@ -101,7 +101,7 @@ const KEYWORDS: &[&str] = &[
 ];
 
 /// The rustyline helper.
-pub struct Helper {
+pub(crate) struct Helper {
     /// Functions callable by name (primitives and the standard library).
     functions: BTreeSet<String>,
     methods: Methods,
@@ -110,7 +110,7 @@ pub struct Helper {
 }
 
 impl Helper {
-    pub fn new(engine: &rhai::Engine) -> Helper {
+    pub(crate) fn new(engine: &rhai::Engine) -> Helper {
         let mut functions = BTreeSet::new();
         let mut methods = Methods::default();
         for sig in engine.gen_fn_signatures(true) {
@@ -145,7 +145,7 @@ impl Helper {
     }
 
     /// Candidates for the text before the cursor: (start, candidates).
-    pub fn candidates(&self, before: &str) -> (usize, Vec<String>) {
+    pub(crate) fn candidates(&self, before: &str) -> (usize, Vec<String>) {
         let trimmed = before.trim_start();
         if trimmed.starts_with(':') && !trimmed.contains(char::is_whitespace) {
             let start = before.len() - trimmed.len();

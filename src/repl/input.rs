@@ -9,7 +9,7 @@ use rhai::{Engine, ParseErrorType, Position};
 
 /// What the parser says about an input.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Parsed {
+pub(crate) enum Parsed {
     /// Compiles: evaluate it.
     Complete,
     /// More is needed (open bracket, block or string).
@@ -19,7 +19,7 @@ pub enum Parsed {
 }
 
 /// Classify `text` (possibly several lines).
-pub fn classify(engine: &Engine, text: &str) -> Parsed {
+pub(crate) fn classify(engine: &Engine, text: &str) -> Parsed {
     if text.trim().is_empty() {
         return Parsed::Complete;
     }
@@ -68,7 +68,7 @@ fn at_end(text: &str, pos: Position) -> bool {
 }
 
 /// A meta-command (`:name args`), if the input is one.
-pub fn meta(text: &str) -> Option<(&str, &str)> {
+pub(crate) fn meta(text: &str) -> Option<(&str, &str)> {
     let t = text.trim();
     let rest = t.strip_prefix(':')?;
     if rest.is_empty() || !rest.starts_with(|c: char| c.is_ascii_alphabetic()) {

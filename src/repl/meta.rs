@@ -8,7 +8,7 @@ use crate::runtime::Run;
 
 /// A meta-command the REPL cannot carry out (reported; the session goes on).
 #[derive(Debug, thiserror::Error)]
-pub enum MetaError {
+pub(crate) enum MetaError {
     #[error("unknown command `:{0}`; :help lists the commands")]
     Unknown(String),
     #[error(":{command} takes {wants}, not `{got}`")]
@@ -35,7 +35,7 @@ pub enum MetaError {
 }
 
 /// Every meta-command with its one-line help.
-pub const COMMANDS: &[(&str, &str)] = &[
+pub(crate) const COMMANDS: &[(&str, &str)] = &[
     (":help", "this text"),
     (
         ":sandbox",
@@ -57,7 +57,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
 ];
 
 /// The help text.
-pub fn help() -> String {
+pub(crate) fn help() -> String {
     let mut s = String::from(
         "rfs repl — Rhai with sandbox(), sync_source(), step(), attach() and friends.\n",
     );
@@ -82,7 +82,7 @@ pub fn help() -> String {
 }
 
 /// `:sandbox`.
-pub fn sandbox(run: &Run) -> String {
+pub(crate) fn sandbox(run: &Run) -> String {
     let st = run.state();
     let mut s = String::new();
     match &st.sandbox {
@@ -116,7 +116,7 @@ pub fn sandbox(run: &Run) -> String {
 }
 
 /// `:journal [n]`: the last `n` facts, one a line.
-pub fn journal(run: &Run, args: &str) -> Result<String, MetaError> {
+pub(crate) fn journal(run: &Run, args: &str) -> Result<String, MetaError> {
     let n: usize = if args.is_empty() {
         10
     } else {
@@ -171,7 +171,7 @@ pub fn journal(run: &Run, args: &str) -> Result<String, MetaError> {
 }
 
 /// `:screen [session]`.
-pub fn screen(run: &Run, args: &str) -> Result<String, MetaError> {
+pub(crate) fn screen(run: &Run, args: &str) -> Result<String, MetaError> {
     let sessions = run.state().sessions.clone();
     if sessions.is_empty() {
         return Err(MetaError::NoSession);
@@ -208,7 +208,7 @@ pub fn screen(run: &Run, args: &str) -> Result<String, MetaError> {
 }
 
 /// `:save FILE` / `:save! FILE`.
-pub fn save(
+pub(crate) fn save(
     transcript: &super::transcript::Transcript,
     run: &Run,
     args: &str,

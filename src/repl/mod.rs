@@ -20,11 +20,11 @@
 //! running input is interrupted, the run ends `interrupted` with the same
 //! verified cleanup, and rfs exits 130.
 
-pub mod complete;
-pub mod input;
-pub mod meta;
-pub mod pretty;
-pub mod transcript;
+pub(crate) mod complete;
+pub(crate) mod input;
+pub(crate) mod meta;
+pub(crate) mod pretty;
+pub(crate) mod transcript;
 mod tty;
 
 use crate::outcome::RunOutcome;
@@ -48,7 +48,7 @@ const PROMPT: &str = "rfs> ";
 const CONTINUE: &str = "...> ";
 
 /// Run an interactive session; returns the process exit code.
-pub fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Error> {
+pub(crate) fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Error> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

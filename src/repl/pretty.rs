@@ -10,7 +10,7 @@ const OUTPUT_LINES: usize = 5;
 const WIDE: usize = 72;
 
 /// Render `v` for the terminal.
-pub fn render(v: &Dynamic) -> String {
+pub(crate) fn render(v: &Dynamic) -> String {
     let mut out = String::new();
     value(v, 0, &mut out);
     out

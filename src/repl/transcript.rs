@@ -5,22 +5,22 @@
 use crate::runtime::Run;
 
 #[derive(Debug, Default)]
-pub struct Transcript {
+pub(crate) struct Transcript {
     inputs: Vec<String>,
 }
 
 impl Transcript {
     /// Record an input that compiled and evaluated without error.
-    pub fn push(&mut self, input: &str) {
+    pub(crate) fn push(&mut self, input: &str) {
         self.inputs.push(input.trim_end().to_owned());
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.inputs.len()
     }
 
     /// The runnable script.
-    pub fn script(&self, run: &Run) -> String {
+    pub(crate) fn script(&self, run: &Run) -> String {
         let commit = run
             .state()
             .source
@@ -43,7 +43,7 @@ impl Transcript {
     }
 
     /// The inputs as script statements, one after another.
-    pub fn body(&self) -> String {
+    pub(crate) fn body(&self) -> String {
         let mut s = String::new();
         for input in &self.inputs {
             s.push_str(input);

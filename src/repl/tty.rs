@@ -14,13 +14,13 @@ use std::os::fd::AsFd;
 use nix::sys::termios::{self, SetArg, SpecialCharacterIndices, Termios};
 
 /// Restores the terminal's end-of-file key when dropped.
-pub struct TypeaheadGuard {
+pub(super) struct TypeaheadGuard {
     saved: Option<Termios>,
 }
 
 impl TypeaheadGuard {
     /// Keep Ctrl-D as input until dropped (no-op when stdin is no terminal).
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         let stdin = std::io::stdin();
         let Ok(saved) = termios::tcgetattr(stdin.as_fd()) else {
             return TypeaheadGuard { saved: None };
@@ -44,18 +44,18 @@ impl Drop for TypeaheadGuard {
 }
 
 /// The terminal's settings when the session began.
-pub struct Saved(std::sync::Mutex<Option<Termios>>);
+pub(super) struct Saved(std::sync::Mutex<Option<Termios>>);
 
 impl Saved {
     /// Remember the settings (nothing when stdin is no terminal).
-    pub fn now() -> Saved {
+    pub(super) fn now() -> Saved {
         Saved(std::sync::Mutex::new(
             termios::tcgetattr(std::io::stdin().as_fd()).ok(),
         ))
     }
 
     /// Put them back.
-    pub fn restore(&self) {
+    pub(super) fn restore(&self) {
         let saved = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(t) = saved.as_ref() {
             let _ = termios::tcsetattr(std::io::stdin().as_fd(), SetArg::TCSANOW, t);

@@ -16,7 +16,7 @@ use crate::terminal::{self, PatternSpec, SessionOptions, TerminalSession};
 
 /// Options of `attach(command, opts)`.
 #[derive(Debug, Clone)]
-pub struct AttachOptions {
+pub(crate) struct AttachOptions {
     pub cols: u16,
     pub rows: u16,
     pub env: Vec<(String, String)>,
@@ -37,7 +37,7 @@ impl Default for AttachOptions {
 }
 
 /// One attached session.
-pub struct Attached {
+pub(crate) struct Attached {
     pub index: u32,
     /// The command as rfs shows it (known secrets redacted).
     pub command: String,
@@ -49,7 +49,7 @@ pub struct Attached {
 
 impl Run {
     /// Start `command` under a PTY in the shared sandbox.
-    pub fn attach(&self, command: &str, o: AttachOptions) -> Result<Arc<Attached>> {
+    pub(crate) fn attach(&self, command: &str, o: AttachOptions) -> Result<Arc<Attached>> {
         let what = format!("attach `{}`", self.state().redactor.redact_str(command));
         if o.cols == 0 || o.rows == 0 {
             return Err(Error::Usage(format!(
@@ -161,7 +161,7 @@ impl Run {
     }
 
     /// Type into a session; the journal gets the text with secrets redacted.
-    pub fn attach_send(&self, a: &Attached, text: &str) -> Result<()> {
+    pub(crate) fn attach_send(&self, a: &Attached, text: &str) -> Result<()> {
         // A typed secret (`API_TOKEN=…`) is a known secret from now on:
         // its echo is redacted in the recording, logs and console too.
         for v in typed_secrets(text) {
@@ -178,7 +178,7 @@ impl Run {
     }
 
     /// Press a named key (tmux-style names).
-    pub fn attach_press(&self, a: &Attached, key: &str) -> Result<()> {
+    pub(crate) fn attach_press(&self, a: &Attached, key: &str) -> Result<()> {
         a.session.press(key).map_err(|e| terminal_error(a, e))?;
         self.record(Event::AttachInput {
             session: a.index,
@@ -187,7 +187,7 @@ impl Run {
         })
     }
 
-    pub fn attach_resize(&self, a: &Attached, cols: u16, rows: u16) -> Result<()> {
+    pub(crate) fn attach_resize(&self, a: &Attached, cols: u16, rows: u16) -> Result<()> {
         a.session
             .resize(cols, rows)
             .map_err(|e| terminal_error(a, e))?;
@@ -200,7 +200,7 @@ impl Run {
 
     /// Wait until the screen satisfies `spec`; journal the outcome with a
     /// snapshot of the screen either way.
-    pub fn assert_screen(&self, a: &Attached, spec: &PatternSpec) -> Result<()> {
+    pub(crate) fn assert_screen(&self, a: &Attached, spec: &PatternSpec) -> Result<()> {
         let pattern = spec
             .compile()
             .map_err(|e| Error::Usage(format!("assert_screen: {e}")))?;
@@ -241,7 +241,7 @@ impl Run {
     }
 
     /// Wait for the program to exit.
-    pub fn attach_wait_exit(&self, a: &Attached, timeout: Duration) -> Result<ExecOutcome> {
+    pub(crate) fn attach_wait_exit(&self, a: &Attached, timeout: Duration) -> Result<ExecOutcome> {
         let o = self
             .block_on(a.session.wait_exit(timeout))
             .map_err(|e| match e {
@@ -253,7 +253,7 @@ impl Run {
     }
 
     /// Kill the session's whole process group and wait for it.
-    pub fn attach_close(&self, a: &Attached) -> Result<ExecOutcome> {
+    pub(crate) fn attach_close(&self, a: &Attached) -> Result<ExecOutcome> {
         let o = self
             .block_on(a.session.close())
             .map_err(|e| terminal_error(a, e))?;

@@ -117,7 +117,7 @@ fn split(p: &[u8]) -> VecDeque<Vec<u8>> {
 /// Where the default cwd maps: the invoking directory relative to the
 /// repository root (and to the synced subdirectory, if any). `Ok(None)`
 /// when rfs was started outside the repository (the synced root is used).
-pub fn default_relative(
+pub(crate) fn default_relative(
     invocation: &Path,
     repo_root: &Path,
     subdir: Option<&str>,

@@ -16,14 +16,14 @@ use std::sync::OnceLock;
 /// Built on first use; shut down without blocking when dropped (a run
 /// may be dropped inside the main runtime's context).
 #[derive(Default)]
-pub struct ExecLoop {
+pub(crate) struct ExecLoop {
     rt: OnceLock<Option<tokio::runtime::Runtime>>,
 }
 
 impl ExecLoop {
     /// Run `f` to completion on the calling thread's loop; `fallback`
     /// (the run's runtime) when that loop could not be built.
-    pub fn block_on<F: std::future::Future>(
+    pub(crate) fn block_on<F: std::future::Future>(
         &self,
         fallback: &tokio::runtime::Handle,
         f: F,

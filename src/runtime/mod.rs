@@ -5,18 +5,18 @@
 //! blocks on the run's tokio runtime. Data flows script → runtime →
 //! provider; the runtime reports through [`crate::events`] and the journal.
 
-pub mod attach;
-pub mod cwd;
-pub mod exec_loop;
-pub mod output;
-pub mod placement;
-pub mod resync;
-pub mod step;
-pub mod sync;
-pub mod teardown;
+pub(crate) mod attach;
+pub(crate) mod cwd;
+pub(crate) mod exec_loop;
+pub(crate) mod output;
+pub(crate) mod placement;
+pub(crate) mod resync;
+pub(crate) mod step;
+pub(crate) mod sync;
+pub(crate) mod teardown;
 mod transfer;
 pub(crate) mod watch;
-pub mod wrapper;
+pub(crate) mod wrapper;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -35,13 +35,13 @@ use crate::provider::{Provider, SandboxInfo};
 use crate::secrets::Redactor;
 use crate::source::manifest::Manifest;
 
-pub use placement::SandboxOptions;
-pub use step::{StepOptions, StepResult};
-pub use sync::SourcePin;
+pub(crate) use placement::SandboxOptions;
+pub(crate) use step::{StepOptions, StepResult};
+pub(crate) use sync::SourcePin;
 
 /// Everything a run is configured with (validated settings).
 #[derive(Clone)]
-pub struct RunConfig {
+pub(crate) struct RunConfig {
     pub run_id: String,
     pub provider: Arc<dyn Provider>,
     pub choice: ProviderChoice,
@@ -71,7 +71,7 @@ pub struct RunConfig {
 
 /// The source bound to the run.
 #[derive(Debug, Clone)]
-pub struct BoundSource {
+pub(crate) struct BoundSource {
     pub pin: SourcePin,
     pub manifest: Manifest,
     /// Physical remote path of the synced root, as the sandbox resolved it.
@@ -83,7 +83,7 @@ pub struct BoundSource {
 
 /// Mutable state of a run.
 #[derive(Default)]
-pub struct RunState {
+pub(crate) struct RunState {
     pub sandbox: Option<SandboxInfo>,
     pub sandbox_opts: Option<SandboxOptions>,
     /// Set once the sandbox was destroyed (after a failed sync or at the end).
@@ -105,7 +105,7 @@ pub struct RunState {
 }
 
 /// One run of a script.
-pub struct Run {
+pub(crate) struct Run {
     pub cfg: RunConfig,
     pub rt: tokio::runtime::Handle,
     /// Cancelled on interrupt; renewable (the REPL interrupts one
@@ -138,7 +138,7 @@ const EVIDENCE_EVERY: std::time::Duration = std::time::Duration::from_millis(250
 impl Run {
     /// Start a run: create the output directory and the journal, and
     /// journal the run's configuration.
-    pub fn start(
+    pub(crate) fn start(
         cfg: RunConfig,
         rt: tokio::runtime::Handle,
         reporter: Arc<dyn Reporter>,
@@ -215,13 +215,13 @@ impl Run {
         Ok(run)
     }
 
-    pub fn state(&self) -> MutexGuard<'_, RunState> {
+    pub(crate) fn state(&self) -> MutexGuard<'_, RunState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Report something that cannot be journaled (a problem with the
     /// record itself).
-    pub fn warn(&self, text: &str) {
+    pub(crate) fn warn(&self, text: &str) {
         self.reporter.warning(text);
     }
 
@@ -229,7 +229,7 @@ impl Run {
     /// reporter. A journal that cannot be written fails the run.
     /// EVIDENCE.md is rewritten unless it was written very recently (it
     /// always is at run end).
-    pub fn record(&self, e: Event) -> Result<()> {
+    pub(crate) fn record(&self, e: Event) -> Result<()> {
         tracing::debug!(event = ?e, "journal");
         let ended = matches!(e, Event::RunEnd { .. });
         {
@@ -272,12 +272,12 @@ impl Run {
 
     /// A refusal by the fail-closed runtime. (It is recorded for the exit
     /// code where it reaches the script, `script::bindings::to_rhai`.)
-    pub fn refuse(&self, msg: impl Into<String>) -> Error {
+    pub(crate) fn refuse(&self, msg: impl Into<String>) -> Error {
         Error::Refused(msg.into())
     }
 
     /// A value as it may appear in the journal.
-    pub fn redact_value(&self, name: &str, value: &str) -> String {
+    pub(crate) fn redact_value(&self, name: &str, value: &str) -> String {
         if crate::secrets::is_secret_name(name) {
             crate::secrets::REDACTED.to_owned()
         } else {
@@ -286,7 +286,7 @@ impl Run {
     }
 
     /// Block the script thread on a future.
-    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+    pub(crate) fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)
     }
 
@@ -304,7 +304,7 @@ impl Run {
     /// Block the script thread on a provider's `exec`: polled on the
     /// thread's own loop when the provider's exec is self-contained (see
     /// [`exec_loop`]), on the run's runtime otherwise.
-    pub fn block_on_exec<F: std::future::Future>(&self, f: F) -> F::Output {
+    pub(crate) fn block_on_exec<F: std::future::Future>(&self, f: F) -> F::Output {
         if self.cfg.provider.profile().exec_is_self_contained {
             self.exec_loop.block_on(&self.rt, f)
         } else {
@@ -313,7 +313,7 @@ impl Run {
     }
 
     /// The current interrupt token (provider calls watch it).
-    pub fn cancel_token(&self) -> CancellationToken {
+    pub(crate) fn cancel_token(&self) -> CancellationToken {
         self.cancel
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -321,25 +321,25 @@ impl Run {
     }
 
     /// Interrupt: running commands are killed, the script stops.
-    pub fn interrupt(&self) {
+    pub(crate) fn interrupt(&self) {
         self.interrupted
             .store(true, std::sync::atomic::Ordering::SeqCst);
         self.cancel_token().cancel();
     }
 
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.interrupted.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Start over after an interrupt (REPL only).
-    pub fn renew_cancel(&self) {
+    pub(crate) fn renew_cancel(&self) {
         *self.cancel.lock().unwrap_or_else(|p| p.into_inner()) = CancellationToken::new();
         self.interrupted
             .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Fail fast when the run was interrupted.
-    pub fn check_cancelled(&self) -> Result<()> {
+    pub(crate) fn check_cancelled(&self) -> Result<()> {
         if self.is_cancelled() {
             Err(Error::Interrupted)
         } else {
@@ -350,7 +350,7 @@ impl Run {
     /// End the run: tear down (unless kept), journal the end, rewrite the
     /// evidence, flush. Never fails the run for a teardown problem; returns
     /// a warning text instead.
-    pub fn finish(&self, outcome: RunOutcome) -> Option<String> {
+    pub(crate) fn finish(&self, outcome: RunOutcome) -> Option<String> {
         self.finish_with(outcome, None)
     }
 
@@ -363,7 +363,7 @@ impl Run {
     /// already holds it, copy the exact text that runs into `bundle/` and
     /// journal it (`bundle.module`). A run without a bundle (the REPL)
     /// keeps nothing. An error refuses the import.
-    pub fn bundle_module(
+    pub(crate) fn bundle_module(
         &self,
         import: &str,
         real: &std::path::Path,
@@ -429,7 +429,7 @@ impl Run {
         }
     }
 
-    pub fn finish_with(&self, outcome: RunOutcome, reason: Option<&str>) -> Option<String> {
+    pub(crate) fn finish_with(&self, outcome: RunOutcome, reason: Option<&str>) -> Option<String> {
         let reason = reason.map(|r| self.state().redactor.redact_str(r));
         self.close_sessions();
         let warning = self.block_on(teardown::finish(self));

@@ -16,9 +16,9 @@ use crate::provider::OutputSink;
 use crate::secrets::Redactor;
 
 /// Bytes kept from the start of each stream.
-pub const CAPTURE_HEAD: usize = 512 * 1024;
+pub(crate) const CAPTURE_HEAD: usize = 512 * 1024;
 /// Bytes kept from the end of each stream.
-pub const CAPTURE_TAIL: usize = 512 * 1024;
+pub(crate) const CAPTURE_TAIL: usize = 512 * 1024;
 /// A line longer than this is passed on in pieces.
 const MAX_LINE: usize = 64 * 1024;
 
@@ -84,7 +84,7 @@ impl StreamOut {
 }
 
 /// The sink a step's attempt writes into.
-pub struct StepSink {
+pub(crate) struct StepSink {
     name: String,
     /// Reads the in-sandbox wrapper's signals off stderr (held back from
     /// logs and console); taken by [`StepSink::close_wrapper`].
@@ -97,7 +97,7 @@ pub struct StepSink {
 
 impl StepSink {
     /// Logs go to `<dir>/<stem>.stdout.log` and `<dir>/<stem>.stderr.log`.
-    pub fn new(
+    pub(crate) fn new(
         name: &str,
         dir: &Path,
         stem: &str,
@@ -137,7 +137,7 @@ impl StepSink {
 
     /// Flush partial lines and the logs; returns the (stdout, stderr)
     /// captures and which log files exist.
-    pub fn finish(mut self) -> std::io::Result<(String, String)> {
+    pub(crate) fn finish(mut self) -> std::io::Result<(String, String)> {
         for s in [&mut self.out, &mut self.err] {
             if !s.line.is_empty() {
                 let line = std::mem::take(&mut s.line);
@@ -156,7 +156,7 @@ impl StepSink {
     /// Once the command ended with `exit`: what the in-sandbox wrapper
     /// refused, if it did (the command never started). Stderr the gate
     /// still held is the command's and is passed on.
-    pub fn close_wrapper(&mut self, exit: Option<i32>) -> Option<WrapperRefusal> {
+    pub(crate) fn close_wrapper(&mut self, exit: Option<i32>) -> Option<WrapperRefusal> {
         match self.gate.take()?.finish(exit) {
             Ok(held) => {
                 if !held.is_empty() {

@@ -11,7 +11,7 @@ use crate::provider::{CreateSpec, SandboxInfo};
 
 /// Options of `sandbox(opts)`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SandboxOptions {
+pub(crate) struct SandboxOptions {
     pub image: Option<String>,
     /// Daytona snapshot (beats `--snapshot` and the environment).
     pub snapshot: Option<String>,
@@ -54,7 +54,7 @@ impl SandboxOptions {
 impl Run {
     /// Record the options of a `sandbox(opts)` call. A second call must
     /// agree with the first.
-    pub fn sandbox_options(&self, opts: SandboxOptions) -> Result<()> {
+    pub(crate) fn sandbox_options(&self, opts: SandboxOptions) -> Result<()> {
         for (k, v) in &opts.labels {
             if k.starts_with("relayflows/") {
                 return Err(self.refuse(format!(
@@ -111,7 +111,7 @@ impl Run {
 
     /// Check that the provider can work at all and can honour the run's
     /// isolation setting; journaled either way.
-    pub fn preflight(&self) -> Result<()> {
+    pub(crate) fn preflight(&self) -> Result<()> {
         let p = self.cfg.provider.clone();
         if let Err(why) = p.isolation(&self.cfg.isolation) {
             let msg = format!("provider `{}` refuses: {why}", p.name());
@@ -138,7 +138,7 @@ impl Run {
 
     /// The run's sandbox, provisioning it on first use (its source labels
     /// then say `unbound`; `sync_source` provisions with its pins instead).
-    pub fn ensure_sandbox(&self) -> Result<SandboxInfo> {
+    pub(crate) fn ensure_sandbox(&self) -> Result<SandboxInfo> {
         self.sandbox_with_pins(None)
     }
 

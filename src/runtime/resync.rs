@@ -25,7 +25,7 @@ use crate::source::SourceError;
 const ARGV_BUDGET: usize = 64 * 1024;
 
 /// The sandbox file whose modification time marks the end of the last sync.
-pub fn stamp_path(home: &str, run_id: &str) -> String {
+pub(crate) fn stamp_path(home: &str, run_id: &str) -> String {
     format!("{}/.rfs-synced-{run_id}", home.trim_end_matches('/'))
 }
 

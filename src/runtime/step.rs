@@ -13,7 +13,7 @@ use crate::source::SourceOptions;
 
 /// Options of `step(name, command, opts)`.
 #[derive(Debug, Clone, Default)]
-pub struct StepOptions {
+pub(crate) struct StepOptions {
     /// Relative to the synced root; default: the invoking dir, mapped.
     pub cwd: Option<String>,
     pub env: Vec<(String, String)>,
@@ -24,7 +24,7 @@ pub struct StepOptions {
 
 /// What `step()` returns to the script.
 #[derive(Debug, Clone)]
-pub struct StepResult {
+pub(crate) struct StepResult {
     pub exit: Option<i32>,
     pub stdout: String,
     pub stderr: String,
@@ -35,7 +35,7 @@ pub struct StepResult {
 }
 
 /// The names rfs binds into every command (set after user env).
-pub const BINDING_VARS: [&str; 5] = [
+pub(crate) const BINDING_VARS: [&str; 5] = [
     "RELAYFLOWS_SANDBOX_ID",
     "RELAYFLOWS_SOURCE_COMMIT",
     "RELAYFLOWS_TREE_DIGEST",
@@ -47,7 +47,7 @@ impl Run {
     /// Resolve cwd and env for a command (shared by `step()` and
     /// `attach()`), binding the source first if needed. Refusals happen
     /// here, before anything executes.
-    pub fn place_command(
+    pub(crate) fn place_command(
         &self,
         what: &str,
         cwd_opt: Option<&str>,
@@ -123,7 +123,7 @@ impl Run {
     }
 
     /// Run one step.
-    pub fn step(&self, name: &str, command: &str, opts: StepOptions) -> Result<StepResult> {
+    pub(crate) fn step(&self, name: &str, command: &str, opts: StepOptions) -> Result<StepResult> {
         crate::validate::name("a step name", name).map_err(|e| self.refuse(e.to_string()))?;
         let name = &self.state().redactor.redact_str(name);
         let what = format!("step `{name}`");

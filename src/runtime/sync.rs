@@ -15,7 +15,7 @@ use crate::source::{archive, repo, SourceError, SourceOptions, SubmodulePolicy};
 
 /// What a bound source is pinned to; returned to the script.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SourcePin {
+pub(crate) struct SourcePin {
     pub commit: String,
     pub tree_digest: String,
     pub archive_sha256: String,
@@ -26,7 +26,7 @@ pub struct SourcePin {
 
 /// The options that identify a bind request; a second bind must match.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SyncRequestKey {
+pub(crate) struct SyncRequestKey {
     pub repo_root: std::path::PathBuf,
     pub rev: String,
     pub subdir: Option<String>,
@@ -39,7 +39,7 @@ impl SyncRequestKey {
     /// Whether `other` binds the same place (repository, subdirectory,
     /// destination, submodule policy): a re-sync may change only the
     /// revision (and `allow_dirty`).
-    pub fn same_place(&self, other: &SyncRequestKey) -> bool {
+    pub(crate) fn same_place(&self, other: &SyncRequestKey) -> bool {
         self.repo_root == other.repo_root
             && self.subdir == other.subdir
             && self.dest == other.dest
@@ -50,7 +50,7 @@ impl SyncRequestKey {
 impl Run {
     /// Bind the run's source. `implicit` marks a bind done by the first
     /// `step()` because the script did not call `sync_source()`.
-    pub fn sync_source(&self, opts: SourceOptions, implicit: bool) -> Result<SourcePin> {
+    pub(crate) fn sync_source(&self, opts: SourceOptions, implicit: bool) -> Result<SourcePin> {
         self.check_cancelled()?;
         // A replay ships the commit it replays, whatever HEAD and the
         // working tree are now (dirty paths are still journaled).

@@ -114,7 +114,7 @@ async fn bounded<T>(
 
 /// Tear down the run's sandbox at the end of the run (or after a failed
 /// sync). Returns a warning when the teardown could not be proven.
-pub async fn finish(run: &Run) -> Option<String> {
+pub(crate) async fn finish(run: &Run) -> Option<String> {
     let (id, destroyed) = {
         let st = run.state();
         (st.sandbox.as_ref().map(|s| s.id.clone()), st.destroyed)
@@ -141,7 +141,7 @@ pub async fn finish(run: &Run) -> Option<String> {
 }
 
 /// Destroy the run's sandbox now, journal the proof, mark it destroyed.
-pub async fn destroy_and_record(run: &Run, id: &str, why: &str) -> Option<String> {
+pub(crate) async fn destroy_and_record(run: &Run, id: &str, why: &str) -> Option<String> {
     let res = destroy_verified(run.cfg.provider.as_ref(), id, run.cfg.cleanup_deadline).await;
     match res {
         Ok(proof) => {

@@ -12,7 +12,7 @@ use crate::provider::{Provider, SandboxInfo};
 
 /// How often a waiting run asks the provider for its sandbox's state (the
 /// first time after this long too, so short commands never pay for it).
-pub const WATCH_EVERY: Duration = Duration::from_secs(2);
+pub(crate) const WATCH_EVERY: Duration = Duration::from_secs(2);
 
 /// How a sandbox the provider no longer knows is named.
 pub(crate) const VANISHED: &str = "vanished: the provider no longer knows it (removed outside rfs)";

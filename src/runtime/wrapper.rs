@@ -25,9 +25,9 @@
 //! step's logs, the console or the script.
 
 /// Exit code when a check failed (root, cwd or home missing).
-pub const EXIT_CWD_MISSING: i32 = 121;
+pub(crate) const EXIT_CWD_MISSING: i32 = 121;
 /// Exit code when the cwd resolves outside the synced root.
-pub const EXIT_CWD_ESCAPE: i32 = 122;
+pub(crate) const EXIT_CWD_ESCAPE: i32 = 122;
 
 const SCRIPT: &str = r#"n=$4
 __rfs_no() { printf 'rfs-refused:%s:%s\n' "$n" "$1" >&2; exit 121; }
@@ -42,11 +42,11 @@ c=$3; set --; eval "unset c n; $c""#;
 /// The directory a wrapped command is started in (the wrapper then
 /// enters the mapped cwd): it exists in every sandbox, so a removed home
 /// or root is named by the wrapper instead of failing the start.
-pub const START_DIR: &str = "/";
+pub(crate) const START_DIR: &str = "/";
 
 /// Where a command runs, resolved and checked (by `Run::place_command`).
 #[derive(Debug, Clone)]
-pub struct Placement {
+pub(crate) struct Placement {
     pub sandbox_id: String,
     /// The sandbox user's home.
     pub home: String,
@@ -74,7 +74,7 @@ pub enum WrapperRefusal {
 impl Placement {
     /// argv running `command` through the wrapper, confined to the root;
     /// the wrapper's signals carry `nonce` (see [`Gate`]).
-    pub fn argv(&self, command: &str, nonce: &str) -> Vec<String> {
+    pub(crate) fn argv(&self, command: &str, nonce: &str) -> Vec<String> {
         vec![
             "/bin/sh".into(),
             "-c".into(),
@@ -89,13 +89,13 @@ impl Placement {
 
     /// argv for a terminal session: the same checks, no start line (it
     /// would show on the screen; the cwd was checked by a probe first).
-    pub fn pty_argv(&self, command: &str) -> Vec<String> {
+    pub(crate) fn pty_argv(&self, command: &str) -> Vec<String> {
         self.argv(command, "")
     }
 
     /// The refusal message for what the wrapper refused; `what` names the
     /// command.
-    pub fn refusal_message(&self, r: &WrapperRefusal, what: &str) -> String {
+    pub(crate) fn refusal_message(&self, r: &WrapperRefusal, what: &str) -> String {
         let shown = if self.rel.is_empty() { "." } else { &self.rel };
         let (dir, id, root) = (&self.remote_dir, &self.sandbox_id, &self.physical_root);
         match r {
@@ -118,7 +118,7 @@ impl Placement {
 }
 
 /// A fresh nonce for one command.
-pub fn nonce() -> String {
+pub(crate) fn nonce() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 

@@ -16,13 +16,13 @@ type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
 
 /// The script's handle on the run's one sandbox.
 #[derive(Clone)]
-pub struct SandboxHandle {
+pub(crate) struct SandboxHandle {
     run: Arc<Run>,
 }
 
 /// A runtime error as a script error at `pos`. Refusals and failures are
 /// catchable; interruption and internal errors end the script.
-pub fn to_rhai(run: &Run, e: Error, pos: Position) -> Box<EvalAltResult> {
+pub(crate) fn to_rhai(run: &Run, e: Error, pos: Position) -> Box<EvalAltResult> {
     match e {
         Error::Interrupted => Box::new(EvalAltResult::ErrorTerminated("interrupted".into(), pos)),
         Error::Internal(_) => {
@@ -159,7 +159,7 @@ fn step_opts(map: Map) -> Result<StepOptions, OptionError> {
 }
 
 /// Register every function on `engine` for `run`.
-pub fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, String>) {
+pub(crate) fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, String>) {
     engine.register_type_with_name::<SandboxHandle>("Sandbox");
     engine.register_get("id", |h: &mut SandboxHandle| -> RhaiResult<String> {
         h.run

@@ -8,7 +8,7 @@ use crate::error::{Error, ScriptError};
 
 /// The script being run, for rendering.
 #[derive(Clone)]
-pub struct ScriptSource {
+pub(crate) struct ScriptSource {
     pub name: String,
     pub text: String,
 }
@@ -39,7 +39,7 @@ impl ScriptSource {
 
     /// What [`super::lint`] found (at least one problem): the first at its
     /// span, the others listed with their line and column.
-    pub fn lint_error(&self, problems: &[super::lint::Problem]) -> Error {
+    pub(crate) fn lint_error(&self, problems: &[super::lint::Problem]) -> Error {
         let first = &problems[0];
         let mut err = self.error(
             first.message.clone(),
@@ -67,14 +67,14 @@ impl ScriptSource {
     }
 
     /// A compile error.
-    pub fn parse_error(&self, e: &ParseError) -> Error {
+    pub(crate) fn parse_error(&self, e: &ParseError) -> Error {
         let message = format!("the script does not compile: {}", e.err_type());
         self.error(message.clone(), e.position(), "here", Error::Usage(message))
     }
 
     /// A runtime error; `classify` turns its message into what the
     /// failure is (the message may be redacted on the way).
-    pub fn runtime_error(
+    pub(crate) fn runtime_error(
         &self,
         e: &EvalAltResult,
         classify: impl FnOnce(String) -> Error,
@@ -120,7 +120,7 @@ impl ScriptSource {
 }
 
 /// The text of an error without Rhai's position suffix.
-pub fn message_of(e: &EvalAltResult) -> String {
+pub(crate) fn message_of(e: &EvalAltResult) -> String {
     match e {
         EvalAltResult::ErrorRuntime(v, _) => v.to_string(),
         EvalAltResult::ErrorTerminated(v, _) => v.to_string(),

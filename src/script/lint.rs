@@ -33,7 +33,7 @@ const KEYWORD_FNS: &[&str] = &[
 
 /// One problem found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
+pub(crate) struct Problem {
     pub pos: Position,
     pub message: String,
     pub help: Option<String>,
@@ -41,7 +41,7 @@ pub struct Problem {
 
 /// Which functions exist, with the argument counts they accept (`None`:
 /// any count, e.g. keyword functions).
-pub struct Known {
+pub(crate) struct Known {
     fns: BTreeMap<String, Option<BTreeSet<usize>>>,
     /// Functions of stdlib modules by import name.
     modules: BTreeMap<String, BTreeMap<String, BTreeSet<usize>>>,
@@ -49,7 +49,7 @@ pub struct Known {
 
 impl Known {
     /// What `engine` (the base engine: standard library) and rfs provide.
-    pub fn new(engine: &Engine) -> Known {
+    pub(crate) fn new(engine: &Engine) -> Known {
         let mut fns: BTreeMap<String, Option<BTreeSet<usize>>> = BTreeMap::new();
         let mut add = |name: &str, n: Option<usize>| {
             let e = fns
@@ -123,7 +123,7 @@ fn is_ident(s: &str) -> bool {
 /// Check `source` (which compiles). It is parsed again without
 /// optimization: the optimizer folds literal maps into constants, and
 /// their keys' positions are needed.
-pub fn lint(known: &Known, source: &str) -> Vec<Problem> {
+pub(crate) fn lint(known: &Known, source: &str) -> Vec<Problem> {
     let mut e = Engine::new_raw();
     e.set_optimization_level(rhai::OptimizationLevel::None);
     match e.compile(source) {
@@ -135,7 +135,7 @@ pub fn lint(known: &Known, source: &str) -> Vec<Problem> {
 /// Check `source` as the continuation of `prelude` (the REPL: what came
 /// before defines functions, variables and imports), reporting only the
 /// problems in `source`, at positions within it.
-pub fn lint_after(known: &Known, prelude: &str, source: &str) -> Vec<Problem> {
+pub(crate) fn lint_after(known: &Known, prelude: &str, source: &str) -> Vec<Problem> {
     let prelude = prelude.trim_end();
     if prelude.is_empty() {
         return lint(known, source);
@@ -158,7 +158,7 @@ pub fn lint_after(known: &Known, prelude: &str, source: &str) -> Vec<Problem> {
 }
 
 /// Check `ast` (compiled from `source` without optimization).
-pub fn check(known: &Known, ast: &AST, source: &str) -> Vec<Problem> {
+pub(crate) fn check(known: &Known, ast: &AST, source: &str) -> Vec<Problem> {
     let mut script_fns: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
     for f in ast.iter_functions() {
         script_fns

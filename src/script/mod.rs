@@ -2,15 +2,15 @@
 //! no host file access beyond the stdlib and the script's directory), the
 //! bindings, and running a script on its own thread.
 
-pub mod bindings;
-pub mod diagnostics;
-pub mod lint;
+pub(crate) mod bindings;
+pub(crate) mod diagnostics;
+pub(crate) mod lint;
 #[cfg(test)]
 mod lint_coverage;
-pub mod options;
-pub mod primitives;
-pub mod resolver;
-pub mod terminal_bindings;
+pub(crate) mod options;
+pub(crate) mod primitives;
+pub(crate) mod resolver;
+pub(crate) mod terminal_bindings;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,11 +21,11 @@ use rhai::{Engine, AST};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::runtime::Run;
-pub use diagnostics::ScriptSource;
+pub(crate) use diagnostics::ScriptSource;
 
 /// A loaded script.
 #[derive(Clone)]
-pub struct Script {
+pub(crate) struct Script {
     pub path: PathBuf,
     /// The directory imports resolve in.
     pub dir: PathBuf,
@@ -34,7 +34,7 @@ pub struct Script {
 
 impl Script {
     /// Read a script file.
-    pub fn load(path: &Path) -> Result<Script> {
+    pub(crate) fn load(path: &Path) -> Result<Script> {
         if path == Path::new(STDIN) {
             return Self::from_stdin();
         }
@@ -54,7 +54,7 @@ impl Script {
 }
 
 /// The script path that means "read the script from standard input".
-pub const STDIN: &str = "-";
+pub(crate) const STDIN: &str = "-";
 
 impl Script {
     /// The script piped to `rfs run -`: named `<stdin>`, imports resolve
@@ -79,7 +79,7 @@ impl Script {
 }
 
 /// The engine without run bindings: packages, limits, resolver.
-pub fn base_engine(script_dir: &Path) -> Result<Engine> {
+pub(crate) fn base_engine(script_dir: &Path) -> Result<Engine> {
     let mut e = Engine::new_raw();
     e.register_global_module(StandardPackage::new().as_shared_module());
     e.set_max_operations(2_000_000_000)
@@ -100,7 +100,7 @@ pub fn base_engine(script_dir: &Path) -> Result<Engine> {
 
 /// Compile `script` and check that its literal imports resolve and compile
 /// (what `rfs check` does; `rfs run` does it before anything runs).
-pub fn compile(engine: &Engine, script: &Script) -> Result<AST> {
+pub(crate) fn compile(engine: &Engine, script: &Script) -> Result<AST> {
     let mut ast = engine
         .compile(&script.source.text)
         .map_err(|e| script.source.parse_error(&e))?;
@@ -118,7 +118,7 @@ pub fn compile(engine: &Engine, script: &Script) -> Result<AST> {
 
 /// Build the run's engine: base engine + bindings + print/debug routed to
 /// the reporter and the journal + Ctrl-C through the progress callback.
-pub fn run_engine(
+pub(crate) fn run_engine(
     run: &Arc<Run>,
     script: &Script,
     vars: std::collections::BTreeMap<String, String>,
@@ -159,7 +159,7 @@ pub fn run_engine(
 /// on the calling thread, which must not be one of the run's tokio
 /// runtime's threads: native calls block on that runtime. Returns the
 /// classified error.
-pub fn execute(run: &Arc<Run>, script: &Script, engine: Engine, ast: &AST) -> Result<()> {
+pub(crate) fn execute(run: &Arc<Run>, script: &Script, engine: Engine, ast: &AST) -> Result<()> {
     match engine.run_ast(ast) {
         Ok(()) => Ok(()),
         Err(e) => {

@@ -9,11 +9,11 @@ use rhai::{Dynamic, Map};
 /// The longest duration a script may ask for (7 days): a step timeout,
 /// a wait. Longer values are option errors, never a panic or an overflow
 /// deeper down.
-pub const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
+pub(crate) const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 
 /// Why a script's options were refused (before anything ran).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum OptionError {
+pub(crate) enum OptionError {
     /// A duration that is not a number.
     #[error("{what} must be a number of seconds, not {got}")]
     NotSeconds { what: String, got: &'static str },
@@ -70,7 +70,7 @@ fn ticked(keys: &[String]) -> String {
 
 /// A number (int or float) of seconds in (0, [`MAX_SECONDS`]]; `what`
 /// names the option for the message.
-pub fn seconds_value(what: &str, v: &Dynamic) -> Result<Duration, OptionError> {
+pub(crate) fn seconds_value(what: &str, v: &Dynamic) -> Result<Duration, OptionError> {
     let secs = v
         .as_float()
         .or_else(|_| v.as_int().map(|i| i as f64))
@@ -90,7 +90,7 @@ pub fn seconds_value(what: &str, v: &Dynamic) -> Result<Duration, OptionError> {
 /// An option map of a primitive being read: it takes exactly the keys
 /// the primitive declares ([`super::primitives`]); call [`Opts::finish`]
 /// to reject the others.
-pub struct Opts {
+pub(crate) struct Opts {
     what: &'static str,
     known: &'static [&'static str],
     map: Map,
@@ -99,7 +99,7 @@ pub struct Opts {
 
 impl Opts {
     /// The option map of primitive `what` (`"step()"`).
-    pub fn new(what: &'static str, map: Map) -> Self {
+    pub(crate) fn new(what: &'static str, map: Map) -> Self {
         let known = super::primitives::option_keys(what.trim_end_matches("()"));
         Opts {
             what,
@@ -129,7 +129,7 @@ impl Opts {
         }
     }
 
-    pub fn string(&mut self, key: &str) -> Result<Option<String>, OptionError> {
+    pub(crate) fn string(&mut self, key: &str) -> Result<Option<String>, OptionError> {
         match self.get(key) {
             None => Ok(None),
             Some(v) if v.is_string() => Ok(Some(v.into_string().expect("string"))),
@@ -137,7 +137,7 @@ impl Opts {
         }
     }
 
-    pub fn boolean(&mut self, key: &str) -> Result<Option<bool>, OptionError> {
+    pub(crate) fn boolean(&mut self, key: &str) -> Result<Option<bool>, OptionError> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => v
@@ -147,7 +147,7 @@ impl Opts {
         }
     }
 
-    pub fn int(&mut self, key: &str) -> Result<Option<i64>, OptionError> {
+    pub(crate) fn int(&mut self, key: &str) -> Result<Option<i64>, OptionError> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => v
@@ -159,7 +159,7 @@ impl Opts {
 
     /// A number (int or float) of seconds, > 0 and at most
     /// [`MAX_SECONDS`].
-    pub fn seconds(&mut self, key: &str) -> Result<Option<Duration>, OptionError> {
+    pub(crate) fn seconds(&mut self, key: &str) -> Result<Option<Duration>, OptionError> {
         let Some(v) = self.get(key) else {
             return Ok(None);
         };
@@ -167,7 +167,7 @@ impl Opts {
     }
 
     /// A map of string → string (values may be any printable scalar).
-    pub fn string_map(&mut self, key: &str) -> Result<Vec<(String, String)>, OptionError> {
+    pub(crate) fn string_map(&mut self, key: &str) -> Result<Vec<(String, String)>, OptionError> {
         let Some(v) = self.get(key) else {
             return Ok(vec![]);
         };
@@ -189,7 +189,7 @@ impl Opts {
     }
 
     /// Refuse keys the primitive does not declare.
-    pub fn finish(self) -> Result<(), OptionError> {
+    pub(crate) fn finish(self) -> Result<(), OptionError> {
         // Every declared key is honoured: a binding that stopped reading
         // one would ignore it silently.
         debug_assert!(

@@ -8,7 +8,7 @@
 
 /// One script primitive.
 #[derive(Debug, Clone, Copy)]
-pub struct Primitive {
+pub(crate) struct Primitive {
     pub name: &'static str,
     /// The argument counts it takes (method-call form counts the
     /// receiver).
@@ -31,7 +31,7 @@ const fn plain(name: &'static str, arities: &'static [usize], summary: &'static 
 }
 
 /// Every primitive, as the script sees it.
-pub const PRIMITIVES: &[Primitive] = &[
+pub(crate) const PRIMITIVES: &[Primitive] = &[
     Primitive {
         name: "sandbox",
         arities: &[0, 1],
@@ -112,12 +112,12 @@ pub const PRIMITIVES: &[Primitive] = &[
 ];
 
 /// The primitive called `name`.
-pub fn find(name: &str) -> Option<&'static Primitive> {
+pub(crate) fn find(name: &str) -> Option<&'static Primitive> {
     PRIMITIVES.iter().find(|p| p.name == name)
 }
 
 /// The option keys of primitive `name` (none when it takes no map).
-pub fn option_keys(name: &str) -> &'static [&'static str] {
+pub(crate) fn option_keys(name: &str) -> &'static [&'static str] {
     find(name).and_then(|p| p.options).map_or(&[], |o| o.1)
 }
 

@@ -13,7 +13,7 @@ use rhai::{Engine, EvalAltResult, Module, ModuleResolver, Position, Scope, Share
 type SharedModule = Shared<Module>;
 
 /// The stdlib modules: (import name, source).
-pub const STDLIB: &[(&str, &str)] = &[
+pub(crate) const STDLIB: &[(&str, &str)] = &[
     ("rfs/assert", include_str!("../../stdlib/assert.rhai")),
     ("rfs/proof", include_str!("../../stdlib/proof.rhai")),
     ("rfs/poll", include_str!("../../stdlib/poll.rhai")),
@@ -21,7 +21,7 @@ pub const STDLIB: &[(&str, &str)] = &[
 
 /// Why an import (or the stdlib itself) is unusable.
 #[derive(Debug, thiserror::Error)]
-pub enum ImportError {
+pub(crate) enum ImportError {
     /// A stdlib module shipped in the binary does not compile (an rfs bug).
     #[error("stdlib module {name} does not compile: {reason}")]
     StdlibCompile {
@@ -54,7 +54,7 @@ pub enum ImportError {
 
 /// Why [`Resolver::locate`] refuses an import path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ImportRefusal {
+pub(crate) enum ImportRefusal {
     #[error("absolute import paths are not allowed")]
     Absolute,
     #[error("imports may not leave the script's directory")]
@@ -68,10 +68,10 @@ pub enum ImportRefusal {
 /// Told of every module file loaded while the script runs (import path,
 /// resolved file, the exact text that will run); an error refuses the
 /// import.
-pub type LoadHook = Box<dyn Fn(&str, &Path, &str) -> Result<(), String> + Send + Sync>;
+pub(crate) type LoadHook = Box<dyn Fn(&str, &Path, &str) -> Result<(), String> + Send + Sync>;
 
 /// The contained resolver.
-pub struct Resolver {
+pub(crate) struct Resolver {
     stdlib: StaticModuleResolver,
     script_dir: PathBuf,
     cache: Mutex<HashMap<PathBuf, SharedModule>>,
@@ -80,7 +80,7 @@ pub struct Resolver {
 
 impl Resolver {
     /// Compile the stdlib with `engine` (which must not use this resolver yet).
-    pub fn new(engine: &Engine, script_dir: &Path) -> Result<Self, ImportError> {
+    pub(crate) fn new(engine: &Engine, script_dir: &Path) -> Result<Self, ImportError> {
         let mut stdlib = StaticModuleResolver::new();
         for (name, src) in STDLIB {
             let mut ast = engine
@@ -102,13 +102,13 @@ impl Resolver {
     }
 
     /// Call `hook` for every module file loaded at run time.
-    pub fn on_load(mut self, hook: LoadHook) -> Self {
+    pub(crate) fn on_load(mut self, hook: LoadHook) -> Self {
         self.on_load = Some(hook);
         self
     }
 
     /// The script's directory (canonical), which imports stay inside.
-    pub fn script_dir(&self) -> &Path {
+    pub(crate) fn script_dir(&self) -> &Path {
         &self.script_dir
     }
 }
@@ -128,7 +128,7 @@ fn refused(path: &str, why: &dyn std::fmt::Display, pos: Position) -> Box<EvalAl
 
 impl Resolver {
     /// The file an import path names, or why it is refused.
-    pub fn locate(&self, path: &str) -> Result<PathBuf, ImportRefusal> {
+    pub(crate) fn locate(&self, path: &str) -> Result<PathBuf, ImportRefusal> {
         let rel = Path::new(path);
         if rel.is_absolute() {
             return Err(ImportRefusal::Absolute);
@@ -154,13 +154,13 @@ impl Resolver {
 
     /// Check, without running anything, that every literal `import` in
     /// `source` (and in the modules it imports) resolves and compiles.
-    pub fn check_imports(&self, engine: &Engine, source: &str) -> Result<(), ImportError> {
+    pub(crate) fn check_imports(&self, engine: &Engine, source: &str) -> Result<(), ImportError> {
         self.imports(engine, source).map(|_| ())
     }
 
     /// Like [`Self::check_imports`], returning each imported file once, as
     /// (import path, resolved file), in the order first met.
-    pub fn imports(
+    pub(crate) fn imports(
         &self,
         engine: &Engine,
         source: &str,

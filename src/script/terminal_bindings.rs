@@ -17,7 +17,7 @@ type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
 
 /// The script's handle on one attached session.
 #[derive(Clone)]
-pub struct TerminalHandle {
+pub(crate) struct TerminalHandle {
     run: Arc<Run>,
     s: Arc<Attached>,
 }
@@ -98,7 +98,7 @@ fn outcome_map(o: &ExecOutcome) -> Map {
 }
 
 /// Register the terminal functions for `run`.
-pub fn register(engine: &mut Engine, run: Arc<Run>) {
+pub(crate) fn register(engine: &mut Engine, run: Arc<Run>) {
     engine.register_type_with_name::<TerminalHandle>("Terminal");
     let r = run.clone();
     engine.register_fn(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The environment variable naming the agent's socket.
-pub const SOCK_ENV: &str = "SSH_AUTH_SOCK";
+pub(crate) const SOCK_ENV: &str = "SSH_AUTH_SOCK";
 
 const FAILURE: u8 = 5;
 const REQUEST_IDENTITIES: u8 = 11;
@@ -161,22 +161,22 @@ impl Agent {
 }
 
 /// Append an SSH `string` (u32 big-endian length, bytes).
-pub fn put_string(out: &mut Vec<u8>, b: &[u8]) {
+pub(crate) fn put_string(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_be_bytes());
     out.extend_from_slice(b);
 }
 
 /// Reads SSH wire types, failing on truncation.
-pub struct Reader<'a>(pub &'a [u8]);
+pub(crate) struct Reader<'a>(pub &'a [u8]);
 
 impl<'a> Reader<'a> {
-    pub fn byte(&mut self) -> Result<u8, AgentError> {
+    pub(crate) fn byte(&mut self) -> Result<u8, AgentError> {
         let (b, rest) = self.0.split_first().ok_or(AgentError::Truncated)?;
         self.0 = rest;
         Ok(*b)
     }
 
-    pub fn u32(&mut self) -> Result<u32, AgentError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, AgentError> {
         if self.0.len() < 4 {
             return Err(AgentError::Truncated);
         }
@@ -185,7 +185,7 @@ impl<'a> Reader<'a> {
         Ok(u32::from_be_bytes(n.try_into().expect("4 bytes")))
     }
 
-    pub fn string(&mut self) -> Result<&'a [u8], AgentError> {
+    pub(crate) fn string(&mut self) -> Result<&'a [u8], AgentError> {
         let n = self.u32()? as usize;
         if self.0.len() < n {
             return Err(AgentError::Truncated);

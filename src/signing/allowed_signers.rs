@@ -15,7 +15,7 @@ use super::error::{MalformedLine, SignatureError};
 
 /// One usable line of the file.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// Comma-separated principal patterns (`*`, `?`, `!` negation).
     pub principals: String,
     pub namespaces: Option<String>,
@@ -25,7 +25,7 @@ pub struct Entry {
 }
 
 /// Parse an allowed-signers file. Malformed lines are errors naming them.
-pub fn read(path: &Path) -> Result<Vec<Entry>, SignatureError> {
+pub(crate) fn read(path: &Path) -> Result<Vec<Entry>, SignatureError> {
     let shown = || path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| {
         SignatureError::AllowedSignersUnreadable {
@@ -39,7 +39,7 @@ pub fn read(path: &Path) -> Result<Vec<Entry>, SignatureError> {
     })
 }
 
-pub fn parse(text: &str) -> Result<Vec<Entry>, MalformedLine> {
+pub(crate) fn parse(text: &str) -> Result<Vec<Entry>, MalformedLine> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
@@ -126,7 +126,7 @@ fn split_options(s: &str) -> Vec<String> {
 }
 
 /// OpenSSH's `match_pattern`: `*` any run, `?` one character.
-pub fn glob(pattern: &str, s: &str) -> bool {
+pub(crate) fn glob(pattern: &str, s: &str) -> bool {
     fn go(p: &[char], s: &[char]) -> bool {
         match p.split_first() {
             None => s.is_empty(),
@@ -141,7 +141,7 @@ pub fn glob(pattern: &str, s: &str) -> bool {
 }
 
 /// OpenSSH's `match_pattern_list`: a negated match anywhere wins.
-pub fn matches_list(list: &str, s: &str) -> bool {
+pub(crate) fn matches_list(list: &str, s: &str) -> bool {
     let mut hit = false;
     for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match p.strip_prefix('!') {
@@ -156,7 +156,7 @@ pub fn matches_list(list: &str, s: &str) -> bool {
 
 impl Entry {
     /// Whether this entry vouches for `key` signing in `namespace`.
-    pub fn vouches(&self, key: &ssh_key::public::KeyData, namespace: &str) -> bool {
+    pub(crate) fn vouches(&self, key: &ssh_key::public::KeyData, namespace: &str) -> bool {
         self.unsupported.is_empty()
             && self.key.key_data() == key
             && self
@@ -168,7 +168,7 @@ impl Entry {
 
 /// The principals `entries` allow for `key` in `namespace`, restricted to
 /// `identity` when one is given. Empty: the key is not allowed.
-pub fn principals_for(
+pub(crate) fn principals_for(
     entries: &[Entry],
     key: &ssh_key::public::KeyData,
     namespace: &str,

@@ -12,9 +12,9 @@ use super::agent::{self, Agent, Reader};
 use super::error::KeyError;
 
 /// The environment variable naming the signing key (`--sign-key` wins).
-pub const KEY_ENV: &str = "RFS_SIGNING_KEY";
+pub(crate) const KEY_ENV: &str = "RFS_SIGNING_KEY";
 /// The SSHSIG namespace of rfs signatures (`ssh-keygen -Y verify -n rfs`).
-pub const NAMESPACE: &str = "rfs";
+pub(crate) const NAMESPACE: &str = "rfs";
 
 /// Where signatures are made.
 enum Holder {
@@ -197,7 +197,7 @@ impl SigningKey {
 }
 
 /// The key to use: `--sign-key` if given, else `RFS_SIGNING_KEY`.
-pub fn from_args(flag: Option<&Path>) -> Result<Option<SigningKey>, KeyError> {
+pub(crate) fn from_args(flag: Option<&Path>) -> Result<Option<SigningKey>, KeyError> {
     let path = match flag {
         Some(p) => Some(p.to_path_buf()),
         None => std::env::var_os(KEY_ENV)
@@ -209,7 +209,9 @@ pub fn from_args(flag: Option<&Path>) -> Result<Option<SigningKey>, KeyError> {
 
 /// The key of a run, loaded before anything runs: an unusable key is a
 /// refusal, never an unsigned run.
-pub fn for_run(flag: Option<&Path>) -> crate::error::Result<Option<std::sync::Arc<SigningKey>>> {
+pub(crate) fn for_run(
+    flag: Option<&Path>,
+) -> crate::error::Result<Option<std::sync::Arc<SigningKey>>> {
     from_args(flag)
         .map(|k| k.map(std::sync::Arc::new))
         .map_err(|m| crate::error::Error::Refused(format!("cannot sign this run: {m}")))

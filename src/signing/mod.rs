@@ -10,22 +10,23 @@
 //! `ssh-keygen -Y verify -f allowed_signers -I ID -n rfs -s journal.sig < journal.jsonl`
 //! accepts it.
 
-pub mod agent;
-pub mod allowed_signers;
-pub mod error;
-pub mod key;
+pub(crate) mod agent;
+pub(crate) mod allowed_signers;
+pub(crate) mod error;
+pub(crate) mod key;
 
 use ssh_key::{HashAlg, PublicKey, SshSig};
 
-pub use error::{KeyError, SignatureError};
-pub use key::{SigningKey, NAMESPACE};
+pub(crate) use error::{KeyError, SignatureError};
+pub use key::SigningKey;
+pub(crate) use key::NAMESPACE;
 
 /// The signature file beside the journal.
-pub const SIG_FILE: &str = "journal.sig";
+pub(crate) const SIG_FILE: &str = "journal.sig";
 
 /// What a verified SSH signature says.
 #[derive(Debug, Clone)]
-pub struct VerifiedSig {
+pub(crate) struct VerifiedSig {
     pub key: PublicKey,
     /// `SHA256:…`
     pub fingerprint: String,
@@ -37,7 +38,7 @@ pub struct VerifiedSig {
 /// Verify an armored SSHSIG over `msg` in namespace `rfs`: the signature
 /// must be valid, and when `allowed` is given its key must be allowed there
 /// (for `identity`, when given).
-pub fn verify_sshsig(
+pub(crate) fn verify_sshsig(
     msg: &[u8],
     armored: &str,
     allowed: Option<&[allowed_signers::Entry]>,

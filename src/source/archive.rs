@@ -21,7 +21,7 @@ use super::SourceError;
 
 /// The built archive.
 #[derive(Debug)]
-pub struct BuiltArchive {
+pub(crate) struct BuiltArchive {
     /// sha256 of the (uncompressed) tar stream.
     pub sha256: String,
     /// Bytes of the (uncompressed) tar stream.
@@ -42,7 +42,7 @@ pub struct Built {
 /// Bound libgit2's memory once per process: pack windows are mapped in
 /// 8 MiB pieces with at most 16 MiB mapped at a time (default: 1 GiB
 /// windows, up to 8 GiB mapped, all of it counted in RSS once read).
-pub fn bound_git_memory() {
+pub(crate) fn bound_git_memory() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // SAFETY: libgit2 global options, set once before any repository
@@ -58,7 +58,7 @@ pub fn bound_git_memory() {
 /// Write the resolved tree (plus pinned submodules) as a tar to the file
 /// `out`, gzip-compressed when `gzip` (the digest and size are those of
 /// the uncompressed tar, which is what the sandbox hashes).
-pub fn build(
+pub(crate) fn build(
     repo_dir: &Path,
     src: &ResolvedSource,
     out: &Path,
@@ -132,7 +132,7 @@ pub fn build_into<W: Write>(
 /// what changed): a directory header (its contents are listed separately)
 /// or a blob (file or symlink).
 #[derive(Debug, Clone)]
-pub struct Shipped {
+pub(crate) struct Shipped {
     pub path: Vec<u8>,
     pub id: Oid,
     pub filemode: i32,
@@ -142,7 +142,7 @@ pub struct Shipped {
 /// Stream exactly `entries` (in order; parents before children) of the
 /// repository's objects as a tar into `out`, returning `out` (flushed) and
 /// the manifest of what was shipped (files hashed on the way).
-pub fn build_entries_into<W: Write>(
+pub(crate) fn build_entries_into<W: Write>(
     repo_dir: &Path,
     commit: Oid,
     entries: &[Shipped],
@@ -455,14 +455,14 @@ impl<W: Write> Walker<'_, W> {
 }
 
 /// A writer that hashes and counts what passes through.
-pub struct HashingWriter<W> {
+pub(crate) struct HashingWriter<W> {
     inner: W,
     hash: Sha256,
     n: u64,
 }
 
 impl<W: Write> HashingWriter<W> {
-    pub fn new(inner: W) -> Self {
+    pub(crate) fn new(inner: W) -> Self {
         HashingWriter {
             inner,
             hash: Sha256::new(),
@@ -470,7 +470,7 @@ impl<W: Write> HashingWriter<W> {
         }
     }
     /// The inner writer, the hex sha256 and the byte count.
-    pub fn finish(self) -> (W, String, u64) {
+    pub(crate) fn finish(self) -> (W, String, u64) {
         (self.inner, hex::encode(self.hash.finalize()), self.n)
     }
 }

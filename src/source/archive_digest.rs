@@ -50,7 +50,7 @@ enum State {
 
 /// The incremental `tar-entries-sha256` of a tar stream.
 #[derive(Debug)]
-pub struct EntriesDigest {
+pub(crate) struct EntriesDigest {
     outer: Sha256,
     inner: Sha256,
     block: Box<[u8; BLOCK]>,
@@ -71,10 +71,10 @@ impl Default for EntriesDigest {
 /// A digest the caller supplied out of turn, or did not supply.
 #[derive(Debug, thiserror::Error)]
 #[error("archive digest: {0}")]
-pub struct DigestError(&'static str);
+pub(crate) struct DigestError(&'static str);
 
 impl EntriesDigest {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         EntriesDigest {
             outer: Sha256::new(),
             inner: Sha256::new(),
@@ -90,7 +90,7 @@ impl EntriesDigest {
     /// the caller ([`EntriesDigest::content_digest`]), in stream order:
     /// the verifier's, which takes them from the files as read back.
     /// Feed it with [`EntriesDigest::feed`].
-    pub fn every_content_supplied() -> Self {
+    pub(crate) fn every_content_supplied() -> Self {
         EntriesDigest {
             expect_all: true,
             ..Self::new()
@@ -99,21 +99,21 @@ impl EntriesDigest {
 
     /// Whether the stream fed so far stopped before the next entry for the
     /// digest of a regular file's content.
-    pub fn awaits_digest(&self) -> bool {
+    pub(crate) fn awaits_digest(&self) -> bool {
         matches!(self.state, State::AwaitDigest)
     }
 
     /// The next regular file's content is not hashed here: its SHA-256
     /// comes from [`EntriesDigest::content_digest`] once it has passed
     /// (the writer of the archive hashed it already).
-    pub fn expect_content_digest(&mut self) {
+    pub(crate) fn expect_content_digest(&mut self) {
         self.expect = true;
     }
 
     /// The SHA-256 of the regular file announced by
     /// [`EntriesDigest::expect_content_digest`], after all of its content
     /// and padding passed through [`EntriesDigest::update`].
-    pub fn content_digest(&mut self, sha256: &[u8; 32]) -> Result<(), DigestError> {
+    pub(crate) fn content_digest(&mut self, sha256: &[u8; 32]) -> Result<(), DigestError> {
         if !matches!(self.state, State::AwaitDigest) {
             return Err(DigestError("a content digest was supplied out of turn"));
         }
@@ -125,7 +125,7 @@ impl EntriesDigest {
     }
 
     /// Feed the next bytes of the stream.
-    pub fn update(&mut self, data: &[u8]) -> Result<(), DigestError> {
+    pub(crate) fn update(&mut self, data: &[u8]) -> Result<(), DigestError> {
         if self.feed(data) < data.len() {
             return Err(DigestError(
                 "the next entry started before the previous one's digest was supplied",
@@ -137,7 +137,7 @@ impl EntriesDigest {
     /// Feed the next bytes of the stream up to where a supplied content
     /// digest is due ([`EntriesDigest::awaits_digest`]); returns how many
     /// bytes were taken (the rest is to be fed again after the digest).
-    pub fn feed(&mut self, all: &[u8]) -> usize {
+    pub(crate) fn feed(&mut self, all: &[u8]) -> usize {
         let mut data = all;
         while !data.is_empty() {
             match &mut self.state {
@@ -247,7 +247,7 @@ impl EntriesDigest {
 
     /// The hex digest of everything fed. A stream that ended inside an
     /// entry still has a digest (it cannot equal a whole stream's).
-    pub fn finalize(mut self) -> String {
+    pub(crate) fn finalize(mut self) -> String {
         if let State::Content {
             supplied: false, ..
         } = self.state

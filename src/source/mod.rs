@@ -10,19 +10,19 @@
 //!   the provider can run it ([`native_extract`], [`native_read_back`],
 //!   [`native_walk`]).
 
-pub mod archive;
-pub mod archive_digest;
-pub mod manifest;
-pub mod native_check;
-pub mod native_extract;
-pub mod native_read_back;
-pub mod native_walk;
-pub mod pack_stream;
-pub mod remote_check;
-pub mod repo;
-pub mod resync;
-pub mod resync_remote;
-pub mod stream;
+pub(crate) mod archive;
+pub(crate) mod archive_digest;
+pub(crate) mod manifest;
+pub(crate) mod native_check;
+pub(crate) mod native_extract;
+pub(crate) mod native_read_back;
+pub(crate) mod native_walk;
+pub(crate) mod pack_stream;
+pub(crate) mod remote_check;
+pub(crate) mod repo;
+pub(crate) mod resync;
+pub(crate) mod resync_remote;
+pub(crate) mod stream;
 
 use std::path::PathBuf;
 
@@ -120,7 +120,7 @@ impl From<std::io::Error> for SourceError {
 }
 
 /// Render a git path (bytes) for humans: UTF-8 where valid, escapes otherwise.
-pub fn display_path(p: &[u8]) -> String {
+pub(crate) fn display_path(p: &[u8]) -> String {
     let s = String::from_utf8_lossy(p);
     if s.chars().any(|c| c.is_control()) {
         format!("{:?}", s)

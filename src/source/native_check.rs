@@ -42,27 +42,27 @@ use super::remote_check::{
 };
 
 /// The hidden first argument that makes rfs the verifier.
-pub const COMMAND: &str = "__verify-source";
+pub(crate) const COMMAND: &str = "__verify-source";
 
 /// The argument that only asks the verifier to answer
 /// [`probe_answer`] (a verifier that answers it started).
-pub const PROBE: &str = "--probe";
+pub(crate) const PROBE: &str = "--probe";
 
 /// What `rfs __verify-source --probe` prints.
-pub fn probe_answer() -> String {
+pub(crate) fn probe_answer() -> String {
     format!("rfs {} verifier\n", env!("CARGO_PKG_VERSION"))
 }
 
 /// Exit code of a verifier that was called wrongly or could not read a file
 /// back (the script has no such case).
-pub const EXIT_OTHER: i32 = 1;
+pub(crate) const EXIT_OTHER: i32 = 1;
 
 /// Bytes per chunk handed from the stream to the read-back thread.
 const CHUNK: usize = 256 * 1024;
 
 /// Why the verification stopped.
 #[derive(Debug, thiserror::Error)]
-pub enum VerifyError {
+pub(crate) enum VerifyError {
     #[error("usage: rfs {COMMAND} ARCHIVE DEST AUX [DECOMPRESSOR [STAMP]]")]
     Usage,
     #[error("required tool '{0}' is missing in the sandbox (the transfer is compressed)")]
@@ -87,7 +87,7 @@ pub enum VerifyError {
 
 impl VerifyError {
     /// The script's exit code for the same failure.
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         match self {
             VerifyError::ReadBack(ReadBackError::Unmatched) => EXIT_DIGEST,
             VerifyError::Usage | VerifyError::ReadBack(_) | VerifyError::Report(_) => EXIT_OTHER,
@@ -139,7 +139,7 @@ impl Args {
 
 /// Run the verifier with the arguments after [`COMMAND`]; the report goes
 /// to stdout, a failure's reason to stderr. Returns the exit code.
-pub fn main(args: Vec<OsString>) -> i32 {
+pub(crate) fn main(args: Vec<OsString>) -> i32 {
     if args.len() == 1 && args[0] == PROBE {
         // A provider that copied the executable into a sandbox checks
         // that it starts there (loader, libraries, architecture).
@@ -160,7 +160,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
 
 /// Extract, verify and write the report into `out` (only once everything
 /// was checked and read back).
-pub fn verify(args: Vec<OsString>, out: &mut dyn Write) -> Result<(), VerifyError> {
+pub(crate) fn verify(args: Vec<OsString>, out: &mut dyn Write) -> Result<(), VerifyError> {
     let args = Args::parse(args)?;
     if args.dest.symlink_metadata().is_ok() {
         return Err(VerifyError::DestExists(
@@ -368,17 +368,17 @@ static EXECUTABLE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 /// Declare `path` as an executable whose entry point dispatches [`COMMAND`]
 /// (rfs's CLI declares `/proc/self/exe`; a program embedding the library,
 /// like a test, may name the rfs binary). The first declaration stays.
-pub fn declare_executable(path: PathBuf) {
+pub(crate) fn declare_executable(path: PathBuf) {
     let _ = EXECUTABLE.set(path);
 }
 
 /// The declared executable (`None`: this process cannot run the native
 /// verifier, so syncs verify with the POSIX script).
-pub fn executable() -> Option<&'static Path> {
+pub(crate) fn executable() -> Option<&'static Path> {
     EXECUTABLE.get().map(PathBuf::as_path)
 }
 
 /// Whether `arg` (rfs's first argument) asks for the verifier.
-pub fn is_command(arg: &OsStr) -> bool {
+pub(crate) fn is_command(arg: &OsStr) -> bool {
     arg.as_bytes() == COMMAND.as_bytes()
 }

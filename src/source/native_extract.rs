@@ -27,7 +27,7 @@ use super::native_read_back::{self, Extracted, Follower, FOLLOW};
 
 /// Why an archive was refused or could not be extracted.
 #[derive(Debug, thiserror::Error)]
-pub enum ExtractError {
+pub(crate) enum ExtractError {
     #[error("the archive is malformed: {0}")]
     Malformed(io::Error),
     #[error("refusing archive entry {0:?}: an absolute name")]
@@ -52,7 +52,7 @@ const BUF: usize = 256 * 1024;
 /// Extract the tar read from `input` into `dest` (an empty directory),
 /// handing every regular file to `read_back` once written (named
 /// `./`-prefixed, as the walk names them).
-pub fn extract(
+pub(crate) fn extract(
     input: &mut dyn Read,
     dest: &Path,
     read_back: &native_read_back::Sender,

@@ -28,14 +28,14 @@ use sha2::{Digest, Sha256};
 use super::archive_digest::EntriesDigest;
 
 /// Bytes per read when hashing a file.
-pub const READ: usize = 256 * 1024;
+pub(crate) const READ: usize = 256 * 1024;
 
 /// Files at least this large are read back while they are written.
-pub const FOLLOW: u64 = 16 << 20;
+pub(crate) const FOLLOW: u64 = 16 << 20;
 
 /// Messages in flight from the extraction to the read-back thread (each
 /// at most one chunk of the stream, so this bounds the memory they hold).
-pub const IN_FLIGHT: usize = 16;
+pub(crate) const IN_FLIGHT: usize = 16;
 
 /// Chunks the thread may hold while it waits for the file that ends
 /// in them; more means the stream and the extraction disagree.
@@ -43,7 +43,7 @@ const HELD: usize = 2 * IN_FLIGHT;
 
 /// What could not be read back.
 #[derive(Debug, thiserror::Error)]
-pub enum ReadBackError {
+pub(crate) enum ReadBackError {
     #[error("reading back {path}: {source}")]
     Io { path: String, source: io::Error },
     #[error("a file hashing thread failed")]
@@ -52,7 +52,7 @@ pub enum ReadBackError {
     Unmatched,
 }
 
-pub fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ReadBackError + '_ {
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ReadBackError + '_ {
     move |source| ReadBackError::Io {
         path: path.to_string_lossy().into_owned(),
         source,
@@ -71,14 +71,14 @@ fn named_err(name: &[u8]) -> impl FnOnce(io::Error) -> ReadBackError + '_ {
 /// still that one, unchanged since (same device, inode, size, mode, change
 /// time).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadBack {
+pub(crate) struct ReadBack {
     pub stat: FileState,
     pub sha256: [u8; 32],
 }
 
 /// What identifies a file and changes with any change to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileState {
+pub(crate) struct FileState {
     dev: u64,
     ino: u64,
     size: u64,
@@ -87,7 +87,7 @@ pub struct FileState {
 }
 
 impl FileState {
-    pub fn of(m: &std::fs::Metadata) -> FileState {
+    pub(crate) fn of(m: &std::fs::Metadata) -> FileState {
         use std::os::unix::fs::MetadataExt;
         FileState {
             dev: m.dev(),
@@ -101,7 +101,7 @@ impl FileState {
 
 /// What the extraction hands the read-back thread, in the order it
 /// happens.
-pub enum Extracted {
+pub(crate) enum Extracted {
     /// The next chunk of the (uncompressed) stream, as read.
     Chunk(Arc<Vec<u8>>),
     /// A regular file, completely written (content, mode, time), with
@@ -112,14 +112,14 @@ pub enum Extracted {
 }
 
 /// The sending side, shared by the stream's reader and the extraction.
-pub type Sender = mpsc::SyncSender<Extracted>;
+pub(crate) type Sender = mpsc::SyncSender<Extracted>;
 
 /// What the thread returns: the archive digest and the read-back of every
 /// regular file (keyed by `./`-prefixed name, as the walk names them).
-pub type Outcome = (String, HashMap<Vec<u8>, ReadBack>);
+pub(crate) type Outcome = (String, HashMap<Vec<u8>, ReadBack>);
 
 /// Start the read-back thread.
-pub fn start() -> io::Result<(
+pub(crate) fn start() -> io::Result<(
     Sender,
     std::thread::JoinHandle<Result<Outcome, ReadBackError>>,
 )> {
@@ -195,7 +195,7 @@ fn read_back(mut f: std::fs::File, name: &[u8], buf: &mut [u8]) -> Result<ReadBa
 }
 
 /// The SHA-256 of what `f` reads from its position to its end.
-pub fn sha256_to_end(f: &mut std::fs::File, buf: &mut [u8]) -> io::Result<[u8; 32]> {
+pub(crate) fn sha256_to_end(f: &mut std::fs::File, buf: &mut [u8]) -> io::Result<[u8; 32]> {
     let mut h = Sha256::new();
     loop {
         match f.read(buf) {
@@ -226,14 +226,14 @@ impl Progress {
 /// descriptor) only once the writer has written it, and the file is read to
 /// its end once the writer is done. The hash is of what the filesystem
 /// returned, exactly as a later read-back would see it.
-pub struct Follower {
+pub(crate) struct Follower {
     progress: Arc<Progress>,
     thread: Option<std::thread::JoinHandle<Result<ReadBack, ReadBackError>>>,
 }
 
 impl Follower {
     /// Follow the file at `path` (just created; never through a symlink).
-    pub fn start(path: &Path) -> Result<Follower, ReadBackError> {
+    pub(crate) fn start(path: &Path) -> Result<Follower, ReadBackError> {
         let f = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -253,13 +253,13 @@ impl Follower {
     }
 
     /// The writer has written `n` bytes in all.
-    pub fn written(&self, n: u64) {
+    pub(crate) fn written(&self, n: u64) {
         self.progress.set(|s| s.0 = n);
     }
 
     /// The writer is done with the file (content, mode, times): read the
     /// rest and return the hash.
-    pub fn finish(mut self) -> Result<ReadBack, ReadBackError> {
+    pub(crate) fn finish(mut self) -> Result<ReadBack, ReadBackError> {
         self.progress.set(|s| s.1 = true);
         let t = self.thread.take().expect("joined once");
         t.join().map_err(|_| ReadBackError::Thread)?

@@ -21,7 +21,7 @@ use super::native_read_back::{io_err, sha256_to_end, FileState, ReadBack, ReadBa
 
 /// The tree as read back. Names are `./`-prefixed, as `find .` prints them.
 #[derive(Debug, Default)]
-pub struct Tree {
+pub(crate) struct Tree {
     pub dirs: Vec<Vec<u8>>,
     pub links: Vec<(Vec<u8>, Vec<u8>)>,
     /// The regular files' names.
@@ -32,7 +32,7 @@ pub struct Tree {
 
 /// A regular file as read back.
 #[derive(Debug)]
-pub struct Hashed {
+pub(crate) struct Hashed {
     /// Its index in [`Tree::files`].
     pub file: usize,
     /// The owner's exec bit.
@@ -43,7 +43,10 @@ pub struct Hashed {
 
 /// Walk `root` (physical) and hash its files; a file in `read_back` that
 /// is still the file that was read back, unchanged, is not read again.
-pub fn walk(root: &Path, read_back: &HashMap<Vec<u8>, ReadBack>) -> Result<Tree, ReadBackError> {
+pub(crate) fn walk(
+    root: &Path,
+    read_back: &HashMap<Vec<u8>, ReadBack>,
+) -> Result<Tree, ReadBackError> {
     let mut tree = Tree::default();
     tree.dirs.push(b".".to_vec());
     let mut stack = vec![(root.to_path_buf(), b".".to_vec())];
@@ -137,7 +140,7 @@ fn hash_file(
 }
 
 /// The report, byte for byte as the script writes it.
-pub fn write_report(
+pub(crate) fn write_report(
     out: &mut dyn io::Write,
     root: &Path,
     archive_sha256: &str,

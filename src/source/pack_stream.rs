@@ -28,7 +28,7 @@ const OBJ_BLOB: u8 = 3;
 const MAX_INDEX: u64 = 64 << 20;
 
 /// The packs of one repository, their indexes in memory.
-pub struct Packs {
+pub(crate) struct Packs {
     packs: Vec<Pack>,
 }
 
@@ -43,7 +43,7 @@ struct Pack {
 impl Packs {
     /// The packs of the repository at `git_dir` (none when there are none
     /// or they cannot be read: every object then goes through libgit2).
-    pub fn open(git_dir: &Path) -> Packs {
+    pub(crate) fn open(git_dir: &Path) -> Packs {
         let mut packs = Vec::new();
         if let Ok(dir) = std::fs::read_dir(git_dir.join("objects/pack")) {
             for e in dir.flatten() {
@@ -60,7 +60,7 @@ impl Packs {
 
     /// A reader over the inflated content of `oid` and its size, if the
     /// object is a blob stored whole in one of the packs.
-    pub fn blob(&self, oid: Oid) -> io::Result<Option<(Box<dyn Read + Send + '_>, u64)>> {
+    pub(crate) fn blob(&self, oid: Oid) -> io::Result<Option<(Box<dyn Read + Send + '_>, u64)>> {
         let id = oid.as_bytes();
         if id.len() != 20 {
             return Ok(None);

@@ -23,15 +23,15 @@
 use super::manifest::{Entry, Manifest};
 
 /// Exit codes of [`SCRIPT`] with their meaning.
-pub const EXIT_MISSING_TOOL: i32 = 90;
+pub(crate) const EXIT_MISSING_TOOL: i32 = 90;
 pub const EXIT_DEST_EXISTS: i32 = 91;
-pub const EXIT_MKDIR: i32 = 92;
+pub(crate) const EXIT_MKDIR: i32 = 92;
 pub const EXIT_EXTRACT: i32 = 93;
-pub const EXIT_DIGEST: i32 = 94;
-pub const EXIT_DECOMPRESS: i32 = 95;
+pub(crate) const EXIT_DIGEST: i32 = 94;
+pub(crate) const EXIT_DECOMPRESS: i32 = 95;
 
 /// The archive argument meaning "read the archive from standard input".
-pub const STDIN: &str = "-";
+pub(crate) const STDIN: &str = "-";
 
 /// `sh -c SCRIPT rfs-verify ARCHIVE DEST AUX [DECOMPRESSOR [STAMP]]`:
 /// ARCHIVE is a file in the sandbox or [`STDIN`]; AUX is a scratch
@@ -291,7 +291,7 @@ fn escape(name: &[u8], cr: bool) -> Vec<u8> {
 }
 
 /// Expected manifest as the sandbox can observe it (sizes are not reported).
-pub fn observable(m: &Manifest) -> Manifest {
+pub(crate) fn observable(m: &Manifest) -> Manifest {
     let mut o = m.clone();
     for e in o.entries.values_mut() {
         if let Entry::File { size, .. } = e {

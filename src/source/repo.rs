@@ -33,14 +33,14 @@ pub struct ResolvedSource {
 }
 
 /// Find the repository containing `dir`.
-pub fn discover(dir: &Path) -> Result<Repository, SourceError> {
+pub(crate) fn discover(dir: &Path) -> Result<Repository, SourceError> {
     Repository::discover(dir).map_err(|_| SourceError::NotARepo {
         dir: dir.display().to_string(),
     })
 }
 
 /// The repository's root directory (work tree, or git dir when bare).
-pub fn root_of(repo: &Repository) -> PathBuf {
+pub(crate) fn root_of(repo: &Repository) -> PathBuf {
     repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf()
 }
 

@@ -30,7 +30,7 @@ use super::SourceError;
 
 /// The new commit's tree as the sandbox must hold it.
 #[derive(Debug, Clone)]
-pub struct NextTree {
+pub(crate) struct NextTree {
     /// Files changed by the diff have an empty `sha256` until shipped.
     pub manifest: Manifest,
     /// Paths (files and symlinks) the diff added or modified.
@@ -42,7 +42,7 @@ pub struct NextTree {
 
 /// Derive the manifest of `new_tree` from `old` (the manifest of
 /// `old_tree`) and the diff between the two trees.
-pub fn next_tree(
+pub(crate) fn next_tree(
     repo_dir: &Path,
     old_tree: Oid,
     new_tree: Oid,
@@ -130,7 +130,7 @@ fn ancestors(p: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 /// What the sandbox reported about the synced root.
 #[derive(Debug, Default, Clone)]
-pub struct Listing {
+pub(crate) struct Listing {
     pub physical_root: String,
     /// Every entry below the root; files without digests.
     pub entries: Manifest,
@@ -148,7 +148,7 @@ pub struct Listing {
 
 /// What a re-sync does in the sandbox.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Removed whole (`rm -rf`) before extracting: paths the old commit
     /// tracked and the new one does not, and whatever stands where the new
     /// commit needs another type, or a file it ships.
@@ -164,7 +164,7 @@ pub struct Plan {
 }
 
 /// Decide what to remove and ship so that the sandbox holds `next`.
-pub fn plan(old: &Manifest, next: &NextTree, seen: &Listing) -> Plan {
+pub(crate) fn plan(old: &Manifest, next: &NextTree, seen: &Listing) -> Plan {
     let mut plan = Plan::default();
     let mut removed: BTreeSet<&[u8]> = BTreeSet::new();
     for (p, want) in &next.manifest.entries {
@@ -214,7 +214,7 @@ pub fn plan(old: &Manifest, next: &NextTree, seen: &Listing) -> Plan {
 }
 
 /// The new tree's entries to ship, looked up in the commit's tree.
-pub fn shipped_entries(
+pub(crate) fn shipped_entries(
     repo_dir: &Path,
     tree: Oid,
     paths: &[Vec<u8>],
@@ -243,7 +243,7 @@ use std::os::unix::ffi::OsStrExt as _;
 
 /// Fill the digests of the files the diff changed from what was shipped;
 /// every changed file is shipped, so none stays empty.
-pub fn fill_digests(next: &mut Manifest, shipped: &Manifest) -> Result<(), SourceError> {
+pub(crate) fn fill_digests(next: &mut Manifest, shipped: &Manifest) -> Result<(), SourceError> {
     for (p, e) in next.entries.iter_mut() {
         if let Entry::File { sha256, size, .. } = e {
             if let Some(Entry::File {
@@ -264,7 +264,7 @@ pub fn fill_digests(next: &mut Manifest, shipped: &Manifest) -> Result<(), Sourc
 
 /// What the check established.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Checked {
+pub(crate) struct Checked {
     /// Entries of the new tree found as expected.
     pub entries_compared: usize,
     /// Files hashed in the sandbox and compared.
@@ -275,7 +275,7 @@ pub struct Checked {
 
 /// Compare the sandbox's report after the change with `next` (digests
 /// filled). Differences are returned, at most `max`.
-pub fn check(
+pub(crate) fn check(
     old: &Manifest,
     next: &Manifest,
     plan: &Plan,

@@ -43,13 +43,13 @@ for t in tar find mkdir readlink cut tr xargs touch date rm rmdir; do need "$t";
 const FIND_ENTRIES: &str = r#"find . -type d -exec printf 'D%s\0' {} + -o -type l -exec sh -c 'for p do printf "L%s\0" "$p"; readlink "$p"; printf "\0"; done' sh {} + -o -type f -exec printf 'F%s\0' {} + -perm -100 -exec printf 'X%s\0' {} + ! -type f"#;
 
 /// Exit code: the synced root is gone (or is not a directory).
-pub const EXIT_ROOT_GONE: i32 = 92;
+pub(crate) const EXIT_ROOT_GONE: i32 = 92;
 /// Exit code: a path could not be removed.
-pub const EXIT_REMOVE: i32 = 96;
-pub use super::remote_check::{EXIT_DIGEST, EXIT_EXTRACT, EXIT_MISSING_TOOL, STDIN};
+pub(crate) const EXIT_REMOVE: i32 = 96;
+pub(crate) use super::remote_check::{EXIT_DIGEST, EXIT_EXTRACT, EXIT_MISSING_TOOL, STDIN};
 
 /// `sh -c INSPECT rfs-inspect DEST STAMP`.
-pub fn inspect_script() -> String {
+pub(crate) fn inspect_script() -> String {
     format!(
         r#"{PRELUDE}dest=$1; stamp=$2
 cd -P -- "$dest" 2>/dev/null || {{ echo "the synced root $dest is gone from the sandbox" >&2; exit 92; }}
@@ -70,7 +70,7 @@ printf 'END\0'
 /// `none`; `R` paths are removed
 /// whole, `D` paths are removed when empty (in the order given), all
 /// relative to DEST.
-pub fn apply_script() -> String {
+pub(crate) fn apply_script() -> String {
     format!(
         r#"{PRELUDE}arc=$1; dest=$2; aux=$3; stamp=$4; shift 4
 cd -P -- "$dest" 2>/dev/null || {{ echo "the synced root $dest is gone from the sandbox" >&2; exit 92; }}
@@ -111,7 +111,7 @@ case $arc in none|-) ;; *) rm -f -- "$arc" ;; esac
 }
 
 /// The argv tail of [`apply_script`] for a plan's removals.
-pub fn removal_args(remove: &[Vec<u8>], rmdir: &[Vec<u8>]) -> Vec<Vec<u8>> {
+pub(crate) fn removal_args(remove: &[Vec<u8>], rmdir: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let tag = |t: u8, p: &Vec<u8>| {
         let mut a = vec![t];
         a.extend_from_slice(p);
@@ -126,7 +126,7 @@ pub fn removal_args(remove: &[Vec<u8>], rmdir: &[Vec<u8>]) -> Vec<Vec<u8>> {
 
 /// Parse [`inspect_script`]'s (`with_archive` false) or [`apply_script`]'s
 /// (true) report.
-pub fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, ReportError> {
+pub(crate) fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, ReportError> {
     let mut f = out.split(|b| *b == 0);
     let mut l = Listing {
         stamp_ok: true,

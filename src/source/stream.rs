@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 
 /// The builder's error when the reader went away: a consequence of the
 /// consumer's failure, never its cause.
-pub const READER_GONE: &str = "the receiving side stopped reading the archive";
+pub(crate) const READER_GONE: &str = "the receiving side stopped reading the archive";
 
 /// Bytes per chunk handed over.
 const CHUNK: usize = 1 << 20;
@@ -39,7 +39,7 @@ enum Msg {
 /// A pair: the blocking writer for the builder thread, the async reader for
 /// the provider, which hashes the stream when `hash` (else only counts it:
 /// the builder computes the archive digest itself).
-pub fn channel_with(hash: bool) -> (ChunkWriter, ArchiveReader) {
+pub(crate) fn channel_with(hash: bool) -> (ChunkWriter, ArchiveReader) {
     let (tx, rx) = mpsc::channel(CAPACITY);
     let digest = Arc::new(Mutex::new(None));
     (
@@ -60,7 +60,7 @@ pub fn channel_with(hash: bool) -> (ChunkWriter, ArchiveReader) {
 }
 
 /// The builder's end (blocking; not for async contexts).
-pub struct ChunkWriter {
+pub(crate) struct ChunkWriter {
     tx: mpsc::Sender<Msg>,
     buf: Vec<u8>,
 }
@@ -73,7 +73,7 @@ impl ChunkWriter {
     }
 
     /// The archive is complete.
-    pub fn finish(mut self) -> io::Result<()> {
+    pub(crate) fn finish(mut self) -> io::Result<()> {
         self.flush()?;
         self.send(Msg::Done)
     }
@@ -98,14 +98,14 @@ impl Write for ChunkWriter {
 }
 
 /// The builder's end of either kind of stream.
-pub enum ArchiveWriter {
+pub(crate) enum ArchiveWriter {
     Chunks(ChunkWriter),
     Pipe(PipeWriter),
 }
 
 impl ArchiveWriter {
     /// The archive is complete.
-    pub fn finish(self) -> io::Result<()> {
+    pub(crate) fn finish(self) -> io::Result<()> {
         match self {
             ArchiveWriter::Chunks(w) => w.finish(),
             ArchiveWriter::Pipe(w) => w.finish(),
@@ -134,7 +134,7 @@ const PIPE: usize = 1 << 20;
 
 /// Ask for a [`PIPE`]-byte buffer on `fd` when it is a pipe (fewer, larger
 /// reads and writes); anything else is left alone.
-pub fn enlarge_pipe(fd: std::os::fd::RawFd) {
+pub(crate) fn enlarge_pipe(fd: std::os::fd::RawFd) {
     // SAFETY: fcntl on a descriptor the caller holds; F_SETPIPE_SZ fails
     // harmlessly (EBADF, EINVAL, EPERM) on anything that is not a pipe.
     unsafe {
@@ -149,7 +149,7 @@ pub fn enlarge_pipe(fd: std::os::fd::RawFd) {
 /// so a broken build shows only as an archive whose digest differs (the
 /// builder's own error says why); a reader that went away makes the
 /// builder's writes fail with [`READER_GONE`].
-pub fn pipe() -> io::Result<(PipeWriter, crate::provider::InputStream)> {
+pub(crate) fn pipe() -> io::Result<(PipeWriter, crate::provider::InputStream)> {
     let (r, w) = crate::provider::input::pipe_cloexec()?;
     enlarge_pipe(std::os::fd::AsRawFd::as_raw_fd(&w));
     Ok((
@@ -159,7 +159,7 @@ pub fn pipe() -> io::Result<(PipeWriter, crate::provider::InputStream)> {
 }
 
 /// The builder's end of a [`pipe`].
-pub struct PipeWriter(io::BufWriter<std::fs::File>);
+pub(crate) struct PipeWriter(io::BufWriter<std::fs::File>);
 
 fn gone(e: io::Error) -> io::Error {
     if e.kind() == io::ErrorKind::BrokenPipe {
@@ -171,7 +171,7 @@ fn gone(e: io::Error) -> io::Error {
 
 impl PipeWriter {
     /// The archive is complete: flush it and close the pipe.
-    pub fn finish(mut self) -> io::Result<()> {
+    pub(crate) fn finish(mut self) -> io::Result<()> {
         self.0.flush().map_err(gone)
     }
 }
@@ -186,7 +186,7 @@ impl Write for PipeWriter {
 }
 
 /// The shipping end: an [`AsyncRead`] that hashes what it yields.
-pub struct ArchiveReader {
+pub(crate) struct ArchiveReader {
     rx: mpsc::Receiver<Msg>,
     cur: Vec<u8>,
     pos: usize,
@@ -201,18 +201,18 @@ type Counted = (Option<String>, u64);
 
 /// Where the digest of a fully read stream appears.
 #[derive(Clone)]
-pub struct Digest256(Arc<Mutex<Option<Counted>>>);
+pub(crate) struct Digest256(Arc<Mutex<Option<Counted>>>);
 
 impl Digest256 {
     /// The hex sha256 (when the reader hashes) and length, once the whole
     /// stream was read.
-    pub fn get(&self) -> Option<Counted> {
+    pub(crate) fn get(&self) -> Option<Counted> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
 impl ArchiveReader {
-    pub fn digest(&self) -> Digest256 {
+    pub(crate) fn digest(&self) -> Digest256 {
         Digest256(self.digest.clone())
     }
 }

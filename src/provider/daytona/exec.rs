@@ -36,7 +36,7 @@ const STDERR_MARK: &[u8] = b"\x02\x02\x02";
 
 /// A command's output so far.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Logs {
+pub(crate) struct Logs {
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
 }
@@ -53,7 +53,7 @@ struct JsonLogs {
 
 /// Split raw multiplexed output at the toolbox's markers (unmarked output
 /// is stdout).
-pub fn demux(raw: &[u8]) -> Logs {
+pub(super) fn demux(raw: &[u8]) -> Logs {
     let mut l = Logs::default();
     let mut to_err = false;
     let mut i = 0;
@@ -78,7 +78,7 @@ pub fn demux(raw: &[u8]) -> Logs {
 
 /// Parse a logs answer in either shape: JSON `{output, stdout, stderr}`
 /// (version header ≥ 0.167) or plain text (older daemons).
-pub fn parse_logs(body: &[u8]) -> Logs {
+pub(super) fn parse_logs(body: &[u8]) -> Logs {
     if let Ok(j) = serde_json::from_slice::<JsonLogs>(body) {
         if j.stdout.is_some() || j.stderr.is_some() {
             return Logs {
@@ -117,7 +117,7 @@ struct CommandStatus {
 }
 
 /// rfs's error for the toolbox's exit code -1 (the command never started).
-pub fn toolbox_start_error(id: &str, output: &str) -> ProviderError {
+pub(super) fn toolbox_start_error(id: &str, output: &str) -> ProviderError {
     let out = output.trim();
     if out.contains("fork/exec") {
         ProviderError::other(format!(
@@ -169,7 +169,7 @@ pub(crate) struct Relay {
 const HEAD: usize = 4096;
 
 impl Relay {
-    pub fn new(token: &str) -> Self {
+    pub(crate) fn new(token: &str) -> Self {
         Relay {
             marker: wrapper::marker(token),
             start: wrapper::start_line(token),
@@ -187,7 +187,7 @@ impl Relay {
     }
 
     /// New stdout bytes.
-    pub fn stdout(&mut self, b: &[u8], sink: &mut dyn OutputSink) {
+    pub(crate) fn stdout(&mut self, b: &[u8], sink: &mut dyn OutputSink) {
         self.keep_head(b);
         sink.stdout(b);
     }
@@ -195,7 +195,7 @@ impl Relay {
     /// New stderr bytes. Until the wrapper's start line, stderr can only
     /// be the wrapper's (a refusal, held until the end); the start line is
     /// dropped and everything after it is the command's output.
-    pub fn stderr(&mut self, b: &[u8], sink: &mut dyn OutputSink) {
+    pub(crate) fn stderr(&mut self, b: &[u8], sink: &mut dyn OutputSink) {
         if !self.holding {
             self.keep_head(b);
             sink.stderr(b);
@@ -223,7 +223,7 @@ impl Relay {
     }
 
     /// Pieces of a followed stream (`true` = stderr).
-    pub fn pieces(&mut self, pieces: Vec<(bool, Vec<u8>)>, sink: &mut dyn OutputSink) {
+    pub(crate) fn pieces(&mut self, pieces: Vec<(bool, Vec<u8>)>, sink: &mut dyn OutputSink) {
         for (is_err, b) in pieces {
             if is_err {
                 self.stderr(&b, sink);
@@ -234,7 +234,7 @@ impl Relay {
     }
 
     /// The new part of cumulative logs (polling).
-    pub fn feed(&mut self, logs: &Logs, sink: &mut dyn OutputSink) {
+    pub(crate) fn feed(&mut self, logs: &Logs, sink: &mut dyn OutputSink) {
         if logs.stdout.len() > self.out_seen {
             let b = logs.stdout[self.out_seen..].to_vec();
             self.out_seen = logs.stdout.len();
@@ -248,7 +248,7 @@ impl Relay {
     }
 
     /// The wrapper's refusal, if held stderr is one.
-    pub fn refusal(&self, token: &str) -> Option<Refusal> {
+    pub(crate) fn refusal(&self, token: &str) -> Option<Refusal> {
         if self.holding {
             wrapper::refusal(token, &self.held)
         } else {
@@ -257,7 +257,7 @@ impl Relay {
     }
 
     /// Release whatever stderr is held.
-    pub fn flush(&mut self, sink: &mut dyn OutputSink) {
+    pub(crate) fn flush(&mut self, sink: &mut dyn OutputSink) {
         self.holding = false;
         if !self.held.is_empty() {
             let held = std::mem::take(&mut self.held);
@@ -267,7 +267,7 @@ impl Relay {
     }
 
     /// The first bytes of output (both streams, as they came).
-    pub fn head(&self) -> String {
+    pub(crate) fn head(&self) -> String {
         String::from_utf8_lossy(&self.head).into_owned()
     }
 }
@@ -359,7 +359,7 @@ impl Api {
     }
 
     /// Run `req` in sandbox `id`, streaming into `sink`.
-    pub async fn exec(
+    pub(crate) async fn exec(
         &self,
         id: &str,
         req: &ExecRequest,

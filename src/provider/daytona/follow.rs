@@ -26,7 +26,7 @@ const CHECK_EVERY: Duration = Duration::from_secs(2);
 const LOG_GRACE: Duration = Duration::from_secs(2);
 
 /// Said (on the step's stderr) when the log did not end with the command.
-pub const LOG_UNENDED_NOTE: &str = "rfs: the command removed the Daytona toolbox's session log (under $HOME/.daytona); output after this point is not captured, its exit status is read from /tmp\n";
+pub(super) const LOG_UNENDED_NOTE: &str = "rfs: the command removed the Daytona toolbox's session log (under $HOME/.daytona); output after this point is not captured, its exit status is read from /tmp\n";
 
 const OUT: &[u8] = b"\x01\x01\x01";
 const ERR: &[u8] = b"\x02\x02\x02";
@@ -34,14 +34,14 @@ const ERR: &[u8] = b"\x02\x02\x02";
 /// Splits a streamed multiplexed log into stdout/stderr pieces, in
 /// order, whatever the frame boundaries (a marker may be cut in two).
 #[derive(Debug, Default)]
-pub struct StreamDemux {
+pub(super) struct StreamDemux {
     to_err: bool,
     pending: Vec<u8>,
 }
 
 impl StreamDemux {
     /// The pieces of `chunk` (`true` = stderr).
-    pub fn push(&mut self, chunk: &[u8]) -> Vec<(bool, Vec<u8>)> {
+    pub(super) fn push(&mut self, chunk: &[u8]) -> Vec<(bool, Vec<u8>)> {
         let mut buf = std::mem::take(&mut self.pending);
         buf.extend_from_slice(chunk);
         let mut pieces: Vec<(bool, Vec<u8>)> = vec![];
@@ -67,7 +67,7 @@ impl StreamDemux {
     }
 
     /// Bytes held back as a possible marker, once the stream ended.
-    pub fn finish(&mut self) -> Vec<(bool, Vec<u8>)> {
+    pub(super) fn finish(&mut self) -> Vec<(bool, Vec<u8>)> {
         let rest = std::mem::take(&mut self.pending);
         if rest.is_empty() {
             vec![]
@@ -79,7 +79,7 @@ impl StreamDemux {
 
 /// Which command: toolbox base, sandbox, session, command id, wrapper token.
 #[derive(Clone, Copy)]
-pub struct Target<'a> {
+pub(crate) struct Target<'a> {
     pub base: &'a str,
     pub id: &'a str,
     pub sid: &'a str,
@@ -90,13 +90,13 @@ pub struct Target<'a> {
 impl<'a> Target<'a> {
     /// (base, id, sid, cmd, token).
     #[allow(clippy::type_complexity)]
-    pub fn parts(&self) -> (&'a str, &'a str, &'a str, &'a str, &'a str) {
+    pub(crate) fn parts(&self) -> (&'a str, &'a str, &'a str, &'a str, &'a str) {
         (self.base, self.id, self.sid, self.cmd, self.token)
     }
 }
 
 /// How a followed command ended.
-pub enum Followed {
+pub(crate) enum Followed {
     /// The command ended (exit code, if the toolbox gave one).
     Ended(Option<i32>),
     /// rfs stopped it (timeout: `true`) and whether a group was killed.
@@ -106,7 +106,13 @@ pub enum Followed {
 impl Api {
     /// Open the follow stream of a session command; `None` when the
     /// server does not follow (the caller polls instead).
-    pub async fn open_follow(&self, base: &str, id: &str, sid: &str, cmd: &str) -> Option<Ws> {
+    pub(crate) async fn open_follow(
+        &self,
+        base: &str,
+        id: &str,
+        sid: &str,
+        cmd: &str,
+    ) -> Option<Ws> {
         let url = format!(
             "{base}/process/session/{}/command/{}/logs?follow=true",
             enc(sid),
@@ -120,7 +126,7 @@ impl Api {
     /// Relay a followed command's output into `sink` until it ends or
     /// rfs stops it.
     #[allow(clippy::too_many_arguments)]
-    pub async fn follow_command(
+    pub(crate) async fn follow_command(
         &self,
         mut ws: Ws,
         at: Target<'_>,

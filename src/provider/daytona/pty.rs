@@ -47,7 +47,7 @@ struct CloseReason {
 }
 
 /// The exit code in a close frame's reason (`{"exitCode":N,...}`).
-pub fn exit_from_close(code: Option<u16>, reason: &str) -> Option<i32> {
+pub(super) fn exit_from_close(code: Option<u16>, reason: &str) -> Option<i32> {
     match serde_json::from_str::<CloseReason>(reason) {
         Ok(r) if r.exit_code.is_some() => r.exit_code,
         _ => {
@@ -58,7 +58,7 @@ pub fn exit_from_close(code: Option<u16>, reason: &str) -> Option<i32> {
 }
 
 /// Where the preamble ends: the byte after the marker line, if seen.
-pub fn after_marker(buf: &[u8], marker: &str) -> Option<usize> {
+pub(super) fn after_marker(buf: &[u8], marker: &str) -> Option<usize> {
     let m = marker.as_bytes();
     let at = buf.windows(m.len()).position(|w| w == m)?;
     let mut end = at + m.len();
@@ -74,7 +74,7 @@ pub fn after_marker(buf: &[u8], marker: &str) -> Option<usize> {
 
 impl Api {
     /// Open a PTY session running `req.argv` in sandbox `id`.
-    pub async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
+    pub(crate) async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
         if req.argv.is_empty() {
             return Err(ProviderError::other(
                 "cannot open a session with an empty command",

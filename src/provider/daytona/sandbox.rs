@@ -143,7 +143,7 @@ impl Api {
 
     /// `GET /sandbox/{id}`; `None` on 404. Only the exact id counts (the API
     /// also resolves names).
-    pub async fn get_dto(&self, id: &str) -> ProviderResult<Option<SandboxDto>> {
+    pub(crate) async fn get_dto(&self, id: &str) -> ProviderResult<Option<SandboxDto>> {
         let call = Call::new(
             "get sandbox",
             Some(id),
@@ -176,7 +176,7 @@ impl Api {
 
     /// Every sandbox carrying all of `want`, following every page. The
     /// server filters; rfs re-checks so a filter quirk never widens it.
-    pub async fn list_dtos(&self, want: &Labels) -> ProviderResult<Vec<SandboxDto>> {
+    pub(crate) async fn list_dtos(&self, want: &Labels) -> ProviderResult<Vec<SandboxDto>> {
         let mut out: Vec<SandboxDto> = vec![];
         let mut next = Next::Done;
         for _ in 0..MAX_PAGES {
@@ -210,7 +210,7 @@ impl Api {
     /// Create a sandbox and wait until it is `started`. Never resends the
     /// create: after an ambiguous failure the sandbox is looked up by its
     /// unique name and adopted (or destroyed when it failed).
-    pub async fn create_started(&self, spec: &CreateSpec) -> ProviderResult<SandboxDto> {
+    pub(crate) async fn create_started(&self, spec: &CreateSpec) -> ProviderResult<SandboxDto> {
         let name = sandbox_name(&spec.run_id);
         let snapshot = spec
             .snapshot
@@ -339,7 +339,7 @@ impl Api {
     /// of ours that got no answer means our delete is in progress. A 409
     /// or invalid-state answer to our first delete (the sandbox is still
     /// starting or stopping) waits for a stable state and deletes again.
-    pub async fn delete(&self, id: &str) -> ProviderResult<()> {
+    pub(crate) async fn delete(&self, id: &str) -> ProviderResult<()> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let call = Call::new(
@@ -368,7 +368,7 @@ impl Api {
     /// labelled list in the same round, polled within `bound` (the list
     /// alone is never trusted: it lags and can show a deleted sandbox
     /// again).
-    pub async fn destroy_gone(&self, id: &str, bound: Duration) -> ProviderResult<()> {
+    pub(crate) async fn destroy_gone(&self, id: &str, bound: Duration) -> ProviderResult<()> {
         self.delete(id).await?;
         let start = Instant::now();
         let mut wait = Duration::from_millis(50);
@@ -396,7 +396,7 @@ impl Api {
     }
 
     /// `POST /sandbox/{id}/last-activity`: postpone auto-stop.
-    pub async fn keep_alive(&self, id: &str) -> Result<(), HttpError> {
+    pub(crate) async fn keep_alive(&self, id: &str) -> Result<(), HttpError> {
         let call = Call::new(
             "keep sandbox alive",
             Some(id),
@@ -408,7 +408,7 @@ impl Api {
     }
 
     /// Check the API answers and accepts the credential.
-    pub async fn ping(&self) -> ProviderResult<()> {
+    pub(crate) async fn ping(&self) -> ProviderResult<()> {
         let call = Call::new("check the API", None, Method::GET, self.api("/sandbox"));
         let q = [
             ("labels", labels_query(&labels::rfs_selector())),

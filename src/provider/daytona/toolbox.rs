@@ -25,7 +25,7 @@ struct Dir {
 /// `process/execute` answer.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ExecuteResponse {
+pub(crate) struct ExecuteResponse {
     #[serde(default)]
     pub exit_code: Option<i32>,
     #[serde(default)]
@@ -34,7 +34,7 @@ pub struct ExecuteResponse {
 
 impl Api {
     /// The toolbox base of sandbox `id`, from the cache or the API.
-    pub async fn toolbox(&self, id: &str) -> ProviderResult<String> {
+    pub(crate) async fn toolbox(&self, id: &str) -> ProviderResult<String> {
         if let Some(b) = self.cached_toolbox(id) {
             return Ok(b);
         }
@@ -51,7 +51,7 @@ impl Api {
     }
 
     /// `GET /user-home-dir` → the sandbox user's home.
-    pub async fn home_dir(&self, id: &str) -> ProviderResult<String> {
+    pub(crate) async fn home_dir(&self, id: &str) -> ProviderResult<String> {
         let base = self.toolbox(id).await?;
         let call = Call::new(
             "read the home directory",
@@ -72,7 +72,12 @@ impl Api {
     /// Stream the local file to `remote_path` (`POST /files/upload`,
     /// multipart part `file`). The file is read in chunks, never whole;
     /// a retried attempt reopens it.
-    pub async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()> {
+    pub(crate) async fn upload(
+        &self,
+        id: &str,
+        local: &Path,
+        remote_path: &str,
+    ) -> ProviderResult<()> {
         let len = std::fs::metadata(local)
             .map_err(|e| ProviderError::other(format!("cannot read {}: {e}", local.display())))?
             .len();
@@ -96,7 +101,7 @@ impl Api {
     }
 
     /// Write `bytes` to `remote_path` (a small file rfs generates).
-    pub async fn upload_bytes(
+    pub(crate) async fn upload_bytes(
         &self,
         id: &str,
         bytes: Vec<u8>,
@@ -152,7 +157,7 @@ impl Api {
     }
 
     /// `DELETE /files?path=`; a file already gone is fine.
-    pub async fn delete_file(&self, id: &str, remote_path: &str) -> ProviderResult<()> {
+    pub(crate) async fn delete_file(&self, id: &str, remote_path: &str) -> ProviderResult<()> {
         let base = self.toolbox(id).await?;
         let call = Call::new(
             "delete file",
@@ -166,7 +171,7 @@ impl Api {
 
     /// `POST /process/execute` (short internal commands only; its output
     /// is combined and it has no streaming).
-    pub async fn execute(
+    pub(crate) async fn execute(
         &self,
         id: &str,
         op: &str,
@@ -187,7 +192,7 @@ impl Api {
 
     /// Kill the process group recorded for `token`; `Ok(true)` when a group
     /// was found and killed.
-    pub async fn kill_group(&self, id: &str, token: &str) -> ProviderResult<bool> {
+    pub(crate) async fn kill_group(&self, id: &str, token: &str) -> ProviderResult<bool> {
         let r = self
             .execute(
                 id,
@@ -208,7 +213,7 @@ impl Api {
     }
 
     /// Remove a session (best effort is the caller's choice).
-    pub async fn delete_session(&self, id: &str, session: &str) -> ProviderResult<()> {
+    pub(crate) async fn delete_session(&self, id: &str, session: &str) -> ProviderResult<()> {
         let base = self.toolbox(id).await?;
         let call = Call::new(
             "delete session",

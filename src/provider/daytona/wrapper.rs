@@ -54,25 +54,25 @@ exec "$@"
 "#;
 
 /// Exit status of the wrapper when it refused (its marker says why).
-pub const EXIT_SETUP: i32 = 125;
+pub(super) const EXIT_SETUP: i32 = 125;
 
 /// A fresh random token for one command.
-pub fn token() -> String {
+pub(super) fn token() -> String {
     crate::provider::process_group::token()
 }
 
 /// `s` as one single-quoted shell word.
-pub fn quote(s: &str) -> String {
+pub(super) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// A command line running `argv` (each word quoted).
-pub fn join(argv: &[String]) -> String {
+pub(super) fn join(argv: &[String]) -> String {
     argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
 }
 
 /// Refuse environment names the wrapper cannot export.
-pub fn check_env(env: &[(String, String)]) -> Result<(), crate::provider::ProviderError> {
+pub(super) fn check_env(env: &[(String, String)]) -> Result<(), crate::provider::ProviderError> {
     for (k, v) in env {
         crate::validate::env_var(k, v)
             .map_err(|e| crate::provider::ProviderError::Other(e.to_string()))?;
@@ -91,7 +91,7 @@ fn args(token: &str, cwd: &str, env: &[(String, String)], argv: &[String]) -> Ve
 /// The session command line running `argv` in `cwd` with `env`;
 /// `session_dir`: the toolbox's directory of this command's session, if
 /// known.
-pub fn exec_line(
+pub(super) fn exec_line(
     token: &str,
     session_dir: Option<&str>,
     cwd: &str,
@@ -111,7 +111,7 @@ pub fn exec_line(
 }
 
 /// Where the PTY launcher for `token` is uploaded.
-pub fn pty_launcher_path(token: &str) -> String {
+pub(super) fn pty_launcher_path(token: &str) -> String {
     format!("/tmp/.rfs-pty-{token}.sh")
 }
 
@@ -122,7 +122,12 @@ pub fn pty_launcher_path(token: &str) -> String {
 /// byte at a time, and a long one (every `K=V` of the environment) came
 /// back as a thousand one-byte frames, enough to make the daemon drop the
 /// connection as a slow consumer before the command even started.
-pub fn pty_launcher(token: &str, cwd: &str, env: &[(String, String)], argv: &[String]) -> String {
+pub(super) fn pty_launcher(
+    token: &str,
+    cwd: &str,
+    env: &[(String, String)],
+    argv: &[String],
+) -> String {
     let mut v = vec![
         "/bin/sh".into(),
         "-c".into(),
@@ -134,17 +139,17 @@ pub fn pty_launcher(token: &str, cwd: &str, env: &[(String, String)], argv: &[St
 }
 
 /// The line typed into a PTY's shell: run the uploaded launcher.
-pub fn pty_line(token: &str) -> String {
+pub(super) fn pty_line(token: &str) -> String {
     format!("exec /bin/sh {}\n", quote(&pty_launcher_path(token)))
 }
 
 /// The PTY marker that ends the shell's preamble.
-pub fn pty_ready(token: &str) -> String {
+pub(super) fn pty_ready(token: &str) -> String {
     format!("rfs-{token}-ready")
 }
 
 /// The PTY marker for a missing cwd.
-pub fn pty_nocwd(token: &str) -> String {
+pub(super) fn pty_nocwd(token: &str) -> String {
     format!("rfs-{token}-nocwd")
 }
 
@@ -154,7 +159,7 @@ pub fn pty_nocwd(token: &str) -> String {
 /// the toolbox's log is still there, held open by a process the command
 /// left running. Recorded in `/tmp` (the command removed the session's
 /// directory), it is removed once read.
-pub fn exit_status_line(token: &str, session_dir: Option<&str>) -> String {
+pub(super) fn exit_status_line(token: &str, session_dir: Option<&str>) -> String {
     let f = quote(&format!("/tmp/.rfs-exec-{token}.exit"));
     match session_dir {
         Some(d) => {
@@ -166,7 +171,7 @@ pub fn exit_status_line(token: &str, session_dir: Option<&str>) -> String {
 }
 
 /// The command line that kills the group recorded for `token`.
-pub fn kill_line(token: &str) -> String {
+pub(super) fn kill_line(token: &str) -> String {
     join(&crate::provider::process_group::kill_argv(token))
 }
 
@@ -175,7 +180,7 @@ pub(crate) use crate::provider::process_group::KILL_NOTHING_RECORDED;
 
 /// What the wrapper's marker line says went wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     Cwd,
     Env,
     Setsid,
@@ -183,17 +188,17 @@ pub enum Refusal {
 }
 
 /// The wrapper's marker prefix for `token`.
-pub fn marker(token: &str) -> String {
+pub(super) fn marker(token: &str) -> String {
     format!("rfs-daytona:{token}:")
 }
 
 /// The line the wrapper prints on stderr right before the command starts.
-pub fn start_line(token: &str) -> String {
+pub(super) fn start_line(token: &str) -> String {
     format!("{}start\n", marker(token))
 }
 
 /// Recognise the wrapper's marker line at the start of `stderr`.
-pub fn refusal(token: &str, stderr: &[u8]) -> Option<Refusal> {
+pub(super) fn refusal(token: &str, stderr: &[u8]) -> Option<Refusal> {
     let text = std::str::from_utf8(stderr).ok()?;
     let rest = text.strip_prefix(&marker(token))?;
     match rest.lines().next()?.trim() {

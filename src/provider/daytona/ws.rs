@@ -10,14 +10,14 @@ use super::Api;
 use crate::provider::{ProviderError, ProviderResult};
 
 /// An open toolbox WebSocket.
-pub type Ws =
+pub(super) type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 impl Api {
     /// Connect to the toolbox URL `url` for `op` in sandbox `id`; the
     /// error names the operation and the sandbox, and nothing secret (the
     /// credential is redacted).
-    pub async fn ws_connect(&self, op: &str, id: &str, url: &str) -> ProviderResult<Ws> {
+    pub(crate) async fn ws_connect(&self, op: &str, id: &str, url: &str) -> ProviderResult<Ws> {
         let fail =
             |why: &str| ProviderError::other(format!("daytona: {op} (sandbox {id}) failed: {why}"));
         let ws_url = url

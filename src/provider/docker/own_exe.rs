@@ -34,7 +34,7 @@ pub(super) struct Bundle {
 
 impl Bundle {
     /// The bundle of `exe` (an rfs executable; `/proc/self/exe` for the CLI).
-    pub fn of(exe: &Path) -> Result<Bundle, String> {
+    pub(super) fn of(exe: &Path) -> Result<Bundle, String> {
         let why = |e: &dyn std::fmt::Display| format!("{}: {e}", exe.display());
         let interp = elf_interp(exe).map_err(|e| why(&e))?;
         let mut files = vec![(EXE.to_string(), exe.to_path_buf())];
@@ -77,7 +77,7 @@ impl Bundle {
 
     /// The program part of a command running the bundle's executable from
     /// directory `dir` (its arguments follow).
-    pub fn program(&self, dir: &str) -> Vec<String> {
+    pub(super) fn program(&self, dir: &str) -> Vec<String> {
         let exe = format!("{dir}/{EXE}");
         match &self.interp {
             None => vec![exe],

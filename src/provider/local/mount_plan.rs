@@ -443,7 +443,7 @@ pub(super) fn kept_flags(p: &Path) -> c_ulong {
 }
 
 /// The mount point of a sandbox's root inside its directory.
-pub fn root_dir(dir: &Path) -> PathBuf {
+pub(super) fn root_dir(dir: &Path) -> PathBuf {
     dir.join("root")
 }
 

@@ -43,7 +43,7 @@ pub enum DoctorRefusal {
 }
 
 /// What `local` has in force for `req`, or why it refuses.
-pub fn decide(
+pub(super) fn decide(
     req: &crate::provider::isolation::IsolationRequest,
 ) -> Result<crate::provider::isolation::IsolationInForce, crate::provider::isolation::IsolationError>
 {
