@@ -1,14 +1,22 @@
-#![warn(unreachable_pub)]
+// Checked in the test build (where `fuzzing` makes the forger tests' internals
+// public): an item only the crate can reach is `pub(crate)`.
+#![cfg_attr(feature = "fuzzing", warn(unreachable_pub))]
 //! rfs: fail-closed, provable sandbox workflows scripted in Rhai.
 //!
 //! Data flows script → runtime → provider:
-//! - [`script`]: the Rhai engine and the script-facing functions;
-//! - [`runtime`]: one run, its shared sandbox, bound source, steps, teardown;
-//! - [`provider`]: the sandbox backends (`local`, `docker`);
+//! - [`script`]: the Rhai engine, the script-facing functions and the one
+//!   declaration of the primitives (`script::primitives`);
+//! - [`runtime`]: one run, its shared sandbox, bound source (the transfer
+//!   plan), steps, the sandbox watch, teardown;
+//! - [`provider`]: the core `Provider` trait and its typed capabilities, the
+//!   registry, the command supervisor, and the backends (`local/`,
+//!   `docker/`, `daytona/`);
 //! - [`source`]: resolving, archiving and verifying the committed tree;
 //! - [`terminal`]: PTY sessions, the terminal emulator and screen assertions;
-//! - [`journal`]: the hash-chained journal and EVIDENCE.md;
-//! - [`events`]/[`reporter`]: what the runtime reports and how the CLI shows it.
+//! - [`journal`]: the hash-chained journal, its one typed fold
+//!   (`journal::summary`) and EVIDENCE.md, a view of it;
+//! - [`events`]/[`reporter`]: what the runtime reports and how the CLI shows it;
+//!   [`outcome`]: how runs and steps end.
 
 /// `println!` that never panics: a write to a closed or hung-up terminal
 /// is dropped, so that cleanup (teardown, the journal's `run.end`) goes on.

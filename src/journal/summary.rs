@@ -236,6 +236,47 @@ impl RunSummary {
                 commit: commit.clone(),
                 shipped: *shipped,
             }),
+            Event::StepStart { .. }
+            | Event::StepAttempt { .. }
+            | Event::StepProviderError { .. }
+            | Event::StepRefused { .. }
+            | Event::StepEnd { .. } => self.apply_step(e),
+            Event::AttachStart {
+                session,
+                command,
+                recording,
+                ..
+            } => self.recordings.push(Recording {
+                session: *session,
+                command: command.clone(),
+                path: recording.clone(),
+            }),
+            Event::CleanupNone { .. }
+            | Event::CleanupKept { .. }
+            | Event::CleanupVerified { .. }
+            | Event::CleanupFailed { .. } => self.cleanup = cleanup_of(e),
+            Event::RunEnd {
+                outcome, reason, ..
+            } => {
+                let run = RunOutcome::parse(outcome);
+                for row in self.steps.iter_mut().filter(|s| s.outcome.is_open()) {
+                    row.outcome = match &row.provider_error {
+                        Some(error) => StepOutcome::ProviderFailed {
+                            error: error.clone(),
+                        },
+                        None => StepOutcome::Unfinished { run },
+                    };
+                }
+                self.reason.clone_from(reason);
+                self.outcome = Some(run);
+            }
+            _ => {}
+        }
+    }
+
+    /// Fold one step event in (a step's rows: started, attempts, end).
+    fn apply_step(&mut self, e: &Event) {
+        match e {
             Event::StepStart {
                 name,
                 command,
@@ -328,63 +369,6 @@ impl RunSummary {
                     };
                 }
             }
-            Event::AttachStart {
-                session,
-                command,
-                recording,
-                ..
-            } => self.recordings.push(Recording {
-                session: *session,
-                command: command.clone(),
-                path: recording.clone(),
-            }),
-            Event::CleanupNone { .. } => self.cleanup = Some(Cleanup::NoSandbox),
-            Event::CleanupKept { sandbox_id, .. } => {
-                self.cleanup = Some(Cleanup::Kept {
-                    sandbox_id: sandbox_id.clone(),
-                })
-            }
-            Event::CleanupVerified {
-                sandbox_id,
-                why,
-                inventory_count,
-                polls,
-                elapsed_ms,
-                saw_present_before,
-                ..
-            } => {
-                self.cleanup = Some(Cleanup::Verified {
-                    sandbox_id: sandbox_id.clone(),
-                    why: why.clone(),
-                    inventory_count: *inventory_count,
-                    polls: *polls,
-                    elapsed_ms: *elapsed_ms,
-                    destroyed_by_rfs: *saw_present_before,
-                })
-            }
-            Event::CleanupFailed {
-                sandbox_id, error, ..
-            } => {
-                self.cleanup = Some(Cleanup::NotVerified {
-                    sandbox_id: sandbox_id.clone(),
-                    error: error.clone(),
-                })
-            }
-            Event::RunEnd {
-                outcome, reason, ..
-            } => {
-                let run = RunOutcome::parse(outcome);
-                for row in self.steps.iter_mut().filter(|s| s.outcome.is_open()) {
-                    row.outcome = match &row.provider_error {
-                        Some(error) => StepOutcome::ProviderFailed {
-                            error: error.clone(),
-                        },
-                        None => StepOutcome::Unfinished { run },
-                    };
-                }
-                self.reason.clone_from(reason);
-                self.outcome = Some(run);
-            }
             _ => {}
         }
     }
@@ -412,6 +396,39 @@ fn logs<'a>(
         .into_iter()
         .flatten()
         .map(|f| f.path.clone())
+}
+
+/// How a cleanup event leaves the sandbox (`None` for any other event).
+fn cleanup_of(e: &Event) -> Option<Cleanup> {
+    match e {
+        Event::CleanupNone { .. } => Some(Cleanup::NoSandbox),
+        Event::CleanupKept { sandbox_id, .. } => Some(Cleanup::Kept {
+            sandbox_id: sandbox_id.clone(),
+        }),
+        Event::CleanupVerified {
+            sandbox_id,
+            why,
+            inventory_count,
+            polls,
+            elapsed_ms,
+            saw_present_before,
+            ..
+        } => Some(Cleanup::Verified {
+            sandbox_id: sandbox_id.clone(),
+            why: why.clone(),
+            inventory_count: *inventory_count,
+            polls: *polls,
+            elapsed_ms: *elapsed_ms,
+            destroyed_by_rfs: *saw_present_before,
+        }),
+        Event::CleanupFailed {
+            sandbox_id, error, ..
+        } => Some(Cleanup::NotVerified {
+            sandbox_id: sandbox_id.clone(),
+            error: error.clone(),
+        }),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -151,37 +151,7 @@ impl Run {
             files: sent.built.manifest.file_count(),
             workdir: target.dest.clone(),
         };
-        self.record(Event::SourceVerify {
-            sandbox_id: sb.id.clone(),
-            archive_sha256_local: sent.built.sha256.clone(),
-            archive_sha256_sandbox: report.archive_sha256.clone(),
-            archive_bytes: sent.built.size,
-            entries_compared: report.entries_compared,
-            file_set_equal: true,
-            content_equal: true,
-            build_ms: ms(sent.build_ms),
-            upload_ms: ms(sent.upload_ms),
-            verify_ms: ms(sent.verify_ms),
-            transfer: plan.transfer(),
-            compression: plan.compression(),
-            wire_bytes: sent.built.wire_bytes,
-            tree_bytes: sent
-                .built
-                .manifest
-                .entries
-                .values()
-                .map(|e| match e {
-                    Entry::File { size, .. } => *size,
-                    _ => 0,
-                })
-                .sum(),
-            sync_ms: ms(started.elapsed().as_millis()),
-            verifier: plan.verifier(),
-            verifier_fallback: plan.verifier_fallback.clone(),
-            stream_route: plan.route().map(|r| r.via.clone()),
-            stream_fallback: plan.route().and_then(|r| r.fallback.clone()),
-            archive_digest: plan.digest_kind(),
-        })?;
+        self.record(verify_event(&sb.id, &plan, &sent, &report, started))?;
         self.pin_and_bind(
             &sb.id,
             pin,
@@ -299,4 +269,46 @@ fn validate_rev(rev: &str) -> std::result::Result<(), SourceError> {
 /// Milliseconds for the journal.
 pub(crate) fn ms(ms: u128) -> u64 {
     u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
+/// The `source.verify` fact of a first sync: what was sent, how, and what
+/// the sandbox reported.
+fn verify_event(
+    sandbox_id: &str,
+    plan: &super::transfer::TransferPlan<'_>,
+    sent: &super::transfer::Sent,
+    report: &super::transfer::Checked,
+    started: Instant,
+) -> Event {
+    Event::SourceVerify {
+        sandbox_id: sandbox_id.to_owned(),
+        archive_sha256_local: sent.built.sha256.clone(),
+        archive_sha256_sandbox: report.archive_sha256.clone(),
+        archive_bytes: sent.built.size,
+        entries_compared: report.entries_compared,
+        file_set_equal: true,
+        content_equal: true,
+        build_ms: ms(sent.build_ms),
+        upload_ms: ms(sent.upload_ms),
+        verify_ms: ms(sent.verify_ms),
+        transfer: plan.transfer(),
+        compression: plan.compression(),
+        wire_bytes: sent.built.wire_bytes,
+        tree_bytes: sent
+            .built
+            .manifest
+            .entries
+            .values()
+            .map(|e| match e {
+                Entry::File { size, .. } => *size,
+                _ => 0,
+            })
+            .sum(),
+        sync_ms: ms(started.elapsed().as_millis()),
+        verifier: plan.verifier(),
+        verifier_fallback: plan.verifier_fallback.clone(),
+        stream_route: plan.route().map(|r| r.via.clone()),
+        stream_fallback: plan.route().and_then(|r| r.fallback.clone()),
+        archive_digest: plan.digest_kind(),
+    }
 }
