@@ -185,7 +185,6 @@ impl Run {
             tree_digest: pin.map(|p| p.1),
         })?;
         let started = Instant::now();
-        let p = self.cfg.provider.clone();
         let nonce = super::wrapper::nonce();
         let req = ExecRequest {
             argv: pl.argv(command, &nonce),
@@ -194,119 +193,22 @@ impl Run {
             timeout: opts.timeout,
             cancel: self.cancel_token(),
         };
-        let steps_dir = self.cfg.out_dir.join("steps");
+        let ctx = AttemptCtx {
+            name,
+            what: &what,
+            pl: &pl,
+            req: &req,
+            nonce: &nonce,
+            stem: &stem,
+            rel_shown: &rel_shown,
+            retries: opts.retries,
+            started,
+        };
         let mut attempt = 0;
-        let mut last_signal: Option<i32>;
-        let result = loop {
+        let (result, last_signal) = loop {
             attempt += 1;
-            let stem_n = if attempt == 1 {
-                stem.clone()
-            } else {
-                format!("{stem}.attempt{attempt}")
-            };
-            let redactor = self.state().redactor.clone();
-            let mut sink = super::output::StepSink::new(
-                name,
-                &steps_dir,
-                &stem_n,
-                &nonce,
-                redactor,
-                self.reporter.clone(),
-            );
-            let t = Instant::now();
-            // A sandbox paused (or ended) outside rfs while the command
-            // waits would hold the wait forever: the watch ends it.
-            let watched = self.block_on_exec(super::watch::watched(
-                p.as_ref(),
-                &pl.sandbox_id,
-                p.exec(&pl.sandbox_id, &req, &mut sink),
-            ));
-            let (res, stalled) = match watched {
-                Ok(res) => (res, None),
-                Err(how) => (
-                    Err(crate::provider::ProviderError::other(how.clone())),
-                    Some(how),
-                ),
-            };
-            let refused = match &res {
-                Ok(o) => sink.close_wrapper(o.exit),
-                Err(_) => sink.close_wrapper(None),
-            };
-            let (stdout, stderr) = sink
-                .finish()
-                .map_err(|e| Error::Internal(format!("cannot write step log: {e}")))?;
-            let elapsed = super::sync::ms(t.elapsed().as_millis());
-            let stdout_log = self.log_digest(&format!("{stem_n}.stdout.log"))?;
-            let stderr_log = self.log_digest(&format!("{stem_n}.stderr.log"))?;
-            if let Some(how) = stalled {
-                let msg = format!(
-                    "step `{name}`: sandbox {} {how} during the step; rfs stopped waiting for the command",
-                    pl.sandbox_id
-                );
-                return Err(self.sandbox_lost(&pl.sandbox_id, name, &how, msg));
-            }
-            let outcome = match res {
-                Ok(o) => o,
-                Err(e) => {
-                    let _ = self.record(Event::StepProviderError {
-                        name: name.to_owned(),
-                        attempt,
-                        error: e.to_string(),
-                        duration_ms: elapsed,
-                        stdout_log,
-                        stderr_log,
-                    });
-                    if attempt <= opts.retries {
-                        continue;
-                    }
-                    return Err(self.provider_failure(name, &pl.sandbox_id, e));
-                }
-            };
-            // A command that did not succeed may have lost its sandbox
-            // (killed, stopped or removed from outside): that is the
-            // step's outcome, not the exit code the kill left.
-            if !outcome.success() && !outcome.cancelled {
-                if let Some(how) = self.sandbox_death_after(&pl.sandbox_id, &outcome) {
-                    let msg = format!(
-                        "step `{name}`: sandbox {} {how} during the step; its {} is not the command's",
-                        pl.sandbox_id,
-                        crate::exit_code::ExitText(outcome.exit)
-                    );
-                    return Err(self.sandbox_lost(&pl.sandbox_id, name, &how, msg));
-                }
-            }
-            if let Some(msg) = refused.map(|r| pl.refusal_message(&r, &what)) {
-                let msg = self.state().redactor.redact_str(&msg);
-                self.record_refused_step(name, &rel_shown, &msg);
-                return Err(self.refuse(msg));
-            }
-            self.record(Event::StepAttempt {
-                name: name.to_owned(),
-                attempt,
-                sandbox_id: pl.sandbox_id.clone(),
-                exit: outcome.exit,
-                signal: outcome.signal,
-                timed_out: outcome.timed_out,
-                cancelled: outcome.cancelled,
-                duration_ms: elapsed,
-                stdout_log,
-                stderr_log,
-            })?;
-            if outcome.cancelled {
-                return Err(Error::Interrupted);
-            }
-            last_signal = outcome.signal;
-            let r = StepResult {
-                exit: outcome.exit,
-                stdout,
-                stderr,
-                duration_ms: started.elapsed().as_millis(),
-                attempts: attempt,
-                timed_out: outcome.timed_out,
-                ok: outcome.success(),
-            };
-            if r.ok || attempt > opts.retries {
-                break r;
+            if let Some(done) = self.attempt(&ctx, attempt)? {
+                break done;
             }
         };
         let summary = describe(&result, last_signal, opts.timeout);
@@ -327,6 +229,145 @@ impl Run {
             });
         }
         Ok(result)
+    }
+}
+
+/// What every attempt of one step shares.
+struct AttemptCtx<'a> {
+    name: &'a str,
+    what: &'a str,
+    pl: &'a super::wrapper::Placement,
+    req: &'a ExecRequest,
+    nonce: &'a str,
+    /// The log files' stem (`001-build`).
+    stem: &'a str,
+    /// The cwd as the journal shows it.
+    rel_shown: &'a str,
+    retries: u32,
+    started: Instant,
+}
+
+impl Run {
+    /// Run attempt number `attempt` of a step: its logs, its journal
+    /// fact, and what it means. `Ok(None)`: another attempt is due (the
+    /// command failed, or the provider could not run it, with retries
+    /// left); `Ok(Some(..))`: the step's result and the last signal.
+    fn attempt(
+        &self,
+        c: &AttemptCtx<'_>,
+        attempt: u32,
+    ) -> Result<Option<(StepResult, Option<i32>)>> {
+        let name = c.name;
+        let stem_n = if attempt == 1 {
+            c.stem.to_owned()
+        } else {
+            format!("{}.attempt{attempt}", c.stem)
+        };
+        let redactor = self.state().redactor.clone();
+        let mut sink = super::output::StepSink::new(
+            name,
+            &self.cfg.out_dir.join("steps"),
+            &stem_n,
+            c.nonce,
+            redactor,
+            self.reporter.clone(),
+        );
+        let t = Instant::now();
+        // A sandbox paused (or ended) outside rfs while the command
+        // waits would hold the wait forever: the watch ends it.
+        let watched = self.block_on_exec(super::watch::watched(
+            self.cfg.provider.as_ref(),
+            &c.pl.sandbox_id,
+            self.cfg.provider.exec(&c.pl.sandbox_id, c.req, &mut sink),
+        ));
+        let (res, stalled) = match watched {
+            Ok(res) => (res, None),
+            Err(how) => (
+                Err(crate::provider::ProviderError::other(how.clone())),
+                Some(how),
+            ),
+        };
+        let refused = match &res {
+            Ok(o) => sink.close_wrapper(o.exit),
+            Err(_) => sink.close_wrapper(None),
+        };
+        let (stdout, stderr) = sink
+            .finish()
+            .map_err(|e| Error::Internal(format!("cannot write step log: {e}")))?;
+        let elapsed = super::sync::ms(t.elapsed().as_millis());
+        let stdout_log = self.log_digest(&format!("{stem_n}.stdout.log"))?;
+        let stderr_log = self.log_digest(&format!("{stem_n}.stderr.log"))?;
+        if let Some(how) = stalled {
+            let msg = format!(
+                "step `{name}`: sandbox {} {how} during the step; rfs stopped waiting for the command",
+                c.pl.sandbox_id
+            );
+            return Err(self.sandbox_lost(&c.pl.sandbox_id, name, &how, msg));
+        }
+        let outcome = match res {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = self.record(Event::StepProviderError {
+                    name: c.name.to_owned(),
+                    attempt,
+                    error: e.to_string(),
+                    duration_ms: elapsed,
+                    stdout_log,
+                    stderr_log,
+                });
+                if attempt <= c.retries {
+                    return Ok(None);
+                }
+                return Err(self.provider_failure(name, &c.pl.sandbox_id, e));
+            }
+        };
+        // A command that did not succeed may have lost its sandbox
+        // (killed, stopped or removed from outside): that is the
+        // step's outcome, not the exit code the kill left.
+        if !outcome.success() && !outcome.cancelled {
+            if let Some(how) = self.sandbox_death_after(&c.pl.sandbox_id, &outcome) {
+                let msg = format!(
+                    "step `{name}`: sandbox {} {how} during the step; its {} is not the command's",
+                    c.pl.sandbox_id,
+                    crate::exit_code::ExitText(outcome.exit)
+                );
+                return Err(self.sandbox_lost(&c.pl.sandbox_id, name, &how, msg));
+            }
+        }
+        if let Some(msg) = refused.map(|r| c.pl.refusal_message(&r, c.what)) {
+            let msg = self.state().redactor.redact_str(&msg);
+            self.record_refused_step(name, c.rel_shown, &msg);
+            return Err(self.refuse(msg));
+        }
+        self.record(Event::StepAttempt {
+            name: c.name.to_owned(),
+            attempt,
+            sandbox_id: c.pl.sandbox_id.clone(),
+            exit: outcome.exit,
+            signal: outcome.signal,
+            timed_out: outcome.timed_out,
+            cancelled: outcome.cancelled,
+            duration_ms: elapsed,
+            stdout_log,
+            stderr_log,
+        })?;
+        if outcome.cancelled {
+            return Err(Error::Interrupted);
+        }
+        let last_signal = outcome.signal;
+        let r = StepResult {
+            exit: outcome.exit,
+            stdout,
+            stderr,
+            duration_ms: c.started.elapsed().as_millis(),
+            attempts: attempt,
+            timed_out: outcome.timed_out,
+            ok: outcome.success(),
+        };
+        if r.ok || attempt > c.retries {
+            return Ok(Some((r, last_signal)));
+        }
+        Ok(None)
     }
 }
 

@@ -179,7 +179,25 @@ impl Run {
     /// paused one at once).
     fn sync_fail(&self, t: &SyncTarget<'_>, what: String) -> Error {
         let id = &t.sb.id;
-        if let Some(how) = self.sandbox_stall(id) {
+        // An end by a kill (or a stream cut by one) may come just before
+        // the provider's state catches up: asked a few more times then
+        // (bounded, 1 s in all).
+        let killed = [
+            "exit 137",
+            "exit 143",
+            "signal",
+            "streaming the archive",
+            "to its end",
+        ]
+        .iter()
+        .any(|k| what.contains(k));
+        let stall = (0..if killed { 5 } else { 1 }).find_map(|i| {
+            if i > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            self.sandbox_stall(id)
+        });
+        if let Some(how) = stall {
             let msg = format!(
                 "source sync into sandbox {id} failed: sandbox {id} {how} during the source's verification ({what})"
             );
