@@ -118,7 +118,7 @@ pub(crate) fn read_bundle(out: &Path) -> Result<Original> {
 /// their final stdout digests (a view of the journal's one fold).
 pub(crate) fn steps(evs: &[Event]) -> Vec<StepFact> {
     use crate::outcome::StepOutcome;
-    let empty = || hex::encode(Sha256::digest(b""));
+    let empty = || crate::journal::summary::EMPTY_SHA256.to_owned();
     crate::journal::summary::RunSummary::of(evs)
         .steps
         .into_iter()

@@ -54,6 +54,11 @@ impl StepRecord {
     }
 }
 
+/// The SHA-256 of no bytes: the stdout digest of an attempt that printed
+/// nothing.
+pub(crate) const EMPTY_SHA256: &str =
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
 /// One binding of the source (`source.pin`; a re-sync adds one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Pin {
@@ -310,7 +315,7 @@ impl RunSummary {
                     row.logs.extend(logs(stdout_log, stderr_log));
                     row.stdout_sha256 = Some(match stdout_log {
                         Some(f) => f.sha256.clone(),
-                        None => hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"")),
+                        None => EMPTY_SHA256.to_owned(),
                     });
                     if *cancelled {
                         row.outcome = StepOutcome::Cancelled { attempt: *attempt };
@@ -442,6 +447,12 @@ mod tests {
         assert_eq!(s.outcome, Some(RunOutcome::Failed));
         assert!(!s.steps.is_empty());
         assert!(s.steps.iter().all(|st| !st.outcome.is_open()));
+    }
+
+    #[test]
+    fn the_empty_digest_is_the_sha256_of_no_bytes() {
+        use sha2::Digest as _;
+        assert_eq!(EMPTY_SHA256, hex::encode(sha2::Sha256::digest(b"")));
     }
 
     #[test]

@@ -395,29 +395,37 @@ impl Run {
         }
     }
 
-    /// How the sandbox ended, if it no longer runs: asked of the provider
-    /// (get-by-id), so that a sandbox killed, stopped or removed outside
-    /// rfs is named as such.
-    pub(crate) fn sandbox_death(&self, id: &str) -> Option<String> {
-        match self.block_on(self.cfg.provider.get(id)) {
-            Ok(found) => super::watch::death_of(found.as_ref()),
-            Err(_) => None,
-        }
-    }
-
-    /// [`Self::sandbox_death`], or that it was paused outside rfs: why a
-    /// wait on it cannot end (see [`super::watch`]).
+    /// How the sandbox ended (killed, stopped or removed outside rfs), or
+    /// that it was paused outside rfs: why a wait on it cannot end (see
+    /// [`super::watch`]). Asked of the provider (get-by-id).
     pub(crate) fn sandbox_stall(&self, id: &str) -> Option<String> {
-        match self.block_on(self.cfg.provider.get(id)) {
-            Ok(found) => super::watch::stalled(found.as_ref()),
-            Err(_) => None,
-        }
+        self.ask_sandbox(id, 1, super::watch::stalled)
     }
 
-    /// [`Self::sandbox_death`] after a command ended as `outcome`: an end
-    /// by a kill (SIGKILL/SIGTERM, no exit status) may come just before
-    /// the provider's state catches up, so it is asked a few more times
-    /// (bounded, 1 s in all).
+    /// What `classify` makes of the provider's get-by-id of sandbox `id`,
+    /// asked up to `tries` times 200 ms apart until it says something: an
+    /// end by a kill may come just before the provider's state catches
+    /// up. A provider that cannot answer says nothing.
+    pub(crate) fn ask_sandbox(
+        &self,
+        id: &str,
+        tries: u32,
+        classify: fn(Option<&crate::provider::SandboxInfo>) -> Option<String>,
+    ) -> Option<String> {
+        (0..tries).find_map(|i| {
+            if i > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            match self.block_on(self.cfg.provider.get(id)) {
+                Ok(found) => classify(found.as_ref()),
+                Err(_) => None,
+            }
+        })
+    }
+
+    /// How the sandbox ended, after a command ended as `outcome`: an end
+    /// by a kill (SIGKILL/SIGTERM, no exit status) is asked a few more
+    /// times (bounded, 1 s in all).
     fn sandbox_death_after(
         &self,
         id: &str,
@@ -425,16 +433,7 @@ impl Run {
     ) -> Option<String> {
         let killed =
             outcome.signal.is_some() || matches!(outcome.exit, None | Some(137) | Some(143));
-        let tries = if killed { 5 } else { 1 };
-        for i in 0..tries {
-            if i > 0 {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-            }
-            if let Some(how) = self.sandbox_death(id) {
-                return Some(how);
-            }
-        }
-        None
+        self.ask_sandbox(id, if killed { 5 } else { 1 }, super::watch::death_of)
     }
 
     /// Journal that the run's sandbox ended outside rfs (`sandbox.lost`:

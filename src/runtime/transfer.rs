@@ -191,12 +191,7 @@ impl Run {
         ]
         .iter()
         .any(|k| what.contains(k));
-        let stall = (0..if killed { 5 } else { 1 }).find_map(|i| {
-            if i > 0 {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-            }
-            self.sandbox_stall(id)
-        });
+        let stall = self.ask_sandbox(id, if killed { 5 } else { 1 }, super::watch::stalled);
         if let Some(how) = stall {
             let msg = format!(
                 "source sync into sandbox {id} failed: sandbox {id} {how} during the source's verification ({what})"
