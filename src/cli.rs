@@ -285,10 +285,10 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
                 } else {
                     " (run did not reach run.end: incomplete)"
                 },
-                match v.head_matches_evidence {
-                    Some(true) => ", matches EVIDENCE.md",
-                    Some(false) => ", runs past the head EVIDENCE.md recorded (the run stopped before rewriting it)",
-                    None => ", no EVIDENCE.md beside it",
+                match v.matches_recorded_head {
+                    Some(true) => ", matches journal.head",
+                    Some(false) => ", runs past the head journal.head recorded (the run stopped before rewriting it)",
+                    None => ", no journal.head beside it",
                 }
             );
             Ok(exit_code::SUCCESS)

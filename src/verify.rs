@@ -311,8 +311,9 @@ fn check_files(s: &Subject) -> Result<String, Failure> {
 }
 
 /// The files rfs itself writes at the top of an output directory.
-const TOP_FILES: [&str; 5] = [
+const TOP_FILES: [&str; 6] = [
     "journal.jsonl",
+    crate::journal::head::FILE,
     "EVIDENCE.md",
     ".gitignore",
     crate::attestation::FILE,

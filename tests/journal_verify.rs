@@ -77,8 +77,9 @@ fn verify(rfs: &Rfs, journal: &Path) -> Verify {
     }
 }
 
-/// A copy of the run's journal (and, if `with_evidence`, its EVIDENCE.md)
-/// in a fresh directory; returns the copied journal's path.
+/// A copy of the run's journal (and, if `with_evidence`, its EVIDENCE.md
+/// and the head recorded with it, `journal.head`) in a fresh directory;
+/// returns the copied journal's path.
 fn copy_run(out: &RunOut, with_evidence: bool) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::Builder::new()
         .prefix("rfs-journal-copy-")
@@ -90,6 +91,11 @@ fn copy_run(out: &RunOut, with_evidence: bool) -> (tempfile::TempDir, PathBuf) {
         std::fs::copy(
             out.out_dir.join("EVIDENCE.md"),
             dir.path().join("EVIDENCE.md"),
+        )
+        .unwrap();
+        std::fs::copy(
+            out.out_dir.join("journal.head"),
+            dir.path().join("journal.head"),
         )
         .unwrap();
     }
@@ -221,7 +227,7 @@ fn a_fresh_journal_verifies_intact_and_its_chain_is_real() {
         v.stdout
     );
     assert!(v.stdout.contains(&head), "{}", v.stdout);
-    assert!(v.stdout.contains("matches EVIDENCE.md"), "{}", v.stdout);
+    assert!(v.stdout.contains("matches journal.head"), "{}", v.stdout);
     assert!(!v.stdout.contains("incomplete"), "{}", v.stdout);
     // Verifying reads only: the journal is unchanged.
     assert_eq!(read_lines(&journal), lines);
@@ -318,7 +324,7 @@ fn dropping_the_last_lines_is_detected_against_evidence() {
     for drop in [1, 2, 3] {
         let v = verify_tampered(&rfs, &out, |lines| lines.truncate(full.len() - drop));
         assert!(
-            v.stderr.contains("EVIDENCE.md"),
+            v.stderr.contains("journal.head"),
             "dropping {drop} line(s): the error points at the recorded head: {}",
             v.stderr
         );
@@ -401,6 +407,7 @@ fn without_evidence_the_chain_is_still_verified() {
     // Intact journal alone: verifies, without claiming an EVIDENCE.md match.
     let (_dir, journal) = copy_run(&out, false);
     assert!(!journal.parent().unwrap().join("EVIDENCE.md").exists());
+    assert!(!journal.parent().unwrap().join("journal.head").exists());
     let v = verify(&rfs, &journal);
     v.assert_code(0);
     assert!(v.stdout.contains("intact"), "{}", v.stdout);
@@ -409,7 +416,7 @@ fn without_evidence_the_chain_is_still_verified() {
         "{}",
         v.stdout
     );
-    assert!(!v.stdout.contains("matches EVIDENCE.md"), "{}", v.stdout);
+    assert!(!v.stdout.contains("matches journal.head"), "{}", v.stdout);
 
     // Tampering in the middle is still caught by the chain alone.
     let (_dir2, journal2) = copy_run(&out, false);
@@ -526,4 +533,39 @@ fn a_full_disk_leaves_no_tmp_files_in_the_output_directory() {
         }
     }
     rfs.assert_no_leftovers();
+}
+
+/// The journal checker read the head it checks against back out of
+/// EVIDENCE.md's Markdown, a view for people whose wording may change: it
+/// reads `journal.head`, data written with it, and EVIDENCE.md's text
+/// plays no part (`rfs verify` checks that text against the journal).
+#[test]
+fn journal_verify_reads_the_recorded_head_from_data_not_from_evidence_markdown() {
+    let rfs = Rfs::new(Prov::Local);
+    let out = journaled_run(&rfs);
+    let (dir, journal) = copy_run(&out, true);
+    let lines = read_lines(&journal);
+    std::fs::write(
+        dir.path().join("EVIDENCE.md"),
+        "# reworded\n- journal head: `0`\n",
+    )
+    .unwrap();
+    let v = verify(&rfs, &journal);
+    v.assert_code(0);
+    assert!(v.stdout.contains("matches journal.head"), "{}", v.stdout);
+
+    // The record, not the Markdown, is what a cut journal is held to.
+    let (_dir2, journal2) = copy_run(&out, true);
+    write_lines(&journal2, &lines[..lines.len() - 1]);
+    let v = verify(&rfs, &journal2);
+    v.assert_invalid();
+    assert!(
+        v.stderr.contains(&format!(
+            "journal.head records {} lines but the journal has {}",
+            lines.len(),
+            lines.len() - 1
+        )),
+        "{}",
+        v.stderr
+    );
 }

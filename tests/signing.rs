@@ -549,8 +549,8 @@ fn unsigned_run_has_an_unsigned_attestation_and_a_complete_bundle() {
     );
 }
 
-/// Recompute every line's `prev` and EVIDENCE.md after an edit, as a
-/// forger rewriting the whole record would.
+/// Recompute every line's `prev`, EVIDENCE.md and the recorded head after
+/// an edit, as a forger rewriting the whole record would.
 fn rechain(journal: &Path) {
     use sha2::{Digest, Sha256};
     let text = std::fs::read_to_string(journal).unwrap();
@@ -567,6 +567,8 @@ fn rechain(journal: &Path) {
     std::fs::write(journal, &out).unwrap();
     let evidence = rfs::fuzzing::render_evidence(&out).unwrap();
     std::fs::write(journal.with_file_name("EVIDENCE.md"), evidence).unwrap();
+    let head = serde_json::json!({ "lines": out.lines().count(), "head": prev });
+    std::fs::write(journal.with_file_name("journal.head"), format!("{head}\n")).unwrap();
 }
 
 /// Regression (bundle leaked a secret): a secret the run learns that is

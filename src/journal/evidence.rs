@@ -253,23 +253,6 @@ pub fn render_journal(journal: &str) -> Result<String, RenderError> {
     Ok(ev.render(n, &head))
 }
 
-/// The (line count, head) recorded in an EVIDENCE.md text.
-pub(crate) fn recorded_head(evidence: &str) -> Option<(u64, String)> {
-    let head = evidence
-        .lines()
-        .find_map(|l| l.strip_prefix(HEAD_PREFIX))?
-        .trim_matches('`')
-        .to_owned();
-    let lines = evidence
-        .lines()
-        .find_map(|l| l.strip_prefix(LINES_PREFIX))?
-        .split(' ')
-        .next()?
-        .parse()
-        .ok()?;
-    Some((lines, head))
-}
-
 /// Untrusted text as inert Markdown: ASCII punctuation backslash-escaped,
 /// control characters (newlines included) shown as Unicode control
 /// pictures, so the text stays on its line and in its cell.
@@ -335,6 +318,10 @@ mod tests {
             text.contains("- outcome: failed\n- reason: step \\`x\\` failed\n"),
             "{text}"
         );
-        assert_eq!(recorded_head(&text), Some((33, "ab".into())));
+        assert!(
+            text.contains("- journal: `journal.jsonl` (33 lines)\n"),
+            "{text}"
+        );
+        assert!(text.contains("- journal head: `ab`\n"), "{text}");
     }
 }

@@ -4,6 +4,7 @@
 //! Every line is written and flushed before the call returns.
 
 pub(crate) mod evidence;
+pub(crate) mod head;
 pub(crate) mod summary;
 pub(crate) mod verify;
 

@@ -11,8 +11,10 @@ pub struct Verified {
     pub head: String,
     /// Whether the journal ends with a `run.end` entry.
     pub complete: bool,
-    /// Whether the head was checked against the run's EVIDENCE.md.
-    pub head_matches_evidence: Option<bool>,
+    /// Whether the journal ends at the head recorded beside it
+    /// (`journal.head`, rewritten with EVIDENCE.md): `Some(false)` when it
+    /// runs past it, `None` without a record.
+    pub matches_recorded_head: Option<bool>,
 }
 
 /// Why a journal is not intact: the first problem found.
@@ -45,13 +47,13 @@ pub enum ChainError {
     #[error("the journal is empty")]
     Empty,
     #[error(
-        "line {line} does not match the head recorded in EVIDENCE.md (the journal was edited)"
+        "line {line} does not match the head recorded in journal.head (the journal was edited)"
     )]
     HeadMismatch { line: u64 },
-    #[error("EVIDENCE.md records {recorded} lines but the journal has {actual} (lines were dropped from its end)")]
+    #[error("journal.head records {recorded} lines but the journal has {actual} (lines were dropped from its end)")]
     Truncated { recorded: u64, actual: u64 },
     #[error(
-        "the journal ends with run.end but EVIDENCE.md records an earlier head (lines were added)"
+        "the journal ends with run.end but journal.head records an earlier head (lines were added)"
     )]
     AddedAfterRecordedEnd,
 }
@@ -118,14 +120,10 @@ pub fn verify(path: &Path) -> Result<Verified, ChainError> {
     if n == 0 {
         return Err(ChainError::Empty);
     }
-    let head_matches_evidence = path
+    let matches_recorded_head = path
         .parent()
-        .and_then(|d| {
-            crate::out_dir::read_regular(d, "EVIDENCE.md", crate::out_dir::MAX_RECORD_BYTES).ok()
-        })
-        .and_then(|b| String::from_utf8(b).ok())
-        .and_then(|ev| super::evidence::recorded_head(&ev))
-        .map(|(lines, head)| {
+        .and_then(super::head::read)
+        .map(|super::head::RecordedHead { lines, head }| {
             // EVIDENCE.md is rewritten after journal lines: a run killed
             // in between leaves a journal that runs past the recorded head
             // (consistent), never one that stops short of it.
@@ -140,13 +138,13 @@ pub fn verify(path: &Path) -> Result<Verified, ChainError> {
             }
         })
         .transpose()?;
-    if head_matches_evidence == Some(false) && last_kind == "run.end" {
+    if matches_recorded_head == Some(false) && last_kind == "run.end" {
         return Err(ChainError::AddedAfterRecordedEnd);
     }
     Ok(Verified {
         lines: n,
         head: prev,
         complete: last_kind == "run.end",
-        head_matches_evidence,
+        matches_recorded_head,
     })
 }

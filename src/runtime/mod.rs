@@ -261,10 +261,14 @@ impl Run {
             .evidence_written
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
-        let text = {
+        let (text, lines, head) = {
             let r = self.record.lock().unwrap_or_else(|p| p.into_inner());
-            r.evidence.render(r.journal.len(), r.journal.head())
+            let (lines, head) = (r.journal.len(), r.journal.head().to_owned());
+            (r.evidence.render(lines, &head), lines, head)
         };
+        if let Err(e) = crate::journal::head::write(&self.cfg.out_dir, lines, &head) {
+            self.warn(&format!("cannot write {}: {e}", crate::journal::head::FILE));
+        }
         if let Err(e) = crate::journal::evidence::write(&self.cfg.out_dir, &text) {
             self.warn(&format!("cannot write EVIDENCE.md: {e}"));
         }
