@@ -76,12 +76,12 @@ impl Api {
     /// Open a PTY session running `req.argv` in sandbox `id`.
     pub(crate) async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
         if req.argv.is_empty() {
-            return Err(ProviderError::other(
-                "cannot open a session with an empty command",
+            return Err(ProviderError::Invalid(
+                "cannot open a session with an empty command".into(),
             ));
         }
         if !req.cwd.starts_with('/') {
-            return Err(ProviderError::other(format!(
+            return Err(ProviderError::Invalid(format!(
                 "working directory `{}` is not an absolute path",
                 req.cwd
             )));
@@ -155,14 +155,14 @@ impl Api {
         };
         if let Err(why) = ok {
             let _ = self.delete_pty(base, id, &session).await;
-            return Err(ProviderError::other(format!(
+            return Err(ProviderError::Api(format!(
                 "daytona: terminal session (sandbox {id}) did not connect: {why}"
             )));
         }
         let line = wrapper::pty_line(token);
         if let Err(e) = ws.send(Message::Binary(line.into_bytes().into())).await {
             let _ = self.delete_pty(base, id, &session).await;
-            return Err(ProviderError::other(format!(
+            return Err(ProviderError::Api(format!(
                 "daytona: terminal session (sandbox {id}): {e}"
             )));
         }
@@ -193,145 +193,177 @@ impl Api {
         token: String,
         ws: super::ws::Ws,
     ) -> PtyChannel {
-        let (input_tx, mut input_rx) = mpsc::unbounded_channel::<PtyInput>();
+        let (input_tx, input_rx) = mpsc::unbounded_channel::<PtyInput>();
         let (output_tx, output_rx) = mpsc::channel::<Vec<u8>>(OUTPUT_BUFFER);
         let (exit_tx, exit_rx) = oneshot::channel();
-        let (mut ws_tx, mut ws_rx) = ws.split();
-        let killed = Arc::new(AtomicBool::new(false));
-        let ready = Arc::new(tokio::sync::Notify::new());
-        let is_ready = Arc::new(AtomicBool::new(false));
-        let done = tokio_util::sync::CancellationToken::new();
-
-        // Input: held until the command runs (keys typed earlier would go
-        // to the login shell), then sent as binary frames.
-        {
-            let api = self.clone();
-            let (base, id, session, token) =
-                (base.clone(), id.clone(), session.clone(), token.clone());
-            let (killed, ready, is_ready, done) = (
-                killed.clone(),
-                ready.clone(),
-                is_ready.clone(),
-                done.clone(),
-            );
-            tokio::spawn(async move {
-                let mut pending: Vec<Vec<u8>> = vec![];
-                loop {
-                    let msg = tokio::select! {
-                        m = input_rx.recv() => m,
-                        _ = ready.notified(), if !pending.is_empty() => {
-                            for p in pending.drain(..) {
-                                let _ = ws_tx.send(Message::Binary(p.into())).await;
-                            }
-                            continue;
-                        }
-                        _ = done.cancelled() => return,
-                    };
-                    match msg {
-                        None | Some(PtyInput::Kill) => {
-                            killed.store(true, Ordering::SeqCst);
-                            let _ = api.kill_group(&id, &token).await;
-                            let _ = api.delete_pty(&base, &id, &session).await;
-                            if msg.is_none() {
-                                return;
-                            }
-                        }
-                        Some(PtyInput::Data(d)) => {
-                            if is_ready.load(Ordering::SeqCst) {
-                                for p in pending.drain(..) {
-                                    let _ = ws_tx.send(Message::Binary(p.into())).await;
-                                }
-                                if ws_tx.send(Message::Binary(d.into())).await.is_err() {
-                                    return;
-                                }
-                            } else {
-                                pending.push(d);
-                            }
-                        }
-                        Some(PtyInput::Resize { cols, rows }) => {
-                            let call = Call::new(
-                                "resize terminal session",
-                                Some(&id),
-                                Method::POST,
-                                format!("{base}/process/pty/{}/resize", enc(&session)),
-                            );
-                            let body =
-                                json!({ "cols": cols.clamp(1, 1000), "rows": rows.clamp(1, 1000) });
-                            let _ = api.http.send(&call, |r| r.json(&body)).await;
-                        }
-                    }
-                }
-            });
-        }
-
-        // Output: drop the preamble, forward the rest, read the exit.
-        let api = self.clone();
-        tokio::spawn(async move {
-            let marker = wrapper::pty_ready(&token);
-            let nocwd = wrapper::pty_nocwd(&token);
-            let mut pre: Option<Vec<u8>> = Some(vec![]);
-            let mut exit: Option<i32> = None;
-            let mut refused = false;
-            while let Some(msg) = ws_rx.next().await {
-                let bytes = match msg {
-                    Ok(Message::Binary(b)) => b.to_vec(),
-                    Ok(Message::Text(t)) => t.as_bytes().to_vec(),
-                    Ok(Message::Close(frame)) => {
-                        if let Some(f) = frame {
-                            let code: u16 = f.code.into();
-                            // No exit code in the reason: unknown, never
-                            // success.
-                            exit = exit_from_close(Some(code), &f.reason);
-                        }
-                        break;
-                    }
-                    Ok(_) => continue,
-                    Err(_) => break,
-                };
-                if let Some(buf) = pre.as_mut() {
-                    buf.extend_from_slice(&bytes);
-                    if let Some(end) = after_marker(buf, &marker) {
-                        let rest = buf.split_off(end);
-                        pre = None;
-                        is_ready.store(true, Ordering::SeqCst);
-                        ready.notify_one();
-                        if !rest.is_empty() {
-                            let _ = output_tx.send(rest).await;
-                        }
-                    } else if after_marker(buf, &nocwd).is_some() {
-                        refused = true;
-                    } else if buf.len() > PREAMBLE_LIMIT {
-                        // No marker: show what the shell said.
-                        let all = pre.take().unwrap_or_default();
-                        let _ = output_tx.send(all).await;
-                    }
-                    continue;
-                }
-                let _ = output_tx.send(bytes).await;
-            }
-            if let Some(buf) = pre.take() {
-                // The command never started: show the shell's words.
-                if !refused {
-                    let _ = output_tx.send(buf).await;
-                }
-            }
-            drop(output_tx);
-            done.cancel();
-            let killed = killed.load(Ordering::SeqCst);
-            let outcome = ExecOutcome {
-                exit: if killed || refused { None } else { exit },
-                signal: killed.then_some(9),
-                timed_out: false,
-                cancelled: killed,
-            };
-            let _ = exit_tx.send(outcome);
-            let _ = api.delete_pty(&base, &id, &session).await;
-        });
+        let (ws_tx, ws_rx) = ws.split();
+        let pumps = Pumps {
+            api: self.clone(),
+            base,
+            id,
+            session,
+            token,
+            killed: Arc::new(AtomicBool::new(false)),
+            ready: Arc::new(tokio::sync::Notify::new()),
+            is_ready: Arc::new(AtomicBool::new(false)),
+            done: tokio_util::sync::CancellationToken::new(),
+        };
+        tokio::spawn(pumps.clone().input(input_rx, ws_tx));
+        tokio::spawn(pumps.output(ws_rx, output_tx, exit_tx));
         PtyChannel {
             input: input_tx,
             output: output_rx,
             exit: exit_rx,
         }
+    }
+}
+
+type WsSink = futures_util::stream::SplitSink<super::ws::Ws, Message>;
+type WsStream = futures_util::stream::SplitStream<super::ws::Ws>;
+
+/// What the two pumps of a terminal session share.
+#[derive(Clone)]
+struct Pumps {
+    api: Api,
+    base: String,
+    id: String,
+    session: String,
+    token: String,
+    /// rfs killed the session.
+    killed: Arc<AtomicBool>,
+    /// The command runs (its ready marker was seen).
+    ready: Arc<tokio::sync::Notify>,
+    is_ready: Arc<AtomicBool>,
+    /// The output pump ended.
+    done: tokio_util::sync::CancellationToken,
+}
+
+impl Pumps {
+    /// Input: held until the command runs (keys typed earlier would go to
+    /// the login shell), then sent as binary frames; a kill or resize is
+    /// a toolbox call.
+    async fn input(self, mut input_rx: mpsc::UnboundedReceiver<PtyInput>, mut ws_tx: WsSink) {
+        let mut pending: Vec<Vec<u8>> = vec![];
+        loop {
+            let msg = tokio::select! {
+                m = input_rx.recv() => m,
+                _ = self.ready.notified(), if !pending.is_empty() => {
+                    for p in pending.drain(..) {
+                        let _ = ws_tx.send(Message::Binary(p.into())).await;
+                    }
+                    continue;
+                }
+                _ = self.done.cancelled() => return,
+            };
+            match msg {
+                None | Some(PtyInput::Kill) => {
+                    self.killed.store(true, Ordering::SeqCst);
+                    let _ = self.api.kill_group(&self.id, &self.token).await;
+                    let _ = self
+                        .api
+                        .delete_pty(&self.base, &self.id, &self.session)
+                        .await;
+                    if msg.is_none() {
+                        return;
+                    }
+                }
+                Some(PtyInput::Data(d)) => {
+                    if self.is_ready.load(Ordering::SeqCst) {
+                        for p in pending.drain(..) {
+                            let _ = ws_tx.send(Message::Binary(p.into())).await;
+                        }
+                        if ws_tx.send(Message::Binary(d.into())).await.is_err() {
+                            return;
+                        }
+                    } else {
+                        pending.push(d);
+                    }
+                }
+                Some(PtyInput::Resize { cols, rows }) => self.resize(cols, rows).await,
+            }
+        }
+    }
+
+    async fn resize(&self, cols: u16, rows: u16) {
+        let call = Call::new(
+            "resize terminal session",
+            Some(&self.id),
+            Method::POST,
+            format!("{}/process/pty/{}/resize", self.base, enc(&self.session)),
+        );
+        let body = json!({ "cols": cols.clamp(1, 1000), "rows": rows.clamp(1, 1000) });
+        let _ = self.api.http.send(&call, |r| r.json(&body)).await;
+    }
+
+    /// Output: drop the preamble, forward the rest, read the exit.
+    async fn output(
+        self,
+        mut ws_rx: WsStream,
+        output_tx: mpsc::Sender<Vec<u8>>,
+        exit_tx: oneshot::Sender<ExecOutcome>,
+    ) {
+        let marker = wrapper::pty_ready(&self.token);
+        let nocwd = wrapper::pty_nocwd(&self.token);
+        let mut pre: Option<Vec<u8>> = Some(vec![]);
+        let mut exit: Option<i32> = None;
+        let mut refused = false;
+        while let Some(msg) = ws_rx.next().await {
+            let bytes = match msg {
+                Ok(Message::Binary(b)) => b.to_vec(),
+                Ok(Message::Text(t)) => t.as_bytes().to_vec(),
+                Ok(Message::Close(frame)) => {
+                    if let Some(f) = frame {
+                        let code: u16 = f.code.into();
+                        // No exit code in the reason: unknown, never
+                        // success.
+                        exit = exit_from_close(Some(code), &f.reason);
+                    }
+                    break;
+                }
+                Ok(_) => continue,
+                Err(_) => break,
+            };
+            if let Some(buf) = pre.as_mut() {
+                buf.extend_from_slice(&bytes);
+                if let Some(end) = after_marker(buf, &marker) {
+                    let rest = buf.split_off(end);
+                    pre = None;
+                    self.is_ready.store(true, Ordering::SeqCst);
+                    self.ready.notify_one();
+                    if !rest.is_empty() {
+                        let _ = output_tx.send(rest).await;
+                    }
+                } else if after_marker(buf, &nocwd).is_some() {
+                    refused = true;
+                } else if buf.len() > PREAMBLE_LIMIT {
+                    // No marker: show what the shell said.
+                    let all = pre.take().unwrap_or_default();
+                    let _ = output_tx.send(all).await;
+                }
+                continue;
+            }
+            let _ = output_tx.send(bytes).await;
+        }
+        if let Some(buf) = pre.take() {
+            // The command never started: show the shell's words.
+            if !refused {
+                let _ = output_tx.send(buf).await;
+            }
+        }
+        drop(output_tx);
+        self.done.cancel();
+        let killed = self.killed.load(Ordering::SeqCst);
+        let outcome = ExecOutcome {
+            exit: if killed || refused { None } else { exit },
+            signal: killed.then_some(9),
+            timed_out: false,
+            cancelled: killed,
+        };
+        let _ = exit_tx.send(outcome);
+        let _ = self
+            .api
+            .delete_pty(&self.base, &self.id, &self.session)
+            .await;
     }
 }
 

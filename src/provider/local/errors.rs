@@ -41,6 +41,9 @@ pub enum SpawnError {
     EnvName(String),
     #[error("the file to execute must be a descriptor above the standard streams")]
     ExecFd,
+    /// The working directory could not be entered.
+    #[error("entering {cwd}: {}", os(*.errno))]
+    Cwd { cwd: String, errno: i32 },
     /// `what`: which step of the start (the program itself for `exec`).
     #[error("{what}: {}", os(*.errno))]
     Os { what: String, errno: i32 },

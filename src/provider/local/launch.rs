@@ -244,6 +244,13 @@ impl Launch {
             if pid > 0 {
                 reap(pid);
             }
+            let errno = self.errno.load(SeqCst);
+            if stage == STAGE_CWD {
+                return Err(SpawnError::Cwd {
+                    cwd: self.cwd.to_string_lossy().into_owned(),
+                    errno,
+                });
+            }
             let what = match stage {
                 STAGE_SETNS => "joining the sandbox's namespaces (setns)".into(),
                 STAGE_CLONE => "starting a process in the sandbox (clone)".into(),
@@ -251,13 +258,9 @@ impl Launch {
                 STAGE_GROUP => "making it a process group of its own".into(),
                 STAGE_SESSION => "making it a session of its own".into(),
                 STAGE_TERMINAL => "giving it its terminal".into(),
-                STAGE_CWD => format!("entering {}", self.cwd.to_string_lossy()),
                 _ => format!("executing {}", self.programs[0].to_string_lossy()),
             };
-            return Err(SpawnError::Os {
-                what,
-                errno: self.errno.load(SeqCst),
-            });
+            return Err(SpawnError::Os { what, errno });
         }
         if pid <= 0 {
             return Err(SpawnError::Os {

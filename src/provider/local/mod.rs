@@ -145,7 +145,7 @@ impl LocalProvider {
             None => self.read_meta(id).ok().flatten().and_then(|k| k.isolation),
         };
         match isolation {
-            Some(m) if m == "namespaces" => Err(ProviderError::other(format!(
+            Some(m) if m == "namespaces" => Err(ProviderError::Unsupported(format!(
                 "sandbox {id} is isolated in namespaces owned by another rfs process; it cannot be entered from here"
             ))),
             _ => Ok(None),
@@ -197,10 +197,11 @@ impl LocalProvider {
         let meta = match std::fs::read(dir.join("meta.json")) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(ProviderError::other(format!("reading sandbox {id}: {e}"))),
+            Err(e) => return Err(ProviderError::Io(format!("reading sandbox {id}: {e}"))),
         };
-        let meta: Meta = serde_json::from_slice(&meta)
-            .map_err(|e| ProviderError::other(format!("sandbox {id} metadata is corrupt: {e}")))?;
+        let meta: Meta = serde_json::from_slice(&meta).map_err(|e| {
+            ProviderError::Protocol(format!("sandbox {id} metadata is corrupt: {e}"))
+        })?;
         Ok(Some(Known {
             info: SandboxInfo {
                 id: meta.id,
@@ -214,7 +215,7 @@ impl LocalProvider {
 }
 
 fn io_err(what: &str, e: std::io::Error) -> ProviderError {
-    ProviderError::other(format!("{what}: {e}"))
+    ProviderError::Io(format!("{what}: {e}"))
 }
 
 /// Make every directory below `dir` writable so that removal cannot be
@@ -242,7 +243,7 @@ impl Provider for LocalProvider {
     /// the call.
     fn profile(&self) -> Profile {
         Profile {
-            uses_image: false,
+            starts_from: super::BaseKind::Nothing,
             remote: false,
             exec_is_self_contained: true,
         }
@@ -273,7 +274,8 @@ impl Provider for LocalProvider {
         std::fs::create_dir(&dir).map_err(|e| io_err("creating sandbox directory", e))?;
         std::fs::create_dir(dir.join("home")).map_err(|e| io_err("creating sandbox home", e))?;
         std::fs::create_dir(dir.join("tmp")).map_err(|e| io_err("creating sandbox tmp", e))?;
-        let in_force = probe::decide(&spec.isolation).map_err(ProviderError::other)?;
+        let in_force =
+            probe::decide(&spec.isolation).map_err(|e| ProviderError::Provision(e.to_string()))?;
         let isolated = in_force.mode == "namespaces";
         if isolated {
             std::fs::create_dir(mount_plan::root_dir(&dir))
@@ -281,7 +283,7 @@ impl Provider for LocalProvider {
             let (d, network) = (dir.clone(), spec.isolation.network);
             let init = tokio::task::spawn_blocking(move || Init::for_sandbox(&d, network))
                 .await
-                .map_err(|e| ProviderError::other(e.to_string()))?;
+                .map_err(|e| ProviderError::Io(e.to_string().to_string()))?;
             match init {
                 Ok(init) => {
                     self.inits
@@ -291,7 +293,7 @@ impl Provider for LocalProvider {
                 }
                 Err(e) => {
                     let _ = std::fs::remove_dir_all(&dir);
-                    return Err(ProviderError::other(format!(
+                    return Err(ProviderError::Provision(format!(
                         "cannot isolate sandbox {id} in namespaces: {e}"
                     )));
                 }
@@ -315,7 +317,7 @@ impl Provider for LocalProvider {
         std::fs::rename(&tmp, dir.join("meta.json"))
             .map_err(|e| io_err("writing sandbox metadata", e))?;
         self.read(&id)?
-            .ok_or_else(|| ProviderError::other(format!("sandbox {id} vanished after create")))
+            .ok_or_else(|| ProviderError::Provision(format!("sandbox {id} vanished after create")))
     }
 
     async fn get(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
@@ -348,7 +350,7 @@ impl Provider for LocalProvider {
         let info = self.info(id)?;
         let dest = Path::new(remote_path);
         if !dest.starts_with(Path::new(&info.home).parent().unwrap_or(Path::new("/"))) {
-            return Err(ProviderError::other(format!(
+            return Err(ProviderError::Invalid(format!(
                 "upload target {remote_path} is outside sandbox {id}"
             )));
         }
@@ -391,7 +393,7 @@ impl Provider for LocalProvider {
         if let Some(init) = init {
             tokio::task::spawn_blocking(move || init.kill())
                 .await
-                .map_err(|e| ProviderError::other(e.to_string()))?;
+                .map_err(|e| ProviderError::Io(e.to_string().to_string()))?;
         }
         // Processes left running in the sandbox (an rfs killed with SIGKILL
         // could not end its step) die with it.
@@ -409,7 +411,7 @@ impl Provider for LocalProvider {
             std::fs::remove_dir_all(&gone)
         })
         .await
-        .map_err(|e| ProviderError::other(e.to_string()))?;
+        .map_err(|e| ProviderError::Io(e.to_string().to_string()))?;
         res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))
     }
 }
@@ -432,7 +434,7 @@ impl StreamInput for LocalProvider {
             .with_file_name("tmp")
             .join(format!("rfs-input-{}", uuid::Uuid::new_v4().simple()));
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).map_err(|e| {
-            ProviderError::other(format!("creating an input FIFO in sandbox {id}: {e}"))
+            ProviderError::Io(format!("creating an input FIFO in sandbox {id}: {e}"))
         })?;
         let _remove = RemoveOnDrop(fifo.clone());
         // Inside namespaces the sandbox's tmp directory is its /tmp.
@@ -480,7 +482,7 @@ impl NativeVerifier for LocalProvider {
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
         let cannot = |e: &dyn std::fmt::Display| {
-            ProviderError::other(format!(
+            ProviderError::NotStarted(format!(
                 "cannot start rfs's own executable in sandbox {id}: {e}"
             ))
         };
@@ -525,18 +527,41 @@ impl LocalProvider {
         own: Option<OwnProgram>,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
+        let (child, out, err) = self.start(id, req, own)?;
+        wait_streaming(child, out, err, req, sink).await
+    }
+
+    /// Start the command: in the sandbox's namespaces, or on the host.
+    fn start(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        own: Option<OwnProgram>,
+    ) -> ProviderResult<(LocalChild, Output, Output)> {
         let info = self.info(id)?;
         let init = self.init_of(id)?;
         let prog = req
             .argv
             .first()
-            .ok_or_else(|| ProviderError::other("empty argv"))?;
+            .ok_or_else(|| ProviderError::Invalid("empty argv".into()))?;
+        if !req.cwd.starts_with('/') {
+            return Err(ProviderError::Invalid(format!(
+                "working directory `{}` is not an absolute path",
+                req.cwd
+            )));
+        }
+        let missing_cwd = || {
+            ProviderError::NotStarted(format!(
+                "working directory `{}` does not exist in sandbox {id}",
+                req.cwd
+            ))
+        };
         let mut env = base_env(&info.home, init.is_some());
         env.extend(req.env.iter().cloned());
         let cannot = |e: &dyn std::fmt::Display| {
-            ProviderError::other(format!("cannot start {prog} in sandbox {id}: {e}"))
+            ProviderError::NotStarted(format!("cannot start {prog} in sandbox {id}: {e}"))
         };
-        let (mut child, mut out, mut err) = match &init {
+        Ok(match &init {
             Some(init) => {
                 let pipe = || crate::provider::input::pipe_cloexec().map_err(|e| cannot(&e));
                 let ((out_r, out_w), (err_r, err_w)) = (pipe()?, pipe()?);
@@ -553,7 +578,10 @@ impl LocalProvider {
                     terminal: false,
                     exec_fd: own.as_ref().map(|o| o.exe.as_fd()),
                 };
-                let child = init.spawn(&spec).map_err(|e| cannot(&e))?;
+                let child = init.spawn(&spec).map_err(|e| match e {
+                    errors::SpawnError::Cwd { errno, .. } if errno == libc::ENOENT => missing_cwd(),
+                    e => cannot(&e),
+                })?;
                 // The command holds its own copies now.
                 drop(null);
                 drop(own);
@@ -568,6 +596,9 @@ impl LocalProvider {
                 (LocalChild::Sandbox(child), reader(out_r)?, reader(err_r)?)
             }
             None => {
+                if !Path::new(&req.cwd).is_dir() {
+                    return Err(missing_cwd());
+                }
                 let mut cmd = match &own {
                     // (In the child, /proc/self/exe is still rfs's.)
                     Some(o) => tokio::process::Command::new(&o.path),
@@ -588,71 +619,82 @@ impl LocalProvider {
                 let err: Output = Box::pin(child.stderr.take().expect("piped"));
                 (LocalChild::Host(child), out, err)
             }
-        };
-        let pgid = child.id().map(|p| p as i32);
-        let mut sup = Supervisor::new(req, KILL_AFTER_PIPES_CLOSED);
-        let (mut obuf, mut ebuf) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
-        let (mut odone, mut edone) = (false, false);
-        let mut outcome = ExecOutcome::default();
-        // The command's exit is watched with its output: a background
-        // process that keeps a copy of the pipes open (`(setsid sleep 777
-        // &)`) must not hold the step open. Its output is read for
-        // OUTPUT_DRAIN_AFTER_EXIT more, as on docker and daytona.
-        let mut exited = None;
-        let mut drain: Option<tokio::time::Instant> = None;
-        {
-            let mut wait = std::pin::pin!(child.wait());
-            while !(odone && edone) {
-                tokio::select! {
-                    n = out.read(&mut obuf), if !odone => match n {
-                        Ok(0) | Err(_) => odone = true,
-                        Ok(n) => sink.stdout(&obuf[..n]),
-                    },
-                    n = err.read(&mut ebuf), if !edone => match n {
-                        Ok(0) | Err(_) => edone = true,
-                        Ok(n) => sink.stderr(&ebuf[..n]),
-                    },
-                    s = &mut wait, if exited.is_none() => {
-                        exited = Some(s);
-                        drain = Some(tokio::time::Instant::now() + crate::provider::OUTPUT_DRAIN_AFTER_EXIT);
-                    }
-                    _ = crate::provider::sleep_until(drain), if drain.is_some() => break,
-                    // Stopped: the group is killed below.
-                    _ = sup.next() => break,
+        })
+    }
+}
+
+/// Stream a started command's output into `sink` until it ends (or its
+/// supervisor stops it), then end its process group.
+async fn wait_streaming(
+    mut child: LocalChild,
+    mut out: Output,
+    mut err: Output,
+    req: &ExecRequest,
+    sink: &mut dyn OutputSink,
+) -> ProviderResult<ExecOutcome> {
+    let pgid = child.id().map(|p| p as i32);
+    let mut sup = Supervisor::new(req, KILL_AFTER_PIPES_CLOSED);
+    let (mut obuf, mut ebuf) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+    let (mut odone, mut edone) = (false, false);
+    let mut outcome = ExecOutcome::default();
+    // The command's exit is watched with its output: a background
+    // process that keeps a copy of the pipes open (`(setsid sleep 777
+    // &)`) must not hold the step open. Its output is read for
+    // OUTPUT_DRAIN_AFTER_EXIT more, as on docker and daytona.
+    let mut exited = None;
+    let mut drain: Option<tokio::time::Instant> = None;
+    {
+        let mut wait = std::pin::pin!(child.wait());
+        while !(odone && edone) {
+            tokio::select! {
+                n = out.read(&mut obuf), if !odone => match n {
+                    Ok(0) | Err(_) => odone = true,
+                    Ok(n) => sink.stdout(&obuf[..n]),
+                },
+                n = err.read(&mut ebuf), if !edone => match n {
+                    Ok(0) | Err(_) => edone = true,
+                    Ok(n) => sink.stderr(&ebuf[..n]),
+                },
+                s = &mut wait, if exited.is_none() => {
+                    exited = Some(s);
+                    drain = Some(tokio::time::Instant::now() + crate::provider::OUTPUT_DRAIN_AFTER_EXIT);
                 }
+                _ = crate::provider::sleep_until(drain), if drain.is_some() => break,
+                // Stopped: the group is killed below.
+                _ = sup.next() => break,
             }
         }
-        outcome.timed_out = sup.timed_out();
-        outcome.cancelled = sup.cancelled();
-        if sup.stop().is_some() {
-            if let Some(pgid) = pgid {
-                kill_group(pgid);
-            }
-        }
-        // Bound the wait: a command that closed its pipes but ignores
-        // the end of its group is killed as well.
-        let status = match exited {
-            Some(s) => s,
-            None => match tokio::time::timeout(KILL_AFTER_PIPES_CLOSED, child.wait()).await {
-                Ok(s) => s,
-                Err(_) => {
-                    if let Some(pgid) = pgid {
-                        kill_group(pgid);
-                    }
-                    child.wait().await
-                }
-            },
-        }
-        .map_err(|e| io_err("waiting for command", e))?;
-        // Orphans of the command's group must not outlive the step.
+    }
+    outcome.timed_out = sup.timed_out();
+    outcome.cancelled = sup.cancelled();
+    if sup.stop().is_some() {
         if let Some(pgid) = pgid {
             kill_group(pgid);
         }
-        use std::os::unix::process::ExitStatusExt;
-        outcome.exit = status.code();
-        outcome.signal = status.signal();
-        Ok(outcome)
     }
+    // Bound the wait: a command that closed its pipes but ignores
+    // the end of its group is killed as well.
+    let status = match exited {
+        Some(s) => s,
+        None => match tokio::time::timeout(KILL_AFTER_PIPES_CLOSED, child.wait()).await {
+            Ok(s) => s,
+            Err(_) => {
+                if let Some(pgid) = pgid {
+                    kill_group(pgid);
+                }
+                child.wait().await
+            }
+        },
+    }
+    .map_err(|e| io_err("waiting for command", e))?;
+    // Orphans of the command's group must not outlive the step.
+    if let Some(pgid) = pgid {
+        kill_group(pgid);
+    }
+    use std::os::unix::process::ExitStatusExt;
+    outcome.exit = status.code();
+    outcome.signal = status.signal();
+    Ok(outcome)
 }
 
 /// How long a command whose pipes closed (or that was stopped) may take
@@ -715,7 +757,7 @@ async fn fed_while_running(
         }
     };
     if let Some(Err(e)) = fed {
-        return Err(ProviderError::other(format!(
+        return Err(ProviderError::Io(format!(
             "the input stream broke before its end: {e}"
         )));
     }

@@ -53,31 +53,12 @@ pub async fn spawn_local_pty_in(
     let program = req
         .argv
         .first()
-        .ok_or_else(|| ProviderError::other("pty: empty argv"))?;
-    if req.cols == 0 || req.rows == 0 {
-        return Err(ProviderError::other(format!(
-            "pty: size must be at least 1x1, got {}x{}",
-            req.cols, req.rows
-        )));
-    }
+        .ok_or_else(|| ProviderError::Invalid("pty: empty argv".into()))?;
+    let pty = open_pty(req)?;
     let err =
-        |what: &str, e: &dyn std::fmt::Display| ProviderError::other(format!("pty: {what}: {e}"));
-
-    let size = winsize(req.cols, req.rows);
-    let pty = openpty(Some(&size), None).map_err(|e| err("openpty", &e))?;
-    for fd in [&pty.master, &pty.slave] {
-        fcntl(fd.as_raw_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
-            .map_err(|e| err("fcntl", &e))?;
-    }
-    let flags = fcntl(pty.master.as_raw_fd(), FcntlArg::F_GETFL).map_err(|e| err("fcntl", &e))?;
-    fcntl(
-        pty.master.as_raw_fd(),
-        FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
-    )
-    .map_err(|e| err("fcntl", &e))?;
-
+        |what: &str, e: &dyn std::fmt::Display| ProviderError::Io(format!("pty: {what}: {e}"));
     let cannot = |e: &dyn std::fmt::Display| {
-        ProviderError::other(format!(
+        ProviderError::NotStarted(format!(
             "pty: cannot start {program:?} in {:?}: {e}",
             req.cwd
         ))
@@ -97,39 +78,13 @@ pub async fn spawn_local_pty_in(
             };
             LocalChild::Sandbox(init.spawn(&spec).map_err(|e| cannot(&e))?)
         }
-        None => {
-            let stdio = |fd: &OwnedFd| -> ProviderResult<Stdio> {
-                Ok(Stdio::from(fd.try_clone().map_err(|e| err("dup", &e))?))
-            };
-            let mut cmd = tokio::process::Command::new(program);
-            cmd.args(&req.argv[1..])
-                .env_clear()
-                .envs(req.env.iter().map(|(k, v)| (k, v)))
-                .current_dir(&req.cwd)
-                .stdin(stdio(&pty.slave)?)
-                .stdout(stdio(&pty.slave)?)
-                .stderr(stdio(&pty.slave)?);
-            // SAFETY: only async-signal-safe calls (setsid, ioctl) run
-            // between fork and exec; stdio is already the PTY slave.
-            unsafe {
-                cmd.pre_exec(|| {
-                    if libc::setsid() == -1 {
-                        return Err(io::Error::last_os_error());
-                    }
-                    #[allow(clippy::useless_conversion)]
-                    if libc::ioctl(0, libc::TIOCSCTTY.into(), 0) == -1 {
-                        return Err(io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-            LocalChild::Host(cmd.spawn().map_err(|e| cannot(&e))?)
-        }
+        None => LocalChild::Host(spawn_on_host(req, program, &pty.slave).map_err(|e| cannot(&e))?),
     };
     drop(pty.slave);
     let pid = child
         .id()
-        .ok_or_else(|| ProviderError::other("pty: child has no pid"))? as i32;
+        .ok_or_else(|| ProviderError::NotStarted("pty: child has no pid".into()))?
+        as i32;
 
     // SAFETY: the `File` owns the master fd and nothing else closes or
     // replaces it while the `AsyncFd` holds it.
@@ -171,6 +126,67 @@ pub async fn spawn_local_pty_in(
         output: out_rx,
         exit: exit_rx,
     })
+}
+
+/// A PTY pair of `req`'s size, both ends close-on-exec, the master
+/// non-blocking.
+fn open_pty(req: &PtyRequest) -> ProviderResult<nix::pty::OpenptyResult> {
+    if req.cols == 0 || req.rows == 0 {
+        return Err(ProviderError::Invalid(format!(
+            "pty: size must be at least 1x1, got {}x{}",
+            req.cols, req.rows
+        )));
+    }
+    let err =
+        |what: &str, e: &dyn std::fmt::Display| ProviderError::Io(format!("pty: {what}: {e}"));
+
+    let size = winsize(req.cols, req.rows);
+    let pty = openpty(Some(&size), None).map_err(|e| err("openpty", &e))?;
+    for fd in [&pty.master, &pty.slave] {
+        fcntl(fd.as_raw_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+            .map_err(|e| err("fcntl", &e))?;
+    }
+    let flags = fcntl(pty.master.as_raw_fd(), FcntlArg::F_GETFL).map_err(|e| err("fcntl", &e))?;
+    fcntl(
+        pty.master.as_raw_fd(),
+        FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
+    )
+    .map_err(|e| err("fcntl", &e))?;
+
+    Ok(pty)
+}
+
+/// Start `program` on the host as the leader of its own session, the PTY
+/// (`slave`) its controlling terminal and standard streams.
+fn spawn_on_host(
+    req: &PtyRequest,
+    program: &str,
+    slave: &OwnedFd,
+) -> io::Result<tokio::process::Child> {
+    let stdio = |fd: &OwnedFd| -> io::Result<Stdio> { Ok(Stdio::from(fd.try_clone()?)) };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(&req.argv[1..])
+        .env_clear()
+        .envs(req.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&req.cwd)
+        .stdin(stdio(slave)?)
+        .stdout(stdio(slave)?)
+        .stderr(stdio(slave)?);
+    // SAFETY: only async-signal-safe calls (setsid, ioctl) run between
+    // fork and exec; stdio is already the PTY slave.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            #[allow(clippy::useless_conversion)]
+            if libc::ioctl(0, libc::TIOCSCTTY.into(), 0) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
 }
 
 fn winsize(cols: u16, rows: u16) -> Winsize {
