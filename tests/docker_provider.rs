@@ -71,8 +71,7 @@ fn spec(labels: Labels) -> CreateSpec {
         run_id: labels[labels::RUN_ID].clone(),
         labels,
         env: BTreeMap::from([("SANDBOX_VAR".to_string(), "baked".to_string())]),
-        image: None,
-        snapshot: None,
+        base: None,
         max_lifetime: Duration::from_secs(600),
         isolation: Default::default(),
     }
@@ -550,7 +549,7 @@ async fn missing_image_is_a_clear_error_and_leaves_nothing() {
     let p = provider(None);
     let labels = test_labels();
     let mut s = spec(labels.clone());
-    s.image = Some("rfs-no-such-image:never".into());
+    s.base = Some(rfs::provider::Base::Image("rfs-no-such-image:never".into()));
     let err = p.create(&s).await.expect_err("missing image");
     let msg = err.to_string();
     assert!(

@@ -216,7 +216,7 @@ impl Provider for Faulty {
             req.argv.get(3).map(String::as_str) == Some("rfs-verify"),
         ) {
             sink.stdout(b"partial output before the fault\n");
-            return Err(rfs::provider::ProviderError::Other(
+            return Err(rfs::provider::ProviderError::Api(
                 "injected: connection to the sandbox lost".into(),
             ));
         }

@@ -28,7 +28,7 @@ impl Shelf {
     fn dir(&self, id: &str) -> ProviderResult<PathBuf> {
         let ok = id.starts_with("shelf-") && id[6..].chars().all(|c| c.is_ascii_hexdigit());
         if !ok {
-            return Err(ProviderError::other(format!(
+            return Err(ProviderError::Invalid(format!(
                 "not a shelf sandbox id: {id}"
             )));
         }
@@ -41,7 +41,7 @@ impl Shelf {
             return Ok(None);
         };
         let labels: BTreeMap<String, String> =
-            serde_json::from_slice(&text).map_err(ProviderError::other)?;
+            serde_json::from_slice(&text).map_err(|e| ProviderError::Protocol(e.to_string()))?;
         Ok(Some(SandboxInfo {
             id: id.to_owned(),
             labels: labels.into_iter().collect(),
@@ -52,7 +52,7 @@ impl Shelf {
 }
 
 fn io(what: &str) -> impl Fn(std::io::Error) -> ProviderError + '_ {
-    move |e| ProviderError::other(format!("{what}: {e}"))
+    move |e| ProviderError::Io(format!("{what}: {e}"))
 }
 
 #[async_trait]
@@ -66,7 +66,7 @@ impl Provider for Shelf {
         let dir = self.dir(&id)?;
         std::fs::create_dir_all(dir.join("home")).map_err(io("creating the sandbox"))?;
         let labels: BTreeMap<_, _> = spec.labels.iter().collect();
-        let text = serde_json::to_vec(&labels).map_err(ProviderError::other)?;
+        let text = serde_json::to_vec(&labels).map_err(|e| ProviderError::Io(e.to_string()))?;
         // Written last: a sandbox exists once its labels do.
         std::fs::write(dir.join("labels.json"), text).map_err(io("labelling the sandbox"))?;
         Ok(self.read(&id)?.expect("just created"))
@@ -93,7 +93,7 @@ impl Provider for Shelf {
 
     async fn upload(&self, id: &str, local: &Path, remote: &str) -> ProviderResult<()> {
         if !Path::new(remote).starts_with(self.dir(id)?) {
-            return Err(ProviderError::other(format!("{remote} is outside {id}")));
+            return Err(ProviderError::Invalid(format!("{remote} is outside {id}")));
         }
         tokio::fs::copy(local, remote)
             .await

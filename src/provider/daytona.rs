@@ -159,14 +159,7 @@ impl DaytonaProvider {
 
     fn redact(&self, e: ProviderError) -> ProviderError {
         let cfg = self.api.http.config();
-        match e {
-            ProviderError::Other(m) => ProviderError::Other(cfg.redact(&m)),
-            ProviderError::Unavailable { provider, message } => ProviderError::Unavailable {
-                provider,
-                message: cfg.redact(&message),
-            },
-            e => e,
-        }
+        e.map_message(|m| cfg.redact(m))
     }
 }
 
@@ -189,7 +182,7 @@ impl Provider for DaytonaProvider {
     /// file, see `toolbox`).
     fn profile(&self) -> Profile {
         Profile {
-            uses_image: false,
+            starts_from: super::BaseKind::Snapshot,
             remote: true,
             exec_is_self_contained: false,
         }
@@ -233,7 +226,7 @@ impl Provider for DaytonaProvider {
                     Ok(()) => "it was destroyed (verified gone)".to_owned(),
                     Err(d) => format!("destroying it could not be verified: {d}"),
                 };
-                return Err(ProviderError::other(format!(
+                return Err(ProviderError::Provision(format!(
                     "sandbox {} was created without networkBlockAll although `network: false` asked for it (the server ignored the field); {cleanup}",
                     dto.id
                 )));
@@ -245,7 +238,7 @@ impl Provider for DaytonaProvider {
                         Ok(()) => "it was destroyed (verified gone)".to_owned(),
                         Err(d) => format!("destroying it could not be verified: {d}"),
                     };
-                    return Err(ProviderError::other(format!(
+                    return Err(ProviderError::Provision(format!(
                         "sandbox {} started but its toolbox does not answer ({e}); {cleanup}",
                         dto.id
                     )));

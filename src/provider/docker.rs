@@ -361,15 +361,14 @@ impl NativeVerifier for DockerProvider {
     /// there does not start, and runs its probe.
     async fn prepare_own_executable(&self, id: &str) -> ProviderResult<()> {
         container::check_id(id)?;
-        let exe = self
-            .own_exe
-            .as_deref()
-            .ok_or_else(|| ProviderError::other("this process declared no rfs executable"))?;
+        let exe = self.own_exe.as_deref().ok_or_else(|| {
+            ProviderError::Config("this process declared no rfs executable".into())
+        })?;
         let bundle = self
             .bundle
             .get_or_init(|| own_exe::Bundle::of(exe))
             .clone()
-            .map_err(|e| ProviderError::other(format!("cannot copy rfs's executable: {e}")))?;
+            .map_err(|e| ProviderError::Io(format!("cannot copy rfs's executable: {e}")))?;
         if let Ok(lane) = self.lane(id).await {
             let why = match Placed::in_lane(lane, &bundle) {
                 Ok(placed) => match self.keep_if_it_starts(id, placed, &bundle).await {
@@ -388,7 +387,7 @@ impl NativeVerifier for DockerProvider {
         self.keep_if_it_starts(id, placed, &bundle)
             .await
             .map_err(|why| {
-                ProviderError::other(format!(
+                ProviderError::NotStarted(format!(
                     "rfs's executable does not start in sandbox {id} ({why})"
                 ))
             })
@@ -405,12 +404,14 @@ impl NativeVerifier for DockerProvider {
     ) -> ProviderResult<ExecOutcome> {
         container::check_id(id)?;
         let placed = self.prepared().remove(id).ok_or_else(|| {
-            ProviderError::other(format!(
+            ProviderError::NotStarted(format!(
                 "rfs's executable was not copied into sandbox {id} before it was run"
             ))
         })?;
         let Some(Ok(bundle)) = self.bundle.get() else {
-            return Err(ProviderError::other("rfs's executable has no bundle"));
+            return Err(ProviderError::Unsupported(
+                "rfs's executable has no bundle".into(),
+            ));
         };
         let mut run = req.clone();
         run.argv = bundle.program(placed.dir());

@@ -66,7 +66,7 @@ impl InputStream {
         let mut buf = vec![0u8; chunk];
         loop {
             let n = self.read(&mut buf).await.map_err(|e| {
-                super::ProviderError::other(format!("the input stream broke before its end: {e}"))
+                super::ProviderError::Io(format!("the input stream broke before its end: {e}"))
             })?;
             if n == 0 {
                 return Ok(Copied::Whole);

@@ -28,12 +28,15 @@ use tokio_util::sync::CancellationToken;
 
 pub use labels::Labels;
 
-/// Result type of provider calls. Provider failures are plain messages; the
-/// runtime decides whether they are refusals or internal errors.
+/// Result type of provider calls. A failure is a kind a caller can match,
+/// with the provider's message; the runtime decides whether it is a
+/// refusal or an internal error.
 pub type ProviderResult<T> = Result<T, ProviderError>;
 
-/// What went wrong inside a provider.
+/// What went wrong inside a provider: the kind, with a message that
+/// names the sandbox and says why in the provider's own words.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProviderError {
     /// The provider (daemon, API) cannot be reached or is not usable.
     #[error("provider {provider} is unavailable: {message}")]
@@ -41,14 +44,82 @@ pub enum ProviderError {
     /// The sandbox does not exist (any more).
     #[error("sandbox {id} not found")]
     NotFound { id: String },
-    /// Anything else, with the provider's own words.
+    /// Refused before the provider was asked: the request is malformed
+    /// (an empty command, a relative path, an invalid environment variable).
     #[error("{0}")]
-    Other(String),
+    Invalid(String),
+    /// The provider's configuration is missing or invalid (an unknown
+    /// provider name, no API key, no rfs executable to copy).
+    #[error("{0}")]
+    Config(String),
+    /// The provider has no such capability for this sandbox.
+    #[error("{0}")]
+    Unsupported(String),
+    /// Provisioning failed: the image or snapshot, the sandbox's start,
+    /// a setting the provider ignored.
+    #[error("{0}")]
+    Provision(String),
+    /// The sandbox exists but is not running.
+    #[error("{0}")]
+    NotRunning(String),
+    /// The command could not be started in the sandbox (a missing working
+    /// directory, not an executable, the toolbox's refusal).
+    #[error("{0}")]
+    NotStarted(String),
+    /// A file or archive could not be placed in the sandbox.
+    #[error("{0}")]
+    Transfer(String),
+    /// A command's process group could not be killed.
+    #[error("{0}")]
+    Kill(String),
+    /// The provider's API or daemon answered with an error, in its own
+    /// words.
+    #[error("{0}")]
+    Api(String),
+    /// The provider's answer breaks its API's contract (no command id, a
+    /// relative home directory, a list that never ends).
+    #[error("{0}")]
+    Protocol(String),
+    /// Reading or writing on rfs's side (a local file, a pipe, a stream).
+    #[error("{0}")]
+    Io(String),
+    /// No answer within the bound rfs sets.
+    #[error("{0}")]
+    Timeout(String),
+    /// The sandbox was paused, killed or removed outside rfs while rfs
+    /// waited on it.
+    #[error("{0}")]
+    Lost(String),
+    /// Destroyed, but not verified gone within the bound.
+    #[error("{0}")]
+    NotVerifiedGone(String),
 }
 
 impl ProviderError {
-    pub fn other(msg: impl std::fmt::Display) -> Self {
-        ProviderError::Other(msg.to_string())
+    /// The same error with its message rewritten (redaction of secrets).
+    pub fn map_message(self, f: impl Fn(&str) -> String) -> Self {
+        use ProviderError as E;
+        match self {
+            E::Unavailable { provider, message } => E::Unavailable {
+                provider,
+                message: f(&message),
+            },
+            E::NotFound { id } => E::NotFound { id },
+            E::Invalid(m) => E::Invalid(f(&m)),
+            E::Config(m) => E::Config(f(&m)),
+            E::Unsupported(m) => E::Unsupported(f(&m)),
+            E::Provision(m) => E::Provision(f(&m)),
+            E::NotRunning(m) => E::NotRunning(f(&m)),
+            E::NotStarted(m) => E::NotStarted(f(&m)),
+            E::Transfer(m) => E::Transfer(f(&m)),
+            E::Kill(m) => E::Kill(f(&m)),
+            E::Api(m) => E::Api(f(&m)),
+            E::Protocol(m) => E::Protocol(f(&m)),
+            E::Io(m) => E::Io(f(&m)),
+            E::Timeout(m) => E::Timeout(f(&m)),
+            E::Lost(m) => E::Lost(f(&m)),
+            E::NotVerifiedGone(m) => E::NotVerifiedGone(f(&m)),
+        }
     }
 }
 
@@ -59,11 +130,11 @@ pub struct CreateSpec {
     pub labels: Labels,
     /// Environment baked into the sandbox (if the provider supports it).
     pub env: BTreeMap<String, String>,
-    /// Provider-specific image/snapshot name (docker image, daytona snapshot).
-    pub image: Option<String>,
-    /// Daytona snapshot named by the script (`sandbox(#{ snapshot })`);
-    /// the provider's own default applies when `None`.
-    pub snapshot: Option<String>,
+    /// What the sandbox starts from (a docker image, a Daytona snapshot),
+    /// as the provider's [`Profile::starts_from`] names it; a provider
+    /// ignores a kind it does not start from, and its own default applies
+    /// when `None`.
+    pub base: Option<Base>,
     /// Upper bound on the sandbox's life: a dead-man switch for providers
     /// that support one, so a killed rfs cannot leak a sandbox forever.
     pub max_lifetime: Duration,
@@ -202,8 +273,9 @@ pub struct PtyChannel {
 /// promise of a method: capabilities are [`Provider::streaming`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Profile {
-    /// Whether `image` (sandbox option, `--image`) means anything here.
-    pub uses_image: bool,
+    /// What this provider's sandboxes start from, so rfs knows which of
+    /// the script's `image` and `snapshot` options is its [`CreateSpec::base`].
+    pub starts_from: BaseKind,
     /// Whether bytes sent to this provider's sandboxes cross a network, so
     /// that compressing a transfer pays for its CPU cost.
     pub remote: bool,
@@ -215,10 +287,49 @@ pub struct Profile {
     pub exec_is_self_contained: bool,
 }
 
+/// What kind of thing a provider's sandboxes start from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BaseKind {
+    /// Nothing to choose (a local directory).
+    Nothing,
+    /// An image (`sandbox(#{ image })`, `--image`).
+    Image,
+    /// A snapshot (`sandbox(#{ snapshot })`; `--snapshot` sets the
+    /// provider's default).
+    Snapshot,
+}
+
+/// What a sandbox starts from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Base {
+    /// A docker image.
+    Image(String),
+    /// A Daytona snapshot.
+    Snapshot(String),
+}
+
+impl Base {
+    /// The image, if this is one.
+    pub fn image(&self) -> Option<&str> {
+        match self {
+            Base::Image(i) => Some(i),
+            Base::Snapshot(_) => None,
+        }
+    }
+
+    /// The snapshot, if this is one.
+    pub fn snapshot(&self) -> Option<&str> {
+        match self {
+            Base::Snapshot(s) => Some(s),
+            Base::Image(_) => None,
+        }
+    }
+}
+
 impl Default for Profile {
     fn default() -> Profile {
         Profile {
-            uses_image: true,
+            starts_from: BaseKind::Image,
             remote: false,
             exec_is_self_contained: false,
         }

@@ -65,13 +65,13 @@ impl ProviderKind {
             ProviderKind::Local => {
                 let dir = inputs
                     .state_dir
-                    .ok_or_else(|| ProviderError::other("local needs a state directory"))?;
+                    .ok_or_else(|| ProviderError::Config("local needs a state directory".into()))?;
                 Arc::new(super::local::LocalProvider::new(dir))
             }
             ProviderKind::Docker => Arc::new(super::docker::connect_default(inputs.image)?),
             ProviderKind::Daytona => Arc::new(
                 super::daytona::DaytonaProvider::from_env(inputs.snapshot)
-                    .map_err(ProviderError::other)?,
+                    .map_err(|e| ProviderError::Config(e.to_string()))?,
             ),
         })
     }

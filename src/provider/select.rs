@@ -91,10 +91,13 @@ pub fn build_with_snapshot(
     snapshot: Option<String>,
 ) -> super::ProviderResult<std::sync::Arc<dyn super::Provider>> {
     let kind = choice.kind().ok_or_else(|| {
-        super::ProviderError::other(UnknownProvider {
-            name: choice.name.clone(),
-            reason: choice.reason,
-        })
+        super::ProviderError::Config(
+            UnknownProvider {
+                name: choice.name.clone(),
+                reason: choice.reason,
+            }
+            .to_string(),
+        )
     })?;
     let built = kind.build(super::registry::BuildInputs {
         state_dir: Some(state_dir),

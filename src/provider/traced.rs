@@ -142,13 +142,13 @@ impl Traced {
     /// decorator offers its own: see [`Provider::streaming`]).
     fn stream(&self) -> ProviderResult<&dyn StreamInput> {
         self.0.streaming().ok_or_else(|| {
-            ProviderError::other(format!("provider {} cannot stream input", self.0.name()))
+            ProviderError::Unsupported(format!("provider {} cannot stream input", self.0.name()))
         })
     }
 
     fn native(&self) -> ProviderResult<&dyn NativeVerifier> {
         self.stream()?.native().ok_or_else(|| {
-            ProviderError::other(format!(
+            ProviderError::Unsupported(format!(
                 "provider {} cannot run rfs's own executable",
                 self.0.name()
             ))

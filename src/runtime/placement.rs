@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::provider::isolation::{IsolationMode, IsolationRequest};
 use crate::provider::labels::{self, Labels};
-use crate::provider::{CreateSpec, SandboxInfo};
+use crate::provider::{Base, BaseKind, CreateSpec, SandboxInfo};
 
 /// Options of `sandbox(opts)`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -52,6 +52,41 @@ impl SandboxOptions {
 }
 
 impl Run {
+    /// What the sandbox starts from on a provider whose sandboxes start
+    /// from `starts_from`; an `image` or `snapshot` it has no use for is
+    /// ignored with a journaled warning.
+    fn base(
+        &self,
+        provider: &str,
+        starts_from: BaseKind,
+        image: Option<&String>,
+        opts: &SandboxOptions,
+    ) -> Result<Option<Base>> {
+        let named = [
+            (BaseKind::Image, image, "images", "image"),
+            (
+                BaseKind::Snapshot,
+                opts.snapshot.as_ref(),
+                "snapshots",
+                "snapshot",
+            ),
+        ];
+        let mut base = None;
+        for (kind, value, plural, what) in named {
+            let Some(v) = value else { continue };
+            if kind == starts_from {
+                base = Some(match kind {
+                    BaseKind::Snapshot => Base::Snapshot(v.clone()),
+                    _ => Base::Image(v.clone()),
+                });
+                continue;
+            }
+            let message = format!("provider `{provider}` has no {plural}; {what} `{v}` is ignored");
+            self.record(Event::PlacementWarning { message })?;
+        }
+        Ok(base)
+    }
+
     /// Record the options of a `sandbox(opts)` call. A second call must
     /// agree with the first.
     pub(crate) fn sandbox_options(&self, opts: SandboxOptions) -> Result<()> {
@@ -199,13 +234,7 @@ impl Run {
         l.insert(labels::STARTED_AT.into(), crate::journal::now_rfc3339());
         let image = opts.image.clone().or_else(|| self.cfg.image.clone());
         let reason = self.cfg.choice.reason.to_string();
-        if let (Some(i), false) = (&image, p.profile().uses_image) {
-            let msg = format!(
-                "provider `{}` has no images; image `{i}` is ignored",
-                p.name()
-            );
-            self.record(Event::PlacementWarning { message: msg })?;
-        }
+        let base = self.base(p.name(), p.profile().starts_from, image.as_ref(), &opts)?;
         let request = self.isolation_request(&opts);
         let in_force = p.isolation(&request).map_err(|why| {
             let msg = format!("provider `{}` refuses: {why}", p.name());
@@ -231,8 +260,7 @@ impl Run {
             run_id: self.cfg.run_id.clone(),
             labels: l.clone(),
             env: Default::default(),
-            image: image.clone(),
-            snapshot: opts.snapshot.clone(),
+            base,
             max_lifetime: self.cfg.max_lifetime,
             isolation: request,
         };

@@ -283,7 +283,9 @@ impl Run {
         let (res, stalled) = match watched {
             Ok(res) => (res, None),
             Err(how) => (
-                Err(crate::provider::ProviderError::other(how.clone())),
+                Err(crate::provider::ProviderError::Lost(
+                    how.clone().to_string(),
+                )),
                 Some(how),
             ),
         };

@@ -106,8 +106,8 @@ async fn bounded<T>(
 ) -> crate::provider::ProviderResult<T> {
     match tokio::time::timeout(left, call).await {
         Ok(r) => r,
-        Err(_) => Err(crate::provider::ProviderError::other(
-            "no answer from the provider before the cleanup deadline",
+        Err(_) => Err(crate::provider::ProviderError::Timeout(
+            "no answer from the provider before the cleanup deadline".into(),
         )),
     }
 }

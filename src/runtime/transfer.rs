@@ -172,25 +172,38 @@ pub(super) struct Checked {
     pub(super) entries_compared: usize,
 }
 
+/// How a failed sync's transfer ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SyncEnd {
+    /// Refused or failed on its own terms.
+    Refused,
+    /// Cut: the verifier was killed or the stream broke, which may be the
+    /// sandbox's death showing before the provider's state does.
+    Cut,
+}
+
+impl SyncEnd {
+    /// How a verifier that ended with `outcome` ended.
+    fn of(outcome: &crate::provider::ExecOutcome) -> Self {
+        if outcome.signal.is_some() || matches!(outcome.exit, Some(137 | 143)) {
+            SyncEnd::Cut
+        } else {
+            SyncEnd::Refused
+        }
+    }
+}
+
 impl Run {
     /// A sync that failed after it touched the sandbox: a sandbox that
     /// died, vanished or was paused is named as such, not as the exit
     /// code its end left the verifier with (docker refuses an exec into a
     /// paused one at once).
-    fn sync_fail(&self, t: &SyncTarget<'_>, what: String) -> Error {
+    fn sync_fail(&self, t: &SyncTarget<'_>, what: String, end: SyncEnd) -> Error {
         let id = &t.sb.id;
         // An end by a kill (or a stream cut by one) may come just before
         // the provider's state catches up: asked a few more times then
         // (bounded, 1 s in all).
-        let killed = [
-            "exit 137",
-            "exit 143",
-            "signal",
-            "streaming the archive",
-            "to its end",
-        ]
-        .iter()
-        .any(|k| what.contains(k));
+        let killed = end == SyncEnd::Cut;
         let stall = self.ask_sandbox(id, if killed { 5 } else { 1 }, super::watch::stalled);
         if let Some(how) = stall {
             let msg = format!(
@@ -231,7 +244,13 @@ impl Run {
         let gzip = if remote {
             self.block_on_watched(id, probe_gzip(p, id, &t.sb.home, self.cancel_token()))
                 .map_err(stall)?
-                .map_err(|e| self.sync_fail(t, format!("probing for a decompressor: {e}")))?
+                .map_err(|e| {
+                    self.sync_fail(
+                        t,
+                        format!("probing for a decompressor: {e}"),
+                        SyncEnd::Refused,
+                    )
+                })?
         } else {
             false
         };
@@ -301,7 +320,8 @@ impl Run {
         native: Option<&dyn NativeVerifier>,
         resolved: &ResolvedSource,
     ) -> Result<Sent> {
-        let fail = |what: String| self.sync_fail(t, what);
+        let fail = |what: String| self.sync_fail(t, what, SyncEnd::Refused);
+        let cut = |what: String| self.sync_fail(t, what, SyncEnd::Cut);
         let (gzip, digest_kind) = (plan.gzip, plan.digest_kind());
         // The builder computes the digest when the reader cannot (it sees
         // compressed bytes) or should not (the entries digest reuses the
@@ -350,26 +370,25 @@ impl Run {
             Ok(Ok(b)) => b,
             // The consumer stopped reading first: its failure, or the
             // verifier's refusal, says why.
-            Ok(Err(e)) if e.to_string().contains(stream::READER_GONE) => {
-                return Err(fail(match outcome {
-                    Err(e) => format!("streaming the archive: {e}"),
-                    Ok(o) => refusal(&o, &out.stderr, &t.dest).unwrap_or_else(|| {
-                        "the sandbox did not read the archive to its end".into()
-                    }),
-                }));
+            Ok(Err(crate::source::SourceError::ReaderGone)) => {
+                return Err(match outcome {
+                    Err(e) => cut(format!("streaming the archive: {e}")),
+                    Ok(o) => match refusal(&o, &out.stderr, &t.dest) {
+                        Some(why) => self.sync_fail(t, why, SyncEnd::of(&o)),
+                        None => cut("the sandbox did not read the archive to its end".into()),
+                    },
+                });
             }
             Ok(Err(e)) => return Err(fail(format!("cannot build the source archive: {e}"))),
             Err(_) => return Err(fail("the archive builder panicked".into())),
         };
-        let outcome = outcome.map_err(|e| fail(format!("streaming the archive: {e}")))?;
+        let outcome = outcome.map_err(|e| cut(format!("streaming the archive: {e}")))?;
         // The pipe's bytes are the builder's own count (the digest the
         // sandbox reports proves it read them all).
         let (sha, wire) = match streamed.map(|d| d.get()) {
             Some(Some(counted)) => counted,
             Some(None) => {
-                return Err(fail(
-                    "the sandbox did not read the archive to its end".into(),
-                ))
+                return Err(cut("the sandbox did not read the archive to its end".into()))
             }
             None => (None, built.archive.as_ref().map_or(0, |a| a.1)),
         };
@@ -398,7 +417,7 @@ impl Run {
         prebuilt: Option<(tempfile::NamedTempFile, archive::BuiltArchive)>,
         resolved: &ResolvedSource,
     ) -> Result<Sent> {
-        let fail = |what: String| self.sync_fail(t, what);
+        let fail = |what: String| self.sync_fail(t, what, SyncEnd::Refused);
         let stall = |how: String| self.sync_stall(t, how);
         let t_build = Instant::now();
         let ((tmp, built), build_ms) = match prebuilt {
@@ -443,9 +462,9 @@ impl Run {
         plan: &TransferPlan<'_>,
         sent: &Sent,
     ) -> Result<Checked> {
-        let fail = |what: String| self.sync_fail(t, what);
+        let fail = |what: String| self.sync_fail(t, what, SyncEnd::Refused);
         if let Some(why) = refusal(&sent.outcome, &sent.out.stderr, &t.dest) {
-            return Err(fail(why));
+            return Err(self.sync_fail(t, why, SyncEnd::of(&sent.outcome)));
         }
         let report =
             remote_check::parse_report(&sent.out.stdout).map_err(|e| fail(e.to_string()))?;

@@ -91,6 +91,10 @@ pub enum SourceError {
     Git(String),
     #[error("building the source archive: {0}")]
     Io(String),
+    /// The sandbox stopped reading a streamed archive: a consequence of
+    /// its own failure, which says why.
+    #[error("building the source archive: {}", stream::READER_GONE)]
+    ReaderGone,
 }
 
 fn list(paths: &[String]) -> String {
@@ -115,6 +119,9 @@ impl From<git2::Error> for SourceError {
 
 impl From<std::io::Error> for SourceError {
     fn from(e: std::io::Error) -> Self {
+        if stream::reader_gone(&e) {
+            return SourceError::ReaderGone;
+        }
         SourceError::Io(e.to_string())
     }
 }

@@ -26,6 +26,24 @@ use tokio::sync::mpsc;
 /// consumer's failure, never its cause.
 pub(crate) const READER_GONE: &str = "the receiving side stopped reading the archive";
 
+/// The payload of the builder's [`io::Error`] when the reader went away,
+/// so a caller tells it by type (see [`reader_gone`]).
+#[derive(Debug)]
+pub(crate) struct ReaderGone;
+
+impl std::fmt::Display for ReaderGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(READER_GONE)
+    }
+}
+
+impl std::error::Error for ReaderGone {}
+
+/// Whether `e` says the reader went away.
+pub(crate) fn reader_gone(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|r| r.is::<ReaderGone>())
+}
+
 /// Bytes per chunk handed over.
 const CHUNK: usize = 1 << 20;
 /// Chunks in flight.
@@ -69,7 +87,7 @@ impl ChunkWriter {
     fn send(&mut self, m: Msg) -> io::Result<()> {
         self.tx
             .blocking_send(m)
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, READER_GONE))
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, ReaderGone))
     }
 
     /// The archive is complete.
@@ -163,7 +181,7 @@ pub(crate) struct PipeWriter(io::BufWriter<std::fs::File>);
 
 fn gone(e: io::Error) -> io::Error {
     if e.kind() == io::ErrorKind::BrokenPipe {
-        io::Error::new(io::ErrorKind::BrokenPipe, READER_GONE)
+        io::Error::new(io::ErrorKind::BrokenPipe, ReaderGone)
     } else {
         e
     }
@@ -335,6 +353,7 @@ mod tests {
         let err = w.write_all(&vec![0u8; 2 * CHUNK]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
         assert_eq!(err.to_string(), READER_GONE);
+        assert!(reader_gone(&err));
     }
 
     #[test]

@@ -120,17 +120,17 @@ struct CommandStatus {
 pub(super) fn toolbox_start_error(id: &str, output: &str) -> ProviderError {
     let out = output.trim();
     if out.contains("fork/exec") {
-        ProviderError::other(format!(
+        ProviderError::NotStarted(format!(
             "the Daytona toolbox could not start a shell in sandbox {id}: it says `{out}`, \
              which means the working directory it was given does not exist (not that the shell is missing)"
         ))
     } else if out.is_empty() {
-        ProviderError::other(format!(
+        ProviderError::NotStarted(format!(
             "the Daytona toolbox reported exit code -1 with no output in sandbox {id}: \
              the command could not be started (rfs never reads this as a result)"
         ))
     } else {
-        ProviderError::other(format!(
+        ProviderError::NotStarted(format!(
             "the Daytona toolbox could not run the command in sandbox {id} (exit code -1): {out}"
         ))
     }
@@ -138,7 +138,7 @@ pub(super) fn toolbox_start_error(id: &str, output: &str) -> ProviderError {
 
 /// rfs's error for a refusal of the wrapper.
 fn refusal_error(r: Refusal, id: &str, cwd: &str) -> ProviderError {
-    ProviderError::Other(match r {
+    ProviderError::NotStarted(match r {
         Refusal::Cwd => format!("working directory `{cwd}` does not exist in sandbox {id}"),
         Refusal::Env => format!("sandbox {id} refused an environment variable of the command"),
         Refusal::Setsid => format!(
@@ -302,7 +302,7 @@ impl Api {
             Err(e) => return Err(e.into()),
         };
         let body = resp.bytes().await.map_err(|e| {
-            ProviderError::other(format!(
+            ProviderError::Api(format!(
                 "daytona: read command output (sandbox {id}) failed: {e}"
             ))
         })?;
@@ -366,10 +366,10 @@ impl Api {
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
         if req.argv.is_empty() {
-            return Err(ProviderError::other("cannot run an empty command"));
+            return Err(ProviderError::Invalid("cannot run an empty command".into()));
         }
         if !req.cwd.starts_with('/') {
-            return Err(ProviderError::other(format!(
+            return Err(ProviderError::Invalid(format!(
                 "working directory `{}` is not an absolute path",
                 req.cwd
             )));
@@ -390,9 +390,17 @@ impl Api {
             Method::POST,
             format!("{base}/process/session"),
         );
-        self.http
+        // The toolbox's proxy answers 404 for a sandbox that is gone.
+        match self
+            .http
             .send(&create, |r| r.json(&json!({ "sessionId": sid })))
-            .await?;
+            .await
+        {
+            Err(e) if e.status() == Some(404) => {
+                return Err(ProviderError::NotFound { id: id.to_owned() })
+            }
+            r => r?,
+        };
         let res = self
             .exec_in_session(&base, id, &sid, &token, req, sink)
             .await;
@@ -453,7 +461,7 @@ impl Api {
                 return self.finish(id, req, token, Some(code), &mut relay, sink);
             }
             ExecStart { cmd_id: None, .. } => {
-                return Err(ProviderError::other(format!(
+                return Err(ProviderError::Protocol(format!(
                 "daytona: start command (sandbox {id}) failed: the toolbox returned no command id"
             )))
             }

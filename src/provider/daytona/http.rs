@@ -163,7 +163,7 @@ impl std::fmt::Display for HttpError {
 
 impl From<HttpError> for ProviderError {
     fn from(e: HttpError) -> Self {
-        ProviderError::Other(e.to_string())
+        ProviderError::Api(e.to_string())
     }
 }
 

@@ -202,7 +202,7 @@ impl Api {
             }
             next = n;
         }
-        Err(ProviderError::other(format!(
+        Err(ProviderError::Protocol(format!(
             "daytona: list sandboxes did not end after {MAX_PAGES} pages"
         )))
     }
@@ -213,8 +213,10 @@ impl Api {
     pub(crate) async fn create_started(&self, spec: &CreateSpec) -> ProviderResult<SandboxDto> {
         let name = sandbox_name(&spec.run_id);
         let snapshot = spec
-            .snapshot
-            .clone()
+            .base
+            .as_ref()
+            .and_then(|b| b.snapshot())
+            .map(str::to_owned)
             .filter(|s| !s.trim().is_empty())
             .or_else(|| self.http.config().default_snapshot.clone());
         let mut body = json!({
@@ -241,12 +243,12 @@ impl Api {
             Err(e) if e.ambiguous() => match self.find_created(&name, spec).await {
                 Ok(Some(dto)) => dto,
                 Ok(None) => {
-                    return Err(ProviderError::other(format!(
+                    return Err(ProviderError::Provision(format!(
                         "{e}; no sandbox named {name} exists (checked by name and labels), so none leaked"
                     )))
                 }
                 Err(find) => {
-                    return Err(ProviderError::other(format!(
+                    return Err(ProviderError::Provision(format!(
                         "{e}; and rfs could not check whether sandbox {name} was created anyway ({find}); \
                          run `rfs gc --provider daytona` once the API answers"
                     )))
@@ -319,14 +321,14 @@ impl Api {
                     Ok(()) => "it was destroyed (verified gone)".to_owned(),
                     Err(e) => format!("destroying it could not be verified: {e}"),
                 };
-                return Err(ProviderError::other(format!("{why}; {cleanup}")));
+                return Err(ProviderError::Provision(format!("{why}; {cleanup}")));
             }
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(Duration::from_secs(2));
             dto = match self.get_dto(&id).await? {
                 Some(d) => d,
                 None => {
-                    return Err(ProviderError::other(format!(
+                    return Err(ProviderError::Provision(format!(
                         "sandbox {id} disappeared while starting (state was `{state}`)"
                     )))
                 }
@@ -381,7 +383,7 @@ impl Api {
                 return Ok(());
             }
             if start.elapsed() >= bound {
-                return Err(ProviderError::other(format!(
+                return Err(ProviderError::NotVerifiedGone(format!(
                     "sandbox {id} not verified gone after {} s: {}",
                     bound.as_secs(),
                     match by_id {
@@ -452,7 +454,7 @@ fn create_refusal(e: HttpError, snapshot: Option<&str>) -> ProviderError {
         && msg.contains("snapshot")
         && (msg.contains("not found") || msg.contains("does not exist"))
     {
-        return ProviderError::other(format!(
+        return ProviderError::Provision(format!(
             "snapshot `{}` is not known to the Daytona server ({e}); rfs never falls back to another snapshot",
             snapshot.unwrap_or("(server default)")
         ));

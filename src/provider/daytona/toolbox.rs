@@ -44,7 +44,7 @@ impl Api {
             .ok_or_else(|| ProviderError::NotFound { id: id.to_owned() })?;
         self.remember(&dto);
         self.cached_toolbox(id).ok_or_else(|| {
-            ProviderError::other(format!(
+            ProviderError::Protocol(format!(
                 "daytona: sandbox {id} has no toolboxProxyUrl; rfs cannot reach its toolbox"
             ))
         })
@@ -61,7 +61,7 @@ impl Api {
         );
         let d: Dir = self.http.json(&call, |r| r).await?;
         if !d.dir.starts_with('/') {
-            return Err(ProviderError::other(format!(
+            return Err(ProviderError::Protocol(format!(
                 "daytona: sandbox {id} reports home directory `{}`, not an absolute path",
                 d.dir
             )));
@@ -79,7 +79,7 @@ impl Api {
         remote_path: &str,
     ) -> ProviderResult<()> {
         let len = std::fs::metadata(local)
-            .map_err(|e| ProviderError::other(format!("cannot read {}: {e}", local.display())))?
+            .map_err(|e| ProviderError::Io(format!("cannot read {}: {e}", local.display())))?
             .len();
         let local = local.to_path_buf();
         self.upload_body(id, remote_path, len, move || {
@@ -125,7 +125,7 @@ impl Api {
         body: impl Fn() -> reqwest::Body,
     ) -> ProviderResult<()> {
         if !remote_path.starts_with('/') {
-            return Err(ProviderError::other(format!(
+            return Err(ProviderError::Invalid(format!(
                 "upload destination `{remote_path}` is not an absolute path"
             )));
         }
@@ -204,7 +204,7 @@ impl Api {
         match r.exit_code {
             Some(0) => Ok(true),
             Some(super::wrapper::KILL_NOTHING_RECORDED) => Ok(false),
-            other => Err(ProviderError::other(format!(
+            other => Err(ProviderError::Kill(format!(
                 "could not kill a command's process group in sandbox {id} (kill: {}): {}",
                 crate::exit_code::ExitText(other),
                 r.result.unwrap_or_default().trim()

@@ -75,7 +75,7 @@ pub(super) fn join(argv: &[String]) -> String {
 pub(super) fn check_env(env: &[(String, String)]) -> Result<(), crate::provider::ProviderError> {
     for (k, v) in env {
         crate::validate::env_var(k, v)
-            .map_err(|e| crate::provider::ProviderError::Other(e.to_string()))?;
+            .map_err(|e| crate::provider::ProviderError::Invalid(e.to_string()))?;
     }
     Ok(())
 }

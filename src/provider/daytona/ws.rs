@@ -19,7 +19,7 @@ impl Api {
     /// credential is redacted).
     pub(crate) async fn ws_connect(&self, op: &str, id: &str, url: &str) -> ProviderResult<Ws> {
         let fail =
-            |why: &str| ProviderError::other(format!("daytona: {op} (sandbox {id}) failed: {why}"));
+            |why: &str| ProviderError::Api(format!("daytona: {op} (sandbox {id}) failed: {why}"));
         let ws_url = url
             .replacen("https://", "wss://", 1)
             .replacen("http://", "ws://", 1);

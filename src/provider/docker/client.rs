@@ -87,7 +87,7 @@ impl Client {
             BollardError::DockerResponseServerError {
                 status_code,
                 message,
-            } => ProviderError::Other(format!("docker daemon: {message} (HTTP {status_code})")),
+            } => ProviderError::Api(format!("docker daemon: {message} (HTTP {status_code})")),
             BollardError::RequestTimeoutError => ProviderError::Unavailable {
                 provider: PROVIDER.into(),
                 message: format!("the Docker daemon at {} did not answer in time", self.host),
@@ -97,7 +97,7 @@ impl Client {
             | BollardError::HyperLegacyError { .. }
             | BollardError::HttpClientError { .. }
             | BollardError::SocketNotFoundError(_)) => unreachable_daemon(&self.host, &e),
-            e => ProviderError::Other(format!("docker: {e}")),
+            e => ProviderError::Api(format!("docker: {e}")),
         }
     }
 }

@@ -38,7 +38,7 @@ pub(super) fn check_id(id: &str) -> ProviderResult<()> {
     if is_container_id(id) {
         Ok(())
     } else {
-        Err(ProviderError::other(format!(
+        Err(ProviderError::Invalid(format!(
             "`{id}` is not a full docker container id"
         )))
     }
@@ -64,18 +64,19 @@ pub(super) async fn create(
     lane: Option<&Lane>,
 ) -> ProviderResult<SandboxInfo> {
     let image = spec
-        .image
-        .as_deref()
+        .base
+        .as_ref()
+        .and_then(|b| b.image())
         .or(options.image.as_deref())
         .filter(|i| !i.is_empty())
         .ok_or_else(|| {
-            ProviderError::other(format!(
+            ProviderError::Provision(format!(
                 "no docker image given: name one for the sandbox or set {}",
                 super::IMAGE_ENV
             ))
         })?;
     if !options.home.starts_with('/') {
-        return Err(ProviderError::other(format!(
+        return Err(ProviderError::Invalid(format!(
             "home directory `{}` is not an absolute path",
             options.home
         )));
@@ -84,7 +85,7 @@ pub(super) async fn create(
     let image_info = match api.inspect_image(image).await {
         Ok(info) => info,
         Err(e) if client::status(&e) == Some(404) => {
-            return Err(ProviderError::other(format!(
+            return Err(ProviderError::Provision(format!(
                 "docker image `{image}` is not present on the daemon at {}; rfs never pulls \
                  images: build, load or pull it first",
                 client.host()
@@ -148,7 +149,9 @@ pub(super) async fn create(
 /// Whether a failed [`create`] was the daemon refusing a bind mount (its
 /// source is not on the daemon's machine, say).
 pub(super) fn is_mount_refusal(e: &ProviderError) -> bool {
-    let text = e.to_string();
+    let ProviderError::Api(text) = e else {
+        return false;
+    };
     text.contains("bind source path") || text.contains("invalid mount config")
 }
 
@@ -185,7 +188,7 @@ async fn start_and_prepare(
     api.start_container(id, None::<StartContainerOptions>)
         .await
         .map_err(|e| {
-            ProviderError::other(format!(
+            ProviderError::Provision(format!(
                 "cannot start sandbox container {id}: {}",
                 client.error(e)
             ))
@@ -208,7 +211,7 @@ async fn start_and_prepare(
     };
     let (code, out) = exec::run_collect(client, id, spec).await?;
     if code != Some(0) {
-        return Err(ProviderError::other(format!(
+        return Err(ProviderError::Provision(format!(
             "cannot create home directory {} in sandbox {id} ({}): {}{}",
             options.home,
             crate::exit_code::ExitText(code),
@@ -217,7 +220,7 @@ async fn start_and_prepare(
         )));
     }
     get(client, options, id).await?.ok_or_else(|| {
-        ProviderError::other(format!(
+        ProviderError::Provision(format!(
             "sandbox container {id} vanished right after creation"
         ))
     })
@@ -335,7 +338,7 @@ pub(super) async fn destroy(client: &Client, id: &str) -> ProviderResult<()> {
                 return destroy_volumes(client, id, &volumes, deadline).await;
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(ProviderError::other(format!(
+                return Err(ProviderError::NotVerifiedGone(format!(
                     "sandbox container {id} still exists {}s after its removal",
                     DESTROY_VERIFY.as_secs()
                 )));
@@ -386,7 +389,7 @@ async fn destroy_volumes(
                 Err(e) => return Err(client.error(e)),
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(ProviderError::other(format!(
+                return Err(ProviderError::NotVerifiedGone(format!(
                     "volume {name} of sandbox container {id} still exists {}s after its removal",
                     DESTROY_VERIFY.as_secs()
                 )));
@@ -406,13 +409,13 @@ mod tests {
     /// failures are the creation's own.
     #[test]
     fn a_bind_source_the_daemon_cannot_see_is_a_mount_refusal() {
-        let refused = ProviderError::Other(
+        let refused = ProviderError::Api(
             "docker daemon: invalid mount config for type \"bind\": bind source path does not \
              exist: /tmp/rfs-lane-1-2-x/in.d (HTTP 400)"
                 .into(),
         );
         assert!(is_mount_refusal(&refused));
-        let other = ProviderError::Other(
+        let other = ProviderError::Provision(
             "docker image `nope` is not present on the daemon at unix:///var/run/docker.sock"
                 .into(),
         );

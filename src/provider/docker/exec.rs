@@ -61,7 +61,7 @@ pub(super) struct Started {
 pub(super) fn env_entries(env: &[(String, String)]) -> ProviderResult<Vec<String>> {
     let mut merged: Vec<(&str, &str)> = Vec::with_capacity(env.len());
     for (k, v) in env {
-        crate::validate::env_var(k, v).map_err(ProviderError::other)?;
+        crate::validate::env_var(k, v).map_err(|e| ProviderError::Invalid(e.to_string()))?;
         merged.retain(|(mk, _)| *mk != k.as_str());
         merged.push((k, v));
     }
@@ -76,7 +76,7 @@ pub(super) fn check_cwd(cwd: &str) -> ProviderResult<()> {
     if cwd.starts_with('/') {
         Ok(())
     } else {
-        Err(ProviderError::other(format!(
+        Err(ProviderError::Invalid(format!(
             "working directory `{cwd}` is not an absolute path"
         )))
     }
@@ -119,8 +119,8 @@ pub(super) async fn start(
             output,
             input,
         }),
-        StartExecResults::Detached => Err(ProviderError::other(
-            "docker started the exec detached although rfs asked to attach",
+        StartExecResults::Detached => Err(ProviderError::Protocol(
+            "docker started the exec detached although rfs asked to attach".into(),
         )),
     }
 }
@@ -129,7 +129,7 @@ pub(super) async fn start(
 pub(super) fn container_error(client: &Client, id: &str, e: BollardError) -> ProviderError {
     match client::status(&e) {
         Some(404) => ProviderError::NotFound { id: id.to_string() },
-        Some(409) => ProviderError::other(format!(
+        Some(409) => ProviderError::NotRunning(format!(
             "sandbox {id} is not running (its lifetime may have ended): {}",
             client::server_message(&e).unwrap_or_default()
         )),
@@ -194,7 +194,7 @@ pub(super) async fn kill_group(client: &Client, id: &str, token: &str) -> Provid
     let (code, out) = run_collect(client, id, spec).await?;
     match code {
         Some(0) | Some(wrapper::KILL_NOTHING_RECORDED) => Ok(code.unwrap_or_default()),
-        other => Err(ProviderError::other(format!(
+        other => Err(ProviderError::Kill(format!(
             "could not kill a command's process group in sandbox {id} (kill: {}): {}",
             crate::exit_code::ExitText(other),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -250,7 +250,7 @@ pub(super) async fn run_with_input(
     let program = req
         .argv
         .first()
-        .ok_or_else(|| ProviderError::other("cannot run an empty command"))?;
+        .ok_or_else(|| ProviderError::Invalid("cannot run an empty command".into()))?;
     check_cwd(&req.cwd)?;
     if req.cancel.is_cancelled() {
         return Ok(ExecOutcome {
@@ -459,7 +459,7 @@ impl<'t> Router<'t> {
 
 /// rfs's message for a runtime exec failure.
 pub(super) fn oci_error(f: &OciFailure, id: &str, cwd: &str, program: &str) -> ProviderError {
-    ProviderError::Other(match f {
+    ProviderError::NotStarted(match f {
         OciFailure::Cwd(text) if text.contains("no such file or directory") => {
             format!("working directory `{cwd}` does not exist in sandbox {id}")
         }
@@ -475,7 +475,7 @@ pub(super) fn oci_error(f: &OciFailure, id: &str, cwd: &str, program: &str) -> P
 
 /// rfs's message for a failure reported by the wrapper.
 pub(super) fn wrapper_error(f: WrapperFailure, id: &str, program: &str) -> ProviderError {
-    ProviderError::Other(match f {
+    ProviderError::NotStarted(match f {
         WrapperFailure::Executable if program.contains('/') => {
             format!("`{program}` is not an executable file in sandbox {id}")
         }

@@ -168,7 +168,7 @@ impl Lane {
     pub(super) async fn feed(&self, mut input: InputStream) -> ProviderResult<()> {
         let mut fifo = open_writer(&self.host_fifo(), OPEN_DEADLINE)
             .await
-            .map_err(|e| ProviderError::other(format!("the sandbox's stream lane: {e}")))?;
+            .map_err(|e| ProviderError::Io(format!("the sandbox's stream lane: {e}")))?;
         crate::source::stream::enlarge_pipe(std::os::fd::AsRawFd::as_raw_fd(&fifo));
         // A command that closed its input ends the copy quietly.
         input.copy_into(&mut fifo, CHUNK).await.map(drop)

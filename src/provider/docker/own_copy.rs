@@ -81,7 +81,7 @@ impl Placed {
         let probe = tokio::time::timeout(DEADLINE, exec::run_collect(client, id, spec))
             .await
             .unwrap_or_else(|_| {
-                Err(ProviderError::other(format!(
+                Err(ProviderError::Timeout(format!(
                     "its probe did not answer within {}s",
                     DEADLINE.as_secs()
                 )))

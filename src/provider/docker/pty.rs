@@ -26,10 +26,9 @@ pub(super) async fn open(
     user: Option<&str>,
     req: &PtyRequest,
 ) -> ProviderResult<PtyChannel> {
-    let program = req
-        .argv
-        .first()
-        .ok_or_else(|| ProviderError::other("cannot open a session with an empty command"))?;
+    let program = req.argv.first().ok_or_else(|| {
+        ProviderError::Invalid("cannot open a session with an empty command".into())
+    })?;
     exec::check_cwd(&req.cwd)?;
     precheck(client, id, user, req, program).await?;
     let token = wrapper::token();
@@ -84,7 +83,7 @@ async fn precheck(
             &req.cwd,
             "/bin/sh",
         )),
-        other => Err(ProviderError::other(format!(
+        other => Err(ProviderError::NotStarted(format!(
             "cannot check `{program}` in sandbox {id} ({}): {}{}",
             crate::exit_code::ExitText(other),
             String::from_utf8_lossy(&out.stdout).trim(),

@@ -23,7 +23,7 @@ const BLOCK: u64 = 512;
 
 /// Split an absolute remote file path into (directory, file name).
 fn split_remote(remote: &str) -> ProviderResult<(&str, &str)> {
-    let bad = |why: &str| ProviderError::other(format!("cannot upload to `{remote}`: {why}"));
+    let bad = |why: &str| ProviderError::Invalid(format!("cannot upload to `{remote}`: {why}"));
     if !remote.starts_with('/') {
         return Err(bad("not an absolute path"));
     }
@@ -213,7 +213,7 @@ impl Owners {
         let owner = match (code, ids.next(), ids.next()) {
             (Some(0), Some(Ok(uid)), Some(Ok(gid))) => Owner { uid, gid },
             _ => {
-                return Err(ProviderError::other(format!(
+                return Err(ProviderError::Transfer(format!(
                     "cannot find the uid/gid of the sandbox user in sandbox {id} \
                      (`id`: {}): {}",
                     crate::exit_code::ExitText(code),
@@ -239,12 +239,12 @@ impl Owners {
 /// permission bits, modification time, `owner`) and its bytes.
 async fn file_item(local: &Path, name: &str, owner: Owner) -> ProviderResult<Item> {
     let local_err = |e: std::io::Error| {
-        ProviderError::other(format!("cannot read local file {}: {e}", local.display()))
+        ProviderError::Io(format!("cannot read local file {}: {e}", local.display()))
     };
     let file = File::open(local).await.map_err(local_err)?;
     let meta = file.metadata().await.map_err(local_err)?;
     if !meta.is_file() {
-        return Err(ProviderError::other(format!(
+        return Err(ProviderError::Io(format!(
             "cannot upload {}: not a regular file",
             local.display()
         )));
@@ -298,7 +298,7 @@ pub(super) async fn upload_dir(
 ) -> ProviderResult<()> {
     let remote = format!("{}/{name}", parent.trim_end_matches('/'));
     split_remote(&remote)?;
-    let bad = |what: &str| ProviderError::other(format!("cannot upload {what} to {remote}"));
+    let bad = |what: &str| ProviderError::Invalid(format!("cannot upload {what} to {remote}"));
     if name.contains('/') || files.iter().any(|(f, _)| f.contains('/') || f.is_empty()) {
         return Err(bad("a name with a `/`"));
     }
@@ -333,7 +333,7 @@ async fn send(
         .upload_to_container(id, Some(opts), bollard::body_try_stream(body))
         .await;
     if let Some(msg) = failure.lock().unwrap_or_else(|p| p.into_inner()).take() {
-        return Err(ProviderError::other(format!(
+        return Err(ProviderError::Transfer(format!(
             "upload of {what} to {remote} in sandbox {id} failed: {msg}"
         )));
     }
@@ -343,13 +343,13 @@ async fn send(
             Some(404) if message.contains("No such container") => {
                 ProviderError::NotFound { id: id.to_string() }
             }
-            Some(404) => ProviderError::other(format!(
+            Some(404) => ProviderError::Transfer(format!(
                 "cannot upload to {remote}: directory {dir} does not exist in sandbox {id}"
             )),
-            Some(400) if message.contains("not a directory") => ProviderError::other(format!(
+            Some(400) if message.contains("not a directory") => ProviderError::Transfer(format!(
                 "cannot upload to {remote}: {dir} is not a directory in sandbox {id}"
             )),
-            Some(_) => ProviderError::other(format!(
+            Some(_) => ProviderError::Transfer(format!(
                 "cannot upload {what} to {remote} in sandbox {id}: {message}"
             )),
             None => client.error(e),
