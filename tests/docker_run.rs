@@ -98,6 +98,32 @@ fn sandbox_image_option_beats_the_default() {
     rfs.assert_no_leftovers();
 }
 
+/// A Daytona snapshot named on docker is not passed on as if it were an
+/// image: docker starts from images, so the snapshot is ignored with a
+/// journaled warning and the run's image is used.
+#[test]
+fn a_snapshot_on_docker_is_ignored_with_a_warning_not_taken_for_an_image() {
+    if common::docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        "sandbox(#{ snapshot: \"rfs-no-such-image:2\" }); step(\"x\", \"true\");",
+    );
+    out.assert_code(0);
+    let warnings = out.entries("placement.warning");
+    assert!(
+        warnings.iter().any(|w| w["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("has no snapshots; snapshot `rfs-no-such-image:2` is ignored")),
+        "{warnings:?}"
+    );
+    rfs.assert_no_leftovers();
+}
+
 #[test]
 fn container_killed_mid_step_fails_clearly_and_is_cleaned_up() {
     if common::docker_missing() {

@@ -231,11 +231,13 @@ fn verify_rejects_a_broken_chain_or_a_run_without_its_end() {
     let path = out.out_dir.join("journal.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
     let mut lines: Vec<&str> = text.lines().collect();
-    // Without its last line (run.end) and without EVIDENCE.md to compare
-    // heads against, the chain holds but the run did not end.
+    // Without its last line (run.end) and without the recorded head
+    // (journal.head) to compare against, the chain holds but the run did
+    // not end.
     lines.pop();
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
     std::fs::remove_file(out.out_dir.join("EVIDENCE.md")).unwrap();
+    std::fs::remove_file(out.out_dir.join("journal.head")).unwrap();
     assert_rejected(&rfs, &out.out_dir, "run ended", "does not end with run.end");
     // An edited middle line breaks the chain (the first check).
     let edited = text.replacen("to-stdout", "to-stdOUT", 1);
