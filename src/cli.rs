@@ -51,6 +51,10 @@ pub(crate) enum Command {
         /// .pub) held by ssh-agent. Also RFS_SIGNING_KEY.
         #[arg(long, value_name = "PATH")]
         sign_key: Option<PathBuf>,
+        /// Also write JUnit XML of the steps and screen assertions here
+        /// (for CI test reports).
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
     /// Explore a live sandbox interactively (one run, one sandbox, cleaned up on exit).
     Repl {
@@ -246,13 +250,15 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             quiet,
             json,
             sign_key,
+            junit,
         } => {
             let args = session.into_run_args(script, keep);
+            let views = crate::ci::Views::from_args(junit)?;
             if json {
-                run_json(args, sign_key)
+                run_json(args, sign_key, &views)
             } else {
                 let console = crate::reporter::Console::new(quiet).with_progress(progress(quiet));
-                run_script(args, sign_key, Arc::new(console))
+                run_script(args, sign_key, Arc::new(console), &views)
             }
         }
         Command::Repl { session, keep } => {
@@ -350,6 +356,7 @@ fn run_script(
     args: RunArgs,
     sign_key: Option<PathBuf>,
     reporter: Arc<dyn crate::events::Reporter>,
+    views: &crate::ci::Views,
 ) -> Result<i32, Error> {
     let settings = RunSettings::from_args(args)?;
     let hooks = crate::runner::Hooks {
@@ -362,14 +369,18 @@ fn run_script(
     if let Some(e) = report.error {
         errln!("{:?}", miette::Report::new(e));
     }
-    Ok(report.exit_code)
+    Ok(views.write(&report.out_dir, report.exit_code))
 }
 
 /// `rfs run --json`: as [`run_script`], then the summary line, which is
 /// printed even when the arguments are refused before the run begins.
-fn run_json(args: RunArgs, sign_key: Option<PathBuf>) -> Result<i32, Error> {
+fn run_json(
+    args: RunArgs,
+    sign_key: Option<PathBuf>,
+    views: &crate::ci::Views,
+) -> Result<i32, Error> {
     let json = Arc::new(crate::reporter::Json::default());
-    let code = run_script(args, sign_key, json.clone()).unwrap_or_else(|e| {
+    let code = run_script(args, sign_key, json.clone(), views).unwrap_or_else(|e| {
         let code = e.exit_code();
         errln!("{:?}", miette::Report::new(e));
         code

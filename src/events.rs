@@ -31,6 +31,48 @@ pub struct FileDigest {
     pub bytes: u64,
 }
 
+/// The last lines a step's attempt printed on each stream: redacted as
+/// its logs are, at most [`OutputTail::LINES`] lines and
+/// [`OutputTail::BYTES`] bytes each, so a reader of the evidence sees the
+/// line that matters without the log files.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputTail {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl OutputTail {
+    /// Lines kept of each stream.
+    pub const LINES: usize = 15;
+    /// Bytes kept of each stream.
+    pub const BYTES: usize = 2048;
+
+    /// The tails of `stdout` and `stderr` (`None` when both are empty).
+    pub fn of(stdout: &str, stderr: &str) -> Option<OutputTail> {
+        let t = OutputTail {
+            stdout: tail(stdout),
+            stderr: tail(stderr),
+        };
+        (!t.stdout.is_empty() || !t.stderr.is_empty()).then_some(t)
+    }
+}
+
+/// The last [`OutputTail::LINES`] lines of `text`, at most
+/// [`OutputTail::BYTES`] bytes (cut at a character boundary), without
+/// the final line end.
+fn tail(text: &str) -> String {
+    let text = text.trim_end_matches('\n');
+    let start = text
+        .rmatch_indices('\n')
+        .nth(OutputTail::LINES - 1)
+        .map_or(0, |(i, _)| i + 1);
+    let mut from = start.max(text.len().saturating_sub(OutputTail::BYTES));
+    while !text.is_char_boundary(from) {
+        from += 1;
+    }
+    text[from..].to_owned()
+}
+
 /// A submodule shipped at its pinned commit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubmodulePin {
@@ -355,6 +397,10 @@ pub enum Event {
         /// `null` when the stream printed nothing.
         stdout_log: Option<FileDigest>,
         stderr_log: Option<FileDigest>,
+        /// The last lines of each stream, redacted and bounded (absent in
+        /// older journals).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_tail: Option<OutputTail>,
     },
     /// The provider could not run an attempt at all.
     #[serde(rename = "step.provider_error")]
@@ -365,6 +411,10 @@ pub enum Event {
         duration_ms: u64,
         stdout_log: Option<FileDigest>,
         stderr_log: Option<FileDigest>,
+        /// What the command printed before the provider failed (absent in
+        /// older journals).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_tail: Option<OutputTail>,
     },
     /// A step was refused (before it started, or by the in-sandbox cwd
     /// check); nothing of the command ran.
@@ -767,6 +817,7 @@ pub(crate) mod catalog {
                 duration_ms: 5,
                 stdout_log: fd("steps/001-build.stdout.log"),
                 stderr_log: None,
+                output_tail: OutputTail::of("compiling\nok\n", ""),
             },
             Event::StepProviderError {
                 name: s("build"),
@@ -775,6 +826,7 @@ pub(crate) mod catalog {
                 duration_ms: 5,
                 stdout_log: None,
                 stderr_log: None,
+                output_tail: OutputTail::of("", "partial\n"),
             },
             Event::StepRefused {
                 name: s("build"),
@@ -961,5 +1013,22 @@ pub(crate) mod catalog {
             fields.sort();
         }
         assert_eq!(documented, actual);
+    }
+}
+
+#[cfg(test)]
+mod output_tail_tests {
+    use super::OutputTail;
+
+    #[test]
+    fn a_tail_keeps_the_last_lines_within_its_bounds() {
+        let text: String = (1..=40).map(|i| format!("line {i}\n")).collect();
+        let t = OutputTail::of(&text, "").unwrap();
+        assert_eq!(t.stdout.lines().count(), OutputTail::LINES);
+        assert!(t.stdout.starts_with("line 26\n") && t.stdout.ends_with("line 40"));
+        let long = "é".repeat(OutputTail::BYTES);
+        let t = OutputTail::of("", &long).unwrap();
+        assert!(t.stderr.len() <= OutputTail::BYTES && t.stderr.chars().all(|c| c == 'é'));
+        assert_eq!(OutputTail::of("", ""), None);
     }
 }

@@ -43,6 +43,7 @@ macro_rules! errln {
 
 pub(crate) mod attestation;
 pub(crate) mod bundle;
+pub(crate) mod ci;
 pub mod cli;
 pub(crate) mod color;
 pub(crate) mod doctor;
@@ -61,6 +62,7 @@ pub(crate) mod procfs;
 pub mod provider;
 pub(crate) mod repl;
 pub(crate) mod replay;
+pub(crate) mod report;
 pub mod reporter;
 pub mod runner;
 pub(crate) mod runtime;

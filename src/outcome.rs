@@ -73,4 +73,90 @@ impl StepOutcome {
     pub(crate) fn is_open(&self) -> bool {
         matches!(self, StepOutcome::Running)
     }
+
+    /// Whether the step is why the run did not complete (a failure the
+    /// script allowed is not).
+    pub(crate) fn failed_the_run(&self) -> bool {
+        !matches!(
+            self,
+            StepOutcome::Running | StepOutcome::Passed | StepOutcome::Failed { allowed: true, .. }
+        )
+    }
+}
+
+/// How one `assert_screen` ended (`attach.assert`'s `outcome`; the words
+/// are the journal's since its first version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AssertionOutcome {
+    /// The screen showed what was expected.
+    Pass,
+    /// It did not within the timeout.
+    Timeout,
+    /// An `absent` pattern appeared.
+    Appeared,
+    /// The program's output ended first.
+    Ended,
+    /// The provider's channel ended without the program's exit status.
+    Lost,
+    /// The run was interrupted.
+    Cancelled,
+}
+
+impl AssertionOutcome {
+    /// The journal's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AssertionOutcome::Pass => "pass",
+            AssertionOutcome::Timeout => "Timeout",
+            AssertionOutcome::Appeared => "Appeared",
+            AssertionOutcome::Ended => "Ended",
+            AssertionOutcome::Lost => "Lost",
+            AssertionOutcome::Cancelled => "Cancelled",
+        }
+    }
+
+    /// The outcome a journal's word names. Journals of earlier versions
+    /// wrote `Appeared(…)` with the match; a word this rfs does not know is
+    /// a failure, never a pass.
+    pub fn parse(word: &str) -> AssertionOutcome {
+        match word {
+            "pass" => AssertionOutcome::Pass,
+            "Ended" => AssertionOutcome::Ended,
+            "Lost" => AssertionOutcome::Lost,
+            "Cancelled" => AssertionOutcome::Cancelled,
+            w if w.starts_with("Appeared") => AssertionOutcome::Appeared,
+            _ => AssertionOutcome::Timeout,
+        }
+    }
+
+    /// Whether the screen did not show what was expected (an interrupted
+    /// wait is not a failure of the screen).
+    pub fn is_failure(self) -> bool {
+        !matches!(self, AssertionOutcome::Pass | AssertionOutcome::Cancelled)
+    }
+
+    /// How a reader is told it (`passed`, `timed out`, …).
+    pub fn describe(self) -> &'static str {
+        match self {
+            AssertionOutcome::Pass => "passed",
+            AssertionOutcome::Timeout => "FAILED: not on screen before the timeout",
+            AssertionOutcome::Appeared => "FAILED: appeared although it must be absent",
+            AssertionOutcome::Ended => "FAILED: the program's output ended first",
+            AssertionOutcome::Lost => "FAILED: the connection to the session was lost",
+            AssertionOutcome::Cancelled => "cancelled (the run was interrupted)",
+        }
+    }
+}
+
+impl From<&crate::terminal::FailureKind> for AssertionOutcome {
+    fn from(k: &crate::terminal::FailureKind) -> Self {
+        use crate::terminal::FailureKind as K;
+        match k {
+            K::Timeout => AssertionOutcome::Timeout,
+            K::Appeared(_) => AssertionOutcome::Appeared,
+            K::Ended => AssertionOutcome::Ended,
+            K::Lost => AssertionOutcome::Lost,
+            K::Cancelled => AssertionOutcome::Cancelled,
+        }
+    }
 }

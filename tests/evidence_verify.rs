@@ -143,8 +143,12 @@ fn label_cannot_inject_markdown_into_evidence() {
     let row = step_row(&ev, 1);
     assert_eq!(cells(&row), 9, "{row}");
     assert!(row.contains("FAILED"), "{row}");
-    // The label is still there, escaped (every byte accounted for).
-    assert!(ev.contains("x␊\\- outcome\\: completed"), "{ev}");
+    // The label is still there, on its one line (every byte accounted
+    // for: the line ends are shown as symbols).
+    assert!(
+        ev.contains("x␊- outcome: completed␊\\#\\# Cleanup␊\\| 9 \\|"),
+        "{ev}"
+    );
     assert_verifies(&rfs, &out.out_dir);
     rfs.assert_no_leftovers();
 }

@@ -14,6 +14,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::markdown::{code, command, esc, fenced};
 use super::summary::{Cleanup, RunSummary, StepOutcome};
 use crate::events::Event;
 
@@ -24,9 +25,6 @@ pub(crate) struct Evidence {
     summary: RunSummary,
 }
 
-const HEAD_PREFIX: &str = "- journal head: ";
-const LINES_PREFIX: &str = "- journal: `journal.jsonl` (";
-
 impl Evidence {
     /// Fold one journaled event in.
     pub(crate) fn apply(&mut self, e: &Event) {
@@ -34,113 +32,26 @@ impl Evidence {
     }
 
     /// The Markdown text, for a journal of `journal_lines` lines whose last
-    /// line hashes to `journal_head`.
+    /// line hashes to `journal_head`: the outcome and what failed first,
+    /// then the pins, every step with its command and last output, the
+    /// terminal sessions with their assertions, the script's output, what
+    /// was refused, the cleanup and the journal.
     pub(crate) fn render(&self, journal_lines: u64, journal_head: &str) -> String {
         let r = &self.summary;
         let mut s = String::new();
-        let opt = |o: Option<&str>| o.map(code).unwrap_or_else(|| "(none)".into());
-        let pin = r.pin();
         let _ = writeln!(s, "# rfs run {}\n", code(&r.run_id));
-        let _ = writeln!(s, "- script: {}", code(&r.script));
-        let _ = writeln!(
-            s,
-            "- provider: {} (chosen by {})",
-            code(&r.provider),
-            esc(&r.provider_reason)
-        );
-        let _ = writeln!(s, "- sandbox id: {}", opt(r.sandbox_id.as_deref()));
-        if let Some(i) = &r.isolation {
-            let _ = writeln!(s, "- isolation: {}", esc(i));
-        }
-        let _ = writeln!(
-            s,
-            "- source commit: {}",
-            opt(pin.map(|p| p.commit.as_str()))
-        );
-        let _ = writeln!(
-            s,
-            "- tree digest: {}",
-            opt(pin.map(|p| p.tree_digest.as_str()))
-        );
-        let kind = r.archive_digest_kind.map_or("sha256", |k| k.name());
-        let _ = writeln!(
-            s,
-            "- archive {}: {}",
-            esc(kind),
-            opt(pin.map(|p| p.archive_sha256.as_str()))
-        );
-        if let Some(p) = pin {
-            let _ = writeln!(s, "- files synced and verified: {}", p.files);
-        }
-        let _ = writeln!(
-            s,
-            "- source workdir: {}",
-            opt(pin.map(|p| p.workdir.as_str()))
-        );
-        for rs in &r.resyncs {
-            let _ = writeln!(
-                s,
-                "- re-synced: {} → {} ({} entries shipped, verified in the sandbox)",
-                code(&rs.from_commit),
-                code(&rs.commit),
-                rs.shipped
-            );
-        }
-        let _ = writeln!(
-            s,
-            "- outcome: {}",
-            r.outcome.map_or("running", |o| o.as_str())
-        );
-        if let Some(reason) = &r.reason {
-            let _ = writeln!(s, "- reason: {}", esc(reason));
-        }
-        if !r.labels.is_empty() {
-            let _ = writeln!(s, "\n## Sandbox labels\n");
-            for (k, v) in &r.labels {
-                let _ = writeln!(s, "- {} = {}", code(k), code(v));
-            }
-        }
-        let _ = writeln!(s, "\n## Steps\n");
-        if r.steps.is_empty() {
-            let _ = writeln!(s, "(no steps ran)");
-        } else {
-            let _ = writeln!(
-                s,
-                "| # | step | outcome | exit | attempts | duration | cwd | log |\n|---|---|---|---|---|---|---|---|"
-            );
-            for (i, st) in r.steps.iter().enumerate() {
-                let logs: Vec<String> = st.logs.iter().map(|l| code(l)).collect();
-                let _ = writeln!(
-                    s,
-                    "| {} | {} | {} | {} | {} | {} ms | {} | {} |",
-                    i + 1,
-                    esc(&st.name),
-                    step_outcome(&st.outcome),
-                    st.exit.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
-                    st.attempts,
-                    st.duration_ms,
-                    code(if st.cwd.is_empty() { "." } else { &st.cwd }),
-                    logs.join(", ")
-                );
-            }
-        }
-        if !r.recordings.is_empty() {
-            let _ = writeln!(s, "\n## Terminal recordings\n");
-            for rec in &r.recordings {
-                let _ = writeln!(
-                    s,
-                    "- session {}: {} (asciicast v2, play with `asciinema play`), command: {}",
-                    rec.session,
-                    code(&rec.path),
-                    esc(&rec.command)
-                );
-            }
-        }
+        facts(&mut s, r);
+        failure(&mut s, r);
+        labels(&mut s, r);
+        steps(&mut s, r);
+        sessions(&mut s, r);
+        prints(&mut s, r);
+        refusals(&mut s, r);
         let _ = writeln!(s, "\n## Cleanup\n");
         let _ = writeln!(s, "{}", cleanup(r.cleanup.as_ref()));
         let _ = writeln!(s, "\n## Journal\n");
-        let _ = writeln!(s, "{LINES_PREFIX}{journal_lines} lines)");
-        let _ = writeln!(s, "{HEAD_PREFIX}{}", code(journal_head));
+        let _ = writeln!(s, "- journal: `journal.jsonl` ({journal_lines} lines)");
+        let _ = writeln!(s, "- journal head: {}", code(journal_head));
         let _ = writeln!(
             s,
             "- re-verify with: `rfs verify` on this directory (journal, this file and every log)"
@@ -149,8 +60,280 @@ impl Evidence {
     }
 }
 
+/// `path` as a reader of the evidence should see it: below the sandbox
+/// home as `~/…` (a local sandbox's home is a host path under rfs's state
+/// directory, which tells a reader nothing).
+pub(crate) fn in_sandbox(home: Option<&str>, path: &str) -> String {
+    match home.and_then(|h| path.strip_prefix(h.trim_end_matches('/'))) {
+        Some("") => "~".into(),
+        Some(rest) if rest.starts_with('/') => format!("~{rest}"),
+        _ => path.to_owned(),
+    }
+}
+
+/// The script as a reader should see it: its path inside the synced
+/// repository, or its file name (never a host path elsewhere).
+pub(crate) fn script_shown(r: &RunSummary) -> String {
+    let script = std::path::Path::new(&r.script);
+    let rel = r
+        .repo
+        .as_deref()
+        .and_then(|repo| script.strip_prefix(repo).ok())
+        .filter(|_| script.is_absolute());
+    match (rel, script.is_absolute()) {
+        (Some(rel), _) => rel.display().to_string(),
+        (None, true) => script
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| r.script.clone()),
+        (None, false) => r.script.clone(),
+    }
+}
+
+/// The run's facts: script, provider, sandbox, pins, outcome.
+pub(crate) fn facts(s: &mut String, r: &RunSummary) {
+    let opt = |o: Option<&str>| o.map(code).unwrap_or_else(|| "(none)".into());
+    let pin = r.pin();
+    let _ = writeln!(s, "- script: {}", code(&script_shown(r)));
+    let _ = writeln!(
+        s,
+        "- provider: {} (chosen by {})",
+        code(&r.provider),
+        esc(&r.provider_reason)
+    );
+    let _ = writeln!(s, "- sandbox id: {}", opt(r.sandbox_id.as_deref()));
+    if let Some(i) = &r.isolation {
+        let _ = writeln!(s, "- isolation: {}", esc(i));
+    }
+    let _ = writeln!(
+        s,
+        "- source commit: {}",
+        opt(pin.map(|p| p.commit.as_str()))
+    );
+    let _ = writeln!(
+        s,
+        "- tree digest: {}",
+        opt(pin.map(|p| p.tree_digest.as_str()))
+    );
+    let kind = r.archive_digest_kind.map_or("sha256", |k| k.name());
+    let _ = writeln!(
+        s,
+        "- archive {}: {}",
+        esc(kind),
+        opt(pin.map(|p| p.archive_sha256.as_str()))
+    );
+    if let Some(p) = pin {
+        let _ = writeln!(s, "- files synced and verified: {}", p.files);
+    }
+    let workdir = pin.map(|p| in_sandbox(r.home.as_deref(), &p.workdir));
+    let _ = writeln!(s, "- source workdir: {}", opt(workdir.as_deref()));
+    for rs in &r.resyncs {
+        let _ = writeln!(
+            s,
+            "- re-synced: {} → {} ({} entries shipped, verified in the sandbox)",
+            code(&rs.from_commit),
+            code(&rs.commit),
+            rs.shipped
+        );
+    }
+    let _ = writeln!(
+        s,
+        "- outcome: {}",
+        r.outcome.map_or("running", |o| o.as_str())
+    );
+    if let Some(reason) = &r.reason {
+        let _ = writeln!(s, "- reason: {}", esc(reason));
+    }
+}
+
+/// What failed, first: the first step that failed the run (its command
+/// and last output) and the first failed screen assertion.
+pub(crate) fn failure(s: &mut String, r: &RunSummary) {
+    let step = r
+        .steps
+        .iter()
+        .enumerate()
+        .find(|(_, st)| st.outcome.failed_the_run());
+    let assertion = r.assertions.iter().find(|a| a.outcome.is_failure());
+    if step.is_none() && assertion.is_none() {
+        return;
+    }
+    let _ = writeln!(s, "\n## What failed\n");
+    if let Some((i, st)) = step {
+        let _ = writeln!(
+            s,
+            "Step {} {}: {}",
+            i + 1,
+            code(&st.name),
+            step_outcome(&st.outcome)
+        );
+        let _ = writeln!(s, "\n- command: {}", command(&st.command));
+        tails(s, st.output_tail.as_ref());
+    }
+    if let Some(a) = assertion {
+        let _ = writeln!(
+            s,
+            "Screen assertion {} of session {}: expected {}; {} after {} ms{}",
+            a.assert,
+            a.session,
+            esc(&a.pattern),
+            a.outcome.describe(),
+            a.elapsed_ms,
+            a.snapshot
+                .as_deref()
+                .map(|p| format!(" (the screen it saw: {})", code(p)))
+                .unwrap_or_default()
+        );
+    }
+}
+
+/// The last lines a step printed, each stream in its own block.
+pub(crate) fn tails(s: &mut String, tail: Option<&crate::events::OutputTail>) {
+    let Some(t) = tail else { return };
+    for (what, text) in [("stdout", &t.stdout), ("stderr", &t.stderr)] {
+        if !text.is_empty() {
+            let _ = write!(s, "\n{what}, last lines:\n\n{}", fenced("text", text));
+        }
+    }
+}
+
+/// The sandbox's labels, but for the owner's (host, pid), which identify
+/// the machine that ran rfs and tell a reviewer nothing.
+fn labels(s: &mut String, r: &RunSummary) {
+    let shown: Vec<_> = r
+        .labels
+        .iter()
+        .filter(|(k, _)| !k.starts_with("relayflows/owner-"))
+        .collect();
+    if shown.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Sandbox labels\n");
+    for (k, v) in shown {
+        let _ = writeln!(s, "- {} = {}", code(k), code(v));
+    }
+}
+
+/// The steps: a table, then each step with its command, where it ran and
+/// what it printed last.
+fn steps(s: &mut String, r: &RunSummary) {
+    if !steps_table(s, r) {
+        return;
+    }
+    for (i, st) in r.steps.iter().enumerate() {
+        let _ = writeln!(s, "\n### {}. {}\n", i + 1, code(&st.name));
+        if !st.command.is_empty() {
+            let _ = writeln!(s, "- command: {}", command(&st.command));
+        }
+        if let Some(w) = &st.workdir {
+            let dir = in_sandbox(r.home.as_deref(), w);
+            let dir = if st.cwd.is_empty() {
+                dir
+            } else {
+                format!("{dir}/{}", st.cwd)
+            };
+            let _ = writeln!(s, "- ran in: {}", code(&dir));
+        }
+        let _ = writeln!(s, "- result: {}", step_outcome(&st.outcome));
+        tails(s, st.output_tail.as_ref());
+    }
+}
+
+/// The steps' table under a `## Steps` heading; `false` when no step ran.
+pub(crate) fn steps_table(s: &mut String, r: &RunSummary) -> bool {
+    let _ = writeln!(s, "\n## Steps\n");
+    if r.steps.is_empty() {
+        let _ = writeln!(s, "(no steps ran)");
+        return false;
+    }
+    let _ = writeln!(
+        s,
+        "| # | step | outcome | exit | attempts | duration | cwd | log |\n|---|---|---|---|---|---|---|---|"
+    );
+    for (i, st) in r.steps.iter().enumerate() {
+        let logs: Vec<String> = st.logs.iter().map(|l| code(l)).collect();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} ms | {} | {} |",
+            i + 1,
+            esc(&st.name),
+            step_outcome(&st.outcome),
+            st.exit.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
+            st.attempts,
+            st.duration_ms,
+            code(if st.cwd.is_empty() { "." } else { &st.cwd }),
+            logs.join(", ")
+        );
+    }
+    true
+}
+
+/// Each terminal session: its command, how it ended, every screen
+/// assertion and its recording.
+fn sessions(s: &mut String, r: &RunSummary) {
+    if r.recordings.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Terminal sessions\n");
+    for rec in &r.recordings {
+        let ended = match &rec.ended {
+            Some((how, Some(code))) => format!("; ended: {} (exit {code})", esc(how)),
+            Some((how, None)) => format!("; ended: {}", esc(how)),
+            None => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "- session {}: {}{ended}; recording {} (asciicast v2, play with `asciinema play`)",
+            rec.session,
+            command(&rec.command),
+            code(&rec.path),
+        );
+        for a in r.assertions.iter().filter(|a| a.session == rec.session) {
+            let _ = writeln!(
+                s,
+                "  - assert {}: expected {}: {} after {} ms{}",
+                a.assert,
+                esc(&a.pattern),
+                a.outcome.describe(),
+                a.elapsed_ms,
+                a.snapshot
+                    .as_deref()
+                    .map(|p| format!(", screen {}", code(p)))
+                    .unwrap_or_default()
+            );
+        }
+    }
+}
+
+/// What the script printed.
+fn prints(s: &mut String, r: &RunSummary) {
+    if r.prints.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Script output\n");
+    let _ = write!(s, "{}", fenced("text", &r.prints.join("\n")));
+    if r.prints_elided > 0 {
+        let _ = writeln!(
+            s,
+            "\n({} more lines, in the journal's `print` entries)",
+            r.prints_elided
+        );
+    }
+}
+
+/// Every refusal, with its reason.
+fn refusals(s: &mut String, r: &RunSummary) {
+    if r.refusals.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Refused\n");
+    for why in &r.refusals {
+        let _ = writeln!(s, "- {}", esc(why));
+    }
+}
+
 /// A step's outcome cell (untrusted parts escaped).
-fn step_outcome(o: &StepOutcome) -> String {
+pub(crate) fn step_outcome(o: &StepOutcome) -> String {
     match o {
         StepOutcome::Running => "running".into(),
         StepOutcome::Passed => "ok".into(),
@@ -231,8 +414,24 @@ pub struct RenderError {
 /// what the run wrote when it ended. The chain itself is checked by
 /// [`super::verify::verify`].
 pub fn render_journal(journal: &str) -> Result<String, RenderError> {
+    let read = read_journal(journal)?;
     let mut ev = Evidence::default();
-    let mut n = 0u64;
+    for e in &read.events {
+        ev.apply(e);
+    }
+    Ok(ev.render(read.events.len() as u64, &read.head))
+}
+
+/// A journal's events, in order, and the hash of its last line.
+pub(crate) struct ReadJournal {
+    pub(crate) events: Vec<Event>,
+    pub(crate) head: String,
+}
+
+/// Parse the journal text `journal` into its events (the chain is not
+/// checked here: see [`super::verify::verify`]).
+pub(crate) fn read_journal(journal: &str) -> Result<ReadJournal, RenderError> {
+    let mut events = vec![];
     let mut head = super::GENESIS.to_owned();
     for (i, raw) in journal.split_terminator('\n').enumerate() {
         let err = |reason: String| RenderError {
@@ -246,66 +445,16 @@ pub fn render_journal(journal: &str) -> Result<String, RenderError> {
                 line.kind
             ))
         })?;
-        ev.apply(&event);
-        n += 1;
+        events.push(event);
         head = super::line_hash(raw);
     }
-    Ok(ev.render(n, &head))
-}
-
-/// Untrusted text as inert Markdown: ASCII punctuation backslash-escaped,
-/// control characters (newlines included) shown as Unicode control
-/// pictures, so the text stays on its line and in its cell.
-pub(crate) fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            ',' | ';' => out.push(c),
-            c if c.is_ascii_punctuation() => {
-                out.push('\\');
-                out.push(c);
-            }
-            '\u{0}'..='\u{1f}' => out.push(char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}')),
-            '\u{7f}' => out.push('\u{2421}'),
-            c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// A code span when `s` is made only of characters that cannot end or
-/// break one (ids, hashes, plain paths); otherwise [`esc`].
-pub(crate) fn code(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._/:@+=-".contains(c));
-    if plain {
-        format!("`{s}`")
-    } else {
-        esc(s)
-    }
+    Ok(ReadJournal { events, head })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::events::catalog::samples;
-
-    #[test]
-    fn escaped_text_cannot_start_structure() {
-        let hostile = "x |\n- outcome: completed\n# H [l](http://e) `c` <b> *e* 1. \\";
-        let e = esc(hostile);
-        assert!(!e.contains('\n'));
-        for ch in ['|', '`', '[', '<', '*', '#', '-'] {
-            let unescaped = e
-                .char_indices()
-                .any(|(i, c)| c == ch && (i == 0 || e.as_bytes()[i - 1] != b'\\'));
-            assert!(!unescaped, "{ch} unescaped in {e}");
-        }
-        assert_eq!(code("local-abc_1.2"), "`local-abc_1.2`");
-        assert_eq!(code("a`b"), "a\\`b");
-    }
 
     #[test]
     fn every_kind_renders_without_panicking() {

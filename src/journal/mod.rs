@@ -5,6 +5,7 @@
 
 pub(crate) mod evidence;
 pub(crate) mod head;
+pub(crate) mod markdown;
 pub(crate) mod summary;
 pub(crate) mod verify;
 

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::events::{BundleManifest, Event};
-pub(crate) use crate::outcome::{RunOutcome, StepOutcome};
+pub(crate) use crate::outcome::{AssertionOutcome, RunOutcome, StepOutcome};
 
 /// One step of the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +30,10 @@ pub(crate) struct StepRecord {
     pub stdout_sha256: Option<String>,
     /// The last provider error (cleared by a later attempt that ran).
     pub provider_error: Option<String>,
+    /// The source workdir (the synced root) when the step started.
+    pub workdir: Option<String>,
+    /// What the last attempt printed last.
+    pub output_tail: Option<crate::events::OutputTail>,
     pub outcome: StepOutcome,
 }
 
@@ -49,6 +53,8 @@ impl StepRecord {
             logs: vec![],
             stdout_sha256: None,
             provider_error: None,
+            workdir: None,
+            output_tail: None,
             outcome,
         }
     }
@@ -83,7 +89,28 @@ pub(crate) struct Recording {
     pub session: u32,
     pub command: String,
     pub path: String,
+    /// How the session ended (`attach.end`'s `how`), and its exit code.
+    pub ended: Option<(String, Option<i32>)>,
 }
+
+/// One `assert_screen`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Assertion {
+    pub session: u32,
+    /// 1-based, per session.
+    pub assert: u32,
+    /// What was expected (redacted).
+    pub pattern: String,
+    pub outcome: AssertionOutcome,
+    pub elapsed_ms: u64,
+    /// The digest of the screen it saw.
+    pub screen_digest: String,
+    /// The screen's text snapshot file, if written.
+    pub snapshot: Option<String>,
+}
+
+/// The most `print()` lines a summary keeps (the journal keeps them all).
+pub(crate) const MAX_PRINTS: usize = 200;
 
 /// How the run's sandbox was cleaned up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,6 +170,16 @@ pub(crate) struct RunSummary {
     /// The script, then every module it loaded (static and run-time).
     pub bundle: Vec<BundledFile>,
     pub cleanup: Option<Cleanup>,
+    /// The sandbox user's home directory.
+    pub home: Option<String>,
+    /// Every `assert_screen`, in order.
+    pub assertions: Vec<Assertion>,
+    /// The script's `print()` lines (the first [`MAX_PRINTS`]).
+    pub prints: Vec<String>,
+    /// `print()` lines past [`MAX_PRINTS`].
+    pub prints_elided: usize,
+    /// What was refused, and why, in order.
+    pub refusals: Vec<String>,
     /// `None` while the run has not ended.
     pub outcome: Option<RunOutcome>,
     pub reason: Option<String>,
@@ -204,10 +241,12 @@ impl RunSummary {
                 sandbox_id,
                 labels,
                 isolation,
+                home,
                 ..
             } => {
                 self.provider.clone_from(provider);
                 self.sandbox_id = Some(sandbox_id.clone());
+                self.home = Some(home.clone());
                 self.isolation = isolation.as_ref().map(|i| i.describe());
                 self.labels = labels_of(labels);
             }
@@ -255,7 +294,40 @@ impl RunSummary {
                 session: *session,
                 command: command.clone(),
                 path: recording.clone(),
+                ended: None,
             }),
+            Event::AttachEnd {
+                session, how, exit, ..
+            } => {
+                if let Some(r) = self.recordings.iter_mut().find(|r| r.session == *session) {
+                    r.ended = Some((how.clone(), *exit));
+                }
+            }
+            Event::AttachAssert {
+                session,
+                assert,
+                pattern,
+                outcome,
+                elapsed_ms,
+                screen_digest,
+                snapshot,
+            } => self.assertions.push(Assertion {
+                session: *session,
+                assert: *assert,
+                pattern: pattern.clone(),
+                outcome: AssertionOutcome::parse(outcome),
+                elapsed_ms: *elapsed_ms,
+                screen_digest: screen_digest.clone(),
+                snapshot: snapshot.as_ref().map(|f| f.path.clone()),
+            }),
+            Event::Print { text } => {
+                if self.prints.len() < MAX_PRINTS {
+                    self.prints.push(text.clone());
+                } else {
+                    self.prints_elided += 1;
+                }
+            }
+            Event::Refused { reason } => self.refusals.push(reason.clone()),
             Event::CleanupNone { .. }
             | Event::CleanupKept { .. }
             | Event::CleanupVerified { .. }
@@ -293,6 +365,7 @@ impl RunSummary {
                 command: command.clone(),
                 allow_failure: *allow_failure,
                 commit: commit.clone(),
+                workdir: self.pins.last().map(|p| p.workdir.clone()),
                 ..StepRecord::new(name, cwd, StepOutcome::Running)
             }),
             Event::StepAttempt {
@@ -304,9 +377,11 @@ impl RunSummary {
                 duration_ms,
                 stdout_log,
                 stderr_log,
+                output_tail,
                 ..
             } => {
                 if let Some(row) = self.open_step(name) {
+                    row.output_tail.clone_from(output_tail);
                     row.attempts = *attempt;
                     row.exit = *exit;
                     row.timed_out = *timed_out;
@@ -329,8 +404,10 @@ impl RunSummary {
                 duration_ms,
                 stdout_log,
                 stderr_log,
+                output_tail,
             } => {
                 if let Some(row) = self.open_step(name) {
+                    row.output_tail.clone_from(output_tail);
                     row.attempts = *attempt;
                     row.exit = None;
                     row.duration_ms += duration_ms;

@@ -15,6 +15,9 @@ pub struct Console {
     quiet: bool,
     /// A spinner for slow provisioning and syncs (terminals only).
     progress: Option<Progress>,
+    /// The run's output directory (from `run.start`), named again at the
+    /// end as a path that can be opened.
+    out_dir: std::sync::Mutex<Option<String>>,
 }
 
 impl Console {
@@ -23,6 +26,7 @@ impl Console {
         Console {
             quiet,
             progress: None,
+            out_dir: Default::default(),
         }
     }
 
@@ -61,6 +65,9 @@ impl Reporter for Console {
     fn event(&self, event: &Event) {
         if let Some(p) = &self.progress {
             p.event(event);
+        }
+        if let Event::RunStart { out_dir, .. } = event {
+            *self.out_dir.lock().unwrap_or_else(|p| p.into_inner()) = Some(out_dir.clone());
         }
         let line = match event {
             Event::Print { text } => {
@@ -141,9 +148,9 @@ impl Reporter for Console {
                 "rfs: step `{name}` {} ({summary})",
                 if *ok { "ok" } else { "FAILED" }
             ),
-            Event::StepRefused { name, reason, .. } => {
-                format!("rfs: step `{name}` REFUSED: {reason}")
-            }
+            // The refusal itself is the run's error, said once at the end
+            // with the script line that asked for it.
+            Event::StepRefused { name, .. } => format!("rfs: step `{name}` REFUSED"),
             Event::CleanupVerified {
                 sandbox_id,
                 elapsed_ms,
@@ -163,7 +170,14 @@ impl Reporter for Console {
             Event::CleanupKept { sandbox_id, .. } => {
                 format!("rfs: sandbox {sandbox_id} kept (--keep)")
             }
-            Event::RunEnd { outcome, .. } => format!("rfs: run {outcome}; evidence: EVIDENCE.md"),
+            Event::RunEnd { outcome, .. } => {
+                let dir = self.out_dir.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let evidence = std::path::Path::new(dir.as_deref().unwrap_or("."));
+                format!(
+                    "rfs: run {outcome}; evidence: {}",
+                    evidence.join("EVIDENCE.md").display()
+                )
+            }
             _ => return,
         };
         self.print(false, &line);

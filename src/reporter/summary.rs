@@ -143,6 +143,7 @@ mod tests {
             duration_ms: ms,
             stdout_log: None,
             stderr_log: None,
+            output_tail: None,
         }
     }
 

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use super::Run;
 use crate::error::{Error, Result};
 use crate::events::Event;
+use crate::outcome::AssertionOutcome;
 use crate::provider::{Collect, ExecOutcome, ExecRequest, PtyRequest};
 use crate::terminal::{self, PatternSpec, SessionOptions, TerminalSession};
 
@@ -209,8 +210,8 @@ impl Run {
         a.session.marker(&format!("assert {k}: {desc}"));
         let res = self.block_on(a.session.wait_for(&pattern));
         let (screen, outcome, elapsed) = match &res {
-            Ok(o) => (o.screen.clone(), "pass".to_owned(), o.elapsed),
-            Err(f) => (f.screen.clone(), format!("{:?}", f.kind), f.elapsed),
+            Ok(o) => (o.screen.clone(), AssertionOutcome::Pass, o.elapsed),
+            Err(f) => (f.screen.clone(), AssertionOutcome::from(&f.kind), f.elapsed),
         };
         let snap = format!("terminal/session-{}-assert-{k}.txt", a.index);
         let text = self.state().redactor.redact_str(&screen.dump());
@@ -225,7 +226,7 @@ impl Run {
             session: a.index,
             assert: k,
             pattern: desc,
-            outcome,
+            outcome: outcome.as_str().to_owned(),
             elapsed_ms: super::sync::ms(elapsed.as_millis()),
             screen_digest: screen.digest(),
             snapshot,

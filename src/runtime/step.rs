@@ -316,6 +316,7 @@ impl Run {
                     duration_ms: elapsed,
                     stdout_log,
                     stderr_log,
+                    output_tail: crate::events::OutputTail::of(&stdout, &stderr),
                 });
                 if attempt <= c.retries {
                     return Ok(None);
@@ -352,6 +353,7 @@ impl Run {
             duration_ms: elapsed,
             stdout_log,
             stderr_log,
+            output_tail: crate::events::OutputTail::of(&stdout, &stderr),
         })?;
         if outcome.cancelled {
             return Err(Error::Interrupted);

@@ -1,0 +1,71 @@
+//! Views of a finished run for the places a reviewer looks, each a pure
+//! function of the bundle (its journal, and the recordings it names):
+//! - [`markdown`]: a short Markdown summary (CI step summaries, `rfs
+//!   report --format markdown`);
+//! - [`junit`]: JUnit XML of the steps and screen assertions (`--junit`).
+
+pub(crate) mod junit;
+pub(crate) mod markdown;
+
+use std::path::Path;
+
+use crate::journal::summary::RunSummary;
+
+/// A bundle read back for its views: the fold of its journal.
+pub(crate) struct Bundle {
+    pub(crate) summary: RunSummary,
+    /// The hash of the journal's last line.
+    pub(crate) head: String,
+}
+
+/// Why a bundle's views could not be made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReportError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("journal.jsonl {0}")]
+    Journal(#[from] crate::journal::evidence::RenderError),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Bundle {
+    /// Read the bundle in `out` (its journal, bounded, a regular file).
+    pub(crate) fn read(out: &Path) -> Result<Bundle, ReportError> {
+        let bytes =
+            crate::out_dir::read_regular(out, "journal.jsonl", crate::out_dir::MAX_RECORD_BYTES)
+                .map_err(|source| ReportError::Read {
+                    path: out.join("journal.jsonl").display().to_string(),
+                    source,
+                })?;
+        let text = String::from_utf8_lossy(&bytes);
+        let read = crate::journal::evidence::read_journal(&text)?;
+        Ok(Bundle {
+            summary: RunSummary::of(&read.events),
+            head: read.head,
+        })
+    }
+}
+
+/// Append `text` to the file at `path` (a CI step summary collects what
+/// each step appends).
+pub(crate) fn append(path: &Path, text: &str) -> Result<(), ReportError> {
+    use std::io::Write as _;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|source| ReportError::Write {
+            path: path.display().to_string(),
+            source,
+        })
+}

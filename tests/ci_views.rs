@@ -1,0 +1,116 @@
+//! What `rfs run` leaves for CI besides the bundle (issue #22): JUnit XML
+//! with `--junit FILE`, and a Markdown summary appended to the file
+//! `GITHUB_STEP_SUMMARY` names; and the console's last line names the
+//! evidence as a path that can be opened.
+
+mod common;
+use common::*;
+
+const FAILING: &str = r#"
+step("build", "echo compiling");
+step("unit-tests", "echo 'running 3 tests'; echo 'FAIL wordcount: expected 4, got 2'; exit 1");
+"#;
+
+fn ci_run(rfs: &Rfs, repo: &Repo, script: &str) -> (RunOut, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("junit.xml");
+    let summary = dir.path().join("summary.md");
+    std::fs::write(&summary, "earlier step's summary\n").unwrap();
+    let (script_path, out_dir) = rfs.prepare(script);
+    let out = rfs
+        .cmd(repo.path())
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .arg("run")
+        .arg(&script_path)
+        .arg("--out")
+        .arg(&out_dir)
+        .arg("--junit")
+        .arg(&junit)
+        .output()
+        .unwrap();
+    let out = finish(out, out_dir);
+    let xml = std::fs::read_to_string(&junit).unwrap_or_default();
+    let md = std::fs::read_to_string(&summary).unwrap();
+    (out, xml, md)
+}
+
+provider_tests! {
+    fn a_failing_run_gives_junit_and_a_step_summary_with_the_failing_line(rfs: &Rfs) {
+        let repo = Repo::new();
+        let (out, xml, md) = ci_run(rfs, &repo, FAILING);
+        out.assert_code(1);
+        assert!(xml.contains(r#"<testcase name="build" classname="step""#), "{xml}");
+        assert!(xml.contains(r#"<testcase name="unit-tests" classname="step""#), "{xml}");
+        assert!(xml.contains(r#"failures="1""#), "{xml}");
+        assert!(xml.contains("FAIL wordcount: expected 4, got 2"), "{xml}");
+        // Appended, not overwritten: a job's steps share the file.
+        assert!(md.starts_with("earlier step's summary\n"), "{md}");
+        assert!(md.contains(": failed"), "{md}");
+        assert!(md.contains("## What failed"), "{md}");
+        assert!(md.contains("FAIL wordcount: expected 4, got 2"), "{md}");
+        let commit = repo.head();
+        assert!(md.contains(&commit), "the pin is in the summary: {md}");
+        rfs.assert_no_leftovers();
+    }
+}
+
+#[test]
+fn a_run_refused_before_any_step_never_reads_green_in_junit() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let (out, xml, _) = ci_run(&rfs, &repo, r#"step("x", "true", #{ cwd: "../etc" });"#);
+    out.assert_code(3);
+    assert!(xml.contains("<testcase name=\"x\""), "{xml}");
+    assert!(xml.contains("<error") || xml.contains("<failure"), "{xml}");
+    let (out, xml, _) = ci_run(&rfs, &repo, "sandbox(); throw \"broken\";");
+    assert_ne!(out.code, 0);
+    assert!(
+        xml.contains(r#"<testcase name="run" classname="rfs""#),
+        "{xml}"
+    );
+}
+
+#[test]
+fn junit_into_a_missing_folder_is_refused_before_the_run() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run_with(
+        repo.path(),
+        "step(\"x\", \"true\");",
+        &["--junit", "/nonexistent-dir/junit.xml"],
+    );
+    out.assert_code(2);
+    assert!(out.stderr.contains("--junit"), "{}", out.stderr);
+    assert!(!out.out_dir.join("journal.jsonl").exists());
+}
+
+#[test]
+fn the_last_console_line_names_the_evidence_file_by_its_path() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(repo.path(), "step(\"x\", \"true\");");
+    out.assert_code(0);
+    let evidence = out.out_dir.join("EVIDENCE.md");
+    assert!(
+        out.stderr.contains(&format!(
+            "rfs: run completed; evidence: {}",
+            evidence.display()
+        )),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_refused_step_is_said_once_not_three_times() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(repo.path(), r#"step("x", "true", #{ cwd: "../etc" });"#);
+    out.assert_code(3);
+    assert_eq!(
+        out.stderr.matches("escapes the synced source root").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+}
