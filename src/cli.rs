@@ -84,6 +84,20 @@ pub(crate) enum Command {
         #[arg(long, value_name = "ID")]
         identity: Option<String>,
     },
+    /// Make a run's report from its output directory, after verifying
+    /// it (every check of `rfs verify`): `report.html` in the folder, or
+    /// with `--format markdown` a short summary on standard output.
+    Report {
+        /// The run's output directory (holds journal.jsonl).
+        out: PathBuf,
+        /// `html` (default) or `markdown`.
+        #[arg(long, value_enum, default_value = "html")]
+        format: ReportFormat,
+        /// Write here instead (html: instead of OUT/report.html;
+        /// markdown: instead of standard output).
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Journal tools.
     Journal {
         #[command(subcommand)]
@@ -199,6 +213,13 @@ impl SessionArgs {
     }
 }
 
+/// What `rfs report` makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ReportFormat {
+    Html,
+    Markdown,
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum JournalCommand {
     /// Verify a journal's hash chain (detects edited, dropped, reordered lines).
@@ -310,6 +331,11 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
                 identity,
             },
         ),
+        Command::Report {
+            out,
+            format,
+            output,
+        } => report(&out, format, output.as_deref()),
         Command::Gc {
             dry_run,
             provider,
@@ -428,6 +454,43 @@ fn verify(out: &std::path::Path, trust: crate::seal::Trust) -> Result<i32, Error
             reason: f.reason,
         }),
     }
+}
+
+/// `rfs report OUT`: verify the bundle (as `rfs verify` does; a bundle
+/// that does not verify gets no report), then write its view.
+fn report(
+    out: &std::path::Path,
+    format: ReportFormat,
+    output: Option<&std::path::Path>,
+) -> Result<i32, Error> {
+    if let Err(f) = crate::verify::verify_with(out, crate::seal::Trust::default()) {
+        return Err(Error::NotVerified {
+            out: out.display().to_string(),
+            check: f.check,
+            reason: f.reason,
+        });
+    }
+    let failed = |e: crate::report::ReportError| Error::Internal(e.to_string());
+    match (format, output) {
+        (ReportFormat::Html, None) => {
+            crate::report::write_html(out).map_err(failed)?;
+            outln!("{}", out.join(crate::report::HTML_FILE).display());
+        }
+        (ReportFormat::Html, Some(file)) => {
+            let page = crate::report::render_html(out).map_err(failed)?;
+            std::fs::write(file, page).map_err(Error::internal)?;
+            outln!("{}", file.display());
+        }
+        (ReportFormat::Markdown, to) => {
+            let b = crate::report::Bundle::read(out).map_err(failed)?;
+            let md = crate::report::markdown::summary(&b, &out.display().to_string());
+            match to {
+                Some(file) => std::fs::write(file, md).map_err(Error::internal)?,
+                None => outln!("{}", md.trim_end()),
+            }
+        }
+    }
+    Ok(exit_code::SUCCESS)
 }
 
 fn gc(dry_run: bool, only: Option<String>, older_than: Option<String>) -> Result<i32, Error> {

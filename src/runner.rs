@@ -76,10 +76,26 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
     let key = hooks.signing_key.clone();
     let report = run_journaled(&settings, hooks, &mut started);
     if started {
-        seal(&settings, key.as_deref(), report)
+        let report = seal(&settings, key.as_deref(), report);
+        write_report(&settings, report)
     } else {
         report
     }
+}
+
+/// `report.html`, the bundle's view for people, made from the sealed
+/// bundle. Failing to write it fails the run: the evidence would be
+/// incomplete.
+fn write_report(settings: &RunSettings, mut report: RunReport) -> RunReport {
+    if let Err(e) = crate::report::write_html(&settings.out_dir) {
+        let msg = match report.error.take() {
+            Some(prev) => format!("{prev}; then writing report.html failed: {e}"),
+            None => format!("the run ended but writing report.html failed: {e}"),
+        };
+        report.exit_code = exit_code::INTERNAL;
+        report.error = Some(Error::Internal(msg));
+    }
+    report
 }
 
 /// After the journal is closed: the attestation (signed when there is a

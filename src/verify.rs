@@ -62,6 +62,11 @@ pub enum Failure {
         file: String,
         journal: String,
     },
+    /// `report.html` is not the rendering of this bundle.
+    #[error("differs from the rendering of the bundle at line {line} (report.html was edited after the run)")]
+    ReportDiffers { line: usize },
+    #[error("cannot render the report: {0}")]
+    Report(String),
     #[error("the journal names {path:?}, which is not a file under steps/ or terminal/")]
     OutsideArtifacts { path: String },
     #[error("{path} was changed after it was closed: journaled sha256 {journaled} ({journaled_bytes} bytes), now {now} ({now_bytes} bytes)")]
@@ -109,6 +114,7 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("EVIDENCE.md", check_evidence),
     ("contents", check_contents),
     ("files", check_files),
+    ("report.html", check_report),
     ("bundle", check_bundle),
     ("signature", check_signature),
     ("attestation", check_attestation),
@@ -229,6 +235,37 @@ fn check_evidence(s: &Subject) -> Result<String, Failure> {
     }
 }
 
+/// `report.html`, when the bundle has one (bundles of earlier versions
+/// do not), is exactly the rendering of the bundle: a view, like
+/// EVIDENCE.md, that nobody edited.
+fn check_report(s: &Subject) -> Result<String, Failure> {
+    let file = crate::report::HTML_FILE;
+    if std::fs::symlink_metadata(s.out.join(file)).is_err() {
+        return Ok("none in this bundle (it is a view: `rfs report` makes one)".into());
+    }
+    let actual = crate::out_dir::read_regular(&s.out, file, crate::out_dir::MAX_RECORD_BYTES)
+        .map_err(|error| Failure::Unreadable {
+            path: file.into(),
+            error,
+        })?;
+    let expected =
+        crate::report::render_html(&s.out).map_err(|e| Failure::Report(e.to_string()))?;
+    if actual == expected.as_bytes() {
+        return Ok(format!(
+            "equals the rendering of the bundle ({} bytes)",
+            actual.len()
+        ));
+    }
+    let actual = String::from_utf8_lossy(&actual);
+    let line = actual
+        .lines()
+        .zip(expected.lines())
+        .position(|(a, e)| a != e)
+        .unwrap_or_else(|| actual.lines().count().min(expected.lines().count()))
+        + 1;
+    Err(Failure::ReportDiffers { line })
+}
+
 /// Every file digest the journal holds.
 fn journaled_files(events: &[Event]) -> Vec<&FileDigest> {
     let mut files = vec![];
@@ -311,8 +348,9 @@ fn check_files(s: &Subject) -> Result<String, Failure> {
 }
 
 /// The files rfs itself writes at the top of an output directory.
-const TOP_FILES: [&str; 6] = [
+const TOP_FILES: [&str; 7] = [
     "journal.jsonl",
+    crate::report::HTML_FILE,
     crate::journal::head::FILE,
     "EVIDENCE.md",
     ".gitignore",

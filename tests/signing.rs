@@ -569,6 +569,9 @@ fn rechain(journal: &Path) {
     std::fs::write(journal.with_file_name("EVIDENCE.md"), evidence).unwrap();
     let head = serde_json::json!({ "lines": out.lines().count(), "head": prev });
     std::fs::write(journal.with_file_name("journal.head"), format!("{head}\n")).unwrap();
+    // report.html is a view like EVIDENCE.md; a forger drops it (a bundle
+    // without one still verifies: `rfs report` makes one).
+    let _ = std::fs::remove_file(journal.with_file_name("report.html"));
 }
 
 /// Regression (bundle leaked a secret): a secret the run learns that is

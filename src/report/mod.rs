@@ -2,10 +2,15 @@
 //! function of the bundle (its journal, and the recordings it names):
 //! - [`markdown`]: a short Markdown summary (CI step summaries, `rfs
 //!   report --format markdown`);
-//! - [`junit`]: JUnit XML of the steps and screen assertions (`--junit`).
+//! - [`junit`]: JUnit XML of the steps and screen assertions (`--junit`);
+//! - [`html`]: `report.html` in every bundle, with the terminal screens
+//!   ([`terminal`]) rendered from the recordings.
 
+pub(crate) mod html;
+pub(crate) mod html_text;
 pub(crate) mod junit;
 pub(crate) mod markdown;
+pub(crate) mod terminal;
 
 use std::path::Path;
 
@@ -68,4 +73,29 @@ pub(crate) fn append(path: &Path, text: &str) -> Result<(), ReportError> {
             path: path.display().to_string(),
             source,
         })
+}
+
+/// The file name of the HTML report at the top of a bundle.
+pub(crate) const HTML_FILE: &str = "report.html";
+
+/// `report.html` for the bundle in `out`.
+pub(crate) fn render_html(out: &Path) -> Result<String, ReportError> {
+    let b = Bundle::read(out)?;
+    let sessions = terminal::sessions(out, &b.summary);
+    Ok(html::page(&b, &sessions))
+}
+
+/// Write `report.html` into the bundle in `out` (replacing an earlier
+/// one: it is a view, made again from the same bundle).
+pub(crate) fn write_html(out: &Path) -> Result<(), ReportError> {
+    let page = render_html(out)?;
+    crate::out_dir::replace(
+        &out.join(HTML_FILE),
+        &out.join(format!(".{HTML_FILE}.tmp")),
+        page.as_bytes(),
+    )
+    .map_err(|source| ReportError::Write {
+        path: out.join(HTML_FILE).display().to_string(),
+        source,
+    })
 }

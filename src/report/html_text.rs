@@ -1,0 +1,51 @@
+//! Text in HTML: every value the report takes from a bundle is escaped
+//! here, in element content and in attribute values alike.
+
+/// `s` escaped for HTML element content and quoted attribute values;
+/// control characters other than line ends and tabs are shown as their
+/// Unicode control pictures.
+pub(crate) fn h(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\n' | '\t' => out.push(c),
+            '\u{0}'..='\u{1f}' => out.push(char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}')),
+            '\u{7f}' => out.push('\u{2421}'),
+            c if c.is_control() => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `s` as the content of a `<script type="application/json">` element:
+/// JSON whose `<`, `>` and `&` are escaped, so no text can close the
+/// element or start a comment.
+pub(crate) fn json_in_script(value: &serde_json::Value) -> String {
+    value
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_value_can_open_an_element_or_leave_an_attribute() {
+        let e = h("<script>alert('x')</script> \"a\" & \u{1b}[31m");
+        assert!(!e.contains('<') && !e.contains('>') && !e.contains('"'));
+        assert!(!e.contains('\u{1b}'));
+        let j = json_in_script(&serde_json::json!({"t": "</script><!--"}));
+        assert!(!j.contains("</") && !j.contains("<!--"), "{j}");
+        let back: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(back["t"], "</script><!--");
+    }
+}

@@ -1,0 +1,259 @@
+//! `report.html` (issue #22): every bundle has one, `rfs verify` holds it
+//! to the bundle, `rfs report` makes it (or a Markdown summary) from a
+//! bundle after verifying it, and a real browser (headless Chromium)
+//! shows each terminal screen the run asserted on.
+
+mod common;
+use common::*;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The first `rhai` example of the book's terminal chapter.
+fn book_terminal_example() -> String {
+    let md =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src/terminal.md"))
+            .unwrap();
+    let start = md.find("```rhai\n").unwrap() + "```rhai\n".len();
+    let end = start + md[start..].find("```").unwrap();
+    md[start..end].to_owned()
+}
+
+fn rfs_in(repo: &Repo, rfs: &Rfs, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    rfs.cmd(repo.path()).args(args).output().unwrap()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+#[test]
+fn every_bundle_has_a_report_that_verify_holds_to_the_bundle() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(repo.path(), "step(\"x\", \"echo hi\");");
+    out.assert_code(0);
+    let report = out.out_dir.join("report.html");
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("id=\"outcome\">completed<"), "{html}");
+    let verify = |dir: &Path| rfs_in(&repo, &rfs, &["verify".as_ref(), dir.as_os_str()]);
+    let v = verify(&out.out_dir);
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+    assert!(String::from_utf8_lossy(&v.stdout).contains("ok: report.html: equals the rendering"));
+    std::fs::write(&report, html.replace("completed<", "forged<")).unwrap();
+    let v = verify(&out.out_dir);
+    assert_eq!(v.status.code(), Some(4));
+    assert!(
+        String::from_utf8_lossy(&v.stderr).contains("report.html was edited after the run"),
+        "{}",
+        String::from_utf8_lossy(&v.stderr)
+    );
+}
+
+#[test]
+fn rfs_report_makes_the_report_of_a_downloaded_bundle_only_after_verifying_it() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(repo.path(), "step(\"x\", \"echo hi; exit 1\");");
+    out.assert_code(1);
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("bundle");
+    copy_dir(&out.out_dir, &copy);
+    std::fs::remove_file(copy.join("report.html")).unwrap();
+    let r = rfs_in(&repo, &rfs, &["report".as_ref(), copy.as_os_str()]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(
+        std::fs::read(copy.join("report.html")).unwrap(),
+        std::fs::read(out.out_dir.join("report.html")).unwrap(),
+        "the same bundle renders the same report"
+    );
+    let md = rfs_in(
+        &repo,
+        &rfs,
+        &[
+            "report".as_ref(),
+            copy.as_os_str(),
+            "--format".as_ref(),
+            "markdown".as_ref(),
+        ],
+    );
+    let md = String::from_utf8_lossy(&md.stdout).into_owned();
+    assert!(
+        md.contains(": failed") && md.contains("## What failed"),
+        "{md}"
+    );
+    // A bundle that does not verify gets no report.
+    let log = std::fs::read_dir(copy.join("steps"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::write(&log, "forged\n").unwrap();
+    std::fs::remove_file(copy.join("report.html")).unwrap();
+    let r = rfs_in(&repo, &rfs, &["report".as_ref(), copy.as_os_str()]);
+    assert_eq!(
+        r.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(!copy.join("report.html").exists());
+}
+
+/// Chromium from Debian (`chromium`), or `None` with one line when it is
+/// missing and not required (`RFS_REQUIRE_CHROMIUM=1`, set by
+/// scripts/test.sh, which installs it).
+fn chromium() -> Option<PathBuf> {
+    let found = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .map(|n| Path::new("/usr/bin").join(n))
+        .find(|p| p.exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("RFS_REQUIRE_CHROMIUM").is_none(),
+            "RFS_REQUIRE_CHROMIUM is set but no chromium is installed"
+        );
+        eprintln!(
+            "report_html: no chromium: skipping the browser test (scripts/test.sh installs it)"
+        );
+    }
+    found
+}
+
+fn headless(browser: &Path, args: &[&str], page: &Path) -> std::process::Output {
+    Command::new(browser)
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--virtual-time-budget=2000",
+        ])
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap()
+}
+
+/// The rows of a screen snapshot (`terminal/session-N-assert-K.txt`):
+/// each line after the header, without its `>  3 |` prefix.
+fn snapshot_rows(text: &str) -> Vec<String> {
+    text.lines()
+        .skip(1)
+        .map(|l| {
+            l.split_once('|')
+                .map_or("", |(_, r)| r)
+                .trim_end()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The text of each `<text>` row of the SVG in `figure` (tags dropped,
+/// entities decoded), as the browser's DOM holds it.
+fn svg_rows(figure: &str) -> Vec<String> {
+    let mut rows = vec![];
+    let mut rest = figure;
+    while let Some(i) = rest.find("<text") {
+        let body = &rest[i..];
+        let open_end = body.find('>').unwrap() + 1;
+        let close = body.find("</text>").unwrap();
+        let inner = &body[open_end..close];
+        let mut text = String::new();
+        let mut in_tag = false;
+        for c in inner.chars() {
+            match c {
+                '<' => in_tag = true,
+                '>' => in_tag = false,
+                c if !in_tag => text.push(c),
+                _ => {}
+            }
+        }
+        let text = text
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&#39;", "'")
+            .replace("&nbsp;", " ")
+            .replace('\u{a0}', " ")
+            .replace("&amp;", "&");
+        rows.push(text.trim_end().to_owned());
+        rest = &body[close..];
+    }
+    rows
+}
+
+#[test]
+fn chromium_shows_the_screen_of_every_assertion_of_the_book_terminal_example() {
+    let Some(browser) = chromium() else { return };
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(repo.path(), &book_terminal_example());
+    out.assert_code(0);
+    let page = out.out_dir.join("report.html");
+    let dom = headless(&browser, &["--dump-dom"], &page);
+    assert!(
+        dom.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
+    assert!(dom.contains("id=\"outcome\">completed<"), "{dom}");
+    let asserts = out.entries("attach.assert");
+    assert_eq!(asserts.len(), 3);
+    for a in &asserts {
+        let id = format!("session-{}-assert-{}", a["session"], a["assert"]);
+        let at = dom
+            .find(&format!("id=\"{id}\""))
+            .unwrap_or_else(|| panic!("no {id} in {dom}"));
+        let figure = &dom[at..at + dom[at..].find("</figure>").unwrap()];
+        assert!(
+            figure.contains("<svg"),
+            "{id} shows an SVG screen: {figure}"
+        );
+        let snap =
+            std::fs::read_to_string(out.out_dir.join(a["snapshot"]["path"].as_str().unwrap()))
+                .unwrap();
+        assert_eq!(
+            svg_rows(figure),
+            snapshot_rows(&snap),
+            "{id}: the SVG's text is the screen"
+        );
+    }
+    // The player ran: it drew the last frame of the recording.
+    assert!(dom.contains("class=\"player\""), "{dom}");
+    assert!(
+        dom.contains("data-frame=\""),
+        "the player's script ran: {dom}"
+    );
+    let png = out.out_dir.parent().unwrap().join("report.png");
+    let shot = headless(
+        &browser,
+        &[
+            &format!("--screenshot={}", png.display()),
+            "--window-size=1100,1400",
+        ],
+        &page,
+    );
+    assert!(
+        shot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shot.stderr)
+    );
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(
+        bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,
+        "{} bytes",
+        bytes.len()
+    );
+}
