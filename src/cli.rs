@@ -248,7 +248,7 @@ pub fn run() -> i32 {
             };
         }
     };
-    install_miette_hook(crate::color::decide(cli.color));
+    install_miette_hook(crate::color::decide(cli.color), cli.verbose > 0);
     crate::logging::init(cli.verbose, cli.command.vars().iter().map(String::as_str));
     crate::logging::install_panic_hook();
     tracing::debug!(command = ?cli.command, "rfs {}", env!("CARGO_PKG_VERSION"));
@@ -556,8 +556,9 @@ fn gc(dry_run: bool, only: Option<String>, older_than: Option<String>) -> Result
 }
 
 /// Render diagnostics unwrapped when stderr is not a terminal (CI logs,
-/// pasted bug reports), and to the terminal's width otherwise.
-fn install_miette_hook(color: bool) {
+/// pasted bug reports), and to the terminal's width otherwise; their
+/// codes (`rfs::script`) only with `-v`.
+fn install_miette_hook(color: bool, codes: bool) {
     use std::io::IsTerminal;
     let tty = std::io::stderr().is_terminal();
     let _ = miette::set_hook(Box::new(move |_| {
@@ -565,7 +566,10 @@ fn install_miette_hook(color: bool) {
             .wrap_lines(tty)
             .color(color);
         let opts = if tty { opts } else { opts.unicode(true) };
-        Box::new(opts.build())
+        Box::new(crate::error_render::Handler {
+            inner: Box::new(opts.build()),
+            codes,
+        })
     }));
 }
 

@@ -48,6 +48,7 @@ pub mod cli;
 pub(crate) mod color;
 pub(crate) mod doctor;
 pub mod error;
+pub(crate) mod error_render;
 pub mod events;
 pub mod exit_code;
 #[cfg(feature = "fuzzing")]

@@ -114,3 +114,17 @@ fn a_refused_step_is_said_once_not_three_times() {
         out.stderr
     );
 }
+
+#[test]
+fn an_error_shows_no_diagnostic_code_line_unless_verbose() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script = r#"step("x", "true", #{ cwd: "../etc" });"#;
+    let out = rfs.run(repo.path(), script);
+    out.assert_code(3);
+    assert!(out.stderr.contains("refused here"), "{}", out.stderr);
+    assert!(!out.stderr.contains("rfs::script"), "{}", out.stderr);
+    let out = rfs.run_with(repo.path(), script, &["-v"]);
+    out.assert_code(3);
+    assert!(out.stderr.contains("rfs::script"), "{}", out.stderr);
+}

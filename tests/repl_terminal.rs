@@ -159,7 +159,7 @@ async fn open_bracket_continues_on_next_line_and_invalid_input_is_reported_at_on
     assert!(screen.contains("  note: \"two\\nlines\","), "{screen}");
     // Complete but invalid: diagnosed at once, no continuation prompt.
     r.send("let y = 1 1;\r");
-    let screen = r.expect("rfs::script").await;
+    let screen = r.expect("× ").await;
     let after = screen_lines_after(&screen, "let y = 1 1;");
     assert!(after.iter().all(|l| !l.starts_with("...>")), "{screen}");
     r.send("print(`after=${xs.len()}`)\r");
