@@ -666,10 +666,35 @@ pub(crate) mod catalog {
     }
     const COUNT: usize = 37;
 
+    /// An owned string (the samples' shorthand).
+    fn s(x: &str) -> String {
+        x.to_owned()
+    }
+
+    /// One sample per kind, in a fixed order that ends with the run's end
+    /// as a journal does (the summary and evidence tests fold them in
+    /// sequence).
     pub(crate) fn samples() -> Vec<Event> {
-        let s = |x: &str| x.to_owned();
-        let labels: BTreeMap<String, String> = [(s("team"), s("core"))].into();
-        let all = vec![
+        let all = [
+            run_start_samples(),
+            source_resolve_samples(),
+            placement_samples(),
+            source_sync_samples(),
+            step_samples(),
+            attach_samples(),
+            cleanup_samples(),
+            late_samples(),
+        ]
+        .concat();
+        let mut seen: Vec<usize> = all.iter().map(ordinal).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..COUNT).collect::<Vec<_>>(), "one sample per kind");
+        all
+    }
+
+    /// The run's start and its provider.
+    fn run_start_samples() -> Vec<Event> {
+        vec![
             Event::RunStart {
                 run_id: s("r1"),
                 script: s("proof.rhai"),
@@ -711,6 +736,12 @@ pub(crate) mod catalog {
                 provider: s("docker"),
                 reason: s("daemon down"),
             },
+        ]
+    }
+
+    /// The source resolved, or refused, before a sandbox exists.
+    fn source_resolve_samples() -> Vec<Event> {
+        vec![
             Event::SourceResolved {
                 repo: s("/repo"),
                 rev: s("HEAD"),
@@ -725,6 +756,13 @@ pub(crate) mod catalog {
                 }],
             },
             Event::SourceRefused { reason: s("dirty") },
+        ]
+    }
+
+    /// Where the sandbox is placed.
+    fn placement_samples() -> Vec<Event> {
+        let labels: BTreeMap<String, String> = [(s("team"), s("core"))].into();
+        vec![
             Event::PlacementWarning {
                 message: s("image ignored"),
             },
@@ -752,6 +790,12 @@ pub(crate) mod catalog {
                 sandbox_id: s("local-1"),
                 reason: s("provisioned first"),
             },
+        ]
+    }
+
+    /// The first sync of the source: verified, pinned, or failed.
+    fn source_sync_samples() -> Vec<Event> {
+        vec![
             Event::SourceVerify {
                 sandbox_id: s("local-1"),
                 archive_sha256_local: s("aa"),
@@ -788,6 +832,12 @@ pub(crate) mod catalog {
                 commit: s("c0ffee"),
                 reason: s("corrupt"),
             },
+        ]
+    }
+
+    /// Steps and what the script prints.
+    fn step_samples() -> Vec<Event> {
+        vec![
             Event::CwdRefused {
                 what: s("step `x`"),
                 reason: s("escapes"),
@@ -848,6 +898,12 @@ pub(crate) mod catalog {
                 text: s("dbg"),
                 line: Some(3),
             },
+        ]
+    }
+
+    /// Terminal sessions (`attach`).
+    fn attach_samples() -> Vec<Event> {
+        vec![
             Event::AttachRefused {
                 command: s("vi"),
                 reason: s("escapes"),
@@ -892,6 +948,12 @@ pub(crate) mod catalog {
                 recording_error: None,
                 recording: fd("terminal/session-1.cast"),
             },
+        ]
+    }
+
+    /// The sandbox's cleanup.
+    fn cleanup_samples() -> Vec<Event> {
+        vec![
             Event::CleanupVerified {
                 sandbox_id: s("local-1"),
                 why: s("run end"),
@@ -914,6 +976,12 @@ pub(crate) mod catalog {
             Event::CleanupNone {
                 reason: s("no sandbox was provisioned"),
             },
+        ]
+    }
+
+    /// A refusal, the bundle, a lost sandbox and a re-sync, then the run's end (last, as a journal ends).
+    fn late_samples() -> Vec<Event> {
+        vec![
             Event::Refused {
                 reason: s("cwd escapes the root"),
             },
@@ -961,11 +1029,7 @@ pub(crate) mod catalog {
                 reason: Some(s("step `x` failed")),
                 teardown_warning: None,
             },
-        ];
-        let mut seen: Vec<usize> = all.iter().map(ordinal).collect();
-        seen.sort_unstable();
-        assert_eq!(seen, (0..COUNT).collect::<Vec<_>>(), "one sample per kind");
-        all
+        ]
     }
 
     #[test]

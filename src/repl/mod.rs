@@ -47,6 +47,9 @@ use input::Parsed;
 const PROMPT: &str = "rfs> ";
 const CONTINUE: &str = "...> ";
 
+/// The line editor of the prompt.
+type Editor = rustyline::Editor<complete::Helper, FileHistory>;
+
 /// Run an interactive session; returns the process exit code.
 pub(crate) fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<i32, Error> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -57,33 +60,12 @@ pub(crate) fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<
     let signals = crate::runner::Signals::install(&rt);
     let cfg = crate::runner::config(&settings, None, settings.script.clone());
     let run = Run::start(cfg, rt.handle().clone(), reporter, &settings.vars)?;
-    let here = Script {
-        path: settings.invocation_dir.join("<repl>"),
-        dir: settings.invocation_dir.clone(),
-        source: ScriptSource {
-            name: "<repl>".into(),
-            text: String::new(),
-        },
-    };
-    let engine = script::run_engine(&run, &here, settings.vars.clone())?;
+    let engine = repl_engine(&run, &settings)?;
     // Ctrl-C while an evaluation runs (the terminal is not in raw mode
     // then) interrupts it; the other signals end the session.
     let ending = Ending::new();
-    if let Some(mut signals) = signals {
-        let r = run.clone();
-        let ending = ending.clone();
-        rt.spawn(async move {
-            loop {
-                let sig = signals.recv().await;
-                r.interrupt();
-                if sig != "SIGINT" {
-                    let (r, ending) = (r.clone(), ending.clone());
-                    // Teardown blocks on the runtime: not on one of its threads.
-                    std::thread::spawn(move || ending.end_by_signal(&r, sig));
-                    return;
-                }
-            }
-        });
+    if let Some(signals) = signals {
+        watch_signals(&rt, signals, &run, &ending);
     }
     let mut session = Session {
         helper_scope: Default::default(),
@@ -97,15 +79,7 @@ pub(crate) fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<
     };
     let helper = complete::Helper::new(&engine);
     session.helper_scope = helper.scope.clone();
-    let config = rustyline::Config::builder()
-        .auto_add_history(false)
-        .completion_type(rustyline::CompletionType::List)
-        .max_history_size(10_000)
-        .map_err(Error::internal)?
-        .build();
-    let mut ed = rustyline::Editor::<complete::Helper, FileHistory>::with_config(config)
-        .map_err(Error::internal)?;
-    ed.set_helper(Some(helper));
+    let mut ed = editor(helper)?;
     let _ = std::fs::create_dir_all(&settings.state_dir);
     let history = settings.state_dir.join("repl-history");
     let _ = ed.load_history(&history);
@@ -116,9 +90,83 @@ pub(crate) fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<
         settings.provider.name,
         settings.out_dir.display()
     );
+    let unfinished = read_eval_loop(&mut ed, &engine, &mut session, &ending);
+    save_history(&mut ed, &history);
+    // A signal that ends the session owns the cleanup from here.
+    let _busy = ending.busy();
+    if ending.by_signal.load(Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
+    }
+    let code = conclude(&run, unfinished.as_deref());
+    drop(session);
+    drop(run);
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    Ok(code)
+}
+
+/// The session's script engine: the run's, for a script named `<repl>`
+/// in the invocation directory.
+fn repl_engine(run: &Arc<Run>, settings: &RunSettings) -> Result<Engine, Error> {
+    let here = Script {
+        path: settings.invocation_dir.join("<repl>"),
+        dir: settings.invocation_dir.clone(),
+        source: ScriptSource {
+            name: "<repl>".into(),
+            text: String::new(),
+        },
+    };
+    script::run_engine(run, &here, settings.vars.clone())
+}
+
+/// Every signal interrupts the running input; one other than SIGINT
+/// also ends the session (see [`Ending`]).
+fn watch_signals(
+    rt: &tokio::runtime::Runtime,
+    mut signals: crate::runner::Signals,
+    run: &Arc<Run>,
+    ending: &Ending,
+) {
+    let r = run.clone();
+    let ending = ending.clone();
+    rt.spawn(async move {
+        loop {
+            let sig = signals.recv().await;
+            r.interrupt();
+            if sig != "SIGINT" {
+                let (r, ending) = (r.clone(), ending.clone());
+                // Teardown blocks on the runtime: not on one of its threads.
+                std::thread::spawn(move || ending.end_by_signal(&r, sig));
+                return;
+            }
+        }
+    });
+}
+
+/// The line editor, completing with `helper`.
+fn editor(helper: complete::Helper) -> Result<Editor, Error> {
+    let config = rustyline::Config::builder()
+        .auto_add_history(false)
+        .completion_type(rustyline::CompletionType::List)
+        .max_history_size(10_000)
+        .map_err(Error::internal)?
+        .build();
+    let mut ed = Editor::with_config(config).map_err(Error::internal)?;
+    ed.set_helper(Some(helper));
+    Ok(ed)
+}
+
+/// Read and evaluate inputs until Ctrl-D, `:quit` or a read error;
+/// returns the input that ended (piped stdin) inside an unfinished
+/// statement, if any.
+fn read_eval_loop(
+    ed: &mut Editor,
+    engine: &Engine,
+    session: &mut Session,
+    ending: &Ending,
+) -> Option<String> {
     let mut buf = String::new();
-    // Input that ended (piped stdin) inside an unfinished statement.
-    let mut unfinished: Option<String> = None;
     loop {
         let prompt = if buf.is_empty() { PROMPT } else { CONTINUE };
         let line = match ed.readline(prompt) {
@@ -132,47 +180,24 @@ pub(crate) fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<
             }
             Err(ReadlineError::Eof) => {
                 if !buf.trim().is_empty() {
-                    unfinished = Some(std::mem::take(&mut buf));
+                    return Some(std::mem::take(&mut buf));
                 }
-                break;
+                return None;
             }
             Err(e) => {
                 errln!("rfs: cannot read input: {e}");
-                break;
+                return None;
             }
         };
-        if buf.is_empty() {
-            if let Some((name, args)) = input::meta(&line) {
-                let _ = ed.add_history_entry(line.trim());
-                let _typeahead = tty::TypeaheadGuard::new();
-                if session.meta(name, args) == Flow::Quit {
-                    break;
-                }
-                continue;
-            }
+        if session.line(ed, engine, ending, &mut buf, &line) == Flow::Quit {
+            return None;
         }
-        // A trailing backslash still forces a continuation.
-        if let Some(cont) = line.strip_suffix('\\') {
-            buf.push_str(cont);
-            buf.push('\n');
-            continue;
-        }
-        buf.push_str(&line);
-        if input::classify(&engine, &buf) == Parsed::Incomplete {
-            buf.push('\n');
-            continue;
-        }
-        let input = std::mem::take(&mut buf);
-        if input.trim().is_empty() {
-            continue;
-        }
-        let _ = ed.add_history_entry(input.as_str());
-        let _typeahead = tty::TypeaheadGuard::new();
-        let _busy = ending.busy();
-        session.eval(&engine, &input);
     }
-    // The history file keeps no secret the process learnt (typed values
-    // that became known as secrets after they were typed included).
+}
+
+/// Save the history; the file keeps no secret the process learnt (typed
+/// values that became known as secrets after they were typed included).
+fn save_history(ed: &mut Editor, history: &std::path::Path) {
     let entries: Vec<String> = ed
         .history()
         .iter()
@@ -182,15 +207,14 @@ pub(crate) fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<
     for e in entries {
         let _ = ed.add_history_entry(e);
     }
-    let _ = ed.save_history(&history);
-    // A signal that ends the session owns the cleanup from here.
-    let _busy = ending.busy();
-    if ending.by_signal.load(Ordering::SeqCst) {
-        loop {
-            std::thread::park();
-        }
-    }
-    if let Some(text) = &unfinished {
+    let _ = ed.save_history(history);
+}
+
+/// End the run once the session is over: failed if the input ended inside
+/// an unfinished statement (which was not run), completed otherwise;
+/// returns the exit code.
+fn conclude(run: &Run, unfinished: Option<&str>) -> i32 {
+    if let Some(text) = unfinished {
         let text = run.state().redactor.redact_str(text);
         let why = format!(
             "the input ended inside an unfinished statement, which was not run:\n{}",
@@ -198,10 +222,7 @@ pub(crate) fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<
         );
         errln!("rfs: {why}");
         run.finish_with(RunOutcome::Failed, Some(&why));
-        drop(session);
-        drop(run);
-        rt.shutdown_timeout(std::time::Duration::from_secs(2));
-        return Ok(exit_code::SCRIPT_FAILED);
+        return exit_code::SCRIPT_FAILED;
     }
     // A teardown problem is reported (and journaled) but does not turn a
     // completed session into a failed one, as for `rfs run`.
@@ -216,10 +237,7 @@ pub(crate) fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<
             );
         }
     }
-    drop(session);
-    drop(run);
-    rt.shutdown_timeout(std::time::Duration::from_secs(2));
-    Ok(exit_code::SUCCESS)
+    exit_code::SUCCESS
 }
 
 /// How the session ends when a terminating signal arrives: the input
@@ -313,6 +331,45 @@ impl Session {
             Ok(s) => outln!("{s}"),
             Err(e) => errln!("rfs: {e}"),
         }
+        Flow::Continue
+    }
+
+    /// Handle one line read at the prompt: a meta-command, more of an
+    /// open input, or the end of an input, which is then evaluated.
+    fn line(
+        &mut self,
+        ed: &mut Editor,
+        engine: &Engine,
+        ending: &Ending,
+        buf: &mut String,
+        line: &str,
+    ) -> Flow {
+        if buf.is_empty() {
+            if let Some((name, args)) = input::meta(line) {
+                let _ = ed.add_history_entry(line.trim());
+                let _typeahead = tty::TypeaheadGuard::new();
+                return self.meta(name, args);
+            }
+        }
+        // A trailing backslash still forces a continuation.
+        if let Some(cont) = line.strip_suffix('\\') {
+            buf.push_str(cont);
+            buf.push('\n');
+            return Flow::Continue;
+        }
+        buf.push_str(line);
+        if input::classify(engine, buf) == Parsed::Incomplete {
+            buf.push('\n');
+            return Flow::Continue;
+        }
+        let input = std::mem::take(buf);
+        if input.trim().is_empty() {
+            return Flow::Continue;
+        }
+        let _ = ed.add_history_entry(input.as_str());
+        let _typeahead = tty::TypeaheadGuard::new();
+        let _busy = ending.busy();
+        self.eval(engine, &input);
         Flow::Continue
     }
 

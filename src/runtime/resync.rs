@@ -12,11 +12,11 @@ use super::sync::{ms, SourcePin, SyncRequestKey};
 use super::{BoundSource, Run};
 use crate::error::{Error, Result};
 use crate::events::Event;
-use crate::provider::{Collect, ExecRequest};
+use crate::provider::{Collect, ExecRequest, InputStream, SandboxInfo, StreamInput};
 use crate::source::archive::{self, HashingWriter};
 use crate::source::manifest::Manifest;
 use crate::source::repo::ResolvedSource;
-use crate::source::resync::{self as plan_mod, Listing};
+use crate::source::resync::{self as plan_mod, Checked, Listing, NextTree, Plan};
 use crate::source::resync_remote as remote;
 use crate::source::SourceError;
 
@@ -30,6 +30,8 @@ pub(crate) fn stamp_path(home: &str, run_id: &str) -> String {
 }
 
 impl Run {
+    /// Move the bound source to `resolved`'s commit in the same sandbox:
+    /// inspect, ship the delta, apply it, verify, journal and pin.
     pub(super) fn resync(
         &self,
         bound: BoundSource,
@@ -39,119 +41,14 @@ impl Run {
         let started = Instant::now();
         let commit = resolved.commit.to_string();
         let tree = resolved.tree.to_string();
-        if !resolved.submodules.is_empty() {
-            let msg = format!(
-                "cannot move the source to commit {commit}: it contains submodules, which a re-sync does not ship (the sandbox keeps commit {})",
-                bound.pin.commit
-            );
-            let _ = self.record(Event::SourceRefused {
-                reason: msg.clone(),
-            });
-            return Err(self.refuse(msg));
-        }
-        self.record(Event::SourceResolved {
-            repo: resolved.repo_root.display().to_string(),
-            rev: key.rev.clone(),
-            commit: commit.clone(),
-            tree_digest: tree.clone(),
-            subdir: resolved.subdir.clone(),
-            implicit: false,
-            dirty_paths_not_shipped: resolved.dirty.clone(),
-            submodules: vec![],
-        })?;
-        let old_tree = git2::Oid::from_str(&bound.pin.tree_digest).map_err(Error::internal)?;
-        let next = plan_mod::next_tree(
-            &resolved.repo_root,
-            old_tree,
-            resolved.tree,
-            &bound.manifest,
-        )
-        .map_err(|e| {
-            let msg = format!("cannot move the source to commit {commit}: {e}");
-            let _ = self.record(Event::SourceRefused {
-                reason: msg.clone(),
-            });
-            self.refuse(msg)
-        })?;
+        let next = self.resync_target(&bound, &resolved, &key)?;
 
         let sb = self.ensure_sandbox()?;
-        let home = sb.home.trim_end_matches('/').to_owned();
-        let run_id = self.cfg.run_id.clone();
-        let stamp = stamp_path(&home, &run_id);
-        let aux = format!("{home}/.rfs-resync-{run_id}");
-        let upload = format!("{home}/.rfs-resync-{run_id}.tar");
-        let dest = bound.pin.workdir.clone();
-        let fail = |what: String| -> Error {
-            let msg = format!(
-                "re-sync of sandbox {} to commit {commit} failed: {what}",
-                sb.id
-            );
-            self.sync_failed(&sb.id, &commit, msg, "failed re-sync")
-        };
-        let stream = self.cfg.provider.streaming();
-        let streaming = stream.is_some();
-        let exec = |argv: Vec<String>,
-                    input: Option<crate::provider::InputStream>|
-         -> std::result::Result<Collect, ApplyError> {
-            let req = ExecRequest {
-                argv,
-                cwd: sb.home.clone(),
-                env: vec![("LC_ALL".into(), "C".into())],
-                timeout: Some(std::time::Duration::from_secs(1800)),
-                cancel: self.cancel_token(),
-            };
-            let mut out = Collect::default();
-            let p = &self.cfg.provider;
-            // An input is only made where the provider streams.
-            let waited = match (input, stream) {
-                (Some(i), Some(st)) => {
-                    self.block_on_watched(&sb.id, st.exec_with_input(&sb.id, &req, i, &mut out))
-                }
-                _ => self.block_on_watched(&sb.id, p.exec(&sb.id, &req, &mut out)),
-            };
-            let o = waited.map_err(|how| {
-                self.record_sandbox_lost(&sb.id, "sync_source", &how);
-                ApplyError::Stalled(how)
-            })??;
-            if o.cancelled {
-                return Err(ApplyError::Interrupted);
-            }
-            if o.exit != Some(0) {
-                let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-                return Err(match o.exit {
-                    Some(remote::EXIT_MISSING_TOOL) | Some(remote::EXIT_ROOT_GONE) => {
-                        ApplyError::Refused(stderr)
-                    }
-                    Some(remote::EXIT_REMOVE) => ApplyError::Remove(stderr),
-                    Some(remote::EXIT_EXTRACT) => ApplyError::Extract(stderr),
-                    Some(remote::EXIT_DIGEST) => ApplyError::Digest(stderr),
-                    exit => ApplyError::Exited { exit, stderr },
-                });
-            }
-            Ok(out)
-        };
+        let rs = Resync::new(self, &sb, &commit, bound.pin.workdir.clone());
 
         // 1. What the sandbox holds now.
         let t_inspect = Instant::now();
-        let seen = exec(
-            vec![
-                "/bin/sh".into(),
-                "-c".into(),
-                remote::inspect_script(),
-                "rfs-inspect".into(),
-                dest.clone(),
-                stamp.clone(),
-            ],
-            None,
-        )
-        .and_then(|o| Ok(remote::parse_listing(&o.stdout, false)?))
-        .map_err(|e| fail(format!("inspecting the synced root: {e}")))?;
-        if seen.physical_root != bound.physical_root {
-            return Err(fail(format!(
-                "the synced root now resolves to {} instead of {}",
-                seen.physical_root, bound.physical_root
-            )));
-        }
+        let seen = rs.inspect(&bound.physical_root)?;
         let inspect_ms = t_inspect.elapsed().as_millis();
 
         // 2. What to remove and ship; the delta archive.
@@ -159,80 +56,15 @@ impl Run {
         let t_build = Instant::now();
         let delta = self
             .build_delta(&resolved, &plan.ship)
-            .map_err(|e| fail(format!("cannot build the delta archive: {e}")))?;
+            .map_err(|e| rs.fail(format!("cannot build the delta archive: {e}")))?;
         let build_ms = t_build.elapsed().as_millis();
         let t_up = Instant::now();
-        // Providers that stream get the delta on the apply's stdin instead.
-        if let (Some((tmp, _, _, _)), false) = (&delta, streaming) {
-            self.block_on_watched(
-                &sb.id,
-                self.cfg.provider.upload(&sb.id, tmp.path(), &upload),
-            )
-            .map_err(|how| {
-                self.record_sandbox_lost(&sb.id, "sync_source", &how);
-                fail(format!("upload: {}", ApplyError::Stalled(how)))
-            })?
-            .map_err(|e| fail(format!("upload: {e}")))?;
-        }
+        rs.upload_delta(&delta)?;
         let upload_ms = t_up.elapsed().as_millis();
 
         // 3. Remove, extract, report.
         let t_apply = Instant::now();
-        let removals = remote::removal_args(&plan.remove, &plan.rmdir)
-            .into_iter()
-            .map(|a| {
-                String::from_utf8(a).map_err(|a| {
-                    fail(format!(
-                        "{} must be removed, and a re-sync passes only UTF-8 paths",
-                        crate::source::display_path(&a.into_bytes()[1..])
-                    ))
-                })
-            })
-            .collect::<Result<Vec<String>>>()?;
-        let mut chunks: Vec<Vec<String>> = vec![vec![]];
-        let mut size = 0;
-        for a in removals {
-            if size + a.len() > ARGV_BUDGET && !chunks.last().is_some_and(Vec::is_empty) {
-                chunks.push(vec![]);
-                size = 0;
-            }
-            size += a.len() + 1;
-            chunks.last_mut().expect("one chunk").push(a);
-        }
-        let last = chunks.len() - 1;
-        let mut after = Listing::default();
-        for (i, chunk) in chunks.into_iter().enumerate() {
-            let input: Option<crate::provider::InputStream> = match &delta {
-                Some((tmp, _, _, _)) if i == last && streaming => Some(
-                    crate::provider::InputStream::new(tokio::fs::File::from_std(
-                        tmp.reopen()
-                            .map_err(|e| fail(format!("cannot read the delta archive: {e}")))?,
-                    )),
-                ),
-                _ => None,
-            };
-            let arc = match (&delta, input.is_some()) {
-                (_, true) => remote::STDIN.to_owned(),
-                (Some(_), false) if i == last => upload.clone(),
-                _ => "none".into(),
-            };
-            let mut argv = vec![
-                "/bin/sh".into(),
-                "-c".into(),
-                remote::apply_script(),
-                "rfs-apply".into(),
-                arc,
-                dest.clone(),
-                aux.clone(),
-                stamp.clone(),
-            ];
-            argv.extend(chunk);
-            let out = exec(argv, input).map_err(|e| fail(format!("applying the change: {e}")))?;
-            if i == last {
-                after =
-                    remote::parse_listing(&out.stdout, true).map_err(|e| fail(e.to_string()))?;
-            }
-        }
+        let after = rs.apply(&plan, &delta)?;
         let apply_ms = t_apply.elapsed().as_millis();
 
         // 4. Verify against the new tree.
@@ -240,28 +72,21 @@ impl Run {
             Some((_, sha, n, m)) => (sha, n, m),
             None => (String::new(), 0, Manifest::default()),
         };
-        if after.archive_sha256 != archive_sha256 {
-            return Err(fail(format!(
-                "the delta archive arrived corrupted: local sha256 {archive_sha256}, sandbox sha256 {}",
-                after.archive_sha256
-            )));
-        }
-        let mut manifest = next.manifest.clone();
-        plan_mod::fill_digests(&mut manifest, &shipped).map_err(|e| fail(e.to_string()))?;
-        let checked =
-            plan_mod::check(&bound.manifest, &manifest, &plan, &after, 20).map_err(|d| {
-                fail(format!(
-                    "the synced root does not equal commit {commit}: {}",
-                    d.join("; ")
-                ))
-            })?;
+        let (manifest, checked) = rs.verify(
+            &bound.manifest,
+            &next,
+            &plan,
+            &after,
+            &archive_sha256,
+            &shipped,
+        )?;
 
         let pin = SourcePin {
             commit: commit.clone(),
             tree_digest: tree.clone(),
             archive_sha256: archive_sha256.clone(),
             files: manifest.file_count(),
-            workdir: dest.clone(),
+            workdir: rs.dest.clone(),
         };
         self.record(Event::SourceResync {
             sandbox_id: sb.id.clone(),
@@ -300,15 +125,59 @@ impl Run {
         )
     }
 
+    /// The tree a re-sync moves to, after journaling the resolved commit;
+    /// refused (before the sandbox is touched) when the commit has
+    /// submodules or the change cannot be planned.
+    fn resync_target(
+        &self,
+        bound: &BoundSource,
+        resolved: &ResolvedSource,
+        key: &SyncRequestKey,
+    ) -> Result<NextTree> {
+        let commit = resolved.commit.to_string();
+        if !resolved.submodules.is_empty() {
+            let msg = format!(
+                "cannot move the source to commit {commit}: it contains submodules, which a re-sync does not ship (the sandbox keeps commit {})",
+                bound.pin.commit
+            );
+            let _ = self.record(Event::SourceRefused {
+                reason: msg.clone(),
+            });
+            return Err(self.refuse(msg));
+        }
+        self.record(Event::SourceResolved {
+            repo: resolved.repo_root.display().to_string(),
+            rev: key.rev.clone(),
+            commit: commit.clone(),
+            tree_digest: resolved.tree.to_string(),
+            subdir: resolved.subdir.clone(),
+            implicit: false,
+            dirty_paths_not_shipped: resolved.dirty.clone(),
+            submodules: vec![],
+        })?;
+        let old_tree = git2::Oid::from_str(&bound.pin.tree_digest).map_err(Error::internal)?;
+        plan_mod::next_tree(
+            &resolved.repo_root,
+            old_tree,
+            resolved.tree,
+            &bound.manifest,
+        )
+        .map_err(|e| {
+            let msg = format!("cannot move the source to commit {commit}: {e}");
+            let _ = self.record(Event::SourceRefused {
+                reason: msg.clone(),
+            });
+            self.refuse(msg)
+        })
+    }
+
     /// The delta tar in a scratch file, with its sha256, size and the
     /// manifest of what it holds; `None` when nothing is shipped.
-    #[allow(clippy::type_complexity)]
     fn build_delta(
         &self,
         resolved: &ResolvedSource,
         ship: &[Vec<u8>],
-    ) -> std::result::Result<Option<(tempfile::NamedTempFile, String, u64, Manifest)>, SourceError>
-    {
+    ) -> std::result::Result<Option<Delta>, SourceError> {
         if ship.is_empty() {
             return Ok(None);
         }
@@ -329,6 +198,244 @@ impl Run {
         file.flush()?;
         Ok(Some((tmp, sha, size, shipped)))
     }
+}
+
+/// The delta archive: the scratch file, its sha256 and size, and the
+/// manifest of what it holds.
+type Delta = (tempfile::NamedTempFile, String, u64, Manifest);
+
+/// One re-sync once it works in the sandbox: where its commands run and
+/// what they name there. Any failure from here on destroys the sandbox.
+struct Resync<'a> {
+    run: &'a Run,
+    sb: &'a SandboxInfo,
+    commit: &'a str,
+    /// The provider's streaming input, if it has one.
+    stream: Option<&'a dyn StreamInput>,
+    /// The synced root.
+    dest: String,
+    /// The file whose modification time marks the end of the last sync.
+    stamp: String,
+    /// The apply's scratch directory.
+    aux: String,
+    /// Where the delta is uploaded when it is not streamed.
+    upload: String,
+}
+
+impl<'a> Resync<'a> {
+    fn new(run: &'a Run, sb: &'a SandboxInfo, commit: &'a str, dest: String) -> Resync<'a> {
+        let home = sb.home.trim_end_matches('/').to_owned();
+        let run_id = run.cfg.run_id.clone();
+        Resync {
+            run,
+            sb,
+            commit,
+            stream: run.cfg.provider.streaming(),
+            dest,
+            stamp: stamp_path(&home, &run_id),
+            aux: format!("{home}/.rfs-resync-{run_id}"),
+            upload: format!("{home}/.rfs-resync-{run_id}.tar"),
+        }
+    }
+
+    /// The re-sync failed after it touched the sandbox (see [`Run::sync_failed`]).
+    fn fail(&self, what: String) -> Error {
+        let msg = format!(
+            "re-sync of sandbox {} to commit {} failed: {what}",
+            self.sb.id, self.commit
+        );
+        self.run
+            .sync_failed(&self.sb.id, self.commit, msg, "failed re-sync")
+    }
+
+    /// Run one command of the re-sync in the sandbox (with `input` on its
+    /// stdin, where the provider streams); its output, or why it failed.
+    fn exec(
+        &self,
+        argv: Vec<String>,
+        input: Option<InputStream>,
+    ) -> std::result::Result<Collect, ApplyError> {
+        let (run, sb) = (self.run, self.sb);
+        let req = ExecRequest {
+            argv,
+            cwd: sb.home.clone(),
+            env: vec![("LC_ALL".into(), "C".into())],
+            timeout: Some(std::time::Duration::from_secs(1800)),
+            cancel: run.cancel_token(),
+        };
+        let mut out = Collect::default();
+        let p = &run.cfg.provider;
+        // An input is only made where the provider streams.
+        let waited = match (input, self.stream) {
+            (Some(i), Some(st)) => {
+                run.block_on_watched(&sb.id, st.exec_with_input(&sb.id, &req, i, &mut out))
+            }
+            _ => run.block_on_watched(&sb.id, p.exec(&sb.id, &req, &mut out)),
+        };
+        let o = waited.map_err(|how| {
+            run.record_sandbox_lost(&sb.id, "sync_source", &how);
+            ApplyError::Stalled(how)
+        })??;
+        if o.cancelled {
+            return Err(ApplyError::Interrupted);
+        }
+        if o.exit != Some(0) {
+            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+            return Err(match o.exit {
+                Some(remote::EXIT_MISSING_TOOL) | Some(remote::EXIT_ROOT_GONE) => {
+                    ApplyError::Refused(stderr)
+                }
+                Some(remote::EXIT_REMOVE) => ApplyError::Remove(stderr),
+                Some(remote::EXIT_EXTRACT) => ApplyError::Extract(stderr),
+                Some(remote::EXIT_DIGEST) => ApplyError::Digest(stderr),
+                exit => ApplyError::Exited { exit, stderr },
+            });
+        }
+        Ok(out)
+    }
+
+    /// What the synced root holds now; it must still resolve to
+    /// `physical_root`, where the first sync put it.
+    fn inspect(&self, physical_root: &str) -> Result<Listing> {
+        let seen = self
+            .exec(
+                vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    remote::inspect_script(),
+                    "rfs-inspect".into(),
+                    self.dest.clone(),
+                    self.stamp.clone(),
+                ],
+                None,
+            )
+            .and_then(|o| Ok(remote::parse_listing(&o.stdout, false)?))
+            .map_err(|e| self.fail(format!("inspecting the synced root: {e}")))?;
+        if seen.physical_root != physical_root {
+            return Err(self.fail(format!(
+                "the synced root now resolves to {} instead of {}",
+                seen.physical_root, physical_root
+            )));
+        }
+        Ok(seen)
+    }
+
+    /// Upload the delta, if any, unless the provider streams it on the
+    /// apply's stdin instead.
+    fn upload_delta(&self, delta: &Option<Delta>) -> Result<()> {
+        if let (Some((tmp, _, _, _)), false) = (delta, self.stream.is_some()) {
+            let (run, id) = (self.run, &self.sb.id);
+            run.block_on_watched(id, run.cfg.provider.upload(id, tmp.path(), &self.upload))
+                .map_err(|how| {
+                    run.record_sandbox_lost(id, "sync_source", &how);
+                    self.fail(format!("upload: {}", ApplyError::Stalled(how)))
+                })?
+                .map_err(|e| self.fail(format!("upload: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Remove what the plan removes and extract the delta: the removals in
+    /// commands of bounded size, the delta with the last one, whose report
+    /// of the root is returned.
+    fn apply(&self, plan: &Plan, delta: &Option<Delta>) -> Result<Listing> {
+        let removals = remote::removal_args(&plan.remove, &plan.rmdir)
+            .into_iter()
+            .map(|a| {
+                String::from_utf8(a).map_err(|a| {
+                    self.fail(format!(
+                        "{} must be removed, and a re-sync passes only UTF-8 paths",
+                        crate::source::display_path(&a.into_bytes()[1..])
+                    ))
+                })
+            })
+            .collect::<Result<Vec<String>>>()?;
+        let chunks = argv_chunks(removals);
+        let last = chunks.len() - 1;
+        let streaming = self.stream.is_some();
+        let mut after = Listing::default();
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let input: Option<InputStream> =
+                match delta {
+                    Some((tmp, _, _, _)) if i == last && streaming => Some(InputStream::new(
+                        tokio::fs::File::from_std(tmp.reopen().map_err(|e| {
+                            self.fail(format!("cannot read the delta archive: {e}"))
+                        })?),
+                    )),
+                    _ => None,
+                };
+            let arc = match (delta, input.is_some()) {
+                (_, true) => remote::STDIN.to_owned(),
+                (Some(_), false) if i == last => self.upload.clone(),
+                _ => "none".into(),
+            };
+            let mut argv = vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                remote::apply_script(),
+                "rfs-apply".into(),
+                arc,
+                self.dest.clone(),
+                self.aux.clone(),
+                self.stamp.clone(),
+            ];
+            argv.extend(chunk);
+            let out = self
+                .exec(argv, input)
+                .map_err(|e| self.fail(format!("applying the change: {e}")))?;
+            if i == last {
+                after = remote::parse_listing(&out.stdout, true)
+                    .map_err(|e| self.fail(e.to_string()))?;
+            }
+        }
+        Ok(after)
+    }
+
+    /// Check the root the sandbox reported against the new tree: the
+    /// delta arrived intact and the root equals the commit. The new
+    /// manifest (with the shipped files' digests) and what was compared.
+    fn verify(
+        &self,
+        old: &Manifest,
+        next: &NextTree,
+        plan: &Plan,
+        after: &Listing,
+        archive_sha256: &str,
+        shipped: &Manifest,
+    ) -> Result<(Manifest, Checked)> {
+        if after.archive_sha256 != archive_sha256 {
+            return Err(self.fail(format!(
+                "the delta archive arrived corrupted: local sha256 {archive_sha256}, sandbox sha256 {}",
+                after.archive_sha256
+            )));
+        }
+        let mut manifest = next.manifest.clone();
+        plan_mod::fill_digests(&mut manifest, shipped).map_err(|e| self.fail(e.to_string()))?;
+        let checked = plan_mod::check(old, &manifest, plan, after, 20).map_err(|d| {
+            self.fail(format!(
+                "the synced root does not equal commit {}: {}",
+                self.commit,
+                d.join("; ")
+            ))
+        })?;
+        Ok((manifest, checked))
+    }
+}
+
+/// Removal arguments in groups of at most [`ARGV_BUDGET`] bytes (a
+/// longer argument alone), one command each; always at least one group.
+fn argv_chunks(removals: Vec<String>) -> Vec<Vec<String>> {
+    let mut chunks: Vec<Vec<String>> = vec![vec![]];
+    let mut size = 0;
+    for a in removals {
+        if size + a.len() > ARGV_BUDGET && !chunks.last().is_some_and(Vec::is_empty) {
+            chunks.push(vec![]);
+            size = 0;
+        }
+        size += a.len() + 1;
+        chunks.last_mut().expect("one chunk").push(a);
+    }
+    chunks
 }
 
 /// Why a command of the re-sync failed in the sandbox.

@@ -160,6 +160,17 @@ fn step_opts(map: Map) -> Result<StepOptions, OptionError> {
 
 /// Register every function on `engine` for `run`.
 pub(crate) fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String, String>) {
+    register_sandbox_type(engine);
+    register_sandbox(engine, &run);
+    register_sync_source(engine, &run);
+    register_step(engine, &run);
+    register_checks(engine);
+    register_args(engine, vars);
+}
+
+/// The `Sandbox` type `sandbox()` returns: its `id`, `provider` and
+/// `workdir`, and how it prints.
+fn register_sandbox_type(engine: &mut Engine) {
     engine.register_type_with_name::<SandboxHandle>("Sandbox");
     engine.register_get("id", |h: &mut SandboxHandle| -> RhaiResult<String> {
         h.run
@@ -188,7 +199,10 @@ pub(crate) fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String
             ),
         }
     });
+}
 
+/// `sandbox()` and `sandbox(#{…})`.
+fn register_sandbox(engine: &mut Engine, run: &Arc<Run>) {
     let r = run.clone();
     engine.register_fn(
         "sandbox",
@@ -208,7 +222,10 @@ pub(crate) fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String
             Ok(SandboxHandle { run: r.clone() })
         },
     );
+}
 
+/// `sync_source()` and `sync_source(#{…})`.
+fn register_sync_source(engine: &mut Engine, run: &Arc<Run>) {
     let r = run.clone();
     engine.register_fn(
         "sync_source",
@@ -229,7 +246,10 @@ pub(crate) fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String
                 .map_err(|e| to_rhai(&r, e, ctx.call_position()))
         },
     );
+}
 
+/// `step(name, cmd)` and `step(name, cmd, #{…})`.
+fn register_step(engine: &mut Engine, run: &Arc<Run>) {
     let r = run.clone();
     engine.register_fn(
         "step",
@@ -249,7 +269,10 @@ pub(crate) fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String
                 .map_err(|e| to_rhai(&r, e, ctx.call_position()))
         },
     );
+}
 
+/// `trimmed()`, `assert()` and `fail()`, which need no run.
+fn register_checks(engine: &mut Engine) {
     // Rhai's `trim()` trims in place and returns nothing; scripts often
     // want the trimmed value in an expression.
     engine.register_fn("trimmed", |s: rhai::ImmutableString| s.trim().to_owned());
@@ -282,7 +305,10 @@ pub(crate) fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String
             Err(script_error(msg.to_owned(), ctx.call_position()))
         },
     );
+}
 
+/// `arg(name)` and `arg(name, default)`: the `--var` values.
+fn register_args(engine: &mut Engine, vars: BTreeMap<String, String>) {
     let v = Arc::new(vars);
     let vv = v.clone();
     engine.register_fn(

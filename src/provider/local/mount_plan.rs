@@ -219,40 +219,7 @@ impl Plan {
                 data: Some(cs("mode=0755")),
             },
         ];
-        for d in SYSTEM_DIRS {
-            let p = Path::new(d);
-            if home.starts_with(p) {
-                return Err(SetupError::HomeUnderSystemDir {
-                    home: home.display().to_string(),
-                    dir: d,
-                });
-            }
-            let Ok(meta) = std::fs::symlink_metadata(p) else {
-                continue;
-            };
-            if meta.file_type().is_symlink() {
-                let target =
-                    std::fs::read_link(p).map_err(|e| io_setup(format!("reading {d}"), e))?;
-                ops.push(Op::Symlink {
-                    target: cpath(&target)?,
-                    link: inside(p)?,
-                });
-            } else if meta.is_dir() {
-                ops.push(Op::Mkdir(inside(p)?));
-                ops.push(Op::Mount {
-                    src: Some(cpath(p)?),
-                    target: inside(p)?,
-                    fstype: None,
-                    flags: libc::MS_BIND | libc::MS_REC,
-                    data: None,
-                });
-                ops.push(Op::ReadOnly {
-                    target: inside(p)?,
-                    recursive: true,
-                    fallback: kept_flags(p),
-                });
-            }
-        }
+        system_dirs(&mut ops, &home, &inside)?;
         // The private /tmp first: a home under the host's /tmp (a state
         // directory in a temporary directory) is then reached through it.
         ops.push(Op::Mkdir(inside(Path::new("/tmp"))?));
@@ -263,75 +230,14 @@ impl Plan {
             flags: libc::MS_BIND,
             data: None,
         });
-        let dev = Path::new("/dev");
-        ops.push(Op::Mkdir(inside(dev)?));
-        ops.push(Op::Mount {
-            src: Some(cs("rfs-dev")),
-            target: inside(dev)?,
-            fstype: Some(cs("tmpfs")),
-            flags: libc::MS_NOSUID | libc::MS_NOEXEC,
-            data: Some(cs("mode=0755")),
-        });
-        for d in DEVICES {
-            let host = dev.join(d);
-            if !host.exists() {
-                continue;
-            }
-            ops.push(Op::Touch(inside(&host)?));
-            ops.push(Op::Mount {
-                src: Some(cpath(&host)?),
-                target: inside(&host)?,
-                fstype: None,
-                flags: libc::MS_BIND,
-                data: None,
-            });
-        }
-        ops.push(Op::Mkdir(inside(&dev.join("pts"))?));
-        ops.push(Op::Mount {
-            src: Some(cs("devpts")),
-            target: inside(&dev.join("pts"))?,
-            fstype: Some(cs("devpts")),
-            flags: libc::MS_NOSUID | libc::MS_NOEXEC,
-            data: Some(cs("newinstance,ptmxmode=0666,mode=0620")),
-        });
-        ops.push(Op::Mkdir(inside(&dev.join("shm"))?));
-        ops.push(Op::Mount {
-            src: Some(cs("rfs-shm")),
-            target: inside(&dev.join("shm"))?,
-            fstype: Some(cs("tmpfs")),
-            flags: libc::MS_NOSUID | libc::MS_NODEV,
-            data: Some(cs("mode=1777")),
-        });
-        for (target, link) in [
-            ("pts/ptmx", "ptmx"),
-            ("/proc/self/fd", "fd"),
-            ("/proc/self/fd/0", "stdin"),
-            ("/proc/self/fd/1", "stdout"),
-            ("/proc/self/fd/2", "stderr"),
-        ] {
-            ops.push(Op::Symlink {
-                target: cs(target),
-                link: inside(&dev.join(link))?,
-            });
-        }
+        private_dev(&mut ops, &inside)?;
         // The home after the private /tmp, /dev and /dev/shm, so that a
         // home below one of them (a state directory on the host's
         // /dev/shm) is bound over them, not hidden by them; before /dev is
         // made read-only, so its parents can still be created there.
-        let mut chain: Vec<&Path> = home.ancestors().filter(|a| a.parent().is_some()).collect();
-        chain.reverse();
-        for a in chain {
-            ops.push(Op::Mkdir(inside(a)?));
-        }
-        ops.push(Op::Mount {
-            src: Some(cpath(&home)?),
-            target: inside(&home)?,
-            fstype: None,
-            flags: libc::MS_BIND,
-            data: None,
-        });
+        bind_home(&mut ops, &home, &inside)?;
         ops.push(Op::ReadOnly {
-            target: inside(dev)?,
+            target: inside(Path::new("/dev"))?,
             recursive: false,
             fallback: libc::MS_NOSUID | libc::MS_NOEXEC,
         });
@@ -356,6 +262,132 @@ impl Plan {
         ops.push(Op::PivotRoot(cpath(&root)?));
         Ok(Plan { ops, network })
     }
+}
+
+/// The ops that bind the host's [`SYSTEM_DIRS`] read-only into the root
+/// (recreating those that are symlinks); refused when `home` is under one.
+fn system_dirs(
+    ops: &mut Vec<Op>,
+    home: &Path,
+    inside: &dyn Fn(&Path) -> Result<CString, SetupError>,
+) -> Result<(), SetupError> {
+    for d in SYSTEM_DIRS {
+        let p = Path::new(d);
+        if home.starts_with(p) {
+            return Err(SetupError::HomeUnderSystemDir {
+                home: home.display().to_string(),
+                dir: d,
+            });
+        }
+        let Ok(meta) = std::fs::symlink_metadata(p) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(p).map_err(|e| io_setup(format!("reading {d}"), e))?;
+            ops.push(Op::Symlink {
+                target: cpath(&target)?,
+                link: inside(p)?,
+            });
+        } else if meta.is_dir() {
+            ops.push(Op::Mkdir(inside(p)?));
+            ops.push(Op::Mount {
+                src: Some(cpath(p)?),
+                target: inside(p)?,
+                fstype: None,
+                flags: libc::MS_BIND | libc::MS_REC,
+                data: None,
+            });
+            ops.push(Op::ReadOnly {
+                target: inside(p)?,
+                recursive: true,
+                fallback: kept_flags(p),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The ops of the sandbox's private `/dev`: a tmpfs holding the host's
+/// [`DEVICES`], its own `pts` and `shm`, and the usual symlinks (still
+/// writable: it is made read-only once the home is bound).
+fn private_dev(
+    ops: &mut Vec<Op>,
+    inside: &dyn Fn(&Path) -> Result<CString, SetupError>,
+) -> Result<(), SetupError> {
+    let dev = Path::new("/dev");
+    ops.push(Op::Mkdir(inside(dev)?));
+    ops.push(Op::Mount {
+        src: Some(cs("rfs-dev")),
+        target: inside(dev)?,
+        fstype: Some(cs("tmpfs")),
+        flags: libc::MS_NOSUID | libc::MS_NOEXEC,
+        data: Some(cs("mode=0755")),
+    });
+    for d in DEVICES {
+        let host = dev.join(d);
+        if !host.exists() {
+            continue;
+        }
+        ops.push(Op::Touch(inside(&host)?));
+        ops.push(Op::Mount {
+            src: Some(cpath(&host)?),
+            target: inside(&host)?,
+            fstype: None,
+            flags: libc::MS_BIND,
+            data: None,
+        });
+    }
+    ops.push(Op::Mkdir(inside(&dev.join("pts"))?));
+    ops.push(Op::Mount {
+        src: Some(cs("devpts")),
+        target: inside(&dev.join("pts"))?,
+        fstype: Some(cs("devpts")),
+        flags: libc::MS_NOSUID | libc::MS_NOEXEC,
+        data: Some(cs("newinstance,ptmxmode=0666,mode=0620")),
+    });
+    ops.push(Op::Mkdir(inside(&dev.join("shm"))?));
+    ops.push(Op::Mount {
+        src: Some(cs("rfs-shm")),
+        target: inside(&dev.join("shm"))?,
+        fstype: Some(cs("tmpfs")),
+        flags: libc::MS_NOSUID | libc::MS_NODEV,
+        data: Some(cs("mode=1777")),
+    });
+    for (target, link) in [
+        ("pts/ptmx", "ptmx"),
+        ("/proc/self/fd", "fd"),
+        ("/proc/self/fd/0", "stdin"),
+        ("/proc/self/fd/1", "stdout"),
+        ("/proc/self/fd/2", "stderr"),
+    ] {
+        ops.push(Op::Symlink {
+            target: cs(target),
+            link: inside(&dev.join(link))?,
+        });
+    }
+    Ok(())
+}
+
+/// The ops that create the home's parents in the root and bind the home
+/// read-write there.
+fn bind_home(
+    ops: &mut Vec<Op>,
+    home: &Path,
+    inside: &dyn Fn(&Path) -> Result<CString, SetupError>,
+) -> Result<(), SetupError> {
+    let mut chain: Vec<&Path> = home.ancestors().filter(|a| a.parent().is_some()).collect();
+    chain.reverse();
+    for a in chain {
+        ops.push(Op::Mkdir(inside(a)?));
+    }
+    ops.push(Op::Mount {
+        src: Some(cpath(home)?),
+        target: inside(home)?,
+        fstype: None,
+        flags: libc::MS_BIND,
+        data: None,
+    });
+    Ok(())
 }
 
 /// The hostname of every isolated sandbox (its own UTS namespace: the
