@@ -285,6 +285,38 @@ impl RunSummary {
             | Event::StepProviderError { .. }
             | Event::StepRefused { .. }
             | Event::StepEnd { .. } => self.apply_step(e),
+            Event::AttachStart { .. }
+            | Event::AttachEnd { .. }
+            | Event::AttachAssert { .. }
+            | Event::Print { .. }
+            | Event::Refused { .. } => self.apply_shown(e),
+            Event::CleanupNone { .. }
+            | Event::CleanupKept { .. }
+            | Event::CleanupVerified { .. }
+            | Event::CleanupFailed { .. } => self.cleanup = cleanup_of(e),
+            Event::RunEnd {
+                outcome, reason, ..
+            } => {
+                let run = RunOutcome::parse(outcome);
+                for row in self.steps.iter_mut().filter(|s| s.outcome.is_open()) {
+                    row.outcome = match &row.provider_error {
+                        Some(error) => StepOutcome::ProviderFailed {
+                            error: error.clone(),
+                        },
+                        None => StepOutcome::Unfinished { run },
+                    };
+                }
+                self.reason.clone_from(reason);
+                self.outcome = Some(run);
+            }
+            _ => {}
+        }
+    }
+
+    /// Fold in what the script showed or was refused: terminal
+    /// sessions and their assertions, `print()` lines, refusals.
+    fn apply_shown(&mut self, e: &Event) {
+        match e {
             Event::AttachStart {
                 session,
                 command,
@@ -328,25 +360,6 @@ impl RunSummary {
                 }
             }
             Event::Refused { reason } => self.refusals.push(reason.clone()),
-            Event::CleanupNone { .. }
-            | Event::CleanupKept { .. }
-            | Event::CleanupVerified { .. }
-            | Event::CleanupFailed { .. } => self.cleanup = cleanup_of(e),
-            Event::RunEnd {
-                outcome, reason, ..
-            } => {
-                let run = RunOutcome::parse(outcome);
-                for row in self.steps.iter_mut().filter(|s| s.outcome.is_open()) {
-                    row.outcome = match &row.provider_error {
-                        Some(error) => StepOutcome::ProviderFailed {
-                            error: error.clone(),
-                        },
-                        None => StepOutcome::Unfinished { run },
-                    };
-                }
-                self.reason.clone_from(reason);
-                self.outcome = Some(run);
-            }
             _ => {}
         }
     }

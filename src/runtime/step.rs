@@ -248,6 +248,25 @@ struct AttemptCtx<'a> {
 }
 
 impl Run {
+    /// An attempt's log stem (`001-build`, `001-build.attempt2`) and the
+    /// sink its output goes into.
+    fn attempt_sink(&self, c: &AttemptCtx<'_>, attempt: u32) -> (String, super::output::StepSink) {
+        let stem_n = if attempt == 1 {
+            c.stem.to_owned()
+        } else {
+            format!("{}.attempt{attempt}", c.stem)
+        };
+        let sink = super::output::StepSink::new(
+            c.name,
+            &self.cfg.out_dir.join("steps"),
+            &stem_n,
+            c.nonce,
+            self.state().redactor.clone(),
+            self.reporter.clone(),
+        );
+        (stem_n, sink)
+    }
+
     /// Run attempt number `attempt` of a step: its logs, its journal
     /// fact, and what it means. `Ok(None)`: another attempt is due (the
     /// command failed, or the provider could not run it, with retries
@@ -258,20 +277,7 @@ impl Run {
         attempt: u32,
     ) -> Result<Option<(StepResult, Option<i32>)>> {
         let name = c.name;
-        let stem_n = if attempt == 1 {
-            c.stem.to_owned()
-        } else {
-            format!("{}.attempt{attempt}", c.stem)
-        };
-        let redactor = self.state().redactor.clone();
-        let mut sink = super::output::StepSink::new(
-            name,
-            &self.cfg.out_dir.join("steps"),
-            &stem_n,
-            c.nonce,
-            redactor,
-            self.reporter.clone(),
-        );
+        let (stem_n, mut sink) = self.attempt_sink(c, attempt);
         let t = Instant::now();
         // A sandbox paused (or ended) outside rfs while the command
         // waits would hold the wait forever: the watch ends it.
