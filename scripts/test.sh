@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs what the tests need
-# (git, tmux, Debian's busybox-static for the tiny local Docker image,
+# (git, tmux, chromium for the report test, Debian's busybox-static for
+# the tiny local Docker image,
 # openssh-client and python3-cryptography for the signing tests),
 # makes sure the Docker engine answers, builds the test image, then runs
 # formatting, lints and every test.
@@ -12,6 +13,8 @@ command -v git >/dev/null || need+=(git)
 command -v tmux >/dev/null || need+=(tmux)
 command -v vi >/dev/null || need+=(vim-tiny)
 command -v ps >/dev/null || need+=(procps)
+# The report test opens report.html in a real browser.
+command -v chromium >/dev/null || need+=(chromium)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v docker >/dev/null || need+=(docker.io)
 # Signing tests: the real ssh-keygen/ssh-agent, and an independent DSSE
@@ -41,6 +44,7 @@ fi
 # CI has an engine: a missing one must fail the docker suites, not skip them.
 export RFS_REQUIRE_DOCKER=1
 export RFS_REQUIRE_DAYTONA=1
+export RFS_REQUIRE_CHROMIUM=1
 cargo fmt --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Benchmarks are not tests: scripts/bench-*.sh and `cargo bench` run them.

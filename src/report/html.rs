@@ -280,8 +280,15 @@ fn terminal(s: &mut String, r: &RunSummary, sessions: &[SessionView]) {
         for a in r.assertions.iter().filter(|a| a.session == rec.session) {
             assertion_figure(s, a, sessions, a.outcome.is_failure());
         }
-        s.push_str("</div>\n");
         let view = sessions.iter().find(|v| v.session == rec.session);
+        if let Some(last) = view.and_then(|v| v.last.as_deref()) {
+            let _ = writeln!(
+                s,
+                "<figure class=\"last\" id=\"session-{}-last\">{last}<figcaption>session {}: the screen when the recording ends</figcaption></figure>",
+                rec.session, rec.session
+            );
+        }
+        s.push_str("</div>\n");
         if let Some(v) = view.filter(|v| !v.frames.is_empty()) {
             let frames: Vec<serde_json::Value> = v
                 .frames

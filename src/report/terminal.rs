@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::journal::summary::RunSummary;
+use crate::terminal::replay::{AssertScreen, Recording};
+use crate::terminal::svg;
 
 /// A screen as the report shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +25,8 @@ pub(crate) struct SessionView {
     pub(crate) session: u32,
     /// By assertion number.
     pub(crate) at_assert: BTreeMap<u32, Screenshot>,
+    /// The screen when the recording ends.
+    pub(crate) last: Option<String>,
     /// The player's frames: seconds since the session began, and the
     /// screen then.
     pub(crate) frames: Vec<(f64, String)>,
@@ -32,36 +36,67 @@ pub(crate) struct SessionView {
 const MAX_CAST_BYTES: u64 = 64 << 20;
 
 /// The most frames the player holds per session.
-pub(crate) const MAX_FRAMES: usize = 120;
+pub(crate) const MAX_FRAMES: usize = 60;
 
-/// The sessions of the run in `out`.
+/// Frames closer than this (seconds) are one.
+const FRAME_INTERVAL: f64 = 0.1;
+
+/// The sessions of the run in `out`: each assertion's screen from the
+/// recording (matched by its journaled digest), else its text snapshot
+/// with the reason; the player's frames.
 pub(crate) fn sessions(out: &Path, r: &RunSummary) -> Vec<SessionView> {
     r.recordings
         .iter()
         .map(|rec| {
+            let asserts: Vec<_> = r
+                .assertions
+                .iter()
+                .filter(|a| a.session == rec.session)
+                .collect();
+            let digests: BTreeMap<u32, String> = asserts
+                .iter()
+                .map(|a| (a.assert, a.screen_digest.clone()))
+                .collect();
+            let replayed = crate::out_dir::read_regular(out, &rec.path, MAX_CAST_BYTES)
+                .map_err(|e| e.to_string())
+                .and_then(|b| Recording::parse(&String::from_utf8_lossy(&b)))
+                .map(|c| c.replay(&digests, FRAME_INTERVAL, MAX_FRAMES));
             let mut v = SessionView {
                 session: rec.session,
                 ..Default::default()
             };
-            for a in r.assertions.iter().filter(|a| a.session == rec.session) {
-                let text = a
-                    .snapshot
-                    .as_deref()
-                    .and_then(|p| {
-                        crate::out_dir::read_regular(out, p, crate::out_dir::MAX_RECORD_BYTES).ok()
-                    })
-                    .map(|b| String::from_utf8_lossy(&b).into_owned());
-                if let Some(text) = text {
-                    v.at_assert.insert(
-                        a.assert,
-                        Screenshot::Text {
-                            text,
-                            why: "text snapshot".into(),
-                        },
-                    );
-                }
+            for a in &asserts {
+                let snapshot = || {
+                    a.snapshot
+                        .as_deref()
+                        .and_then(|p| {
+                            crate::out_dir::read_regular(out, p, crate::out_dir::MAX_RECORD_BYTES)
+                                .ok()
+                        })
+                        .map(|b| String::from_utf8_lossy(&b).into_owned())
+                        .unwrap_or_default()
+                };
+                let shot = match replayed.as_ref().map(|r| r.at_assert.get(&a.assert)) {
+                    Ok(Some(AssertScreen::Matched(s))) => Screenshot::Svg(svg::render(s)),
+                    Ok(_) => Screenshot::Text {
+                        text: snapshot(),
+                        why: "the recording does not show this screen (it is redacted or cut); this is the journaled text snapshot".into(),
+                    },
+                    Err(e) => Screenshot::Text {
+                        text: snapshot(),
+                        why: format!("the recording cannot be read: {e}"),
+                    },
+                };
+                v.at_assert.insert(a.assert, shot);
             }
-            let _ = (MAX_CAST_BYTES, &rec.path);
+            if let Ok(r) = &replayed {
+                v.last = Some(svg::render(&r.last));
+                v.frames = r
+                    .frames
+                    .iter()
+                    .map(|(t, s)| ((t * 1000.0).round() / 1000.0, svg::render(s)))
+                    .collect();
+            }
             v
         })
         .collect()

@@ -58,7 +58,7 @@ impl Dimensions for Size {
 
 /// Events raised by the terminal while parsing, kept until `feed` returns.
 #[derive(Clone, Default)]
-struct Listener {
+pub(crate) struct Listener {
     events: Arc<Mutex<Vec<Event>>>,
 }
 
@@ -160,6 +160,10 @@ const CELL_HEIGHT: u16 = 16;
 
 /// xterm's default colour for palette `index` (0..256), foreground (256),
 /// background (257) and cursor (258); anything else reads as the foreground.
+pub(crate) fn palette(index: usize) -> Rgb {
+    default_color(index)
+}
+
 fn default_color(index: usize) -> Rgb {
     const ANSI: [(u8, u8, u8); 16] = [
         (0, 0, 0),
@@ -194,6 +198,13 @@ fn default_color(index: usize) -> Rgb {
         _ => (229, 229, 229),
     };
     Rgb { r, g, b }
+}
+
+impl AlacrittyEmulator {
+    /// The terminal (for [`AlacrittyEmulator::styled`]).
+    pub(crate) fn term(&self) -> &Term<Listener> {
+        &self.term
+    }
 }
 
 impl Emulator for AlacrittyEmulator {

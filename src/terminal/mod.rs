@@ -13,8 +13,11 @@ pub mod asciicast;
 pub mod emulator;
 pub mod keys;
 pub mod pattern;
+pub(crate) mod replay;
 pub mod screen;
 pub mod session;
+pub(crate) mod styled;
+pub(crate) mod svg;
 
 use std::time::Duration;
 
