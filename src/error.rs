@@ -70,7 +70,7 @@ pub enum Error {
     #[diagnostic(code(rfs::journal_invalid))]
     JournalInvalid {
         path: String,
-        #[source]
+        // Not a `#[source]`: the message says it, and said once.
         reason: Box<crate::journal::verify::ChainError>,
     },
 
@@ -80,7 +80,7 @@ pub enum Error {
     NotVerified {
         out: String,
         check: &'static str,
-        #[source]
+        // Not a `#[source]`: the message says it, and said once.
         reason: Box<crate::verify::Failure>,
     },
 

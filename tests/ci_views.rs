@@ -128,3 +128,33 @@ fn an_error_shows_no_diagnostic_code_line_unless_verbose() {
     out.assert_code(3);
     assert!(out.stderr.contains("rfs::script"), "{}", out.stderr);
 }
+
+#[test]
+fn rfs_verify_says_the_cause_once() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(repo.path(), "step(\"x\", \"echo hi\");");
+    out.assert_code(0);
+    let log = out.out_dir.join("steps/001-x.stdout.log");
+    std::fs::write(&log, "ho\n").unwrap();
+    let v = rfs
+        .cmd(repo.path())
+        .arg("verify")
+        .arg(&out.out_dir)
+        .output()
+        .unwrap();
+    assert_eq!(v.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&v.stderr);
+    assert_eq!(
+        err.matches("was changed after it was closed").count(),
+        1,
+        "{err}"
+    );
+    let j = rfs
+        .cmd(repo.path())
+        .args(["journal", "verify"])
+        .arg(out.out_dir.join("journal.jsonl"))
+        .output()
+        .unwrap();
+    assert!(j.status.success());
+}

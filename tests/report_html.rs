@@ -257,3 +257,31 @@ fn chromium_shows_the_screen_of_every_assertion_of_the_book_terminal_example() {
         bytes.len()
     );
 }
+
+#[test]
+fn a_failed_runs_report_shows_the_failure_first_with_its_output() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"step("build", "echo ok");
+        step("unit-tests", "echo 'FAIL wordcount: expected 4, got 2 <b>&'; exit 1");"#,
+    );
+    out.assert_code(1);
+    let html = std::fs::read_to_string(out.out_dir.join("report.html")).unwrap();
+    let failure = html.find("id=\"failure\"").expect("a failure section");
+    assert!(
+        failure < html.find("id=\"steps\"").unwrap(),
+        "the failure comes first"
+    );
+    let section = &html[failure..html.find("id=\"steps\"").unwrap()];
+    assert!(
+        section.contains("FAIL wordcount: expected 4, got 2 &lt;b&gt;&amp;"),
+        "{section}"
+    );
+    assert!(html.contains("id=\"outcome\">failed<"));
+    // Self-contained: nothing is fetched.
+    for needle in ["src=\"http", "href=\"http", "@import", "url("] {
+        assert!(!html.contains(needle), "{needle} in the report");
+    }
+}
