@@ -10,7 +10,6 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::events::BundleManifest;
-use crate::script::Script;
 
 /// The bundle's directory inside the output directory.
 pub(crate) const DIR: &str = "bundle";
@@ -56,24 +55,16 @@ pub(crate) struct Bundle {
 }
 
 impl Bundle {
-    /// Collect `script` (the text that was compiled) and the files its
-    /// literal imports resolve to, recursively.
-    pub(crate) fn collect(script: &Script) -> Result<Bundle> {
-        let engine = crate::script::base_engine(&script.dir)?;
-        let resolver = crate::script::resolver::Resolver::new(&engine, &script.dir)
-            .map_err(Error::internal)?;
-        let imports = resolver
-            .imports(&engine, &script.source.text)
-            .map_err(|m| Error::Usage(format!("{}: {m}", script.source.name)))?;
-        let dir = script
-            .dir
-            .canonicalize()
-            .unwrap_or_else(|_| script.dir.clone());
-        let name = script
-            .path
-            .file_name()
-            .map(PathBuf::from)
-            .unwrap_or_else(|| "script.rhai".into());
+    /// The bundle of the script `name` (its file name) with `text` (what
+    /// was compiled), in `dir`, and the files its imports resolve to
+    /// (`(import, file)`, from the script layer's resolver).
+    pub(crate) fn of(
+        name: PathBuf,
+        text: &str,
+        dir: &Path,
+        imports: Vec<(String, PathBuf)>,
+    ) -> Result<Bundle> {
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
         let mut modules = Vec::new();
         for (import, file) in imports {
             let rel = file
@@ -96,7 +87,7 @@ impl Bundle {
             modules.push(BundledFile::new(Some(import), rel, bytes));
         }
         Ok(Bundle {
-            script: BundledFile::new(None, name, script.source.text.clone().into_bytes()),
+            script: BundledFile::new(None, name, text.as_bytes().to_vec()),
             modules,
         })
     }
@@ -195,38 +186,4 @@ pub(crate) fn check_redacted(
         n += 1;
     }
     Ok(n)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bundles_script_and_nested_imports_with_digests() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir(d.path().join("lib")).unwrap();
-        std::fs::write(d.path().join("main.rhai"), "import \"lib/a\" as a;\n").unwrap();
-        std::fs::write(
-            d.path().join("lib/a.rhai"),
-            "import \"b\" as b;\nfn f() { 1 }\n",
-        )
-        .unwrap();
-        std::fs::write(d.path().join("b.rhai"), "fn g() { 2 }\n").unwrap();
-        let s = Script::load(&d.path().join("main.rhai")).unwrap();
-        let b = Bundle::collect(&s).unwrap();
-        let paths: Vec<_> = b.modules.iter().map(|m| m.out_path()).collect();
-        assert_eq!(paths, vec!["bundle/lib/a.rhai", "bundle/b.rhai"]);
-        let out = tempfile::tempdir().unwrap();
-        b.write(out.path()).unwrap();
-        let m = b.manifest();
-        assert_eq!(m.script.path, "bundle/main.rhai");
-        assert_eq!(m.modules[0].import.as_deref(), Some("lib/a"));
-        assert_eq!(check_redacted(out.path(), &m, &[]).unwrap(), 3);
-        std::fs::write(out.path().join("bundle/b.rhai"), "fn g() { 3 }\n").unwrap();
-        let e = check_redacted(out.path(), &m, &[]).unwrap_err();
-        assert!(
-            matches!(&e, BundleMismatch::Changed { path, .. } if path == "bundle/b.rhai"),
-            "{e}"
-        );
-    }
 }

@@ -300,7 +300,7 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             let v =
                 crate::journal::verify::verify(&file).map_err(|reason| Error::JournalInvalid {
                     path: file.display().to_string(),
-                    reason: Box::new(reason),
+                    reason: reason.to_string(),
                 })?;
             outln!(
                 "{}: intact, {} lines, head {}{}{}",
@@ -451,7 +451,7 @@ fn verify(out: &std::path::Path, trust: crate::seal::Trust) -> Result<i32, Error
         Some(f) => Err(Error::NotVerified {
             out: out.display().to_string(),
             check: f.check,
-            reason: f.reason,
+            reason: f.reason.to_string(),
         }),
     }
 }
@@ -467,7 +467,7 @@ fn report(
         return Err(Error::NotVerified {
             out: out.display().to_string(),
             check: f.check,
-            reason: f.reason,
+            reason: f.reason.to_string(),
         });
     }
     let failed = |e: crate::report::ReportError| Error::Internal(e.to_string());

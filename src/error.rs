@@ -70,8 +70,9 @@ pub enum Error {
     #[diagnostic(code(rfs::journal_invalid))]
     JournalInvalid {
         path: String,
-        // Not a `#[source]`: the message says it, and said once.
-        reason: Box<crate::journal::verify::ChainError>,
+        /// Why (the typed reason is what `journal::verify` returns; the
+        /// error carries its words, said once).
+        reason: String,
     },
 
     /// `rfs verify` found a check that does not hold.
@@ -80,8 +81,9 @@ pub enum Error {
     NotVerified {
         out: String,
         check: &'static str,
-        // Not a `#[source]`: the message says it, and said once.
-        reason: Box<crate::verify::Failure>,
+        /// Why (the typed reason is what `verify::verify_with`
+        /// returns; the error carries its words, said once).
+        reason: String,
     },
 
     /// rfs itself failed (I/O, journal writes, provider bugs).

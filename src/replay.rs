@@ -48,7 +48,7 @@ pub(crate) fn read_bundle(out: &Path) -> Result<Original> {
         return Err(Error::NotVerified {
             out: out.display().to_string(),
             check: f.check,
-            reason: f.reason,
+            reason: f.reason.to_string(),
         });
     }
     let bad = |why: String| Error::Internal(format!("reading {}: {why}", out.display()));

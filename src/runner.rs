@@ -152,7 +152,7 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, started: &mut bool) -> Ru
         Ok(ast) => ast,
         Err(e) => return fail(report, e),
     };
-    let bundle = match crate::bundle::Bundle::collect(&script) {
+    let bundle = match script::collect::bundle(&script) {
         Ok(b) => b,
         Err(e) => return fail(report, e),
     };

@@ -558,7 +558,7 @@ fn evidence_lists_a_step_whose_provider_failed() {
         .find(|l| l.starts_with("| 1 | after |"))
         .unwrap_or_else(|| panic!("no row for the step in\n{ev}"));
     assert!(
-        row.contains("FAILED (the provider could not run it: injected\\: connection"),
+        row.contains("FAILED (the provider could not run it: injected: connection"),
         "{row}"
     );
     assert!(row.contains("steps/001-after.stdout.log"), "{row}");

@@ -3,6 +3,7 @@
 //! bindings, and running a script on its own thread.
 
 pub(crate) mod bindings;
+pub(crate) mod collect;
 pub(crate) mod diagnostics;
 pub(crate) mod lint;
 #[cfg(test)]
