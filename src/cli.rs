@@ -67,8 +67,9 @@ pub(crate) enum Command {
     /// Compile a script and report errors without running it: syntax,
     /// imports, unknown functions, wrong argument counts, misspelt option keys.
     Check {
-        /// The Rhai script; `-` reads it from standard input.
-        script: PathBuf,
+        /// The Rhai scripts; `-` reads one from standard input.
+        #[arg(required = true)]
+        scripts: Vec<PathBuf>,
     },
     /// Verify a run's output directory: the journal's chain, EVIDENCE.md
     /// against the journal, every step log, recording and bundled file
@@ -287,13 +288,7 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             let settings = RunSettings::for_repl(session.into_run_args(PathBuf::new(), keep))?;
             crate::repl::run(settings, Arc::new(console))
         }
-        Command::Check { script } => {
-            let s = crate::script::Script::load(&script)?;
-            let engine = crate::script::base_engine(&s.dir)?;
-            crate::script::compile(&engine, &s)?;
-            outln!("{}: ok", script.display());
-            Ok(exit_code::SUCCESS)
-        }
+        Command::Check { scripts } => check(&scripts),
         Command::Journal {
             command: JournalCommand::Verify { file },
         } => {
@@ -454,6 +449,37 @@ fn verify(out: &std::path::Path, trust: crate::seal::Trust) -> Result<i32, Error
             reason: f.reason.to_string(),
         }),
     }
+}
+
+/// `rfs check SCRIPT…`: every script is checked; each problem is shown
+/// with its script line, and the exit code is 2 if any script has one.
+fn check(scripts: &[PathBuf]) -> Result<i32, Error> {
+    let one = |script: &PathBuf| -> Result<(), Error> {
+        let s = crate::script::Script::load(script)?;
+        let engine = crate::script::base_engine(&s.dir)?;
+        crate::script::compile(&engine, &s)?;
+        Ok(())
+    };
+    if let [script] = scripts {
+        one(script)?;
+        outln!("{}: ok", script.display());
+        return Ok(exit_code::SUCCESS);
+    }
+    let mut failed = 0;
+    for script in scripts {
+        match one(script) {
+            Ok(()) => outln!("{}: ok", script.display()),
+            Err(e) => {
+                failed += 1;
+                errln!("{:?}", miette::Report::new(e));
+            }
+        }
+    }
+    if failed > 0 {
+        errln!("rfs: {failed} of {} scripts have problems", scripts.len());
+        return Ok(exit_code::USAGE);
+    }
+    Ok(exit_code::SUCCESS)
 }
 
 /// `rfs report OUT`: verify the bundle (as `rfs verify` does; a bundle

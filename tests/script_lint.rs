@@ -109,3 +109,36 @@ fn run_dash_reads_the_script_from_stdin() {
     assert_diagnosed(&out, &["<stdin>:1:1", "did you mean `sandbox`?"]);
     rfs.assert_no_leftovers();
 }
+
+/// `rfs check proofs/*.rhai` was a usage error (one script at a time):
+/// every script is checked, each problem shown at its line, exit 2 when
+/// any has one.
+#[test]
+fn check_takes_many_scripts_and_reports_each() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let (good, _) = rfs.prepare("step(\"x\", \"true\");\n");
+    let (bad, _) = rfs.prepare("let r = stepp(\"x\", \"true\");\n");
+    let out = rfs
+        .cmd(repo.path())
+        .arg("check")
+        .arg(&good)
+        .arg(&bad)
+        .arg(&good)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert_eq!(stdout.matches(": ok").count(), 2, "{stdout}");
+    assert!(stderr.contains("unknown function `stepp`"), "{stderr}");
+    assert!(stderr.contains("1 of 3 scripts have problems"), "{stderr}");
+    let ok = rfs
+        .cmd(repo.path())
+        .arg("check")
+        .arg(&good)
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0));
+}
