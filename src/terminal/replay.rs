@@ -7,6 +7,11 @@ use std::collections::BTreeMap;
 use super::styled::StyledScreen;
 use super::{AlacrittyEmulator, Emulator};
 
+/// The largest width or height a recording may claim (rfs's own sessions
+/// are far smaller): a hostile header or resize must not make the
+/// emulator allocate a giant grid.
+pub(crate) const MAX_SIDE: u16 = 1000;
+
 /// One event of a recording.
 #[derive(Debug, Clone, PartialEq)]
 enum Event {
@@ -60,8 +65,10 @@ impl Recording {
             header[k]
                 .as_u64()
                 .and_then(|v| u16::try_from(v).ok())
-                .filter(|v| *v > 0)
-                .ok_or(format!("the recording's header has no valid {k}"))
+                .filter(|v| (1..=MAX_SIDE).contains(v))
+                .ok_or(format!(
+                    "the recording's header has no valid {k} (1 to {MAX_SIDE})"
+                ))
         };
         let (cols, rows) = (size("width")?, size("height")?);
         let lines: Vec<&str> = lines.collect();
@@ -78,8 +85,16 @@ impl Recording {
                 (Some(t), Some("o"), Some(d)) => events.push(Event::Output(t, d.to_owned())),
                 (Some(_), Some("r"), Some(d)) => {
                     if let Some((c, r)) = d.split_once('x') {
-                        if let (Ok(c), Ok(r)) = (c.parse(), r.parse()) {
-                            events.push(Event::Resize(c, r));
+                        match (c.parse::<u16>(), r.parse::<u16>()) {
+                            (Ok(c @ 1..=MAX_SIDE), Ok(r @ 1..=MAX_SIDE)) => {
+                                events.push(Event::Resize(c, r))
+                            }
+                            _ => {
+                                return Err(format!(
+                                    "line {} of the recording resizes to {d}",
+                                    i + 2
+                                ))
+                            }
                         }
                     }
                 }
@@ -246,5 +261,14 @@ mod tests {
         assert_eq!(Recording::parse(&cut).unwrap().events.len(), 1);
         assert!(Recording::parse(&format!("{text}not json\n")).is_err());
         assert!(Recording::parse("").is_err());
+    }
+
+    #[test]
+    fn a_recording_claiming_a_giant_screen_is_refused_before_any_grid_exists() {
+        let huge = "{\"version\":2,\"width\":65535,\"height\":65535}\n";
+        assert!(Recording::parse(huge).unwrap_err().contains("width"));
+        let text = cast(|w| w.output(b"ok").unwrap());
+        let resize = format!("{text}[0.5, \"r\", \"60000x60000\"]\n");
+        assert!(Recording::parse(&resize).unwrap_err().contains("resizes"));
     }
 }
