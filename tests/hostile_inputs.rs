@@ -369,8 +369,12 @@ const OPTIONS: &[Case] = &[
     case("retries-huge", r#"step("x", "true", #{ retries: 9223372036854775807 });"#, 1, "retries must be between 0 and 100"),
     case("option-typo", r#"step("x", "true", #{ timout: 5 });"#, 2, "unknown option `timout`"),
     case("allow-failure-string", r#"step("x", "true", #{ allow_failure: "yes" });"#, 1, "must be true or false"),
-    case("attach-cols-zero", r#"attach("cat", #{ cols: 0 });"#, 1, "cols must be between 1 and 65535"),
-    case("attach-rows-huge", r#"attach("cat", #{ rows: 70000 });"#, 1, "rows must be between 1 and 65535"),
+    case("attach-cols-zero", r#"attach("cat", #{ cols: 0 });"#, 1, "cols must be between 1 and 1000"),
+    case("attach-rows-huge", r#"attach("cat", #{ rows: 70000 });"#, 1, "rows must be between 1 and 1000"),
+    // A 65535x65535 terminal is 4 billion cells: the runner ran out of
+    // memory before anything was refused.
+    case("attach-screen-of-four-billion-cells", r#"attach("cat", #{ cols: 65535, rows: 65535 });"#, 1, "cols must be between 1 and 1000"),
+    case("resize-to-four-billion-cells", "let t = attach(\"cat\");\nt.resize(65535, 65535);", 1, "cols must be between 1 and 1000"),
     case("wait-exit-1e300", "let t = attach(\"cat\");\nt.wait_exit(1e300);", 1, "wait_exit: the timeout"),
     case("assert-screen-timeout-huge", "let t = attach(\"cat\");\nassert_screen(t, #{ text: \"x\", timeout: 1e9 });", 1, "timeout must be 0..86400"),
     case("assert-screen-stable-huge", "let t = attach(\"cat\");\nassert_screen(t, #{ text: \"x\", stable_ms: 18446744073709551615 });", 1, "stable_ms"),

@@ -29,8 +29,16 @@ fn usage(msg: impl std::fmt::Display, ctx: &NativeCallContext) -> Box<EvalAltRes
 fn size(v: i64, what: &str, ctx: &NativeCallContext) -> RhaiResult<u16> {
     u16::try_from(v)
         .ok()
-        .filter(|v| *v > 0)
-        .ok_or_else(|| usage(format!("{what} must be between 1 and 65535, not {v}"), ctx))
+        .filter(|v| (1..=crate::terminal::MAX_SIDE).contains(v))
+        .ok_or_else(|| {
+            usage(
+                format!(
+                    "{what} must be between 1 and {}, not {v}",
+                    crate::terminal::MAX_SIDE
+                ),
+                ctx,
+            )
+        })
 }
 
 fn attach_opts(map: Map, ctx: &NativeCallContext) -> RhaiResult<AttachOptions> {

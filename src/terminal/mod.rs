@@ -27,6 +27,11 @@ pub use pattern::{Match, Matcher, Pattern, PatternSpec, Region};
 pub use screen::Screen;
 pub use session::{FailureKind, Outcome, SessionOptions, TerminalSession, WaitFailure};
 
+/// The largest terminal width or height rfs emulates, in a session
+/// (`attach`, `resize`) or a recording it replays: a script or a bundle
+/// must not make the emulator allocate a giant grid.
+pub const MAX_SIDE: u16 = 1000;
+
 /// Errors of the terminal layer (wait failures are [`WaitFailure`]).
 #[derive(Debug, thiserror::Error)]
 pub enum TerminalError {

@@ -7,10 +7,7 @@ use std::collections::BTreeMap;
 use super::styled::StyledScreen;
 use super::{AlacrittyEmulator, Emulator};
 
-/// The largest width or height a recording may claim (rfs's own sessions
-/// are far smaller): a hostile header or resize must not make the
-/// emulator allocate a giant grid.
-pub(crate) const MAX_SIDE: u16 = 1000;
+use super::MAX_SIDE;
 
 /// One event of a recording.
 #[derive(Debug, Clone, PartialEq)]
