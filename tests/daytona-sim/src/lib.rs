@@ -58,6 +58,12 @@ pub struct SimOptions {
     pub reappear_after_delete: bool,
     /// Length of one "minute" of `autoStopInterval`/`autoDeleteInterval` (real Daytona: 60 s).
     pub auto_stop_tick: Duration,
+    /// Added to every HTTP response (a WebSocket upgrade included): the
+    /// round trip to a real Daytona region, which loopback hides.
+    pub latency: Duration,
+    /// Added before every WebSocket frame the server sends (log follow,
+    /// PTY output).
+    pub frame_latency: Duration,
 }
 
 impl Default for SimOptions {
@@ -71,6 +77,8 @@ impl Default for SimOptions {
             list_lag: Duration::from_millis(100),
             reappear_after_delete: false,
             auto_stop_tick: Duration::from_secs(60),
+            latency: Duration::ZERO,
+            frame_latency: Duration::ZERO,
         }
     }
 }

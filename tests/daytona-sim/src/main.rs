@@ -8,6 +8,20 @@ fn main() {
     if let Ok(key) = std::env::var("DAYTONA_SIM_API_KEY") {
         opts.api_key = key;
     }
+    // The round trip of a real region: added to every response and to
+    // every WebSocket frame the server sends.
+    let ms = |k: &str| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(std::time::Duration::from_millis)
+    };
+    if let Some(l) = ms("DAYTONA_SIM_LATENCY_MS") {
+        opts.latency = l;
+    }
+    if let Some(l) = ms("DAYTONA_SIM_FRAME_LATENCY_MS") {
+        opts.frame_latency = l;
+    }
     let sim = match rfs_daytona_sim::Sim::start(opts) {
         Ok(s) => s,
         Err(e) => {

@@ -117,7 +117,7 @@ async fn handle(
         }
         None => {}
     }
-    let delay = st.faults.delay(&method, &route);
+    let delay = st.faults.delay(&method, &route) + st.opts.latency;
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }

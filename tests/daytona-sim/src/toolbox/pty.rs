@@ -440,7 +440,8 @@ async fn attach(
         tokio::select! {
             out = rx.recv() => match out {
                 Some(Out::Data(b)) => {
-                    if let Some(delay) = st.faults.pty_frame_delay() {
+                    let delay = st.faults.pty_frame_delay().unwrap_or_default() + st.opts.frame_latency;
+                    if !delay.is_zero() {
                         tokio::time::sleep(delay).await;
                     }
                     sent += b.len();

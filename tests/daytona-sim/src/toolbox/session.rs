@@ -498,7 +498,8 @@ pub(crate) async fn logs(
         .ok_or(())
     {
         return ws.on_upgrade(move |socket| {
-            stream_log(socket, log_path, exit_path, follow, mode.combined)
+            let frame = st.opts.frame_latency;
+            stream_log(socket, log_path, exit_path, follow, mode.combined, frame)
         });
     }
     let log = match std::fs::read(&log_path) {
@@ -563,6 +564,7 @@ async fn stream_log(
     exit_path: std::path::PathBuf,
     follow: bool,
     combined: bool,
+    frame_latency: std::time::Duration,
 ) {
     let mut offset = 0usize;
     let mut pending = Vec::new();
@@ -576,8 +578,11 @@ async fn stream_log(
             } else {
                 data
             };
-            if !out.is_empty() && socket.send(Message::Binary(out.into())).await.is_err() {
-                return;
+            if !out.is_empty() {
+                tokio::time::sleep(frame_latency).await;
+                if socket.send(Message::Binary(out.into())).await.is_err() {
+                    return;
+                }
             }
             continue;
         }
