@@ -285,3 +285,46 @@ fn a_failed_runs_report_shows_the_failure_first_with_its_output() {
         assert!(!html.contains(needle), "{needle} in the report");
     }
 }
+
+/// A report drawn by another rfs (another page format) is not held to
+/// this rfs's rendering (that read as tampering), and `rfs report` draws
+/// it anew instead of refusing the bundle for it.
+#[test]
+fn a_report_drawn_by_another_rfs_is_not_compared_and_rfs_report_draws_it_anew() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(repo.path(), "step(\"x\", \"echo hi\");");
+    out.assert_code(0);
+    let page = out.out_dir.join("report.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<meta name=\"generator\" content=\"rfs "),
+        "{html}"
+    );
+    assert!(
+        !html.contains("unsafe-inline"),
+        "only rfs's own style and script, by hash"
+    );
+    assert!(html.contains("script-src 'sha256-"), "{html}");
+    let older = html
+        .replace(" report/1\"", " report/0\"")
+        .replace("completed<", "other<");
+    std::fs::write(&page, &older).unwrap();
+    let v = rfs_in(&repo, &rfs, &["verify".as_ref(), out.out_dir.as_os_str()]);
+    let stdout = String::from_utf8_lossy(&v.stdout);
+    assert!(
+        v.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&v.stderr)
+    );
+    assert!(stdout.contains("report.html: made by rfs"), "{stdout}");
+    assert!(stdout.contains("not compared"), "{stdout}");
+    assert!(
+        stdout.lines().last().unwrap().contains("verified")
+            && stdout.lines().rev().nth(1).unwrap().contains("report.html"),
+        "the report is checked last: {stdout}"
+    );
+    let r = rfs_in(&repo, &rfs, &["report".as_ref(), out.out_dir.as_os_str()]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(std::fs::read_to_string(&page).unwrap(), html);
+}

@@ -334,20 +334,25 @@ fn refusals(s: &mut String, r: &RunSummary) {
 
 /// A step's outcome cell (untrusted parts escaped).
 pub(crate) fn step_outcome(o: &StepOutcome) -> String {
+    esc(&step_outcome_text(o))
+}
+
+/// A step's outcome in words, as plain text (each view escapes it).
+pub(crate) fn step_outcome_text(o: &StepOutcome) -> String {
     match o {
         StepOutcome::Running => "running".into(),
         StepOutcome::Passed => "ok".into(),
         StepOutcome::Failed {
             allowed: true,
             summary,
-        } => format!("failed, allowed ({})", esc(summary)),
-        StepOutcome::Failed { summary, .. } => format!("FAILED ({})", esc(summary)),
-        StepOutcome::Refused { reason } => format!("REFUSED ({})", esc(reason)),
+        } => format!("failed, allowed ({summary})"),
+        StepOutcome::Failed { summary, .. } => format!("FAILED ({summary})"),
+        StepOutcome::Refused { reason } => format!("REFUSED ({reason})"),
         StepOutcome::Cancelled { attempt } => {
             format!("INTERRUPTED (attempt {attempt} was cancelled)")
         }
         StepOutcome::ProviderFailed { error } => {
-            format!("FAILED (the provider could not run it: {})", esc(error))
+            format!("FAILED (the provider could not run it: {error})")
         }
         StepOutcome::Unfinished { run } => {
             format!("INTERRUPTED (did not finish; the run ended {run})")

@@ -16,7 +16,14 @@ fn picture(c: char) -> Option<char> {
     match c {
         '\u{0}'..='\u{1f}' => Some(char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}')),
         '\u{7f}' => Some('\u{2421}'),
-        c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => Some('\u{fffd}'),
+        // Bidi controls and zero-width characters would make text read as
+        // something it is not ("Trojan Source").
+        c if c.is_control()
+            || matches!(c, '\u{2028}' | '\u{2029}')
+            || crate::validate::is_invisible(c) =>
+        {
+            Some('\u{fffd}')
+        }
         _ => None,
     }
 }
@@ -127,9 +134,11 @@ mod tests {
 
     #[test]
     fn escaped_text_cannot_start_structure() {
-        let hostile = "x |\n- outcome: completed\n# H [l](http://e) `c` <b> *e* 1. \\ &amp;";
+        let hostile =
+            "x |\n- outcome: completed\n# H [l](http://e) `c` <b> *e* 1. \\ &amp; \u{202E}";
         let e = esc(hostile);
-        assert!(!e.contains('\n'));
+        assert!(!e.contains('\n') && !e.contains('\u{202E}'));
+        assert!(!fenced("text", "a\u{2066}b").contains('\u{2066}'));
         for ch in ['|', '`', '[', '<', '*', '#', '&'] {
             let unescaped = e
                 .char_indices()

@@ -91,6 +91,9 @@ pub(crate) struct Recording {
     pub path: String,
     /// How the session ended (`attach.end`'s `how`), and its exit code.
     pub ended: Option<(String, Option<i32>)>,
+    /// The recording as closed (`attach.end`'s digested file): what a
+    /// view may read, since `rfs verify` checked it.
+    pub closed: Option<String>,
 }
 
 /// One `assert_screen`.
@@ -327,12 +330,18 @@ impl RunSummary {
                 command: command.clone(),
                 path: recording.clone(),
                 ended: None,
+                closed: None,
             }),
             Event::AttachEnd {
-                session, how, exit, ..
+                session,
+                how,
+                exit,
+                recording,
+                ..
             } => {
                 if let Some(r) = self.recordings.iter_mut().find(|r| r.session == *session) {
                     r.ended = Some((how.clone(), *exit));
+                    r.closed = recording.as_ref().map(|f| f.path.clone());
                 }
             }
             Event::AttachAssert {

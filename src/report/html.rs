@@ -12,23 +12,56 @@ use std::fmt::Write as _;
 use super::html_text::{h, json_in_script};
 use super::terminal::{Screenshot, SessionView};
 use super::Bundle;
-use crate::journal::evidence::{in_sandbox, script_shown, step_outcome};
+use crate::journal::evidence::{in_sandbox, script_shown, step_outcome_text};
 use crate::journal::summary::{Assertion, Cleanup, RunOutcome, RunSummary, StepRecord};
 
 const CSS: &str = include_str!("assets/report.css");
 const PLAYER: &str = include_str!("assets/player.js");
+
+/// Who drew a report, written into it: rfs's version and the page
+/// format, raised whenever the page or the screens are drawn differently
+/// (so `rfs verify` compares a report only with its own rendering).
+pub(crate) const GENERATOR: &str = concat!("rfs ", env!("CARGO_PKG_VERSION"), " report/1");
+
+/// The generator a report names (its `<meta name="generator">`).
+pub(crate) fn generator_of(html: &[u8]) -> Option<String> {
+    const OPEN: &str = "<meta name=\"generator\" content=\"";
+    let head = String::from_utf8_lossy(&html[..html.len().min(2048)]);
+    let at = head.find(OPEN)? + OPEN.len();
+    let end = head[at..].find('"')?;
+    Some(head[at..at + end].to_owned())
+}
+
+/// A Content-Security-Policy `'sha256-…'` source for an inline element's
+/// exact text.
+fn csp_hash(text: &str) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    format!(
+        "'sha256-{}'",
+        base64::engine::general_purpose::STANDARD.encode(digest)
+    )
+}
 
 /// The page for `b`, with its terminal sessions rendered as `sessions`.
 pub(crate) fn page(b: &Bundle, sessions: &[SessionView]) -> String {
     let r = &b.summary;
     let outcome = r.outcome.map_or("running", |o| o.as_str());
     let mut s = String::with_capacity(64 * 1024);
+    // Only rfs's own style and script may apply (by their hashes): a
+    // value that escaped its escaping could still not run.
+    let style = format!("\n{CSS}");
+    let script = format!("\n{PLAYER}");
     let _ = write!(
         s,
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n\
+         <meta name=\"generator\" content=\"{GENERATOR}\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src {}; script-src {}; img-src data:\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>rfs run {}: {outcome}</title>\n<style>\n{CSS}</style>\n</head>\n<body>\n",
+         <title>rfs run {}: {outcome}</title>\n<style>{style}</style>\n</head>\n<body>\n",
+        csp_hash(&style),
+        csp_hash(&script),
         h(&r.run_id)
     );
     header(&mut s, r);
@@ -42,7 +75,7 @@ pub(crate) fn page(b: &Bundle, sessions: &[SessionView]) -> String {
         s,
         "<footer>Journal <code>journal.jsonl</code>, head <code id=\"journal-head\">{}</code>. \
          This page, <code>EVIDENCE.md</code>, every log and recording are checked against it by \
-         <code>rfs verify</code> on this folder.</footer>\n<script>\n{PLAYER}</script>\n</body>\n</html>\n",
+         <code>rfs verify</code> on this folder.</footer>\n<script>{script}</script>\n</body>\n</html>\n",
         h(&b.head)
     );
     s
@@ -119,12 +152,12 @@ fn failure(s: &mut String, r: &RunSummary, sessions: &[SessionView]) {
             "<p>Step {} <code>{}</code>: {}</p>",
             i + 1,
             h(&st.name),
-            h(&step_outcome(&st.outcome))
+            h(&step_outcome_text(&st.outcome))
         );
         step_body(s, r, st);
     }
     if let Some(a) = assertion {
-        assertion_figure(s, a, sessions, true);
+        assertion_figure(s, a, sessions, true, "failed-");
     }
     s.push_str("</section>\n");
 }
@@ -181,7 +214,7 @@ fn steps(s: &mut String, r: &RunSummary) {
             i + 1,
             i + 1,
             h(&st.name),
-            h(&step_outcome(&st.outcome)),
+            h(&step_outcome_text(&st.outcome)),
             st.exit.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
             st.attempts,
             st.duration_ms
@@ -200,7 +233,7 @@ fn steps(s: &mut String, r: &RunSummary) {
             i + 1,
             i + 1,
             h(&st.name),
-            h(&step_outcome(&st.outcome))
+            h(&step_outcome_text(&st.outcome))
         );
         step_body(s, r, st);
         s.push_str("</details>\n");
@@ -210,7 +243,13 @@ fn steps(s: &mut String, r: &RunSummary) {
 
 /// One assertion: the screen it saw (beside what it expected when it
 /// failed) and its caption.
-fn assertion_figure(s: &mut String, a: &Assertion, sessions: &[SessionView], side: bool) {
+fn assertion_figure(
+    s: &mut String,
+    a: &Assertion,
+    sessions: &[SessionView],
+    side: bool,
+    id_prefix: &str,
+) {
     let shot = sessions
         .iter()
         .find(|v| v.session == a.session)
@@ -225,7 +264,7 @@ fn assertion_figure(s: &mut String, a: &Assertion, sessions: &[SessionView], sid
     );
     let _ = write!(
         s,
-        "<figure class=\"assert\" id=\"session-{}-assert-{}\" data-outcome=\"{}\">",
+        "<figure class=\"assert\" id=\"{id_prefix}session-{}-assert-{}\" data-outcome=\"{}\">",
         a.session,
         a.assert,
         h(a.outcome.as_str())
@@ -278,7 +317,7 @@ fn terminal(s: &mut String, r: &RunSummary, sessions: &[SessionView]) {
         );
         s.push_str("<div class=\"shots\">\n");
         for a in r.assertions.iter().filter(|a| a.session == rec.session) {
-            assertion_figure(s, a, sessions, a.outcome.is_failure());
+            assertion_figure(s, a, sessions, a.outcome.is_failure(), "");
         }
         let view = sessions.iter().find(|v| v.session == rec.session);
         if let Some(last) = view.and_then(|v| v.last.as_deref()) {

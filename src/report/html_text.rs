@@ -16,7 +16,9 @@ pub(crate) fn h(s: &str) -> String {
             '\n' | '\t' => out.push(c),
             '\u{0}'..='\u{1f}' => out.push(char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}')),
             '\u{7f}' => out.push('\u{2421}'),
-            c if c.is_control() => out.push('\u{fffd}'),
+            // Bidi controls and zero-width characters would make text
+            // read as something it is not.
+            c if c.is_control() || crate::validate::is_invisible(c) => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }
@@ -40,9 +42,9 @@ mod tests {
 
     #[test]
     fn no_value_can_open_an_element_or_leave_an_attribute() {
-        let e = h("<script>alert('x')</script> \"a\" & \u{1b}[31m");
+        let e = h("<script>alert('x')</script> \"a\" & \u{1b}[31m \u{202E}txt.exe");
         assert!(!e.contains('<') && !e.contains('>') && !e.contains('"'));
-        assert!(!e.contains('\u{1b}'));
+        assert!(!e.contains('\u{1b}') && !e.contains('\u{202E}'));
         let j = json_in_script(&serde_json::json!({"t": "</script><!--"}));
         assert!(!j.contains("</") && !j.contains("<!--"), "{j}");
         let back: serde_json::Value = serde_json::from_str(&j).unwrap();

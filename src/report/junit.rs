@@ -9,7 +9,7 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::Bundle;
-use crate::journal::evidence::{script_shown, step_outcome};
+use crate::journal::evidence::{script_shown, step_outcome_text};
 use crate::journal::summary::{RunOutcome, StepOutcome, StepRecord};
 
 /// The XML text for `b`.
@@ -77,7 +77,7 @@ fn step_case(st: &StepRecord) -> TestCase {
                 _ => NonSuccessKind::Error,
             };
             let mut s = TestCaseStatus::non_success(kind);
-            s.set_message(step_outcome(o));
+            s.set_message(step_outcome_text(o));
             s.set_description(st.command.as_str());
             s
         }

@@ -38,6 +38,15 @@ const MAX_CAST_BYTES: u64 = 64 << 20;
 /// The most frames the player holds per session.
 pub(crate) const MAX_FRAMES: usize = 60;
 
+/// The most cells of all frames of one session (60 frames of 80x24):
+/// a larger screen gets fewer frames.
+const FRAME_CELLS: u64 = 60 * 80 * 24;
+
+/// The most work (cell operations, [`Recording::cost`]) replaying all of
+/// a report's recordings may take: about 2 MB of output at 80x24. A
+/// recording past it is shown by its text snapshots.
+const REPLAY_BUDGET: u64 = 4_000_000_000;
+
 /// Frames closer than this (seconds) are one.
 const FRAME_INTERVAL: f64 = 0.1;
 
@@ -45,6 +54,7 @@ const FRAME_INTERVAL: f64 = 0.1;
 /// recording (matched by its journaled digest), else its text snapshot
 /// with the reason; the player's frames.
 pub(crate) fn sessions(out: &Path, r: &RunSummary) -> Vec<SessionView> {
+    let mut budget = REPLAY_BUDGET;
     r.recordings
         .iter()
         .map(|rec| {
@@ -57,10 +67,20 @@ pub(crate) fn sessions(out: &Path, r: &RunSummary) -> Vec<SessionView> {
                 .iter()
                 .map(|a| (a.assert, a.screen_digest.clone()))
                 .collect();
-            let replayed = crate::out_dir::read_regular(out, &rec.path, MAX_CAST_BYTES)
-                .map_err(|e| e.to_string())
+            // Only a recording whose digest the journal holds (`attach.end`)
+            // is read: `rfs verify` checked it.
+            let replayed = rec
+                .closed
+                .as_deref()
+                .ok_or_else(|| "the recording was not closed".to_owned())
+                .and_then(|p| {
+                    crate::out_dir::read_regular(out, p, MAX_CAST_BYTES).map_err(|e| e.to_string())
+                })
                 .and_then(|b| Recording::parse(&String::from_utf8_lossy(&b)))
-                .map(|c| c.replay(&digests, FRAME_INTERVAL, MAX_FRAMES));
+                .and_then(|c| {
+                    let frames = (FRAME_CELLS / c.max_area().max(1)).clamp(1, MAX_FRAMES as u64);
+                    c.replay(&digests, FRAME_INTERVAL, frames as usize, &mut budget)
+                });
             let mut v = SessionView {
                 session: rec.session,
                 ..Default::default()
@@ -84,7 +104,7 @@ pub(crate) fn sessions(out: &Path, r: &RunSummary) -> Vec<SessionView> {
                     },
                     Err(e) => Screenshot::Text {
                         text: snapshot(),
-                        why: format!("the recording cannot be read: {e}"),
+                        why: format!("the recording is not replayed: {e}"),
                     },
                 };
                 v.at_assert.insert(a.assert, shot);

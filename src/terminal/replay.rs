@@ -103,15 +103,75 @@ impl Recording {
         Ok(Recording { cols, rows, events })
     }
 
+    /// The largest screen (cells) the recording shows.
+    pub(crate) fn max_area(&self) -> u64 {
+        let area = |c: u16, r: u16| u64::from(c) * u64::from(r);
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Resize(c, r) => Some(area(*c, *r)),
+                _ => None,
+            })
+            .chain([area(self.cols, self.rows)])
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// What replaying costs, in cell operations at most: every byte (and
+    /// every event) may touch the whole screen (`ESC [ 2 J` clears it in
+    /// 4 bytes), and every output event while an assertion waits hashes
+    /// it.
+    pub(crate) fn cost(&self) -> u64 {
+        let bytes: u64 = self
+            .events
+            .iter()
+            .map(|e| match e {
+                Event::Output(_, d) => d.len() as u64 + 1,
+                _ => 1,
+            })
+            .sum();
+        bytes.saturating_mul(self.max_area())
+    }
+
+    /// The output events a player's frames are taken after: at least
+    /// `interval` seconds apart, then at most `max` of them, evenly
+    /// spread (chosen from the timestamps, before anything is replayed).
+    fn frame_events(&self, interval: f64, max: usize) -> std::collections::BTreeSet<usize> {
+        let mut picked = vec![];
+        let mut last: Option<f64> = None;
+        for (i, e) in self.events.iter().enumerate() {
+            if let Event::Output(t, _) = e {
+                if last.is_none_or(|l| t - l >= interval) {
+                    picked.push(i);
+                    last = Some(*t);
+                }
+            }
+        }
+        thin(picked, max).into_iter().collect()
+    }
+
     /// Replay the recording: the screen each assertion saw (`digests`:
     /// its journaled screen digest by assertion number), the last screen
-    /// and at most `max` frames `interval` seconds apart.
+    /// and at most `max` frames `interval` seconds apart. `budget` is the
+    /// work (cell operations, see [`Recording::cost`]) the caller still
+    /// allows; a recording that costs more is not replayed.
     pub(crate) fn replay(
         &self,
         digests: &BTreeMap<u32, String>,
         interval: f64,
         max: usize,
-    ) -> Replayed {
+        budget: &mut u64,
+    ) -> Result<Replayed, String> {
+        let cost = self.cost();
+        if cost > *budget {
+            return Err(format!(
+                "it is too large to replay for the report ({} events on a screen of up to {} cells)",
+                self.events.len(),
+                self.max_area()
+            ));
+        }
+        *budget -= cost;
+        let at_frames = self.frame_events(interval, max);
         let mut e = AlacrittyEmulator::new(self.cols, self.rows);
         let mut at_assert = BTreeMap::new();
         let mut pending: Option<u32> = None;
@@ -127,18 +187,21 @@ impl Recording {
                 }
             }
         };
-        for ev in &self.events {
+        for (i, ev) in self.events.iter().enumerate() {
             match ev {
                 Event::Output(t, data) => {
                     e.feed(data.as_bytes());
                     let _ = e.take_replies();
                     check(&e, &mut pending, &mut at_assert);
                     last_t = *t;
-                    if frames.last().is_none_or(|(ft, _)| t - ft >= interval) {
+                    if at_frames.contains(&i) {
                         frames.push((*t, e.styled()));
                     }
                 }
-                Event::Resize(c, r) => e.resize(*c, *r),
+                Event::Resize(c, r) => {
+                    e.resize(*c, *r);
+                    check(&e, &mut pending, &mut at_assert);
+                }
                 Event::Marker(label) => {
                     if let Some(k) = pending.take() {
                         at_assert.insert(k, AssertScreen::NotFound(e.styled()));
@@ -153,13 +216,16 @@ impl Recording {
         }
         let last = e.styled();
         if frames.last().is_none_or(|(_, s)| *s != last) {
+            if frames.len() >= max.max(1) {
+                frames.pop();
+            }
             frames.push((last_t, last.clone()));
         }
-        Replayed {
+        Ok(Replayed {
             at_assert,
             last,
-            frames: thin(frames, max),
-        }
+            frames,
+        })
     }
 }
 
@@ -173,11 +239,14 @@ fn assert_number(label: &str) -> Option<u32> {
         .ok()
 }
 
-/// At most `max` of `frames`, evenly spread, the last always kept.
+/// At most `max` of `frames`, evenly spread, the first and last kept.
 fn thin<T>(frames: Vec<T>, max: usize) -> Vec<T> {
     let n = frames.len();
-    if n <= max || max < 2 {
+    if n <= max {
         return frames;
+    }
+    if max < 2 {
+        return frames.into_iter().skip(n - max).collect();
     }
     let keep: std::collections::BTreeSet<usize> =
         (0..max).map(|i| i * (n - 1) / (max - 1)).collect();
@@ -225,7 +294,7 @@ mod tests {
             (1, digest_of(b"$ hello\r\n$ ")),
             (2, "not-a-digest".to_owned()),
         ]);
-        let out = r.replay(&digests, 0.0, 100);
+        let out = r.replay(&digests, 0.0, 100, &mut u64::MAX.clone()).unwrap();
         match &out.at_assert[&1] {
             AssertScreen::Matched(s) => assert_eq!(s.row_text(0), "$ hello"),
             other => panic!("{other:?}"),
@@ -246,7 +315,8 @@ mod tests {
         });
         let out = Recording::parse(&text)
             .unwrap()
-            .replay(&BTreeMap::new(), 0.0, 10);
+            .replay(&BTreeMap::new(), 0.0, 10, &mut u64::MAX.clone())
+            .unwrap();
         assert_eq!(out.frames.len(), 10);
         assert_eq!(out.frames.last().unwrap().1, out.last);
     }
@@ -258,6 +328,23 @@ mod tests {
         assert_eq!(Recording::parse(&cut).unwrap().events.len(), 1);
         assert!(Recording::parse(&format!("{text}not json\n")).is_err());
         assert!(Recording::parse("").is_err());
+    }
+
+    /// A few KB of `ESC [ 2 J` on a large screen was gigabytes of frames
+    /// and hours of clearing: the work is priced before anything runs.
+    #[test]
+    fn a_recording_that_would_cost_more_than_the_budget_is_not_replayed() {
+        let mut text = String::from("{\"version\":2,\"width\":1000,\"height\":1000}\n");
+        for i in 0..2000 {
+            text.push_str(&format!("[{}.0, \"o\", \"\\u001b[44m\\u001b[2J\"]\n", i));
+        }
+        let r = Recording::parse(&text).unwrap();
+        let mut budget = 1_000_000_000;
+        let e = r
+            .replay(&BTreeMap::new(), 0.1, 60, &mut budget)
+            .unwrap_err();
+        assert!(e.contains("too large to replay"), "{e}");
+        assert_eq!(budget, 1_000_000_000, "nothing was spent");
     }
 
     #[test]

@@ -34,6 +34,7 @@ fn xml(s: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             c if c.is_control() => {}
+            c if crate::validate::is_invisible(c) => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }
