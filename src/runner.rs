@@ -88,12 +88,7 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
 /// incomplete.
 fn write_report(settings: &RunSettings, mut report: RunReport) -> RunReport {
     if let Err(e) = crate::report::write_html(&settings.out_dir) {
-        let msg = match report.error.take() {
-            Some(prev) => format!("{prev}; then writing report.html failed: {e}"),
-            None => format!("the run ended but writing report.html failed: {e}"),
-        };
-        report.exit_code = exit_code::INTERNAL;
-        report.error = Some(Error::Internal(msg));
+        failed_after(&mut report, "writing report.html", &e);
     }
     report
 }
@@ -105,16 +100,21 @@ fn seal(
     key: Option<&crate::signing::SigningKey>,
     mut report: RunReport,
 ) -> RunReport {
-    let sealed = crate::seal::seal(&settings.out_dir, key);
-    if let Err(e) = sealed {
-        let msg = match report.error.take() {
-            Some(prev) => format!("{prev}; then sealing the evidence failed: {e}"),
-            None => format!("the run ended but sealing its evidence failed: {e}"),
-        };
-        report.exit_code = exit_code::INTERNAL;
-        report.error = Some(Error::Internal(msg));
+    if let Err(e) = crate::seal::seal(&settings.out_dir, key) {
+        failed_after(&mut report, "sealing its evidence", &e);
     }
     report
+}
+
+/// The run ended, then `what` failed: an internal error (after the run's
+/// own error, if it had one).
+fn failed_after(report: &mut RunReport, what: &str, e: &dyn std::fmt::Display) {
+    let msg = match report.error.take() {
+        Some(prev) => format!("{prev}; then {what} failed: {e}"),
+        None => format!("the run ended but {what} failed: {e}"),
+    };
+    report.exit_code = exit_code::INTERNAL;
+    report.error = Some(Error::Internal(msg));
 }
 
 fn run_journaled(settings: &RunSettings, hooks: Hooks, started: &mut bool) -> RunReport {

@@ -229,6 +229,16 @@ fn check_evidence(s: &Subject) -> Result<String, Failure> {
         ));
     }
     let actual = String::from_utf8_lossy(&actual);
+    // A file another rfs laid out is not this rfs's rendering to compare
+    // with: said, not failed (the journal and every file are checked).
+    let layout = journal::evidence::format_of(&actual);
+    if layout != Some(journal::evidence::FORMAT) {
+        return Ok(format!(
+            "laid out by {}, not compared (this rfs writes {}); `rfs report OUT --format markdown` shows this rfs's view",
+            layout.map_or("an earlier rfs".to_owned(), |l| format!("`{l}`")),
+            journal::evidence::FORMAT
+        ));
+    }
     let mut a = actual.lines();
     let mut e = expected.lines();
     let mut n = 0;

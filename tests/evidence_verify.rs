@@ -323,3 +323,30 @@ fn verify_accepts_a_run_whose_step_was_refused_inside_the_sandbox() {
     }
     rfs.assert_no_leftovers();
 }
+
+/// EVIDENCE.md's layout changes between rfs versions (issue #22 changed
+/// it): a bundle from an earlier rfs was reported as "edited after the
+/// run". Its layout is named at its end; another layout is not compared,
+/// and verify says so, while an edit of this layout is still caught.
+#[test]
+fn an_evidence_md_of_an_earlier_layout_is_not_called_edited() {
+    let rfs = Rfs::new(Prov::Local);
+    let out = finished_run(&rfs);
+    let path = out.out_dir.join("EVIDENCE.md");
+    let ev = std::fs::read_to_string(&path).unwrap();
+    assert!(ev.ends_with("\n<!-- rfs-evidence/2 -->\n"), "{ev}");
+    let earlier = ev
+        .replace("\n<!-- rfs-evidence/2 -->\n", "")
+        .replace("- result:", "- status:");
+    std::fs::write(&path, earlier).unwrap();
+    let v = assert_verifies(&rfs, &out.out_dir);
+    assert!(
+        v.stdout
+            .contains("EVIDENCE.md: laid out by an earlier rfs, not compared"),
+        "{}",
+        v.stdout
+    );
+    let edited = ev.replace("- result:", "- status:");
+    std::fs::write(&path, edited).unwrap();
+    assert_rejected(&rfs, &out.out_dir, "EVIDENCE.md", "edited after the run");
+}

@@ -56,8 +56,23 @@ impl Evidence {
             s,
             "- re-verify with: `rfs verify` on this directory (journal, this file and every log)"
         );
+        let _ = writeln!(s, "\n<!-- {FORMAT} -->");
         s
     }
+}
+
+/// The layout this rfs renders, named at the end of every EVIDENCE.md
+/// (an HTML comment: invisible when the Markdown is shown). Raised
+/// whenever the rendering changes, so `rfs verify` compares a file only
+/// with its own layout instead of calling an older rfs's file edited.
+pub(crate) const FORMAT: &str = "rfs-evidence/2";
+
+/// The layout an EVIDENCE.md text names (`None`: an rfs from before
+/// layouts were named).
+pub(crate) fn format_of(text: &str) -> Option<&str> {
+    let at = text.rfind("<!-- rfs-evidence/")? + "<!-- ".len();
+    let end = text[at..].find(" -->")?;
+    Some(&text[at..at + end])
 }
 
 /// `path` as a reader of the evidence should see it: below the sandbox
@@ -149,12 +164,7 @@ pub(crate) fn facts(s: &mut String, r: &RunSummary) {
 /// What failed, first: the first step that failed the run (its command
 /// and last output) and the first failed screen assertion.
 pub(crate) fn failure(s: &mut String, r: &RunSummary) {
-    let step = r
-        .steps
-        .iter()
-        .enumerate()
-        .find(|(_, st)| st.outcome.failed_the_run());
-    let assertion = r.assertions.iter().find(|a| a.outcome.is_failure());
+    let (step, assertion) = r.first_failures();
     if step.is_none() && assertion.is_none() {
         return;
     }

@@ -198,6 +198,18 @@ impl RunSummary {
         s
     }
 
+    /// What failed first: the first step that failed the run (with its
+    /// index) and the first screen assertion that failed.
+    pub(crate) fn first_failures(&self) -> (Option<(usize, &StepRecord)>, Option<&Assertion>) {
+        let step = self
+            .steps
+            .iter()
+            .enumerate()
+            .find(|(_, st)| st.outcome.failed_the_run());
+        let assertion = self.assertions.iter().find(|a| a.outcome.is_failure());
+        (step, assertion)
+    }
+
     /// The pin the sandbox holds now.
     pub(crate) fn pin(&self) -> Option<&Pin> {
         self.pins.last()

@@ -136,12 +136,7 @@ fn header(s: &mut String, r: &RunSummary) {
 /// What failed, first: the failing step with its command and output, and
 /// the first failed assertion beside the screen it saw.
 fn failure(s: &mut String, r: &RunSummary, sessions: &[SessionView]) {
-    let step = r
-        .steps
-        .iter()
-        .enumerate()
-        .find(|(_, st)| st.outcome.failed_the_run());
-    let assertion = r.assertions.iter().find(|a| a.outcome.is_failure());
+    let (step, assertion) = r.first_failures();
     if step.is_none() && assertion.is_none() {
         return;
     }

@@ -5,24 +5,12 @@
 /// control characters other than line ends and tabs are shown as their
 /// Unicode control pictures.
 pub(crate) fn h(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\n' | '\t' => out.push(c),
-            '\u{0}'..='\u{1f}' => out.push(char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}')),
-            '\u{7f}' => out.push('\u{2421}'),
-            // Bidi controls and zero-width characters would make text
-            // read as something it is not.
-            c if c.is_control() || crate::validate::is_invisible(c) => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::terminal::svg::escape_markup(s, |c, out| match c {
+        '\n' | '\t' => out.push(c),
+        '\u{0}'..='\u{1f}' => out.push(char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}')),
+        '\u{7f}' => out.push('\u{2421}'),
+        _ => out.push('\u{fffd}'),
+    })
 }
 
 /// `s` as the content of a `<script type="application/json">` element:

@@ -22,10 +22,12 @@ fn hex(c: Rgb) -> String {
     format!("#{:02x}{:02x}{:02x}", c[0], c[1], c[2])
 }
 
-/// `s` escaped for XML text and attributes; control characters (none
-/// should reach a cell) are dropped.
-fn xml(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
+/// `s` escaped for XML (and HTML) text and quoted attributes; a control
+/// character goes through `control` (shown or dropped), a bidi control or
+/// zero-width character (text that would read as something it is not)
+/// becomes U+FFFD.
+pub(crate) fn escape_markup(s: &str, control: impl Fn(char, &mut String)) -> String {
+    let mut out = String::with_capacity(s.len() + 16);
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
@@ -33,12 +35,18 @@ fn xml(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if c.is_control() => {}
+            c if c.is_control() => control(c, &mut out),
             c if crate::validate::is_invisible(c) => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }
     out
+}
+
+/// [`escape_markup`] for a cell: control characters (none should reach
+/// one) are dropped.
+fn xml(s: &str) -> String {
+    escape_markup(s, |_, _| {})
 }
 
 /// The colours a cell is drawn with (inverse applied).
