@@ -390,14 +390,18 @@ impl Api {
             Method::POST,
             format!("{base}/process/session"),
         );
-        // The toolbox's proxy answers 404 for a sandbox that is gone.
+        // The toolbox's proxy answers 404 for a sandbox that is gone; a
+        // 404 is named so only when get-by-id agrees.
         match self
             .http
             .send(&create, |r| r.json(&json!({ "sessionId": sid })))
             .await
         {
             Err(e) if e.status() == Some(404) => {
-                return Err(ProviderError::NotFound { id: id.to_owned() })
+                return Err(match self.get_dto(id).await {
+                    Ok(None) => ProviderError::NotFound { id: id.to_owned() },
+                    _ => e.into(),
+                })
             }
             r => r?,
         };
