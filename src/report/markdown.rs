@@ -9,6 +9,9 @@ use super::Bundle;
 use crate::journal::evidence;
 use crate::journal::markdown::code;
 
+/// The most step rows a summary shows.
+const MAX_ROWS: usize = 100;
+
 /// The summary of `b`; `evidence` names where the bundle is (a path a
 /// reader can open, or an artifact's name).
 pub(crate) fn summary(b: &Bundle, evidence: &str) -> String {
@@ -26,7 +29,20 @@ pub(crate) fn summary(b: &Bundle, evidence: &str) -> String {
     );
     evidence::facts(&mut s, r);
     evidence::failure(&mut s, r);
-    evidence::steps_table(&mut s, r);
+    // A CI summary is capped (GitHub: 1 MiB a step): the first rows, the
+    // failure above, and the rest in the bundle.
+    if r.steps.len() > MAX_ROWS {
+        let mut first = r.clone();
+        first.steps.truncate(MAX_ROWS);
+        evidence::steps_table(&mut s, &first);
+        let _ = writeln!(
+            s,
+            "\n({} more steps: EVIDENCE.md and report.html in the bundle list every one.)",
+            r.steps.len() - MAX_ROWS
+        );
+    } else {
+        evidence::steps_table(&mut s, r);
+    }
     let asserts = &r.assertions;
     if !asserts.is_empty() {
         let passed = asserts.iter().filter(|a| !a.outcome.is_failure()).count();
@@ -43,4 +59,28 @@ pub(crate) fn summary(b: &Bundle, evidence: &str) -> String {
         code(&b.head)
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::catalog::samples;
+    use crate::journal::summary::RunSummary;
+
+    #[test]
+    fn a_summary_of_many_steps_keeps_to_its_first_rows() {
+        let mut summary = RunSummary::of(&samples());
+        let step = summary.steps[0].clone();
+        summary.steps = (0..250).map(|_| step.clone()).collect();
+        let b = Bundle {
+            summary,
+            head: "h".into(),
+        };
+        let md = super::summary(&b, "out");
+        assert_eq!(
+            md.lines().filter(|l| l.starts_with("| ")).count(),
+            MAX_ROWS + 1
+        );
+        assert!(md.contains("(150 more steps"), "{md}");
+    }
 }
