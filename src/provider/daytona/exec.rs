@@ -408,8 +408,13 @@ impl Api {
         let res = self
             .exec_in_session(&base, id, &sid, &token, req, sink)
             .await;
-        // Best effort: the session is gone with the sandbox anyway.
-        let _ = self.delete_session(id, &sid).await;
+        // Best effort, and off the step's path (one round trip fewer per
+        // step): the session is gone with the sandbox anyway.
+        let api = self.clone();
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            let _ = api.delete_session(&id, &sid).await;
+        });
         res
     }
 
