@@ -86,6 +86,17 @@ pub(crate) fn in_sandbox(home: Option<&str>, path: &str) -> String {
     }
 }
 
+/// Where a step ran, as a reader should see it (`~/…/cwd`), if it ran
+/// under a pin.
+pub(crate) fn ran_in(r: &RunSummary, st: &super::summary::StepRecord) -> Option<String> {
+    let dir = in_sandbox(r.home.as_deref(), st.workdir.as_deref()?);
+    Some(if st.cwd.is_empty() {
+        dir
+    } else {
+        format!("{dir}/{}", st.cwd)
+    })
+}
+
 /// The script as a reader should see it: its path inside the synced
 /// repository, or its file name (never a host path elsewhere).
 pub(crate) fn script_shown(r: &RunSummary) -> String {
@@ -235,13 +246,7 @@ fn steps(s: &mut String, r: &RunSummary) {
         if !st.command.is_empty() {
             let _ = writeln!(s, "- command: {}", command(&st.command));
         }
-        if let Some(w) = &st.workdir {
-            let dir = in_sandbox(r.home.as_deref(), w);
-            let dir = if st.cwd.is_empty() {
-                dir
-            } else {
-                format!("{dir}/{}", st.cwd)
-            };
+        if let Some(dir) = ran_in(r, st) {
             let _ = writeln!(s, "- ran in: {}", code(&dir));
         }
         let _ = writeln!(s, "- result: {}", step_outcome(&st.outcome));

@@ -166,13 +166,7 @@ fn step_body(s: &mut String, r: &RunSummary, st: &StepRecord) {
             h(&st.command)
         );
     }
-    if let Some(w) = &st.workdir {
-        let dir = in_sandbox(r.home.as_deref(), w);
-        let dir = if st.cwd.is_empty() {
-            dir
-        } else {
-            format!("{dir}/{}", st.cwd)
-        };
+    if let Some(dir) = crate::journal::evidence::ran_in(r, st) {
         let _ = writeln!(s, "<p>ran in <code>{}</code></p>", h(&dir));
     }
     if let Some(t) = &st.output_tail {
