@@ -613,14 +613,24 @@ fn print_bytes(bytes: &[u8]) -> Result<i32, Error> {
 
 /// `rfs doctor`.
 fn doctor(provider: Option<String>, image: Option<String>) -> Result<i32, Error> {
-    let current = select::choose(
+    let file = std::env::current_dir()
+        .ok()
+        .map(|d| crate::repo_config::find(&d))
+        .transpose()
+        .map_err(|e| Error::Usage(format!("refused: {e}")))?
+        .flatten()
+        .map(|(_, c)| c)
+        .unwrap_or_default();
+    let current = select::choose_with_file(
         provider.as_deref(),
         std::env::var(select::PROVIDER_ENV).ok().as_deref(),
+        file.provider.as_deref(),
     )
     .map_err(|e| Error::Usage(e.to_string()))?;
     let image = image
         .filter(|s| !s.trim().is_empty())
-        .or_else(crate::provider::docker::image_from_env);
+        .or_else(crate::provider::docker::image_from_env)
+        .or(file.image);
     let rt = tokio::runtime::Runtime::new().map_err(Error::internal)?;
     let all = crate::doctor::check_all(&rt, &settings::state_dir(), image);
     let mut code = exit_code::SUCCESS;

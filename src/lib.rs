@@ -63,6 +63,7 @@ pub(crate) mod procfs;
 pub mod provider;
 pub(crate) mod repl;
 pub(crate) mod replay;
+pub mod repo_config;
 pub(crate) mod report;
 pub mod reporter;
 pub mod runner;

@@ -110,13 +110,20 @@ impl RunSettings {
     }
 
     fn validate(a: RunArgs) -> Result<Self> {
-        let provider = select::choose(
-            a.provider.as_deref(),
-            std::env::var(select::PROVIDER_ENV).ok().as_deref(),
-        )
-        .map_err(|e| Error::Usage(e.to_string()))?;
         let invocation_dir = std::env::current_dir()
             .map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
+        // The repository's rfs.toml: after flags and the environment.
+        let file = crate::repo_config::find(&invocation_dir)
+            .map_err(|e| Error::Usage(format!("refused: {e}")))?
+            .map(|(_, c)| c)
+            .unwrap_or_default();
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        let provider = select::choose_with_file(
+            a.provider.as_deref(),
+            std::env::var(select::PROVIDER_ENV).ok().as_deref(),
+            file.provider.as_deref(),
+        )
+        .map_err(|e| Error::Usage(e.to_string()))?;
         let state_dir = state_dir();
         let run_id = new_run_id();
         let out_dir = match a.out {
@@ -131,8 +138,9 @@ impl RunSettings {
         let image = a
             .image
             .filter(|s| !s.trim().is_empty())
-            .or_else(crate::provider::docker::image_from_env);
-        let max_lifetime = match a.max_lifetime_secs {
+            .or_else(crate::provider::docker::image_from_env)
+            .or(file.image.clone().filter(|s| !s.trim().is_empty()));
+        let max_lifetime = match a.max_lifetime_secs.or(file.max_lifetime) {
             Some(0) => {
                 return Err(Error::Usage(
                     "--max-lifetime must be at least 1 second".into(),
@@ -152,7 +160,8 @@ impl RunSettings {
             .kind()
             .is_some_and(|k| k.reads_local_isolation_env())
             .then(|| std::env::var(crate::provider::isolation::ISOLATION_ENV).ok())
-            .flatten();
+            .flatten()
+            .or(file.isolation.clone());
         let isolation = crate::provider::isolation::IsolationRequest::from_settings(
             a.isolation.as_deref(),
             isolation_env.as_deref(),
@@ -169,7 +178,15 @@ impl RunSettings {
             vars: parse_vars(&a.vars)?,
             keep: a.keep,
             image,
-            snapshot: a.snapshot.filter(|s| !s.trim().is_empty()),
+            // The file's snapshot only where RELAYFLOWS_SANDBOX_SNAPSHOT
+            // (read by the provider, after --snapshot) is not set.
+            snapshot: a.snapshot.filter(|s| !s.trim().is_empty()).or_else(|| {
+                env("RELAYFLOWS_SANDBOX_SNAPSHOT")
+                    .is_none()
+                    .then_some(file.snapshot)
+                    .flatten()
+                    .filter(|s| !s.trim().is_empty())
+            }),
             max_lifetime,
             cleanup_deadline: Duration::from_secs(60),
         })

@@ -18,6 +18,8 @@ pub fn known() -> Vec<&'static str> {
 pub enum ChoiceReason {
     Flag,
     Env,
+    /// The repository's `rfs.toml`.
+    File,
     Default,
 }
 
@@ -26,6 +28,7 @@ impl fmt::Display for ChoiceReason {
         f.write_str(match self {
             ChoiceReason::Flag => "--provider flag",
             ChoiceReason::Env => "RELAYFLOWS_SANDBOX_PROVIDER environment variable",
+            ChoiceReason::File => "rfs.toml",
             ChoiceReason::Default => "default",
         })
     }
@@ -55,6 +58,15 @@ pub struct UnknownProvider {
 
 /// Pick the provider from the flag and the environment value.
 pub fn choose(flag: Option<&str>, env: Option<&str>) -> Result<ProviderChoice, UnknownProvider> {
+    choose_with_file(flag, env, None)
+}
+
+/// [`choose`] with the repository's `rfs.toml` after the environment.
+pub fn choose_with_file(
+    flag: Option<&str>,
+    env: Option<&str>,
+    file: Option<&str>,
+) -> Result<ProviderChoice, UnknownProvider> {
     let clean = |v: Option<&str>| {
         v.map(str::trim)
             .filter(|v| !v.is_empty())
@@ -64,6 +76,8 @@ pub fn choose(flag: Option<&str>, env: Option<&str>) -> Result<ProviderChoice, U
         (f, ChoiceReason::Flag)
     } else if let Some(e) = clean(env) {
         (e, ChoiceReason::Env)
+    } else if let Some(f) = clean(file) {
+        (f, ChoiceReason::File)
     } else {
         (DEFAULT_PROVIDER.to_owned(), ChoiceReason::Default)
     };

@@ -1,0 +1,121 @@
+//! `rfs.toml` (issue #23): a repository's settings, after flags and the
+//! environment and before rfs's defaults; an unknown key is refused as a
+//! misspelt flag is.
+
+mod common;
+use common::*;
+
+fn run_in(
+    repo: &Repo,
+    rfs: &Rfs,
+    script: &str,
+    env_provider: Option<&str>,
+    args: &[&str],
+) -> RunOut {
+    let (path, out_dir) = rfs.prepare(script);
+    let mut c = rfs.cmd(repo.path());
+    match env_provider {
+        Some(p) => c.env("RELAYFLOWS_SANDBOX_PROVIDER", p),
+        None => c.env_remove("RELAYFLOWS_SANDBOX_PROVIDER"),
+    };
+    let out = c
+        .arg("run")
+        .arg(&path)
+        .arg("--out")
+        .arg(&out_dir)
+        .args(args)
+        .output()
+        .unwrap();
+    finish(out, out_dir)
+}
+
+fn chosen(out: &RunOut) -> (String, String) {
+    let start = &out.entries("run.start")[0];
+    (
+        start["provider"].as_str().unwrap().to_owned(),
+        start["provider_reason"].as_str().unwrap().to_owned(),
+    )
+}
+
+#[test]
+fn the_provider_comes_from_rfs_toml_after_the_flag_and_the_environment() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("rfs.toml", "provider = \"local\"\nmax_lifetime = 600\n");
+    repo.commit("settings");
+    let out = run_in(&repo, &rfs, "step(\"x\", \"true\");", None, &[]);
+    out.assert_code(0);
+    assert_eq!(chosen(&out), ("local".into(), "rfs.toml".into()));
+    // The environment beats the file; a flag beats both.
+    repo.write("rfs.toml", "provider = \"no-such-provider\"\n");
+    repo.commit("a provider this rfs does not know");
+    let out = run_in(&repo, &rfs, "step(\"x\", \"true\");", Some("local"), &[]);
+    out.assert_code(0);
+    assert_eq!(
+        chosen(&out).1,
+        "RELAYFLOWS_SANDBOX_PROVIDER environment variable"
+    );
+    let out = run_in(
+        &repo,
+        &rfs,
+        "step(\"x\", \"true\");",
+        Some("nope"),
+        &["--provider", "local"],
+    );
+    out.assert_code(0);
+    assert_eq!(chosen(&out).1, "--provider flag");
+    // Used, the file's unknown provider is refused and named.
+    let out = run_in(&repo, &rfs, "step(\"x\", \"true\");", None, &[]);
+    out.assert_code(2);
+    assert!(out.stderr.contains("no-such-provider"), "{}", out.stderr);
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn a_misspelt_key_in_rfs_toml_is_refused_before_anything_runs() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("rfs.toml", "provder = \"docker\"\n");
+    repo.commit("a typo");
+    let out = run_in(&repo, &rfs, "step(\"x\", \"true\");", Some("local"), &[]);
+    out.assert_code(2);
+    assert!(
+        out.stderr.contains("rfs.toml") && out.stderr.contains("provder"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.out_dir.join("journal.jsonl").exists());
+}
+
+#[test]
+fn the_image_comes_from_rfs_toml_after_the_environment() {
+    if docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    repo.write("rfs.toml", "image = \"rfs-no-such-image:toml\"\n");
+    repo.commit("an image");
+    // Without RFS_DOCKER_IMAGE the file's image is the one asked for.
+    let (path, out_dir) = rfs.prepare("step(\"x\", \"true\");");
+    let out = rfs
+        .cmd(repo.path())
+        .env_remove("RFS_DOCKER_IMAGE")
+        .arg("run")
+        .arg(&path)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let out = finish(out, out_dir);
+    out.assert_code(3);
+    assert!(
+        out.stderr.contains("rfs-no-such-image:toml"),
+        "{}",
+        out.stderr
+    );
+    // RFS_DOCKER_IMAGE (the test image) beats it.
+    let out = run_in(&repo, &rfs, "step(\"x\", \"true\");", Some("docker"), &[]);
+    out.assert_code(0);
+    rfs.assert_no_leftovers();
+}
