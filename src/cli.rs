@@ -142,6 +142,9 @@ pub(crate) enum Command {
     },
     /// Print the man page (roff) of rfs.
     Man,
+    /// List the run bundles in the state directory, newest first, with
+    /// their outcome.
+    Runs,
     /// Destroy sandboxes left behind by rfs processes that are gone.
     Gc {
         /// List what would be destroyed.
@@ -331,6 +334,27 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             format,
             output,
         } => report(&out, format, output.as_deref()),
+        Command::Runs => {
+            let runs = crate::runs::list(&settings::state_dir().join("runs"));
+            for r in &runs {
+                outln!(
+                    "{}  {:<11} {:>3} steps  {:<8} {}  {}",
+                    r.run_id,
+                    r.outcome,
+                    r.steps,
+                    r.provider,
+                    r.script,
+                    r.dir.display()
+                );
+            }
+            if runs.is_empty() {
+                errln!(
+                    "rfs: no runs in {}",
+                    settings::state_dir().join("runs").display()
+                );
+            }
+            Ok(exit_code::SUCCESS)
+        }
         Command::Gc {
             dry_run,
             provider,

@@ -67,6 +67,7 @@ pub mod repo_config;
 pub(crate) mod report;
 pub mod reporter;
 pub mod runner;
+pub(crate) mod runs;
 pub(crate) mod runtime;
 pub(crate) mod script;
 pub(crate) mod seal;

@@ -1,0 +1,98 @@
+//! `rfs runs`: the run bundles under the state directory's `runs/`,
+//! newest first, each with its outcome (from its journal, read as
+//! `rfs report` reads it: bounded, regular files only).
+
+use std::path::{Path, PathBuf};
+
+use crate::journal::summary::RunSummary;
+
+/// One bundle as `rfs runs` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Listed {
+    pub(crate) dir: PathBuf,
+    pub(crate) run_id: String,
+    /// `completed`, `failed`, … or `running` (no `run.end` yet), or why
+    /// the journal could not be read.
+    pub(crate) outcome: String,
+    pub(crate) script: String,
+    pub(crate) provider: String,
+    pub(crate) steps: usize,
+}
+
+/// The bundles in `runs` (the state directory's `runs/`), newest first. Entries that are not
+/// folders holding a `journal.jsonl` are left out; links are not
+/// followed.
+pub(crate) fn list(runs: &Path) -> Vec<Listed> {
+    let Ok(entries) = std::fs::read_dir(runs) else {
+        return vec![];
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .filter(|d| std::fs::symlink_metadata(d.join("journal.jsonl")).is_ok_and(|m| m.is_file()))
+        .collect();
+    // Newest first: by when each journal was last written (runs of the
+    // same second have ids that do not order by time), then by id.
+    let written = |d: &PathBuf| {
+        std::fs::symlink_metadata(d.join("journal.jsonl"))
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    dirs.sort_by(|a, b| written(b).cmp(&written(a)).then_with(|| b.cmp(a)));
+    dirs.into_iter().map(|d| describe(&d)).collect()
+}
+
+fn describe(dir: &Path) -> Listed {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match crate::report::Bundle::read(dir) {
+        Ok(b) => {
+            let r: &RunSummary = &b.summary;
+            Listed {
+                dir: dir.to_path_buf(),
+                run_id: if r.run_id.is_empty() {
+                    name
+                } else {
+                    r.run_id.clone()
+                },
+                outcome: r.outcome.map_or("running", |o| o.as_str()).to_owned(),
+                script: crate::journal::evidence::script_shown(r),
+                provider: r.provider.clone(),
+                steps: r.steps.len(),
+            }
+        }
+        Err(e) => Listed {
+            dir: dir.to_path_buf(),
+            run_id: name,
+            outcome: format!("unreadable ({e})"),
+            script: String::new(),
+            provider: String::new(),
+            steps: 0,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_folders_with_a_journal_are_listed_newest_first() {
+        let d = tempfile::tempdir().unwrap();
+        for id in ["20261201T000000Z-a", "20261203T000000Z-b"] {
+            std::fs::create_dir(d.path().join(id)).unwrap();
+            std::fs::write(d.path().join(id).join("journal.jsonl"), "").unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::fs::create_dir(d.path().join("not-a-run")).unwrap();
+        std::fs::write(d.path().join("stray.txt"), "x").unwrap();
+        let l = list(d.path());
+        let ids: Vec<_> = l.iter().map(|r| r.run_id.as_str()).collect();
+        assert_eq!(ids, ["20261203T000000Z-b", "20261201T000000Z-a"]);
+        assert_eq!(l[0].outcome, "running");
+        assert!(list(&d.path().join("missing")).is_empty());
+    }
+}
