@@ -637,14 +637,12 @@ fn print_bytes(bytes: &[u8]) -> Result<i32, Error> {
 
 /// `rfs doctor`.
 fn doctor(provider: Option<String>, image: Option<String>) -> Result<i32, Error> {
-    let file = std::env::current_dir()
-        .ok()
-        .map(|d| crate::repo_config::find(&d))
-        .transpose()
-        .map_err(|e| Error::Usage(format!("refused: {e}")))?
-        .flatten()
-        .map(|(_, c)| c)
-        .unwrap_or_default();
+    let file = match std::env::current_dir() {
+        Ok(d) => {
+            crate::repo_config::for_dir(&d).map_err(|e| Error::Usage(format!("refused: {e}")))?
+        }
+        Err(_) => Default::default(),
+    };
     let current = select::choose_with_file(
         provider.as_deref(),
         std::env::var(select::PROVIDER_ENV).ok().as_deref(),

@@ -61,6 +61,12 @@ pub fn find(dir: &Path) -> Result<Option<(PathBuf, RepoConfig)>, ConfigError> {
     Ok(None)
 }
 
+/// The settings of the `rfs.toml` that applies in `dir` (all unset
+/// without one).
+pub fn for_dir(dir: &Path) -> Result<RepoConfig, ConfigError> {
+    Ok(find(dir)?.map(|(_, c)| c).unwrap_or_default())
+}
+
 /// The folder holding `.git` at or above `dir`.
 fn git_root(dir: &Path) -> Option<&Path> {
     dir.ancestors().find(|d| d.join(".git").exists())

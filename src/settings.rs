@@ -113,10 +113,8 @@ impl RunSettings {
         let invocation_dir = std::env::current_dir()
             .map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
         // The repository's rfs.toml: after flags and the environment.
-        let file = crate::repo_config::find(&invocation_dir)
-            .map_err(|e| Error::Usage(format!("refused: {e}")))?
-            .map(|(_, c)| c)
-            .unwrap_or_default();
+        let file = crate::repo_config::for_dir(&invocation_dir)
+            .map_err(|e| Error::Usage(format!("refused: {e}")))?;
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let provider = select::choose_with_file(
             a.provider.as_deref(),
@@ -181,7 +179,7 @@ impl RunSettings {
             // The file's snapshot only where RELAYFLOWS_SANDBOX_SNAPSHOT
             // (read by the provider, after --snapshot) is not set.
             snapshot: a.snapshot.filter(|s| !s.trim().is_empty()).or_else(|| {
-                env("RELAYFLOWS_SANDBOX_SNAPSHOT")
+                env(crate::provider::daytona::config::SNAPSHOT_ENV)
                     .is_none()
                     .then_some(file.snapshot)
                     .flatten()

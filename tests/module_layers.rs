@@ -3,6 +3,8 @@
 //! a view or a primitive is added. Read from the source, as a newcomer
 //! would check it.
 
+mod common;
+
 use std::path::Path;
 
 /// Every `crate::<module>` a file under `src/<dir>` (or the file
@@ -14,20 +16,11 @@ fn named(dir: &str) -> Vec<(String, String)> {
     if file.exists() {
         files.push(file);
     }
-    let mut stack = vec![root.join(dir)];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                files.push(p);
-            }
-        }
-    }
+    files.extend(
+        common::files_under(&root.join(dir))
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|x| x == "rs")),
+    );
     let mut out = vec![];
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();

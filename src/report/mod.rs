@@ -51,8 +51,12 @@ impl Bundle {
                     path: out.join("journal.jsonl").display().to_string(),
                     source,
                 })?;
-        let text = String::from_utf8_lossy(&bytes);
-        let read = crate::journal::evidence::read_journal(&text)?;
+        Bundle::of_journal(&String::from_utf8_lossy(&bytes))
+    }
+
+    /// The bundle whose journal text is `journal` (already read).
+    pub(crate) fn of_journal(journal: &str) -> Result<Bundle, ReportError> {
+        let read = crate::journal::evidence::read_journal(journal)?;
         Ok(Bundle {
             summary: RunSummary::of(&read.events),
             head: read.head,
@@ -80,9 +84,14 @@ pub(crate) const HTML_FILE: &str = "report.html";
 
 /// `report.html` for the bundle in `out`.
 pub(crate) fn render_html(out: &Path) -> Result<String, ReportError> {
-    let b = Bundle::read(out)?;
+    Ok(page_of(out, &Bundle::read(out)?))
+}
+
+/// `report.html` for the bundle `b` in `out` (its recordings are read
+/// from there).
+pub(crate) fn page_of(out: &Path, b: &Bundle) -> String {
     let sessions = terminal::sessions(out, &b.summary);
-    Ok(html::page(&b, &sessions))
+    html::page(b, &sessions)
 }
 
 /// Write `report.html` into the bundle in `out` (replacing an earlier
