@@ -12,7 +12,7 @@
 
 /// A control character as its Unicode control picture (so text stays
 /// on its line); `None` for any other character.
-fn picture(c: char) -> Option<char> {
+pub(crate) fn picture(c: char) -> Option<char> {
     match c {
         '\u{0}'..='\u{1f}' => Some(char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}')),
         '\u{7f}' => Some('\u{2421}'),

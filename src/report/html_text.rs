@@ -5,11 +5,10 @@
 /// control characters other than line ends and tabs are shown as their
 /// Unicode control pictures.
 pub(crate) fn h(s: &str) -> String {
+    use crate::journal::markdown::picture;
     crate::terminal::svg::escape_markup(s, |c, out| match c {
         '\n' | '\t' => out.push(c),
-        '\u{0}'..='\u{1f}' => out.push(char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}')),
-        '\u{7f}' => out.push('\u{2421}'),
-        _ => out.push('\u{fffd}'),
+        c => out.push(picture(c).unwrap_or('\u{fffd}')),
     })
 }
 
