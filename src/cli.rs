@@ -56,6 +56,44 @@ pub(crate) enum Command {
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
     },
+    /// Run a suite of proofs, each in its own sandbox, several at once:
+    /// one line per proof, the failures with their output, an index of
+    /// every bundle. Exit 0 all passed, 1 one failed, 3 one was refused,
+    /// 130 interrupted (every sandbox still removed and verified gone).
+    Test {
+        /// Proof files or folders (walked for *.rhai; `_name.rhai` files
+        /// are modules, not proofs). Default: rfs.toml's `proofs`, else
+        /// `proofs/`.
+        paths: Vec<PathBuf>,
+        #[command(flatten)]
+        session: SessionArgs,
+        /// How many proofs run at once (default: RFS_JOBS, rfs.toml's
+        /// `jobs`, else the cores here for local and docker, 8 for daytona).
+        #[arg(long, short)]
+        jobs: Option<usize>,
+        /// Start no new proof once one has not passed.
+        #[arg(long)]
+        fail_fast: bool,
+        /// Run a failed proof again up to N times (it is then "flaky").
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        retries: u32,
+        /// Run only proofs whose name contains this. Repeatable (any).
+        #[arg(long, short = 'k', value_name = "TEXT")]
+        filter: Vec<String>,
+        /// Leave out proofs whose name contains this. Repeatable.
+        #[arg(long, value_name = "TEXT")]
+        skip: Vec<String>,
+        /// Machine-readable: stdout carries only the suite's events as
+        /// JSON lines.
+        #[arg(long)]
+        json: bool,
+        /// Also write JUnit XML (a test suite per proof, a case per step).
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+        /// Sign every proof's journal with this key (as `rfs run`).
+        #[arg(long, value_name = "PATH")]
+        sign_key: Option<PathBuf>,
+    },
     /// Explore a live sandbox interactively (one run, one sandbox, cleaned up on exit).
     Repl {
         #[command(flatten)]
@@ -165,7 +203,9 @@ impl Command {
     /// tracing before anything is logged).
     fn vars(&self) -> &[String] {
         match self {
-            Command::Run { session, .. } | Command::Repl { session, .. } => &session.vars,
+            Command::Run { session, .. }
+            | Command::Repl { session, .. }
+            | Command::Test { session, .. } => &session.vars,
             Command::Replay { vars, .. } => vars,
             _ => &[],
         }
@@ -199,6 +239,11 @@ pub(crate) struct SessionArgs {
     /// Also RFS_LOCAL_ISOLATION.
     #[arg(long, value_name = "MODE")]
     isolation: Option<String>,
+    /// Ship the working tree as it is, uncommitted changes included, for
+    /// writing a proof; the evidence is marked NOT REPRODUCIBLE (console,
+    /// EVIDENCE.md, attestation, `rfs verify`).
+    #[arg(long)]
+    allow_dirty: bool,
 }
 
 impl SessionArgs {
@@ -213,6 +258,7 @@ impl SessionArgs {
             snapshot: self.snapshot,
             max_lifetime_secs: self.max_lifetime,
             isolation: self.isolation,
+            allow_dirty: self.allow_dirty,
         }
     }
 }
@@ -256,7 +302,7 @@ pub fn run() -> i32 {
     crate::logging::init(cli.verbose, cli.command.vars().iter().map(String::as_str));
     crate::logging::install_panic_hook();
     tracing::debug!(command = ?cli.command, "rfs {}", env!("CARGO_PKG_VERSION"));
-    match dispatch(cli.command) {
+    match dispatch(cli.command, crate::color::decide(cli.color)) {
         Ok(code) => code,
         Err(e) => {
             let code = e.exit_code();
@@ -266,7 +312,7 @@ pub fn run() -> i32 {
     }
 }
 
-fn dispatch(cmd: Command) -> Result<i32, Error> {
+fn dispatch(cmd: Command, color: bool) -> Result<i32, Error> {
     match cmd {
         Command::Run {
             script,
@@ -292,6 +338,38 @@ fn dispatch(cmd: Command) -> Result<i32, Error> {
             crate::repl::run(settings, Arc::new(console))
         }
         Command::Check { scripts } => check(&scripts),
+        Command::Test {
+            paths,
+            session,
+            jobs,
+            fail_fast,
+            retries,
+            filter,
+            skip,
+            json,
+            junit,
+            sign_key,
+        } => {
+            use std::io::IsTerminal;
+            let terminal = !json && std::io::stderr().is_terminal();
+            crate::suite::run(crate::suite::SuiteArgs {
+                paths,
+                filters: crate::suite::plan::Filters {
+                    include: filter,
+                    skip,
+                },
+                jobs,
+                retries,
+                fail_fast,
+                out: session.out.clone(),
+                junit,
+                json,
+                template: session.into_run_args(PathBuf::new(), false),
+                sign_key,
+                terminal,
+                color,
+            })
+        }
         Command::Journal {
             command: JournalCommand::Verify { file },
         } => {

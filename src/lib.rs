@@ -75,6 +75,7 @@ pub(crate) mod secrets;
 pub mod settings;
 pub(crate) mod signing;
 pub(crate) mod source;
+pub(crate) mod suite;
 pub mod terminal;
 pub(crate) mod validate;
 pub mod verify;

@@ -32,6 +32,17 @@ pub struct RepoConfig {
     pub isolation: Option<String>,
     /// Seconds (after `--max-lifetime`).
     pub max_lifetime: Option<u64>,
+    /// The folder `rfs test` runs when given no path, relative to this
+    /// file (default `proofs`).
+    pub proofs: Option<String>,
+    /// How many proofs `rfs test` runs at once (after `--jobs` and
+    /// `RFS_JOBS`).
+    pub jobs: Option<usize>,
+    /// Environment variables passed to every run as `arg(NAME)` values and
+    /// redacted as secrets whatever their name (a `--var` of the same name
+    /// wins). A name that is not set refuses the run.
+    #[serde(default)]
+    pub secrets: Vec<String>,
 }
 
 /// Why `rfs.toml` was refused.

@@ -261,6 +261,7 @@ pub(crate) fn config(
         signer: None,
         replay_of: None,
         isolation: settings.isolation.clone(),
+        secret_names: settings.secret_names.clone(),
     }
 }
 

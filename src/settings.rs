@@ -34,6 +34,11 @@ pub struct RunSettings {
     pub cleanup_deadline: Duration,
     /// `--isolation`, else `RFS_LOCAL_ISOLATION` (local only), else auto.
     pub isolation: crate::provider::isolation::IsolationRequest,
+    /// `rfs.toml`'s `secrets`: variables redacted whatever their name.
+    pub secret_names: std::collections::BTreeSet<String>,
+    /// `--allow-dirty`: ship the working tree as it is (uncommitted
+    /// changes included) and mark the evidence not reproducible.
+    pub allow_dirty: bool,
 }
 
 /// The raw inputs of `rfs run`.
@@ -48,6 +53,7 @@ pub struct RunArgs {
     pub snapshot: Option<String>,
     pub max_lifetime_secs: Option<u64>,
     pub isolation: Option<String>,
+    pub allow_dirty: bool,
 }
 
 /// The state directory: `$RFS_STATE_DIR`, else `$XDG_STATE_HOME/rfs`,
@@ -165,15 +171,19 @@ impl RunSettings {
             isolation_env.as_deref(),
         )
         .map_err(|e| Error::Usage(e.to_string()))?;
+        let mut vars = parse_vars(&a.vars)?;
+        let secret_names = secrets_of(&file, &mut vars)?;
         Ok(RunSettings {
             isolation,
+            secret_names,
+            allow_dirty: a.allow_dirty,
             script: a.script,
             provider,
             state_dir,
             run_id,
             out_dir,
             invocation_dir,
-            vars: parse_vars(&a.vars)?,
+            vars,
             keep: a.keep,
             image,
             // The file's snapshot only where RELAYFLOWS_SANDBOX_SNAPSHOT
@@ -189,6 +199,33 @@ impl RunSettings {
             cleanup_deadline: Duration::from_secs(60),
         })
     }
+}
+
+/// `rfs.toml`'s `secrets`: each named environment variable becomes a
+/// variable of the run (a `--var` of the same name wins); one that is
+/// not set refuses the run rather than running without it.
+fn secrets_of(
+    file: &crate::repo_config::RepoConfig,
+    vars: &mut BTreeMap<String, String>,
+) -> Result<std::collections::BTreeSet<String>> {
+    let mut names = std::collections::BTreeSet::new();
+    for name in &file.secrets {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(Error::Usage(format!(
+                "refused: rfs.toml: secret name `{name}` must be letters, digits and underscores"
+            )));
+        }
+        if !vars.contains_key(name) {
+            let value = std::env::var(name).map_err(|_| {
+                Error::Usage(format!(
+                    "refused: rfs.toml passes the secret {name}, which is not set in the environment (set it, or pass --var {name}=...)"
+                ))
+            })?;
+            vars.insert(name.clone(), value);
+        }
+        names.insert(name.clone());
+    }
+    Ok(names)
 }
 
 fn absolute(p: &Path) -> PathBuf {

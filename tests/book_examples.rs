@@ -513,6 +513,8 @@ fn run_proof(
         max_lifetime: Duration::from_secs(600),
         cleanup_deadline: Duration::from_secs(30),
         isolation: Default::default(),
+        secret_names: Default::default(),
+        allow_dirty: false,
     };
     let hooks = Hooks {
         provider: Some(audit),

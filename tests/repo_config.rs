@@ -119,3 +119,60 @@ fn the_image_comes_from_rfs_toml_after_the_environment() {
     out.assert_code(0);
     rfs.assert_no_leftovers();
 }
+
+/// `rfs.toml`'s `secrets`: each named environment variable reaches the
+/// script as `arg(NAME)` and is redacted everywhere whatever its name; a
+/// `--var` of the same name wins; one that is not set refuses the run.
+#[test]
+fn rfs_toml_secrets_are_passed_and_redacted_and_a_missing_one_refuses() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("rfs.toml", "secrets = [\"DEPLOY_PASS_PHRASE\"]\n");
+    repo.commit("settings");
+    let script = r#"step("use", "echo value=$V", #{ env: #{ V: arg("DEPLOY_PASS_PHRASE") } });"#;
+    let (path, out_dir) = rfs.prepare(script);
+    let out = rfs
+        .cmd(repo.path())
+        .env("DEPLOY_PASS_PHRASE", "correct-horse-battery")
+        .arg("run")
+        .arg(&path)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let out = finish(out, out_dir);
+    out.assert_code(0);
+    let logs: String = std::fs::read_dir(out.out_dir.join("steps"))
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    let log = logs;
+    assert!(log.contains("value=[REDACTED]"), "{log}");
+    let journal = std::fs::read_to_string(out.out_dir.join("journal.jsonl")).unwrap();
+    assert!(!journal.contains("correct-horse-battery"), "{journal}");
+    assert!(
+        !out.stdout.contains("correct-horse-battery"),
+        "{}",
+        out.stdout
+    );
+
+    let (path, out_dir) = rfs.prepare(script);
+    let out = rfs
+        .cmd(repo.path())
+        .env_remove("DEPLOY_PASS_PHRASE")
+        .arg("run")
+        .arg(&path)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let out = finish(out, out_dir);
+    out.assert_code(2);
+    assert!(
+        out.stderr
+            .contains("rfs.toml passes the secret DEPLOY_PASS_PHRASE, which is not set"),
+        "{}",
+        out.stderr
+    );
+}

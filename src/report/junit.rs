@@ -14,9 +14,25 @@ use crate::journal::summary::{RunOutcome, StepOutcome, StepRecord};
 
 /// The XML text for `b`.
 pub(crate) fn xml(b: &Bundle) -> String {
+    let script = script_shown(&b.summary);
+    let mut report = Report::new("rfs");
+    report.add_test_suite(test_suite(b, format!("rfs {script}")));
+    to_xml(&report)
+}
+
+/// The report's XML (a comment saying why when it cannot be made).
+pub(crate) fn to_xml(report: &Report) -> String {
+    report
+        .to_string()
+        .unwrap_or_else(|e| format!("<!-- rfs: cannot serialize the JUnit report: {e} -->\n"))
+}
+
+/// `b` as one test suite named `name`: a case per step and per screen
+/// assertion, and a failing `run` case when the run ended badly with
+/// nothing else failing.
+pub(crate) fn test_suite(b: &Bundle, name: String) -> TestSuite {
     let r = &b.summary;
-    let script = script_shown(r);
-    let mut suite = TestSuite::new(format!("rfs {script}"));
+    let mut suite = TestSuite::new(name);
     let mut any_failed = false;
     for st in &r.steps {
         let case = step_case(st);
@@ -57,11 +73,7 @@ pub(crate) fn xml(b: &Bundle) -> String {
     if let Some(id) = &r.sandbox_id {
         suite.add_property(("sandbox_id", id.as_str()));
     }
-    let mut report = Report::new("rfs");
-    report.add_test_suite(suite);
-    report
-        .to_string()
-        .unwrap_or_else(|e| format!("<!-- rfs: cannot serialize the JUnit report: {e} -->\n"))
+    suite
 }
 
 /// A step as a test case: a failure the script allowed passes (its

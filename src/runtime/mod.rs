@@ -67,6 +67,9 @@ pub(crate) struct RunConfig {
     pub replay_of: Option<crate::events::ReplayOf>,
     /// Isolation asked for by `--isolation` / `RFS_LOCAL_ISOLATION`.
     pub isolation: crate::provider::isolation::IsolationRequest,
+    /// Variables that are secrets whatever their name (`rfs.toml`'s
+    /// `secrets`).
+    pub secret_names: std::collections::BTreeSet<String>,
 }
 
 /// The source bound to the run.
@@ -175,7 +178,7 @@ impl Run {
         }
         let mut state = RunState::default();
         for (k, v) in vars {
-            if crate::secrets::is_secret_name(k) {
+            if crate::secrets::is_secret_name(k) || cfg.secret_names.contains(k) {
                 state.redactor.add(v);
             }
         }
@@ -282,7 +285,7 @@ impl Run {
 
     /// A value as it may appear in the journal.
     pub(crate) fn redact_value(&self, name: &str, value: &str) -> String {
-        if crate::secrets::is_secret_name(name) {
+        if crate::secrets::is_secret_name(name) || self.cfg.secret_names.contains(name) {
             crate::secrets::REDACTED.to_owned()
         } else {
             self.state().redactor.redact_str(value)

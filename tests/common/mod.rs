@@ -444,6 +444,8 @@ impl Rfs {
             cleanup_deadline: std::time::Duration::from_secs(30),
             isolation: rfs::provider::isolation::IsolationRequest::from_settings(isolation, None)
                 .unwrap(),
+            secret_names: Default::default(),
+            allow_dirty: false,
         };
         let report = rfs::runner::run(
             settings,
@@ -506,10 +508,25 @@ impl Rfs {
     /// Run ids of every run in this environment (from their journals).
     fn run_ids(&self) -> Vec<String> {
         let mut ids = vec![];
-        let Ok(dirs) = std::fs::read_dir(self.state.path().join("out")) else {
-            return ids;
-        };
-        for d in dirs.flatten() {
+        // `rfs run --out` bundles, and `rfs test`'s (one folder a suite).
+        let mut dirs: Vec<_> = std::fs::read_dir(self.state.path().join("out"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .collect();
+        for suite in std::fs::read_dir(self.state.path().join("suites"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            dirs.extend(
+                std::fs::read_dir(suite.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten(),
+            );
+        }
+        for d in dirs {
             if let Ok(t) = std::fs::read_to_string(d.path().join("journal.jsonl")) {
                 if let Some(l) = t.lines().next() {
                     let v: Value = serde_json::from_str(l).unwrap();

@@ -1,0 +1,254 @@
+//! The suite for a person, in the style of cargo-nextest: one line per
+//! finished proof, a progress bar with counts while proofs run (on a
+//! terminal only), then each failure with its error and its last output
+//! lines, and one summary line. Everything goes to stderr.
+
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::events::{Counts, ProofResult, SuiteEvent, SuiteReporter, Verdict};
+
+/// The console view; `bar` only on a terminal.
+pub(crate) struct Console {
+    bar: Option<ProgressBar>,
+    color: bool,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    running: Vec<String>,
+    counts: Counts,
+    not_passed: Vec<ProofResult>,
+    out_dir: String,
+}
+
+impl Console {
+    pub(crate) fn new(terminal: bool, color: bool) -> Console {
+        let bar = terminal.then(|| {
+            let b = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{prefix:>9} [{elapsed_precise}] {bar:25} {pos}/{len}: {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            b.set_prefix("Running");
+            b.enable_steady_tick(Duration::from_millis(200));
+            b
+        });
+        Console {
+            bar,
+            color,
+            state: Mutex::default(),
+        }
+    }
+
+    fn line(&self, text: &str) {
+        let print = || {
+            let _ = writeln!(std::io::stderr().lock(), "{text}");
+        };
+        match &self.bar {
+            Some(b) => b.suspend(print),
+            None => print(),
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    fn verdict_word(&self, v: Verdict) -> String {
+        let code = match v {
+            Verdict::Passed => "1;32",
+            Verdict::Flaky => "1;33",
+            Verdict::Interrupted => "1;33",
+            _ => "1;31",
+        };
+        self.paint(code, &format!("{:>9}", v.word()))
+    }
+
+    fn refresh(&self, st: &State) {
+        if let Some(b) = &self.bar {
+            let c = &st.counts;
+            let mut msg = format!("{} running", st.running.len());
+            for (n, what) in [
+                (c.failed, "failed"),
+                (c.refused, "refused"),
+                (c.error, "errors"),
+                (c.flaky, "flaky"),
+            ] {
+                if n > 0 {
+                    msg.push_str(&format!(", {n} {what}"));
+                }
+            }
+            if let Some(first) = st.running.first() {
+                msg.push_str(&format!(": {first}"));
+            }
+            b.set_message(msg);
+            b.set_position(c.finished() as u64);
+        }
+    }
+
+    fn failures(&self, st: &State) {
+        if st.not_passed.is_empty() {
+            return;
+        }
+        self.line("");
+        for r in &st.not_passed {
+            let bundle = r.last().map(|a| a.out_dir.as_str()).unwrap_or("");
+            self.line(&format!(
+                "{} {}{}",
+                self.paint("1;31", &format!("--- {}", r.verdict.word())),
+                r.name,
+                if bundle.is_empty() {
+                    String::new()
+                } else {
+                    format!("  (bundle {bundle})")
+                }
+            ));
+            if let Some(e) = r.last().and_then(|a| a.error.as_deref()) {
+                for l in e.trim_end().lines() {
+                    self.line(&format!("    {l}"));
+                }
+            }
+            if !r.output_tail.is_empty() {
+                self.line(&format!("  last {} lines of output:", r.output_tail.len()));
+                for l in &r.output_tail {
+                    self.line(&format!("    | {l}"));
+                }
+            }
+            if let Some(w) = r.last().and_then(|a| a.teardown_warning.as_deref()) {
+                self.line(&format!("  warning: {w}"));
+            }
+        }
+    }
+}
+
+impl SuiteReporter for Console {
+    fn event(&self, event: &SuiteEvent) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match event {
+            SuiteEvent::Start {
+                out_dir,
+                provider,
+                jobs,
+                proofs,
+                ..
+            } => {
+                st.out_dir = out_dir.clone();
+                if let Some(b) = &self.bar {
+                    b.set_length(proofs.len() as u64);
+                }
+                self.line(&format!(
+                    "{} {} {}, {} at a time on {provider}; bundles in {out_dir}",
+                    self.paint("1;32", &format!("{:>9}", "Starting")),
+                    proofs.len(),
+                    plural(proofs.len(), "proof", "proofs"),
+                    jobs
+                ));
+            }
+            SuiteEvent::ProofStart { name, .. } => st.running.push(name.clone()),
+            SuiteEvent::ProofRetry {
+                name,
+                attempt,
+                exit_code,
+            } => {
+                st.running.retain(|n| n != name);
+                self.line(&format!(
+                    "{} {name} (attempt {attempt} ended with exit {exit_code}; running it again)",
+                    self.paint("1;33", &format!("{:>9}", "RETRY")),
+                ));
+            }
+            SuiteEvent::ProofEnd(r) => {
+                st.running.retain(|n| n != &r.name);
+                st.counts.add(r.verdict);
+                let mut text = format!(
+                    "{} [{:>8.3}s] {}",
+                    self.verdict_word(r.verdict),
+                    r.duration_ms as f64 / 1000.0,
+                    r.name
+                );
+                if !r.verdict.passed() {
+                    text.push_str(&format!("  exit {}", r.exit_code));
+                }
+                if r.attempts.len() > 1 {
+                    text.push_str(&format!("  ({} attempts)", r.attempts.len()));
+                }
+                self.line(&text);
+                if !r.verdict.passed() {
+                    st.not_passed.push(r.clone());
+                }
+            }
+            SuiteEvent::ProofNotRun { .. } => st.counts.not_run += 1,
+            SuiteEvent::End {
+                counts,
+                duration_ms,
+                stopped,
+                ..
+            } => {
+                if let Some(b) = &self.bar {
+                    b.finish_and_clear();
+                }
+                self.failures(&st);
+                if let Some(s) = stopped {
+                    self.line(&format!("  stopped early: {s}"));
+                }
+                self.line(&format!(
+                    "{} [{:>8.3}s] {}",
+                    self.paint("1", &format!("{:>9}", "Summary")),
+                    *duration_ms as f64 / 1000.0,
+                    summary_text(counts)
+                ));
+                self.line(&format!(
+                    "          index: {}/{}",
+                    st.out_dir,
+                    super::files::INDEX_MD
+                ));
+                return;
+            }
+        }
+        self.refresh(&st);
+    }
+}
+
+/// `40 proofs run: 38 passed, 1 flaky, 1 failed; 2 not run`.
+pub(crate) fn summary_text(c: &Counts) -> String {
+    let run = c.finished();
+    let mut parts = vec![format!("{} passed", c.passed)];
+    for (n, what) in [
+        (c.flaky, "flaky"),
+        (c.failed, "failed"),
+        (c.refused, "refused"),
+        (c.interrupted, "cancelled"),
+        (c.error, "rfs errors"),
+    ] {
+        if n > 0 {
+            parts.push(format!("{n} {what}"));
+        }
+    }
+    let mut s = format!(
+        "{run} {} run: {}",
+        plural(run, "proof", "proofs"),
+        parts.join(", ")
+    );
+    if c.not_run > 0 {
+        s.push_str(&format!("; {} not run", c.not_run));
+    }
+    s
+}
+
+fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
+}

@@ -1,0 +1,215 @@
+//! What a suite leaves in its folder, besides one bundle per proof:
+//! `suite.jsonl` (every event, written as it happens, so a suite that
+//! dies still leaves what it did), and at the end `index.json` (the
+//! results, for tools), `index.md` (for people: each proof with its
+//! verdict and its `EVIDENCE.md`) and, with `--junit`, JUnit XML with a
+//! test suite per proof and a case per step.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use serde::Serialize;
+
+use super::events::{Counts, ProofResult, SuiteEvent, SuiteReporter, Verdict};
+
+pub(crate) const EVENTS: &str = "suite.jsonl";
+pub(crate) const INDEX_JSON: &str = "index.json";
+pub(crate) const INDEX_MD: &str = "index.md";
+
+/// The files consumer.
+pub(crate) struct Files {
+    dir: PathBuf,
+    junit: Option<PathBuf>,
+    events: Mutex<Option<std::fs::File>>,
+    index: Mutex<Index>,
+    /// What could not be written (the suite then fails).
+    pub(crate) errors: Mutex<Vec<String>>,
+}
+
+/// `index.json`.
+#[derive(Debug, Default, Serialize)]
+struct Index {
+    suite_id: String,
+    provider: String,
+    jobs: usize,
+    rfs_version: &'static str,
+    exit_code: i32,
+    duration_ms: u64,
+    counts: Counts,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stopped: Option<String>,
+    proofs: Vec<ProofResult>,
+    not_run: Vec<String>,
+}
+
+impl Files {
+    /// Create the suite's folder and its event log.
+    pub(crate) fn create(dir: &Path, junit: Option<PathBuf>) -> std::io::Result<Files> {
+        std::fs::create_dir_all(dir)?;
+        let events = std::fs::OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(dir.join(EVENTS))?;
+        Ok(Files {
+            dir: dir.to_path_buf(),
+            junit,
+            events: Mutex::new(Some(events)),
+            index: Mutex::default(),
+            errors: Mutex::default(),
+        })
+    }
+
+    fn failed(&self, what: &str, e: impl std::fmt::Display) {
+        self.errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(format!("cannot write {what}: {e}"));
+    }
+
+    fn finish(&self, ix: &Index) {
+        let json = serde_json::to_string_pretty(ix).unwrap_or_default();
+        if let Err(e) = std::fs::write(self.dir.join(INDEX_JSON), json + "\n") {
+            self.failed(INDEX_JSON, e);
+        }
+        if let Err(e) = std::fs::write(self.dir.join(INDEX_MD), markdown(ix)) {
+            self.failed(INDEX_MD, e);
+        }
+        if let Some(path) = &self.junit {
+            if let Err(e) = std::fs::write(path, junit(ix)) {
+                self.failed(&path.display().to_string(), e);
+            }
+        }
+    }
+}
+
+impl SuiteReporter for Files {
+    fn event(&self, event: &SuiteEvent) {
+        if let Some(f) = self
+            .events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            let line = serde_json::to_string(event).unwrap_or_default();
+            if let Err(e) = writeln!(f, "{line}").and_then(|_| f.flush()) {
+                self.failed(EVENTS, e);
+            }
+        }
+        let mut ix = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        match event {
+            SuiteEvent::Start {
+                suite_id,
+                provider,
+                jobs,
+                ..
+            } => {
+                ix.suite_id = suite_id.clone();
+                ix.provider = provider.clone();
+                ix.jobs = *jobs;
+                ix.rfs_version = env!("CARGO_PKG_VERSION");
+            }
+            SuiteEvent::ProofEnd(r) => ix.proofs.push(r.clone()),
+            SuiteEvent::ProofNotRun { name, .. } => ix.not_run.push(name.clone()),
+            SuiteEvent::End {
+                counts,
+                exit_code,
+                duration_ms,
+                stopped,
+            } => {
+                ix.counts = *counts;
+                ix.exit_code = *exit_code;
+                ix.duration_ms = *duration_ms;
+                ix.stopped = stopped.clone();
+                ix.proofs.sort_by(|a, b| a.name.cmp(&b.name));
+                self.finish(&ix);
+            }
+            SuiteEvent::ProofStart { .. } | SuiteEvent::ProofRetry { .. } => {}
+        }
+    }
+}
+
+fn markdown(ix: &Index) -> String {
+    use crate::journal::markdown::{code, esc};
+    let mut s = format!(
+        "# rfs test {}\n\n{}\n\nProvider {}, {} at a time, {:.1} s, exit {}.{}\n\n| proof | verdict | attempts | time | evidence |\n|---|---|---|---|---|\n",
+        esc(&ix.suite_id),
+        super::console::summary_text(&ix.counts),
+        code(&ix.provider),
+        ix.jobs,
+        ix.duration_ms as f64 / 1000.0,
+        ix.exit_code,
+        ix.stopped
+            .as_deref()
+            .map(|s| format!(" Stopped early: {}.", esc(s)))
+            .unwrap_or_default()
+    );
+    for p in &ix.proofs {
+        let evidence = p
+            .last()
+            .filter(|a| !a.out_dir.is_empty())
+            .and_then(|a| Path::new(&a.out_dir).file_name())
+            .map(|f| format!("[EVIDENCE.md]({}/EVIDENCE.md)", f.to_string_lossy()))
+            .unwrap_or_else(|| "none (refused before it ran)".into());
+        s.push_str(&format!(
+            "| {} | {} | {} | {:.2} s | {} |\n",
+            code(&p.name),
+            p.verdict.word(),
+            p.attempts.len(),
+            p.duration_ms as f64 / 1000.0,
+            evidence
+        ));
+    }
+    for n in &ix.not_run {
+        s.push_str(&format!("| {} | NOT RUN | 0 | | |\n", code(n)));
+    }
+    s
+}
+
+/// JUnit XML: a test suite per proof (its steps and assertions as cases,
+/// from its bundle), or one failing case where no bundle says more.
+fn junit(ix: &Index) -> String {
+    let mut report = Report::new(format!("rfs test {}", ix.suite_id));
+    for p in &ix.proofs {
+        let bundle = p
+            .last()
+            .filter(|a| !a.out_dir.is_empty())
+            .and_then(|a| crate::report::Bundle::read(Path::new(&a.out_dir)).ok());
+        let mut suite = match bundle {
+            Some(b) => crate::report::junit::test_suite(&b, p.name.clone()),
+            None => {
+                let mut s = TestSuite::new(p.name.clone());
+                s.add_test_case(proof_case(p));
+                s
+            }
+        };
+        suite.add_property(("verdict", p.verdict.word()));
+        suite.add_property(("attempts", p.attempts.len().to_string().as_str()));
+        report.add_test_suite(suite);
+    }
+    for n in &ix.not_run {
+        let mut s = TestSuite::new(n.clone());
+        s.add_test_case(TestCase::new("run", TestCaseStatus::skipped()));
+        report.add_test_suite(s);
+    }
+    crate::report::junit::to_xml(&report)
+}
+
+fn proof_case(p: &ProofResult) -> TestCase {
+    let status = if p.verdict.passed() {
+        TestCaseStatus::success()
+    } else {
+        let kind = match p.verdict {
+            Verdict::Failed => NonSuccessKind::Failure,
+            _ => NonSuccessKind::Error,
+        };
+        let mut s = TestCaseStatus::non_success(kind);
+        let msg = p.last().and_then(|a| a.error.clone()).unwrap_or_default();
+        s.set_message(crate::journal::markdown::strip_ansi(&msg));
+        s
+    };
+    let mut c = TestCase::new("run", status);
+    c.set_time(std::time::Duration::from_millis(p.duration_ms));
+    c
+}

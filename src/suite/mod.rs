@@ -1,0 +1,200 @@
+//! `rfs test`: a folder of proofs run as a suite, each proof a whole
+//! `rfs run` in its own sandbox with its own bundle, `--jobs` at a time.
+//!
+//! - [`plan`]: which proofs (paths, `rfs.toml`'s `proofs`, `proofs/`) and
+//!   the name filters;
+//! - [`pool`]: the workers, retries, fail-fast and the interrupt;
+//! - [`events`]: the one typed event stream the pool emits;
+//! - [`console`], [`files`] and `--json` ([`events::JsonLines`]): its
+//!   consumers.
+
+pub(crate) mod console;
+pub(crate) mod events;
+pub(crate) mod files;
+pub(crate) mod plan;
+pub(crate) mod pool;
+mod tail;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Error;
+use crate::exit_code;
+use crate::provider::registry::ProviderKind;
+use crate::settings::{self, RunArgs, RunSettings};
+
+/// How many proofs run at once on a remote provider when neither
+/// `--jobs`, `RFS_JOBS` nor `rfs.toml`'s `jobs` says.
+pub(crate) const DEFAULT_REMOTE_JOBS: usize = 8;
+/// Env var: how many proofs run at once (after `--jobs`).
+pub(crate) const JOBS_ENV: &str = "RFS_JOBS";
+
+/// The raw inputs of `rfs test`.
+#[derive(Debug, Default)]
+pub(crate) struct SuiteArgs {
+    pub(crate) paths: Vec<PathBuf>,
+    pub(crate) filters: plan::Filters,
+    pub(crate) jobs: Option<usize>,
+    pub(crate) retries: u32,
+    pub(crate) fail_fast: bool,
+    /// The suite's folder (default `$RFS_STATE_DIR/suites/<suite-id>`).
+    pub(crate) out: Option<PathBuf>,
+    pub(crate) junit: Option<PathBuf>,
+    pub(crate) json: bool,
+    /// Every proof's run arguments but its script and folder.
+    pub(crate) template: RunArgs,
+    pub(crate) sign_key: Option<PathBuf>,
+    /// Draw the progress bar and colours (a terminal).
+    pub(crate) terminal: bool,
+    pub(crate) color: bool,
+}
+
+/// Run the suite; the exit code (see [`events::Counts::exit_code`]).
+pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
+    let here = std::env::current_dir()
+        .map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
+    let file =
+        crate::repo_config::find(&here).map_err(|e| Error::Usage(format!("refused: {e}")))?;
+    let configured = file.as_ref().and_then(|(path, c)| {
+        let dir = path.parent().unwrap_or(&here);
+        c.proofs.as_ref().map(|p| dir.join(p))
+    });
+    let file = file.map(|(_, c)| c).unwrap_or_default();
+    let proofs = plan::plan(&a.paths, configured.as_deref(), &here, &a.filters)
+        .map_err(|e| Error::Usage(format!("rfs test: {e}")))?;
+    // Every proof's settings are validated before the first one runs (a
+    // misspelt provider is one usage error, not forty refusals).
+    let first = RunSettings::from_args(RunArgs {
+        script: proofs[0].path.clone(),
+        out: None,
+        ..a.template.clone()
+    })?;
+    let jobs = jobs(a.jobs, first.provider.kind(), file.jobs)?;
+    let suite_id = settings::new_run_id();
+    let out_dir = match &a.out {
+        Some(o) => {
+            let o = std::path::absolute(o).unwrap_or_else(|_| o.clone());
+            crate::out_dir::check(&o, &here).map_err(|r| Error::Usage(format!("refused: {r}")))?;
+            o
+        }
+        None => first.state_dir.join("suites").join(&suite_id),
+    };
+    if let Some(j) = &a.junit {
+        crate::ci::Views::from_args(Some(j.clone()))?;
+    }
+    let signing_key = crate::signing::key::for_run(a.sign_key.as_deref())?;
+    let files = Arc::new(
+        files::Files::create(&out_dir, a.junit.clone()).map_err(|e| {
+            Error::Usage(format!(
+                "cannot start the suite in {} (is it an earlier suite's folder?): {e}",
+                out_dir.display()
+            ))
+        })?,
+    );
+    let view: Box<dyn events::SuiteReporter> = if a.json {
+        Box::new(events::JsonLines)
+    } else {
+        Box::new(console::Console::new(a.terminal, a.color))
+    };
+    let fanout = events::Fanout(vec![Box::new(FilesRef(files.clone())), view]);
+    let interrupt = CancellationToken::new();
+    let _signals = on_signal(&interrupt)?;
+    let pool = pool::Pool {
+        suite_id,
+        out_dir: out_dir.clone(),
+        provider: first.provider.name.clone(),
+        proofs,
+        jobs,
+        retries: a.retries,
+        fail_fast: a.fail_fast,
+        template: a.template,
+        signing_key,
+    };
+    let done = pool.run(&fanout, &interrupt);
+    let errors = files
+        .errors
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    step_summary(&out_dir);
+    if !errors.is_empty() {
+        for e in &errors {
+            errln!("rfs: error: {e}");
+        }
+        if done.exit_code == exit_code::SUCCESS {
+            return Ok(exit_code::INTERNAL);
+        }
+    }
+    Ok(done.exit_code)
+}
+
+/// How many proofs run at once: `--jobs`, else `RFS_JOBS`, else
+/// `rfs.toml`'s `jobs`, else the cores of this machine for a local
+/// provider (its sandboxes share them) and [`DEFAULT_REMOTE_JOBS`] for a
+/// remote one (its sandboxes bring their own).
+pub(crate) fn jobs(
+    flag: Option<usize>,
+    kind: Option<ProviderKind>,
+    file: Option<usize>,
+) -> Result<usize, Error> {
+    let env = std::env::var(JOBS_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let env = env
+        .map(|v| {
+            v.trim()
+                .parse::<usize>()
+                .map_err(|_| Error::Usage(format!("{JOBS_ENV}={v:?} is not a number of jobs")))
+        })
+        .transpose()?;
+    match flag.or(env).or(file) {
+        Some(0) => Err(Error::Usage("--jobs must be at least 1".into())),
+        Some(n) => Ok(n),
+        None => Ok(match kind {
+            Some(ProviderKind::Daytona) => DEFAULT_REMOTE_JOBS,
+            _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }),
+    }
+}
+
+/// Cancel `interrupt` on SIGINT, SIGTERM, SIGHUP or SIGQUIT; the
+/// listeners live as long as the returned runtime.
+fn on_signal(interrupt: &CancellationToken) -> Result<tokio::runtime::Runtime, Error> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(Error::internal)?;
+    if let Some(mut signals) = crate::runner::Signals::install(&rt) {
+        let token = interrupt.clone();
+        rt.spawn(async move {
+            let name = signals.recv().await;
+            errln!("rfs test: {name}: cancelling every running proof and removing its sandbox");
+            token.cancel();
+        });
+    }
+    Ok(rt)
+}
+
+/// GitHub Actions: the suite's index in the job's summary.
+fn step_summary(out_dir: &std::path::Path) {
+    let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty()) else {
+        return;
+    };
+    if let Ok(md) = std::fs::read_to_string(out_dir.join(files::INDEX_MD)) {
+        if let Err(e) = crate::report::append(std::path::Path::new(&path), &format!("{md}\n")) {
+            errln!("rfs: warning: GITHUB_STEP_SUMMARY: {e}");
+        }
+    }
+}
+
+/// The files consumer, shared with the caller that reads its errors.
+struct FilesRef(Arc<files::Files>);
+
+impl events::SuiteReporter for FilesRef {
+    fn event(&self, e: &events::SuiteEvent) {
+        self.0.event(e)
+    }
+}

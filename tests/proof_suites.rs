@@ -1,0 +1,341 @@
+//! `rfs test` (issue #23, item 1): a folder of proofs as a suite, each
+//! proof in its own sandbox with its own bundle, several at once, with
+//! retries, fail-fast, filters, JSON events, JUnit, an index, and a
+//! Ctrl-C that cancels every proof and still removes every sandbox.
+
+mod common;
+use common::*;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A repository holding `proofs/` with these files, committed.
+fn repo_with(proofs: &[(&str, &str)]) -> Repo {
+    let repo = Repo::new();
+    for (name, body) in proofs {
+        repo.write(&format!("proofs/{name}"), body);
+    }
+    repo.commit("proofs");
+    repo
+}
+
+struct Suite {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    dir: PathBuf,
+}
+
+impl Suite {
+    fn index(&self) -> Value {
+        let t = std::fs::read_to_string(self.dir.join("index.json"))
+            .unwrap_or_else(|e| panic!("no index.json: {e}\n{}", self.stderr));
+        serde_json::from_str(&t).unwrap()
+    }
+
+    fn verdicts(&self) -> Vec<(String, String)> {
+        self.index()["proofs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["name"].as_str().unwrap().to_owned(),
+                    p["verdict"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// The last attempt's bundle of proof `name`.
+    fn bundle(&self, name: &str) -> PathBuf {
+        let ix = self.index();
+        let p = ix["proofs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("no proof {name} in {ix}"));
+        PathBuf::from(
+            p["attempts"].as_array().unwrap().last().unwrap()["out_dir"]
+                .as_str()
+                .unwrap(),
+        )
+    }
+}
+
+fn rfs_test(rfs: &Rfs, repo: &Path, args: &[&str]) -> Suite {
+    let dir = rfs.state.path().join("suites").join(uuid_like());
+    let out = rfs
+        .cmd(repo)
+        .arg("test")
+        .arg("--out")
+        .arg(&dir)
+        .args(args)
+        .output()
+        .expect("rfs test runs");
+    let s = Suite {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        dir,
+    };
+    rfs.console(&s.stdout);
+    rfs.console(&s.stderr);
+    s
+}
+
+fn sandbox_of(bundle: &Path) -> String {
+    let t = std::fs::read_to_string(bundle.join("journal.jsonl")).unwrap();
+    t.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["kind"] == "placement")
+        .map(|e| e["payload"]["sandbox_id"].as_str().unwrap().to_owned())
+        .expect("a placement")
+}
+
+provider_tests! {
+    fn every_proof_runs_in_its_own_sandbox_and_a_failing_one_fails_the_suite(rfs: &Rfs) {
+        let repo = repo_with(&[
+            ("a.rhai", r#"step("a", "echo from a > a.txt && cat a.txt");"#),
+            ("b.rhai", r#"step("b", "echo from b");"#),
+            ("c.rhai", r#"step("c", "echo $RELAYFLOWS_SANDBOX_ID");"#),
+            ("broken.rhai", r#"step("bad", "echo the last words; exit 7");"#),
+            ("_shared.rhai", "fn helper() { 1 }"),
+        ]);
+        let s = rfs_test(rfs, repo.path(), &["--jobs", "2"]);
+        assert_eq!(s.code, 1, "{}", s.stderr);
+        assert_eq!(
+            s.verdicts(),
+            [
+                ("proofs/a.rhai".to_owned(), "passed".to_owned()),
+                ("proofs/b.rhai".into(), "passed".into()),
+                ("proofs/broken.rhai".into(), "failed".into()),
+                ("proofs/c.rhai".into(), "passed".into()),
+            ]
+        );
+        // One sandbox per proof, never shared, and every bundle verifies.
+        let mut ids: Vec<String> = ["a", "b", "c", "broken"]
+            .iter()
+            .map(|n| sandbox_of(&s.bundle(&format!("proofs/{n}.rhai"))))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 4, "{ids:?}");
+        for n in ["a", "broken"] {
+            let v = rfs.cmd(repo.path()).arg("verify").arg(s.bundle(&format!("proofs/{n}.rhai"))).output().unwrap();
+            assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+        }
+        // The console: a line per proof, the failure with its output tail.
+        assert!(s.stderr.contains("PASS") && s.stderr.contains("proofs/a.rhai"), "{}", s.stderr);
+        assert!(s.stderr.contains("--- FAIL proofs/broken.rhai"), "{}", s.stderr);
+        assert!(s.stderr.contains("| [bad] the last words"), "{}", s.stderr);
+        assert!(s.stderr.contains("4 proofs run: 3 passed, 1 failed"), "{}", s.stderr);
+        let md = std::fs::read_to_string(s.dir.join("index.md")).unwrap();
+        assert!(md.contains("| `proofs/broken.rhai` | FAIL |"), "{md}");
+        assert!(md.contains("(proofs-a/EVIDENCE.md)"), "{md}");
+        rfs.assert_no_leftovers();
+    }
+
+    fn ctrl_c_cancels_every_running_proof_and_each_sandbox_is_verified_gone(rfs: &Rfs) {
+        let sleepy = r#"step("wait", "sleep 60");"#;
+        let repo = repo_with(&[("a.rhai", sleepy), ("b.rhai", sleepy), ("c.rhai", sleepy)]);
+        let dir = rfs.state.path().join("suites").join(uuid_like());
+        let child = rfs
+            .cmd(repo.path())
+            .args(["test", "--jobs", "2", "--out"])
+            .arg(&dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_journal(&dir.join("proofs-a"), "step.start");
+        wait_for_journal(&dir.join("proofs-b"), "step.start");
+        sigint(&child);
+        let out = wait_bounded(child, dir.clone());
+        assert_eq!(out.code, 130, "{}", out.stderr);
+        let s = Suite { code: out.code, stdout: out.stdout, stderr: out.stderr, dir };
+        assert_eq!(
+            s.verdicts(),
+            [("proofs/a.rhai".to_owned(), "interrupted".to_owned()), ("proofs/b.rhai".into(), "interrupted".into())]
+        );
+        assert_eq!(s.index()["not_run"], serde_json::json!(["proofs/c.rhai"]));
+        for n in ["a", "b"] {
+            let t = std::fs::read_to_string(s.bundle(&format!("proofs/{n}.rhai")).join("journal.jsonl")).unwrap();
+            assert!(t.contains("\"outcome\":\"interrupted\""), "{t}");
+            assert!(t.contains("\"kind\":\"cleanup.verified\""), "{t}");
+        }
+        rfs.assert_no_leftovers();
+    }
+}
+
+/// A refused proof (a cwd that escapes the synced root) makes the suite
+/// exit 3, as `rfs run` does, even next to a failing one.
+#[test]
+fn a_suite_with_a_refused_proof_exits_3() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = repo_with(&[
+        ("escape.rhai", r#"step("x", "true", #{ cwd: "../.." });"#),
+        ("fails.rhai", r#"step("x", "exit 1");"#),
+    ]);
+    let s = rfs_test(&rfs, repo.path(), &[]);
+    assert_eq!(s.code, 3, "{}", s.stderr);
+    assert!(s.stderr.contains("REFUSED"), "{}", s.stderr);
+}
+
+/// `--fail-fast`: once a proof has not passed, no new one starts; the
+/// rest are listed as not run.
+#[test]
+fn fail_fast_starts_no_proof_after_a_failure() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = repo_with(&[
+        ("1-fails.rhai", r#"step("x", "exit 1");"#),
+        ("2-ok.rhai", r#"step("x", "true");"#),
+        ("3-ok.rhai", r#"step("x", "true");"#),
+    ]);
+    let s = rfs_test(&rfs, repo.path(), &["--jobs", "1", "--fail-fast"]);
+    assert_eq!(s.code, 1, "{}", s.stderr);
+    assert_eq!(s.verdicts().len(), 1, "{}", s.stderr);
+    assert_eq!(
+        s.index()["not_run"],
+        serde_json::json!(["proofs/2-ok.rhai", "proofs/3-ok.rhai"])
+    );
+    assert!(s.stderr.contains("2 not run"), "{}", s.stderr);
+}
+
+/// `--retries`: a proof that fails and then passes is flaky (the suite
+/// passes), each attempt keeps its own bundle; a proof that keeps failing
+/// fails after every attempt.
+#[test]
+fn retries_turn_a_failure_that_passes_again_into_flaky() {
+    let rfs = Rfs::new(Prov::Local);
+    let marker = rfs.state.path().join("marker");
+    let repo = repo_with(&[(
+        "flaky.rhai",
+        r#"step("x", "if [ -e \"$M\" ]; then echo second; else touch \"$M\"; echo first; exit 1; fi", #{ env: #{ M: arg("marker") } });"#,
+    )]);
+    let var = format!("marker={}", marker.display());
+    let s = rfs_test(
+        &rfs,
+        repo.path(),
+        &["--retries", "2", "--isolation", "none", "--var", &var],
+    );
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    assert_eq!(
+        s.verdicts(),
+        [("proofs/flaky.rhai".to_owned(), "flaky".to_owned())]
+    );
+    assert_eq!(
+        s.index()["proofs"][0]["attempts"].as_array().unwrap().len(),
+        2
+    );
+    assert!(s.dir.join("proofs-flaky/journal.jsonl").is_file());
+    assert!(s.dir.join("proofs-flaky.attempt-2/journal.jsonl").is_file());
+    assert!(
+        s.stderr.contains("RETRY") && s.stderr.contains("FLAKY"),
+        "{}",
+        s.stderr
+    );
+
+    let repo = repo_with(&[("always.rhai", r#"step("x", "exit 1");"#)]);
+    let s = rfs_test(&rfs, repo.path(), &["--retries", "1"]);
+    assert_eq!(s.code, 1, "{}", s.stderr);
+    assert_eq!(
+        s.index()["proofs"][0]["attempts"].as_array().unwrap().len(),
+        2
+    );
+}
+
+/// Filters by name, explicit paths, and `--json`: stdout is only the
+/// suite's events, one JSON object a line, in order.
+#[test]
+fn filters_paths_and_json_events() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = repo_with(&[
+        ("build.rhai", r#"step("x", "true");"#),
+        ("build-docs.rhai", r#"step("x", "true");"#),
+        ("lint.rhai", r#"step("x", "true");"#),
+    ]);
+    let s = rfs_test(
+        &rfs,
+        repo.path(),
+        &["-k", "build", "--skip", "docs", "--json"],
+    );
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let kinds: Vec<String> = s
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("a JSON line")["kind"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["start", "proof_start", "proof_end", "end"],
+        "{}",
+        s.stdout
+    );
+    assert_eq!(
+        s.verdicts(),
+        [("proofs/build.rhai".to_owned(), "passed".to_owned())]
+    );
+
+    let s = rfs_test(&rfs, repo.path(), &["proofs/lint.rhai"]);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    assert_eq!(
+        s.verdicts(),
+        [("proofs/lint.rhai".to_owned(), "passed".to_owned())]
+    );
+
+    let s = rfs_test(&rfs, repo.path(), &["-k", "nothing-matches"]);
+    assert_eq!(s.code, 2, "{}", s.stderr);
+    assert!(s.stderr.contains("no proof name matches"), "{}", s.stderr);
+}
+
+/// `--junit`: a test suite per proof with a case per step, the failed
+/// step a failure; the suite's events are in `suite.jsonl`.
+#[test]
+fn junit_has_a_test_suite_per_proof_and_a_case_per_step() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = repo_with(&[
+        (
+            "ok.rhai",
+            r#"step("first", "true"); step("second", "true");"#,
+        ),
+        ("no.rhai", r#"step("boom", "exit 2");"#),
+    ]);
+    let junit = rfs.state.path().join("junit.xml");
+    let s = rfs_test(&rfs, repo.path(), &["--junit", junit.to_str().unwrap()]);
+    assert_eq!(s.code, 1, "{}", s.stderr);
+    let x = std::fs::read_to_string(&junit).unwrap();
+    assert!(x.contains("<testsuite name=\"proofs/ok.rhai\""), "{x}");
+    assert!(x.contains("<testcase name=\"second\""), "{x}");
+    assert!(x.contains("<testsuite name=\"proofs/no.rhai\""), "{x}");
+    assert!(x.contains("<failure"), "{x}");
+    let events = std::fs::read_to_string(s.dir.join("suite.jsonl")).unwrap();
+    assert_eq!(events.lines().count(), 2 + 2 * 2, "{events}");
+}
+
+/// With no path, `rfs test` runs `rfs.toml`'s `proofs` folder (relative
+/// to the file) with its `jobs`.
+#[test]
+fn rfs_toml_names_the_proofs_folder_and_the_jobs() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("checks/only.rhai", r#"step("x", "true");"#);
+    repo.write("proofs/other.rhai", r#"step("x", "exit 1");"#);
+    repo.write("rfs.toml", "proofs = \"checks\"\njobs = 3\n");
+    repo.write("sub/keep", "");
+    repo.commit("config");
+    let s = rfs_test(&rfs, &repo.path().join("sub"), &["--json"]);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    assert_eq!(s.index()["jobs"], 3);
+    assert_eq!(
+        s.verdicts(),
+        [("../checks/only.rhai".to_owned(), "passed".to_owned())]
+    );
+}
