@@ -543,6 +543,13 @@ fn verify(out: &std::path::Path, trust: crate::seal::Trust) -> Result<i32, Error
     match failed {
         None => {
             outln!("{}: verified", out.display());
+            // Intact, and yet nobody else can re-run it: said every time.
+            if let Some(w) = crate::report::Bundle::read(out)
+                .ok()
+                .and_then(|b| b.summary.not_reproducible)
+            {
+                outln!("warning: {}", w.describe());
+            }
             Ok(exit_code::SUCCESS)
         }
         Some(f) => Err(Error::NotVerified {

@@ -73,6 +73,26 @@ fn tail(text: &str) -> String {
     text[from..].to_owned()
 }
 
+/// `--allow-dirty` shipped the working tree: the pinned commit is a
+/// snapshot (in no branch) of these uncommitted paths on top of
+/// `base_commit`. Evidence with it is not reproducible.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkingTreeShipped {
+    pub base_commit: String,
+    pub uncommitted_paths: Vec<String>,
+}
+
+impl WorkingTreeShipped {
+    /// The one sentence every view says.
+    pub fn describe(&self) -> String {
+        format!(
+            "NOT REPRODUCIBLE: --allow-dirty shipped the working tree, {} uncommitted path(s) on top of commit {}; commit them for evidence others can re-run",
+            self.uncommitted_paths.len(),
+            self.base_commit
+        )
+    }
+}
+
 /// A submodule shipped at its pinned commit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubmodulePin {
@@ -217,6 +237,9 @@ pub enum Event {
         implicit: bool,
         dirty_paths_not_shipped: Vec<String>,
         submodules: Vec<SubmodulePin>,
+        /// Set when `--allow-dirty` shipped the working tree.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        working_tree: Option<WorkingTreeShipped>,
     },
     /// The repository (or a `sync_source` option) was refused.
     #[serde(rename = "source.refused")]
@@ -754,6 +777,10 @@ pub(crate) mod catalog {
                     path: s("sub"),
                     commit: s("abc"),
                 }],
+                working_tree: Some(WorkingTreeShipped {
+                    base_commit: s("c0ffee"),
+                    uncommitted_paths: vec![s("proofs/new.rhai")],
+                }),
             },
             Event::SourceRefused { reason: s("dirty") },
         ]

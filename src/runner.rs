@@ -262,6 +262,7 @@ pub(crate) fn config(
         replay_of: None,
         isolation: settings.isolation.clone(),
         secret_names: settings.secret_names.clone(),
+        allow_dirty: settings.allow_dirty,
     }
 }
 

@@ -133,7 +133,7 @@ pub(crate) fn statement(journal: &[u8]) -> Result<Value, AttestationError> {
         .last()
         .map(|l| crate::journal::line_hash(l))
         .unwrap_or_default();
-    Ok(json!({
+    let mut st = json!({
         "_type": STATEMENT_TYPE,
         "subject": [subject],
         "predicateType": PREDICATE_TYPE,
@@ -154,7 +154,14 @@ pub(crate) fn statement(journal: &[u8]) -> Result<Value, AttestationError> {
                 "steps": steps,
             },
         },
-    }))
+    });
+    // `--allow-dirty`: said in the signed statement itself.
+    if let (Some(w), Some(r)) = (&run.not_reproducible, st.pointer_mut("/predicate/run")) {
+        r["reproducible"] = json!(false);
+        r["workingTreeOf"] =
+            json!({ "gitCommit": w.base_commit, "uncommittedPaths": w.uncommitted_paths });
+    }
+    Ok(st)
 }
 
 /// Build the attestation for `journal` (the exact bytes of `out_dir`'s

@@ -40,6 +40,9 @@ impl Evidence {
         let r = &self.summary;
         let mut s = String::new();
         let _ = writeln!(s, "# rfs run {}\n", code(&r.run_id));
+        if let Some(w) = &r.not_reproducible {
+            let _ = writeln!(s, "> **{}**\n", esc(&w.describe()));
+        }
         facts(&mut s, r);
         failure(&mut s, r);
         labels(&mut s, r);
@@ -150,6 +153,24 @@ pub(crate) fn facts(s: &mut String, r: &RunSummary) {
     );
     if let Some(p) = pin {
         let _ = writeln!(s, "- files synced and verified: {}", p.files);
+    }
+    if let Some(w) = &r.not_reproducible {
+        const SHOWN: usize = 20;
+        let mut paths: Vec<String> = w
+            .uncommitted_paths
+            .iter()
+            .take(SHOWN)
+            .map(|p| code(p))
+            .collect();
+        if w.uncommitted_paths.len() > SHOWN {
+            paths.push(format!("and {} more", w.uncommitted_paths.len() - SHOWN));
+        }
+        let _ = writeln!(
+            s,
+            "- uncommitted paths shipped (`--allow-dirty`, on top of {}): {}",
+            code(&w.base_commit),
+            paths.join(", ")
+        );
     }
     let workdir = pin.map(|p| in_sandbox(r.home.as_deref(), &p.workdir));
     let _ = writeln!(s, "- source workdir: {}", opt(workdir.as_deref()));

@@ -183,6 +183,8 @@ pub(crate) struct RunSummary {
     pub prints_elided: usize,
     /// What was refused, and why, in order.
     pub refusals: Vec<String>,
+    /// Set when `--allow-dirty` shipped a working tree (the first one).
+    pub not_reproducible: Option<crate::events::WorkingTreeShipped>,
     /// `None` while the run has not ended.
     pub outcome: Option<RunOutcome>,
     pub reason: Option<String>,
@@ -265,8 +267,15 @@ impl RunSummary {
                 self.isolation = isolation.as_ref().map(|i| i.describe());
                 self.labels = labels_of(labels);
             }
-            Event::SourceResolved { repo, .. } if self.repo.is_none() => {
-                self.repo = Some(repo.clone());
+            Event::SourceResolved {
+                repo, working_tree, ..
+            } => {
+                if self.repo.is_none() {
+                    self.repo = Some(repo.clone());
+                }
+                if self.not_reproducible.is_none() {
+                    self.not_reproducible.clone_from(working_tree);
+                }
             }
             Event::SourceVerify { archive_digest, .. } => {
                 self.archive_digest_kind = Some(*archive_digest);

@@ -228,10 +228,29 @@ pub(crate) fn save(
         path: path.display().to_string(),
         source,
     })?;
-    Ok(format!(
-        "saved {} inputs to {}; replay with `rfs run {}`",
-        transcript.len(),
-        path.display(),
-        args
-    ))
+    let saved = format!("saved {} inputs to {}", transcript.len(), path.display());
+    Ok(match dirties_repository(&path, cwd) {
+        Some(root) => format!(
+            "{saved}, inside the repository {}: rfs ships only what is committed, so commit it (`git add {args} && git commit`) and run `rfs run {args}`; to try it first, `rfs run --allow-dirty {args}` (its evidence is marked not reproducible)",
+            root.display()
+        ),
+        None => format!(
+            "{saved} (outside the repository: the working tree stays clean); run it from here with `rfs run {}`",
+            path.display()
+        ),
+    })
+}
+
+/// The root of the repository `rfs` runs in when `file` lies in its
+/// working tree and is not ignored (saving it there makes the tree dirty,
+/// which a run refuses).
+fn dirties_repository(file: &Path, cwd: &Path) -> Option<std::path::PathBuf> {
+    let repo = git2::Repository::discover(cwd).ok()?;
+    let root = repo.workdir()?.canonicalize().ok()?;
+    let dir = file.parent()?.canonicalize().ok()?;
+    let rel = dir.strip_prefix(&root).ok()?.join(file.file_name()?);
+    if repo.is_path_ignored(&rel).unwrap_or(false) {
+        return None;
+    }
+    Some(root)
 }

@@ -102,6 +102,13 @@ fn header(s: &mut String, r: &RunSummary) {
     if let Some(reason) = &r.reason {
         let _ = writeln!(s, "<p id=\"reason\">{}</p>", h(reason));
     }
+    if let Some(w) = &r.not_reproducible {
+        let _ = writeln!(
+            s,
+            "<p id=\"not-reproducible\"><strong>{}</strong></p>",
+            h(&w.describe())
+        );
+    }
     let mut facts: Vec<(&str, String)> = vec![
         ("run", r.run_id.clone()),
         (

@@ -77,6 +77,10 @@ impl Reporter for Console {
             Event::Debug { text, .. } => format!("debug: {text}"),
             Event::PlacementWarning { message } => format!("rfs: warning: {message}"),
             Event::SourceResolved {
+                working_tree: Some(w),
+                ..
+            } => format!("rfs: warning: {}", w.describe()),
+            Event::SourceResolved {
                 commit,
                 dirty_paths_not_shipped: dirty,
                 ..

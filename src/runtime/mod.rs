@@ -70,6 +70,8 @@ pub(crate) struct RunConfig {
     /// Variables that are secrets whatever their name (`rfs.toml`'s
     /// `secrets`).
     pub secret_names: std::collections::BTreeSet<String>,
+    /// `--allow-dirty`: ship the working tree as it is.
+    pub allow_dirty: bool,
 }
 
 /// The source bound to the run.

@@ -154,6 +154,7 @@ impl Run {
             implicit: false,
             dirty_paths_not_shipped: resolved.dirty.clone(),
             submodules: vec![],
+            working_tree: super::sync::working_tree_of(resolved),
         })?;
         let old_tree = git2::Oid::from_str(&bound.pin.tree_digest).map_err(Error::internal)?;
         plan_mod::next_tree(

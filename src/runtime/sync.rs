@@ -13,6 +13,15 @@ use crate::source::manifest::Entry;
 use crate::source::repo::ResolvedSource;
 use crate::source::{archive, repo, SourceError, SourceOptions, SubmodulePolicy};
 
+/// The journal's account of a shipped working tree, if one was.
+pub(crate) fn working_tree_of(r: &ResolvedSource) -> Option<crate::events::WorkingTreeShipped> {
+    r.working_tree_of
+        .map(|base| crate::events::WorkingTreeShipped {
+            base_commit: base.to_string(),
+            uncommitted_paths: r.uncommitted.clone(),
+        })
+}
+
 /// What a bound source is pinned to; returned to the script.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct SourcePin {
@@ -64,6 +73,12 @@ impl Run {
             },
             Some(r) => SourceOptions {
                 rev: r.commit.clone(),
+                allow_dirty: true,
+                ..opts
+            },
+            // `--allow-dirty`: the working tree ships as it is.
+            None if self.cfg.allow_dirty => SourceOptions {
+                working_tree: true,
                 allow_dirty: true,
                 ..opts
             },
@@ -119,6 +134,7 @@ impl Run {
                     commit: s.commit.to_string(),
                 })
                 .collect(),
+            working_tree: working_tree_of(&resolved),
         })?;
 
         let p = self.cfg.provider.clone();

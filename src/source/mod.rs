@@ -23,6 +23,7 @@ pub(crate) mod repo;
 pub(crate) mod resync;
 pub(crate) mod resync_remote;
 pub(crate) mod stream;
+pub(crate) mod working_tree;
 
 use std::path::PathBuf;
 
@@ -46,6 +47,9 @@ pub struct SourceOptions {
     /// Optional subdirectory of the commit's tree that becomes the synced root.
     pub subdir: Option<String>,
     pub allow_dirty: bool,
+    /// `--allow-dirty`: when `rev` is `HEAD` and the working tree has
+    /// changes, ship the working tree itself (see [`working_tree`]).
+    pub working_tree: bool,
     pub submodules: SubmodulePolicy,
     /// Destination directory, relative to the sandbox home.
     pub dest: String,
@@ -58,6 +62,7 @@ impl SourceOptions {
             rev: "HEAD".into(),
             subdir: None,
             allow_dirty: false,
+            working_tree: false,
             submodules: SubmodulePolicy::Refuse,
             dest: "relayflows-source".into(),
         }
@@ -73,7 +78,7 @@ pub enum SourceError {
     NoCommits { repo: String },
     #[error("revision `{rev}` does not resolve to a commit: {message}")]
     BadRevision { rev: String, message: String },
-    #[error("the working tree has uncommitted or untracked changes, which would not be synced: {}{}", list(.paths), " (commit them, or pass allow_dirty: true to ship the committed tree anyway)")]
+    #[error("the working tree has uncommitted or untracked changes, which would not be synced: {}{}", list(.paths), " (commit them; or run with --allow-dirty to ship the working tree as it is, marked not reproducible; or pass sync_source allow_dirty: true to ship the committed tree anyway)")]
     Dirty { paths: Vec<String> },
     #[error("the tree contains submodules, which `git archive` would silently omit: {} (pass submodules: \"include\" to ship their pinned commits)", list(.paths))]
     Submodules { paths: Vec<String> },

@@ -29,6 +29,10 @@ pub struct ResolvedSource {
     pub subdir: Option<String>,
     /// Dirty paths shipped around (only with `allow_dirty`).
     pub dirty: Vec<String>,
+    /// `--allow-dirty`: `commit` is a snapshot of the working tree on top
+    /// of this commit, holding the uncommitted paths [`Self::uncommitted`].
+    pub working_tree_of: Option<Oid>,
+    pub uncommitted: Vec<String>,
     pub submodules: Vec<PinnedSubmodule>,
 }
 
@@ -60,7 +64,16 @@ pub fn resolve(opts: &SourceOptions) -> Result<ResolvedSource, SourceError> {
             rev: opts.rev.clone(),
             message: e.message().to_owned(),
         })?;
-    let commit_id = commit.id();
+    let mut commit_id = commit.id();
+    let mut dirty = dirty_paths(&repo)?;
+    let mut working_tree_of = None;
+    let mut uncommitted = vec![];
+    if opts.working_tree && opts.rev == "HEAD" && !dirty.is_empty() {
+        working_tree_of = Some(commit_id);
+        commit_id = super::working_tree::snapshot(&repo, commit_id)?;
+        uncommitted = std::mem::take(&mut dirty);
+    }
+    let commit = repo.find_commit(commit_id)?;
     let root_tree = commit.tree()?;
     let tree = match &opts.subdir {
         None => root_tree.id(),
@@ -82,7 +95,6 @@ pub fn resolve(opts: &SourceOptions) -> Result<ResolvedSource, SourceError> {
             entry.id()
         }
     };
-    let dirty = dirty_paths(&repo)?;
     if !dirty.is_empty() && !opts.allow_dirty {
         return Err(SourceError::Dirty { paths: dirty });
     }
@@ -102,6 +114,8 @@ pub fn resolve(opts: &SourceOptions) -> Result<ResolvedSource, SourceError> {
         tree,
         subdir: opts.subdir.as_ref().map(|s| s.trim_matches('/').to_owned()),
         dirty,
+        working_tree_of,
+        uncommitted,
         submodules,
     })
 }
