@@ -94,6 +94,29 @@ pub(crate) enum Command {
         #[arg(long, value_name = "PATH")]
         sign_key: Option<PathBuf>,
     },
+    /// Find the first commit at which a proof's result changes: one
+    /// sandbox re-synced commit by commit (`--jobs N`: N sandboxes),
+    /// printed as `git bisect` prints it. A commit where the proof is
+    /// refused, or a step exits 125, is skipped.
+    Bisect {
+        /// A commit where the proof has one result (usually passes).
+        good: String,
+        /// A later commit where it has the other (usually fails).
+        bad: String,
+        /// The proof (read once from here, run at every commit).
+        proof: PathBuf,
+        #[command(flatten)]
+        session: SessionArgs,
+        /// How many commits are tested at once, each in its own sandbox.
+        #[arg(long, short, default_value_t = 1)]
+        jobs: usize,
+        /// A commit (id or prefix) not to test, as `git bisect skip`. Repeatable.
+        #[arg(long, value_name = "COMMIT")]
+        skip: Vec<String>,
+        /// Sign the journal with this key (as `rfs run`).
+        #[arg(long, value_name = "PATH")]
+        sign_key: Option<PathBuf>,
+    },
     /// Explore a live sandbox interactively (one run, one sandbox, cleaned up on exit).
     Repl {
         #[command(flatten)]
@@ -205,7 +228,8 @@ impl Command {
         match self {
             Command::Run { session, .. }
             | Command::Repl { session, .. }
-            | Command::Test { session, .. } => &session.vars,
+            | Command::Test { session, .. }
+            | Command::Bisect { session, .. } => &session.vars,
             Command::Replay { vars, .. } => vars,
             _ => &[],
         }
@@ -338,6 +362,23 @@ fn dispatch(cmd: Command, color: bool) -> Result<i32, Error> {
             crate::repl::run(settings, Arc::new(console))
         }
         Command::Check { scripts } => check(&scripts),
+        Command::Bisect {
+            good,
+            bad,
+            proof,
+            session,
+            jobs,
+            skip,
+            sign_key,
+        } => crate::bisect::run(crate::bisect::BisectArgs {
+            good,
+            bad,
+            proof: proof.clone(),
+            skip,
+            jobs,
+            template: session.into_run_args(proof, false),
+            sign_key,
+        }),
         Command::Test {
             paths,
             session,

@@ -93,6 +93,27 @@ impl WorkingTreeShipped {
     }
 }
 
+/// How the proof went at one commit of `rfs bisect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BisectResult {
+    Passed,
+    Failed,
+    /// Not testable there: refused, a step exited 125 (as `git bisect
+    /// run`'s convention), or `--skip`.
+    Skipped,
+}
+
+impl BisectResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BisectResult::Passed => "passed",
+            BisectResult::Failed => "failed",
+            BisectResult::Skipped => "skipped",
+        }
+    }
+}
+
 /// A submodule shipped at its pinned commit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubmodulePin {
@@ -542,6 +563,34 @@ pub enum Event {
     /// No sandbox was ever provisioned.
     #[serde(rename = "cleanup.none")]
     CleanupNone { reason: String },
+    /// `rfs bisect` starts: the range, and the commits in it (the
+    /// first-parent path from `good`, excluded, to `bad`).
+    #[serde(rename = "bisect.start")]
+    BisectStart {
+        good: String,
+        bad: String,
+        commits: usize,
+    },
+    /// `rfs bisect` ran the proof with the source at `commit`.
+    #[serde(rename = "bisect.commit")]
+    BisectCommit {
+        commit: String,
+        result: BisectResult,
+        /// Why it was skipped, or how it failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// What `rfs bisect` found: the first commit whose result differs
+    /// from `good`'s, or (skipped commits in the way) every candidate.
+    #[serde(rename = "bisect.end")]
+    BisectEnd {
+        good_result: BisectResult,
+        bad_result: BisectResult,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_changed: Option<String>,
+        candidates: Vec<String>,
+        tested: usize,
+    },
     /// The fail-closed runtime refused something the script asked for
     /// (every refusal, whichever check raised it; redacted).
     #[serde(rename = "refused")]
@@ -685,9 +734,12 @@ pub(crate) mod catalog {
             Event::SourceResync { .. } => 34,
             Event::BundleModule { .. } => 35,
             Event::SandboxLost { .. } => 36,
+            Event::BisectStart { .. } => 37,
+            Event::BisectCommit { .. } => 38,
+            Event::BisectEnd { .. } => 39,
         }
     }
-    const COUNT: usize = 37;
+    const COUNT: usize = 40;
 
     /// An owned string (the samples' shorthand).
     fn s(x: &str) -> String {
@@ -1009,6 +1061,23 @@ pub(crate) mod catalog {
     /// A refusal, the bundle, a lost sandbox and a re-sync, then the run's end (last, as a journal ends).
     fn late_samples() -> Vec<Event> {
         vec![
+            Event::BisectStart {
+                good: s("c0ffee"),
+                bad: s("beef"),
+                commits: 2,
+            },
+            Event::BisectCommit {
+                commit: s("d00d"),
+                result: BisectResult::Skipped,
+                reason: Some(s("a step exited 125 (cannot test this commit)")),
+            },
+            Event::BisectEnd {
+                good_result: BisectResult::Passed,
+                bad_result: BisectResult::Failed,
+                first_changed: Some(s("beef")),
+                candidates: vec![s("beef")],
+                tested: 3,
+            },
             Event::Refused {
                 reason: s("cwd escapes the root"),
             },

@@ -42,6 +42,7 @@ macro_rules! errln {
 }
 
 pub(crate) mod attestation;
+pub(crate) mod bisect;
 pub(crate) mod bundle;
 pub(crate) mod ci;
 pub mod cli;

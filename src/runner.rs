@@ -22,6 +22,7 @@ use crate::provider::{select, Provider};
 use crate::runtime::{Run, RunConfig};
 use crate::script::{self, Script};
 use crate::settings::RunSettings;
+use rhai::Engine;
 
 /// Stack of the script thread (Rhai recursion is bounded by the engine's
 /// call-level and expression-depth limits).
@@ -70,11 +71,21 @@ pub struct RunReport {
     pub teardown_warning: Option<String>,
 }
 
+/// What a run does once its sandbox can be used: by default, run the
+/// script once (`rfs bisect` runs it once per commit).
+pub(crate) type Body =
+    Box<dyn FnOnce(&Arc<Run>, &Script, Engine, &rhai::AST) -> Result<(), Error> + Send>;
+
 /// Run a script with validated settings.
 pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
+    run_with_body(settings, hooks, Box::new(script::execute))
+}
+
+/// [`run`] with `body` in place of running the script once.
+pub(crate) fn run_with_body(settings: RunSettings, hooks: Hooks, body: Body) -> RunReport {
     let mut started = false;
     let key = hooks.signing_key.clone();
-    let report = run_journaled(&settings, hooks, &mut started);
+    let report = run_journaled(&settings, hooks, &mut started, body);
     if started {
         let report = seal(&settings, key.as_deref(), report);
         write_report(&settings, report)
@@ -117,7 +128,12 @@ fn failed_after(report: &mut RunReport, what: &str, e: &dyn std::fmt::Display) {
     report.error = Some(Error::Internal(msg));
 }
 
-fn run_journaled(settings: &RunSettings, hooks: Hooks, started: &mut bool) -> RunReport {
+fn run_journaled(
+    settings: &RunSettings,
+    hooks: Hooks,
+    started: &mut bool,
+    body: Body,
+) -> RunReport {
     let mut report = RunReport {
         run_id: settings.run_id.clone(),
         out_dir: settings.out_dir.clone(),
@@ -188,7 +204,7 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, started: &mut bool) -> Ru
         .name("rfs-script".into())
         .stack_size(SCRIPT_STACK)
         .spawn(move || {
-            let _ = tx.send(script::execute(&r2, &s2, engine, &ast));
+            let _ = tx.send(body(&r2, &s2, engine, &ast));
         });
     if let Err(e) = spawned {
         report.teardown_warning = run.finish(RunOutcome::Error);
@@ -303,6 +319,29 @@ impl Signals {
         let (_, index, _) = futures_util::future::select_all(waits).await;
         INTERRUPT_SIGNALS[index]
     }
+}
+
+/// Cancel `interrupt` on any of [`INTERRUPT_SIGNALS`], saying `what`
+/// happens then; the listeners live as long as the returned runtime (for
+/// commands that drive several runs, each with `handle_signals` off).
+pub(crate) fn cancel_on_signals(
+    interrupt: &CancellationToken,
+    what: &'static str,
+) -> Result<tokio::runtime::Runtime, Error> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(Error::internal)?;
+    if let Some(mut signals) = Signals::install(&rt) {
+        let token = interrupt.clone();
+        rt.spawn(async move {
+            let name = signals.recv().await;
+            errln!("{name}: {what}");
+            token.cancel();
+        });
+    }
+    Ok(rt)
 }
 
 async fn wait_signal(signals: Option<&mut Signals>) {

@@ -50,6 +50,7 @@ impl Evidence {
         sessions(&mut s, r);
         prints(&mut s, r);
         refusals(&mut s, r);
+        bisect(&mut s, r);
         let _ = writeln!(s, "\n## Cleanup\n");
         let _ = writeln!(s, "{}", cleanup(r.cleanup.as_ref()));
         let _ = writeln!(s, "\n## Journal\n");
@@ -365,6 +366,54 @@ fn refusals(s: &mut String, r: &RunSummary) {
     let _ = writeln!(s, "\n## Refused\n");
     for why in &r.refusals {
         let _ = writeln!(s, "- {}", esc(why));
+    }
+}
+
+/// `rfs bisect`: what it found, then every commit tested, in order.
+fn bisect(s: &mut String, r: &RunSummary) {
+    let Some(b) = &r.bisect else { return };
+    let _ = writeln!(s, "\n## Bisect\n");
+    let _ = writeln!(
+        s,
+        "{} commits from {} (good) to {} (bad).\n",
+        b.commits,
+        code(&b.good),
+        code(&b.bad)
+    );
+    match (&b.first_changed, b.ended) {
+        (Some(c), _) => {
+            let _ = writeln!(s, "**First commit whose result changed: {}**\n", code(c));
+        }
+        (None, true) if !b.candidates.is_empty() => {
+            let list: Vec<String> = b.candidates.iter().map(|c| code(c)).collect();
+            let _ = writeln!(
+                s,
+                "**Skipped commits hide the change; it is one of: {}**\n",
+                list.join(", ")
+            );
+        }
+        (None, true) => {
+            let _ = writeln!(s, "**No change found in the range.**\n");
+        }
+        (None, false) => {
+            let _ = writeln!(
+                s,
+                "**Did not finish** (this lane's part of the search is incomplete).\n"
+            );
+        }
+    }
+    let _ = writeln!(s, "| # | commit | result | why |\n|---|---|---|---|");
+    for (i, (c, result, why)) in b.tested.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            i + 1,
+            code(c),
+            result.as_str(),
+            why.as_deref()
+                .map(|w| esc(w.lines().next().unwrap_or("")))
+                .unwrap_or_default()
+        );
     }
 }
 

@@ -75,6 +75,20 @@ pub(crate) struct Pin {
     pub workdir: String,
 }
 
+/// `rfs bisect`'s record: the range, each commit tested, the finding.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Bisect {
+    pub good: String,
+    pub bad: String,
+    pub commits: usize,
+    /// (commit, result, reason) in the order tested.
+    pub tested: Vec<(String, crate::events::BisectResult, Option<String>)>,
+    pub first_changed: Option<String>,
+    /// Set when skipped commits hide the change.
+    pub candidates: Vec<String>,
+    pub ended: bool,
+}
+
 /// A re-sync: from commit, to commit, entries shipped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Resync {
@@ -183,6 +197,8 @@ pub(crate) struct RunSummary {
     pub prints_elided: usize,
     /// What was refused, and why, in order.
     pub refusals: Vec<String>,
+    /// Set by `rfs bisect`.
+    pub bisect: Option<Bisect>,
     /// Set when `--allow-dirty` shipped a working tree (the first one).
     pub not_reproducible: Option<crate::events::WorkingTreeShipped>,
     /// `None` while the run has not ended.
@@ -275,6 +291,34 @@ impl RunSummary {
                 }
                 if self.not_reproducible.is_none() {
                     self.not_reproducible.clone_from(working_tree);
+                }
+            }
+            Event::BisectStart { good, bad, commits } => {
+                self.bisect = Some(Bisect {
+                    good: good.clone(),
+                    bad: bad.clone(),
+                    commits: *commits,
+                    ..Bisect::default()
+                });
+            }
+            Event::BisectCommit {
+                commit,
+                result,
+                reason,
+            } => {
+                if let Some(b) = &mut self.bisect {
+                    b.tested.push((commit.clone(), *result, reason.clone()));
+                }
+            }
+            Event::BisectEnd {
+                first_changed,
+                candidates,
+                ..
+            } => {
+                if let Some(b) = &mut self.bisect {
+                    b.first_changed.clone_from(first_changed);
+                    b.candidates.clone_from(candidates);
+                    b.ended = true;
                 }
             }
             Event::SourceVerify { archive_digest, .. } => {

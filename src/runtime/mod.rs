@@ -107,6 +107,8 @@ pub(crate) struct RunState {
     pub session_seq: u32,
     /// Bundle paths of modules journaled as loaded at run time.
     pub runtime_modules: std::collections::BTreeSet<String>,
+    /// The commit every bind uses, set by `rfs bisect` ([`Run::pin_commit`]).
+    pub forced_commit: Option<String>,
 }
 
 /// One run of a script.

@@ -57,6 +57,27 @@ impl SyncRequestKey {
 }
 
 impl Run {
+    /// From now on, bind (and re-bind) the source at `commit` whatever
+    /// revision the script names (`rfs bisect`); when a source is bound,
+    /// move it there now, with the options it was bound with.
+    pub(crate) fn pin_commit(&self, commit: &str) -> Result<()> {
+        self.state().forced_commit = Some(commit.to_owned());
+        let Some(bound) = self.state().source.clone() else {
+            return Ok(());
+        };
+        let k = &bound.request;
+        let opts = SourceOptions {
+            repo: k.repo_root.clone(),
+            rev: commit.to_owned(),
+            subdir: k.subdir.clone(),
+            allow_dirty: true,
+            working_tree: false,
+            submodules: k.submodules,
+            dest: k.dest.clone(),
+        };
+        self.sync_source(opts, false).map(|_| ())
+    }
+
     /// Bind the run's source. `implicit` marks a bind done by the first
     /// `step()` because the script did not call `sync_source()`.
     pub(crate) fn sync_source(&self, opts: SourceOptions, implicit: bool) -> Result<SourcePin> {
@@ -66,23 +87,34 @@ impl Run {
         // A full commit id names one commit whatever the repository's
         // state, so a replay honours it (a replayed re-sync walks the same
         // commits).
-        let opts = match &self.cfg.replay_of {
-            Some(_) if is_full_id(&opts.rev) => SourceOptions {
+        // `rfs bisect` fixes the commit of each pass the same way.
+        let forced = self.state().forced_commit.clone();
+        let opts = match (&self.cfg.replay_of, forced) {
+            (_, Some(c)) if !is_full_id(&opts.rev) => SourceOptions {
+                rev: c,
                 allow_dirty: true,
                 ..opts
             },
-            Some(r) => SourceOptions {
+            (_, Some(_)) => SourceOptions {
+                allow_dirty: true,
+                ..opts
+            },
+            (Some(_), None) if is_full_id(&opts.rev) => SourceOptions {
+                allow_dirty: true,
+                ..opts
+            },
+            (Some(r), None) => SourceOptions {
                 rev: r.commit.clone(),
                 allow_dirty: true,
                 ..opts
             },
             // `--allow-dirty`: the working tree ships as it is.
-            None if self.cfg.allow_dirty => SourceOptions {
+            (None, None) if self.cfg.allow_dirty => SourceOptions {
                 working_tree: true,
                 allow_dirty: true,
                 ..opts
             },
-            None => opts,
+            (None, None) => opts,
         };
         validate_rev(&opts.rev).map_err(|e| self.refuse(e.to_string()))?;
         validate_dest(&opts.dest).map_err(|e| self.refuse(e.to_string()))?;

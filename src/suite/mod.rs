@@ -100,7 +100,10 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
     };
     let fanout = events::Fanout(vec![Box::new(FilesRef(files.clone())), view]);
     let interrupt = CancellationToken::new();
-    let _signals = on_signal(&interrupt)?;
+    let _signals = crate::runner::cancel_on_signals(
+        &interrupt,
+        "rfs test: cancelling every running proof and removing its sandbox",
+    )?;
     let pool = pool::Pool {
         suite_id,
         out_dir: out_dir.clone(),
@@ -157,25 +160,6 @@ pub(crate) fn jobs(
             _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
         }),
     }
-}
-
-/// Cancel `interrupt` on SIGINT, SIGTERM, SIGHUP or SIGQUIT; the
-/// listeners live as long as the returned runtime.
-fn on_signal(interrupt: &CancellationToken) -> Result<tokio::runtime::Runtime, Error> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .map_err(Error::internal)?;
-    if let Some(mut signals) = crate::runner::Signals::install(&rt) {
-        let token = interrupt.clone();
-        rt.spawn(async move {
-            let name = signals.recv().await;
-            errln!("rfs test: {name}: cancelling every running proof and removing its sandbox");
-            token.cancel();
-        });
-    }
-    Ok(rt)
 }
 
 /// GitHub Actions: the suite's index in the job's summary.

@@ -1,0 +1,242 @@
+//! `rfs bisect GOOD BAD PROOF`: the first commit at which a proof's
+//! result changes. The proof runs in one sandbox per lane, its source
+//! moved from commit to commit by incremental re-sync; every tested
+//! commit is journaled with its pin and result, and the finding is
+//! printed as `git bisect` prints it.
+//!
+//! - [`range`]: the commits (first-parent path), resolved once;
+//! - [`search`]: which commit next, and what the results prove;
+//! - [`lane`]: one run testing the commits it is handed.
+
+pub(crate) mod lane;
+pub(crate) mod range;
+pub(crate) mod search;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Error;
+use crate::events::BisectResult;
+use crate::exit_code;
+use crate::settings::{RunArgs, RunSettings};
+use search::Found;
+
+/// The raw inputs of `rfs bisect`.
+#[derive(Debug, Default)]
+pub(crate) struct BisectArgs {
+    pub good: String,
+    pub bad: String,
+    pub proof: PathBuf,
+    /// Commits (ids or prefixes) not to test.
+    pub skip: Vec<String>,
+    pub jobs: usize,
+    /// The proof's run arguments (`out` is the bundle, or with several
+    /// lanes the folder of their bundles).
+    pub template: RunArgs,
+    pub sign_key: Option<PathBuf>,
+}
+
+/// Run the bisection; the exit code: 0 found, 1 no change or only
+/// skipped commits left, 3 an end could not be tested, 130 interrupted.
+pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
+    let here = std::env::current_dir()
+        .map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
+    if a.jobs == 0 {
+        return Err(Error::Usage("--jobs must be at least 1".into()));
+    }
+    let range = range::resolve(&here, &a.good, &a.bad)
+        .map_err(|e| Error::Usage(format!("rfs bisect: {e}")))?;
+    let commits: Vec<String> = range.commits.iter().map(|c| c.to_string()).collect();
+    // Validate once (a misspelt provider is one usage error).
+    let probe = RunSettings::from_args(RunArgs {
+        script: a.proof.clone(),
+        out: None,
+        ..a.template.clone()
+    })?;
+    let lanes = a.jobs.min(commits.len());
+    let folder = match (&a.template.out, lanes) {
+        (Some(o), _) => std::path::absolute(o).unwrap_or_else(|_| o.clone()),
+        (None, 1) => probe.state_dir.join("runs").join(&probe.run_id),
+        (None, _) => probe.state_dir.join("bisects").join(&probe.run_id),
+    };
+    let coord = Arc::new(lane::Coordinator::new(
+        commits.clone(),
+        a.skip.clone(),
+        true,
+    ));
+    let key = crate::signing::key::for_run(a.sign_key.as_deref())?;
+    let interrupt = CancellationToken::new();
+    let _signals = crate::runner::cancel_on_signals(
+        &interrupt,
+        "rfs bisect: stopping; every sandbox is removed and verified gone",
+    )?;
+    errln!(
+        "rfs bisect: {} commits from {} to {}, {lanes} {} on {}",
+        commits.len() - 1,
+        short(&commits[0]),
+        short(&commits[commits.len() - 1]),
+        if lanes == 1 {
+            "sandbox"
+        } else {
+            "sandboxes in parallel"
+        },
+        probe.provider.name
+    );
+    let reports: Vec<crate::runner::RunReport> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..lanes)
+            .map(|n| {
+                let out = if lanes == 1 {
+                    folder.clone()
+                } else {
+                    folder.join(format!("lane-{}", n + 1))
+                };
+                let args = RunArgs {
+                    script: a.proof.clone(),
+                    out: Some(out),
+                    ..a.template.clone()
+                };
+                let (coord, key, token) = (coord.clone(), key.clone(), interrupt.child_token());
+                let ends = (commits[0].clone(), commits[commits.len() - 1].clone());
+                s.spawn(move || lane_run(args, coord, key, token, ends))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().ok())
+            .collect::<Result<Vec<_>, Error>>()
+    })?;
+    for r in &reports {
+        if let Some(e) = &r.error {
+            if !matches!(e, Error::Interrupted) {
+                errln!("{:?}", miette::Report::new(Error::Internal(e.to_string())));
+            }
+        }
+    }
+    let bundles: Vec<String> = reports
+        .iter()
+        .map(|r| r.out_dir.display().to_string())
+        .collect();
+    if lanes > 1 {
+        write_index(&folder, &coord, &bundles);
+    }
+    if interrupt.is_cancelled()
+        || reports
+            .iter()
+            .any(|r| r.exit_code == exit_code::INTERRUPTED)
+    {
+        errln!("rfs bisect: interrupted; evidence in {}", folder.display());
+        return Ok(exit_code::INTERRUPTED);
+    }
+    if let Some(r) = reports.iter().find(|r| r.exit_code != exit_code::SUCCESS) {
+        return Ok(r.exit_code);
+    }
+    Ok(conclude(&here, &coord, &folder))
+}
+
+fn lane_run(
+    args: RunArgs,
+    coord: Arc<lane::Coordinator>,
+    key: Option<Arc<crate::signing::SigningKey>>,
+    interrupt: CancellationToken,
+    ends: (String, String),
+) -> Result<crate::runner::RunReport, Error> {
+    let settings = RunSettings::from_args(args)?;
+    let watch = Arc::new(lane::Watch::default());
+    let hooks = crate::runner::Hooks {
+        reporter: watch.clone(),
+        interrupt,
+        signing_key: key,
+        ..Default::default()
+    };
+    let body = lane::body(coord, watch, settings.vars.clone(), ends);
+    Ok(crate::runner::run_with_body(settings, hooks, body))
+}
+
+/// Print the finding as `git bisect` does; the exit code.
+fn conclude(repo: &std::path::Path, coord: &lane::Coordinator, folder: &std::path::Path) -> i32 {
+    let n = coord.commits.len();
+    let (g, b) = (coord.result(0), coord.result(n - 1));
+    let word = |r: Option<BisectResult>| r.map_or("untested", |r| r.as_str());
+    let code = match coord.found() {
+        Some(Found::FirstChanged(i)) => {
+            let c = &coord.commits[i];
+            let what = match (g, b) {
+                (Some(BisectResult::Passed), Some(BisectResult::Failed)) => "the first bad commit",
+                _ => "the first commit where the proof passes",
+            };
+            outln!("{c} is {what}");
+            out!("{}", range::describe(repo, c));
+            exit_code::SUCCESS
+        }
+        Some(Found::OneOf(v)) => {
+            outln!("There are only 'skip'ped commits left to test.");
+            outln!(
+                "The first commit whose result is {} could be any of:",
+                word(b)
+            );
+            for &i in &v {
+                outln!("{}", coord.commits[i]);
+            }
+            outln!("We cannot bisect more!");
+            exit_code::SCRIPT_FAILED
+        }
+        Some(Found::NoChange(r)) => {
+            errln!(
+                "rfs bisect: the proof {} at both ends ({} and {}): its result does not change in this range",
+                r.as_str(),
+                short(&coord.commits[0]),
+                short(&coord.commits[n - 1])
+            );
+            exit_code::SCRIPT_FAILED
+        }
+        Some(Found::Untestable(i)) => {
+            errln!(
+                "rfs bisect: refused: the proof cannot be tested at {} ({}), so the range has no known result at that end",
+                coord.commits[i],
+                if i == 0 { "good" } else { "bad" }
+            );
+            exit_code::REFUSED
+        }
+        None => exit_code::INTERNAL,
+    };
+    errln!(
+        "rfs bisect: {} of {} commits tested; evidence: {}",
+        coord.tested(),
+        n,
+        folder.display()
+    );
+    code
+}
+
+/// With several lanes: `bisect.json` beside their bundles.
+fn write_index(folder: &std::path::Path, coord: &lane::Coordinator, bundles: &[String]) {
+    let tested: Vec<_> = (0..coord.commits.len())
+        .filter_map(|i| {
+            coord
+                .result(i)
+                .map(|r| serde_json::json!({ "commit": coord.commits[i], "result": r }))
+        })
+        .collect();
+    let found = match coord.found() {
+        Some(Found::FirstChanged(i)) => serde_json::json!({ "first_changed": coord.commits[i] }),
+        Some(Found::OneOf(v)) => {
+            serde_json::json!({ "one_of": v.iter().map(|&i| &coord.commits[i]).collect::<Vec<_>>() })
+        }
+        Some(Found::NoChange(r)) => serde_json::json!({ "no_change": r }),
+        Some(Found::Untestable(i)) => serde_json::json!({ "untestable": coord.commits[i] }),
+        None => serde_json::Value::Null,
+    };
+    let ix = serde_json::json!({ "found": found, "tested": tested, "lanes": bundles });
+    if let Err(e) = std::fs::write(
+        folder.join("bisect.json"),
+        serde_json::to_string_pretty(&ix).unwrap_or_default() + "\n",
+    ) {
+        errln!("rfs: warning: cannot write bisect.json: {e}");
+    }
+}
+
+fn short(c: &str) -> &str {
+    &c[..12.min(c.len())]
+}
