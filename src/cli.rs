@@ -55,6 +55,11 @@ pub(crate) enum Command {
         /// (for CI test reports).
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Run again on each change, in the same sandbox (re-synced): each
+        /// new commit, or with --allow-dirty each change of the working
+        /// tree, and each edit of the script. Ctrl-C ends it.
+        #[arg(long, conflicts_with_all = ["json", "junit"])]
+        watch: bool,
     },
     /// Run a suite of proofs, each in its own sandbox, several at once:
     /// one line per proof, the failures with their output, an index of
@@ -346,8 +351,13 @@ fn dispatch(cmd: Command, color: bool) -> Result<i32, Error> {
             json,
             sign_key,
             junit,
+            watch,
         } => {
             let args = session.into_run_args(script, keep);
+            if watch {
+                let console = crate::reporter::Console::new(quiet).with_progress(progress(quiet));
+                return run_watch(args, sign_key, Arc::new(console));
+            }
             let views = crate::ci::Views::from_args(junit)?;
             if json {
                 run_json(args, sign_key, &views)
@@ -534,6 +544,29 @@ fn run_script(
         errln!("{:?}", miette::Report::new(e));
     }
     Ok(views.write(&report.out_dir, report.exit_code))
+}
+
+/// `rfs run --watch`: one run whose script runs again on each change.
+fn run_watch(
+    args: RunArgs,
+    sign_key: Option<PathBuf>,
+    reporter: Arc<dyn crate::events::Reporter>,
+) -> Result<i32, Error> {
+    let settings = RunSettings::from_args(args)?;
+    let hooks = crate::runner::Hooks {
+        reporter,
+        handle_signals: true,
+        signing_key: crate::signing::key::for_run(sign_key.as_deref())?,
+        ..Default::default()
+    };
+    let body = crate::rerun::body(settings.vars.clone());
+    let report = crate::runner::run_with_body(settings, hooks, body);
+    if let Some(e) = report.error {
+        if !matches!(e, Error::Interrupted) {
+            errln!("{:?}", miette::Report::new(e));
+        }
+    }
+    Ok(report.exit_code)
 }
 
 /// `rfs run --json`: as [`run_script`], then the summary line, which is

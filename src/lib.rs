@@ -64,6 +64,7 @@ pub(crate) mod procfs;
 pub mod provider;
 pub(crate) mod repl;
 pub(crate) mod replay;
+pub(crate) mod rerun;
 pub mod repo_config;
 pub(crate) mod report;
 pub mod reporter;

@@ -395,7 +395,24 @@ impl Run {
         let bundled = std::iter::once(&b.script)
             .chain(&b.modules)
             .any(|f| f.out_path() == path);
-        if bundled || !self.state().runtime_modules.insert(path.clone()) {
+        if bundled {
+            return Ok(());
+        }
+        self.bundle_text_at(path, import, text)
+    }
+
+    /// Copy `text` into the bundle at `bundle/<rel>` (once) and journal
+    /// its digest, naming it `import` (`rfs run --watch`: a pass's edited
+    /// proof).
+    pub(crate) fn bundle_text(&self, rel: &str, import: &str, text: &str) -> std::result::Result<(), String> {
+        if self.cfg.bundle.is_none() {
+            return Ok(());
+        }
+        self.bundle_text_at(format!("{}/{rel}", crate::bundle::DIR), import, text)
+    }
+
+    fn bundle_text_at(&self, path: String, import: &str, text: &str) -> std::result::Result<(), String> {
+        if !self.state().runtime_modules.insert(path.clone()) {
             return Ok(());
         }
         let mut dir = self.cfg.out_dir.clone();

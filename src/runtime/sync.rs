@@ -78,6 +78,35 @@ impl Run {
         self.sync_source(opts, false).map(|_| ())
     }
 
+    /// `rfs run --watch`, before a pass: move the bound source to what
+    /// the repository holds now: HEAD's commit (uncommitted changes are
+    /// journaled as not shipped), or with `--allow-dirty` the working tree.
+    pub(crate) fn follow_head(&self) -> Result<()> {
+        let bound = self.state().source.clone();
+        if self.cfg.allow_dirty {
+            let Some(b) = bound else { return Ok(()) };
+            let k = &b.request;
+            let opts = SourceOptions {
+                repo: k.repo_root.clone(),
+                rev: "HEAD".into(),
+                subdir: k.subdir.clone(),
+                allow_dirty: true,
+                working_tree: true,
+                submodules: k.submodules,
+                dest: k.dest.clone(),
+            };
+            return self.sync_source(opts, false).map(|_| ());
+        }
+        let dir = bound.map_or_else(|| self.cfg.invocation_dir.clone(), |b| b.request.repo_root);
+        let head = git2::Repository::discover(&dir)
+            .and_then(|r| r.head()?.peel_to_commit().map(|c| c.id().to_string()));
+        match head {
+            Ok(c) => self.pin_commit(&c),
+            // No repository or no commit: the script's own bind says why.
+            Err(_) => Ok(()),
+        }
+    }
+
     /// Bind the run's source. `implicit` marks a bind done by the first
     /// `step()` because the script did not call `sync_source()`.
     pub(crate) fn sync_source(&self, opts: SourceOptions, implicit: bool) -> Result<SourcePin> {
