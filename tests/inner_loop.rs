@@ -9,7 +9,105 @@ use common::*;
 use std::io::Write;
 use std::process::Stdio;
 
+/// Wait (bounded) until the journal in `out_dir` holds `n` entries of `kind`.
+fn wait_count(out_dir: &std::path::Path, kind: &str, n: usize) {
+    let needle = format!("\"kind\":\"{kind}\"");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        let t = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap_or_default();
+        if t.matches(&needle).count() >= n {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("the journal did not reach {n} × {kind} within 60 s");
+}
+
+fn spawn_watch(
+    rfs: &Rfs,
+    repo: &Repo,
+    script: &std::path::Path,
+    extra: &[&str],
+) -> (std::process::Child, std::path::PathBuf) {
+    let out_dir = rfs.state.path().join("out").join(uuid_like());
+    let child = rfs
+        .cmd(repo.path())
+        .arg("run")
+        .arg(script)
+        .args(["--watch", "--out"])
+        .arg(&out_dir)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, out_dir)
+}
+
+/// `--watch --allow-dirty`: an edit that is not committed runs again,
+/// shipped as a working-tree snapshot and marked not reproducible.
+#[test]
+fn watch_with_allow_dirty_reruns_on_uncommitted_edits() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("v", "one\n");
+    repo.commit("one");
+    let script = rfs.state.path().join(format!("watch-{}.rhai", uuid_like()));
+    std::fs::write(&script, r#"step("show", "cat v");"#).unwrap();
+    let (child, out_dir) = spawn_watch(&rfs, &repo, &script, &["--allow-dirty"]);
+    wait_count(&out_dir, "step.end", 1);
+    repo.write("v", "edited, not committed\n");
+    wait_count(&out_dir, "step.end", 2);
+    sigint(&child);
+    let out = wait_bounded(child, out_dir);
+    out.assert_code(130);
+    assert!(
+        out.stdout.contains("[show] edited, not committed"),
+        "{}",
+        out.stdout
+    );
+    let resolved = out.entries("source.resolved");
+    assert!(
+        resolved.last().unwrap()["working_tree"]["uncommitted_paths"] == serde_json::json!(["v"]),
+        "{resolved:?}"
+    );
+    assert!(out.evidence().contains("NOT REPRODUCIBLE"));
+    rfs.assert_no_leftovers();
+}
+
 provider_tests! {
+    fn watch_reruns_on_each_commit_and_each_edit_of_the_proof_in_the_same_sandbox(rfs: &Rfs) {
+        let repo = Repo::new();
+        repo.write("v", "one\n");
+        repo.commit("one");
+        let script = rfs.state.path().join(format!("watch-{}.rhai", uuid_like()));
+        std::fs::write(&script, r#"step("show", "cat v");"#).unwrap();
+        let (child, out_dir) = spawn_watch(rfs, &repo, &script, &[]);
+        wait_count(&out_dir, "step.end", 1);
+        repo.write("v", "two\n");
+        let two = repo.commit("two");
+        wait_count(&out_dir, "step.end", 2);
+        std::fs::write(&script, r#"step("show", "cat v; echo edited-proof");"#).unwrap();
+        wait_count(&out_dir, "step.end", 3);
+        sigint(&child);
+        let out = wait_bounded(child, out_dir);
+        out.assert_code(130);
+        assert_eq!(out.stdout.matches("[show] ").count(), 4, "{}", out.stdout);
+        assert!(out.stdout.contains("[show] two") && out.stdout.contains("[show] edited-proof"), "{}", out.stdout);
+        // One sandbox, moved by one re-sync to the new commit.
+        assert_eq!(out.entries("placement").len(), 1);
+        let resyncs = out.entries("source.resync");
+        assert_eq!(resyncs.len(), 1);
+        assert_eq!(resyncs[0]["commit"], two.as_str());
+        // The edited proof is in the bundle, with its digest journaled.
+        let module = &out.entries("bundle.module")[0];
+        assert!(module["path"].as_str().unwrap().starts_with("bundle/watch/pass-3/"), "{module}");
+        let v = rfs.cmd(repo.path()).arg("verify").arg(&out.out_dir).output().unwrap();
+        assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+        rfs.assert_no_leftovers();
+    }
+
     fn allow_dirty_ships_the_working_tree_and_every_view_says_it_is_not_reproducible(rfs: &Rfs) {
         let repo = Repo::new();
         repo.write("app.txt", "committed\n");

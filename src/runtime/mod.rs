@@ -404,14 +404,24 @@ impl Run {
     /// Copy `text` into the bundle at `bundle/<rel>` (once) and journal
     /// its digest, naming it `import` (`rfs run --watch`: a pass's edited
     /// proof).
-    pub(crate) fn bundle_text(&self, rel: &str, import: &str, text: &str) -> std::result::Result<(), String> {
+    pub(crate) fn bundle_text(
+        &self,
+        rel: &str,
+        import: &str,
+        text: &str,
+    ) -> std::result::Result<(), String> {
         if self.cfg.bundle.is_none() {
             return Ok(());
         }
         self.bundle_text_at(format!("{}/{rel}", crate::bundle::DIR), import, text)
     }
 
-    fn bundle_text_at(&self, path: String, import: &str, text: &str) -> std::result::Result<(), String> {
+    fn bundle_text_at(
+        &self,
+        path: String,
+        import: &str,
+        text: &str,
+    ) -> std::result::Result<(), String> {
         if !self.state().runtime_modules.insert(path.clone()) {
             return Ok(());
         }
