@@ -209,8 +209,30 @@ pub(crate) enum Command {
     /// Print the man page (roff) of rfs.
     Man,
     /// List the run bundles in the state directory, newest first, with
-    /// their outcome.
-    Runs,
+    /// their outcome (`rfs runs prune` removes old ones).
+    Runs {
+        #[command(subcommand)]
+        command: Option<RunsCommand>,
+    },
+    /// List the live rfs sandboxes of this user on every provider that
+    /// answers: running runs and `--keep` ones, with their owner and age.
+    Ps {
+        /// Only this provider.
+        #[arg(long)]
+        provider: Option<String>,
+        /// Every user's sandboxes, not only this user's.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Open an interactive shell in a sandbox rfs created (one kept with
+    /// `--keep`), in its synced source; exits with the shell's status.
+    Shell {
+        /// The sandbox id (`rfs ps` lists them).
+        id: String,
+        /// The sandbox's provider (default: the one that knows the id).
+        #[arg(long)]
+        provider: Option<String>,
+    },
     /// Destroy sandboxes left behind by rfs processes that are gone.
     Gc {
         /// List what would be destroyed.
@@ -297,6 +319,24 @@ impl SessionArgs {
 pub(crate) enum ReportFormat {
     Html,
     Markdown,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum RunsCommand {
+    /// Remove old bundles: beyond the newest N runs, or last written
+    /// longer ago than AGE (also finished suites and bisections). A run
+    /// that has not ended is never removed.
+    Prune {
+        /// Remove bundles last written longer ago than this (90m, 2h, 7d).
+        #[arg(long, value_name = "AGE")]
+        older_than: Option<String>,
+        /// Keep only the newest N runs.
+        #[arg(long, value_name = "N")]
+        keep: Option<usize>,
+        /// List what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -463,7 +503,17 @@ fn dispatch(cmd: Command, color: bool) -> Result<i32, Error> {
             format,
             output,
         } => report(&out, format, output.as_deref()),
-        Command::Runs => {
+        Command::Runs {
+            command:
+                Some(RunsCommand::Prune {
+                    older_than,
+                    keep,
+                    dry_run,
+                }),
+        } => prune(older_than, keep, dry_run),
+        Command::Ps { provider, all } => crate::sandboxes::ps(provider, all),
+        Command::Shell { id, provider } => crate::sandboxes::shell(&id, provider),
+        Command::Runs { command: None } => {
             let runs = crate::runs::list(&settings::state_dir().join("runs"));
             for r in &runs {
                 outln!(
@@ -701,6 +751,28 @@ fn report(
             }
         }
     }
+    Ok(exit_code::SUCCESS)
+}
+
+/// `rfs runs prune`.
+fn prune(older_than: Option<String>, keep: Option<usize>, dry_run: bool) -> Result<i32, Error> {
+    if older_than.is_none() && keep.is_none() {
+        return Err(Error::Usage(
+            "rfs runs prune: say what to remove: --older-than AGE (e.g. 7d) and/or --keep N".into(),
+        ));
+    }
+    let older_than = older_than
+        .as_deref()
+        .map(crate::gc::parse_age)
+        .transpose()
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let pruned = crate::runs::prune(&settings::state_dir(), older_than, keep, dry_run)
+        .map_err(|e| Error::Internal(format!("cannot remove a bundle: {e}")))?;
+    let verb = if dry_run { "would remove" } else { "removed" };
+    for p in &pruned {
+        outln!("{verb} {} ({})", p.dir.display(), p.why);
+    }
+    errln!("rfs runs prune: {verb} {} folder(s)", pruned.len());
     Ok(exit_code::SUCCESS)
 }
 

@@ -71,6 +71,7 @@ pub(crate) mod rerun;
 pub mod runner;
 pub(crate) mod runs;
 pub(crate) mod runtime;
+pub(crate) mod sandboxes;
 pub(crate) mod script;
 pub(crate) mod seal;
 pub(crate) mod secrets;

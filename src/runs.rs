@@ -75,6 +75,76 @@ fn describe(dir: &Path) -> Listed {
     }
 }
 
+/// A bundle `rfs runs prune` removed (or, with `--dry-run`, would).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pruned {
+    pub(crate) dir: PathBuf,
+    pub(crate) why: String,
+}
+
+/// What `rfs runs prune` removes: the run bundles in `runs/` beyond the
+/// newest `keep`, and those (and `suites/`, `bisects/` folders) last
+/// written longer ago than `older_than`. A run that has not ended
+/// (`running`, it may be live) is never removed.
+pub(crate) fn prune(
+    state: &Path,
+    older_than: Option<std::time::Duration>,
+    keep: Option<usize>,
+    dry_run: bool,
+) -> std::io::Result<Vec<Pruned>> {
+    let mut doomed: Vec<Pruned> = vec![];
+    let old = |dir: &Path| -> Option<u64> {
+        let limit = older_than?;
+        let written = std::fs::symlink_metadata(dir)
+            .and_then(|m| m.modified())
+            .ok()?;
+        let age = written.elapsed().ok()?;
+        (age > limit).then_some(age.as_secs())
+    };
+    for (i, r) in list(&state.join("runs")).into_iter().enumerate() {
+        if r.outcome == "running" {
+            continue;
+        }
+        let beyond = keep.is_some_and(|k| i >= k);
+        let why = match (beyond, old(&r.dir)) {
+            (true, _) => format!("{} newer runs are kept", keep.unwrap_or(0)),
+            (false, Some(age)) => format!("last written {age} s ago"),
+            (false, None) => continue,
+        };
+        doomed.push(Pruned { dir: r.dir, why });
+    }
+    for (folder, end) in [("suites", "index.json"), ("bisects", "bisect.json")] {
+        let Ok(entries) = std::fs::read_dir(state.join(folder)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let dir = e.path();
+            // Only finished ones, never through a link.
+            if !e.file_type().is_ok_and(|t| t.is_dir()) || !dir.join(end).is_file() {
+                continue;
+            }
+            let touched = std::fs::symlink_metadata(dir.join(end))
+                .and_then(|m| m.modified())
+                .ok();
+            let age = touched.and_then(|t| t.elapsed().ok());
+            if let (Some(limit), Some(age)) = (older_than, age) {
+                if age > limit {
+                    doomed.push(Pruned {
+                        dir,
+                        why: format!("{folder}: finished {} s ago", age.as_secs()),
+                    });
+                }
+            }
+        }
+    }
+    if !dry_run {
+        for d in &doomed {
+            std::fs::remove_dir_all(&d.dir)?;
+        }
+    }
+    Ok(doomed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,8 @@ pub const OWNER_PID: &str = "relayflows/owner-pid";
 /// is not mistaken for a live owner.
 pub const OWNER_PID_START: &str = "relayflows/owner-pid-start";
 pub const STARTED_AT: &str = "relayflows/started-at";
+/// The owner's user id on its host (`rfs ps` shows a user's own).
+pub const OWNER_USER: &str = "relayflows/owner-uid";
 
 /// Value used for source labels when the sandbox is provisioned before any
 /// source is bound.

@@ -18,12 +18,19 @@ pub fn pid_start(pid: u32) -> Option<u64> {
     crate::procfs::stat(pid).ok().map(|s| s.start_ticks)
 }
 
+/// This process's user id, as the owner label writes it.
+pub fn uid() -> String {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }.to_string()
+}
+
 /// The owner labels for the current process.
 pub fn owner_labels() -> Labels {
     let pid = std::process::id();
     let mut l = Labels::new();
     l.insert(labels::OWNER_HOST.into(), host());
     l.insert(labels::OWNER_PID.into(), pid.to_string());
+    l.insert(labels::OWNER_USER.into(), uid());
     l.insert(
         labels::OWNER_PID_START.into(),
         pid_start(pid).map(|s| s.to_string()).unwrap_or_default(),
