@@ -61,8 +61,9 @@ pub(crate) enum Command {
         #[arg(long, conflicts_with_all = ["json", "junit"])]
         watch: bool,
     },
-    /// Run a suite of proofs, each in its own sandbox, several at once:
-    /// one line per proof, the failures with their output, an index of
+    /// Run a suite of proofs, each in its own sandbox, several at once.
+    ///
+    /// One line per proof, the failures with their output, an index of
     /// every bundle. Exit 0 all passed, 1 one failed, 3 one was refused,
     /// 130 interrupted (every sandbox still removed and verified gone).
     Test {
@@ -99,8 +100,9 @@ pub(crate) enum Command {
         #[arg(long, value_name = "PATH")]
         sign_key: Option<PathBuf>,
     },
-    /// Find the first commit at which a proof's result changes: one
-    /// sandbox re-synced commit by commit (`--jobs N`: N sandboxes),
+    /// Find the first commit at which a proof's result changes.
+    ///
+    /// One sandbox re-synced commit by commit (`--jobs N`: N sandboxes),
     /// printed as `git bisect` prints it. A commit where the proof is
     /// refused, or a step exits 125, is skipped.
     Bisect {
@@ -209,13 +211,16 @@ pub(crate) enum Command {
     /// Print the man page (roff) of rfs.
     Man,
     /// List the run bundles in the state directory, newest first, with
-    /// their outcome (`rfs runs prune` removes old ones).
+    /// their outcome.
+    ///
+    /// `rfs runs prune` removes old ones.
     Runs {
         #[command(subcommand)]
         command: Option<RunsCommand>,
     },
-    /// List the live rfs sandboxes of this user on every provider that
-    /// answers: running runs and `--keep` ones, with their owner and age.
+    /// List the live rfs sandboxes of this user on every provider.
+    ///
+    /// Running runs and `--keep` ones, with their owner and age.
     Ps {
         /// Only this provider.
         #[arg(long)]
@@ -224,8 +229,10 @@ pub(crate) enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// Open an interactive shell in a sandbox rfs created (one kept with
-    /// `--keep`), in its synced source; exits with the shell's status.
+    /// Open an interactive shell in a sandbox rfs created.
+    ///
+    /// One kept with `--keep`, in its synced source; exits with the
+    /// shell's status.
     Shell {
         /// The sandbox id (`rfs ps` lists them).
         id: String,
