@@ -445,6 +445,11 @@ if r.stdout != "out1\nout2\nout3\n" { throw "stdout was: " + r.stdout; }
 if r.stderr != "err1\nerr2\nerr3\n" { throw "stderr was: " + r.stderr; }
 "#;
 
+/// The environment of a run whose steps each use a session of their own
+/// (the toolbox quirks of per-command sessions, which the step agent
+/// does not meet).
+const NO_AGENT: &[(&str, &str)] = &[("RFS_DAYTONA_STEP_AGENT", "off")];
+
 /// Per session command (in order of first request): the queries of its
 /// log requests and the number of its status reads.
 fn per_command(sim: &Sim) -> Vec<(Vec<String>, usize)> {
@@ -457,6 +462,7 @@ fn per_command(sim: &Sim) -> Vec<(Vec<String>, usize)> {
         if !r
             .route
             .starts_with("/toolbox/{}/process/session/{}/command/{}")
+            || r.path.ends_with("/input")
         {
             continue;
         }
@@ -478,17 +484,50 @@ fn per_command(sim: &Sim) -> Vec<(Vec<String>, usize)> {
 
 #[test]
 fn step_output_is_followed_once_not_refetched_every_poll() {
+    // A session per command: one follow stream each, its exit code read
+    // once, at the end.
     let Some(rfs) = Rfs::daytona() else { return };
     let repo = Repo::new();
-    let out = rfs.run(repo.path(), TALKING_STEP);
+    let out = rfs.run_with_env(repo.path(), TALKING_STEP, &[], NO_AGENT);
     out.assert_code(0);
     let cmds = per_command(rfs.sim());
     assert!(!cmds.is_empty());
     for (logs, status_reads) in &cmds {
-        // One follow stream per command; its exit code read once, at the end.
         assert_eq!(logs, &["follow=true"], "{cmds:?}");
         assert_eq!(*status_reads, 1, "{cmds:?}");
     }
+    rfs.finish();
+}
+
+/// The step agent: three steps are three inputs to one command whose log
+/// is followed once; no session is created and no status read per step
+/// (the exit code comes in the stream), and stdout and stderr stay apart.
+#[test]
+fn steps_go_to_one_agent_whose_log_is_followed_once() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    let script = format!("{TALKING_STEP}\nstep(\"b\", \"exit 3\", #{{ allow_failure: true }});\nstep(\"c\", \"true\");\n");
+    let out = rfs.run(repo.path(), &script);
+    out.assert_code(0);
+    let ends = out.entries("step.end");
+    assert_eq!(ends[1]["exit"], 3);
+    let reqs = rfs.sim().requests();
+    let count =
+        |f: &dyn Fn(&rfs_daytona_sim::RequestRecord) -> bool| reqs.iter().filter(|r| f(r)).count();
+    assert_eq!(
+        count(&|r| r.method == "POST" && r.route == "/toolbox/{}/process/session"),
+        1,
+        "one agent session"
+    );
+    assert_eq!(
+        count(&|r| r.route == "/toolbox/{}/process/session/{}/exec"),
+        1,
+        "one command: the agent"
+    );
+    // Each step, and each command of the source sync, is one input.
+    assert!(count(&|r| r.path.ends_with("/input")) >= 3);
+    let cmds = per_command(rfs.sim());
+    assert_eq!(cmds, vec![(vec!["follow=true".to_owned()], 0)], "{cmds:?}");
     rfs.finish();
 }
 
@@ -902,7 +941,7 @@ fn exit_minus_one_from_the_toolbox_becomes_rfs_clear_error() {
         let Some(rfs) = Rfs::daytona() else { return };
         let repo = Repo::new();
         rfs.sim().faults().next_exec_fails_to_start(output);
-        let out = rfs.run(repo.path(), "step(\"x\", \"echo hi\");\n");
+        let out = rfs.run_with_env(repo.path(), "step(\"x\", \"echo hi\");\n", &[], NO_AGENT);
         assert_ne!(out.code, 0, "{}", out.stderr);
         assert!(out.stderr.contains(want), "{}", out.stderr);
         assert!(
@@ -1081,9 +1120,12 @@ fn a_missing_exit_code_is_named_and_never_success() {
     let Some(rfs) = Rfs::daytona() else { return };
     let repo = Repo::new();
     rfs.sim().faults().lose_exit_code_of("lost-exit-code");
-    let out = rfs.run(
+    // A session per command: the step agent carries exit codes itself.
+    let out = rfs.run_with_env(
         repo.path(),
         "step(\"lost\", \"echo lost-exit-code\", #{ timeout: 30 });\n",
+        &[],
+        NO_AGENT,
     );
     out.assert_code(1);
     assert!(
@@ -1238,7 +1280,18 @@ fn every_http_call_is_logged_at_debug_without_secrets() {
         "{lines:#?}"
     );
     assert!(
-        has(&["start command", "route=/toolbox/{}/process/session/{}/exec"]),
+        has(&[
+            "start the step agent",
+            "route=/toolbox/{}/process/session/{}/exec"
+        ]),
+        "{lines:#?}"
+    );
+    assert!(
+        has(&[
+            "send a step to the agent",
+            "route=/toolbox/{}/process/session/{}/command/{}/input",
+            "status=204"
+        ]),
         "{lines:#?}"
     );
     assert!(

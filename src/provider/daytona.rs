@@ -21,6 +21,7 @@
 //! * **Uploads** (`toolbox`): multipart, streamed from the file.
 //! * **Terminals** (`pty`): the toolbox PTY over a rustls WebSocket.
 
+mod agent;
 pub mod config;
 mod exec;
 mod follow;
@@ -58,6 +59,8 @@ pub(crate) struct Api {
     toolboxes: Arc<Mutex<HashMap<String, String>>>,
     homes: Arc<Mutex<HashMap<String, String>>>,
     keep_alive: Arc<Mutex<HashMap<String, CancellationToken>>>,
+    /// Each sandbox's step agents (see [`agent`]).
+    agents: Arc<Mutex<HashMap<String, agent::Pool>>>,
 }
 
 impl Api {
@@ -71,6 +74,7 @@ impl Api {
         lock(&self.toolboxes).get(id).cloned()
     }
     fn forget(&self, id: &str) {
+        lock(&self.agents).remove(id);
         lock(&self.toolboxes).remove(id);
         lock(&self.homes).remove(id);
         if let Some(t) = lock(&self.keep_alive).remove(id) {
@@ -147,6 +151,7 @@ impl DaytonaProvider {
                 toolboxes: Default::default(),
                 homes: Default::default(),
                 keep_alive: Default::default(),
+                agents: Default::default(),
             },
         })
     }
@@ -299,6 +304,8 @@ impl Provider for DaytonaProvider {
         if let Some(t) = lock(&self.api.keep_alive).remove(id) {
             t.cancel();
         }
+        // Its step agents end with it (their streams close).
+        lock(&self.api.agents).remove(id);
         self.api.delete(id).await.map_err(|e| self.redact(e))
     }
 }

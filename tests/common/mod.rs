@@ -375,9 +375,21 @@ impl Rfs {
     }
 
     pub fn run_with(&self, cwd: &Path, script: &str, args: &[&str]) -> RunOut {
+        self.run_with_env(cwd, script, args, &[])
+    }
+
+    /// [`Rfs::run_with`] with extra environment variables.
+    pub fn run_with_env(
+        &self,
+        cwd: &Path,
+        script: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> RunOut {
         let (script_path, out_dir) = self.prepare(script);
         let out = self
             .cmd(cwd)
+            .envs(env.iter().copied())
             .arg("run")
             .arg(&script_path)
             .arg("--out")

@@ -22,6 +22,9 @@ pub const AUTO_STOP_ENV: &str = "RFS_DAYTONA_AUTO_STOP_MINUTES";
 /// use; default: a quarter of the auto-stop interval. For tests against a
 /// server whose "minute" is shorter.
 pub const KEEP_ALIVE_ENV: &str = "RFS_DAYTONA_KEEP_ALIVE_MS";
+/// `off`: run every step in a session of its own instead of the sandbox's
+/// step agent (for a toolbox whose command input does not work).
+pub const STEP_AGENT_ENV: &str = "RFS_DAYTONA_STEP_AGENT";
 /// Default of [`Config::auto_stop_minutes`].
 pub const AUTO_STOP_MINUTES: u32 = 15;
 /// Default per-request timeout.

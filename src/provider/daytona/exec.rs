@@ -1,4 +1,5 @@
-//! Commands through toolbox sessions: a session per command, async exec
+//! Commands through toolbox sessions: a step agent per sandbox where the
+//! server gives one ([`super::agent`]), else a session per command, async exec
 //! (so a long command outlives the proxy's request timeout), polled
 //! status and logs (new bytes go to the sink as they arrive, stdout and
 //! stderr apart when the toolbox splits them), a kill of the whole process
@@ -339,7 +340,7 @@ impl Api {
 
     /// Where the toolbox keeps session `sid` (its daemon's config dir is
     /// `$HOME/.daytona`), if the sandbox's home is known.
-    fn session_dir(&self, id: &str, sid: &str) -> Option<String> {
+    pub(super) fn session_dir(&self, id: &str, sid: &str) -> Option<String> {
         lock(&self.homes)
             .get(id)
             .map(|h| format!("{}/.daytona/sessions/{sid}", h.trim_end_matches('/')))
@@ -382,6 +383,10 @@ impl Api {
             });
         }
         let base = self.toolbox(id).await?;
+        // The common case: the sandbox's step agent, about two round trips.
+        if let Some(agent) = self.agent(&base, id).await {
+            return self.exec_on_agent(&base, id, agent, req, sink).await;
+        }
         let token = wrapper::token();
         let sid = format!("rfs-{token}");
         let create = Call::new(
@@ -567,7 +572,7 @@ impl Api {
     }
 
     /// The outcome of a command that ended by itself.
-    fn finish(
+    pub(super) fn finish(
         &self,
         id: &str,
         req: &ExecRequest,

@@ -558,6 +558,9 @@ fn read_from(path: &std::path::Path, offset: usize) -> Vec<u8> {
     buf
 }
 
+/// Follow a command's log over `socket`. Each frame leaves
+/// `frame_latency` after its bytes were read, as on a network link with
+/// that one-way delay: frames in flight do not wait for each other.
 async fn stream_log(
     mut socket: WebSocket,
     log_path: std::path::PathBuf,
@@ -566,39 +569,46 @@ async fn stream_log(
     combined: bool,
     frame_latency: std::time::Duration,
 ) {
+    use std::collections::VecDeque;
+    use tokio::time::Instant;
     let mut offset = 0usize;
     let mut pending = Vec::new();
+    let mut outbox: VecDeque<(Instant, Message)> = VecDeque::new();
+    let mut closing = false;
     loop {
-        let done = !follow || exit_path.exists() || exit_path.with_file_name(LOST_EXIT).exists();
-        let data = read_from(&log_path, offset);
-        if !data.is_empty() {
-            offset += data.len();
-            let out = if combined {
-                filter_chunk(&mut pending, &data)
-            } else {
-                data
-            };
-            if !out.is_empty() {
-                tokio::time::sleep(frame_latency).await;
-                if socket.send(Message::Binary(out.into())).await.is_err() {
-                    return;
+        let mut got = false;
+        if !closing {
+            let done =
+                !follow || exit_path.exists() || exit_path.with_file_name(LOST_EXIT).exists();
+            let data = read_from(&log_path, offset);
+            if !data.is_empty() {
+                offset += data.len();
+                let out = if combined {
+                    filter_chunk(&mut pending, &data)
+                } else {
+                    data
+                };
+                if !out.is_empty() {
+                    outbox.push_back((Instant::now() + frame_latency, Message::Binary(out.into())));
                 }
+                got = true;
+            } else if done {
+                if combined && !pending.is_empty() {
+                    let rest = std::mem::take(&mut pending);
+                    outbox
+                        .push_back((Instant::now() + frame_latency, Message::Binary(rest.into())));
+                }
+                outbox.push_back((
+                    Instant::now() + frame_latency,
+                    Message::Close(Some(CloseFrame {
+                        code: 1000,
+                        reason: "".into(),
+                    })),
+                ));
+                closing = true;
             }
-            continue;
         }
-        if done {
-            if combined && !pending.is_empty() {
-                let rest = std::mem::take(&mut pending);
-                let _ = socket.send(Message::Binary(rest.into())).await;
-            }
-            let _ = socket
-                .send(Message::Close(Some(CloseFrame {
-                    code: 1000,
-                    reason: "".into(),
-                })))
-                .await;
-            return;
-        }
+        let due = outbox.front().map(|(at, _)| *at);
         tokio::select! {
             msg = socket.recv() => {
                 match msg {
@@ -606,7 +616,16 @@ async fn stream_log(
                     _ => {}
                 }
             }
-            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            _ = async { tokio::time::sleep_until(due.unwrap_or_else(Instant::now)).await }, if due.is_some() => {
+                if let Some((_, m)) = outbox.pop_front() {
+                    let last = matches!(m, Message::Close(_));
+                    if socket.send(m).await.is_err() || last {
+                        return;
+                    }
+                }
+            }
+            // More of the log may be there at once after a read.
+            _ = tokio::time::sleep(Duration::from_millis(if got { 0 } else { 20 })), if !closing => {}
         }
     }
 }
