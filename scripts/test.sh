@@ -22,11 +22,18 @@ command -v docker >/dev/null || need+=(docker.io)
 command -v ssh-keygen >/dev/null && command -v ssh-agent >/dev/null || need+=(openssh-client)
 python3 -c 'import cryptography' 2>/dev/null || /usr/bin/python3 -c 'import cryptography' 2>/dev/null \
   || need+=(python3 python3-cryptography)
+command -v pip3 >/dev/null || python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then
   echo "scripts/test.sh: installing ${need[*]}" >&2
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# `rfs mcp` is tested with the official Python MCP SDK as its client.
+if ! python3 -c 'import mcp' 2>/dev/null; then
+  echo "scripts/test.sh: installing the Python MCP SDK (pip install mcp)" >&2
+  python3 -m pip install -q mcp 2>/dev/null || python3 -m pip install -q --break-system-packages mcp
 fi
 
 # The Docker tests need a running engine; start one if this machine has
@@ -45,9 +52,14 @@ fi
 export RFS_REQUIRE_DOCKER=1
 export RFS_REQUIRE_DAYTONA=1
 export RFS_REQUIRE_CHROMIUM=1
+export RFS_REQUIRE_MCP=1
 cargo fmt --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Benchmarks are not tests: scripts/bench-*.sh and `cargo bench` run them.
 # --workspace: also the Daytona-API test server (tests/daytona-sim), which needs root and busybox-static.
 cargo test --workspace --locked --lib --bins --tests
 cargo test --locked --doc
+# The Daytona provider tests again, with 50 ms added to every response and
+# WebSocket frame of the test server (they wait on the network, not the
+# CPU: more at once).
+RFS_TEST_DAYTONA_LATENCY_MS=50 cargo test --locked --tests daytona -- --test-threads 6

@@ -132,6 +132,16 @@ pub(crate) enum Command {
         #[arg(long)]
         keep: bool,
     },
+    /// Serve one session to a coding agent over MCP (stdio).
+    ///
+    /// One run with one live sandbox, as the REPL: tools sync, step,
+    /// attach/send/screen/assert_screen, journal, save and end. The
+    /// sandbox is destroyed and verified gone when the client
+    /// disconnects.
+    Mcp {
+        #[command(flatten)]
+        session: SessionArgs,
+    },
     /// Compile a script and report errors without running it: syntax,
     /// imports, unknown functions, wrong argument counts, misspelt option keys.
     Check {
@@ -263,7 +273,8 @@ impl Command {
             Command::Run { session, .. }
             | Command::Repl { session, .. }
             | Command::Test { session, .. }
-            | Command::Bisect { session, .. } => &session.vars,
+            | Command::Bisect { session, .. }
+            | Command::Mcp { session, .. } => &session.vars,
             Command::Replay { vars, .. } => vars,
             _ => &[],
         }
@@ -419,6 +430,11 @@ fn dispatch(cmd: Command, color: bool) -> Result<i32, Error> {
             crate::repl::run(settings, Arc::new(console))
         }
         Command::Check { scripts } => check(&scripts),
+        Command::Mcp { session } => {
+            let mut settings = RunSettings::for_repl(session.into_run_args(PathBuf::new(), false))?;
+            settings.script = PathBuf::from("<mcp>");
+            crate::mcp::run(settings)
+        }
         Command::Bisect {
             good,
             bad,

@@ -58,6 +58,7 @@ pub mod fuzzing;
 pub(crate) mod gc;
 pub(crate) mod journal;
 pub(crate) mod logging;
+pub(crate) mod mcp;
 pub(crate) mod out_dir;
 pub mod outcome;
 pub(crate) mod procfs;

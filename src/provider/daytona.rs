@@ -61,6 +61,8 @@ pub(crate) struct Api {
     keep_alive: Arc<Mutex<HashMap<String, CancellationToken>>>,
     /// Each sandbox's step agents (see [`agent`]).
     agents: Arc<Mutex<HashMap<String, agent::Pool>>>,
+    /// How long the last verified teardown took (the soft delete's lag).
+    delete_lag: Arc<Mutex<Option<std::time::Duration>>>,
 }
 
 impl Api {
@@ -152,6 +154,7 @@ impl DaytonaProvider {
                 homes: Default::default(),
                 keep_alive: Default::default(),
                 agents: Default::default(),
+                delete_lag: Default::default(),
             },
         })
     }

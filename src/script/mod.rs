@@ -174,7 +174,7 @@ pub(crate) fn execute(run: &Arc<Run>, script: &Script, engine: Engine, ast: &AST
 }
 
 /// Decide what a script error stands for.
-fn classify(run: &Run, e: &rhai::EvalAltResult, message: String) -> Error {
+pub(crate) fn classify(run: &Run, e: &rhai::EvalAltResult, message: String) -> Error {
     if run.is_cancelled() {
         return Error::Interrupted;
     }

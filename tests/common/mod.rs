@@ -171,7 +171,17 @@ pub fn daytona_required() -> bool {
 /// Start the Daytona-API test server; `None` (one line on stderr) when this
 /// machine cannot run it (it needs root and /bin/busybox). Under
 /// `RFS_REQUIRE_DAYTONA=1` that is a panic naming what is missing.
-pub fn start_sim(opts: rfs_daytona_sim::SimOptions) -> Option<rfs_daytona_sim::Sim> {
+/// `RFS_TEST_DAYTONA_LATENCY_MS` adds that latency to every response and
+/// WebSocket frame of every server the tests start (scripts/test.sh runs
+/// the Daytona provider tests again at 50 ms).
+pub fn start_sim(mut opts: rfs_daytona_sim::SimOptions) -> Option<rfs_daytona_sim::Sim> {
+    if let Some(ms) = std::env::var("RFS_TEST_DAYTONA_LATENCY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        opts.latency = std::time::Duration::from_millis(ms);
+        opts.frame_latency = std::time::Duration::from_millis(ms);
+    }
     match rfs_daytona_sim::Sim::start(opts) {
         Ok(sim) => Some(sim),
         Err(e) if daytona_required() => {
@@ -286,7 +296,7 @@ impl Rfs {
             ensure_docker_image();
         }
         let sim = (prov == Prov::Daytona).then(|| {
-            rfs_daytona_sim::Sim::start(rfs_daytona_sim::SimOptions::default())
+            start_sim(rfs_daytona_sim::SimOptions::default())
                 .expect("the Daytona-API test server starts")
         });
         Rfs::with_sim(prov, sim)

@@ -373,12 +373,22 @@ impl Api {
     pub(crate) async fn destroy_gone(&self, id: &str, bound: Duration) -> ProviderResult<()> {
         self.delete(id).await?;
         let start = Instant::now();
+        // The soft delete's lag as the last teardown saw it: the first
+        // look waits most of it instead of finding the sandbox
+        // `destroying` round after round.
+        let learnt = *super::lock(&self.delete_lag);
+        if let Some(lag) = learnt {
+            tokio::time::sleep((lag * 4 / 5).min(bound / 2)).await;
+        }
         let mut wait = Duration::from_millis(50);
         loop {
-            let by_id = self.get_dto(id).await?;
-            let listed = self.list_dtos(&labels::rfs_selector()).await?;
+            // Both looks at once: one round trip a round.
+            let selector = labels::rfs_selector();
+            let (by_id, listed) = tokio::join!(self.get_dto(id), self.list_dtos(&selector));
+            let (by_id, listed) = (by_id?, listed?);
             let in_list = listed.iter().any(|s| s.id == id);
             if by_id.is_none() && !in_list {
+                *super::lock(&self.delete_lag) = Some(start.elapsed());
                 self.forget(id);
                 return Ok(());
             }
@@ -393,7 +403,7 @@ impl Api {
                 )));
             }
             tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(Duration::from_secs(2));
+            wait = (wait * 3 / 2).min(Duration::from_secs(1));
         }
     }
 

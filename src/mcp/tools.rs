@@ -1,0 +1,468 @@
+//! The tools of `rfs mcp`, as a client sees them. Each one becomes one
+//! evaluation on the session's script thread ([`super::worker`]), so it
+//! is journaled and refused exactly as the same call in a script.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rhai::Dynamic;
+use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
+use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData as McpError, ServerHandler};
+use serde::Deserialize;
+
+use super::worker::{lit, Job, Reply};
+use crate::outcome::RunOutcome;
+use crate::runtime::Run;
+
+/// The session behind the tools.
+pub(crate) struct Session {
+    pub jobs: Mutex<Option<std::sync::mpsc::Sender<Job>>>,
+    pub run: Arc<Run>,
+    pub transcript: Arc<Mutex<Vec<String>>>,
+    pub out_dir: PathBuf,
+    pub invocation_dir: PathBuf,
+    /// Set by `end`: the exit code the session ended with.
+    pub ended: Mutex<Option<i32>>,
+}
+
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+impl Session {
+    /// Whether a call is being evaluated.
+    pub(crate) fn busy(&self) -> bool {
+        IN_FLIGHT.load(Ordering::SeqCst) > 0
+    }
+
+    async fn eval(
+        &self,
+        code: String,
+        vars: Vec<(&'static str, Dynamic)>,
+        shown: Option<String>,
+    ) -> Result<CallToolResult, McpError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sent = self
+            .jobs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|j| {
+                j.send(Job {
+                    code,
+                    vars,
+                    shown,
+                    reply: tx,
+                })
+                .is_ok()
+            })
+            .unwrap_or(false);
+        if !sent {
+            return Ok(err_text(
+                "the session has ended (its sandbox is gone); start a new one",
+            ));
+        }
+        IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        let reply = rx.await;
+        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+        Ok(match reply {
+            Ok(Reply::Value(v)) => CallToolResult::success(vec![ContentBlock::text(
+                serde_json::to_string_pretty(&v).unwrap_or_default(),
+            )]),
+            Ok(Reply::Failed { refused, reason }) => {
+                let word = if refused { "refused: " } else { "failed: " };
+                let reason = reason.strip_prefix(word).unwrap_or(&reason);
+                err_text(&format!("{word}{reason}"))
+            }
+            Err(_) => err_text("the session ended while the call ran"),
+        })
+    }
+}
+
+fn err_text(t: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(t.to_owned())])
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub(crate) struct SyncArgs {
+    /// A revision to bind (default HEAD); a later call moves the source
+    /// to another commit by incremental re-sync.
+    pub rev: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub(crate) struct StepArgs {
+    /// A name for the step (journal, evidence).
+    pub name: String,
+    /// The command, run by `sh -c` in the sandbox.
+    pub command: String,
+    /// Working directory inside the synced source (default: where rfs
+    /// was started, mapped into it).
+    pub cwd: Option<String>,
+    /// Seconds before the step is killed.
+    pub timeout: Option<i64>,
+    /// Extra environment variables.
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub(crate) struct AttachArgs {
+    /// The program to run in a terminal (an agent CLI, a shell, a TUI).
+    pub command: String,
+    pub cols: Option<i64>,
+    pub rows: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub(crate) struct SendArgs {
+    /// The terminal, as `attach` numbered it.
+    pub terminal: i64,
+    /// Text to type (use "\r" for Enter).
+    pub text: Option<String>,
+    /// A key to press instead: enter, tab, escape, up, down, ctrl-c, ...
+    pub key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub(crate) struct ScreenArgs {
+    pub terminal: i64,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub(crate) struct AssertArgs {
+    pub terminal: i64,
+    /// Text the screen must show.
+    pub text: Option<String>,
+    /// Or a regular expression it must match.
+    pub regex: Option<String>,
+    /// Wait for it to be gone instead.
+    pub absent: Option<bool>,
+    /// Seconds to wait (default 10).
+    pub timeout: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub(crate) struct JournalArgs {
+    /// How many of the last journal lines (default 20).
+    pub tail: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub(crate) struct SaveArgs {
+    /// Where to write the script (relative to where rfs started).
+    pub path: String,
+    /// Overwrite an existing file.
+    pub overwrite: Option<bool>,
+}
+
+/// The MCP server of one session.
+#[derive(Clone)]
+pub(crate) struct RfsMcp {
+    session: Arc<Session>,
+    tool_router: ToolRouter<Self>,
+}
+
+impl RfsMcp {
+    pub(crate) fn new(session: Arc<Session>) -> Self {
+        RfsMcp {
+            session,
+            tool_router: Self::tool_router(),
+        }
+    }
+}
+
+/// A Rhai map literal of the given entries (`None`s left out).
+fn map_lit(entries: &[(&str, Option<String>)]) -> String {
+    let body: Vec<String> = entries
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}: {v}")))
+        .collect();
+    format!("#{{ {} }}", body.join(", "))
+}
+
+fn rhai_map(entries: Vec<(&str, Option<Dynamic>)>) -> Dynamic {
+    let mut m = rhai::Map::new();
+    for (k, v) in entries {
+        if let Some(v) = v {
+            m.insert(k.into(), v);
+        }
+    }
+    Dynamic::from_map(m)
+}
+
+#[tool_router]
+impl RfsMcp {
+    #[tool(
+        description = "Bind the repository's committed source into the session's sandbox (resolved once to a commit, shipped from the object database, verified in the sandbox). Give rev to move it to another commit (incremental re-sync). Returns the pin: commit, tree digest, files, workdir."
+    )]
+    async fn sync(&self, Parameters(a): Parameters<SyncArgs>) -> Result<CallToolResult, McpError> {
+        let opts = rhai_map(vec![("rev", a.rev.clone().map(Dynamic::from))]);
+        let shown = format!(
+            "sync_source({});",
+            map_lit(&[("rev", a.rev.as_deref().map(lit))])
+        );
+        self.session
+            .eval(
+                "sync_source(mcp_opts)".into(),
+                vec![("mcp_opts", opts)],
+                Some(shown),
+            )
+            .await
+    }
+
+    #[tool(
+        description = "Run a command in the session's sandbox, in the synced source (binding it first if needed). Returns ok, exit, stdout, stderr, duration. A failing command is a result (ok: false), not an error; a refused one (a cwd that escapes the source, ...) is an error with the reason."
+    )]
+    async fn step(&self, Parameters(a): Parameters<StepArgs>) -> Result<CallToolResult, McpError> {
+        let env = a.env.as_ref().map(|e| {
+            let m: rhai::Map = e
+                .iter()
+                .map(|(k, v)| (k.into(), Dynamic::from(v.clone())))
+                .collect();
+            Dynamic::from_map(m)
+        });
+        let opts = rhai_map(vec![
+            ("cwd", a.cwd.clone().map(Dynamic::from)),
+            ("timeout", a.timeout.map(Dynamic::from)),
+            ("env", env),
+            ("allow_failure", Some(Dynamic::from(true))),
+        ]);
+        let env_lit = a.env.as_ref().map(|e| {
+            let parts: Vec<String> = e
+                .iter()
+                .map(|(k, v)| format!("{}: {}", lit(k), lit(v)))
+                .collect();
+            format!("#{{ {} }}", parts.join(", "))
+        });
+        let shown = format!(
+            "step({}, {}, {});",
+            lit(&a.name),
+            lit(&a.command),
+            map_lit(&[
+                ("cwd", a.cwd.as_deref().map(lit)),
+                ("timeout", a.timeout.map(|t| t.to_string())),
+                ("env", env_lit),
+                ("allow_failure", Some("true".into())),
+            ])
+        );
+        self.session
+            .eval(
+                "step(mcp_name, mcp_cmd, mcp_opts)".into(),
+                vec![
+                    ("mcp_name", Dynamic::from(a.name)),
+                    ("mcp_cmd", Dynamic::from(a.command)),
+                    ("mcp_opts", opts),
+                ],
+                Some(shown),
+            )
+            .await
+    }
+
+    #[tool(
+        description = "Open an interactive terminal session (a real PTY) in the sandbox running a program; returns its number for send, screen and assert_screen."
+    )]
+    async fn attach(
+        &self,
+        Parameters(a): Parameters<AttachArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let opts = rhai_map(vec![
+            ("cols", a.cols.map(Dynamic::from)),
+            ("rows", a.rows.map(Dynamic::from)),
+        ]);
+        let n = self
+            .session
+            .transcript
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|l| l.starts_with("let t"))
+            .count();
+        let shown = format!(
+            "let t{n} = attach({}, {});",
+            lit(&a.command),
+            map_lit(&[
+                ("cols", a.cols.map(|c| c.to_string())),
+                ("rows", a.rows.map(|r| r.to_string()))
+            ])
+        );
+        self.session
+            .eval(
+                "mcp_terms.push(attach(mcp_cmd, mcp_opts)); mcp_terms.len() - 1".into(),
+                vec![("mcp_cmd", Dynamic::from(a.command)), ("mcp_opts", opts)],
+                Some(shown),
+            )
+            .await
+    }
+
+    #[tool(description = "Type text, or press a named key, in a terminal session.")]
+    async fn send(&self, Parameters(a): Parameters<SendArgs>) -> Result<CallToolResult, McpError> {
+        let (code, shown, value) = match (&a.text, &a.key) {
+            (Some(t), None) => (
+                "send(mcp_terms[mcp_i], mcp_v)",
+                format!("send(t{}, {});", a.terminal, lit(t)),
+                t.clone(),
+            ),
+            (None, Some(k)) => (
+                "press(mcp_terms[mcp_i], mcp_v)",
+                format!("press(t{}, {});", a.terminal, lit(k)),
+                k.clone(),
+            ),
+            _ => return Ok(err_text("give exactly one of text and key")),
+        };
+        self.session
+            .eval(
+                code.into(),
+                vec![
+                    ("mcp_i", Dynamic::from(a.terminal)),
+                    ("mcp_v", Dynamic::from(value)),
+                ],
+                Some(shown),
+            )
+            .await
+    }
+
+    #[tool(
+        description = "The terminal session's screen as text, as its emulated terminal shows it now."
+    )]
+    async fn screen(
+        &self,
+        Parameters(a): Parameters<ScreenArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.session
+            .eval(
+                "screen(mcp_terms[mcp_i])".into(),
+                vec![("mcp_i", Dynamic::from(a.terminal))],
+                None,
+            )
+            .await
+    }
+
+    #[tool(
+        description = "Wait until a terminal session's screen shows a text or matches a regex (or, with absent, no longer does), within a timeout; an error with a screen dump when it does not."
+    )]
+    async fn assert_screen(
+        &self,
+        Parameters(a): Parameters<AssertArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let pattern = rhai_map(vec![
+            ("text", a.text.clone().map(Dynamic::from)),
+            ("regex", a.regex.clone().map(Dynamic::from)),
+            ("absent", a.absent.map(Dynamic::from)),
+            ("timeout", Some(Dynamic::from(a.timeout.unwrap_or(10)))),
+        ]);
+        let shown = format!(
+            "assert_screen(t{}, {});",
+            a.terminal,
+            map_lit(&[
+                ("text", a.text.as_deref().map(lit)),
+                ("regex", a.regex.as_deref().map(lit)),
+                ("absent", a.absent.map(|b| b.to_string())),
+                ("timeout", Some(a.timeout.unwrap_or(10).to_string())),
+            ])
+        );
+        self.session
+            .eval(
+                "assert_screen(mcp_terms[mcp_i], mcp_p); true".into(),
+                vec![("mcp_i", Dynamic::from(a.terminal)), ("mcp_p", pattern)],
+                Some(shown),
+            )
+            .await
+    }
+
+    #[tool(
+        description = "The last lines of the session's journal (every fact of the run, as JSON lines: placement, pins, steps, refusals)."
+    )]
+    async fn journal(
+        &self,
+        Parameters(a): Parameters<JournalArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let text =
+            std::fs::read_to_string(self.session.out_dir.join("journal.jsonl")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let n = a.tail.unwrap_or(20).min(lines.len());
+        Ok(CallToolResult::success(vec![ContentBlock::text(
+            lines[lines.len() - n..].join("\n"),
+        )]))
+    }
+
+    #[tool(
+        description = "Write the calls that succeeded so far as a Rhai script `rfs run` can run; says how to run it."
+    )]
+    async fn save(&self, Parameters(a): Parameters<SaveArgs>) -> Result<CallToolResult, McpError> {
+        let path = self.session.invocation_dir.join(&a.path);
+        if path.exists() && !a.overwrite.unwrap_or(false) {
+            return Ok(err_text(&format!(
+                "{} exists; pass overwrite: true to replace it",
+                path.display()
+            )));
+        }
+        let lines = self
+            .session
+            .transcript
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let text = format!(
+            "// Saved by rfs mcp from run {}.\n{}\n",
+            self.session.run.cfg.run_id,
+            lines.join("\n")
+        );
+        if let Err(e) = std::fs::write(&path, text) {
+            return Ok(err_text(&format!("cannot write {}: {e}", path.display())));
+        }
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+            "saved {} calls to {}; run it with `rfs run {}` (commit it first if it is inside the repository: rfs ships only what is committed)",
+            lines.len(),
+            path.display(),
+            path.display()
+        ))]))
+    }
+
+    #[tool(
+        description = "End the session: the sandbox is destroyed and its destruction verified; returns the outcome and where the evidence (EVIDENCE.md, journal) is."
+    )]
+    async fn end(&self) -> Result<CallToolResult, McpError> {
+        let taken = self
+            .session
+            .jobs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if taken.is_none() {
+            return Ok(err_text("the session has already ended"));
+        }
+        drop(taken);
+        let run = self.session.run.clone();
+        let out = self.session.out_dir.clone();
+        let warning = tokio::task::spawn_blocking(move || {
+            let w = run.finish(RunOutcome::Completed);
+            let _ = crate::seal::seal(&out, None);
+            let _ = crate::report::write_html(&out);
+            w
+        })
+        .await
+        .ok()
+        .flatten();
+        *self.session.ended.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(crate::exit_code::SUCCESS);
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+            "session ended: completed; sandbox destroyed{}; evidence: {}",
+            warning
+                .map(|w| format!(" (warning: {w})"))
+                .unwrap_or_else(|| " and verified gone".into()),
+            self.session.out_dir.join("EVIDENCE.md").display()
+        ))]))
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for RfsMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(
+            "rfs: one sandbox for this session, holding the repository's committed source. \
+             Call sync (optional), then step to run commands, attach/send/screen/assert_screen for \
+             terminal programs, journal to see the record, save to keep what worked as a script, \
+             and end when done (the sandbox is destroyed and verified gone; also when you disconnect).",
+        )
+    }
+}
