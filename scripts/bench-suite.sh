@@ -84,7 +84,7 @@ case " $parts " in *" bisect "*)
       git -C "$big" -c user.name=b -c user.email=b@b commit -qm "change $i"
     done
   fi
-  echo 'step("check", "grep -q fine marker");' > "$work/bisect-proof.rhai"
+  echo 'step("check", "! grep -q broken marker");' > "$work/bisect-proof.rhai"
   good=$(git -C "$big" rev-parse HEAD~64)
   out="$work/bisect-out-$(date +%s%N)"
   t0=$(now)

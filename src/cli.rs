@@ -435,81 +435,11 @@ fn dispatch(cmd: Command, color: bool) -> Result<i32, Error> {
             settings.script = PathBuf::from("<mcp>");
             crate::mcp::run(settings)
         }
-        Command::Bisect {
-            good,
-            bad,
-            proof,
-            session,
-            jobs,
-            skip,
-            sign_key,
-        } => crate::bisect::run(crate::bisect::BisectArgs {
-            good,
-            bad,
-            proof: proof.clone(),
-            skip,
-            jobs,
-            template: session.into_run_args(proof, false),
-            sign_key,
-        }),
-        Command::Test {
-            paths,
-            session,
-            jobs,
-            fail_fast,
-            retries,
-            filter,
-            skip,
-            json,
-            junit,
-            sign_key,
-        } => {
-            use std::io::IsTerminal;
-            let terminal = !json && std::io::stderr().is_terminal();
-            crate::suite::run(crate::suite::SuiteArgs {
-                paths,
-                filters: crate::suite::plan::Filters {
-                    include: filter,
-                    skip,
-                },
-                jobs,
-                retries,
-                fail_fast,
-                out: session.out.clone(),
-                junit,
-                json,
-                template: session.into_run_args(PathBuf::new(), false),
-                sign_key,
-                terminal,
-                color,
-            })
-        }
+        cmd @ Command::Bisect { .. } => bisect(cmd),
+        cmd @ Command::Test { .. } => suite(cmd, color),
         Command::Journal {
             command: JournalCommand::Verify { file },
-        } => {
-            let v =
-                crate::journal::verify::verify(&file).map_err(|reason| Error::JournalInvalid {
-                    path: file.display().to_string(),
-                    reason: reason.to_string(),
-                })?;
-            outln!(
-                "{}: intact, {} lines, head {}{}{}",
-                file.display(),
-                v.lines,
-                v.head,
-                if v.complete {
-                    ""
-                } else {
-                    " (run did not reach run.end: incomplete)"
-                },
-                match v.matches_recorded_head {
-                    Some(true) => ", matches journal.head",
-                    Some(false) => ", runs past the head journal.head recorded (the run stopped before rewriting it)",
-                    None => ", no journal.head beside it",
-                }
-            );
-            Ok(exit_code::SUCCESS)
-        }
+        } => journal_verify(&file),
         Command::Verify {
             out,
             allowed_signers,
@@ -536,27 +466,7 @@ fn dispatch(cmd: Command, color: bool) -> Result<i32, Error> {
         } => prune(older_than, keep, dry_run),
         Command::Ps { provider, all } => crate::sandboxes::ps(provider, all),
         Command::Shell { id, provider } => crate::sandboxes::shell(&id, provider),
-        Command::Runs { command: None } => {
-            let runs = crate::runs::list(&settings::state_dir().join("runs"));
-            for r in &runs {
-                outln!(
-                    "{}  {:<11} {:>3} steps  {:<8} {}  {}",
-                    r.run_id,
-                    r.outcome,
-                    r.steps,
-                    r.provider,
-                    r.script,
-                    r.dir.display()
-                );
-            }
-            if runs.is_empty() {
-                errln!(
-                    "rfs: no runs in {}",
-                    settings::state_dir().join("runs").display()
-                );
-            }
-            Ok(exit_code::SUCCESS)
-        }
+        Command::Runs { command: None } => list_runs(),
         Command::Gc {
             dry_run,
             provider,
@@ -596,6 +506,118 @@ fn dispatch(cmd: Command, color: bool) -> Result<i32, Error> {
             print_bytes(&buf)
         }
     }
+}
+
+/// `rfs test`.
+fn suite(cmd: Command, color: bool) -> Result<i32, Error> {
+    let Command::Test {
+        paths,
+        session,
+        jobs,
+        fail_fast,
+        retries,
+        filter,
+        skip,
+        json,
+        junit,
+        sign_key,
+    } = cmd
+    else {
+        unreachable!("suite() is called for `rfs test`")
+    };
+    use std::io::IsTerminal;
+    let terminal = !json && std::io::stderr().is_terminal();
+    crate::suite::run(crate::suite::SuiteArgs {
+        paths,
+        filters: crate::suite::plan::Filters {
+            include: filter,
+            skip,
+        },
+        jobs,
+        retries,
+        fail_fast,
+        out: session.out.clone(),
+        junit,
+        json,
+        template: session.into_run_args(PathBuf::new(), false),
+        sign_key,
+        terminal,
+        color,
+    })
+}
+
+/// `rfs bisect`.
+fn bisect(cmd: Command) -> Result<i32, Error> {
+    let Command::Bisect {
+        good,
+        bad,
+        proof,
+        session,
+        jobs,
+        skip,
+        sign_key,
+    } = cmd
+    else {
+        unreachable!("bisect() is called for `rfs bisect`")
+    };
+    crate::bisect::run(crate::bisect::BisectArgs {
+        good,
+        bad,
+        proof: proof.clone(),
+        skip,
+        jobs,
+        template: session.into_run_args(proof, false),
+        sign_key,
+    })
+}
+
+/// `rfs journal verify FILE`.
+fn journal_verify(file: &std::path::Path) -> Result<i32, Error> {
+    let v = crate::journal::verify::verify(file).map_err(|reason| Error::JournalInvalid {
+        path: file.display().to_string(),
+        reason: reason.to_string(),
+    })?;
+    outln!(
+        "{}: intact, {} lines, head {}{}{}",
+        file.display(),
+        v.lines,
+        v.head,
+        if v.complete {
+            ""
+        } else {
+            " (run did not reach run.end: incomplete)"
+        },
+        match v.matches_recorded_head {
+            Some(true) => ", matches journal.head",
+            Some(false) =>
+                ", runs past the head journal.head recorded (the run stopped before rewriting it)",
+            None => ", no journal.head beside it",
+        }
+    );
+    Ok(exit_code::SUCCESS)
+}
+
+/// `rfs runs`.
+fn list_runs() -> Result<i32, Error> {
+    let runs = crate::runs::list(&settings::state_dir().join("runs"));
+    for r in &runs {
+        outln!(
+            "{}  {:<11} {:>3} steps  {:<8} {}  {}",
+            r.run_id,
+            r.outcome,
+            r.steps,
+            r.provider,
+            r.script,
+            r.dir.display()
+        );
+    }
+    if runs.is_empty() {
+        errln!(
+            "rfs: no runs in {}",
+            settings::state_dir().join("runs").display()
+        );
+    }
+    Ok(exit_code::SUCCESS)
 }
 
 /// `rfs run`: validate, run, report; the exit code is the run's.

@@ -207,6 +207,41 @@ pub(crate) struct RunSummary {
 }
 
 impl RunSummary {
+    /// `rfs bisect`'s facts.
+    fn apply_bisect(&mut self, e: &Event) {
+        match e {
+            Event::BisectStart { good, bad, commits } => {
+                self.bisect = Some(Bisect {
+                    good: good.clone(),
+                    bad: bad.clone(),
+                    commits: *commits,
+                    ..Bisect::default()
+                });
+            }
+            Event::BisectCommit {
+                commit,
+                result,
+                reason,
+            } => {
+                if let Some(b) = &mut self.bisect {
+                    b.tested.push((commit.clone(), *result, reason.clone()));
+                }
+            }
+            Event::BisectEnd {
+                first_changed,
+                candidates,
+                ..
+            } => {
+                if let Some(b) = &mut self.bisect {
+                    b.first_changed.clone_from(first_changed);
+                    b.candidates.clone_from(candidates);
+                    b.ended = true;
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// The fold of `events`.
     pub(crate) fn of<'a>(events: impl IntoIterator<Item = &'a Event>) -> RunSummary {
         let mut s = RunSummary::default();
@@ -293,33 +328,8 @@ impl RunSummary {
                     self.not_reproducible.clone_from(working_tree);
                 }
             }
-            Event::BisectStart { good, bad, commits } => {
-                self.bisect = Some(Bisect {
-                    good: good.clone(),
-                    bad: bad.clone(),
-                    commits: *commits,
-                    ..Bisect::default()
-                });
-            }
-            Event::BisectCommit {
-                commit,
-                result,
-                reason,
-            } => {
-                if let Some(b) = &mut self.bisect {
-                    b.tested.push((commit.clone(), *result, reason.clone()));
-                }
-            }
-            Event::BisectEnd {
-                first_changed,
-                candidates,
-                ..
-            } => {
-                if let Some(b) = &mut self.bisect {
-                    b.first_changed.clone_from(first_changed);
-                    b.candidates.clone_from(candidates);
-                    b.ended = true;
-                }
+            Event::BisectStart { .. } | Event::BisectCommit { .. } | Event::BisectEnd { .. } => {
+                self.apply_bisect(e)
             }
             Event::SourceVerify { archive_digest, .. } => {
                 self.archive_digest_kind = Some(*archive_digest);

@@ -76,18 +76,10 @@ impl Reporter for Console {
             }
             Event::Debug { text, .. } => format!("debug: {text}"),
             Event::PlacementWarning { message } => format!("rfs: warning: {message}"),
-            Event::SourceResolved {
-                working_tree: Some(w),
-                ..
-            } => format!("rfs: warning: {}", w.describe()),
-            Event::SourceResolved {
-                commit,
-                dirty_paths_not_shipped: dirty,
-                ..
-            } if !dirty.is_empty() => format!(
-                "rfs: warning: allow_dirty: {} uncommitted/untracked path(s) are NOT shipped; the committed tree {commit} is",
-                dirty.len()
-            ),
+            Event::SourceResolved { .. } => match source_warning(event) {
+                Some(w) => w,
+                None => return,
+            },
             Event::CleanupFailed {
                 sandbox_id, error, ..
             } => format!("rfs: warning: teardown of sandbox {sandbox_id} not verified: {error}"),
@@ -185,5 +177,25 @@ impl Reporter for Console {
             _ => return,
         };
         self.print(false, &line);
+    }
+}
+
+/// What a resolved source warns of: a shipped working tree (not
+/// reproducible), or uncommitted paths left out of the committed tree.
+fn source_warning(event: &Event) -> Option<String> {
+    match event {
+        Event::SourceResolved {
+            working_tree: Some(w),
+            ..
+        } => Some(format!("rfs: warning: {}", w.describe())),
+        Event::SourceResolved {
+            commit,
+            dirty_paths_not_shipped: dirty,
+            ..
+        } if !dirty.is_empty() => Some(format!(
+            "rfs: warning: allow_dirty: {} uncommitted/untracked path(s) are NOT shipped; the committed tree {commit} is",
+            dirty.len()
+        )),
+        _ => None,
     }
 }

@@ -107,10 +107,10 @@ impl Run {
         }
     }
 
-    /// Bind the run's source. `implicit` marks a bind done by the first
-    /// `step()` because the script did not call `sync_source()`.
-    pub(crate) fn sync_source(&self, opts: SourceOptions, implicit: bool) -> Result<SourcePin> {
-        self.check_cancelled()?;
+    /// The options a bind really uses: a replay ships the commit it
+    /// replays and `rfs bisect` the commit it tests (whatever revision
+    /// the script names); `--allow-dirty` ships the working tree.
+    fn effective(&self, opts: SourceOptions) -> SourceOptions {
         // A replay ships the commit it replays, whatever HEAD and the
         // working tree are now (dirty paths are still journaled).
         // A full commit id names one commit whatever the repository's
@@ -118,7 +118,7 @@ impl Run {
         // commits).
         // `rfs bisect` fixes the commit of each pass the same way.
         let forced = self.state().forced_commit.clone();
-        let opts = match (&self.cfg.replay_of, forced) {
+        match (&self.cfg.replay_of, forced) {
             (_, Some(c)) if !is_full_id(&opts.rev) => SourceOptions {
                 rev: c,
                 allow_dirty: true,
@@ -144,7 +144,14 @@ impl Run {
                 ..opts
             },
             (None, None) => opts,
-        };
+        }
+    }
+
+    /// Bind the run's source. `implicit` marks a bind done by the first
+    /// `step()` because the script did not call `sync_source()`.
+    pub(crate) fn sync_source(&self, opts: SourceOptions, implicit: bool) -> Result<SourcePin> {
+        self.check_cancelled()?;
+        let opts = self.effective(opts);
         validate_rev(&opts.rev).map_err(|e| self.refuse(e.to_string()))?;
         validate_dest(&opts.dest).map_err(|e| self.refuse(e.to_string()))?;
         let resolved = repo::resolve(&opts).map_err(|e| {
