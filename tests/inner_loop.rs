@@ -266,3 +266,37 @@ fn repl_save_into_the_repository_says_to_commit_it_and_outside_says_how_to_run_i
     ran.assert_code(0);
     assert!(ran.stdout.contains("hi"), "{}", ran.stdout);
 }
+
+/// `rfs repl --allow-dirty`: the session ships the working tree too, and
+/// its journal says the evidence is not reproducible.
+#[test]
+fn repl_with_allow_dirty_ships_the_working_tree() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("draft.txt", "not committed yet\n");
+    let out_dir = rfs.state.path().join("out").join(uuid_like());
+    let mut child = rfs
+        .cmd(repo.path())
+        .args(["repl", "--allow-dirty", "--out"])
+        .arg(&out_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"step(\"see\", \"cat draft.txt\");\n")
+        .unwrap();
+    let out = finish(child.wait_with_output().unwrap(), out_dir);
+    out.assert_code(0);
+    assert!(out.stdout.contains("not committed yet"), "{}", out.stdout);
+    let resolved = &out.entries("source.resolved")[0];
+    assert_eq!(
+        resolved["working_tree"]["uncommitted_paths"],
+        serde_json::json!(["draft.txt"])
+    );
+    assert!(out.stderr.contains("NOT REPRODUCIBLE"), "{}", out.stderr);
+}
