@@ -75,13 +75,15 @@ provider_tests! {
 
     fn failing_assertion_shows_the_screen_and_the_script_line(rfs: &Rfs) {
         let repo = Repo::new();
-        let out = rfs.run(repo.path(), "let t = attach(\"sh\");\nt.send(\"echo visible-text\\n\");\nassert_screen(t, #{ text: \"never-there\", timeout: 1 });\n");
+        // The text is on the screen first (however slow the link), then
+        // an assertion that cannot pass times out and shows that screen.
+        let out = rfs.run(repo.path(), "let t = attach(\"sh\");\nt.send(\"echo visible-\\\"\\\"text\\n\");\nassert_screen(t, #{ text: \"visible-text\", timeout: 30 });\nassert_screen(t, #{ text: \"never-there\", timeout: 1 });\n");
         out.assert_code(1);
         assert!(out.stderr.contains("timed out after 1."), "{}", out.stderr);
         assert!(out.stderr.contains("visible-text"), "screen dump missing: {}", out.stderr);
         assert!(out.stderr.contains("cursor at row"), "{}", out.stderr);
-        assert!(out.stderr.contains("3 │ assert_screen("), "{}", out.stderr);
-        let a = &out.entries("attach.assert")[0];
+        assert!(out.stderr.contains("4 │ assert_screen("), "{}", out.stderr);
+        let a = &out.entries("attach.assert")[1];
         assert_eq!(a["outcome"], "Timeout");
         let snap = std::fs::read_to_string(out.out_dir.join(a["snapshot"]["path"].as_str().unwrap())).unwrap();
         assert!(snap.contains("visible-text"));

@@ -32,7 +32,9 @@ use crate::isolation::{base_env, kill_session, HOME, SHELL};
 use crate::state::{now_rfc3339, AppState};
 
 enum Out {
-    Data(Vec<u8>),
+    /// Output, with when it was read from the PTY (frame latency counts
+    /// from then: frames in flight do not wait for each other).
+    Data(Vec<u8>, std::time::Instant),
     Close(u16, String),
 }
 
@@ -87,7 +89,7 @@ impl PtySession {
     fn broadcast(&self, out: Out) {
         let mut clients = self.clients.lock().unwrap();
         match out {
-            Out::Data(b) => clients.retain(|c| match c.try_send(Out::Data(b.clone())) {
+            Out::Data(b, at) => clients.retain(|c| match c.try_send(Out::Data(b.clone(), at)) {
                 Ok(()) => true,
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     // the daemon drops a slow consumer with 1008
@@ -195,7 +197,7 @@ impl PtySession {
             loop {
                 match (&*reader_master).read(&mut buf) {
                     Ok(0) | Err(_) => break,
-                    Ok(n) => me.broadcast(Out::Data(buf[..n].to_vec())),
+                    Ok(n) => me.broadcast(Out::Data(buf[..n].to_vec(), std::time::Instant::now())),
                 }
             }
             let _ = done_tx.send(());
@@ -439,10 +441,14 @@ async fn attach(
     loop {
         tokio::select! {
             out = rx.recv() => match out {
-                Some(Out::Data(b)) => {
-                    let delay = st.faults.pty_frame_delay().unwrap_or_default() + st.opts.frame_latency;
-                    if !delay.is_zero() {
-                        tokio::time::sleep(delay).await;
+                Some(Out::Data(b, at)) => {
+                    // A slow consumer (fault) takes its time per frame;
+                    // network latency delays each frame from when it was read.
+                    if let Some(slow) = st.faults.pty_frame_delay() {
+                        tokio::time::sleep(slow).await;
+                    }
+                    if !st.opts.frame_latency.is_zero() {
+                        tokio::time::sleep_until(tokio::time::Instant::from_std(at + st.opts.frame_latency)).await;
                     }
                     sent += b.len();
                     if st.faults.pty_drop_after().is_some_and(|limit| sent > limit) {
