@@ -412,16 +412,12 @@ fn dispatch(cmd: Command, color: bool) -> Result<i32, Error> {
             watch,
         } => {
             let args = session.into_run_args(script, keep);
-            if watch {
-                let console = crate::reporter::Console::new(quiet).with_progress(progress(quiet));
-                return run_watch(args, sign_key, Arc::new(console));
-            }
             let views = crate::ci::Views::from_args(junit)?;
             if json {
                 run_json(args, sign_key, &views)
             } else {
                 let console = crate::reporter::Console::new(quiet).with_progress(progress(quiet));
-                run_script(args, sign_key, Arc::new(console), &views)
+                run_script(args, sign_key, Arc::new(console), &views, watch)
             }
         }
         Command::Repl { session, keep } => {
@@ -626,6 +622,7 @@ fn run_script(
     sign_key: Option<PathBuf>,
     reporter: Arc<dyn crate::events::Reporter>,
     views: &crate::ci::Views,
+    watch: bool,
 ) -> Result<i32, Error> {
     let settings = RunSettings::from_args(args)?;
     let hooks = crate::runner::Hooks {
@@ -634,34 +631,20 @@ fn run_script(
         signing_key: crate::signing::key::for_run(sign_key.as_deref())?,
         ..Default::default()
     };
-    let report = crate::runner::run(settings, hooks);
-    if let Some(e) = report.error {
-        errln!("{:?}", miette::Report::new(e));
-    }
-    Ok(views.write(&report.out_dir, report.exit_code))
-}
-
-/// `rfs run --watch`: one run whose script runs again on each change.
-fn run_watch(
-    args: RunArgs,
-    sign_key: Option<PathBuf>,
-    reporter: Arc<dyn crate::events::Reporter>,
-) -> Result<i32, Error> {
-    let settings = RunSettings::from_args(args)?;
-    let hooks = crate::runner::Hooks {
-        reporter,
-        handle_signals: true,
-        signing_key: crate::signing::key::for_run(sign_key.as_deref())?,
-        ..Default::default()
+    // `--watch`: the script runs again on each change until Ctrl-C, which
+    // is how a watch ends (not an error to show).
+    let report = if watch {
+        let body = crate::rerun::body(settings.vars.clone());
+        crate::runner::run_with_body(settings, hooks, body)
+    } else {
+        crate::runner::run(settings, hooks)
     };
-    let body = crate::rerun::body(settings.vars.clone());
-    let report = crate::runner::run_with_body(settings, hooks, body);
     if let Some(e) = report.error {
-        if !matches!(e, Error::Interrupted) {
+        if !(watch && matches!(e, Error::Interrupted)) {
             errln!("{:?}", miette::Report::new(e));
         }
     }
-    Ok(report.exit_code)
+    Ok(views.write(&report.out_dir, report.exit_code))
 }
 
 /// `rfs run --json`: as [`run_script`], then the summary line, which is
@@ -672,7 +655,7 @@ fn run_json(
     views: &crate::ci::Views,
 ) -> Result<i32, Error> {
     let json = Arc::new(crate::reporter::Json::default());
-    let code = run_script(args, sign_key, json.clone(), views).unwrap_or_else(|e| {
+    let code = run_script(args, sign_key, json.clone(), views, false).unwrap_or_else(|e| {
         let code = e.exit_code();
         errln!("{:?}", miette::Report::new(e));
         code
@@ -827,33 +810,9 @@ fn gc(dry_run: bool, only: Option<String>, older_than: Option<String>) -> Result
         .map(crate::gc::parse_age)
         .transpose()
         .map_err(|e| Error::Usage(e.to_string()))?;
-    let names: Vec<String> = match only {
-        Some(p) => vec![
-            select::choose(Some(&p), None)
-                .map_err(|e| Error::Usage(e.to_string()))?
-                .name,
-        ],
-        None => select::known().iter().map(|s| s.to_string()).collect(),
-    };
     let rt = tokio::runtime::Runtime::new().map_err(Error::internal)?;
-    let state = settings::state_dir();
     let mut failed = false;
-    for name in names {
-        let choice = select::ProviderChoice {
-            name: name.clone(),
-            reason: select::ChoiceReason::Flag,
-        };
-        let provider = match select::build(&choice, &state, None) {
-            Ok(p) => p,
-            Err(e) => {
-                errln!("rfs gc: skipping provider {name}: {e}");
-                continue;
-            }
-        };
-        if let Err(e) = rt.block_on(provider.preflight()) {
-            errln!("rfs gc: skipping provider {name}: {e}");
-            continue;
-        }
+    for provider in crate::sandboxes::reachable(&rt, only, "gc")? {
         let entries = rt
             .block_on(crate::gc::collect_older_than(
                 provider.as_ref(),

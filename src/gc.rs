@@ -75,7 +75,7 @@ pub(crate) fn parse_age(s: &str) -> Result<Duration, AgeError> {
 }
 
 /// How long ago the sandbox's `relayflows/started-at` label says it started.
-fn age(l: &labels::Labels) -> Option<Duration> {
+pub(crate) fn age(l: &labels::Labels) -> Option<Duration> {
     let at = l.get(labels::STARTED_AT)?;
     let t = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok()?;
     let secs = (time::OffsetDateTime::now_utc() - t).whole_seconds();

@@ -107,7 +107,7 @@ pub(crate) fn check(out: &Path, invocation_dir: &Path) -> Result<(), OutDirRefus
 }
 
 /// `p` with `.` and `..` resolved as text (the folder may not exist yet).
-fn lexical(p: &Path) -> PathBuf {
+pub(crate) fn lexical(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {

@@ -90,7 +90,7 @@ fn reload(run: &Arc<Run>, path: &Path, pass: u32) -> Result<Option<(Script, rhai
         .cfg
         .bundle
         .as_ref()
-        .is_some_and(|b| b.script.sha256 == sha256(&s.source.text));
+        .is_some_and(|b| b.script.sha256 == sha256(s.source.text.as_bytes()));
     let ast = script::compile(&script::base_engine(&s.dir)?, &s)?;
     if !bundled {
         let name = path
@@ -106,16 +106,16 @@ fn reload(run: &Arc<Run>, path: &Path, pass: u32) -> Result<Option<(Script, rhai
     Ok(Some((s, ast)))
 }
 
-fn sha256(text: &str) -> String {
+fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest as _;
-    hex::encode(sha2::Sha256::digest(text.as_bytes()))
+    hex::encode(sha2::Sha256::digest(bytes))
 }
 
 /// What a change is: HEAD, the working tree's changed paths (with their
 /// size and time) when it ships, and the script's text.
 fn fingerprint(run: &Run, script: &Path) -> String {
     let mut f = std::fs::read(script)
-        .map(|b| sha256(&String::from_utf8_lossy(&b)))
+        .map(|b| sha256(&b))
         .unwrap_or_default();
     let dir: PathBuf = run.cfg.invocation_dir.clone();
     let Ok(repo) = git2::Repository::discover(&dir) else {

@@ -85,36 +85,25 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
 pub(crate) fn run_with_body(settings: RunSettings, hooks: Hooks, body: Body) -> RunReport {
     let mut started = false;
     let key = hooks.signing_key.clone();
-    let report = run_journaled(&settings, hooks, &mut started, body);
+    let mut report = run_journaled(&settings, hooks, &mut started, body);
     if started {
-        let report = seal(&settings, key.as_deref(), report);
-        write_report(&settings, report)
-    } else {
-        report
-    }
-}
-
-/// `report.html`, the bundle's view for people, made from the sealed
-/// bundle. Failing to write it fails the run: the evidence would be
-/// incomplete.
-fn write_report(settings: &RunSettings, mut report: RunReport) -> RunReport {
-    if let Err(e) = crate::report::write_html(&settings.out_dir) {
-        failed_after(&mut report, "writing report.html", &e);
+        if let Err((what, e)) = seal_bundle(&settings.out_dir, key.as_deref()) {
+            failed_after(&mut report, what, &e);
+        }
     }
     report
 }
 
 /// After the journal is closed: the attestation (signed when there is a
-/// key) and `journal.sig`. Failing to seal fails the run.
-fn seal(
-    settings: &RunSettings,
+/// key) and `journal.sig`, then `report.html`, the bundle's view for
+/// people, made from the sealed bundle. Either failing fails the run (the
+/// evidence would be incomplete): the error says which.
+pub(crate) fn seal_bundle(
+    out_dir: &std::path::Path,
     key: Option<&crate::signing::SigningKey>,
-    mut report: RunReport,
-) -> RunReport {
-    if let Err(e) = crate::seal::seal(&settings.out_dir, key) {
-        failed_after(&mut report, "sealing its evidence", &e);
-    }
-    report
+) -> Result<(), (&'static str, String)> {
+    crate::seal::seal(out_dir, key).map_err(|e| ("sealing its evidence", e.to_string()))?;
+    crate::report::write_html(out_dir).map_err(|e| ("writing report.html", e.to_string()))
 }
 
 /// The run ended, then `what` failed: an internal error (after the run's

@@ -12,10 +12,11 @@ use crate::provider::owner::{owner_liveness, Liveness};
 use crate::provider::{labels, select, Provider, PtyInput, PtyRequest};
 
 /// Every provider that answers (or only `only`), with a line on stderr
-/// for each that does not.
-fn available(
+/// naming `command` for each that does not (`rfs ps`, `rfs shell`, `rfs gc`).
+pub(crate) fn reachable(
     rt: &tokio::runtime::Runtime,
     only: Option<String>,
+    command: &str,
 ) -> Result<Vec<Arc<dyn Provider>>, Error> {
     let names: Vec<String> = match only {
         Some(p) => vec![
@@ -32,12 +33,13 @@ fn available(
             name: name.clone(),
             reason: select::ChoiceReason::Flag,
         };
-        match select::build(&choice, &state, None) {
-            Ok(p) => match rt.block_on(p.preflight()) {
-                Ok(()) => out.push(p),
-                Err(e) => errln!("rfs: skipping provider {name}: {e}"),
-            },
-            Err(e) => errln!("rfs: skipping provider {name}: {e}"),
+        let ready = match select::build(&choice, &state, None) {
+            Ok(p) => rt.block_on(p.preflight()).map(|()| p),
+            Err(e) => Err(e),
+        };
+        match ready {
+            Ok(p) => out.push(p),
+            Err(e) => errln!("rfs {command}: skipping provider {name}: {e}"),
         }
     }
     Ok(out)
@@ -48,7 +50,7 @@ pub(crate) fn ps(only: Option<String>, all: bool) -> Result<i32, Error> {
     let rt = tokio::runtime::Runtime::new().map_err(Error::internal)?;
     let me = crate::provider::owner::uid();
     let mut n = 0;
-    for p in available(&rt, only)? {
+    for p in reachable(&rt, only, "ps")? {
         let list = match rt.block_on(p.list(&labels::rfs_selector())) {
             Ok(l) => l,
             Err(e) => {
@@ -94,14 +96,9 @@ pub(crate) fn ps(only: Option<String>, all: bool) -> Result<i32, Error> {
 
 /// `2h`, `5m`, `40s` since the started-at label (`?` without one).
 fn age(l: &labels::Labels) -> String {
-    let Some(at) = l.get(labels::STARTED_AT).and_then(|a| {
-        time::OffsetDateTime::parse(a, &time::format_description::well_known::Rfc3339).ok()
-    }) else {
+    let Some(s) = crate::gc::age(l).map(|a| a.as_secs()) else {
         return "?".into();
     };
-    let s = (time::OffsetDateTime::now_utc() - at)
-        .whole_seconds()
-        .max(0);
     match s {
         s if s >= 86400 => format!("{}d", s / 86400),
         s if s >= 3600 => format!("{}h", s / 3600),
@@ -119,7 +116,7 @@ pub(crate) fn shell(id: &str, only: Option<String>) -> Result<i32, Error> {
         .build()
         .map_err(Error::internal)?;
     let mut found = None;
-    for p in available(&rt, only)? {
+    for p in reachable(&rt, only, "shell")? {
         if let Ok(Some(info)) = rt.block_on(p.get(id)) {
             found = Some((p, info));
             break;

@@ -80,6 +80,12 @@ pub fn new_run_id() -> String {
     format!("{ts}-{}", &rnd[..8])
 }
 
+/// Whether `k` may name a variable (`--var`, `rfs.toml`'s `secrets`):
+/// letters, digits and underscores.
+fn is_var_name(k: &str) -> bool {
+    !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// Parse `KEY=VALUE` pairs.
 pub fn parse_vars(raw: &[String]) -> Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
@@ -87,7 +93,7 @@ pub fn parse_vars(raw: &[String]) -> Result<BTreeMap<String, String>> {
         let (k, val) = v
             .split_once('=')
             .ok_or_else(|| Error::Usage(format!("--var `{v}` must be KEY=VALUE")))?;
-        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        if !is_var_name(k) {
             return Err(Error::Usage(format!(
                 "--var name `{k}` must be letters, digits and underscores"
             )));
@@ -210,7 +216,7 @@ fn secrets_of(
 ) -> Result<std::collections::BTreeSet<String>> {
     let mut names = std::collections::BTreeSet::new();
     for name in &file.secrets {
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        if !is_var_name(name) {
             return Err(Error::Usage(format!(
                 "refused: rfs.toml: secret name `{name}` must be letters, digits and underscores"
             )));

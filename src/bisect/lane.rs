@@ -20,19 +20,16 @@ pub(crate) struct Coordinator {
     changed: Condvar,
     /// A lane stopped the search (interrupt, rfs error).
     stopped: AtomicBool,
-    /// Lines for the person waiting (off with `--json`).
-    pub chatty: bool,
 }
 
 impl Coordinator {
-    pub(crate) fn new(commits: Vec<String>, skip: Vec<String>, chatty: bool) -> Coordinator {
+    pub(crate) fn new(commits: Vec<String>, skip: Vec<String>) -> Coordinator {
         Coordinator {
             search: Mutex::new(Search::new(commits.len())),
             commits,
             skip,
             changed: Condvar::new(),
             stopped: AtomicBool::new(false),
-            chatty,
         }
     }
 
@@ -154,16 +151,14 @@ pub(crate) fn body(
                 reason: reason.clone(),
             })?;
             let tested = coord.record(i, result);
-            if coord.chatty {
-                errln!(
-                    "rfs bisect: {} {}{} ({tested} tested)",
-                    &commit[..12.min(commit.len())],
-                    result.as_str(),
-                    reason
-                        .map(|r| format!(": {}", first_line(&r)))
-                        .unwrap_or_default()
-                );
-            }
+            errln!(
+                "rfs bisect: {} {}{} ({tested} tested)",
+                &commit[..12.min(commit.len())],
+                result.as_str(),
+                reason
+                    .map(|r| format!(": {}", first_line(&r)))
+                    .unwrap_or_default()
+            );
         }
         if let Some(found) = coord.found() {
             let (g, b) = (coord.result(0), coord.result(coord.commits.len() - 1));

@@ -61,11 +61,7 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
         (None, 1) => probe.state_dir.join("runs").join(&probe.run_id),
         (None, _) => probe.state_dir.join("bisects").join(&probe.run_id),
     };
-    let coord = Arc::new(lane::Coordinator::new(
-        commits.clone(),
-        a.skip.clone(),
-        true,
-    ));
+    let coord = Arc::new(lane::Coordinator::new(commits.clone(), a.skip.clone()));
     let key = crate::signing::key::for_run(a.sign_key.as_deref())?;
     let interrupt = CancellationToken::new();
     let _signals = crate::runner::cancel_on_signals(
@@ -110,7 +106,7 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
     for r in &reports {
         if let Some(e) = &r.error {
             if !matches!(e, Error::Interrupted) {
-                errln!("{:?}", miette::Report::new(Error::Internal(e.to_string())));
+                errln!("rfs bisect: {} ended: {e}", r.out_dir.display());
             }
         }
     }

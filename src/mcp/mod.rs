@@ -76,7 +76,8 @@ pub(crate) fn run(settings: RunSettings) -> Result<i32, Error> {
         transcript,
         out_dir: settings.out_dir.clone(),
         invocation_dir: settings.invocation_dir.clone(),
-        ended: Mutex::new(None),
+        ended: Default::default(),
+        in_flight: Default::default(),
     });
     let signals = crate::runner::Signals::install(&server_rt);
     let served = server_rt.block_on(async {
@@ -101,29 +102,31 @@ pub(crate) fn run(settings: RunSettings) -> Result<i32, Error> {
     });
     // The client is gone (or a signal came): stop what runs, then end the
     // run with its verified cleanup.
-    let already = *state.ended.lock().unwrap_or_else(|p| p.into_inner());
     let busy = state.busy();
     if busy {
         run.interrupt();
     }
     drop(state.jobs.lock().unwrap_or_else(|p| p.into_inner()).take());
     let _ = worker.join();
-    let code = match already {
-        Some(code) => code,
-        None => {
-            let outcome = if busy {
-                RunOutcome::Interrupted
-            } else {
-                RunOutcome::Completed
-            };
-            let _ = run.finish(outcome);
-            // The bundle is sealed as a run's is.
-            let _ = crate::seal::seal(&settings.out_dir, None);
-            let _ = crate::report::write_html(&settings.out_dir);
-            if busy {
-                crate::exit_code::INTERRUPTED
-            } else {
-                crate::exit_code::SUCCESS
+    let outcome = if busy {
+        RunOutcome::Interrupted
+    } else {
+        RunOutcome::Completed
+    };
+    let code = match state.conclude(outcome) {
+        // `end` ended it.
+        None => crate::exit_code::SUCCESS,
+        Some(ending) => {
+            if let Some(w) = &ending.teardown_warning {
+                errln!("rfs mcp: warning: {w}");
+            }
+            match (&ending.seal_error, busy) {
+                (Some(e), _) => {
+                    errln!("rfs mcp: error: {e}");
+                    crate::exit_code::INTERNAL
+                }
+                (None, true) => crate::exit_code::INTERRUPTED,
+                (None, false) => crate::exit_code::SUCCESS,
             }
         }
     };

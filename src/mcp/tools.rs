@@ -3,7 +3,7 @@
 //! is journaled and refused exactly as the same call in a script.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rhai::Dynamic;
@@ -23,16 +23,40 @@ pub(crate) struct Session {
     pub transcript: Arc<Mutex<Vec<String>>>,
     pub out_dir: PathBuf,
     pub invocation_dir: PathBuf,
-    /// Set by `end`: the exit code the session ended with.
-    pub ended: Mutex<Option<i32>>,
+    /// Set once the run has ended (by `end`, or when the client left).
+    pub ended: AtomicBool,
+    /// Calls being evaluated.
+    pub in_flight: AtomicUsize,
 }
 
-static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// How the run's end went: the teardown could not be verified, or the
+/// bundle could not be sealed.
+#[derive(Debug, Default)]
+pub(crate) struct Ending {
+    pub teardown_warning: Option<String>,
+    pub seal_error: Option<String>,
+}
 
 impl Session {
     /// Whether a call is being evaluated.
     pub(crate) fn busy(&self) -> bool {
-        IN_FLIGHT.load(Ordering::SeqCst) > 0
+        self.in_flight.load(Ordering::SeqCst) > 0
+    }
+
+    /// End the run once (blocking): verified teardown, then the bundle
+    /// sealed as a run's is. `None` when it had already ended.
+    pub(crate) fn conclude(&self, outcome: RunOutcome) -> Option<Ending> {
+        if self.ended.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        let teardown_warning = self.run.finish(outcome);
+        let seal_error = crate::runner::seal_bundle(&self.out_dir, None)
+            .err()
+            .map(|(what, e)| format!("{what} failed: {e}"));
+        Some(Ending {
+            teardown_warning,
+            seal_error,
+        })
     }
 
     async fn eval(
@@ -62,9 +86,9 @@ impl Session {
                 "the session has ended (its sandbox is gone); start a new one",
             ));
         }
-        IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
         let reply = rx.await;
-        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
         Ok(match reply {
             Ok(Reply::Value(v)) => CallToolResult::success(vec![ContentBlock::text(
                 serde_json::to_string_pretty(&v).unwrap_or_default(),
@@ -432,24 +456,22 @@ impl RfsMcp {
             return Ok(err_text("the session has already ended"));
         }
         drop(taken);
-        let run = self.session.run.clone();
-        let out = self.session.out_dir.clone();
-        let warning = tokio::task::spawn_blocking(move || {
-            let w = run.finish(RunOutcome::Completed);
-            let _ = crate::seal::seal(&out, None);
-            let _ = crate::report::write_html(&out);
-            w
-        })
-        .await
-        .ok()
-        .flatten();
-        *self.session.ended.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(crate::exit_code::SUCCESS);
+        let session = self.session.clone();
+        let ending = tokio::task::spawn_blocking(move || session.conclude(RunOutcome::Completed))
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let teardown = match ending.teardown_warning {
+            Some(w) => format!(" (warning: {w})"),
+            None => " and verified gone".into(),
+        };
+        let sealed = match ending.seal_error {
+            Some(e) => format!("; but {e}"),
+            None => String::new(),
+        };
         Ok(CallToolResult::success(vec![ContentBlock::text(format!(
-            "session ended: completed; sandbox destroyed{}; evidence: {}",
-            warning
-                .map(|w| format!(" (warning: {w})"))
-                .unwrap_or_else(|| " and verified gone".into()),
+            "session ended: completed; sandbox destroyed{teardown}; evidence: {}{sealed}",
             self.session.out_dir.join("EVIDENCE.md").display()
         ))]))
     }

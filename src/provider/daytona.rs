@@ -61,6 +61,8 @@ pub(crate) struct Api {
     keep_alive: Arc<Mutex<HashMap<String, CancellationToken>>>,
     /// Each sandbox's step agents (see [`agent`]).
     agents: Arc<Mutex<HashMap<String, agent::Pool>>>,
+    /// Steps go through step agents (unless `RFS_DAYTONA_STEP_AGENT=off`).
+    step_agents: bool,
     /// How long the last verified teardown took (the soft delete's lag).
     delete_lag: Arc<Mutex<Option<std::time::Duration>>>,
 }
@@ -154,6 +156,8 @@ impl DaytonaProvider {
                 homes: Default::default(),
                 keep_alive: Default::default(),
                 agents: Default::default(),
+                step_agents: std::env::var(config::STEP_AGENT_ENV)
+                    .map_or(true, |v| v.trim() != "off"),
                 delete_lag: Default::default(),
             },
         })

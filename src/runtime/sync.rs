@@ -45,6 +45,21 @@ pub(crate) struct SyncRequestKey {
 }
 
 impl SyncRequestKey {
+    /// The options that move a bound source, in the same place, to `rev`
+    /// (`working_tree`: with `--allow-dirty`'s snapshot of the working
+    /// tree when `rev` is `HEAD`; the working tree's dirt never refuses).
+    pub(crate) fn rebind(&self, rev: &str, working_tree: bool) -> SourceOptions {
+        SourceOptions {
+            repo: self.repo_root.clone(),
+            rev: rev.to_owned(),
+            subdir: self.subdir.clone(),
+            allow_dirty: true,
+            working_tree,
+            submodules: self.submodules,
+            dest: self.dest.clone(),
+        }
+    }
+
     /// Whether `other` binds the same place (repository, subdirectory,
     /// destination, submodule policy): a re-sync may change only the
     /// revision (and `allow_dirty`).
@@ -65,16 +80,7 @@ impl Run {
         let Some(bound) = self.state().source.clone() else {
             return Ok(());
         };
-        let k = &bound.request;
-        let opts = SourceOptions {
-            repo: k.repo_root.clone(),
-            rev: commit.to_owned(),
-            subdir: k.subdir.clone(),
-            allow_dirty: true,
-            working_tree: false,
-            submodules: k.submodules,
-            dest: k.dest.clone(),
-        };
+        let opts = bound.request.rebind(commit, false);
         self.sync_source(opts, false).map(|_| ())
     }
 
@@ -85,17 +91,9 @@ impl Run {
         let bound = self.state().source.clone();
         if self.cfg.allow_dirty {
             let Some(b) = bound else { return Ok(()) };
-            let k = &b.request;
-            let opts = SourceOptions {
-                repo: k.repo_root.clone(),
-                rev: "HEAD".into(),
-                subdir: k.subdir.clone(),
-                allow_dirty: true,
-                working_tree: true,
-                submodules: k.submodules,
-                dest: k.dest.clone(),
-            };
-            return self.sync_source(opts, false).map(|_| ());
+            return self
+                .sync_source(b.request.rebind("HEAD", true), false)
+                .map(|_| ());
         }
         let dir = bound.map_or_else(|| self.cfg.invocation_dir.clone(), |b| b.request.repo_root);
         let head = git2::Repository::discover(&dir)

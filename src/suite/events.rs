@@ -175,6 +175,13 @@ pub(crate) trait SuiteReporter: Send + Sync {
     fn event(&self, event: &SuiteEvent);
 }
 
+/// A consumer shared with whoever reads it afterwards.
+impl<T: SuiteReporter + ?Sized> SuiteReporter for std::sync::Arc<T> {
+    fn event(&self, event: &SuiteEvent) {
+        (**self).event(event)
+    }
+}
+
 /// Every consumer, in order.
 pub(crate) struct Fanout(pub Vec<Box<dyn SuiteReporter>>);
 

@@ -98,7 +98,7 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
     } else {
         Box::new(console::Console::new(a.terminal, a.color))
     };
-    let fanout = events::Fanout(vec![Box::new(FilesRef(files.clone())), view]);
+    let fanout = events::Fanout(vec![Box::new(files.clone()), view]);
     let interrupt = CancellationToken::new();
     let _signals = crate::runner::cancel_on_signals(
         &interrupt,
@@ -171,14 +171,5 @@ fn step_summary(out_dir: &std::path::Path) {
         if let Err(e) = crate::report::append(std::path::Path::new(&path), &format!("{md}\n")) {
             errln!("rfs: warning: GITHUB_STEP_SUMMARY: {e}");
         }
-    }
-}
-
-/// The files consumer, shared with the caller that reads its errors.
-struct FilesRef(Arc<files::Files>);
-
-impl events::SuiteReporter for FilesRef {
-    fn event(&self, e: &events::SuiteEvent) {
-        self.0.event(e)
     }
 }

@@ -144,26 +144,19 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), PlanError> {
 /// `path` relative to `base` (through `..` when it is not below it),
 /// with `/` separators.
 fn name_of(path: &Path, base: &Path) -> String {
-    use std::path::Component;
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let parts = |p: &Path| -> Vec<String> {
-        let mut out: Vec<String> = vec![];
-        for c in p.components() {
-            match c {
-                Component::Normal(n) => out.push(n.to_string_lossy().into_owned()),
-                Component::ParentDir => {
-                    out.pop();
-                }
-                _ => {}
-            }
-        }
-        out
-    };
-    let (a, b) = (parts(&abs), parts(base));
-    let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let mut rel: Vec<String> = vec!["..".into(); b.len() - common];
-    rel.extend(a[common..].iter().cloned());
-    rel.join("/")
+    let (a, b) = (crate::out_dir::lexical(&abs), crate::out_dir::lexical(base));
+    let common = a
+        .components()
+        .zip(b.components())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let up = std::iter::repeat_n("..".to_owned(), b.components().count() - common);
+    let down = a
+        .components()
+        .skip(common)
+        .map(|c| c.as_os_str().to_string_lossy().into_owned());
+    up.chain(down).collect::<Vec<_>>().join("/")
 }
 
 /// A folder name for a proof's bundle: letters, digits, `-`, `_` and `.`.

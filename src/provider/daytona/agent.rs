@@ -208,7 +208,7 @@ impl Api {
 
     /// An idle agent of sandbox `id`, or a new one.
     pub(crate) async fn agent(&self, base: &str, id: &str) -> Option<Agent> {
-        if std::env::var(super::config::STEP_AGENT_ENV).is_ok_and(|v| v.trim() == "off") {
+        if !self.step_agents {
             return None;
         }
         if lock(&self.agents).get(id).is_some_and(|a| a.unavailable) {
@@ -229,10 +229,6 @@ impl Api {
     }
 
     fn give_back(&self, id: &str, a: Agent) {
-        if let Some(pool) = lock(&self.agents).get_mut(id) {
-            pool.idle.push(a);
-            return;
-        }
         lock(&self.agents)
             .entry(id.to_owned())
             .or_default()
