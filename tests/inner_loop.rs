@@ -6,22 +6,7 @@
 mod common;
 use common::*;
 
-use std::io::Write;
 use std::process::Stdio;
-
-/// Wait (bounded) until the journal in `out_dir` holds `n` entries of `kind`.
-fn wait_count(out_dir: &std::path::Path, kind: &str, n: usize) {
-    let needle = format!("\"kind\":\"{kind}\"");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while std::time::Instant::now() < deadline {
-        let t = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap_or_default();
-        if t.matches(&needle).count() >= n {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("the journal did not reach {n} × {kind} within 60 s");
-}
 
 fn spawn_watch(
     rfs: &Rfs,
@@ -56,9 +41,9 @@ fn watch_with_allow_dirty_reruns_on_uncommitted_edits() {
     let script = rfs.state.path().join(format!("watch-{}.rhai", uuid_like()));
     std::fs::write(&script, r#"step("show", "cat v");"#).unwrap();
     let (child, out_dir) = spawn_watch(&rfs, &repo, &script, &["--allow-dirty"]);
-    wait_count(&out_dir, "step.end", 1);
+    wait_for_journal_entries(&out_dir, "step.end", 1);
     repo.write("v", "edited, not committed\n");
-    wait_count(&out_dir, "step.end", 2);
+    wait_for_journal_entries(&out_dir, "step.end", 2);
     sigint(&child);
     let out = wait_bounded(child, out_dir);
     out.assert_code(130);
@@ -84,12 +69,12 @@ provider_tests! {
         let script = rfs.state.path().join(format!("watch-{}.rhai", uuid_like()));
         std::fs::write(&script, r#"step("show", "cat v");"#).unwrap();
         let (child, out_dir) = spawn_watch(rfs, &repo, &script, &[]);
-        wait_count(&out_dir, "step.end", 1);
+        wait_for_journal_entries(&out_dir, "step.end", 1);
         repo.write("v", "two\n");
         let two = repo.commit("two");
-        wait_count(&out_dir, "step.end", 2);
+        wait_for_journal_entries(&out_dir, "step.end", 2);
         std::fs::write(&script, r#"step("show", "cat v; echo edited-proof");"#).unwrap();
-        wait_count(&out_dir, "step.end", 3);
+        wait_for_journal_entries(&out_dir, "step.end", 3);
         sigint(&child);
         let out = wait_bounded(child, out_dir);
         out.assert_code(130);
@@ -199,26 +184,6 @@ fn allow_dirty_on_a_clean_tree_is_an_ordinary_reproducible_run() {
     assert!(!out.evidence().contains("NOT REPRODUCIBLE"));
 }
 
-fn repl(rfs: &Rfs, repo: &Repo, input: &str) -> RunOut {
-    let out_dir = rfs.state.path().join("out").join(uuid_like());
-    let mut child = rfs
-        .cmd(repo.path())
-        .args(["repl", "--out"])
-        .arg(&out_dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    finish(child.wait_with_output().unwrap(), out_dir)
-}
-
 /// `:save` into the repository told the user to `rfs run` a file that
 /// the run then refused (it dirtied the tree). Now it says to commit it
 /// (or to try it with `--allow-dirty`); saved outside, it says how to run
@@ -228,13 +193,14 @@ fn repl_save_into_the_repository_says_to_commit_it_and_outside_says_how_to_run_i
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
     let outside = rfs.state.path().join(format!("saved-{}.rhai", uuid_like()));
-    let out = repl(
-        &rfs,
-        &repo,
-        &format!(
+    let out = rfs.repl(
+        repo.path(),
+        format!(
             "step(\"hello\", \"echo hi\");\n:save proofs-new.rhai\n:save {}\n",
             outside.display()
-        ),
+        )
+        .as_bytes(),
+        &[],
     );
     out.assert_code(0);
     assert!(
@@ -274,23 +240,11 @@ fn repl_with_allow_dirty_ships_the_working_tree() {
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
     repo.write("draft.txt", "not committed yet\n");
-    let out_dir = rfs.state.path().join("out").join(uuid_like());
-    let mut child = rfs
-        .cmd(repo.path())
-        .args(["repl", "--allow-dirty", "--out"])
-        .arg(&out_dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"step(\"see\", \"cat draft.txt\");\n")
-        .unwrap();
-    let out = finish(child.wait_with_output().unwrap(), out_dir);
+    let out = rfs.repl(
+        repo.path(),
+        b"step(\"see\", \"cat draft.txt\");\n",
+        &["--allow-dirty"],
+    );
     out.assert_code(0);
     assert!(out.stdout.contains("not committed yet"), "{}", out.stdout);
     let resolved = &out.entries("source.resolved")[0];

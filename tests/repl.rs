@@ -4,9 +4,6 @@
 mod common;
 use common::*;
 
-use std::io::Write;
-use std::process::Stdio;
-
 #[test]
 fn repl_keeps_one_sandbox_across_inputs_and_cleans_up() {
     let rfs = Rfs::new(Prov::Local);
@@ -31,18 +28,7 @@ fn repl_keeps_one_sandbox_across_inputs_and_cleans_up() {
 }
 
 fn repl_with_input(rfs: &Rfs, repo: &Repo, input: &[u8]) -> RunOut {
-    let out_dir = rfs.state.path().join("repl-out");
-    let mut child = rfs
-        .cmd(repo.path())
-        .args(["repl", "--out"])
-        .arg(&out_dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    finish(child.wait_with_output().unwrap(), out_dir)
+    rfs.repl(repo.path(), input, &[])
 }
 
 /// Piped input that ended inside a statement was dropped without a word.

@@ -413,6 +413,29 @@ impl Rfs {
         out
     }
 
+    /// `rfs repl` from `cwd` with `args`, `input` piped in, to the end of
+    /// the input.
+    pub fn repl(&self, cwd: &Path, input: &[u8], args: &[&str]) -> RunOut {
+        use std::io::Write as _;
+        let out_dir = self.state.path().join("out").join(uuid_like());
+        let mut child = self
+            .cmd(cwd)
+            .arg("repl")
+            .args(args)
+            .arg("--out")
+            .arg(&out_dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("rfs repl starts");
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        let out = finish(child.wait_with_output().unwrap(), out_dir);
+        self.console(&out.stdout);
+        self.console(&out.stderr);
+        out
+    }
+
     /// Remember console output (checked for the API key at the end).
     pub fn console(&self, text: &str) {
         self.consoles.lock().unwrap().push(text.to_owned());
@@ -709,7 +732,21 @@ pub fn wait_for_journal_text(out_dir: &Path, needle: &str) {
 
 /// Wait (bounded) until the run's journal has an entry of `kind`.
 pub fn wait_for_journal(out_dir: &Path, kind: &str) {
-    wait_for_journal_text(out_dir, &format!("\"kind\":\"{kind}\""));
+    wait_for_journal_entries(out_dir, kind, 1);
+}
+
+/// Wait (bounded, 60 s) until the run's journal has `n` entries of `kind`.
+pub fn wait_for_journal_entries(out_dir: &Path, kind: &str, n: usize) {
+    let needle = format!("\"kind\":\"{kind}\"");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        let t = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap_or_default();
+        if t.matches(&needle).count() >= n {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("the journal did not reach {n} × {kind} within 60 s");
 }
 
 /// Send SIGINT (Ctrl-C) to a child.
