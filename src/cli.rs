@@ -313,6 +313,15 @@ pub(crate) struct SessionArgs {
     /// EVIDENCE.md, attestation, `rfs verify`).
     #[arg(long)]
     allow_dirty: bool,
+    /// Let a script's `sync_source(#{ repo: PATH })` ship the repository
+    /// at PATH besides the one rfs was started in. Repeatable.
+    #[arg(long = "allow-repo", value_name = "PATH")]
+    allow_repos: Vec<PathBuf>,
+    /// Hand the environment variable NAME to the run as `arg(NAME)`,
+    /// redacted as a secret (a repository's rfs.toml may ask for it, but
+    /// only this flag passes it). Repeatable.
+    #[arg(long = "secret", value_name = "NAME")]
+    secrets: Vec<String>,
 }
 
 impl SessionArgs {
@@ -328,6 +337,8 @@ impl SessionArgs {
             max_lifetime_secs: self.max_lifetime,
             isolation: self.isolation,
             allow_dirty: self.allow_dirty,
+            allow_repos: self.allow_repos,
+            secrets: self.secrets,
         }
     }
 }

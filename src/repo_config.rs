@@ -38,9 +38,10 @@ pub struct RepoConfig {
     /// How many proofs `rfs test` runs at once (after `--jobs` and
     /// `RFS_JOBS`).
     pub jobs: Option<usize>,
-    /// Environment variables passed to every run as `arg(NAME)` values and
-    /// redacted as secrets whatever their name (a `--var` of the same name
-    /// wins). A name that is not set refuses the run.
+    /// Variables the repository's proofs expect as secrets: each must be
+    /// handed over by the person running rfs (`--secret NAME` or `--var
+    /// NAME=...`), never read from the host by the repository; the run is
+    /// refused otherwise. Redacted whatever their name.
     #[serde(default)]
     pub secrets: Vec<String>,
 }
@@ -89,6 +90,11 @@ pub fn load(path: &Path) -> Result<RepoConfig, ConfigError> {
         path: path.display().to_string(),
         reason,
     };
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(err(
+            "it is a symlink: rfs reads a repository's settings only from a regular file, never through a link".into(),
+        ));
+    }
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or(FILE);
     let bytes = crate::out_dir::read_regular(dir, name, MAX_BYTES)

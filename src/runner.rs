@@ -268,6 +268,7 @@ pub(crate) fn config(
         isolation: settings.isolation.clone(),
         secret_names: settings.secret_names.clone(),
         allow_dirty: settings.allow_dirty,
+        allowed_repos: settings.allowed_repos.clone(),
     }
 }
 

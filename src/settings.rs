@@ -8,6 +8,8 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::provider::select::{self, ProviderChoice};
 
+pub use crate::source::allowed_repos::AllowedRepos;
+
 /// Env var overriding where rfs keeps its state (local sandboxes, runs).
 pub const STATE_DIR_ENV: &str = "RFS_STATE_DIR";
 /// Default maximum sandbox lifetime (the dead-man switch).
@@ -39,6 +41,9 @@ pub struct RunSettings {
     /// `--allow-dirty`: ship the working tree as it is (uncommitted
     /// changes included) and mark the evidence not reproducible.
     pub allow_dirty: bool,
+    /// The repositories a script may ship: where rfs started, and each
+    /// `--allow-repo`.
+    pub allowed_repos: crate::source::allowed_repos::AllowedRepos,
 }
 
 /// The raw inputs of `rfs run`.
@@ -54,6 +59,11 @@ pub struct RunArgs {
     pub max_lifetime_secs: Option<u64>,
     pub isolation: Option<String>,
     pub allow_dirty: bool,
+    /// `--allow-repo`: more repositories a script may ship.
+    pub allow_repos: Vec<PathBuf>,
+    /// `--secret NAME`: environment variables handed to the run as
+    /// secrets.
+    pub secrets: Vec<String>,
 }
 
 /// The state directory: `$RFS_STATE_DIR`, else `$XDG_STATE_HOME/rfs`,
@@ -150,15 +160,20 @@ impl RunSettings {
             .filter(|s| !s.trim().is_empty())
             .or_else(crate::provider::docker::image_from_env)
             .or(file.image.clone().filter(|s| !s.trim().is_empty()));
+        let lifetime_origin = if a.max_lifetime_secs.is_some() {
+            "--max-lifetime"
+        } else {
+            "rfs.toml's `max_lifetime`"
+        };
         let max_lifetime = match a.max_lifetime_secs.or(file.max_lifetime) {
             Some(0) => {
-                return Err(Error::Usage(
-                    "--max-lifetime must be at least 1 second".into(),
-                ))
+                return Err(Error::Usage(format!(
+                    "{lifetime_origin} must be at least 1 second"
+                )))
             }
             Some(s) if s > MAX_MAX_LIFETIME.as_secs() => {
                 return Err(Error::Usage(format!(
-                    "--max-lifetime must be at most {} seconds (30 days), not {s}",
+                    "{lifetime_origin} must be at most {} seconds (30 days), not {s}",
                     MAX_MAX_LIFETIME.as_secs()
                 )))
             }
@@ -170,16 +185,27 @@ impl RunSettings {
             .kind()
             .is_some_and(|k| k.reads_local_isolation_env())
             .then(|| std::env::var(crate::provider::isolation::ISOLATION_ENV).ok())
-            .flatten()
-            .or(file.isolation.clone());
-        let isolation = crate::provider::isolation::IsolationRequest::from_settings(
+            .flatten();
+        let mut isolation = crate::provider::isolation::IsolationRequest::from_settings(
             a.isolation.as_deref(),
             isolation_env.as_deref(),
         )
         .map_err(|e| Error::Usage(e.to_string()))?;
+        // The repository's rfs.toml may only narrow what the person set.
+        if let Some(m) = file.isolation.as_deref() {
+            let refuse = |e: crate::provider::isolation::IsolationError| {
+                Error::Usage(format!("refused: rfs.toml: {e}"))
+            };
+            let mode = crate::provider::isolation::IsolationMode::parse(m).map_err(refuse)?;
+            isolation = isolation.narrowed(mode, "rfs.toml").map_err(refuse)?;
+        }
         let mut vars = parse_vars(&a.vars)?;
-        let secret_names = secrets_of(&file, &mut vars)?;
+        let secret_names = secrets_of(&a.secrets, &file, &mut vars)?;
+        let allowed_repos =
+            crate::source::allowed_repos::AllowedRepos::new(&invocation_dir, &a.allow_repos)
+                .map_err(Error::Usage)?;
         Ok(RunSettings {
+            allowed_repos,
             isolation,
             secret_names,
             allow_dirty: a.allow_dirty,
@@ -207,14 +233,35 @@ impl RunSettings {
     }
 }
 
-/// `rfs.toml`'s `secrets`: each named environment variable becomes a
-/// variable of the run (a `--var` of the same name wins); one that is
-/// not set refuses the run rather than running without it.
+/// The run's secrets. `--secret NAME` (the person running rfs) hands the
+/// environment variable NAME to the run as `arg(NAME)`; a `--var` of the
+/// same name wins. `rfs.toml`'s `secrets` (the repository) only names
+/// variables its proofs expect: each must have been passed by the person,
+/// and is refused otherwise with the same words whether or not the
+/// variable exists here (the repository learns nothing of the host's
+/// environment). Every one is redacted whatever its name.
 fn secrets_of(
+    flags: &[String],
     file: &crate::repo_config::RepoConfig,
     vars: &mut BTreeMap<String, String>,
 ) -> Result<std::collections::BTreeSet<String>> {
     let mut names = std::collections::BTreeSet::new();
+    for name in flags {
+        if !is_var_name(name) {
+            return Err(Error::Usage(format!(
+                "--secret `{name}` must be letters, digits and underscores"
+            )));
+        }
+        if !vars.contains_key(name) {
+            let value = std::env::var(name).map_err(|_| {
+                Error::Usage(format!(
+                    "--secret {name}: the variable is not set in your environment"
+                ))
+            })?;
+            vars.insert(name.clone(), value);
+        }
+        names.insert(name.clone());
+    }
     for name in &file.secrets {
         if !is_var_name(name) {
             return Err(Error::Usage(format!(
@@ -222,12 +269,9 @@ fn secrets_of(
             )));
         }
         if !vars.contains_key(name) {
-            let value = std::env::var(name).map_err(|_| {
-                Error::Usage(format!(
-                    "refused: rfs.toml passes the secret {name}, which is not set in the environment (set it, or pass --var {name}=...)"
-                ))
-            })?;
-            vars.insert(name.clone(), value);
+            return Err(Error::Usage(format!(
+                "refused: rfs.toml asks for the secret {name}; secrets come from the person running rfs, never from the repository: pass --secret {name} to hand it from your environment (or --var {name}=...)"
+            )));
         }
         names.insert(name.clone());
     }

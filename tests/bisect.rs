@@ -258,3 +258,25 @@ fn ctrl_c_stops_a_bisection_and_removes_its_sandbox() {
     assert_eq!(out.entries("cleanup.verified").len(), 1);
     rfs.assert_no_leftovers();
 }
+
+/// Regression: the first line said "7 commits from …" and the last "6 of
+/// 8 commits tested" for the same range.
+#[test]
+fn bisect_counts_the_same_commits_at_its_start_and_its_end() {
+    let rfs = Rfs::new(Prov::Local);
+    let (repo, ids) = counting_repo(8);
+    let p = proof(&rfs, r#"step("check", "test $(cat v) -lt 5");"#);
+    let out = bisect(&rfs, repo.path(), &[&ids[0], "HEAD", p.to_str().unwrap()]);
+    out.assert_code(0);
+    assert!(
+        out.stderr.contains("rfs bisect: 8 commits from "),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(" of 8 commits tested"),
+        "{}",
+        out.stderr
+    );
+    rfs.assert_no_leftovers();
+}

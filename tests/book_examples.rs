@@ -515,6 +515,7 @@ fn run_proof(
         isolation: Default::default(),
         secret_names: Default::default(),
         allow_dirty: false,
+        allowed_repos: Default::default(), // no repository but `repo`'s
     };
     let hooks = Hooks {
         provider: Some(audit),

@@ -27,6 +27,8 @@ enum Shape {
     Untracked,
     /// A committed gitlink (submodule).
     Submodule,
+    /// [`Shape::Plain`] with this `rfs.toml` committed.
+    Config(&'static str),
 }
 
 struct Case {
@@ -488,6 +490,50 @@ const SCRIPTS: &[Case] = &[
     ),
 ];
 
+/// The trust model, line by line (book: Trust model): what a script or a
+/// repository's committed `rfs.toml` asks for can only narrow what the
+/// person running rfs set; a request to widen is refused before anything
+/// runs, naming the flag that would allow it.
+const TRUST: &[Case] = &[
+    case(
+        "trust-script-turns-isolation-off",
+        r#"sandbox(#{ isolation: "none" });"#,
+        3,
+        "pass `--isolation none`",
+    ),
+    case(
+        "trust-script-ships-another-repository",
+        concat!(
+            "sync_source(#{ repo: \"",
+            env!("CARGO_MANIFEST_DIR"),
+            "\" });"
+        ),
+        3,
+        "pass --allow-repo",
+    ),
+    shaped(
+        "trust-rfs-toml-turns-isolation-off",
+        Shape::Config("isolation = \"none\"\n"),
+        "sync_source();",
+        2,
+        "pass `--isolation none`",
+    ),
+    shaped(
+        "trust-rfs-toml-reads-a-host-variable",
+        Shape::Config("secrets = [\"HOME\"]\n"),
+        "sync_source();",
+        2,
+        "pass --secret HOME",
+    ),
+    shaped(
+        "trust-rfs-toml-zero-lifetime-names-the-file",
+        Shape::Config("max_lifetime = 0\n"),
+        "sync_source();",
+        2,
+        "rfs.toml's `max_lifetime` must be at least 1 second",
+    ),
+];
+
 /// Set up the repository of `shape`; returns the directory to run in.
 fn repo_for(shape: Shape) -> (Option<Repo>, tempfile::TempDir) {
     let spare = tempfile::tempdir().unwrap();
@@ -508,6 +554,10 @@ fn repo_for(shape: Shape) -> (Option<Repo>, tempfile::TempDir) {
     match shape {
         Shape::Dirty => repo.write("reproducer-marker.txt", "changed\n"),
         Shape::Untracked => repo.write("stray.txt", "x\n"),
+        Shape::Config(toml) => {
+            repo.write("rfs.toml", toml);
+            repo.commit("config");
+        }
         Shape::Submodule => {
             let inner = Repo::new();
             repo.git(&[
@@ -618,6 +668,7 @@ provider_tests! {
     fn hostile_options(rfs: &Rfs) { run_all(rfs, OPTIONS); }
     fn hostile_env(rfs: &Rfs) { run_all(rfs, ENV); }
     fn hostile_scripts(rfs: &Rfs) { run_all(rfs, SCRIPTS); }
+    fn hostile_trust(rfs: &Rfs) { run_all(rfs, TRUST); }
     fn hostile_signals(rfs: &Rfs) { signals(rfs); }
     fn hostile_journals_and_evidence(rfs: &Rfs) { journals(rfs); }
 

@@ -500,9 +500,10 @@ fn none_mode_is_the_old_behaviour_and_says_so() {
 fn network_false_without_namespaces_is_refused_before_anything_runs() {
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
-    let out = rfs.run(
+    let out = rfs.run_with(
         repo.path(),
-        r#"sandbox(#{ isolation: "none", network: false }); sync_source(); step("never", "true");"#,
+        r#"sandbox(#{ network: false }); sync_source(); step("never", "true");"#,
+        &["--isolation", "none"],
     );
     out.assert_code(3);
     assert!(out.stderr.contains("network: false"), "{}", out.stderr);

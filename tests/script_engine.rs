@@ -484,7 +484,7 @@ fn a_symlinked_module_pointing_outside_the_script_dir_is_refused() {
         &rfs,
         &out,
         "link",
-        "resolves outside the script's directory",
+        "is a symlink: modules are regular files",
     );
 }
 

@@ -55,6 +55,13 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
         out: None,
         ..a.template.clone()
     })?;
+    let max = crate::suite::max_jobs(probe.provider.kind());
+    if a.jobs > max {
+        return Err(Error::Usage(format!(
+            "refused: --jobs asks for {} lanes at once; at most {max} run here",
+            a.jobs
+        )));
+    }
     let lanes = a.jobs.min(commits.len());
     let folder = match (&a.template.out, lanes) {
         (Some(o), _) => std::path::absolute(o).unwrap_or_else(|_| o.clone()),
@@ -69,8 +76,8 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
         "rfs bisect: stopping; every sandbox is removed and verified gone",
     )?;
     errln!(
-        "rfs bisect: {} commits from {} to {}, {lanes} {} on {}",
-        commits.len() - 1,
+        "rfs bisect: {} commits from {} to {} (both ends included), {lanes} {} on {}",
+        commits.len(),
         short(&commits[0]),
         short(&commits[commits.len() - 1]),
         if lanes == 1 {

@@ -39,6 +39,15 @@ pub enum IsolationError {
     NamespacesUnavailable { by: String, why: String },
     #[error("`network: false` needs namespaces, which are not available: {why}")]
     NetworkWithoutNamespaces { why: String },
+    /// A repository's `rfs.toml` or a script asked for weaker isolation
+    /// than the person running rfs set: only they may lower it.
+    #[error("isolation `{asked}` asked by {by} would widen the boundary set by {set_by} (`{set}`); only the person running rfs can lower it: pass `--isolation {asked}` (or RFS_LOCAL_ISOLATION={asked})")]
+    Widens {
+        asked: IsolationMode,
+        by: String,
+        set: IsolationMode,
+        set_by: String,
+    },
 }
 
 /// Requested isolation.
@@ -60,6 +69,18 @@ impl IsolationMode {
             "namespaces" => Ok(IsolationMode::Namespaces),
             "none" => Ok(IsolationMode::None),
             other => Err(IsolationError::UnknownMode(other.to_owned())),
+        }
+    }
+}
+
+impl IsolationMode {
+    /// How much of the host a mode keeps out: `none` < `auto` (namespaces
+    /// where the kernel permits, else none) < `namespaces`.
+    fn strength(self) -> u8 {
+        match self {
+            IsolationMode::None => 0,
+            IsolationMode::Auto => 1,
+            IsolationMode::Namespaces => 2,
         }
     }
 }
@@ -125,6 +146,30 @@ impl IsolationRequest {
             source: source.into(),
             network: true,
         })
+    }
+}
+
+impl IsolationRequest {
+    /// The request narrowed by `mode`, asked by `by` (a repository's
+    /// `rfs.toml`, a script's `sandbox()` option): a stronger mode replaces
+    /// the person's, the same mode keeps it, and a weaker one is refused
+    /// (the trust model: what the repository or a script says can only
+    /// narrow what the person running rfs set).
+    pub fn narrowed(&self, mode: IsolationMode, by: &str) -> Result<Self, IsolationError> {
+        match mode.strength().cmp(&self.mode.strength()) {
+            std::cmp::Ordering::Less => Err(IsolationError::Widens {
+                asked: mode,
+                by: by.to_owned(),
+                set: self.mode,
+                set_by: self.source.clone(),
+            }),
+            std::cmp::Ordering::Equal => Ok(self.clone()),
+            std::cmp::Ordering::Greater => Ok(IsolationRequest {
+                mode,
+                source: by.to_owned(),
+                network: self.network,
+            }),
+        }
     }
 }
 
@@ -245,6 +290,25 @@ mod tests {
             e.to_string(),
             "--isolation: unknown isolation mode `vm` (known: auto, namespaces, none)"
         );
+    }
+
+    #[test]
+    fn a_script_or_rfs_toml_may_narrow_isolation_but_never_widen_it() {
+        let person = IsolationRequest::default();
+        let n = person
+            .narrowed(IsolationMode::Namespaces, "sandbox() option")
+            .unwrap();
+        assert_eq!(n.mode, IsolationMode::Namespaces);
+        assert_eq!(person.narrowed(IsolationMode::Auto, "x").unwrap(), person);
+        let e = person
+            .narrowed(IsolationMode::None, "sandbox() option")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--isolation none"), "{e}");
+        let e = n.narrowed(IsolationMode::Auto, "rfs.toml").unwrap_err();
+        assert!(e.to_string().contains("--isolation auto"), "{e}");
+        let none = IsolationRequest::from_settings(Some("none"), None).unwrap();
+        assert_eq!(none.narrowed(IsolationMode::None, "x").unwrap(), none);
     }
 
     #[test]

@@ -72,6 +72,8 @@ pub(crate) struct RunConfig {
     pub secret_names: std::collections::BTreeSet<String>,
     /// `--allow-dirty`: ship the working tree as it is.
     pub allow_dirty: bool,
+    /// The repositories a script may ship (`--allow-repo`).
+    pub allowed_repos: crate::source::allowed_repos::AllowedRepos,
 }
 
 /// The source bound to the run.

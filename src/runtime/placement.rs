@@ -109,6 +109,9 @@ impl Run {
                 )));
             }
         }
+        // A request to widen the person's isolation is refused here, at
+        // the sandbox() call, before anything runs.
+        self.isolation_request(&opts)?;
         let mut st = self.state();
         match &st.sandbox_opts {
             None if st.sandbox.is_some() && opts != SandboxOptions::default() => {
@@ -132,16 +135,17 @@ impl Run {
 
     /// The isolation the run's sandbox is asked for: the run's setting,
     /// overridden by `sandbox()` options.
-    fn isolation_request(&self, opts: &SandboxOptions) -> IsolationRequest {
+    fn isolation_request(&self, opts: &SandboxOptions) -> Result<IsolationRequest> {
         let mut req = self.cfg.isolation.clone();
         if let Some(m) = opts.isolation {
-            req.mode = m;
-            req.source = "sandbox() option".into();
+            req = req
+                .narrowed(m, "the script's sandbox() option")
+                .map_err(|e| self.refuse(e.to_string()))?;
         }
         if let Some(n) = opts.network {
             req.network = n;
         }
-        req
+        Ok(req)
     }
 
     /// Check that the provider can work at all and can honour the run's
@@ -235,7 +239,7 @@ impl Run {
         let image = opts.image.clone().or_else(|| self.cfg.image.clone());
         let reason = self.cfg.choice.reason.to_string();
         let base = self.base(p.name(), p.profile().starts_from, image.as_ref(), &opts)?;
-        let request = self.isolation_request(&opts);
+        let request = self.isolation_request(&opts)?;
         let in_force = p.isolation(&request).map_err(|why| {
             let msg = format!("provider `{}` refuses: {why}", p.name());
             let _ = self.record(Event::PlacementFailed {
@@ -245,6 +249,21 @@ impl Run {
             self.refuse(msg)
         })?;
         let isolation = in_force.fact(&request);
+        if in_force.mode == "none" {
+            // SAFETY: geteuid cannot fail.
+            let uid = unsafe { libc::geteuid() };
+            let who = if uid == 0 {
+                "root".to_owned()
+            } else {
+                format!("uid {uid}")
+            };
+            self.record(Event::PlacementWarning {
+                message: format!(
+                    "isolation `none` ({}): steps run on the host as {who}, with everything it can reach",
+                    in_force.reason
+                ),
+            })?;
+        }
         // Journal the intent first: a crash during create still leaves the
         // labels that find the sandbox.
         self.record(Event::PlacementIntent {

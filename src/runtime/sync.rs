@@ -152,6 +152,23 @@ impl Run {
         let opts = self.effective(opts);
         validate_rev(&opts.rev).map_err(|e| self.refuse(e.to_string()))?;
         validate_dest(&opts.dest).map_err(|e| self.refuse(e.to_string()))?;
+        if opts.repo != self.cfg.invocation_dir {
+            let written = opts
+                .repo
+                .strip_prefix(&self.cfg.invocation_dir)
+                .unwrap_or(&opts.repo)
+                .display()
+                .to_string();
+            self.cfg
+                .allowed_repos
+                .check(&self.cfg.invocation_dir, &opts.repo, &written)
+                .map_err(|why| {
+                    let _ = self.record(Event::SourceRefused {
+                        reason: why.clone(),
+                    });
+                    self.refuse(why)
+                })?;
+        }
         let resolved = repo::resolve(&opts).map_err(|e| {
             let msg = format!("cannot bind the source: {e}");
             let _ = self.record(Event::SourceRefused {

@@ -39,8 +39,7 @@ impl Script {
         if path == Path::new(STDIN) {
             return Self::from_stdin();
         }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::Usage(format!("cannot read script {}: {e}", path.display())))?;
+        let text = read_script(path)?;
         let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         let dir = abs.parent().map(Path::to_path_buf).unwrap_or_default();
         Ok(Script {
@@ -52,6 +51,39 @@ impl Script {
             },
         })
     }
+}
+
+/// A script file's text: a regular file (never through a symlink: a
+/// committed `proof.rhai -> /proc/self/environ` would print rfs's
+/// environment in its compile error), not a FIFO or device, bounded.
+fn read_script(path: &Path) -> Result<String> {
+    let meta = std::fs::symlink_metadata(path)
+        .map_err(|e| Error::Usage(format!("cannot read script {}: {e}", path.display())))?;
+    if meta.file_type().is_symlink() {
+        let to = std::fs::read_link(path)
+            .map(|t| t.display().to_string())
+            .unwrap_or_else(|_| "?".into());
+        return Err(Error::Usage(format!(
+            "refused: script {} is a symlink (to {to}): rfs runs only regular files, never through a link (a committed link could read any host file); run the file it points to by its own path if you trust it",
+            path.display()
+        )));
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let bytes = crate::out_dir::read_regular(dir, &name, crate::out_dir::MAX_MODULE_BYTES)
+        .map_err(|e| Error::Usage(format!("cannot read script {}: {e}", path.display())))?;
+    String::from_utf8(bytes).map_err(|_| {
+        Error::Usage(format!(
+            "cannot read script {}: it is not UTF-8 text",
+            path.display()
+        ))
+    })
 }
 
 /// The script path that means "read the script from standard input".

@@ -63,6 +63,10 @@ pub(crate) enum ImportRefusal {
     Missing(PathBuf),
     #[error("it resolves outside the script's directory")]
     ResolvesOutside,
+    #[error("{} is a symlink: modules are regular files, never read through a link", .0.display())]
+    Symlink(PathBuf),
+    #[error("{} is not a regular file", .0.display())]
+    NotRegular(PathBuf),
 }
 
 /// Told of every module file loaded while the script runs (import path,
@@ -143,11 +147,30 @@ impl Resolver {
         if file.extension().is_none() {
             file.set_extension("rhai");
         }
+        // Every component below the script's directory is reached without
+        // following a link, and the module is a regular file (a FIFO would
+        // block, /proc would read the host).
+        let mut at = self.script_dir.clone();
+        for c in Path::new(&file)
+            .strip_prefix(&self.script_dir)
+            .unwrap_or(rel)
+            .components()
+        {
+            at.push(c);
+            let m =
+                std::fs::symlink_metadata(&at).map_err(|_| ImportRefusal::Missing(file.clone()))?;
+            if m.file_type().is_symlink() {
+                return Err(ImportRefusal::Symlink(at));
+            }
+        }
         let real = file
             .canonicalize()
             .map_err(|_| ImportRefusal::Missing(file.clone()))?;
         if !real.starts_with(&self.script_dir) {
             return Err(ImportRefusal::ResolvesOutside);
+        }
+        if !std::fs::symlink_metadata(&real).is_ok_and(|m| m.is_file()) {
+            return Err(ImportRefusal::NotRegular(real));
         }
         Ok(real)
     }

@@ -282,6 +282,10 @@ impl<W: Write> Walker<'_, W> {
             let ospath = Path::new(std::ffi::OsStr::from_bytes(&path));
             match entry.kind() {
                 Some(ObjectType::Tree) => {
+                    let depth = path.iter().filter(|b| **b == b'/').count() + 1;
+                    if depth > super::MAX_TREE_DEPTH {
+                        return Err(super::too_deep(&path, depth));
+                    }
                     let mut h = self.header(tar::EntryType::Directory, 0o755, 0);
                     self.tar.append_data(&mut h, ospath, io::empty())?;
                     self.manifest.entries.insert(path.clone(), Entry::Dir);

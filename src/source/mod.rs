@@ -10,6 +10,7 @@
 //!   the provider can run it ([`native_extract`], [`native_read_back`],
 //!   [`native_walk`]).
 
+pub(crate) mod allowed_repos;
 pub(crate) mod archive;
 pub(crate) mod archive_digest;
 pub(crate) mod manifest;
@@ -26,6 +27,24 @@ pub(crate) mod stream;
 pub(crate) mod working_tree;
 
 use std::path::PathBuf;
+
+/// The deepest folder nesting rfs ships: a tree is walked recursively
+/// (a commit with a folder 500 levels deep overflowed the archive
+/// thread's stack and aborted rfs mid-run), and is refused when it
+/// resolves, before any sandbox exists. libgit2's status scan refuses a
+/// working tree nested 100 levels deep already, so a checked-out tree
+/// never reaches this bound; a commit shipped by its id may.
+pub(crate) const MAX_TREE_DEPTH: usize = 100;
+
+/// A [`SourceError::TooDeep`] for `path` (its first 200 bytes).
+pub(crate) fn too_deep(path: &[u8], depth: usize) -> SourceError {
+    let shown = String::from_utf8_lossy(&path[..path.len().min(200)]).into_owned();
+    SourceError::TooDeep {
+        path: shown,
+        depth,
+        max: MAX_TREE_DEPTH,
+    }
+}
 
 /// How submodules are treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -92,6 +111,12 @@ pub enum SourceError {
     NotARevision { rev: String },
     #[error("{path} changed but was not shipped")]
     NotShipped { path: String },
+    #[error("the tree has a folder {depth} levels deep ({path}…); rfs ships trees at most {max} levels deep")]
+    TooDeep {
+        path: String,
+        depth: usize,
+        max: usize,
+    },
     #[error("git: {0}")]
     Git(String),
     #[error("building the source archive: {0}")]

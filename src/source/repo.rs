@@ -169,17 +169,29 @@ fn not_a_change(index: &git2::Index, path: &[u8]) -> bool {
         .is_some_and(|e| e.flags & ASSUME_UNCHANGED != 0 || e.flags_extended & SKIP_WORKTREE != 0)
 }
 
-/// Every gitlink (submodule entry) below `tree`, with its pinned commit.
+/// Every gitlink (submodule entry) below `tree`, with its pinned commit;
+/// a tree nested deeper than [`super::MAX_TREE_DEPTH`] is refused.
 fn gitlinks(repo: &Repository, tree: Oid) -> Result<Vec<(String, Oid)>, SourceError> {
     let tree = repo.find_tree(tree)?;
     let mut out = vec![];
-    tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
+    let mut too_deep = None;
+    let walked = tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
+        // A folder's depth: the folders it is in, and itself.
+        let depth = dir.bytes().filter(|b| *b == b'/').count() + 1;
+        if entry.kind() == Some(ObjectType::Tree) && depth > super::MAX_TREE_DEPTH {
+            too_deep = Some(super::too_deep(dir.as_bytes(), depth));
+            return TreeWalkResult::Abort;
+        }
         if entry.kind() == Some(ObjectType::Commit) {
             let name = String::from_utf8_lossy(entry.name_bytes());
             out.push((format!("{dir}{name}"), entry.id()));
         }
         TreeWalkResult::Ok
-    })?;
+    });
+    if let Some(e) = too_deep {
+        return Err(e);
+    }
+    walked?;
     Ok(out)
 }
 

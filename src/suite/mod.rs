@@ -57,10 +57,16 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
         .map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
     let file =
         crate::repo_config::find(&here).map_err(|e| Error::Usage(format!("refused: {e}")))?;
-    let configured = file.as_ref().and_then(|(path, c)| {
-        let dir = path.parent().unwrap_or(&here);
-        c.proofs.as_ref().map(|p| dir.join(p))
-    });
+    let configured = match file.as_ref() {
+        Some((path, c)) => match &c.proofs {
+            Some(p) => Some(
+                configured_folder(path.parent().unwrap_or(&here), p)
+                    .map_err(|why| Error::Usage(format!("refused: {}: {why}", path.display())))?,
+            ),
+            None => None,
+        },
+        None => None,
+    };
     let file = file.map(|(_, c)| c).unwrap_or_default();
     let proofs = plan::plan(&a.paths, configured.as_deref(), &here, &a.filters)
         .map_err(|e| Error::Usage(format!("rfs test: {e}")))?;
@@ -133,6 +139,42 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
     Ok(done.exit_code)
 }
 
+/// `rfs.toml`'s `proofs` folder, under `dir` (the file's folder): a plain
+/// relative path inside the repository, reached without a symlink (the
+/// repository's file may only narrow what rfs reads, never point it at a
+/// host folder).
+fn configured_folder(dir: &std::path::Path, proofs: &str) -> Result<PathBuf, String> {
+    use std::path::Component;
+    let rel = std::path::Path::new(proofs);
+    if proofs.trim().is_empty() {
+        return Err("`proofs` is empty".into());
+    }
+    if rel.is_absolute() {
+        return Err(format!(
+            "`proofs = {proofs:?}` is absolute: it must be a folder inside the repository"
+        ));
+    }
+    if rel
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "`proofs = {proofs:?}` leaves the folder of rfs.toml: it must be a folder inside the repository"
+        ));
+    }
+    let mut at = dir.to_path_buf();
+    for c in rel.components() {
+        at.push(c);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(format!(
+                "`proofs = {proofs:?}`: {} is a symlink; proofs are read only inside the repository, never through a link",
+                at.display()
+            ));
+        }
+    }
+    Ok(dir.join(rel))
+}
+
 /// How many proofs run at once: `--jobs`, else `RFS_JOBS`, else
 /// `rfs.toml`'s `jobs`, else the cores of this machine for a local
 /// provider (its sandboxes share them) and [`DEFAULT_REMOTE_JOBS`] for a
@@ -152,15 +194,62 @@ pub(crate) fn jobs(
                 .map_err(|_| Error::Usage(format!("{JOBS_ENV}={v:?} is not a number of jobs")))
         })
         .transpose()?;
-    match flag.or(env).or(file) {
-        Some(0) => Err(Error::Usage("--jobs must be at least 1".into())),
-        Some(n) => Ok(n),
-        None => Ok(match kind {
-            Some(ProviderKind::Daytona) => DEFAULT_REMOTE_JOBS,
-            _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        }),
+    let max = max_jobs(kind);
+    let (n, origin) = match (flag, env, file) {
+        (Some(n), _, _) => (n, "--jobs".to_owned()),
+        (None, Some(n), _) => (n, JOBS_ENV.to_owned()),
+        (None, None, Some(n)) => (n, "rfs.toml's `jobs`".to_owned()),
+        (None, None, None) => {
+            return Ok(match kind {
+                Some(ProviderKind::Daytona) => DEFAULT_REMOTE_JOBS,
+                _ => cores(),
+            })
+        }
+    };
+    if n == 0 {
+        return Err(Error::Usage(format!("{origin} must be at least 1")));
+    }
+    if n > max {
+        return Err(Error::Usage(format!(
+            "refused: {origin} asks for {n} proofs at once; at most {max} run here ({})",
+            max_jobs_why(kind)
+        )));
+    }
+    Ok(n)
+}
+
+/// The cores of this machine.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The most sandboxes a suite or bisection runs at once: on a local
+/// provider each one's processes share this machine's cores and memory
+/// (`--jobs 1000` ran the machine out of memory), on a remote one each
+/// costs API requests and an account's quota.
+pub(crate) fn max_jobs(kind: Option<ProviderKind>) -> usize {
+    match kind {
+        Some(ProviderKind::Daytona) => MAX_REMOTE_JOBS,
+        _ => (cores() * LOCAL_JOBS_PER_CORE).max(LOCAL_JOBS_PER_CORE),
     }
 }
+
+fn max_jobs_why(kind: Option<ProviderKind>) -> String {
+    match kind {
+        Some(ProviderKind::Daytona) => {
+            format!("a remote provider's sandboxes are capped at {MAX_REMOTE_JOBS}")
+        }
+        _ => format!(
+            "{LOCAL_JOBS_PER_CORE} per core on this machine's {} cores: its sandboxes share them and its memory",
+            cores()
+        ),
+    }
+}
+
+/// Sandboxes per core at most on a local provider.
+const LOCAL_JOBS_PER_CORE: usize = 4;
+/// Sandboxes at once at most on a remote provider.
+const MAX_REMOTE_JOBS: usize = 64;
 
 /// GitHub Actions: the suite's index in the job's summary.
 fn step_summary(out_dir: &std::path::Path) {

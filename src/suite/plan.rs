@@ -35,6 +35,10 @@ pub(crate) enum PlanError {
     Empty(String),
     #[error("no proof name matches the filters (of {0} found)")]
     Filtered(usize),
+    #[error("refused: {0} is a symlink: proofs are regular files, never run through a link (a committed link could read any host file)")]
+    Symlink(String),
+    #[error("refused: {0} is not a regular file (a FIFO, device or socket)")]
+    NotRegular(String),
 }
 
 /// The name filters: a proof runs when its name contains one of
@@ -70,8 +74,11 @@ pub(crate) fn plan(
     };
     let mut files = vec![];
     for root in roots {
-        let meta =
-            std::fs::metadata(root).map_err(|_| PlanError::Missing(root.display().to_string()))?;
+        let meta = std::fs::symlink_metadata(root)
+            .map_err(|_| PlanError::Missing(root.display().to_string()))?;
+        if meta.file_type().is_symlink() {
+            return Err(PlanError::Symlink(root.display().to_string()));
+        }
         if meta.is_file() {
             files.push(root.clone());
         } else if meta.is_dir() {
@@ -134,7 +141,12 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), PlanError> {
         let kind = e.file_type().map_err(read)?;
         if kind.is_dir() {
             walk(&e.path(), out)?;
-        } else if name.ends_with(".rhai") && !name.starts_with('_') && e.path().is_file() {
+        } else if name.ends_with(".rhai") && kind.is_symlink() {
+            // A proof or a module: never read through a link.
+            return Err(PlanError::Symlink(e.path().display().to_string()));
+        } else if name.ends_with(".rhai") && !kind.is_file() {
+            return Err(PlanError::NotRegular(e.path().display().to_string()));
+        } else if name.ends_with(".rhai") && !name.starts_with('_') {
             out.push(e.path());
         }
     }
@@ -217,6 +229,31 @@ mod tests {
             ["proofs/a.rhai", "proofs/b.rhai", "proofs/sub/c.rhai"]
         );
         assert_eq!(p[2].slug, "proofs-sub-c");
+    }
+
+    #[test]
+    fn a_symlinked_proof_is_refused_naming_it() {
+        let d = tree();
+        std::os::unix::fs::symlink("/proc/self/environ", d.path().join("proofs/env.rhai")).unwrap();
+        let e = plan(
+            &[d.path().join("proofs")],
+            None,
+            d.path(),
+            &Filters::default(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, PlanError::Symlink(p) if p.ends_with("proofs/env.rhai")),
+            "{e}"
+        );
+        let e = plan(
+            &[d.path().join("proofs/env.rhai")],
+            None,
+            d.path(),
+            &Filters::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, PlanError::Symlink(_)), "{e}");
     }
 
     #[test]

@@ -491,6 +491,7 @@ impl Rfs {
                 .unwrap(),
             secret_names: Default::default(),
             allow_dirty: false,
+            allowed_repos: rfs::settings::AllowedRepos::new(cwd, &[]).unwrap(),
         };
         let report = rfs::runner::run(
             settings,

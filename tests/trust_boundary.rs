@@ -1,0 +1,352 @@
+//! The trust model (book: Trust model): what the person running rfs says
+//! (flags, environment) sets the boundary; what a repository commits
+//! (`rfs.toml`, proofs, modules) and what a script asks for can only
+//! narrow it. Each test is named after the way a stranger's code reached
+//! past that line before.
+
+mod common;
+use common::*;
+
+use std::path::Path;
+
+/// A repository other than the one rfs runs in, holding a file the
+/// script must not be able to ship.
+fn other_repository() -> Repo {
+    let other = Repo::new();
+    other.write("private.txt", "other-repository-private-content\n");
+    other.commit("private");
+    other
+}
+
+provider_tests! {
+    fn a_script_cannot_turn_isolation_off(rfs: &Rfs) {
+        let repo = Repo::new();
+        let marker = repo.path().join("host-marker");
+        let out = rfs.run(
+            repo.path(),
+            &format!(
+                "sandbox(#{{ isolation: \"none\" }});\nstep(\"x\", \"touch {}\");",
+                marker.display()
+            ),
+        );
+        out.assert_code(3);
+        assert!(
+            out.stderr.contains("the script's sandbox() option")
+                && out.stderr.contains("pass `--isolation none`"),
+            "{}",
+            out.stderr
+        );
+        assert!(out.entries("placement").is_empty(), "a sandbox was placed");
+        assert!(out.entries("step.start").is_empty());
+        assert!(!marker.exists());
+        rfs.assert_no_leftovers();
+    }
+
+    fn a_script_cannot_ship_another_repository(rfs: &Rfs) {
+        let repo = Repo::new();
+        let other = other_repository();
+        let script = format!(
+            "sync_source(#{{ repo: {:?} }});\nstep(\"x\", \"cat private.txt\");",
+            other.path().display().to_string()
+        );
+        let out = rfs.run(repo.path(), &script);
+        out.assert_code(3);
+        assert!(out.stderr.contains("pass --allow-repo"), "{}", out.stderr);
+        assert!(out.entries("step.start").is_empty());
+        assert!(out.entries("source.resolved").is_empty());
+        assert!(!std::fs::read_to_string(out.out_dir.join("journal.jsonl"))
+            .unwrap()
+            .contains("other-repository-private-content"));
+        rfs.assert_no_leftovers();
+        // The person running rfs may allow it.
+        let other_path = other.path().display().to_string();
+        let out = rfs.run_with(repo.path(), &script, &["--allow-repo", &other_path]);
+        out.assert_code(0);
+        let logs = step_logs(&out.out_dir);
+        assert!(logs.contains("other-repository-private-content"), "{logs}");
+        rfs.assert_no_leftovers();
+    }
+
+    fn a_git_file_pointing_elsewhere_cannot_ship_another_repository(rfs: &Rfs) {
+        let repo = Repo::new();
+        let other = other_repository();
+        // A folder whose `.git` file names another repository's git dir.
+        repo.write(
+            "decoy/.git",
+            &format!("gitdir: {}\n", other.path().join(".git").display()),
+        );
+        let out = rfs.run(
+            repo.path(),
+            "sync_source(#{ repo: \"decoy\" });\nstep(\"x\", \"cat private.txt\");",
+        );
+        out.assert_code(3);
+        assert!(out.stderr.contains("pass --allow-repo decoy"), "{}", out.stderr);
+        assert!(out.entries("step.start").is_empty());
+        rfs.assert_no_leftovers();
+    }
+
+    fn a_tree_too_deep_to_walk_is_refused_before_a_sandbox_exists(rfs: &Rfs) {
+        let repo = Repo::new();
+        let base = repo.head();
+        repo.write(&format!("{}f.txt", "d/".repeat(500)), "deep\n");
+        let deep = repo.commit("deep");
+        // Checked out, libgit2's status scan stops at 100 levels; the
+        // commit is shipped by its id from a shallow checkout.
+        repo.git(&["reset", "-q", "--hard", &base]);
+        let out = rfs.run(
+            repo.path(),
+            &format!("sync_source(#{{ rev: \"{deep}\" }});\nstep(\"x\", \"true\");"),
+        );
+        out.assert_code(3);
+        assert!(out.stderr.contains("levels deep"), "{}", out.stderr);
+        assert!(out.entries("placement").is_empty(), "a sandbox was placed");
+        assert_eq!(out.kinds().last().map(String::as_str), Some("run.end"));
+        rfs.assert_no_leftovers();
+    }
+
+    fn a_tree_at_the_depth_limit_ships(rfs: &Rfs) {
+        let repo = Repo::new();
+        let base = repo.head();
+        // 100: rfs's MAX_TREE_DEPTH.
+        let deep = format!("{}f.txt", "d/".repeat(100));
+        repo.write(&deep, "deep-content\n");
+        let commit = repo.commit("deep");
+        repo.git(&["reset", "-q", "--hard", &base]);
+        let out = rfs.run(
+            repo.path(),
+            &format!("sync_source(#{{ rev: \"{commit}\" }});\nstep(\"x\", \"cat {deep}\");"),
+        );
+        out.assert_code(0);
+        assert!(step_logs(&out.out_dir).contains("deep-content"));
+        rfs.assert_no_leftovers();
+    }
+}
+
+fn step_logs(out_dir: &Path) -> String {
+    std::fs::read_dir(out_dir.join("steps"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `rfs` in `dir` with `args` and extra environment.
+fn rfs_in(rfs: &Rfs, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> RunOut {
+    let out_dir = rfs.prepare("").1;
+    let out = rfs
+        .cmd(dir)
+        .envs(env.iter().copied())
+        .args(args)
+        .output()
+        .unwrap();
+    finish(out, out_dir)
+}
+
+#[test]
+fn rfs_toml_cannot_turn_isolation_off() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("rfs.toml", "isolation = \"none\"\n");
+    repo.commit("widen");
+    let out = rfs.run(repo.path(), "step(\"x\", \"true\");");
+    out.assert_code(2);
+    assert!(
+        out.stderr.contains("rfs.toml") && out.stderr.contains("pass `--isolation none`"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.out_dir.join("journal.jsonl").exists());
+    // The person running rfs may: and the console says what it means.
+    let out = rfs.run_with(
+        repo.path(),
+        "step(\"x\", \"true\");",
+        &["--isolation", "none"],
+    );
+    out.assert_code(0);
+    assert!(
+        out.stderr.contains("isolation `none`") && out.stderr.contains("steps run on the host"),
+        "isolation none is not said on the console:\n{}",
+        out.stderr
+    );
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn rfs_toml_may_narrow_isolation() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("rfs.toml", "isolation = \"namespaces\"\n");
+    repo.commit("narrow");
+    let out = rfs.run(repo.path(), "step(\"x\", \"true\");");
+    out.assert_code(0);
+    let p = &out.entries("placement")[0];
+    assert_eq!(p["isolation"]["requested_by"], "rfs.toml", "{p}");
+    // A script under it cannot widen again.
+    let out = rfs.run(repo.path(), "sandbox(#{ isolation: \"auto\" });");
+    out.assert_code(3);
+    assert!(
+        out.stderr.contains("pass `--isolation auto`"),
+        "{}",
+        out.stderr
+    );
+    rfs.assert_no_leftovers();
+}
+
+/// `secrets = ["GITHUB_TOKEN"]` in a committed rfs.toml handed the
+/// repository's script the host's token; a missing name answered "does
+/// this variable exist" with its own exit.
+#[test]
+fn rfs_toml_cannot_read_host_variables() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("rfs.toml", "secrets = [\"RFS_TEST_HOST_TOKEN\"]\n");
+    repo.commit("ask");
+    let script = "step(\"x\", \"echo token=$T\", #{ env: #{ T: arg(\"RFS_TEST_HOST_TOKEN\") } });";
+    let (path, _) = rfs.prepare(script);
+    let path = path.display().to_string();
+    let with = rfs_in(
+        &rfs,
+        repo.path(),
+        &["run", &path],
+        &[("RFS_TEST_HOST_TOKEN", "host-token-value-42")],
+    );
+    let without = rfs_in(&rfs, repo.path(), &["run", &path], &[]);
+    with.assert_code(2);
+    without.assert_code(2);
+    assert!(
+        with.stderr.contains("pass --secret RFS_TEST_HOST_TOKEN"),
+        "{}",
+        with.stderr
+    );
+    assert_eq!(
+        with.stderr, without.stderr,
+        "the refusal tells whether the variable exists"
+    );
+    // The person hands it over.
+    let out = rfs_in(
+        &rfs,
+        repo.path(),
+        &["run", &path, "--secret", "RFS_TEST_HOST_TOKEN"],
+        &[("RFS_TEST_HOST_TOKEN", "host-token-value-42")],
+    );
+    out.assert_code(0);
+    rfs.assert_no_leftovers();
+}
+
+/// A committed `proofs/env.rhai -> /proc/self/environ` made `rfs test`,
+/// `rfs run` and `rfs check` print rfs's environment in the compile error.
+#[test]
+fn committed_symlinked_proofs_cannot_read_host_files() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("proofs/ok.rhai", "print(1);\n");
+    repo.symlink("proofs/env.rhai", "/proc/self/environ");
+    repo.commit("proofs");
+    let canary = [("RFS_TEST_CANARY", "canary-env-value-77")];
+    for args in [
+        &["test"][..],
+        &["run", "proofs/env.rhai"],
+        &["check", "proofs/env.rhai"],
+    ] {
+        let out = rfs_in(&rfs, repo.path(), args, &canary);
+        out.assert_code(2);
+        assert!(out.stderr.contains("symlink"), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("env.rhai"), "{args:?}: {}", out.stderr);
+        for text in [&out.stdout, &out.stderr] {
+            assert!(!text.contains("canary-env-value-77"), "{args:?}: {text}");
+        }
+    }
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn a_symlinked_rfs_toml_cannot_read_host_files() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.symlink("rfs.toml", "/proc/self/environ");
+    repo.commit("link");
+    let out = rfs_in(
+        &rfs,
+        repo.path(),
+        &["run", &rfs.prepare("print(1);").0.display().to_string()],
+        &[("RFS_TEST_CANARY", "canary-env-value-78")],
+    );
+    out.assert_code(2);
+    assert!(out.stderr.contains("symlink"), "{}", out.stderr);
+    assert!(!out.stderr.contains("canary-env-value-78"));
+}
+
+/// `proofs = "/abs"` or `"../x"` walked host folders and ran what it found.
+#[test]
+fn rfs_toml_proofs_outside_the_repository_are_refused() {
+    let rfs = Rfs::new(Prov::Local);
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(
+        outside.path().join("host.rhai"),
+        "print(\"ran-outside\");\n",
+    )
+    .unwrap();
+    let linked = Repo::new();
+    for (toml, says) in [
+        (
+            format!("proofs = {:?}\n", outside.path().display().to_string()),
+            "is absolute",
+        ),
+        ("proofs = \"../x\"\n".to_owned(), "leaves the folder"),
+        ("proofs = \"link\"\n".to_owned(), "is a symlink"),
+    ] {
+        let repo = Repo::new();
+        repo.write("rfs.toml", &toml);
+        repo.symlink("link", &outside.path().display().to_string());
+        repo.commit("outside");
+        let out = rfs_in(&rfs, repo.path(), &["test"], &[]);
+        out.assert_code(2);
+        assert!(out.stderr.contains(says), "{toml}: {}", out.stderr);
+        assert!(!out.stdout.contains("ran-outside"), "{}", out.stdout);
+    }
+    drop(linked);
+    rfs.assert_no_leftovers();
+}
+
+/// `--jobs 1000` ran the machine into the OOM killer; `jobs = 5000` in
+/// rfs.toml the same; `jobs = 0` was reported as a `--jobs` error.
+#[test]
+fn jobs_without_a_bound_are_refused() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("proofs/a.rhai", "print(1);\n");
+    repo.commit("proofs");
+    let out = rfs_in(&rfs, repo.path(), &["test", "--jobs", "1000"], &[]);
+    out.assert_code(2);
+    assert!(out.stderr.contains("at most"), "{}", out.stderr);
+    repo.write("b.txt", "b\n");
+    repo.commit("second");
+    let out = rfs_in(
+        &rfs,
+        repo.path(),
+        &[
+            "bisect",
+            "HEAD~1",
+            "HEAD",
+            "proofs/a.rhai",
+            "--jobs",
+            "1000",
+        ],
+        &[],
+    );
+    out.assert_code(2);
+    assert!(out.stderr.contains("at most"), "{}", out.stderr);
+    for (toml, says) in [
+        ("jobs = 5000\n", "rfs.toml's `jobs` asks for 5000"),
+        ("jobs = 0\n", "rfs.toml's `jobs` must be at least 1"),
+    ] {
+        repo.write("rfs.toml", toml);
+        repo.commit("jobs");
+        let out = rfs_in(&rfs, repo.path(), &["test"], &[]);
+        out.assert_code(2);
+        assert!(out.stderr.contains(says), "{toml}: {}", out.stderr);
+    }
+    rfs.assert_no_leftovers();
+}
