@@ -22,6 +22,13 @@ pub(crate) fn git_dir_of(dir: &Path) -> Option<PathBuf> {
     Some(common.canonicalize().unwrap_or(common))
 }
 
+/// The root of the work tree holding `dir`, `None` outside one.
+pub(crate) fn work_tree_of(dir: &Path) -> Option<PathBuf> {
+    let repo = git2::Repository::discover(dir).ok()?;
+    let root = repo.workdir()?.to_path_buf();
+    Some(root.canonicalize().unwrap_or(root))
+}
+
 impl AllowedRepos {
     /// Each `--allow-repo` path (relative to `invocation_dir`), which must
     /// be inside a repository.

@@ -68,7 +68,7 @@ pub fn resolve(opts: &SourceOptions) -> Result<ResolvedSource, SourceError> {
     let mut dirty = dirty_paths(&repo)?;
     let mut working_tree_of = None;
     let mut uncommitted = vec![];
-    if opts.working_tree && opts.rev == "HEAD" && !dirty.is_empty() {
+    if opts.working_tree && opts.rev == "HEAD" && dirty.iter().any(|p| !is_settings_file(p)) {
         working_tree_of = Some(commit_id);
         commit_id = super::working_tree::snapshot(&repo, commit_id)?;
         uncommitted = std::mem::take(&mut dirty);
@@ -95,8 +95,17 @@ pub fn resolve(opts: &SourceOptions) -> Result<ResolvedSource, SourceError> {
             entry.id()
         }
     };
-    if !dirty.is_empty() && !opts.allow_dirty {
-        return Err(SourceError::Dirty { paths: dirty });
+    // An uncommitted rfs.toml is rfs's settings, read from the working
+    // tree when rfs starts (and narrowing only); it is not source, so it
+    // does not make the tree dirty. It is journaled among the paths not
+    // shipped.
+    let code: Vec<String> = dirty
+        .iter()
+        .filter(|p| !is_settings_file(p))
+        .cloned()
+        .collect();
+    if !code.is_empty() && !opts.allow_dirty {
+        return Err(SourceError::Dirty { paths: code });
     }
     let gitlinks = gitlinks(&repo, tree)?;
     let submodules = match (gitlinks.is_empty(), opts.submodules) {
@@ -118,6 +127,12 @@ pub fn resolve(opts: &SourceOptions) -> Result<ResolvedSource, SourceError> {
         uncommitted,
         submodules,
     })
+}
+
+/// Whether a repository path is an `rfs.toml` (rfs's settings, not source).
+fn is_settings_file(path: &str) -> bool {
+    let f = crate::repo_config::FILE;
+    path == f || path.strip_suffix(f).is_some_and(|p| p.ends_with('/'))
 }
 
 /// Tracked files with changes and untracked files that are not ignored.

@@ -55,6 +55,9 @@ impl Verdict {
 pub(crate) struct Attempt {
     /// Its bundle (absent when it was refused before a run began).
     pub(crate) out_dir: String,
+    /// `--allow-dirty` shipped the working tree: not reproducible.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) not_reproducible: bool,
     pub(crate) run_id: String,
     pub(crate) exit_code: i32,
     pub(crate) duration_ms: u64,

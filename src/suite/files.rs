@@ -42,6 +42,10 @@ struct Index {
     stopped: Option<String>,
     proofs: Vec<ProofResult>,
     not_run: Vec<String>,
+    /// Some proof shipped a working tree (`--allow-dirty`).
+    reproducible: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    not_reproducible: Vec<String>,
 }
 
 impl Files {
@@ -123,6 +127,13 @@ impl SuiteReporter for Files {
                 ix.duration_ms = *duration_ms;
                 ix.stopped = stopped.clone();
                 ix.proofs.sort_by(|a, b| a.name.cmp(&b.name));
+                ix.not_reproducible = ix
+                    .proofs
+                    .iter()
+                    .filter(|p| p.attempts.iter().any(|a| a.not_reproducible))
+                    .map(|p| p.name.clone())
+                    .collect();
+                ix.reproducible = ix.not_reproducible.is_empty();
                 self.finish(&ix);
             }
             SuiteEvent::ProofStart { .. } | SuiteEvent::ProofRetry { .. } => {}
@@ -132,8 +143,20 @@ impl SuiteReporter for Files {
 
 fn markdown(ix: &Index) -> String {
     use crate::journal::markdown::{code, esc};
+    let warning = if ix.not_reproducible.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "> **NOT REPRODUCIBLE**: {} shipped the working tree as it was (`--allow-dirty`), not a commit.\n\n",
+            ix.not_reproducible
+                .iter()
+                .map(|n| code(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     let mut s = format!(
-        "# rfs test {}\n\n{}\n\nProvider {}, {} at a time, {:.1} s, exit {}.{}\n\n| proof | verdict | attempts | time | evidence |\n|---|---|---|---|---|\n",
+        "# rfs test {}\n\n{warning}{}\n\nProvider {}, {} at a time, {:.1} s, exit {}.{}\n\n| proof | verdict | attempts | time | evidence |\n|---|---|---|---|---|\n",
         esc(&ix.suite_id),
         super::console::summary_text(&ix.counts),
         code(&ix.provider),

@@ -68,7 +68,16 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
         None => None,
     };
     let file = file.map(|(_, c)| c).unwrap_or_default();
-    let proofs = plan::plan(&a.paths, configured.as_deref(), &here, &a.filters)
+    // Given no path, the suite is the repository's wherever in it rfs
+    // starts (as git and cargo find their root): `rfs.toml`'s folder, else
+    // `proofs/` at the repository's root, named from that root.
+    let root = crate::source::allowed_repos::work_tree_of(&here).unwrap_or_else(|| here.clone());
+    let (configured, base) = match (a.paths.is_empty(), configured) {
+        (true, Some(c)) => (Some(c), root),
+        (true, None) => (Some(root.join(plan::DEFAULT_FOLDER)), root),
+        (false, c) => (c, here.clone()),
+    };
+    let proofs = plan::plan(&a.paths, configured.as_deref(), &base, &a.filters)
         .map_err(|e| Error::Usage(format!("rfs test: {e}")))?;
     // Every proof's settings are validated before the first one runs (a
     // misspelt provider is one usage error, not forty refusals).

@@ -189,6 +189,7 @@ impl Pool {
             Err(e) => {
                 let a = Attempt {
                     out_dir: String::new(),
+                    not_reproducible: false,
                     run_id: String::new(),
                     exit_code: e.exit_code(),
                     duration_ms: millis(started),
@@ -214,6 +215,7 @@ impl Pool {
             } else {
                 String::new()
             },
+            not_reproducible: tail.shipped_working_tree(),
             run_id: report.run_id,
             exit_code: report.exit_code,
             duration_ms: millis(started),

@@ -16,6 +16,9 @@ const WIDTH: usize = 240;
 #[derive(Debug, Default)]
 pub(crate) struct Tail {
     lines: Mutex<VecDeque<String>>,
+    /// `--allow-dirty` shipped a working tree: the proof's evidence is
+    /// not reproducible from a commit.
+    working_tree: std::sync::atomic::AtomicBool,
 }
 
 impl Tail {
@@ -26,6 +29,11 @@ impl Tail {
             .iter()
             .cloned()
             .collect()
+    }
+
+    /// Whether the run shipped a working tree (`--allow-dirty`).
+    pub(crate) fn shipped_working_tree(&self) -> bool {
+        self.working_tree.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn push(&self, line: String) {
@@ -43,8 +51,15 @@ impl Tail {
 
 impl Reporter for Tail {
     fn event(&self, event: &Event) {
-        if let Event::Print { text } = event {
-            self.push(format!("print: {text}"));
+        match event {
+            Event::Print { text } => self.push(format!("print: {text}")),
+            Event::SourceResolved {
+                working_tree: Some(_),
+                ..
+            } => self
+                .working_tree
+                .store(true, std::sync::atomic::Ordering::Relaxed),
+            _ => {}
         }
     }
 
