@@ -116,7 +116,10 @@ impl Console {
                 }
             ));
             if let Some(e) = r.last().and_then(|a| a.error.as_deref()) {
-                for l in text::block(e.trim_end()).lines() {
+                // The name is the file's: a line end in it is shown, not
+                // taken as the start of another line of the error.
+                let e = e.trim_end().replace(&r.name, &text::inline(&r.name));
+                for l in text::block(&e).lines() {
                     self.line(&format!("    {l}"));
                 }
             }
