@@ -162,6 +162,12 @@ pub(crate) enum Command {
         /// The principal the signer must be (with --allowed-signers).
         #[arg(long, value_name = "ID")]
         identity: Option<String>,
+        /// Verify a bundle whose EVIDENCE.md or report.html another rfs
+        /// made (this rfs cannot compare them): they are named as NOT
+        /// CHECKED, and everything else must verify. Without it, such a
+        /// bundle is not verified.
+        #[arg(long)]
+        allow_unchecked_views: bool,
     },
     /// Make a run's report from its output directory, after verifying
     /// it (every check of `rfs verify`): `report.html` in the folder, or
@@ -451,11 +457,17 @@ fn dispatch(cmd: Command, color: bool) -> Result<i32, Error> {
             out,
             allowed_signers,
             identity,
+            allow_unchecked_views,
         } => verify(
             &out,
             crate::seal::Trust {
                 allowed_signers,
                 identity,
+            },
+            if allow_unchecked_views {
+                crate::verify::Views::AllowUnchecked
+            } else {
+                crate::verify::Views::MustMatch
             },
         ),
         Command::Report {
@@ -695,17 +707,36 @@ fn progress(quiet: bool) -> Option<crate::reporter::Progress> {
 
 /// `rfs verify OUT`: print every check that passed; the first failure is
 /// the error (exit 4).
-fn verify(out: &std::path::Path, trust: crate::seal::Trust) -> Result<i32, Error> {
-    let (passed, failed) = match crate::verify::verify_with(out, trust) {
+fn verify(
+    out: &std::path::Path,
+    trust: crate::seal::Trust,
+    views: crate::verify::Views,
+) -> Result<i32, Error> {
+    let (passed, failed) = match crate::verify::verify_views(out, trust, views) {
         Ok(p) => (p, None),
         Err(mut f) => (std::mem::take(&mut f.passed), Some(f)),
     };
     for p in &passed {
-        outln!("ok: {}: {}", p.check, p.detail);
+        let word = if p.unchecked { "UNCHECKED" } else { "ok" };
+        outln!("{word}: {}: {}", p.check, p.detail);
     }
     match failed {
         None => {
-            outln!("{}: verified", out.display());
+            let unchecked: Vec<_> = passed
+                .iter()
+                .filter(|p| p.unchecked)
+                .map(|p| p.check)
+                .collect();
+            if unchecked.is_empty() {
+                outln!("{}: verified", out.display());
+            } else {
+                outln!(
+                    "{}: verified, except {} (made by another rfs, NOT CHECKED: do not rely on {})",
+                    out.display(),
+                    unchecked.join(" and "),
+                    if unchecked.len() == 1 { "it" } else { "them" }
+                );
+            }
             // Intact, and yet nobody else can re-run it: said every time.
             if let Some(w) = crate::report::Bundle::read(out)
                 .ok()
@@ -763,7 +794,12 @@ fn report(
 ) -> Result<i32, Error> {
     // The report in the bundle is what this command replaces.
     let skip = [crate::report::HTML_FILE];
-    if let Err(f) = crate::verify::verify_except(out, crate::seal::Trust::default(), &skip) {
+    if let Err(f) = crate::verify::verify_except(
+        out,
+        crate::seal::Trust::default(),
+        crate::verify::Views::MustMatch,
+        &skip,
+    ) {
         return Err(Error::NotVerified {
             out: out.display().to_string(),
             check: f.check,

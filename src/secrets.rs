@@ -120,6 +120,24 @@ impl Redactor {
         out
     }
 
+    /// Where secrets occur in `data`: the byte ranges [`Self::redact`]
+    /// replaces, left to right.
+    pub(crate) fn find(&self, data: &[u8]) -> Vec<std::ops::Range<usize>> {
+        let mut found = vec![];
+        let mut i = 0;
+        'outer: while i < data.len() && !self.secrets.is_empty() {
+            for s in &self.secrets {
+                if data[i..].starts_with(s) {
+                    found.push(i..i + s.len());
+                    i += s.len();
+                    continue 'outer;
+                }
+            }
+            i += 1;
+        }
+        found
+    }
+
     pub fn redact_str(&self, s: &str) -> String {
         String::from_utf8_lossy(&self.redact(s.as_bytes())).into_owned()
     }

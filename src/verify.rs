@@ -12,6 +12,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::events::{Event, FileDigest};
 use crate::journal;
+use crate::reporter::text::{bounded, clip, quote};
 
 /// What a check is given: the output directory and its journal, read once.
 pub struct Subject {
@@ -22,6 +23,21 @@ pub struct Subject {
     pub events: Vec<Event>,
     /// What the signature is checked against.
     pub trust: Trust,
+    /// What a view this rfs cannot compare does to the verdict.
+    pub views: Views,
+}
+
+/// What `rfs verify` does with a view (EVIDENCE.md, report.html) laid
+/// out by another rfs, which it cannot compare with its own rendering.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Views {
+    /// The bundle is not verified: nothing vouches for what the view
+    /// says (the default).
+    #[default]
+    MustMatch,
+    /// `--allow-unchecked-views`: the view is named as not checked and
+    /// everything else must verify.
+    AllowUnchecked,
 }
 
 /// A check that passed, with what it established.
@@ -29,6 +45,9 @@ pub struct Subject {
 pub struct Passed {
     pub check: &'static str,
     pub detail: String,
+    /// The check's file was not checked (a view another rfs made,
+    /// allowed by `--allow-unchecked-views`): nothing vouches for it.
+    pub unchecked: bool,
 }
 
 pub use crate::journal::verify::{verify as verify_journal, ChainError, Verified};
@@ -37,9 +56,9 @@ pub use crate::seal::Trust;
 /// Why a check failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Failure {
-    #[error(transparent)]
+    #[error("{}", bounded(&.0.to_string()))]
     Chain(#[from] ChainError),
-    #[error("line {line} (`{kind}`) is not an entry this rfs knows: {error}")]
+    #[error("line {line} ({}) is not an entry this rfs knows: {}", quote(.kind), bounded(&.error.to_string()))]
     UnknownEntry {
         line: usize,
         kind: String,
@@ -48,15 +67,15 @@ pub enum Failure {
     },
     #[error("the journal does not end with run.end (the run was killed before it ended, or lines were cut)")]
     NotEnded,
-    #[error("cannot render the journal: {0}")]
+    #[error("cannot render the journal: {}", bounded(&.0.to_string()))]
     Unrenderable(#[from] journal::evidence::RenderError),
-    #[error("cannot read {path}: {error}")]
+    #[error("cannot read {}: {error}", clip(.path))]
     Unreadable {
         path: String,
         #[source]
         error: std::io::Error,
     },
-    #[error("differs from the rendering of the journal at line {line}: the file has {file:?}, the journal renders {journal:?} (EVIDENCE.md was edited after the run)")]
+    #[error("differs from the rendering of the journal at line {line}: the file has {}, the journal renders {} (EVIDENCE.md was edited after the run)", quote(.file), quote(.journal))]
     EvidenceDiffers {
         line: usize,
         file: String,
@@ -65,11 +84,20 @@ pub enum Failure {
     /// `report.html` is not the rendering of this bundle.
     #[error("differs from the rendering of the bundle at line {line} (report.html was edited after the run)")]
     ReportDiffers { line: usize },
-    #[error("cannot render the report: {0}")]
+    #[error("cannot render the report: {}", bounded(.0))]
     Report(String),
-    #[error("the journal names {path:?}, which is not a file under steps/ or terminal/")]
+    /// A view laid out by another rfs: this rfs cannot compare it with
+    /// its rendering, so it cannot vouch for what it says.
+    #[error("{file} was made by another rfs ({made_by}; this rfs makes {this}): cannot vouch for it, so the bundle is not verified. `rfs report` makes the view again from the journal; `rfs verify --allow-unchecked-views` checks everything else and names the view as unchecked")]
+    UncheckedView {
+        file: &'static str,
+        /// What the file says made it (its untrusted part quoted).
+        made_by: String,
+        this: &'static str,
+    },
+    #[error("the journal names {}, which is not a file under steps/ or terminal/", quote(.path))]
     OutsideArtifacts { path: String },
-    #[error("{path} was changed after it was closed: journaled sha256 {journaled} ({journaled_bytes} bytes), now {now} ({now_bytes} bytes)")]
+    #[error("{} was changed after it was closed: journaled sha256 {} ({journaled_bytes} bytes), now {now} ({now_bytes} bytes)", clip(.path), clip(.journaled))]
     Changed {
         path: String,
         journaled: String,
@@ -77,21 +105,21 @@ pub enum Failure {
         now: String,
         now_bytes: u64,
     },
-    #[error("{path} is in the output directory but not in the journal (added after the run)")]
+    #[error("{} is in the output directory but not in the journal (added after the run)", clip(.path))]
     Unjournaled { path: String },
     /// Something other than a regular file or directory (a symlink, a
     /// FIFO, a device) in the output directory: never followed or read.
-    #[error("{path} is {what}: an output directory holds regular files and directories only, and rfs reads nothing through a link")]
+    #[error("{} is {what}: an output directory holds regular files and directories only, and rfs reads nothing through a link", clip(.path))]
     NotRegular { path: String, what: &'static str },
     /// A bundled script or module differs from its journaled digest.
-    #[error(transparent)]
+    #[error("{}", bounded(&.0.to_string()))]
     Bundle(#[from] crate::bundle::BundleMismatch),
     /// `journal.sig` is missing, invalid, or not by an allowed signer.
-    #[error(transparent)]
+    #[error("{}", bounded(&.0.to_string()))]
     Signature(#[from] crate::signing::SignatureError),
     /// `attestation.intoto.json` is missing, badly signed, or does not
     /// match the journal.
-    #[error(transparent)]
+    #[error("{}", bounded(&.0.to_string()))]
     Attestation(#[from] crate::attestation::AttestationError),
 }
 
@@ -105,18 +133,31 @@ pub struct Failed {
     pub passed: Vec<Passed>,
 }
 
-type CheckFn = fn(&Subject) -> Result<String, Failure>;
+/// What a check established: said, or (a view it could not compare,
+/// allowed) said as unchecked.
+pub enum Established {
+    Checked(String),
+    Unchecked(String),
+}
+
+impl From<String> for Established {
+    fn from(detail: String) -> Self {
+        Established::Checked(detail)
+    }
+}
+
+type CheckFn = fn(&Subject) -> Result<Established, Failure>;
 
 /// The checks, in the order they run.
 pub const CHECKS: &[(&str, CheckFn)] = &[
-    ("journal chain", check_chain),
-    ("run ended", check_ended),
+    ("journal chain", |s| check_chain(s).map(Into::into)),
+    ("run ended", |s| check_ended(s).map(Into::into)),
     ("EVIDENCE.md", check_evidence),
-    ("contents", check_contents),
-    ("files", check_files),
-    ("bundle", check_bundle),
-    ("signature", check_signature),
-    ("attestation", check_attestation),
+    ("contents", |s| check_contents(s).map(Into::into)),
+    ("files", |s| check_files(s).map(Into::into)),
+    ("bundle", |s| check_bundle(s).map(Into::into)),
+    ("signature", |s| check_signature(s).map(Into::into)),
+    ("attestation", |s| check_attestation(s).map(Into::into)),
     // Last: it replays recordings, which only a bundle that passed every
     // other check deserves.
     ("report.html", check_report),
@@ -130,14 +171,21 @@ pub fn verify(out: &Path) -> Result<Vec<Passed>, Failed> {
 
 /// Verify `out`, its signature against `trust`.
 pub fn verify_with(out: &Path, trust: Trust) -> Result<Vec<Passed>, Failed> {
-    verify_except(out, trust, &[])
+    verify_except(out, trust, Views::default(), &[])
 }
 
-/// [`verify_with`] without the checks named in `skip` (`rfs report`
+/// Verify `out`, its signature against `trust`, views another rfs made
+/// as `views` says.
+pub fn verify_views(out: &Path, trust: Trust, views: Views) -> Result<Vec<Passed>, Failed> {
+    verify_except(out, trust, views, &[])
+}
+
+/// [`verify_views`] without the checks named in `skip` (`rfs report`
 /// skips the report it is about to make again).
 pub(crate) fn verify_except(
     out: &Path,
     trust: Trust,
+    views: Views,
     skip: &[&str],
 ) -> Result<Vec<Passed>, Failed> {
     let fail = |check, reason: Failure| Failed {
@@ -185,11 +233,21 @@ pub(crate) fn verify_except(
         journal: text,
         events,
         trust,
+        views,
     };
     let mut passed = vec![];
     for (check, f) in CHECKS.iter().filter(|(c, _)| !skip.contains(c)) {
         match f(&subject) {
-            Ok(detail) => passed.push(Passed { check, detail }),
+            Ok(Established::Checked(detail)) => passed.push(Passed {
+                check,
+                detail,
+                unchecked: false,
+            }),
+            Ok(Established::Unchecked(detail)) => passed.push(Passed {
+                check,
+                detail,
+                unchecked: true,
+            }),
             Err(reason) => {
                 return Err(Failed {
                     check,
@@ -214,7 +272,28 @@ fn check_ended(s: &Subject) -> Result<String, Failure> {
     }
 }
 
-fn check_evidence(s: &Subject) -> Result<String, Failure> {
+/// A view this rfs cannot compare (`made_by` another rfs): refused, or
+/// with [`Views::AllowUnchecked`] named as not checked.
+fn unchecked_view(
+    s: &Subject,
+    file: &'static str,
+    made_by: String,
+    this: &'static str,
+    remedy: &str,
+) -> Result<Established, Failure> {
+    match s.views {
+        Views::MustMatch => Err(Failure::UncheckedView {
+            file,
+            made_by,
+            this,
+        }),
+        Views::AllowUnchecked => Ok(Established::Unchecked(format!(
+            "NOT CHECKED: made by another rfs ({made_by}; this rfs makes {this}), so nothing vouches for what it says (allowed by --allow-unchecked-views); {remedy}"
+        ))),
+    }
+}
+
+fn check_evidence(s: &Subject) -> Result<Established, Failure> {
     let expected = journal::evidence::render_journal(&s.journal)?;
     let actual =
         crate::out_dir::read_regular(&s.out, "EVIDENCE.md", crate::out_dir::MAX_RECORD_BYTES)
@@ -223,21 +302,27 @@ fn check_evidence(s: &Subject) -> Result<String, Failure> {
                 error,
             })?;
     if actual == expected.as_bytes() {
-        return Ok(format!(
+        return Ok(Established::Checked(format!(
             "equals the rendering of the journal ({} bytes)",
             actual.len()
-        ));
+        )));
     }
     let actual = String::from_utf8_lossy(&actual);
     // A file another rfs laid out is not this rfs's rendering to compare
-    // with: said, not failed (the journal and every file are checked).
+    // with, and what it says is then vouched for by nobody (a failed
+    // run's rewritten to "completed" would read as verified): refused
+    // unless the person running verify allows it.
     let layout = journal::evidence::format_of(&actual);
     if layout != Some(journal::evidence::FORMAT) {
-        return Ok(format!(
-            "laid out by {}, not compared (this rfs writes {}); `rfs report OUT --format markdown` shows this rfs's view",
-            layout.map_or("an earlier rfs".to_owned(), |l| format!("`{l}`")),
-            journal::evidence::FORMAT
-        ));
+        return unchecked_view(
+            s,
+            "EVIDENCE.md",
+            layout.map_or("an earlier layout, which names none".to_owned(), |l| {
+                format!("layout {}", quote(l))
+            }),
+            journal::evidence::FORMAT,
+            "`rfs report OUT --format markdown` shows this rfs's view of the journal",
+        );
     }
     let mut a = actual.lines();
     let mut e = expected.lines();
@@ -260,10 +345,12 @@ fn check_evidence(s: &Subject) -> Result<String, Failure> {
 /// `report.html`, when the bundle has one (bundles of earlier versions
 /// do not), is exactly the rendering of the bundle: a view, like
 /// EVIDENCE.md, that nobody edited.
-fn check_report(s: &Subject) -> Result<String, Failure> {
+fn check_report(s: &Subject) -> Result<Established, Failure> {
     let file = crate::report::HTML_FILE;
     if std::fs::symlink_metadata(s.out.join(file)).is_err() {
-        return Ok("none in this bundle (it is a view: `rfs report` makes one)".into());
+        return Ok(Established::Checked(
+            "none in this bundle (it is a view: `rfs report` makes one)".into(),
+        ));
     }
     let actual = crate::out_dir::read_regular(&s.out, file, crate::out_dir::MAX_RECORD_BYTES)
         .map_err(|error| Failure::Unreadable {
@@ -271,24 +358,29 @@ fn check_report(s: &Subject) -> Result<String, Failure> {
             error,
         })?;
     // A report drawn by another rfs (another page format) is not this
-    // rfs's rendering to compare with: said, not failed.
+    // rfs's rendering to compare with: a browser would run its script
+    // and show what it says, vouched for by nobody.
     let made_by = crate::report::html::generator_of(&actual);
     if made_by.as_deref() != Some(crate::report::html::GENERATOR) {
-        return Ok(format!(
-            "made by {}, not compared (this rfs draws reports as {}); the journal, EVIDENCE.md and every file were checked: `rfs report` makes it again before you open it",
-            made_by.as_deref().unwrap_or("an unknown generator"),
-            crate::report::html::GENERATOR
-        ));
+        return unchecked_view(
+            s,
+            "report.html",
+            made_by.map_or("a page naming no generator".to_owned(), |g| {
+                format!("generator {}", quote(&g))
+            }),
+            crate::report::html::GENERATOR,
+            "do not open it: `rfs report OUT` makes it again from the journal",
+        );
     }
     // The journal verify already read, not a second read of the file.
     let bundle = crate::report::Bundle::of_journal(&s.journal)
         .map_err(|e| Failure::Report(e.to_string()))?;
     let expected = crate::report::page_of(&s.out, &bundle);
     if actual == expected.as_bytes() {
-        return Ok(format!(
+        return Ok(Established::Checked(format!(
             "equals the rendering of the bundle ({} bytes)",
             actual.len()
-        ));
+        )));
     }
     let actual = String::from_utf8_lossy(&actual);
     let line = actual

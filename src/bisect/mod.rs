@@ -113,7 +113,11 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
     for r in &reports {
         if let Some(e) = &r.error {
             if !matches!(e, Error::Interrupted) {
-                errln!("rfs bisect: {} ended: {e}", r.out_dir.display());
+                errln!(
+                    "rfs bisect: {} ended: {}",
+                    r.out_dir.display(),
+                    crate::reporter::text::block(&e.to_string())
+                );
             }
         }
     }
@@ -170,7 +174,11 @@ fn conclude(repo: &std::path::Path, coord: &lane::Coordinator, folder: &std::pat
                 _ => "the first commit where the proof passes",
             };
             outln!("{c} is {what}");
-            out!("{}", range::describe(repo, c));
+            // The commit's author and message are the repository's text.
+            out!(
+                "{}",
+                crate::reporter::text::block(&range::describe(repo, c))
+            );
             exit_code::SUCCESS
         }
         Some(Found::OneOf(v)) => {

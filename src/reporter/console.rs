@@ -6,7 +6,7 @@
 use std::io::Write;
 
 use crate::events::{Event, Reporter, Stream};
-use crate::reporter::Progress;
+use crate::reporter::{text, Progress};
 
 /// Prints events for a human.
 #[derive(Debug, Default)]
@@ -55,11 +55,18 @@ impl Console {
 
 impl Reporter for Console {
     fn output(&self, step: &str, stream: Stream, line: &str) {
-        self.print(stream == Stream::Stdout, &format!("[{step}] {line}"));
+        self.print(
+            stream == Stream::Stdout,
+            &format!(
+                "[{}] {}",
+                text::inline(step),
+                text::inline(line.strip_suffix('\r').unwrap_or(line))
+            ),
+        );
     }
 
-    fn warning(&self, text: &str) {
-        self.print(false, &format!("rfs: warning: {text}"));
+    fn warning(&self, message: &str) {
+        self.print(false, &format!("rfs: warning: {}", text::block(message)));
     }
 
     fn event(&self, event: &Event) {
@@ -71,7 +78,7 @@ impl Reporter for Console {
         }
         let line = match event {
             Event::Print { text } => {
-                self.print(true, text);
+                self.print(true, &text::block(text));
                 return;
             }
             Event::Debug { text, .. } => format!("debug: {text}"),
@@ -120,7 +127,11 @@ impl Reporter for Console {
             ),
             Event::StepStart {
                 name, cwd_remote, ..
-            } => format!("rfs: step `{name}` in {cwd_remote}"),
+            } => format!(
+                "rfs: step `{}` in {}",
+                text::inline(name),
+                text::inline(cwd_remote)
+            ),
             Event::StepAttempt {
                 name,
                 attempt,
@@ -128,7 +139,8 @@ impl Reporter for Console {
                 ..
             } if *exit != Some(0) => {
                 format!(
-                    "rfs: step `{name}` attempt {attempt} ended with {}",
+                    "rfs: step `{}` attempt {attempt} ended with {}",
+                    text::inline(name),
                     crate::exit_code::ExitText(*exit)
                 )
             }
@@ -137,16 +149,23 @@ impl Reporter for Console {
                 attempt,
                 error,
                 ..
-            } => format!("rfs: step `{name}` attempt {attempt}: provider error: {error}"),
+            } => format!(
+                "rfs: step `{}` attempt {attempt}: provider error: {error}",
+                text::inline(name)
+            ),
             Event::StepEnd {
                 name, ok, summary, ..
             } => format!(
-                "rfs: step `{name}` {} ({summary})",
-                if *ok { "ok" } else { "FAILED" }
+                "rfs: step `{}` {} ({})",
+                text::inline(name),
+                if *ok { "ok" } else { "FAILED" },
+                text::inline(summary)
             ),
             // The refusal itself is the run's error, said once at the end
             // with the script line that asked for it.
-            Event::StepRefused { name, .. } => format!("rfs: step `{name}` REFUSED"),
+            Event::StepRefused { name, .. } => {
+                format!("rfs: step `{}` REFUSED", text::inline(name))
+            }
             Event::CleanupVerified {
                 sandbox_id,
                 elapsed_ms,
@@ -176,7 +195,9 @@ impl Reporter for Console {
             }
             _ => return,
         };
-        self.print(false, &line);
+        // Every line about the run holds text from the script, the
+        // repository or the sandbox (names, messages).
+        self.print(false, &text::block(&line));
     }
 }
 

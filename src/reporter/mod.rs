@@ -8,6 +8,7 @@ mod console;
 mod json;
 pub mod progress;
 mod summary;
+pub(crate) mod text;
 
 pub use console::Console;
 pub use json::Json;

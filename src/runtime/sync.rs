@@ -170,7 +170,8 @@ impl Run {
                 })?;
         }
         let resolved = repo::resolve(&opts).map_err(|e| {
-            let msg = format!("cannot bind the source: {e}");
+            // The rev may be a secret (`rev: arg("TOKEN")`).
+            let msg = (self.state().redactor).redact_str(&format!("cannot bind the source: {e}"));
             let _ = self.record(Event::SourceRefused {
                 reason: msg.clone(),
             });

@@ -10,6 +10,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::events::{Counts, ProofResult, SuiteEvent, SuiteReporter, Verdict};
+use crate::reporter::text;
 
 /// The console view; `bar` only on a terminal.
 pub(crate) struct Console {
@@ -90,7 +91,7 @@ impl Console {
                 }
             }
             if let Some(first) = st.running.first() {
-                msg.push_str(&format!(": {first}"));
+                msg.push_str(&format!(": {}", text::inline(first)));
             }
             b.set_message(msg);
             b.set_position(c.finished() as u64);
@@ -107,26 +108,29 @@ impl Console {
             self.line(&format!(
                 "{} {}{}",
                 self.paint("1;31", &format!("--- {}", r.verdict.word())),
-                r.name,
+                text::inline(&r.name),
                 if bundle.is_empty() {
                     String::new()
                 } else {
-                    format!("  (bundle {bundle})")
+                    format!("  (bundle {})", text::inline(bundle))
                 }
             ));
             if let Some(e) = r.last().and_then(|a| a.error.as_deref()) {
-                for l in e.trim_end().lines() {
+                // The name is the file's: a line end in it is shown, not
+                // taken as the start of another line of the error.
+                let e = e.trim_end().replace(&r.name, &text::inline(&r.name));
+                for l in text::block(&e).lines() {
                     self.line(&format!("    {l}"));
                 }
             }
             if !r.output_tail.is_empty() {
                 self.line(&format!("  last {} lines of output:", r.output_tail.len()));
                 for l in &r.output_tail {
-                    self.line(&format!("    | {l}"));
+                    self.line(&format!("    | {}", text::inline(l)));
                 }
             }
             if let Some(w) = r.last().and_then(|a| a.teardown_warning.as_deref()) {
-                self.line(&format!("  warning: {w}"));
+                self.line(&format!("  warning: {}", text::inline(w)));
             }
         }
     }
@@ -148,11 +152,13 @@ impl SuiteReporter for Console {
                     b.set_length(proofs.len() as u64);
                 }
                 self.line(&format!(
-                    "{} {} {}, {} at a time on {provider}; bundles in {out_dir}",
+                    "{} {} {}, {} at a time on {}; bundles in {}",
                     self.paint("1;32", &format!("{:>9}", "Starting")),
                     proofs.len(),
                     plural(proofs.len(), "proof", "proofs"),
-                    jobs
+                    jobs,
+                    text::inline(provider),
+                    text::inline(out_dir)
                 ));
             }
             SuiteEvent::ProofStart { name, .. } => st.running.push(name.clone()),
@@ -163,8 +169,9 @@ impl SuiteReporter for Console {
             } => {
                 st.running.retain(|n| n != name);
                 self.line(&format!(
-                    "{} {name} (attempt {attempt} ended with exit {exit_code}; running it again)",
+                    "{} {} (attempt {attempt} ended with exit {exit_code}; running it again)",
                     self.paint("1;33", &format!("{:>9}", "RETRY")),
+                    text::inline(name),
                 ));
             }
             SuiteEvent::ProofEnd(r) => {
@@ -174,7 +181,7 @@ impl SuiteReporter for Console {
                     "{} [{:>8.3}s] {}",
                     self.verdict_word(r.verdict),
                     r.duration_ms as f64 / 1000.0,
-                    r.name
+                    text::inline(&r.name)
                 );
                 if !r.verdict.passed() {
                     text.push_str(&format!("  exit {}", r.exit_code));
@@ -199,7 +206,7 @@ impl SuiteReporter for Console {
                 }
                 self.failures(&st);
                 if let Some(s) = stopped {
-                    self.line(&format!("  stopped early: {s}"));
+                    self.line(&format!("  stopped early: {}", text::inline(s)));
                 }
                 self.line(&format!(
                     "{} [{:>8.3}s] {}",
@@ -209,7 +216,7 @@ impl SuiteReporter for Console {
                 ));
                 self.line(&format!(
                     "          index: {}/{}",
-                    st.out_dir,
+                    text::inline(&st.out_dir),
                     super::files::INDEX_MD
                 ));
                 return;

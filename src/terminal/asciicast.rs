@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::screen_redact::ScreenRedactor;
 use crate::secrets::{Redactor, StreamRedactor};
 
 /// The header line of a recording.
@@ -104,6 +105,11 @@ pub struct AsciicastWriter {
     /// redacted separately, so a secret split across chunks is caught).
     redact_output: StreamRedactor,
     redact_input: StreamRedactor,
+    /// With a redactor: the recorded screen, so that a secret drawn from
+    /// pieces (Backspace, `\r`) is painted over in the recording too.
+    screen: Option<ScreenRedactor>,
+    /// The size now (for the screen redactor).
+    size: (u16, u16),
 }
 
 impl AsciicastWriter {
@@ -118,6 +124,8 @@ impl AsciicastWriter {
             input: Utf8Stream::default(),
             redact_output: StreamRedactor::default(),
             redact_input: StreamRedactor::default(),
+            screen: None,
+            size: (header.width, header.height),
         };
         serde_json::to_writer(&mut w.file, header)?;
         w.file.write_all(b"\n")?;
@@ -148,18 +156,28 @@ impl AsciicastWriter {
     pub fn redact_with(&mut self, redactor: &Redactor) {
         self.redact_output = StreamRedactor::new(redactor.clone());
         self.redact_input = StreamRedactor::new(redactor.clone());
+        let (cols, rows) = self.size;
+        self.screen = Some(ScreenRedactor::new(cols, rows, redactor.clone()));
     }
 
     /// Another secret to redact from now on.
     pub fn add_secret(&mut self, value: &str) {
         self.redact_output.add(value);
         self.redact_input.add(value);
+        if let Some(s) = self.screen.as_mut() {
+            s.add(value);
+        }
     }
 
     /// Write what the redactors still hold back (the streams ended).
     pub fn end_streams(&mut self) -> io::Result<()> {
         let out = self.redact_output.finish();
         self.output_redacted(&out)?;
+        if let Some(mask) = self.screen.as_mut().map(ScreenRedactor::finish) {
+            if !mask.is_empty() {
+                self.event("o", &mask)?;
+            }
+        }
         let inp = self.redact_input.finish();
         self.input_redacted(&inp)
     }
@@ -172,9 +190,14 @@ impl AsciicastWriter {
     }
 
     fn output_redacted(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let text = self.output.decode(bytes);
+        let mut text = self.output.decode(bytes);
         if text.is_empty() {
             return Ok(());
+        }
+        // In the same event, so no replay ever shows the screen unmasked.
+        if let Some(s) = self.screen.as_mut() {
+            let mask = s.after_output(&text);
+            text.push_str(&mask);
         }
         self.event("o", &text)
     }
@@ -195,6 +218,10 @@ impl AsciicastWriter {
 
     /// The terminal was resized.
     pub fn resize(&mut self, cols: u16, rows: u16) -> io::Result<()> {
+        self.size = (cols, rows);
+        if let Some(s) = self.screen.as_mut() {
+            s.resize(cols, rows);
+        }
         self.event("r", &format!("{cols}x{rows}"))
     }
 

@@ -15,6 +15,7 @@ pub mod keys;
 pub mod pattern;
 pub(crate) mod replay;
 pub mod screen;
+pub(crate) mod screen_redact;
 pub mod session;
 pub(crate) mod styled;
 pub(crate) mod svg;
