@@ -48,6 +48,14 @@ impl Session {
         settings: &RunSettings,
         rt: tokio::runtime::Handle,
     ) -> Result<Arc<Session>, Error> {
+        // What a call returns goes to the client: the secrets of rfs's own
+        // environment (secret-named variables) are redacted there too.
+        let pairs: Vec<String> = settings
+            .vars
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        crate::secrets::learn_from_env(pairs.iter().map(String::as_str));
         let cfg = crate::runner::config(settings, None, settings.script.clone());
         // stdout is the protocol: nothing else may be printed there.
         let run = Run::start(cfg, rt, Arc::new(crate::events::Silent), &settings.vars)?;
