@@ -27,7 +27,17 @@ struct Mcp {
     stdin: Option<ChildStdin>,
     answers: mpsc::Receiver<Value>,
     held: Vec<Value>,
-    stderr: std::thread::JoinHandle<String>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+/// A test that fails leaves no server behind.
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 /// How the server ended.
@@ -72,7 +82,7 @@ impl Mcp {
             child,
             answers,
             held: vec![],
-            stderr,
+            stderr: Some(stderr),
         }
     }
 
@@ -158,7 +168,7 @@ impl Mcp {
         };
         Ended {
             code: status.code(),
-            stderr: self.stderr.join().unwrap(),
+            stderr: self.stderr.take().unwrap().join().unwrap(),
         }
     }
 }

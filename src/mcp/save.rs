@@ -152,7 +152,7 @@ pub(crate) fn write(
             tmp_name.push(file_name);
             tmp_name.push(format!(".rfs-mcp-{}.tmp", uuid::Uuid::new_v4().simple()));
             let tmp = Path::new(&tmp_name);
-            let f = create_new(&dir, tmp, mode as u32)
+            let f = create_new(&dir, tmp, mode)
                 .map_err(|e| SaveRefusal::Io(shown(&target), e.to_string()))?;
             let renamed = fill(f, text).map_err(io).and_then(|()| {
                 renameat(Some(raw(&dir)), tmp, Some(raw(&dir)), name)
