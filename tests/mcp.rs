@@ -142,8 +142,9 @@ fn an_mcp_client_drives_a_whole_session_and_every_call_is_journaled() {
         .unwrap();
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
 
-    // What `save` wrote runs as it says.
-    let saved = repo.path().parent().unwrap().join("saved-by-mcp.rhai");
+    // What `save` wrote (inside the repository) runs as it says, once
+    // committed.
+    let saved = repo.path().join("saved-by-mcp.rhai");
     let text = std::fs::read_to_string(&saved).unwrap();
     assert!(
         !text.contains("hunter2") && text.contains("[REDACTED]"),
@@ -153,6 +154,7 @@ fn an_mcp_client_drives_a_whole_session_and_every_call_is_journaled() {
         text.contains("let t0 = attach(\"sh\"") && !text.contains("never-shown"),
         "{text}"
     );
+    repo.commit("the script rfs mcp saved");
     let ran = rfs
         .cmd(repo.path())
         .arg("run")

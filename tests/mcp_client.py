@@ -48,7 +48,7 @@ async def session(rfs):
             facts["assert_fails"] = {"is_error": r.is_error, "text": text(r)}
             r = await s.call_tool("journal", {"tail": 5})
             facts["journal"] = text(r).splitlines()
-            r = await s.call_tool("save", {"path": "../saved-by-mcp.rhai", "overwrite": True})
+            r = await s.call_tool("save", {"path": "saved-by-mcp.rhai", "overwrite": True})
             facts["save"] = text(r)
             r = await s.call_tool("end", {})
             facts["end"] = text(r)

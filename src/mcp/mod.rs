@@ -7,131 +7,114 @@
 //! away (or a signal comes) the running step is cancelled and the sandbox
 //! is destroyed and verified gone.
 //!
+//! - [`framing`]: stdin/stdout, one bounded JSON-RPC message a line;
+//! - [`session`]: the run, started once a client initialized, and its end;
 //! - [`tools`]: the tools, as the client sees them;
+//! - [`save`]: where `save` may write, and how;
 //! - [`worker`]: the script thread every call is evaluated on.
 
+pub(crate) mod framing;
+pub(crate) mod save;
+pub(crate) mod session;
 pub(crate) mod tools;
 pub(crate) mod worker;
 
-use std::sync::{Arc, Mutex};
-
+use rmcp::service::ServerInitializeError;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::ServiceExt as _;
 
 use crate::error::Error;
-use crate::outcome::RunOutcome;
-use crate::runtime::Run;
-use crate::script::{self, Script, ScriptSource};
 use crate::settings::RunSettings;
+use session::Session;
 
 /// Serve one session on stdin/stdout; the exit code.
 pub(crate) fn run(settings: RunSettings) -> Result<i32, Error> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(Error::internal)?;
-    let cfg = crate::runner::config(&settings, None, settings.script.clone());
-    // stdout is the protocol: nothing else may be printed there.
-    let run = Run::start(
-        cfg,
-        rt.handle().clone(),
-        Arc::new(crate::events::Silent),
-        &settings.vars,
-    )?;
-    if let Err(e) = run.preflight() {
-        let _ = run.finish_with(RunOutcome::Refused, Some(&e.to_string()));
-        return Err(e);
-    }
-    let here = Script {
-        path: settings.invocation_dir.join("<mcp>"),
-        dir: settings.invocation_dir.clone(),
-        source: ScriptSource {
-            name: "<mcp>".into(),
-            text: String::new(),
-        },
-    };
-    let engine = match script::run_engine(&run, &here, settings.vars.clone()) {
-        Ok(e) => e,
-        Err(e) => {
-            let _ = run.finish(RunOutcome::Error);
-            return Err(e);
-        }
-    };
-    let (jobs, rx) = std::sync::mpsc::channel::<worker::Job>();
-    let transcript = Arc::new(Mutex::new(Vec::new()));
-    let (r, t) = (run.clone(), transcript.clone());
-    let worker = std::thread::Builder::new()
-        .name("rfs-mcp-script".into())
-        .stack_size(16 * 1024 * 1024)
-        .spawn(move || worker::serve(r, engine, rx, t))
-        .map_err(Error::internal)?;
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .map_err(Error::internal)?;
-    let state = Arc::new(tools::Session {
-        jobs: Mutex::new(Some(jobs)),
-        run: run.clone(),
-        transcript,
-        out_dir: settings.out_dir.clone(),
-        invocation_dir: settings.invocation_dir.clone(),
-        ended: Default::default(),
-        in_flight: Default::default(),
-    });
+    let (ready, started) = tokio::sync::watch::channel::<tools::Started>(None);
     let signals = crate::runner::Signals::install(&server_rt);
-    let served = server_rt.block_on(async {
-        let service = tools::RfsMcp::new(state.clone())
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|e| {
-                Error::Internal(format!("rfs mcp: the client did not start a session: {e}"))
-            })?;
+    // The client initializes first: one that leaves before that (or never
+    // speaks MCP) has started nothing, so there is nothing to end or seal.
+    let (service, framing) = server_rt.block_on(async {
+        let (input, output) = rmcp::transport::stdio_pipes();
+        let (from_client, to_client, framing) = framing::start(input, output);
+        let transport = AsyncRwTransport::<rmcp::RoleServer, _, _>::new(from_client, to_client)
+            .with_max_line_length(framing::MAX_LINE + 2);
+        (tools::RfsMcp::new(started).serve(transport).await, framing)
+    });
+    let service = match service {
+        Ok(s) => s,
+        Err(ServerInitializeError::ConnectionClosed(_)) => {
+            tracing::debug!("rfs mcp: the client left before it initialized a session");
+            server_rt.shutdown_timeout(std::time::Duration::from_secs(1));
+            return Ok(crate::exit_code::SUCCESS);
+        }
+        Err(e) => {
+            server_rt.shutdown_timeout(std::time::Duration::from_secs(1));
+            return Err(Error::Usage(format!(
+                "rfs mcp: the client did not start an MCP session: {e}"
+            )));
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(Error::internal)?;
+    let state = match Session::start(&settings, rt.handle().clone()) {
+        Ok(s) => s,
+        Err(e) => {
+            // Calls waiting for the session say why it could not start.
+            let _ = ready.send(Some(Err(e.to_string())));
+            server_rt.block_on(async {
+                let _ = service.cancel().await;
+            });
+            server_rt.shutdown_timeout(std::time::Duration::from_secs(1));
+            rt.shutdown_timeout(std::time::Duration::from_secs(2));
+            return Err(e);
+        }
+    };
+    let _ = ready.send(Some(Ok(state.clone())));
+    let signalled = server_rt.block_on(async {
         match signals {
             Some(mut s) => {
                 tokio::select! {
-                    _ = service.waiting() => {}
-                    _ = s.recv() => {}
+                    _ = service.waiting() => false,
+                    _ = s.recv() => true,
                 }
             }
             None => {
                 let _ = service.waiting().await;
+                false
             }
         }
-        Ok::<(), Error>(())
     });
-    // The client is gone (or a signal came): stop what runs, then end the
-    // run with its verified cleanup.
-    let busy = state.busy();
-    if busy {
-        run.interrupt();
+    // The client is gone (or a signal came): cancel what runs, then end
+    // the run with its verified cleanup — unless `end` already did.
+    let (ending, ended_here) = state.end();
+    let by_end = !ended_here;
+    if let Some(w) = &ending.teardown_warning {
+        errln!("rfs mcp: warning: {w}");
     }
-    drop(state.jobs.lock().unwrap_or_else(|p| p.into_inner()).take());
-    let _ = worker.join();
-    let outcome = if busy {
-        RunOutcome::Interrupted
-    } else {
-        RunOutcome::Completed
-    };
-    let code = match state.conclude(outcome) {
-        // `end` ended it.
-        None => crate::exit_code::SUCCESS,
-        Some(ending) => {
-            if let Some(w) = &ending.teardown_warning {
-                errln!("rfs mcp: warning: {w}");
-            }
-            match (&ending.seal_error, busy) {
-                (Some(e), _) => {
-                    errln!("rfs mcp: error: {e}");
-                    crate::exit_code::INTERNAL
-                }
-                (None, true) => crate::exit_code::INTERRUPTED,
-                (None, false) => crate::exit_code::SUCCESS,
-            }
+    let code = match &ending.seal_error {
+        Some(e) => {
+            errln!("rfs mcp: error: the session ended but {e}: its evidence is incomplete");
+            crate::exit_code::INTERNAL
         }
+        // `end` cancelled a call at the client's request: done as asked.
+        None if by_end => crate::exit_code::SUCCESS,
+        None if signalled || ending.cancelled_a_call => crate::exit_code::INTERRUPTED,
+        None => crate::exit_code::SUCCESS,
     };
-    drop(run);
+    drop(state);
+    // Every answer written out before the process ends.
+    server_rt.block_on(async {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), framing).await;
+    });
     server_rt.shutdown_timeout(std::time::Duration::from_secs(1));
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
-    served.map(|()| code)
+    Ok(code)
 }

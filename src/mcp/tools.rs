@@ -2,9 +2,7 @@
 //! evaluation on the session's script thread ([`super::worker`]), so it
 //! is journaled and refused exactly as the same call in a script.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rhai::Dynamic;
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
@@ -12,84 +10,37 @@ use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig
 use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData as McpError, ServerHandler};
 use serde::Deserialize;
 
-use super::worker::{lit, Job, Reply};
-use crate::outcome::RunOutcome;
-use crate::runtime::Run;
+use super::session::Session;
+use super::worker::{lit, Reply};
 
-/// The session behind the tools.
-pub(crate) struct Session {
-    pub jobs: Mutex<Option<std::sync::mpsc::Sender<Job>>>,
-    pub run: Arc<Run>,
-    pub transcript: Arc<Mutex<Vec<String>>>,
-    pub out_dir: PathBuf,
-    pub invocation_dir: PathBuf,
-    /// Set once the run has ended (by `end`, or when the client left).
-    pub ended: AtomicBool,
-    /// Calls being evaluated.
-    pub in_flight: AtomicUsize,
-}
+/// The session behind the tools, once it has started (it starts after
+/// the client initialized): `Err` when it could not.
+pub(crate) type Started = Option<Result<Arc<Session>, String>>;
 
-/// How the run's end went: the teardown could not be verified, or the
-/// bundle could not be sealed.
-#[derive(Debug, Default)]
-pub(crate) struct Ending {
-    pub teardown_warning: Option<String>,
-    pub seal_error: Option<String>,
-}
-
-impl Session {
-    /// Whether a call is being evaluated.
-    pub(crate) fn busy(&self) -> bool {
-        self.in_flight.load(Ordering::SeqCst) > 0
-    }
-
-    /// End the run once (blocking): verified teardown, then the bundle
-    /// sealed as a run's is. `None` when it had already ended.
-    pub(crate) fn conclude(&self, outcome: RunOutcome) -> Option<Ending> {
-        if self.ended.swap(true, Ordering::SeqCst) {
-            return None;
+impl RfsMcp {
+    /// The session, waiting for it to start; the tool error when it did not.
+    async fn session(&self) -> Result<Arc<Session>, CallToolResult> {
+        let mut rx = self.ready.clone();
+        let started = rx.wait_for(Option::is_some).await.map(|s| s.clone());
+        match started {
+            Ok(Some(Ok(s))) => Ok(s),
+            Ok(Some(Err(e))) => Err(err_text(&format!("the session could not start: {e}"))),
+            _ => Err(err_text("the session could not start")),
         }
-        let teardown_warning = self.run.finish(outcome);
-        let seal_error = crate::runner::seal_bundle(&self.out_dir, None)
-            .err()
-            .map(|(what, e)| format!("{what} failed: {e}"));
-        Some(Ending {
-            teardown_warning,
-            seal_error,
-        })
     }
 
+    /// Evaluate one call on the session's script thread; its result.
     async fn eval(
         &self,
-        code: String,
+        code: &str,
         vars: Vec<(&'static str, Dynamic)>,
         shown: Option<String>,
     ) -> Result<CallToolResult, McpError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let sent = self
-            .jobs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(|j| {
-                j.send(Job {
-                    code,
-                    vars,
-                    shown,
-                    reply: tx,
-                })
-                .is_ok()
-            })
-            .unwrap_or(false);
-        if !sent {
-            return Ok(err_text(
-                "the session has ended (its sandbox is gone); start a new one",
-            ));
-        }
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
-        let reply = rx.await;
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        Ok(match reply {
+        let session = match self.session().await {
+            Ok(s) => s,
+            Err(r) => return Ok(r),
+        };
+        Ok(match session.eval(code.into(), vars, shown).await {
             Ok(Reply::Value(v)) => CallToolResult::success(vec![ContentBlock::text(
                 serde_json::to_string_pretty(&v).unwrap_or_default(),
             )]),
@@ -98,7 +49,7 @@ impl Session {
                 let reason = reason.strip_prefix(word).unwrap_or(&reason);
                 err_text(&format!("{word}{reason}"))
             }
-            Err(_) => err_text("the session ended while the call ran"),
+            Err(why) => err_text(why),
         })
     }
 }
@@ -173,7 +124,8 @@ pub(crate) struct JournalArgs {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub(crate) struct SaveArgs {
-    /// Where to write the script (relative to where rfs started).
+    /// Where to write the script: relative to where rfs mcp started,
+    /// inside its repository.
     pub path: String,
     /// Overwrite an existing file.
     pub overwrite: Option<bool>,
@@ -182,14 +134,14 @@ pub(crate) struct SaveArgs {
 /// The MCP server of one session.
 #[derive(Clone)]
 pub(crate) struct RfsMcp {
-    session: Arc<Session>,
+    ready: tokio::sync::watch::Receiver<Started>,
     tool_router: ToolRouter<Self>,
 }
 
 impl RfsMcp {
-    pub(crate) fn new(session: Arc<Session>) -> Self {
+    pub(crate) fn new(ready: tokio::sync::watch::Receiver<Started>) -> Self {
         RfsMcp {
-            session,
+            ready,
             tool_router: Self::tool_router(),
         }
     }
@@ -225,13 +177,12 @@ impl RfsMcp {
             "sync_source({});",
             map_lit(&[("rev", a.rev.as_deref().map(lit))])
         );
-        self.session
-            .eval(
-                "sync_source(mcp_opts)".into(),
-                vec![("mcp_opts", opts)],
-                Some(shown),
-            )
-            .await
+        self.eval(
+            "sync_source(mcp_opts)",
+            vec![("mcp_opts", opts)],
+            Some(shown),
+        )
+        .await
     }
 
     #[tool(
@@ -269,17 +220,16 @@ impl RfsMcp {
                 ("allow_failure", Some("true".into())),
             ])
         );
-        self.session
-            .eval(
-                "step(mcp_name, mcp_cmd, mcp_opts)".into(),
-                vec![
-                    ("mcp_name", Dynamic::from(a.name)),
-                    ("mcp_cmd", Dynamic::from(a.command)),
-                    ("mcp_opts", opts),
-                ],
-                Some(shown),
-            )
-            .await
+        self.eval(
+            "step(mcp_name, mcp_cmd, mcp_opts)",
+            vec![
+                ("mcp_name", Dynamic::from(a.name)),
+                ("mcp_cmd", Dynamic::from(a.command)),
+                ("mcp_opts", opts),
+            ],
+            Some(shown),
+        )
+        .await
     }
 
     #[tool(
@@ -293,8 +243,11 @@ impl RfsMcp {
             ("cols", a.cols.map(Dynamic::from)),
             ("rows", a.rows.map(Dynamic::from)),
         ]);
-        let n = self
-            .session
+        let session = match self.session().await {
+            Ok(s) => s,
+            Err(r) => return Ok(r),
+        };
+        let n = session
             .transcript
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -309,13 +262,12 @@ impl RfsMcp {
                 ("rows", a.rows.map(|r| r.to_string()))
             ])
         );
-        self.session
-            .eval(
-                "mcp_terms.push(attach(mcp_cmd, mcp_opts)); mcp_terms.len() - 1".into(),
-                vec![("mcp_cmd", Dynamic::from(a.command)), ("mcp_opts", opts)],
-                Some(shown),
-            )
-            .await
+        self.eval(
+            "mcp_terms.push(attach(mcp_cmd, mcp_opts)); mcp_terms.len() - 1",
+            vec![("mcp_cmd", Dynamic::from(a.command)), ("mcp_opts", opts)],
+            Some(shown),
+        )
+        .await
     }
 
     #[tool(description = "Type text, or press a named key, in a terminal session.")]
@@ -333,16 +285,15 @@ impl RfsMcp {
             ),
             _ => return Ok(err_text("give exactly one of text and key")),
         };
-        self.session
-            .eval(
-                code.into(),
-                vec![
-                    ("mcp_i", Dynamic::from(a.terminal)),
-                    ("mcp_v", Dynamic::from(value)),
-                ],
-                Some(shown),
-            )
-            .await
+        self.eval(
+            code,
+            vec![
+                ("mcp_i", Dynamic::from(a.terminal)),
+                ("mcp_v", Dynamic::from(value)),
+            ],
+            Some(shown),
+        )
+        .await
     }
 
     #[tool(
@@ -352,13 +303,12 @@ impl RfsMcp {
         &self,
         Parameters(a): Parameters<ScreenArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.session
-            .eval(
-                "screen(mcp_terms[mcp_i])".into(),
-                vec![("mcp_i", Dynamic::from(a.terminal))],
-                None,
-            )
-            .await
+        self.eval(
+            "screen(mcp_terms[mcp_i])",
+            vec![("mcp_i", Dynamic::from(a.terminal))],
+            None,
+        )
+        .await
     }
 
     #[tool(
@@ -384,13 +334,12 @@ impl RfsMcp {
                 ("timeout", Some(a.timeout.unwrap_or(10).to_string())),
             ])
         );
-        self.session
-            .eval(
-                "assert_screen(mcp_terms[mcp_i], mcp_p); true".into(),
-                vec![("mcp_i", Dynamic::from(a.terminal)), ("mcp_p", pattern)],
-                Some(shown),
-            )
-            .await
+        self.eval(
+            "assert_screen(mcp_terms[mcp_i], mcp_p); true",
+            vec![("mcp_i", Dynamic::from(a.terminal)), ("mcp_p", pattern)],
+            Some(shown),
+        )
+        .await
     }
 
     #[tool(
@@ -400,8 +349,12 @@ impl RfsMcp {
         &self,
         Parameters(a): Parameters<JournalArgs>,
     ) -> Result<CallToolResult, McpError> {
+        let session = match self.session().await {
+            Ok(s) => s,
+            Err(r) => return Ok(r),
+        };
         let text =
-            std::fs::read_to_string(self.session.out_dir.join("journal.jsonl")).unwrap_or_default();
+            std::fs::read_to_string(session.out_dir.join("journal.jsonl")).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let n = a.tail.unwrap_or(20).min(lines.len());
         Ok(CallToolResult::success(vec![ContentBlock::text(
@@ -410,32 +363,37 @@ impl RfsMcp {
     }
 
     #[tool(
-        description = "Write the calls that succeeded so far as a Rhai script `rfs run` can run; says how to run it."
+        description = "Write the calls that succeeded so far as a Rhai script `rfs run` can run; says how to run it. The path is relative to where rfs mcp started and must stay inside the repository (not in .git, not in the run's output folder, through no symlink, onto no special file)."
     )]
     async fn save(&self, Parameters(a): Parameters<SaveArgs>) -> Result<CallToolResult, McpError> {
-        let path = self.session.invocation_dir.join(&a.path);
-        if path.exists() && !a.overwrite.unwrap_or(false) {
-            return Ok(err_text(&format!(
-                "{} exists; pass overwrite: true to replace it",
-                path.display()
-            )));
-        }
-        let lines = self
-            .session
+        let session = match self.session().await {
+            Ok(s) => s,
+            Err(r) => return Ok(r),
+        };
+        let lines = session
             .transcript
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let text = format!(
             "// Saved by rfs mcp from run {}.\n{}\n",
-            self.session.run.cfg.run_id,
+            session.run.cfg.run_id,
             lines.join("\n")
         );
-        if let Err(e) = std::fs::write(&path, text) {
-            return Ok(err_text(&format!("cannot write {}: {e}", path.display())));
-        }
+        let (bounds, overwrite) = (session.bounds.clone(), a.overwrite.unwrap_or(false));
+        let path = a.path.clone();
+        // Off the protocol's threads: a slow disk holds up this call only.
+        let written = tokio::task::spawn_blocking(move || {
+            super::save::write(&bounds, &path, text.as_bytes(), overwrite)
+        })
+        .await;
+        let path = match written {
+            Ok(Ok(p)) => p,
+            Ok(Err(refusal)) => return Ok(err_text(&refusal.to_string())),
+            Err(e) => return Ok(err_text(&format!("cannot write {:?}: {e}", a.path))),
+        };
         Ok(CallToolResult::success(vec![ContentBlock::text(format!(
-            "saved {} calls to {}; run it with `rfs run {}` (commit it first if it is inside the repository: rfs ships only what is committed)",
+            "saved {} calls to {}; run it with `rfs run {}` (commit it first: rfs ships only what is committed)",
             lines.len(),
             path.display(),
             path.display()
@@ -443,37 +401,37 @@ impl RfsMcp {
     }
 
     #[tool(
-        description = "End the session: the sandbox is destroyed and its destruction verified; returns the outcome and where the evidence (EVIDENCE.md, journal) is."
+        description = "End the session: a call still running is cancelled and waited for, the sandbox is destroyed and its destruction verified; returns the outcome and where the evidence (EVIDENCE.md, journal) is."
     )]
     async fn end(&self) -> Result<CallToolResult, McpError> {
-        let taken = self
-            .session
-            .jobs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if taken.is_none() {
-            return Ok(err_text("the session has already ended"));
-        }
-        drop(taken);
-        let session = self.session.clone();
-        let ending = tokio::task::spawn_blocking(move || session.conclude(RunOutcome::Completed))
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        let teardown = match ending.teardown_warning {
+        let session = match self.session().await {
+            Ok(s) => s,
+            Err(r) => return Ok(r),
+        };
+        let s = session.clone();
+        let ending = match tokio::task::spawn_blocking(move || s.end()).await {
+            Ok((ending, true)) => ending,
+            Ok((_, false)) => return Ok(err_text("the session has already ended")),
+            Err(e) => return Ok(err_text(&format!("ending the session failed: {e}"))),
+        };
+        let cancelled = if ending.cancelled_a_call {
+            " (the call that was running was cancelled)"
+        } else {
+            ""
+        };
+        let teardown = match &ending.teardown_warning {
             Some(w) => format!(" (warning: {w})"),
             None => " and verified gone".into(),
         };
-        let sealed = match ending.seal_error {
-            Some(e) => format!("; but {e}"),
-            None => String::new(),
-        };
-        Ok(CallToolResult::success(vec![ContentBlock::text(format!(
-            "session ended: completed; sandbox destroyed{teardown}; evidence: {}{sealed}",
-            self.session.out_dir.join("EVIDENCE.md").display()
-        ))]))
+        let text = format!(
+            "session ended: {}{cancelled}; sandbox destroyed{teardown}; evidence: {}",
+            ending.outcome.as_str(),
+            session.out_dir.join("EVIDENCE.md").display()
+        );
+        Ok(match &ending.seal_error {
+            Some(e) => err_text(&format!("{text}; but {e}: the evidence is incomplete")),
+            None => CallToolResult::success(vec![ContentBlock::text(text)]),
+        })
     }
 }
 

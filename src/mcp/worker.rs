@@ -4,6 +4,7 @@
 //! Values reach the script through scope variables, never by pasting
 //! them into code; the transcript `save` writes shows them as literals.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
@@ -32,6 +33,29 @@ pub(crate) enum Reply {
     },
 }
 
+/// How the session stops its script thread: no call starts once it is
+/// stopping, and the one running when it stops is cancelled.
+#[derive(Debug, Default)]
+pub(crate) struct Control {
+    stopping: AtomicBool,
+    running: AtomicBool,
+}
+
+impl Control {
+    /// Let no further call start; cancel the one running. Whether one was.
+    pub(crate) fn stop(&self, run: &Run) -> bool {
+        // Paired with `serve`: it marks a call running before it looks at
+        // `stopping`, this sets `stopping` before it looks at `running`,
+        // so a call either is refused there or is cancelled here.
+        self.stopping.store(true, Ordering::SeqCst);
+        let running = self.running.load(Ordering::SeqCst);
+        if running {
+            run.interrupt();
+        }
+        running
+    }
+}
+
 /// Serve jobs until the sender is dropped; the transcript of the calls
 /// that succeeded goes to `transcript`.
 pub(crate) fn serve(
@@ -39,15 +63,25 @@ pub(crate) fn serve(
     engine: Engine,
     jobs: Receiver<Job>,
     transcript: Arc<std::sync::Mutex<Vec<String>>>,
+    control: Arc<Control>,
 ) {
     let mut scope = Scope::new();
     scope.push("mcp_terms", rhai::Array::new());
     for job in jobs {
-        for (name, value) in job.vars {
-            scope.set_or_push(name, value);
-        }
         if run.is_cancelled() {
             run.renew_cancel();
+        }
+        control.running.store(true, Ordering::SeqCst);
+        if control.stopping.load(Ordering::SeqCst) {
+            control.running.store(false, Ordering::SeqCst);
+            let _ = job.reply.send(Reply::Failed {
+                refused: false,
+                reason: "the session ended before this call ran".into(),
+            });
+            continue;
+        }
+        for (name, value) in job.vars {
+            scope.set_or_push(name, value);
         }
         let reply = match engine.eval_with_scope::<Dynamic>(&mut scope, &job.code) {
             Ok(v) => {
@@ -56,12 +90,36 @@ pub(crate) fn serve(
                     let s = run.state().redactor.redact_str(&s);
                     transcript.lock().unwrap_or_else(|p| p.into_inner()).push(s);
                 }
-                Reply::Value(to_json(&v))
+                Reply::Value(redact_json(&run, to_json(&v)))
             }
             Err(e) => failed(&run, &e),
         };
+        control.running.store(false, Ordering::SeqCst);
         let _ = job.reply.send(reply);
     }
+}
+
+/// Every string in `v` with the run's secrets (and every secret this
+/// process knows: secret-named environment and `--var`s) redacted, as in
+/// the journal: what a call returns (a screen, a step's output) reaches
+/// the client, and a client is no place for a secret.
+fn redact_json(run: &Run, v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => Value::String(redact(run, &s)),
+        Value::Array(a) => Value::Array(a.into_iter().map(|v| redact_json(run, v)).collect()),
+        Value::Object(o) => Value::Object(
+            o.into_iter()
+                .map(|(k, v)| (redact(run, &k), redact_json(run, v)))
+                .collect(),
+        ),
+        v => v,
+    }
+}
+
+fn redact(run: &Run, s: &str) -> String {
+    let s = run.state().redactor.redact_str(s);
+    String::from_utf8_lossy(&crate::secrets::redact_known(s.as_bytes())).into_owned()
 }
 
 fn to_json(v: &Dynamic) -> serde_json::Value {
@@ -83,7 +141,7 @@ fn failed(run: &Run, e: &rhai::EvalAltResult) -> Reply {
     };
     Reply::Failed {
         refused,
-        reason: run.state().redactor.redact_str(&text),
+        reason: redact(run, &text),
     }
 }
 
