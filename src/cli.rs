@@ -256,6 +256,25 @@ pub(crate) enum Command {
         #[arg(long)]
         provider: Option<String>,
     },
+    /// Remove the named sandboxes rfs created, each verified gone.
+    ///
+    /// Only this user's, and not one a live run is using, unless asked;
+    /// exits non-zero when an id is unknown or was not removed.
+    Rm {
+        /// Sandbox ids (`rfs ps` lists them).
+        #[arg(required = true)]
+        ids: Vec<String>,
+        /// Only this provider (default: the one that knows each id).
+        #[arg(long)]
+        provider: Option<String>,
+        /// Also other users' sandboxes (and ones without an owner label).
+        #[arg(long)]
+        all: bool,
+        /// Also sandboxes of live runs, and ones whose owner cannot be
+        /// checked from here (another host).
+        #[arg(long)]
+        force: bool,
+    },
     /// Destroy sandboxes left behind by rfs processes that are gone.
     Gc {
         /// List what would be destroyed.
@@ -486,6 +505,12 @@ fn dispatch(cmd: Command, color: bool) -> Result<i32, Error> {
         Command::Ps { provider, all } => crate::sandboxes::ps(provider, all),
         Command::Shell { id, provider } => crate::sandboxes::shell(&id, provider),
         Command::Runs { command: None } => list_runs(),
+        Command::Rm {
+            ids,
+            provider,
+            all,
+            force,
+        } => crate::sandboxes::rm::rm(&ids, provider, crate::sandboxes::rm::Scope { all, force }),
         Command::Gc {
             dry_run,
             provider,

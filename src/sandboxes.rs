@@ -1,7 +1,9 @@
 //! Live sandboxes, across providers: `rfs ps` lists the ones rfs created
-//! (running runs and `--keep` ones), `rfs shell ID` opens an interactive
-//! shell in one. Neither creates or destroys anything; `rfs gc` removes
-//! sandboxes whose owner is gone.
+//! (live runs' and `--keep` ones), `rfs shell ID` opens an interactive
+//! shell in one. Neither creates or destroys anything; `rfs rm ID` removes
+//! named ones ([`rm`]), `rfs gc` those whose owner is gone.
+
+pub(crate) mod rm;
 
 use std::io::{IsTerminal, Read, Write};
 use std::sync::Arc;
@@ -9,15 +11,19 @@ use std::sync::Arc;
 use crate::error::Error;
 use crate::exit_code;
 use crate::provider::owner::{owner_liveness, Liveness};
-use crate::provider::{labels, select, Provider, PtyInput, PtyRequest};
+use crate::provider::{labels, select, Provider, ProviderError, PtyInput, PtyRequest, SandboxInfo};
 
 /// Every provider that answers (or only `only`), with a line on stderr
-/// naming `command` for each that does not (`rfs ps`, `rfs shell`, `rfs gc`).
+/// naming `command` for each that does not (`rfs ps`, `rfs shell`, `rfs gc`,
+/// `rfs rm`). A provider that is simply not configured here (daytona
+/// without `DAYTONA_API_KEY`) has no sandboxes to show: it is said only
+/// with `-v`, or when the user asked for that provider.
 pub(crate) fn reachable(
     rt: &tokio::runtime::Runtime,
     only: Option<String>,
     command: &str,
 ) -> Result<Vec<Arc<dyn Provider>>, Error> {
+    let asked = only.is_some();
     let names: Vec<String> = match only {
         Some(p) => vec![
             select::choose(Some(&p), None)
@@ -39,13 +45,47 @@ pub(crate) fn reachable(
         };
         match ready {
             Ok(p) => out.push(p),
+            Err(e @ ProviderError::Config(_)) if !asked => {
+                tracing::info!("rfs {command}: provider {name} is not configured here: {e}")
+            }
             Err(e) => errln!("rfs {command}: skipping provider {name}: {e}"),
         }
     }
     Ok(out)
 }
 
-/// `rfs ps`: one line a sandbox: provider, id, run, age, owner.
+/// What `rfs ps` says of a sandbox: whose it is and what works on it.
+fn status(s: &SandboxInfo) -> String {
+    let id = &s.id;
+    match owner_liveness(&s.labels) {
+        Liveness::Alive => format!(
+            "in use by its live run (rfs pid {})",
+            s.labels.get(labels::OWNER_PID).map_or("?", String::as_str)
+        ),
+        Liveness::Gone(_) if enterable(&s.state) => format!(
+            "kept, its run has ended: `rfs shell {id}` enters it, `rfs rm {id}` removes it"
+        ),
+        Liveness::Gone(_) => format!(
+            "left by an ended run, {} (it cannot be entered): `rfs rm {id}` removes it",
+            s.state
+        ),
+        Liveness::Unknown(why) => format!(
+            "owner unknown ({why}): `rfs rm --force {id}` removes it"
+        ),
+    }
+}
+
+/// Whether the provider's state says the sandbox runs (a shell can be
+/// opened in it): docker `running`, daytona `started`, every local one.
+pub(crate) fn enterable(state: &str) -> bool {
+    matches!(
+        state.to_ascii_lowercase().as_str(),
+        "running" | "started"
+    )
+}
+
+/// `rfs ps`: one line a sandbox: provider, id, run, age, and whose it is
+/// with the commands that work on it.
 pub(crate) fn ps(only: Option<String>, all: bool) -> Result<i32, Error> {
     let rt = tokio::runtime::Runtime::new().map_err(Error::internal)?;
     let me = crate::provider::owner::uid();
@@ -64,27 +104,13 @@ pub(crate) fn ps(only: Option<String>, all: bool) -> Result<i32, Error> {
                 continue;
             }
             n += 1;
-            let owner = match owner_liveness(&s.labels) {
-                Liveness::Alive => format!(
-                    "running (rfs pid {})",
-                    s.labels.get(labels::OWNER_PID).map_or("?", String::as_str)
-                ),
-                Liveness::Gone(_) => {
-                    format!(
-                        "kept or left behind: `rfs shell {}`, `rfs gc` removes it",
-                        s.id
-                    )
-                }
-                Liveness::Unknown(why) => format!("owner unknown ({why})"),
-            };
             outln!(
-                "{:<8} {:<40} {:<26} {:>6}  {:<9} {}",
+                "{:<8} {:<40} {:<26} {:>6}  {}",
                 p.name(),
                 s.id,
                 s.labels.get(labels::RUN_ID).map_or("?", String::as_str),
                 age(&s.labels),
-                s.state,
-                owner
+                status(&s)
             );
         }
     }

@@ -23,7 +23,7 @@ provider_tests! {
         assert!(ps.status.success());
         let listed = String::from_utf8_lossy(&ps.stdout).into_owned();
         let line = listed.lines().find(|l| l.contains(&id)).unwrap_or_else(|| panic!("{id} not in:\n{listed}"));
-        assert!(line.starts_with(rfs.prov.name()) && line.contains("kept or left behind"), "{line}");
+        assert!(line.starts_with(rfs.prov.name()) && line.contains("kept, its run has ended"), "{line}");
 
         let mut child = rfs
             .cmd(repo.path())

@@ -72,6 +72,7 @@ use tokio::io::AsyncReadExt;
 use self::child::LocalChild;
 use self::namespace_init::Init;
 use crate::provider::isolation::{IsolationInForce, IsolationRequest};
+use crate::provider::owner::{owner_liveness, Liveness};
 use crate::provider::supervisor::Supervisor;
 use crate::provider::{
     labels, CreateSpec, ExecOutcome, ExecRequest, InputStream, Labels, NativeVerifier, OutputSink,
@@ -98,6 +99,8 @@ pub struct LocalProvider {
 struct Known {
     info: SandboxInfo,
     isolation: Option<String>,
+    /// Whether its namespaces had the host's network (absent: no).
+    network: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -108,6 +111,10 @@ struct Meta {
     /// `namespaces` or `none` (absent: created before isolation existed).
     #[serde(default)]
     isolation: Option<String>,
+    /// Whether an isolated sandbox shares the host's network (absent:
+    /// written before this was recorded; re-entered without network).
+    #[serde(default)]
+    network: Option<bool>,
 }
 
 impl LocalProvider {
@@ -129,27 +136,53 @@ impl LocalProvider {
     }
 
     /// The namespace init `id` runs in (`None`: not isolated). An isolated
-    /// sandbox of another rfs process cannot be entered.
+    /// sandbox of another rfs process is entered through a fresh init of
+    /// this process over the same directory and mount plan once its run
+    /// has ended (a `--keep` one: the run's init died with it); one
+    /// whose run is alive, or whose owner cannot be judged, is refused.
     fn init_of(&self, id: &str) -> ProviderResult<Option<Arc<Init>>> {
-        if let Some(init) = self.inits.lock().expect("inits lock").get(id) {
+        let mut inits = self.inits.lock().expect("inits lock");
+        if let Some(init) = inits.get(id) {
             return Ok(Some(init.clone()));
         }
-        let cached = self
-            .infos
-            .lock()
-            .expect("infos lock")
-            .get(id)
-            .map(|k| k.isolation.clone());
-        let isolation = match cached {
-            Some(i) => i,
-            None => self.read_meta(id).ok().flatten().and_then(|k| k.isolation),
+        let cached = self.infos.lock().expect("infos lock").get(id).cloned();
+        let known = match cached {
+            Some(k) => Some(k),
+            None => self.read_meta(id).ok().flatten(),
         };
-        match isolation {
-            Some(m) if m == "namespaces" => Err(ProviderError::Unsupported(format!(
-                "sandbox {id} is isolated in namespaces owned by another rfs process; it cannot be entered from here"
-            ))),
-            _ => Ok(None),
+        let Some(known) = known.filter(|k| k.isolation.as_deref() == Some("namespaces")) else {
+            return Ok(None);
+        };
+        match owner_liveness(&known.info.labels) {
+            Liveness::Gone(_) => {}
+            Liveness::Alive => {
+                return Err(ProviderError::Unsupported(format!(
+                    "sandbox {id} is isolated in namespaces owned by another rfs process, its live run (rfs pid {}); \
+                     it can be entered once that run has ended, if it keeps it (--keep)",
+                    known.info.labels.get(labels::OWNER_PID).map_or("?", String::as_str)
+                )))
+            }
+            Liveness::Unknown(why) => {
+                return Err(ProviderError::Unsupported(format!(
+                    "sandbox {id} is isolated in namespaces owned by another rfs process ({why}); it cannot be entered from here"
+                )))
+            }
         }
+        let dir = self.dir(id)?;
+        let root = mount_plan::root_dir(&dir);
+        if let Err(e) = std::fs::create_dir(&root) {
+            if e.kind() != std::io::ErrorKind::AlreadyExists {
+                return Err(io_err("creating sandbox root", e));
+            }
+        }
+        let init = Init::for_sandbox(&dir, known.network).map_err(|e| {
+            ProviderError::NotStarted(format!(
+                "cannot re-enter the namespaces of kept sandbox {id}: {e}"
+            ))
+        })?;
+        let init = Arc::new(init);
+        inits.insert(id.to_owned(), init.clone());
+        Ok(Some(init))
     }
 
     fn sandboxes(&self) -> PathBuf {
@@ -210,6 +243,7 @@ impl LocalProvider {
                 state: "running".into(),
             },
             isolation: meta.isolation,
+            network: meta.network.unwrap_or(false),
         }))
     }
 }
@@ -307,6 +341,7 @@ impl Provider for LocalProvider {
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
             isolation: Some(in_force.mode.clone()),
+            network: isolated.then_some(spec.isolation.network),
         };
         let tmp = dir.join("meta.json.tmp");
         std::fs::write(
