@@ -401,6 +401,14 @@ pub(crate) enum JournalCommand {
 
 /// Parse arguments, run, return the process exit code.
 pub fn run() -> i32 {
+    // A sandbox's init (or its parent) once set up: reap, nothing else.
+    let mut all = std::env::args_os();
+    if let Some(argv0) = all.next() {
+        let rest: Vec<_> = all.collect();
+        if let Some(code) = crate::provider::local::reaper_main(&argv0, &rest) {
+            return code;
+        }
+    }
     // The in-sandbox verifier: no CLI parsing, logging or runtime.
     let mut args = std::env::args_os().skip(1);
     if args

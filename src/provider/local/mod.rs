@@ -56,6 +56,7 @@ mod sys;
 
 pub use errors::{SetupError, SpawnError};
 pub use mount_plan::HOSTNAME;
+pub(crate) use namespace_init::reaper_main;
 pub use probe::{availability, doctor_line, DoctorRefusal};
 
 use std::collections::HashMap;

@@ -44,10 +44,21 @@ impl Init {
     /// Start the init of an isolated sandbox living in `dir`.
     pub fn for_sandbox(dir: &Path, network: bool) -> Result<Init, SetupError> {
         let plan = Plan::sandbox(dir, network)?;
-        Init::start(&plan)
+        // The init and its parent stay for the sandbox's whole life: as
+        // forks of rfs they would each hold a copy of rfs's page tables
+        // (megabytes for a suite's rfs), so, where rfs's own executable
+        // is known, they become small programs of their own (`exec`).
+        let exe = crate::source::native_check::executable()
+            .and_then(|p| std::fs::File::open(p).ok())
+            .map(OwnedFd::from);
+        Init::start_with(&plan, exe.as_ref())
     }
 
     pub(super) fn start(plan: &Plan) -> Result<Init, SetupError> {
+        Init::start_with(plan, None)
+    }
+
+    fn start_with(plan: &Plan, exe: Option<&OwnedFd>) -> Result<Init, SetupError> {
         let (report_r, report_w) =
             crate::provider::input::pipe_cloexec().map_err(|e| io_setup("pipe", e))?;
         let (life_r, life_w) =
@@ -64,6 +75,11 @@ impl Init {
         if !plan.network {
             flags |= libc::CLONE_NEWNET;
         }
+        let lifeline_arg =
+            std::ffi::CString::new(life_r.as_raw_fd().to_string()).expect("digits have no NUL");
+        let init_argv = [INIT_ARGV0.as_ptr(), lifeline_arg.as_ptr(), std::ptr::null()];
+        let outer_argv = [OUTER_ARGV0.as_ptr(), std::ptr::null()];
+        let no_env = [std::ptr::null::<libc::c_char>()];
         let child = Child {
             flags,
             uid_map: uid_map.as_bytes(),
@@ -72,6 +88,10 @@ impl Init {
             report: report_w.as_raw_fd(),
             lifeline: life_r.as_raw_fd(),
             args: own_args(),
+            exe: exe.map_or(-1, |e| e.as_raw_fd()),
+            init_argv: &init_argv,
+            outer_argv: &outer_argv,
+            no_env: &no_env,
         };
         // SAFETY: the child only makes raw system calls on prepared data
         // and ends in `_exit` (see `Child::outer`).
@@ -193,9 +213,73 @@ pub(super) struct Child<'a> {
     /// rfs's command line in memory (start, length), blanked in the init:
     /// its `/proc/1/cmdline` is readable inside.
     args: (usize, usize),
+    /// rfs's own executable (close-on-exec), which the init and its parent
+    /// become once set up ([`reaper_main`]); -1: they stay forks of rfs.
+    exe: RawFd,
+    init_argv: &'a [*const libc::c_char; 3],
+    outer_argv: &'a [*const libc::c_char; 2],
+    no_env: &'a [*const libc::c_char; 1],
+}
+
+/// `argv[0]` of a sandbox's init once it is a program of its own.
+pub(crate) const INIT_ARGV0: &std::ffi::CStr = c"rfs-sandbox-init";
+/// `argv[0]` of the init's parent once it is a program of its own.
+pub(crate) const OUTER_ARGV0: &std::ffi::CStr = c"rfs-sandbox-outer";
+
+/// rfs's executable started as a sandbox's init or its parent: reap,
+/// and for the init end when rfs closes the lifeline. `None`: `argv0`
+/// names neither (rfs's ordinary command line). Nothing but system calls:
+/// no runtime, no allocation beyond the arguments.
+pub(crate) fn reaper_main(argv0: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> Option<i32> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = argv0.as_bytes();
+    if name == OUTER_ARGV0.to_bytes() {
+        // SAFETY: plain waits on our own children.
+        unsafe {
+            let mut status = 0;
+            while libc::waitpid(-1, &mut status, 0) > 0 || errno() == libc::EINTR {}
+        }
+        return Some(0);
+    }
+    if name != INIT_ARGV0.to_bytes() {
+        return None;
+    }
+    let lifeline: RawFd = args.first()?.to_str()?.parse().ok()?;
+    let mut pfd = libc::pollfd {
+        fd: lifeline,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: plain waits and a poll on a descriptor we were handed.
+    unsafe {
+        loop {
+            let mut status = 0;
+            while libc::waitpid(-1, &mut status, libc::WNOHANG) > 0 {}
+            pfd.revents = 0;
+            if libc::poll(&mut pfd, 1, 1000) > 0 && pfd.revents != 0 {
+                return Some(0);
+            }
+        }
+    }
 }
 
 impl Child<'_> {
+    /// Become rfs's executable started as `argv` (see [`reaper_main`]);
+    /// returns only when there is none or the exec failed.
+    unsafe fn become_reaper(&self, argv: *const *const libc::c_char) {
+        if self.exe < 0 {
+            return;
+        }
+        libc::syscall(
+            libc::SYS_execveat,
+            self.exe,
+            c"".as_ptr(),
+            argv,
+            self.no_env.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        );
+    }
+
     unsafe fn say(&self, kind: u32, a: u32, b: u32) {
         let mut msg = [0u8; 12];
         msg[0..4].copy_from_slice(&kind.to_ne_bytes());
@@ -213,7 +297,11 @@ impl Child<'_> {
     unsafe fn outer(&self) -> ! {
         reset_signals();
         quiet_stdio();
-        keep_only(&[self.report, self.lifeline]);
+        if self.exe >= 0 {
+            keep_only(&[self.report, self.lifeline, self.exe]);
+        } else {
+            keep_only(&[self.report, self.lifeline]);
+        }
         if libc::unshare(self.flags) != 0 {
             self.fail(STEP_UNSHARE);
         }
@@ -235,6 +323,8 @@ impl Child<'_> {
         self.say(MSG_PID, init as u32, 0);
         libc::close(self.report);
         libc::close(self.lifeline);
+        // Its only child is the init: wait for it as a small program.
+        self.become_reaper(self.outer_argv.as_ptr());
         let mut status = 0;
         while libc::waitpid(init, &mut status, 0) < 0 && errno() == libc::EINTR {}
         libc::_exit(0)
@@ -255,6 +345,9 @@ impl Child<'_> {
         }
         self.say(MSG_READY, 0, 0);
         libc::close(self.report);
+        // The lifeline must survive the exec.
+        libc::fcntl(self.lifeline, libc::F_SETFD, 0);
+        self.become_reaper(self.init_argv.as_ptr());
         let mut pfd = libc::pollfd {
             fd: self.lifeline,
             events: libc::POLLIN,

@@ -61,16 +61,19 @@ pub(super) unsafe fn quiet_stdio() {
     }
 }
 
-/// Close every descriptor above stderr except `keep`.
+/// Close every descriptor above stderr except `keep` (at most 4, each
+/// above stderr; no allocation: it runs between fork and exec).
 pub(super) unsafe fn keep_only(keep: &[RawFd]) {
-    let (a, b) = if keep[0] < keep[1] {
-        (keep[0], keep[1])
-    } else {
-        (keep[1], keep[0])
-    };
-    close_range(3, a - 1);
-    close_range(a + 1, b - 1);
-    close_range(b + 1, i32::MAX);
+    let mut sorted = [i32::MAX; 4];
+    let n = keep.len().min(4);
+    sorted[..n].copy_from_slice(&keep[..n]);
+    sorted[..n].sort_unstable();
+    let mut from = 3;
+    for &fd in &sorted[..n] {
+        close_range(from, fd - 1);
+        from = fd + 1;
+    }
+    close_range(from, i32::MAX);
 }
 
 pub(super) unsafe fn close_range(from: RawFd, to: RawFd) {
