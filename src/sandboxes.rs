@@ -62,26 +62,23 @@ fn status(s: &SandboxInfo) -> String {
             "in use by its live run (rfs pid {})",
             s.labels.get(labels::OWNER_PID).map_or("?", String::as_str)
         ),
-        Liveness::Gone(_) if enterable(&s.state) => format!(
-            "kept, its run has ended: `rfs shell {id}` enters it, `rfs rm {id}` removes it"
-        ),
+        Liveness::Gone(_) if enterable(&s.state) => {
+            format!("kept, its run has ended: `rfs shell {id}` enters it, `rfs rm {id}` removes it")
+        }
         Liveness::Gone(_) => format!(
             "left by an ended run, {} (it cannot be entered): `rfs rm {id}` removes it",
             s.state
         ),
-        Liveness::Unknown(why) => format!(
-            "owner unknown ({why}): `rfs rm --force {id}` removes it"
-        ),
+        Liveness::Unknown(why) => {
+            format!("owner unknown ({why}): `rfs rm --force {id}` removes it")
+        }
     }
 }
 
 /// Whether the provider's state says the sandbox runs (a shell can be
 /// opened in it): docker `running`, daytona `started`, every local one.
 pub(crate) fn enterable(state: &str) -> bool {
-    matches!(
-        state.to_ascii_lowercase().as_str(),
-        "running" | "started"
-    )
+    matches!(state.to_ascii_lowercase().as_str(), "running" | "started")
 }
 
 /// `rfs ps`: one line a sandbox: provider, id, run, age, and whose it is

@@ -50,7 +50,11 @@ fn ps_line(rfs: &Rfs, cwd: &Path, id: &str) -> String {
 /// The meta.json of a local sandbox, to stand in for a sandbox of another
 /// user or one rfs did not create.
 fn local_meta(rfs: &Rfs, id: &str) -> std::path::PathBuf {
-    rfs.state.path().join("local/sandboxes").join(id).join("meta.json")
+    rfs.state
+        .path()
+        .join("local/sandboxes")
+        .join(id)
+        .join("meta.json")
 }
 
 // A sandbox kept by an ended run is listed as kept (never "running"),
@@ -100,7 +104,10 @@ fn shell_enters_a_kept_namespaced_local_sandbox() {
     );
     kept.assert_code(0);
     let id = kept.sandbox_id();
-    assert_eq!(kept.entries("placement")[0]["isolation"]["mode"], "namespaces");
+    assert_eq!(
+        kept.entries("placement")[0]["isolation"]["mode"],
+        "namespaces"
+    );
     let line = ps_line(&rfs, repo.path(), &id);
     assert!(line.contains(&format!("`rfs shell {id}`")), "{line}");
 
@@ -123,14 +130,20 @@ fn shell_enters_a_kept_namespaced_local_sandbox() {
         .trim()
         .parse()
         .unwrap();
-    assert!(pid < 10, "the shell ran with host pid {pid}: not in the sandbox's namespaces\n{stdout}");
+    assert!(
+        pid < 10,
+        "the shell ran with host pid {pid}: not in the sandbox's namespaces\n{stdout}"
+    );
     // The namespace ended with the shell: what it started in the
     // background (in a session of its own) is gone too.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while process_running("31717") && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    assert!(!process_running("31717"), "a process started in sandbox {id} outlived its shell");
+    assert!(
+        !process_running("31717"),
+        "a process started in sandbox {id} outlived its shell"
+    );
 
     let rm = rfs_in(&rfs, repo.path(), &["rm", &id], None);
     assert_eq!(rm.status.code(), Some(0), "{}", text(&rm.stderr));
@@ -144,15 +157,27 @@ fn shell_enters_a_kept_namespaced_local_sandbox() {
 fn ps_and_shell_do_not_warn_about_an_unconfigured_daytona() {
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
-    let kept = rfs.run_with(repo.path(), r#"step("x", "true");"#, &["--keep", "--isolation", "none"]);
+    let kept = rfs.run_with(
+        repo.path(),
+        r#"step("x", "true");"#,
+        &["--keep", "--isolation", "none"],
+    );
     kept.assert_code(0);
     let id = kept.sandbox_id();
     let ps = rfs_in(&rfs, repo.path(), &["ps"], None);
     assert!(ps.status.success());
-    assert!(!text(&ps.stderr).contains("daytona"), "{}", text(&ps.stderr));
+    assert!(
+        !text(&ps.stderr).contains("daytona"),
+        "{}",
+        text(&ps.stderr)
+    );
     let sh = rfs_in(&rfs, repo.path(), &["shell", &id], Some(b"exit 0\n"));
     assert_eq!(sh.status.code(), Some(0), "{}", text(&sh.stderr));
-    assert!(!text(&sh.stderr).contains("daytona"), "{}", text(&sh.stderr));
+    assert!(
+        !text(&sh.stderr).contains("daytona"),
+        "{}",
+        text(&sh.stderr)
+    );
 
     let verbose = rfs_in(&rfs, repo.path(), &["ps", "-v"], None);
     assert!(
@@ -161,11 +186,19 @@ fn ps_and_shell_do_not_warn_about_an_unconfigured_daytona() {
         text(&verbose.stderr)
     );
     let asked = rfs_in(&rfs, repo.path(), &["ps", "--provider", "daytona"], None);
-    assert!(text(&asked.stderr).contains("skipping provider daytona: DAYTONA_API_KEY is not set"), "{}", text(&asked.stderr));
+    assert!(
+        text(&asked.stderr).contains("skipping provider daytona: DAYTONA_API_KEY is not set"),
+        "{}",
+        text(&asked.stderr)
+    );
 
     let rm = rfs_in(&rfs, repo.path(), &["rm", &id], None);
     assert_eq!(rm.status.code(), Some(0), "{}", text(&rm.stderr));
-    assert!(!text(&rm.stderr).contains("daytona"), "{}", text(&rm.stderr));
+    assert!(
+        !text(&rm.stderr).contains("daytona"),
+        "{}",
+        text(&rm.stderr)
+    );
     rfs.assert_no_leftovers();
 }
 
@@ -186,12 +219,22 @@ fn ps_of_a_live_run_says_in_use_and_rm_refuses_it_without_force() {
         .and_then(|v| v["payload"]["sandbox_id"].as_str().map(str::to_owned))
         .unwrap_or_else(|| panic!("no placement in\n{journal}"));
     let line = ps_line(&rfs, repo.path(), &id);
-    assert!(line.contains(&format!("in use by its live run (rfs pid {})", child.id())), "{line}");
-    assert!(!line.contains("rfs shell") && !line.contains("kept"), "{line}");
+    assert!(
+        line.contains(&format!("in use by its live run (rfs pid {})", child.id())),
+        "{line}"
+    );
+    assert!(
+        !line.contains("rfs shell") && !line.contains("kept"),
+        "{line}"
+    );
 
     let rm = rfs_in(&rfs, repo.path(), &["rm", &id], None);
     assert_eq!(rm.status.code(), Some(3), "{}", text(&rm.stderr));
-    assert!(text(&rm.stderr).contains("in use by its live run") && text(&rm.stderr).contains("--force"), "{}", text(&rm.stderr));
+    assert!(
+        text(&rm.stderr).contains("in use by its live run") && text(&rm.stderr).contains("--force"),
+        "{}",
+        text(&rm.stderr)
+    );
     assert!(ps_line(&rfs, repo.path(), &id).contains("in use"));
 
     sigint(&child);
@@ -208,7 +251,11 @@ fn rm_of_an_unknown_id_fails_and_only_removes_this_users_rfs_sandboxes() {
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
     let keep = || {
-        let k = rfs.run_with(repo.path(), r#"step("x", "true");"#, &["--keep", "--isolation", "none"]);
+        let k = rfs.run_with(
+            repo.path(),
+            r#"step("x", "true");"#,
+            &["--keep", "--isolation", "none"],
+        );
         k.assert_code(0);
         k.sandbox_id()
     };
@@ -216,8 +263,16 @@ fn rm_of_an_unknown_id_fails_and_only_removes_this_users_rfs_sandboxes() {
 
     let rm = rfs_in(&rfs, repo.path(), &["rm", "local-nosuchsandbox", &a], None);
     assert_eq!(rm.status.code(), Some(2), "{}", text(&rm.stderr));
-    assert!(text(&rm.stderr).contains("no provider knows sandbox local-nosuchsandbox"), "{}", text(&rm.stderr));
-    assert!(text(&rm.stdout).contains(&format!("removed local sandbox {a}")), "{}", text(&rm.stdout));
+    assert!(
+        text(&rm.stderr).contains("no provider knows sandbox local-nosuchsandbox"),
+        "{}",
+        text(&rm.stderr)
+    );
+    assert!(
+        text(&rm.stdout).contains(&format!("removed local sandbox {a}")),
+        "{}",
+        text(&rm.stdout)
+    );
 
     let edit = |id: &str, from: &str, to: &str| {
         let meta = local_meta(&rfs, id);
@@ -227,18 +282,42 @@ fn rm_of_an_unknown_id_fails_and_only_removes_this_users_rfs_sandboxes() {
     };
     // SAFETY: getuid cannot fail.
     let me = unsafe { libc::getuid() };
-    edit(&theirs, &format!("\"relayflows/owner-uid\": \"{me}\""), "\"relayflows/owner-uid\": \"4242\"");
+    edit(
+        &theirs,
+        &format!("\"relayflows/owner-uid\": \"{me}\""),
+        "\"relayflows/owner-uid\": \"4242\"",
+    );
     let rm = rfs_in(&rfs, repo.path(), &["rm", &theirs], None);
     assert_eq!(rm.status.code(), Some(3), "{}", text(&rm.stderr));
-    assert!(text(&rm.stderr).contains("belongs to user id 4242") && text(&rm.stderr).contains("--all"), "{}", text(&rm.stderr));
+    assert!(
+        text(&rm.stderr).contains("belongs to user id 4242") && text(&rm.stderr).contains("--all"),
+        "{}",
+        text(&rm.stderr)
+    );
     let rm = rfs_in(&rfs, repo.path(), &["rm", "--all", &theirs], None);
     assert_eq!(rm.status.code(), Some(0), "{}", text(&rm.stderr));
 
-    edit(&foreign, "\"relayflows/created-by\": \"rfs\"", "\"relayflows/created-by\": \"someone-else\"");
-    let rm = rfs_in(&rfs, repo.path(), &["rm", "--all", "--force", &foreign], None);
+    edit(
+        &foreign,
+        "\"relayflows/created-by\": \"rfs\"",
+        "\"relayflows/created-by\": \"someone-else\"",
+    );
+    let rm = rfs_in(
+        &rfs,
+        repo.path(),
+        &["rm", "--all", "--force", &foreign],
+        None,
+    );
     assert_eq!(rm.status.code(), Some(3), "{}", text(&rm.stderr));
-    assert!(text(&rm.stderr).contains("not created by rfs"), "{}", text(&rm.stderr));
-    assert!(local_meta(&rfs, &foreign).exists(), "rm removed a sandbox rfs did not create");
+    assert!(
+        text(&rm.stderr).contains("not created by rfs"),
+        "{}",
+        text(&rm.stderr)
+    );
+    assert!(
+        local_meta(&rfs, &foreign).exists(),
+        "rm removed a sandbox rfs did not create"
+    );
     std::fs::remove_dir_all(local_meta(&rfs, &foreign).parent().unwrap()).unwrap();
     rfs.assert_no_leftovers();
 }
