@@ -321,3 +321,42 @@ fn rm_of_an_unknown_id_fails_and_only_removes_this_users_rfs_sandboxes() {
     std::fs::remove_dir_all(local_meta(&rfs, &foreign).parent().unwrap()).unwrap();
     rfs.assert_no_leftovers();
 }
+
+/// Re-entering a kept namespaced sandbox builds the isolation its run
+/// had, not a wider one: a sandbox the script made without network
+/// (`network: false`) has only its loopback in the shell too.
+#[test]
+fn shell_in_a_kept_sandbox_without_network_has_no_network() {
+    assert!(
+        rfs::provider::local::availability().is_ok(),
+        "namespaces are needed here: {:?}",
+        rfs::provider::local::availability()
+    );
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let kept = rfs.run_with(
+        repo.path(),
+        r#"sandbox(#{ network: false }); step("x", "true");"#,
+        &["--keep"],
+    );
+    kept.assert_code(0);
+    let id = kept.sandbox_id();
+    let ifaces = |out: &Output| -> Vec<String> {
+        text(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(':').map(|(i, _)| i.trim().to_owned()))
+            .filter(|i| !i.is_empty() && !i.contains('|') && !i.starts_with("rfs"))
+            .collect()
+    };
+    let out = rfs_in(
+        &rfs,
+        repo.path(),
+        &["shell", &id],
+        Some(b"cat /proc/net/dev; exit 0\n"),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(ifaces(&out), vec!["lo".to_owned()], "{}", text(&out.stdout));
+    let rm = rfs_in(&rfs, repo.path(), &["rm", &id], None);
+    assert_eq!(rm.status.code(), Some(0), "{}", text(&rm.stderr));
+    rfs.assert_no_leftovers();
+}

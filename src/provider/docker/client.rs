@@ -20,6 +20,29 @@ const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
 /// archive has been received, which can take long for big files.
 const UPLOAD_TIMEOUT: Duration = Duration::from_secs(6 * 60 * 60);
 
+/// Seconds the daemon may take to create and start a sandbox container
+/// (default [`START_TIMEOUT`]).
+pub(super) const START_TIMEOUT_ENV: &str = "RFS_DOCKER_START_TIMEOUT";
+
+/// How long the daemon may take to create and start a container by
+/// default: a daemon on a loaded machine (a load average of 30 on two
+/// cores) took longer than bollard's two minutes to answer a start.
+pub(super) const START_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// The bound on creating and starting a container: `RFS_DOCKER_START_TIMEOUT`
+/// (whole seconds, at least 1) or [`START_TIMEOUT`].
+pub(super) fn start_timeout() -> ProviderResult<Duration> {
+    match std::env::var(START_TIMEOUT_ENV) {
+        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u64>() {
+            Ok(s) if s > 0 => Ok(Duration::from_secs(s)),
+            _ => Err(ProviderError::Config(format!(
+                "{START_TIMEOUT_ENV}=`{v}` is not a whole number of seconds above 0"
+            ))),
+        },
+        _ => Ok(START_TIMEOUT),
+    }
+}
+
 /// A lazily negotiated connection to one daemon. Cheap to clone; clones
 /// share the negotiation.
 #[derive(Clone)]
@@ -27,6 +50,9 @@ pub(super) struct Client {
     docker: Docker,
     host: Arc<str>,
     negotiated: Arc<OnceCell<()>>,
+    /// What this client waits for with a longer bound than a request's
+    /// (see [`Client::patient`]), for the message when it runs out.
+    waits_for: Option<&'static str>,
 }
 
 impl Client {
@@ -42,7 +68,21 @@ impl Client {
             docker,
             host: host.into(),
             negotiated: Arc::new(OnceCell::new()),
+            waits_for: None,
         })
+    }
+
+    /// The same connection, each request bounded by `bound` instead of
+    /// bollard's two minutes: for what a loaded daemon is slow to do
+    /// (`what`: "create and start the container"), so that slow is not
+    /// mistaken for not answering.
+    pub(super) fn patient(&self, what: &'static str, bound: Duration) -> Client {
+        Client {
+            docker: self.docker.clone().with_timeout(bound),
+            host: self.host.clone(),
+            negotiated: self.negotiated.clone(),
+            waits_for: Some(what),
+        }
     }
 
     /// The daemon address, for messages.
@@ -88,9 +128,21 @@ impl Client {
                 status_code,
                 message,
             } => ProviderError::Api(format!("docker daemon: {message} (HTTP {status_code})")),
-            BollardError::RequestTimeoutError => ProviderError::Unavailable {
-                provider: PROVIDER.into(),
-                message: format!("the Docker daemon at {} did not answer in time", self.host),
+            BollardError::RequestTimeoutError => match self.waits_for {
+                Some(what) => ProviderError::Timeout(format!(
+                    "the Docker daemon at {} did not {what} within {} s (it did not answer the request at all in that time); \
+                     set {START_TIMEOUT_ENV} (seconds) to wait longer",
+                    self.host,
+                    self.docker.timeout().as_secs()
+                )),
+                None => ProviderError::Unavailable {
+                    provider: PROVIDER.into(),
+                    message: format!(
+                        "the Docker daemon at {} did not answer within {} s",
+                        self.host,
+                        self.docker.timeout().as_secs()
+                    ),
+                },
             },
             e @ (BollardError::IOError { .. }
             | BollardError::HyperResponseError { .. }

@@ -55,9 +55,66 @@ fn lifetime_secs(max: Duration) -> u64 {
     secs.max(1)
 }
 
+/// When a slow start is first said, and how often after that.
+const SLOW_AFTER: Duration = Duration::from_secs(10);
+const SLOW_EVERY: Duration = Duration::from_secs(30);
+/// How long the progress line's ping may take.
+const PING_WITHIN: Duration = Duration::from_secs(5);
+
 /// Create and start a container (with `lane` mounted, if given), then
-/// create the home directory.
+/// create the home directory. A loaded daemon can take minutes for this:
+/// each request waits up to [`client::start_timeout`] (not bollard's two
+/// minutes), and from [`SLOW_AFTER`] on a line on stderr says the start
+/// is slow, how long it has taken and whether the daemon still answers.
 pub(super) async fn create(
+    client: &Client,
+    options: &DockerOptions,
+    spec: &CreateSpec,
+    lane: Option<&Lane>,
+) -> ProviderResult<SandboxInfo> {
+    let bound = client::start_timeout()?;
+    let patient = client.patient("create and start the container", bound);
+    said_when_slow(client, bound, create_started(&patient, options, spec, lane)).await
+}
+
+/// `work`, with a line on stderr at [`SLOW_AFTER`] and every
+/// [`SLOW_EVERY`] after it while it has not ended.
+async fn said_when_slow<T>(
+    client: &Client,
+    bound: Duration,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let started = tokio::time::Instant::now();
+    let ticker = async {
+        let mut at = started + SLOW_AFTER;
+        loop {
+            tokio::time::sleep_until(at).await;
+            let answers = match tokio::time::timeout(PING_WITHIN, client.ping()).await {
+                Ok(Ok(())) => "it answers pings, so it is busy, not gone".to_owned(),
+                Ok(Err(e)) => format!("a ping failed too: {e}"),
+                Err(_) => format!(
+                    "it did not answer a ping within {} s either",
+                    PING_WITHIN.as_secs()
+                ),
+            };
+            errln!(
+                "rfs: the Docker daemon at {} is slow to start the container ({} s so far; {answers}); \
+                 waiting up to {} s per request ({})",
+                client.host(),
+                started.elapsed().as_secs(),
+                bound.as_secs(),
+                client::START_TIMEOUT_ENV
+            );
+            at += SLOW_EVERY;
+        }
+    };
+    tokio::select! {
+        out = work => out,
+        never = ticker => never,
+    }
+}
+
+async fn create_started(
     client: &Client,
     options: &DockerOptions,
     spec: &CreateSpec,
