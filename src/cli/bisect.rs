@@ -1,0 +1,42 @@
+//! `rfs bisect GOOD BAD PROOF`: the first commit where a proof's result
+//! changes.
+
+use std::path::PathBuf;
+
+use super::session_args::SessionArgs;
+use crate::error::Error;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct BisectCommand {
+    /// A commit where the proof has one result (usually passes).
+    good: String,
+    /// A later commit where it has the other (usually fails).
+    bad: String,
+    /// The proof (read once from here, run at every commit).
+    proof: PathBuf,
+    #[command(flatten)]
+    pub(super) session: SessionArgs,
+    /// How many commits are tested at once, each in its own sandbox.
+    #[arg(long, short, default_value_t = 1)]
+    jobs: usize,
+    /// A commit (id or prefix) not to test, as `git bisect skip`. Repeatable.
+    #[arg(long, value_name = "COMMIT")]
+    skip: Vec<String>,
+    /// Sign the journal with this key (as `rfs run`).
+    #[arg(long, value_name = "PATH")]
+    sign_key: Option<PathBuf>,
+}
+
+impl BisectCommand {
+    pub(crate) fn exec(self) -> Result<i32, Error> {
+        crate::bisect::run(crate::bisect::BisectArgs {
+            good: self.good,
+            bad: self.bad,
+            proof: self.proof.clone(),
+            skip: self.skip,
+            jobs: self.jobs,
+            template: self.session.into_run_args(self.proof, false),
+            sign_key: self.sign_key,
+        })
+    }
+}

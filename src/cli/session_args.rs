@@ -1,0 +1,67 @@
+//! The options every command that starts a run shares.
+
+use std::path::PathBuf;
+
+use crate::settings::RunArgs;
+
+/// What `run` and `repl` share: where the run goes and what it gets.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SessionArgs {
+    /// Provider: local (default), docker or daytona. Overrides RELAYFLOWS_SANDBOX_PROVIDER.
+    #[arg(long)]
+    provider: Option<String>,
+    /// Output directory for the journal, logs and EVIDENCE.md
+    /// (default: $RFS_STATE_DIR/runs/<run-id>, outside the repository).
+    #[arg(long)]
+    pub(super) out: Option<PathBuf>,
+    /// A value for the script's arg(NAME). Repeatable.
+    #[arg(long = "var", value_name = "KEY=VALUE")]
+    pub(super) vars: Vec<String>,
+    /// Image for providers that take one (docker). Also RFS_DOCKER_IMAGE.
+    #[arg(long)]
+    image: Option<String>,
+    /// Snapshot for providers that take one (daytona). Also
+    /// RELAYFLOWS_SANDBOX_SNAPSHOT; `sandbox(#{ snapshot })` beats both.
+    #[arg(long)]
+    snapshot: Option<String>,
+    /// Maximum sandbox lifetime in seconds (dead-man switch).
+    #[arg(long, value_name = "SECS")]
+    max_lifetime: Option<u64>,
+    /// Isolation of local sandboxes: auto (default), namespaces, none.
+    /// Also RFS_LOCAL_ISOLATION.
+    #[arg(long, value_name = "MODE")]
+    isolation: Option<String>,
+    /// Ship the working tree as it is, uncommitted changes included, for
+    /// writing a proof; the evidence is marked NOT REPRODUCIBLE (console,
+    /// EVIDENCE.md, attestation, `rfs verify`).
+    #[arg(long)]
+    allow_dirty: bool,
+    /// Let a script's `sync_source(#{ repo: PATH })` ship the repository
+    /// at PATH besides the one rfs was started in. Repeatable.
+    #[arg(long = "allow-repo", value_name = "PATH")]
+    allow_repos: Vec<PathBuf>,
+    /// Hand the environment variable NAME to the run as `arg(NAME)`,
+    /// redacted as a secret (a repository's rfs.toml may ask for it, but
+    /// only this flag passes it). Repeatable.
+    #[arg(long = "secret", value_name = "NAME")]
+    secrets: Vec<String>,
+}
+
+impl SessionArgs {
+    pub(super) fn into_run_args(self, script: PathBuf, keep: bool) -> RunArgs {
+        RunArgs {
+            script,
+            provider: self.provider,
+            out: self.out,
+            vars: self.vars,
+            keep,
+            image: self.image,
+            snapshot: self.snapshot,
+            max_lifetime_secs: self.max_lifetime,
+            isolation: self.isolation,
+            allow_dirty: self.allow_dirty,
+            allow_repos: self.allow_repos,
+            secrets: self.secrets,
+        }
+    }
+}
