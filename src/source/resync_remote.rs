@@ -1,14 +1,20 @@
-//! The re-sync's two commands inside the sandbox, with POSIX tools only
+//! The re-sync's commands inside the sandbox, with POSIX tools only
 //! (busybox is enough), and their reports.
 //!
-//! 1. [`INSPECT`] lists the synced root (directories, symlinks with
+//! 1. [`inspect_script`] lists the synced root (directories, symlinks with
 //!    targets, executable files, files) and names the files written since
 //!    the last sync's time stamp, reading no content.
-//! 2. [`APPLY`] removes what the plan says, extracts the delta archive with
-//!    `tar -m` (shipped files get the time of the re-sync, so incremental
-//!    builds kept from earlier steps see them as changed) while hashing the
-//!    archive, lists the whole root again and hashes every file written
-//!    since just before the change, then renews the time stamp.
+//! 2. [`hash_script`] hashes the files it is given by name: the tracked
+//!    files written since the last sync, before the plan (whether their
+//!    content still is the commit's decides whether they travel again),
+//!    and after the change any tracked file something else wrote meanwhile.
+//! 3. [`apply_script`] removes what the plan says, extracts the delta
+//!    archive with `tar -m` (shipped files get the time of the re-sync, so
+//!    incremental builds kept from earlier steps see them as changed) while
+//!    hashing the archive, hashes the files it shipped (named by the plan:
+//!    nothing else is read, however much else was written meanwhile), lists
+//!    the whole root again naming the files written since just before the
+//!    change, then renews the time stamp.
 //!
 //! The time stamp is a file outside the synced root whose modification time
 //! is one second before the end of the last sync (busybox compares whole
@@ -33,7 +39,24 @@ else
   need sha256sum; H=sha256sum
 fi
 for t in tar find mkdir readlink cut tr xargs touch date rm rmdir; do need "$t"; done
+dec() { case $1 in *\\*) p=$(printf '%bx' "$1"); p=${p%x} ;; *) p=$1 ;; esac; }
+sums() { xargs -0 -r -n 256 sh -c '{ printf "BATCH\0"; printf "%s\0" "$@"; printf SUMS; '"$H"' "$@"; printf "\0"; }' sh; }
 "#;
+
+/// An argument naming a path as [`PRELUDE`]'s `dec` reads it back: any
+/// byte but printable ASCII and the backslash as a `\0ooo` escape of
+/// `printf %b`, so every path travels, whatever its bytes.
+pub(crate) fn escape_arg(p: &[u8]) -> String {
+    let mut s = String::with_capacity(p.len());
+    for &b in p {
+        if (0x20..0x7f).contains(&b) && b != b'\\' {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("\\0{b:03o}"));
+        }
+    }
+    s
+}
 
 /// One traversal of the current directory, one tagged record per entry:
 /// `D<dir>`, `L<link>\0<target>`, `F<file>`, `X<executable file>`. Busybox
@@ -65,11 +88,26 @@ printf 'END\0'
     )
 }
 
-/// `sh -c APPLY rfs-apply ARCHIVE DEST AUX STAMP [R<path>|D<path>]...`:
+/// `sh -c HASH rfs-hash DEST PATH...`: the sha256 of each PATH (relative
+/// to DEST, as [`escape_arg`] writes it) that is a regular file, in
+/// `BATCH` records; other paths are not reported.
+pub(crate) fn hash_script() -> String {
+    format!(
+        r#"{PRELUDE}dest=$1; shift
+cd -P -- "$dest" 2>/dev/null || {{ echo "the synced root $dest is gone from the sandbox" >&2; exit 92; }}
+printf 'ROOT\0%s\0' "$PWD"
+for a do dec "$a"; [ -f "./$p" ] && [ ! -h "./$p" ] && printf '%s\0' "./$p"; done | sums
+printf 'END\0'
+"#
+    )
+}
+
+/// `sh -c APPLY rfs-apply ARCHIVE DEST AUX STAMP [R<path>|D<path>|S<path>]...`:
 /// ARCHIVE is the uploaded delta tar, `-` (streamed on standard input) or
 /// `none`; `R` paths are removed
 /// whole, `D` paths are removed when empty (in the order given), all
-/// relative to DEST.
+/// relative to DEST, before the extraction; `S` paths (as [`escape_arg`]
+/// writes them) are hashed after it.
 pub(crate) fn apply_script() -> String {
     format!(
         r#"{PRELUDE}arc=$1; dest=$2; aux=$3; stamp=$4; shift 4
@@ -99,9 +137,8 @@ elif [ "$arc" != none ]; then
 fi
 printf 'ROOT\0%s\0' "$PWD"
 printf 'ARCHIVE\0'; [ -f "$aux/sum" ] && cut -c1-64 "$aux/sum" | tr -d '\n'; printf '\0'
-: >"$aux/newer"
-{FIND_ENTRIES} -o -type f -newer "$aux/pre" -exec sh -c 'printf "%s\0" "$@" >>"$0"' "$aux/newer" {{}} +
-xargs -0 -r -n 256 sh -c '{{ printf "BATCH\0"; printf "%s\0" "$@"; printf SUMS; '"$H"' "$@"; printf "\0"; }}' sh <"$aux/newer"
+{FIND_ENTRIES} -o -type f -newer "$aux/pre" -exec printf 'N%s\0' {{}} +
+for a do case $a in S*) dec "${{a#?}}"; [ -f "./$p" ] && [ ! -h "./$p" ] && printf '%s\0' "./$p" ;; esac; done | sums
 printf 'END\0'
 touch -d "@$(( $(date +%s) - 1 ))" "$stamp" 2>/dev/null || rm -f -- "$stamp"
 rm -rf -- "$aux"
@@ -124,8 +161,16 @@ pub(crate) fn removal_args(remove: &[Vec<u8>], rmdir: &[Vec<u8>]) -> Vec<Vec<u8>
         .collect()
 }
 
-/// Parse [`inspect_script`]'s (`with_archive` false) or [`apply_script`]'s
-/// (true) report.
+/// The argv tail of [`apply_script`] naming the shipped files it hashes.
+pub(crate) fn hash_args(files: &[Vec<u8>]) -> Vec<String> {
+    files
+        .iter()
+        .map(|p| format!("S{}", escape_arg(p)))
+        .collect()
+}
+
+/// Parse [`inspect_script`]'s or [`hash_script`]'s (`with_archive` false)
+/// or [`apply_script`]'s (true) report.
 pub(crate) fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, ReportError> {
     let mut f = out.split(|b| *b == 0);
     let mut l = Listing {
@@ -146,7 +191,7 @@ pub(crate) fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, R
             b"END" => break,
             b"" => return Err(ReportError::Truncated),
             b"NOSTAMP" if !with_archive => l.stamp_ok = false,
-            b"BATCH" if with_archive => {
+            b"BATCH" => {
                 let mut names = vec![];
                 let sums = loop {
                     match f.next() {
@@ -249,6 +294,12 @@ mod tests {
             Entry::File { exec: false, .. }
         ));
         assert!(l.newer.contains(&b"n\nl"[..]));
+    }
+
+    #[test]
+    fn an_escaped_argument_names_any_path_in_ascii() {
+        assert_eq!(escape_arg(b"src/a b.txt"), "src/a b.txt");
+        assert_eq!(escape_arg(b"n\nl\\\xff"), "n\\0012l\\0134\\0377");
     }
 
     #[test]
