@@ -59,11 +59,21 @@ pub(crate) fn escape_arg(p: &[u8]) -> String {
 }
 
 /// One traversal of the current directory, one tagged record per entry:
-/// `D<dir>`, `L<link>\0<target>`, `F<file>`, `X<executable file>`. Busybox
-/// `find` loses `-exec … +` output inside parentheses, hence the chain
-/// without them (`! -type f` ends the first file chain so the second, for
-/// files written since `$ref`, runs for every file).
-const FIND_ENTRIES: &str = r#"find . -type d -exec printf 'D%s\0' {} + -o -type l -exec sh -c 'for p do printf "L%s\0" "$p"; readlink "$p"; printf "\0"; done' sh {} + -o -type f -exec printf 'F%s\0' {} + -perm -100 -exec printf 'X%s\0' {} + ! -type f"#;
+/// `D<dir>`, `L<link>\0<target>`, `F<file>`, `X<executable file>`, plus
+/// what the arguments add to the expression. Busybox `find` loses
+/// `-exec … +` output inside parentheses, hence the chain without them
+/// (`! -type f` ends the first file chain so the caller's, for files
+/// written since a time, runs for every file). A symlink's target comes
+/// from GNU `find -printf` where there is one: `readlink` is a process
+/// per symlink, and a root with tens of thousands of them (a pnpm
+/// `node_modules`, kept as an untracked output) took minutes to walk on a
+/// loaded machine.
+const FIND_ENTRIES: &str = r#"if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then
+  entries() { find . -type d -exec printf 'D%s\0' {} + -o -type l -printf 'L%p\0%l\n\0' -o -type f -exec printf 'F%s\0' {} + -perm -100 -exec printf 'X%s\0' {} + ! -type f "$@"; }
+else
+  entries() { find . -type d -exec printf 'D%s\0' {} + -o -type l -exec sh -c 'for p do printf "L%s\0" "$p"; readlink "$p"; printf "\0"; done' sh {} + -o -type f -exec printf 'F%s\0' {} + -perm -100 -exec printf 'X%s\0' {} + ! -type f "$@"; }
+fi
+"#;
 
 /// Exit code: the synced root is gone (or is not a directory).
 pub(crate) const EXIT_ROOT_GONE: i32 = 92;
@@ -74,14 +84,14 @@ pub(crate) use super::remote_check::{EXIT_DIGEST, EXIT_EXTRACT, EXIT_MISSING_TOO
 /// `sh -c INSPECT rfs-inspect DEST STAMP`.
 pub(crate) fn inspect_script() -> String {
     format!(
-        r#"{PRELUDE}dest=$1; stamp=$2
+        r#"{PRELUDE}{FIND_ENTRIES}dest=$1; stamp=$2
 cd -P -- "$dest" 2>/dev/null || {{ echo "the synced root $dest is gone from the sandbox" >&2; exit 92; }}
 printf 'ROOT\0%s\0' "$PWD"
 if [ -f "$stamp" ]; then
-  {FIND_ENTRIES} -o -type f -newer "$stamp" -exec printf 'N%s\0' {{}} +
+  entries -o -type f -newer "$stamp" -exec printf 'N%s\0' {{}} +
 else
   printf 'NOSTAMP\0'
-  {FIND_ENTRIES}
+  entries
 fi
 printf 'END\0'
 "#
@@ -110,7 +120,7 @@ printf 'END\0'
 /// writes them) are hashed after it.
 pub(crate) fn apply_script() -> String {
     format!(
-        r#"{PRELUDE}arc=$1; dest=$2; aux=$3; stamp=$4; shift 4
+        r#"{PRELUDE}{FIND_ENTRIES}arc=$1; dest=$2; aux=$3; stamp=$4; shift 4
 cd -P -- "$dest" 2>/dev/null || {{ echo "the synced root $dest is gone from the sandbox" >&2; exit 92; }}
 rm -rf -- "$aux"; mkdir -- "$aux" || exit 92
 touch -d "@$(( $(date +%s) - 1 ))" "$aux/pre" || exit 92
@@ -137,7 +147,7 @@ elif [ "$arc" != none ]; then
 fi
 printf 'ROOT\0%s\0' "$PWD"
 printf 'ARCHIVE\0'; [ -f "$aux/sum" ] && cut -c1-64 "$aux/sum" | tr -d '\n'; printf '\0'
-{FIND_ENTRIES} -o -type f -newer "$aux/pre" -exec printf 'N%s\0' {{}} +
+entries -o -type f -newer "$aux/pre" -exec printf 'N%s\0' {{}} +
 for a do case $a in S*) dec "${{a#?}}"; [ -f "./$p" ] && [ ! -h "./$p" ] && printf '%s\0' "./$p" ;; esac; done | sums
 printf 'END\0'
 touch -d "@$(( $(date +%s) - 1 ))" "$stamp" 2>/dev/null || rm -f -- "$stamp"
