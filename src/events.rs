@@ -374,13 +374,23 @@ pub enum Event {
         added: usize,
         modified: usize,
         deleted: usize,
-        /// Entries shipped (changed paths, plus paths the sandbox held in
-        /// another state), and of them the tracked files steps had written.
+        /// Files and symlinks shipped: what the diff added or modified,
+        /// plus tracked ones the sandbox held otherwise (`rewritten`: the
+        /// same in both commits, but steps changed their content, mode,
+        /// type or target, or removed them). Without such steps, exactly
+        /// `git diff --name-status`'s A, M and T paths.
         shipped: usize,
         rewritten: usize,
-        /// Paths removed (the old commit tracked them, or they stood where
-        /// the new commit needs another type).
+        /// Files and symlinks removed because the new commit does not track
+        /// them (the sandbox held them): `git diff`'s D paths.
         removed: usize,
+        /// The paths of `shipped`, `rewritten` and `removed`, in byte order.
+        #[serde(default)]
+        shipped_paths: Vec<String>,
+        #[serde(default)]
+        rewritten_paths: Vec<String>,
+        #[serde(default)]
+        removed_paths: Vec<String>,
         /// Untracked files and symlinks (steps' outputs) left in place.
         kept_untracked: usize,
         archive_sha256_local: String,
@@ -1108,6 +1118,9 @@ pub(crate) mod catalog {
                 shipped: 3,
                 rewritten: 0,
                 removed: 2,
+                shipped_paths: vec![s("a"), s("b"), s("c")],
+                rewritten_paths: vec![],
+                removed_paths: vec![s("d"), s("e")],
                 kept_untracked: 5,
                 archive_sha256_local: s("ab12"),
                 archive_sha256_sandbox: s("ab12"),

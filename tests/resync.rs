@@ -137,7 +137,7 @@ provider_tests! {
         out.assert_code(0);
         let r = &out.entries("source.resync")[0];
         assert_eq!(r["shipped"], 1, "{r}");
-        assert_eq!(r["removed"], 1, "{r}"); // the old file, replaced
+        assert_eq!(r["removed"], 0, "{r}"); // nothing deleted: the changed file is shipped (issue #32)
         assert_eq!(r["contents_compared"], 1, "{r}");
         assert_eq!(r["entries_compared"], out.entries("source.verify")[0]["entries_compared"]);
         rfs.assert_no_leftovers();

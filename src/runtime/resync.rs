@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::provider::{Collect, ExecRequest, InputStream, SandboxInfo, StreamInput};
 use crate::source::archive::{self, HashingWriter};
-use crate::source::manifest::Manifest;
+use crate::source::manifest::{Entry, Manifest};
 use crate::source::repo::ResolvedSource;
 use crate::source::resync::{self as plan_mod, Checked, Listing, NextTree, Plan};
 use crate::source::resync_remote as remote;
@@ -23,6 +23,15 @@ use crate::source::SourceError;
 /// Arguments of one apply command at most this long (bytes); more
 /// removals go first in commands of their own.
 const ARGV_BUDGET: usize = 64 * 1024;
+
+/// How long one command of a re-sync may take in the sandbox: a minute,
+/// plus 5 ms for each entry it walks or names and a second for each MiB
+/// it reads or writes, at most half an hour. Past it the command is
+/// stopped and the re-sync fails (the sandbox is destroyed) saying so.
+pub(crate) fn deadline(entries: usize, bytes: u64) -> std::time::Duration {
+    let secs = 60 + entries as u64 / 200 + bytes / (1 << 20);
+    std::time::Duration::from_secs(secs.min(1800))
+}
 
 /// The sandbox file whose modification time marks the end of the last sync.
 pub(crate) fn stamp_path(home: &str, run_id: &str) -> String {
@@ -46,13 +55,19 @@ impl Run {
         let sb = self.ensure_sandbox()?;
         let rs = Resync::new(self, &sb, &commit, bound.pin.workdir.clone());
 
-        // 1. What the sandbox holds now.
+        // 1. What the sandbox holds now: the listing, and the content of
+        // the tracked files written since the last sync.
         let t_inspect = Instant::now();
-        let seen = rs.inspect(&bound.physical_root)?;
+        let seen = rs.inspect(&bound.physical_root, bound.manifest.entries.len())?;
+        let before = rs.hash(
+            &plan_mod::candidates(&bound.manifest, &next, &seen),
+            &next.manifest,
+            "hashing the tracked files written since the last sync",
+        )?;
         let inspect_ms = t_inspect.elapsed().as_millis();
 
         // 2. What to remove and ship; the delta archive.
-        let plan = plan_mod::plan(&bound.manifest, &next, &seen);
+        let plan = plan_mod::plan(&bound.manifest, &next, &seen, &before);
         let t_build = Instant::now();
         let delta = self
             .build_delta(&resolved, &plan.ship)
@@ -64,7 +79,23 @@ impl Run {
 
         // 3. Remove, extract, report.
         let t_apply = Instant::now();
-        let after = rs.apply(&plan, &delta)?;
+        let mut after = rs.apply(&plan, &next, &delta, seen.entries.entries.len())?;
+        // Tracked files something else wrote meanwhile are compared too.
+        let meanwhile: Vec<Vec<u8>> = after
+            .newer
+            .iter()
+            .filter(|p| {
+                matches!(next.manifest.entries.get(*p), Some(Entry::File { .. }))
+                    && !after.hashed.contains_key(*p)
+            })
+            .cloned()
+            .collect();
+        let meanwhile = rs.hash(
+            &meanwhile,
+            &next.manifest,
+            "hashing the tracked files written during the change",
+        )?;
+        after.hashed.extend(meanwhile);
         let apply_ms = t_apply.elapsed().as_millis();
 
         // 4. Verify against the new tree.
@@ -81,6 +112,8 @@ impl Run {
             &shipped,
         )?;
 
+        let names = |v: &[Vec<u8>]| v.iter().map(|p| crate::source::display_path(p)).collect();
+        let shipped_paths: Vec<String> = names(&plan.shipped_files(&next));
         let pin = SourcePin {
             commit: commit.clone(),
             tree_digest: tree.clone(),
@@ -97,9 +130,12 @@ impl Run {
             added: next.added,
             modified: next.modified,
             deleted: next.deleted,
-            shipped: plan.ship.len(),
-            rewritten: plan.rewritten,
-            removed: plan.remove.len(),
+            shipped: shipped_paths.len(),
+            rewritten: plan.rewritten.len(),
+            removed: plan.deleted.len(),
+            shipped_paths,
+            rewritten_paths: names(&plan.rewritten),
+            removed_paths: names(&plan.deleted),
             kept_untracked: checked.kept_untracked,
             archive_sha256_local: archive_sha256.clone(),
             archive_sha256_sandbox: after.archive_sha256.clone(),
@@ -255,13 +291,14 @@ impl<'a> Resync<'a> {
         &self,
         argv: Vec<String>,
         input: Option<InputStream>,
+        deadline: std::time::Duration,
     ) -> std::result::Result<Collect, ApplyError> {
         let (run, sb) = (self.run, self.sb);
         let req = ExecRequest {
             argv,
             cwd: sb.home.clone(),
             env: vec![("LC_ALL".into(), "C".into())],
-            timeout: Some(std::time::Duration::from_secs(1800)),
+            timeout: Some(deadline),
             cancel: run.cancel_token(),
         };
         let mut out = Collect::default();
@@ -280,6 +317,9 @@ impl<'a> Resync<'a> {
         if o.cancelled {
             return Err(ApplyError::Interrupted);
         }
+        if o.timed_out {
+            return Err(ApplyError::Deadline(deadline.as_secs()));
+        }
         if o.exit != Some(0) {
             let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
             return Err(match o.exit {
@@ -296,8 +336,9 @@ impl<'a> Resync<'a> {
     }
 
     /// What the synced root holds now; it must still resolve to
-    /// `physical_root`, where the first sync put it.
-    fn inspect(&self, physical_root: &str) -> Result<Listing> {
+    /// `physical_root`, where the first sync put it (`tracked`: entries
+    /// the old commit has, for the deadline).
+    fn inspect(&self, physical_root: &str, tracked: usize) -> Result<Listing> {
         let seen = self
             .exec(
                 vec![
@@ -309,6 +350,7 @@ impl<'a> Resync<'a> {
                     self.stamp.clone(),
                 ],
                 None,
+                deadline(tracked, 0),
             )
             .and_then(|o| Ok(remote::parse_listing(&o.stdout, false)?))
             .map_err(|e| self.fail(format!("inspecting the synced root: {e}")))?;
@@ -319,6 +361,44 @@ impl<'a> Resync<'a> {
             )));
         }
         Ok(seen)
+    }
+
+    /// The sandbox's sha256 of each of `files` (tracked regular files of
+    /// `tree`, which gives their sizes), in commands of bounded size;
+    /// nothing runs when there are none.
+    fn hash(
+        &self,
+        files: &[Vec<u8>],
+        tree: &Manifest,
+        what: &str,
+    ) -> Result<std::collections::BTreeMap<Vec<u8>, String>> {
+        let mut hashed = std::collections::BTreeMap::new();
+        let args: Vec<String> = files.iter().map(|p| remote::escape_arg(p)).collect();
+        // Every file's size counts in each command: a bound, not a forecast.
+        let bytes = files
+            .iter()
+            .filter_map(|p| match tree.entries.get(p) {
+                Some(Entry::File { size, .. }) => Some(*size),
+                _ => None,
+            })
+            .sum();
+        for chunk in argv_chunks(args).into_iter().filter(|c| !c.is_empty()) {
+            let n = chunk.len();
+            let mut argv = vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                remote::hash_script(),
+                "rfs-hash".into(),
+                self.dest.clone(),
+            ];
+            argv.extend(chunk);
+            let l = self
+                .exec(argv, None, deadline(n, bytes))
+                .and_then(|o| Ok(remote::parse_listing(&o.stdout, false)?))
+                .map_err(|e| self.fail(format!("{what}: {e}")))?;
+            hashed.extend(l.hashed);
+        }
+        Ok(hashed)
     }
 
     /// Upload the delta, if any, unless the provider streams it on the
@@ -336,11 +416,20 @@ impl<'a> Resync<'a> {
         Ok(())
     }
 
-    /// Remove what the plan removes and extract the delta: the removals in
-    /// commands of bounded size, the delta with the last one, whose report
-    /// of the root is returned.
-    fn apply(&self, plan: &Plan, delta: &Option<Delta>) -> Result<Listing> {
-        let removals = remote::removal_args(&plan.remove, &plan.rmdir)
+    /// Remove what the plan removes, extract the delta and hash the
+    /// files it shipped: the removals in commands of bounded size, then
+    /// the delta with the first command naming a shipped file (later ones
+    /// only hash). The last command's report of the root is returned,
+    /// with the delta's digest and every shipped file's hash. `walked`:
+    /// entries of the synced root, for the deadline.
+    fn apply(
+        &self,
+        plan: &Plan,
+        next: &NextTree,
+        delta: &Option<Delta>,
+        walked: usize,
+    ) -> Result<Listing> {
+        let mut args = remote::removal_args(&plan.remove, &plan.rmdir)
             .into_iter()
             .map(|a| {
                 String::from_utf8(a).map_err(|a| {
@@ -351,14 +440,22 @@ impl<'a> Resync<'a> {
                 })
             })
             .collect::<Result<Vec<String>>>()?;
-        let chunks = argv_chunks(removals);
+        args.extend(remote::hash_args(&plan.shipped_regular(next)));
+        let chunks = argv_chunks(args);
         let last = chunks.len() - 1;
+        let extract = chunks
+            .iter()
+            .position(|c| c.iter().any(|a| a.starts_with('S')))
+            .unwrap_or(last);
+        let bytes = delta.as_ref().map_or(0, |d| d.2);
         let streaming = self.stream.is_some();
         let mut after = Listing::default();
+        let mut archive_sha256 = String::new();
+        let mut hashed = std::collections::BTreeMap::new();
         for (i, chunk) in chunks.into_iter().enumerate() {
             let input: Option<InputStream> =
                 match delta {
-                    Some((tmp, _, _, _)) if i == last && streaming => Some(InputStream::new(
+                    Some((tmp, _, _, _)) if i == extract && streaming => Some(InputStream::new(
                         tokio::fs::File::from_std(tmp.reopen().map_err(|e| {
                             self.fail(format!("cannot read the delta archive: {e}"))
                         })?),
@@ -367,7 +464,7 @@ impl<'a> Resync<'a> {
                 };
             let arc = match (delta, input.is_some()) {
                 (_, true) => remote::STDIN.to_owned(),
-                (Some(_), false) if i == last => self.upload.clone(),
+                (Some(_), false) if i == extract => self.upload.clone(),
                 _ => "none".into(),
             };
             let mut argv = vec![
@@ -380,15 +477,25 @@ impl<'a> Resync<'a> {
                 self.aux.clone(),
                 self.stamp.clone(),
             ];
+            let n = walked + chunk.len();
             argv.extend(chunk);
+            // The extraction writes the delta and hashes it and the files.
+            let budget = deadline(n, if i == extract { 2 * bytes } else { bytes });
             let out = self
-                .exec(argv, input)
+                .exec(argv, input, budget)
                 .map_err(|e| self.fail(format!("applying the change: {e}")))?;
+            let mut l =
+                remote::parse_listing(&out.stdout, true).map_err(|e| self.fail(e.to_string()))?;
+            hashed.append(&mut l.hashed);
+            if i == extract {
+                archive_sha256 = std::mem::take(&mut l.archive_sha256);
+            }
             if i == last {
-                after = remote::parse_listing(&out.stdout, true)
-                    .map_err(|e| self.fail(e.to_string()))?;
+                after = l;
             }
         }
+        after.archive_sha256 = archive_sha256;
+        after.hashed = hashed;
         Ok(after)
     }
 
@@ -448,6 +555,9 @@ enum ApplyError {
     Report(#[from] crate::source::remote_check::ReportError),
     #[error("interrupted")]
     Interrupted,
+    /// Past its deadline ([`deadline`]): stopped.
+    #[error("the sandbox command did not finish within {0} s, its deadline (a minute, plus 5 ms per entry it walks and a second per MiB it handles); rfs stopped it")]
+    Deadline(u64),
     /// The sandbox was paused, died or vanished while rfs waited on it.
     #[error("sandbox {0}; rfs stopped waiting for it")]
     Stalled(String),

@@ -12,8 +12,12 @@
 //!   a git tree-to-tree diff (unchanged blobs keep their verified digests).
 //! - [`plan`] compares the new manifest with what the sandbox reports
 //!   ([`Listing`]) and decides what to remove and what to ship: changed
-//!   paths, paths whose type or mode differs, and tracked files that steps
-//!   wrote since the last sync (their modification time says so).
+//!   paths, paths whose type or mode differs, and tracked files whose
+//!   content differs from the commit. Which files may differ, the
+//!   modification time says (written since the last sync:
+//!   [`candidates`]); whether they do, their hash in the sandbox. A file
+//!   the previous re-sync shipped is newer than the time stamp too, and is
+//!   not shipped again unless something changed it since.
 //! - [`check`] compares the sandbox's report after the change with the new
 //!   manifest: the whole file set, types, modes and symlink targets, and the
 //!   content of every file written by the re-sync.
@@ -158,13 +162,72 @@ pub(crate) struct Plan {
     pub rmdir: Vec<Vec<u8>>,
     /// Shipped from the object database, parents before children.
     pub ship: Vec<Vec<u8>>,
-    /// Tracked files, unchanged between the commits, that steps wrote
-    /// since the last sync: shipped again.
-    pub rewritten: usize,
+    /// Files and symlinks the same in both commits that the sandbox held
+    /// otherwise (content, type, mode or target: steps changed or removed
+    /// them since the last sync): shipped again.
+    pub rewritten: Vec<Vec<u8>>,
+    /// Files and symlinks the old commit tracked and the new one does
+    /// not, that the sandbox held: removed (directly or with a directory).
+    pub deleted: Vec<Vec<u8>>,
 }
 
-/// Decide what to remove and ship so that the sandbox holds `next`.
-pub(crate) fn plan(old: &Manifest, next: &NextTree, seen: &Listing) -> Plan {
+impl Plan {
+    /// The shipped files and symlinks (directories travel uncounted: a
+    /// user, like `git diff`, counts files).
+    pub(crate) fn shipped_files(&self, next: &NextTree) -> Vec<Vec<u8>> {
+        self.ship
+            .iter()
+            .filter(|p| !matches!(next.manifest.entries.get(*p), Some(Entry::Dir) | None))
+            .cloned()
+            .collect()
+    }
+
+    /// The shipped regular files: hashed in the sandbox once extracted.
+    pub(crate) fn shipped_regular(&self, next: &NextTree) -> Vec<Vec<u8>> {
+        self.ship
+            .iter()
+            .filter(|p| matches!(next.manifest.entries.get(*p), Some(Entry::File { .. })))
+            .cloned()
+            .collect()
+    }
+}
+
+/// Whether `p` is the same entry in both commits (its verified digest
+/// carried over).
+fn unchanged(old: &Manifest, next: &NextTree, p: &[u8]) -> bool {
+    !next.changed.contains(p) && old.entries.get(p) == next.manifest.entries.get(p)
+}
+
+/// The files whose content decides whether they travel again: tracked,
+/// the same in both commits, present with the same mode, and written
+/// since the last sync (every one when the time stamp is lost). The
+/// sandbox hashes them before the plan: one a step rewrote with the same
+/// content, or one the previous re-sync shipped (it is newer than the
+/// time stamp too), still is the commit and does not travel.
+pub(crate) fn candidates(old: &Manifest, next: &NextTree, seen: &Listing) -> Vec<Vec<u8>> {
+    next.manifest
+        .entries
+        .iter()
+        .filter(|(p, want)| {
+            let Entry::File { exec, .. } = want else {
+                return false;
+            };
+            matches!(seen.entries.entries.get(*p), Some(Entry::File { exec: e2, .. }) if e2 == exec)
+                && (!seen.stamp_ok || seen.newer.contains(*p))
+                && unchanged(old, next, p)
+        })
+        .map(|(p, _)| p.clone())
+        .collect()
+}
+
+/// Decide what to remove and ship so that the sandbox holds `next`;
+/// `hashed` holds the sandbox's digests of the [`candidates`].
+pub(crate) fn plan(
+    old: &Manifest,
+    next: &NextTree,
+    seen: &Listing,
+    hashed: &BTreeMap<Vec<u8>, String>,
+) -> Plan {
     let mut plan = Plan::default();
     let mut removed: BTreeSet<&[u8]> = BTreeSet::new();
     for (p, want) in &next.manifest.entries {
@@ -173,18 +236,17 @@ pub(crate) fn plan(old: &Manifest, next: &NextTree, seen: &Listing) -> Plan {
             (_, None) => (true, false),
             (Entry::Dir, Some(Entry::Dir)) => (false, false),
             (Entry::Symlink { target: a }, Some(Entry::Symlink { target: b })) => (a != b, a != b),
-            (Entry::File { exec, .. }, Some(Entry::File { exec: e2, .. })) => {
-                let same_blob = !next.changed.contains(p)
-                    && matches!(old.entries.get(p), Some(Entry::File { .. }));
-                let written = !seen.stamp_ok || seen.newer.contains(p);
-                if same_blob && written {
-                    plan.rewritten += 1;
-                }
-                let ship = !same_blob || written || exec != e2;
+            (Entry::File { exec, sha256, .. }, Some(Entry::File { exec: e2, .. })) => {
+                let written = (!seen.stamp_ok || seen.newer.contains(p))
+                    && hashed.get(p).is_none_or(|h| h != sha256);
+                let ship = !unchanged(old, next, p) || written || exec != e2;
                 (ship, ship)
             }
             _ => (true, true),
         };
+        if ship && !matches!(want, Entry::Dir) && unchanged(old, next, p) {
+            plan.rewritten.push(p.clone());
+        }
         if replace {
             plan.remove.push(p.clone());
             removed.insert(p);
@@ -207,6 +269,12 @@ pub(crate) fn plan(old: &Manifest, next: &NextTree, seen: &Listing) -> Plan {
                 removed.insert(p);
             }
             None => {} // untracked: kept
+        }
+    }
+    for (p, e) in &old.entries {
+        let tracked_still = !matches!(next.manifest.entries.get(p), Some(Entry::Dir) | None);
+        if !matches!(e, Entry::Dir) && !tracked_still && seen.entries.entries.contains_key(p) {
+            plan.deleted.push(p.clone());
         }
     }
     plan.rmdir.sort_by(|a, b| b.cmp(a));
@@ -411,11 +479,12 @@ mod tests {
             ],
             &["d/b", "d/out.o"],
         );
-        let p = plan(&old, &next, &seen);
+        let p = plan(&old, &next, &seen, &BTreeMap::new());
         assert_eq!(paths(&p.ship), ["d/a", "d/b", "new"]);
         assert_eq!(paths(&p.remove), ["d/a", "d/b", "gone", "old/x"]);
         assert_eq!(paths(&p.rmdir), ["old"]);
-        assert_eq!(p.rewritten, 1);
+        assert_eq!(paths(&p.rewritten), ["d/b"]);
+        assert_eq!(paths(&p.deleted), ["gone", "old/x"]);
     }
 
     /// A directory replaced by a symlink (or a file) is removed whole and
@@ -439,9 +508,11 @@ mod tests {
             )],
             &[],
         );
-        let p = plan(&old, &next, &seen);
+        let p = plan(&old, &next, &seen, &BTreeMap::new());
         assert_eq!(paths(&p.remove), ["d"]);
         assert_eq!(paths(&p.ship), ["d", "d/a"]);
+        assert_eq!(paths(&p.rewritten), ["d/a"]);
+        assert_eq!(paths(&p.shipped_files(&next)), ["d/a"]);
     }
 
     #[test]
@@ -456,7 +527,37 @@ mod tests {
         };
         let mut seen = listing(&[("a", file("")), ("b", file(""))], &[]);
         seen.stamp_ok = false;
-        assert_eq!(paths(&plan(&old, &next, &seen).ship), ["a", "b"]);
+        assert_eq!(paths(&candidates(&old, &next, &seen)), ["a", "b"]);
+        assert_eq!(
+            paths(&plan(&old, &next, &seen, &BTreeMap::new()).ship),
+            ["a", "b"]
+        );
+        // Their content decides: only the one that differs travels.
+        let hashed = [(b"a".to_vec(), "1".into()), (b"b".to_vec(), "x".into())].into();
+        let p = plan(&old, &next, &seen, &hashed);
+        assert_eq!(paths(&p.ship), ["b"]);
+        assert_eq!(paths(&p.rewritten), ["b"]);
+    }
+
+    /// The bug of issue #32: a file the previous re-sync shipped is newer
+    /// than the time stamp, like one a step wrote; its hash says it is
+    /// still the commit, so it does not travel again.
+    #[test]
+    fn a_file_shipped_by_the_previous_resync_is_not_shipped_again() {
+        let old = manifest(&[("a", file("1")), ("b", file("2"))]);
+        let next = NextTree {
+            manifest: manifest(&[("a", file("1")), ("b", file("2")), ("c", file(""))]),
+            changed: [b"c".to_vec()].into(),
+            added: 1,
+            modified: 0,
+            deleted: 0,
+        };
+        let seen = listing(&[("a", file("")), ("b", file(""))], &["a", "b"]);
+        assert_eq!(paths(&candidates(&old, &next, &seen)), ["a", "b"]);
+        let hashed = [(b"a".to_vec(), "1".into()), (b"b".to_vec(), "2".into())].into();
+        let p = plan(&old, &next, &seen, &hashed);
+        assert_eq!(paths(&p.ship), ["c"]);
+        assert!(p.remove.is_empty() && p.rewritten.is_empty() && p.deleted.is_empty());
     }
 
     #[test]

@@ -1,14 +1,20 @@
-//! The re-sync's two commands inside the sandbox, with POSIX tools only
+//! The re-sync's commands inside the sandbox, with POSIX tools only
 //! (busybox is enough), and their reports.
 //!
-//! 1. [`INSPECT`] lists the synced root (directories, symlinks with
+//! 1. [`inspect_script`] lists the synced root (directories, symlinks with
 //!    targets, executable files, files) and names the files written since
 //!    the last sync's time stamp, reading no content.
-//! 2. [`APPLY`] removes what the plan says, extracts the delta archive with
-//!    `tar -m` (shipped files get the time of the re-sync, so incremental
-//!    builds kept from earlier steps see them as changed) while hashing the
-//!    archive, lists the whole root again and hashes every file written
-//!    since just before the change, then renews the time stamp.
+//! 2. [`hash_script`] hashes the files it is given by name: the tracked
+//!    files written since the last sync, before the plan (whether their
+//!    content still is the commit's decides whether they travel again),
+//!    and after the change any tracked file something else wrote meanwhile.
+//! 3. [`apply_script`] removes what the plan says, extracts the delta
+//!    archive with `tar -m` (shipped files get the time of the re-sync, so
+//!    incremental builds kept from earlier steps see them as changed) while
+//!    hashing the archive, hashes the files it shipped (named by the plan:
+//!    nothing else is read, however much else was written meanwhile), lists
+//!    the whole root again naming the files written since just before the
+//!    change, then renews the time stamp.
 //!
 //! The time stamp is a file outside the synced root whose modification time
 //! is one second before the end of the last sync (busybox compares whole
@@ -33,14 +39,41 @@ else
   need sha256sum; H=sha256sum
 fi
 for t in tar find mkdir readlink cut tr xargs touch date rm rmdir; do need "$t"; done
+dec() { case $1 in *\\*) p=$(printf '%bx' "$1"); p=${p%x} ;; *) p=$1 ;; esac; }
+sums() { xargs -0 -r -n 256 sh -c '{ printf "BATCH\0"; printf "%s\0" "$@"; printf SUMS; '"$H"' "$@"; printf "\0"; }' sh; }
 "#;
 
+/// An argument naming a path as [`PRELUDE`]'s `dec` reads it back: any
+/// byte but printable ASCII and the backslash as a `\0ooo` escape of
+/// `printf %b`, so every path travels, whatever its bytes.
+pub(crate) fn escape_arg(p: &[u8]) -> String {
+    let mut s = String::with_capacity(p.len());
+    for &b in p {
+        if (0x20..0x7f).contains(&b) && b != b'\\' {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("\\0{b:03o}"));
+        }
+    }
+    s
+}
+
 /// One traversal of the current directory, one tagged record per entry:
-/// `D<dir>`, `L<link>\0<target>`, `F<file>`, `X<executable file>`. Busybox
-/// `find` loses `-exec … +` output inside parentheses, hence the chain
-/// without them (`! -type f` ends the first file chain so the second, for
-/// files written since `$ref`, runs for every file).
-const FIND_ENTRIES: &str = r#"find . -type d -exec printf 'D%s\0' {} + -o -type l -exec sh -c 'for p do printf "L%s\0" "$p"; readlink "$p"; printf "\0"; done' sh {} + -o -type f -exec printf 'F%s\0' {} + -perm -100 -exec printf 'X%s\0' {} + ! -type f"#;
+/// `D<dir>`, `L<link>\0<target>`, `F<file>`, `X<executable file>`, plus
+/// what the arguments add to the expression. Busybox `find` loses
+/// `-exec … +` output inside parentheses, hence the chain without them
+/// (`! -type f` ends the first file chain so the caller's, for files
+/// written since a time, runs for every file). A symlink's target comes
+/// from GNU `find -printf` where there is one: `readlink` is a process
+/// per symlink, and a root with tens of thousands of them (a pnpm
+/// `node_modules`, kept as an untracked output) took minutes to walk on a
+/// loaded machine.
+const FIND_ENTRIES: &str = r#"if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then
+  entries() { find . -type d -exec printf 'D%s\0' {} + -o -type l -printf 'L%p\0%l\n\0' -o -type f -exec printf 'F%s\0' {} + -perm -100 -exec printf 'X%s\0' {} + ! -type f "$@"; }
+else
+  entries() { find . -type d -exec printf 'D%s\0' {} + -o -type l -exec sh -c 'for p do printf "L%s\0" "$p"; readlink "$p"; printf "\0"; done' sh {} + -o -type f -exec printf 'F%s\0' {} + -perm -100 -exec printf 'X%s\0' {} + ! -type f "$@"; }
+fi
+"#;
 
 /// Exit code: the synced root is gone (or is not a directory).
 pub(crate) const EXIT_ROOT_GONE: i32 = 92;
@@ -51,28 +84,43 @@ pub(crate) use super::remote_check::{EXIT_DIGEST, EXIT_EXTRACT, EXIT_MISSING_TOO
 /// `sh -c INSPECT rfs-inspect DEST STAMP`.
 pub(crate) fn inspect_script() -> String {
     format!(
-        r#"{PRELUDE}dest=$1; stamp=$2
+        r#"{PRELUDE}{FIND_ENTRIES}dest=$1; stamp=$2
 cd -P -- "$dest" 2>/dev/null || {{ echo "the synced root $dest is gone from the sandbox" >&2; exit 92; }}
 printf 'ROOT\0%s\0' "$PWD"
 if [ -f "$stamp" ]; then
-  {FIND_ENTRIES} -o -type f -newer "$stamp" -exec printf 'N%s\0' {{}} +
+  entries -o -type f -newer "$stamp" -exec printf 'N%s\0' {{}} +
 else
   printf 'NOSTAMP\0'
-  {FIND_ENTRIES}
+  entries
 fi
 printf 'END\0'
 "#
     )
 }
 
-/// `sh -c APPLY rfs-apply ARCHIVE DEST AUX STAMP [R<path>|D<path>]...`:
+/// `sh -c HASH rfs-hash DEST PATH...`: the sha256 of each PATH (relative
+/// to DEST, as [`escape_arg`] writes it) that is a regular file, in
+/// `BATCH` records; other paths are not reported.
+pub(crate) fn hash_script() -> String {
+    format!(
+        r#"{PRELUDE}dest=$1; shift
+cd -P -- "$dest" 2>/dev/null || {{ echo "the synced root $dest is gone from the sandbox" >&2; exit 92; }}
+printf 'ROOT\0%s\0' "$PWD"
+for a do dec "$a"; [ -f "./$p" ] && [ ! -h "./$p" ] && printf '%s\0' "./$p"; done | sums
+printf 'END\0'
+"#
+    )
+}
+
+/// `sh -c APPLY rfs-apply ARCHIVE DEST AUX STAMP [R<path>|D<path>|S<path>]...`:
 /// ARCHIVE is the uploaded delta tar, `-` (streamed on standard input) or
 /// `none`; `R` paths are removed
 /// whole, `D` paths are removed when empty (in the order given), all
-/// relative to DEST.
+/// relative to DEST, before the extraction; `S` paths (as [`escape_arg`]
+/// writes them) are hashed after it.
 pub(crate) fn apply_script() -> String {
     format!(
-        r#"{PRELUDE}arc=$1; dest=$2; aux=$3; stamp=$4; shift 4
+        r#"{PRELUDE}{FIND_ENTRIES}arc=$1; dest=$2; aux=$3; stamp=$4; shift 4
 cd -P -- "$dest" 2>/dev/null || {{ echo "the synced root $dest is gone from the sandbox" >&2; exit 92; }}
 rm -rf -- "$aux"; mkdir -- "$aux" || exit 92
 touch -d "@$(( $(date +%s) - 1 ))" "$aux/pre" || exit 92
@@ -99,9 +147,8 @@ elif [ "$arc" != none ]; then
 fi
 printf 'ROOT\0%s\0' "$PWD"
 printf 'ARCHIVE\0'; [ -f "$aux/sum" ] && cut -c1-64 "$aux/sum" | tr -d '\n'; printf '\0'
-: >"$aux/newer"
-{FIND_ENTRIES} -o -type f -newer "$aux/pre" -exec sh -c 'printf "%s\0" "$@" >>"$0"' "$aux/newer" {{}} +
-xargs -0 -r -n 256 sh -c '{{ printf "BATCH\0"; printf "%s\0" "$@"; printf SUMS; '"$H"' "$@"; printf "\0"; }}' sh <"$aux/newer"
+entries -o -type f -newer "$aux/pre" -exec printf 'N%s\0' {{}} +
+for a do case $a in S*) dec "${{a#?}}"; [ -f "./$p" ] && [ ! -h "./$p" ] && printf '%s\0' "./$p" ;; esac; done | sums
 printf 'END\0'
 touch -d "@$(( $(date +%s) - 1 ))" "$stamp" 2>/dev/null || rm -f -- "$stamp"
 rm -rf -- "$aux"
@@ -124,8 +171,16 @@ pub(crate) fn removal_args(remove: &[Vec<u8>], rmdir: &[Vec<u8>]) -> Vec<Vec<u8>
         .collect()
 }
 
-/// Parse [`inspect_script`]'s (`with_archive` false) or [`apply_script`]'s
-/// (true) report.
+/// The argv tail of [`apply_script`] naming the shipped files it hashes.
+pub(crate) fn hash_args(files: &[Vec<u8>]) -> Vec<String> {
+    files
+        .iter()
+        .map(|p| format!("S{}", escape_arg(p)))
+        .collect()
+}
+
+/// Parse [`inspect_script`]'s or [`hash_script`]'s (`with_archive` false)
+/// or [`apply_script`]'s (true) report.
 pub(crate) fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, ReportError> {
     let mut f = out.split(|b| *b == 0);
     let mut l = Listing {
@@ -146,7 +201,7 @@ pub(crate) fn parse_listing(out: &[u8], with_archive: bool) -> Result<Listing, R
             b"END" => break,
             b"" => return Err(ReportError::Truncated),
             b"NOSTAMP" if !with_archive => l.stamp_ok = false,
-            b"BATCH" if with_archive => {
+            b"BATCH" => {
                 let mut names = vec![];
                 let sums = loop {
                     match f.next() {
@@ -249,6 +304,12 @@ mod tests {
             Entry::File { exec: false, .. }
         ));
         assert!(l.newer.contains(&b"n\nl"[..]));
+    }
+
+    #[test]
+    fn an_escaped_argument_names_any_path_in_ascii() {
+        assert_eq!(escape_arg(b"src/a b.txt"), "src/a b.txt");
+        assert_eq!(escape_arg(b"n\nl\\\xff"), "n\\0012l\\0134\\0377");
     }
 
     #[test]
