@@ -113,7 +113,7 @@ fn a_report_html_claiming_another_generator_does_not_verify() {
     let page = out.out_dir.join("report.html");
     let html = std::fs::read_to_string(&page).unwrap();
     let forged = html
-        .replace(" report/1\"", " report/9\"")
+        .replacen(" report/", " report/9", 1)
         .replace("<body>", "<body><script>alert('forged')</script>");
     std::fs::write(&page, forged).unwrap();
     let v = verify(&rfs, &out.out_dir, &[]);

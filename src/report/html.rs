@@ -21,7 +21,7 @@ const PLAYER: &str = include_str!("assets/player.js");
 /// Who drew a report, written into it: rfs's version and the page
 /// format, raised whenever the page or the screens are drawn differently
 /// (so `rfs verify` compares a report only with its own rendering).
-pub(crate) const GENERATOR: &str = concat!("rfs ", env!("CARGO_PKG_VERSION"), " report/1");
+pub(crate) const GENERATOR: &str = concat!("rfs ", env!("CARGO_PKG_VERSION"), " report/2");
 
 /// The generator a report names (its `<meta name="generator">`).
 pub(crate) fn generator_of(html: &[u8]) -> Option<String> {
