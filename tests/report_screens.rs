@@ -93,7 +93,10 @@ fn drawn_screens_keep_the_leading_spaces_of_an_indented_row() {
         String::from_utf8_lossy(&dom.stderr)
     );
     let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
-    let at = dom.find("data-measure=\"").expect("the measuring script ran") + 14;
+    let at = dom
+        .find("data-measure=\"")
+        .expect("the measuring script ran")
+        + 14;
     let json = dom[at..at + dom[at..].find('"').unwrap()].replace("&quot;", "\"");
     let rows: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
     // The assertion's screen, the last screen and the player's frame.

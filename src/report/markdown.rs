@@ -27,6 +27,7 @@ pub(crate) fn summary(b: &Bundle, evidence: &str) -> String {
         "## {mark} rfs run {}: {outcome}\n",
         code(&evidence::script_shown(r))
     );
+    evidence::bisect(&mut s, r);
     evidence::facts(&mut s, r);
     evidence::failure(&mut s, r);
     // A CI summary is capped (GitHub: 1 MiB a step): the first rows, the
