@@ -44,6 +44,9 @@ impl Evidence {
             let _ = writeln!(s, "> **{}**\n", esc(&w.describe()));
         }
         bisect(&mut s, r);
+        if r.bisect.is_some() {
+            let _ = writeln!(s, "## Run\n");
+        }
         facts(&mut s, r);
         failure(&mut s, r);
         labels(&mut s, r);

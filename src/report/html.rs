@@ -298,8 +298,25 @@ fn steps(s: &mut String, r: &RunSummary) {
         s.push_str("<p>(no steps ran)</p>\n</section>\n");
         return;
     }
-    s.push_str("<table>\n<tr><th>#</th><th>step</th><th>outcome</th><th>exit</th><th>attempts</th><th>duration</th></tr>\n");
+    // A bisect runs the proof once per commit: each step says which.
+    let at_commit = r.bisect.is_some();
+    let _ = writeln!(
+        s,
+        "<table>\n<tr><th>#</th><th>step</th>{}<th>outcome</th><th>exit</th><th>attempts</th><th>duration</th></tr>",
+        if at_commit { "<th>commit</th>" } else { "" }
+    );
     for (i, st) in r.steps.iter().enumerate() {
+        let commit = if at_commit {
+            format!(
+                "<td><code>{}</code></td>",
+                h(&st
+                    .commit
+                    .as_deref()
+                    .map_or("-".to_owned(), |c| c.chars().take(12).collect()))
+            )
+        } else {
+            String::new()
+        };
         let class = if st.outcome.failed_the_run() {
             "bad"
         } else {
@@ -307,7 +324,7 @@ fn steps(s: &mut String, r: &RunSummary) {
         };
         let _ = writeln!(
             s,
-            "<tr class=\"{class}\"><td>{}</td><td><a href=\"#step-{}\"><code>{}</code></a></td><td>{}</td><td>{}</td><td>{}</td><td>{} ms</td></tr>",
+            "<tr class=\"{class}\"><td>{}</td><td><a href=\"#step-{}\"><code>{}</code></a></td>{commit}<td>{}</td><td>{}</td><td>{}</td><td>{} ms</td></tr>",
             i + 1,
             i + 1,
             h(&st.name),
