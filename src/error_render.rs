@@ -1,7 +1,11 @@
 //! How errors look on stderr: miette's handler, without the diagnostic
 //! code line (`rfs::script`) above every error unless `-v` asks for it —
 //! the code names rfs's error type, which helps a developer of rfs, not
-//! someone reading why their run was refused.
+//! someone reading why their run was refused — and with every text of the
+//! error (message, help, labels) made inert as the console's other
+//! untrusted text is ([`crate::reporter::text::block`]): an error names
+//! steps, paths, commits and messages that a script or a repository
+//! chose, and a control character in one must not reach the terminal.
 
 use std::fmt;
 
@@ -15,55 +19,78 @@ pub(crate) struct Handler {
 
 impl ReportHandler for Handler {
     fn debug(&self, diagnostic: &dyn Diagnostic, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.codes {
-            self.inner.debug(diagnostic, f)
-        } else {
-            self.inner.debug(&CodeLess(diagnostic), f)
+        self.inner.debug(&Inert::new(diagnostic, self.codes), f)
+    }
+}
+
+/// `d` with its texts inert, and its code only when `codes`.
+struct Inert<'a> {
+    d: &'a dyn Diagnostic,
+    codes: bool,
+    message: String,
+    help: Option<String>,
+}
+
+impl<'a> Inert<'a> {
+    fn new(d: &'a dyn Diagnostic, codes: bool) -> Self {
+        use crate::reporter::text::block;
+        Inert {
+            d,
+            codes,
+            message: block(&d.to_string()),
+            help: d.help().map(|h| block(&h.to_string())),
         }
     }
 }
 
-/// `0` with everything but its code.
-struct CodeLess<'a>(&'a dyn Diagnostic);
-
-impl fmt::Debug for CodeLess<'_> {
+impl fmt::Debug for Inert<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.0, f)
+        f.write_str(&self.message)
     }
 }
 
-impl fmt::Display for CodeLess<'_> {
+impl fmt::Display for Inert<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self.0, f)
+        f.write_str(&self.message)
     }
 }
 
-impl std::error::Error for CodeLess<'_> {
+impl std::error::Error for Inert<'_> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.source()
+        self.d.source()
     }
 }
 
-impl Diagnostic for CodeLess<'_> {
+impl Diagnostic for Inert<'_> {
+    fn code<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
+        self.d.code().filter(|_| self.codes)
+    }
     fn severity(&self) -> Option<Severity> {
-        self.0.severity()
+        self.d.severity()
     }
     fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
-        self.0.help()
+        self.help
+            .as_deref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display + 'b>)
     }
     fn url<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
-        self.0.url()
+        self.d.url()
     }
     fn source_code(&self) -> Option<&dyn SourceCode> {
-        self.0.source_code()
+        self.d.source_code()
     }
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        self.0.labels()
+        let labels = self.d.labels()?.map(|mut l| {
+            let text = l.label().map(crate::reporter::text::inline);
+            l.set_label(text);
+            l
+        });
+        Some(Box::new(labels))
     }
     fn related<'b>(&'b self) -> Option<Box<dyn Iterator<Item = &'b dyn Diagnostic> + 'b>> {
-        self.0.related()
+        self.d.related()
     }
     fn diagnostic_source(&self) -> Option<&dyn Diagnostic> {
-        self.0.diagnostic_source()
+        self.d.diagnostic_source()
     }
 }

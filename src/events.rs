@@ -114,6 +114,29 @@ impl BisectResult {
     }
 }
 
+/// The commit `rfs bisect` found, as the repository describes it (its
+/// text is the repository's, shown escaped).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BisectFoundCommit {
+    pub subject: String,
+    /// `Name <email>`.
+    pub author: String,
+    /// The author's date in the author's own time zone (RFC 2822).
+    pub date: String,
+    pub parents: Vec<String>,
+    /// For a merge: where its first parent and the merged history met
+    /// (the good end of the range to bisect inside it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_base: Option<String>,
+}
+
+/// One commit's result, as the search held it at its end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BisectTested {
+    pub commit: String,
+    pub result: BisectResult,
+}
+
 /// A submodule shipped at its pinned commit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubmodulePin {
@@ -600,6 +623,12 @@ pub enum Event {
         first_changed: Option<String>,
         candidates: Vec<String>,
         tested: usize,
+        /// The commit found, described (subject, author, date, parents).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        found: Option<BisectFoundCommit>,
+        /// Every commit with a result (every lane's), oldest first.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        results: Vec<BisectTested>,
     },
     /// The fail-closed runtime refused something the script asked for
     /// (every refusal, whichever check raised it; redacted).
@@ -1087,6 +1116,17 @@ pub(crate) mod catalog {
                 first_changed: Some(s("beef")),
                 candidates: vec![s("beef")],
                 tested: 3,
+                found: Some(BisectFoundCommit {
+                    subject: s("set v to 9"),
+                    author: s("rfs test <test@rfs.invalid>"),
+                    date: s("Fri, 04 Dec 2026 23:00:00 +0100"),
+                    parents: vec![s("c0ffee"), s("f00d")],
+                    merge_base: Some(s("c0ffee")),
+                }),
+                results: vec![BisectTested {
+                    commit: s("c0ffee"),
+                    result: BisectResult::Passed,
+                }],
             },
             Event::Refused {
                 reason: s("cwd escapes the root"),

@@ -64,7 +64,7 @@ fn a_failed_runs_evidence_md_rewritten_to_completed_without_its_layout_line_does
     let ev = std::fs::read_to_string(&path).unwrap();
     assert!(ev.contains("failed"), "{ev}");
     let forged = ev
-        .replace("\n<!-- rfs-evidence/2 -->\n", "\n")
+        .replace("\n<!-- rfs-evidence/3 -->\n", "\n")
         .replace("failed", "completed")
         .replace("FAIL", "ok");
     std::fs::write(&path, forged).unwrap();
@@ -113,7 +113,7 @@ fn a_report_html_claiming_another_generator_does_not_verify() {
     let page = out.out_dir.join("report.html");
     let html = std::fs::read_to_string(&page).unwrap();
     let forged = html
-        .replace(" report/1\"", " report/9\"")
+        .replacen(" report/", " report/9", 1)
         .replace("<body>", "<body><script>alert('forged')</script>");
     std::fs::write(&page, forged).unwrap();
     let v = verify(&rfs, &out.out_dir, &[]);

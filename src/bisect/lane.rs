@@ -7,7 +7,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use super::search::{Found, Next, Search};
 use crate::error::Error;
-use crate::events::{BisectResult, Event, Reporter};
+use crate::events::{BisectResult, BisectTested, Event, Reporter};
 use crate::runtime::Run;
 use crate::script::{self, Script};
 
@@ -16,6 +16,8 @@ pub(crate) struct Coordinator {
     pub commits: Vec<String>,
     /// `--skip`: commits not to test.
     pub skip: Vec<String>,
+    /// The repository, to describe the commit found.
+    pub repo: std::path::PathBuf,
     search: Mutex<Search>,
     changed: Condvar,
     /// A lane stopped the search (interrupt, rfs error).
@@ -23,11 +25,16 @@ pub(crate) struct Coordinator {
 }
 
 impl Coordinator {
-    pub(crate) fn new(commits: Vec<String>, skip: Vec<String>) -> Coordinator {
+    pub(crate) fn new(
+        commits: Vec<String>,
+        skip: Vec<String>,
+        repo: std::path::PathBuf,
+    ) -> Coordinator {
         Coordinator {
             search: Mutex::new(Search::new(commits.len())),
             commits,
             skip,
+            repo,
             changed: Condvar::new(),
             stopped: AtomicBool::new(false),
         }
@@ -82,6 +89,15 @@ impl Coordinator {
 
     pub(crate) fn tested(&self) -> usize {
         self.lock().tested()
+    }
+
+    /// Every commit with a result, oldest first (whichever lane tested
+    /// it, whenever).
+    pub(crate) fn results(&self) -> Vec<(usize, BisectResult)> {
+        let s = self.lock();
+        (0..self.commits.len())
+            .filter_map(|i| s.result(i).map(|r| (i, r)))
+            .collect()
     }
 }
 
@@ -179,6 +195,20 @@ pub(crate) fn body(
                     .map(|&i| coord.commits[i].clone())
                     .collect(),
                 tested: coord.tested(),
+                found: match found {
+                    Found::FirstChanged(i) => {
+                        super::range::found_commit(&coord.repo, &coord.commits[i])
+                    }
+                    _ => None,
+                },
+                results: coord
+                    .results()
+                    .into_iter()
+                    .map(|(i, result)| BisectTested {
+                        commit: coord.commits[i].clone(),
+                        result,
+                    })
+                    .collect(),
             })?;
         }
         Ok(())

@@ -4,10 +4,12 @@
 //! commit is journaled with its pin and result, and the finding is
 //! printed as `git bisect` prints it.
 //!
+//! - [`answer`]: what a bisect's bundle leads with;
 //! - [`range`]: the commits (first-parent path), resolved once;
 //! - [`search`]: which commit next, and what the results prove;
 //! - [`lane`]: one run testing the commits it is handed.
 
+pub(crate) mod answer;
 pub(crate) mod lane;
 pub(crate) mod range;
 pub(crate) mod search;
@@ -68,7 +70,11 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
         (None, 1) => probe.state_dir.join("runs").join(&probe.run_id),
         (None, _) => probe.state_dir.join("bisects").join(&probe.run_id),
     };
-    let coord = Arc::new(lane::Coordinator::new(commits.clone(), a.skip.clone()));
+    let coord = Arc::new(lane::Coordinator::new(
+        commits.clone(),
+        a.skip.clone(),
+        here.clone(),
+    ));
     let key = crate::signing::key::for_run(a.sign_key.as_deref())?;
     let interrupt = CancellationToken::new();
     let _signals = crate::runner::cancel_on_signals(
@@ -139,7 +145,7 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
     if let Some(r) = reports.iter().find(|r| r.exit_code != exit_code::SUCCESS) {
         return Ok(r.exit_code);
     }
-    Ok(conclude(&here, &coord, &folder))
+    Ok(conclude(&here, &coord, &folder, &a.proof))
 }
 
 fn lane_run(
@@ -161,24 +167,41 @@ fn lane_run(
     Ok(crate::runner::run_with_body(settings, hooks, body))
 }
 
-/// Print the finding as `git bisect` does; the exit code.
-fn conclude(repo: &std::path::Path, coord: &lane::Coordinator, folder: &std::path::Path) -> i32 {
+/// Print the finding as `git bisect` does, then (for a merge) how to
+/// look inside it and every commit tested, oldest first; the exit code.
+fn conclude(
+    repo: &std::path::Path,
+    coord: &lane::Coordinator,
+    folder: &std::path::Path,
+    proof: &std::path::Path,
+) -> i32 {
     let n = coord.commits.len();
     let (g, b) = (coord.result(0), coord.result(n - 1));
     let word = |r: Option<BisectResult>| r.map_or("untested", |r| r.as_str());
     let code = match coord.found() {
         Some(Found::FirstChanged(i)) => {
             let c = &coord.commits[i];
-            let what = match (g, b) {
-                (Some(BisectResult::Passed), Some(BisectResult::Failed)) => "the first bad commit",
-                _ => "the first commit where the proof passes",
-            };
-            outln!("{c} is {what}");
+            outln!("{c} is {}", answer_phrase(g, b));
             // The commit's author and message are the repository's text.
             out!(
                 "{}",
                 crate::reporter::text::block(&range::describe(repo, c))
             );
+            let proof = proof.display().to_string();
+            if let Some(m) = range::found_commit(repo, c)
+                .as_ref()
+                .and_then(|f| answer::merge(f, &proof))
+            {
+                outln!("");
+                // Commit ids and the proof's path: shown inert.
+                out!(
+                    "{}",
+                    crate::reporter::text::block(&format!(
+                        "{}\n    {}\n(with git: {})\n",
+                        m.why, m.rfs, m.git
+                    ))
+                );
+            }
             exit_code::SUCCESS
         }
         Some(Found::OneOf(v)) => {
@@ -212,6 +235,19 @@ fn conclude(repo: &std::path::Path, coord: &lane::Coordinator, folder: &std::pat
         }
         None => exit_code::INTERNAL,
     };
+    let results = coord.results();
+    if !results.is_empty() {
+        outln!("");
+        outln!("Commits tested, oldest first:");
+        for (i, r) in results {
+            let end = match i {
+                0 => " (good)",
+                i if i == n - 1 => " (bad)",
+                _ => "",
+            };
+            outln!("  {} {}{end}", short(&coord.commits[i]), r.as_str());
+        }
+    }
     errln!(
         "rfs bisect: {} of {} commits tested; evidence: {}",
         coord.tested(),
@@ -219,6 +255,16 @@ fn conclude(repo: &std::path::Path, coord: &lane::Coordinator, folder: &std::pat
         folder.display()
     );
     code
+}
+
+/// How the answer is named: `git bisect`'s "the first bad commit" when
+/// the proof passes at good and fails at bad, else (finding a fix) the
+/// first commit where it passes.
+pub(crate) fn answer_phrase(good: Option<BisectResult>, bad: Option<BisectResult>) -> &'static str {
+    match (good, bad) {
+        (Some(BisectResult::Passed), Some(BisectResult::Failed)) => "the first bad commit",
+        _ => "the first commit where the proof passes",
+    }
 }
 
 /// With several lanes: `bisect.json` beside their bundles.

@@ -66,20 +66,58 @@ pub(crate) fn resolve(dir: &Path, good: &str, bad: &str) -> Result<Range, RangeE
     Ok(Range { commits: path })
 }
 
-/// The one-line subject and header of `id`, as `git bisect` shows the
-/// commit it found.
+/// `id` as the journal describes the commit found: subject, author,
+/// date in the author's time zone, parents, and for a merge the base of
+/// its parents (`None` when the repository cannot say).
+pub(crate) fn found_commit(dir: &Path, id: &str) -> Option<crate::events::BisectFoundCommit> {
+    let repo = Repository::discover(dir).ok()?;
+    let c = repo.find_commit(Oid::from_str(id).ok()?).ok()?;
+    let a = c.author();
+    let parents: Vec<Oid> = c.parent_ids().collect();
+    let merge_base = match parents.as_slice() {
+        [first, second, ..] => repo.merge_base(*first, *second).ok().map(|o| o.to_string()),
+        _ => None,
+    };
+    Some(crate::events::BisectFoundCommit {
+        subject: c.summary().unwrap_or("").to_owned(),
+        author: format!("{} <{}>", a.name().unwrap_or("?"), a.email().unwrap_or("?")),
+        date: author_date(&a.when()),
+        parents: parents.iter().map(|p| p.to_string()).collect(),
+        merge_base,
+    })
+}
+
+/// A commit time in its own time zone (as `git log` shows the author's
+/// date), RFC 2822.
+fn author_date(when: &git2::Time) -> String {
+    let offset = time::UtcOffset::from_whole_seconds(when.offset_minutes() * 60)
+        .unwrap_or(time::UtcOffset::UTC);
+    time::OffsetDateTime::from_unix_timestamp(when.seconds())
+        .ok()
+        .and_then(|t| {
+            t.to_offset(offset)
+                .format(&time::format_description::well_known::Rfc2822)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+/// The header and message of `id`, as `git bisect` shows the commit it
+/// found (the date in the author's time zone).
 pub(crate) fn describe(dir: &Path, id: &str) -> String {
     let show = || -> Result<String, git2::Error> {
         let repo = Repository::discover(dir)?;
         let c = repo.find_commit(Oid::from_str(id)?)?;
         let a = c.author();
-        let when = time::OffsetDateTime::from_unix_timestamp(a.when().seconds())
-            .ok()
-            .and_then(|t| {
-                t.format(&time::format_description::well_known::Rfc2822)
-                    .ok()
-            })
-            .unwrap_or_default();
+        let merge = if c.parent_count() > 1 {
+            let ids: Vec<String> = c
+                .parent_ids()
+                .map(|p| p.to_string()[..12].to_owned())
+                .collect();
+            format!("Merge: {}\n", ids.join(" "))
+        } else {
+            String::new()
+        };
         let body: String = c
             .message()
             .unwrap_or("")
@@ -88,9 +126,10 @@ pub(crate) fn describe(dir: &Path, id: &str) -> String {
             .map(|l| format!("    {l}\n"))
             .collect();
         Ok(format!(
-            "commit {id}\nAuthor: {} <{}>\nDate:   {when}\n\n{body}",
+            "commit {id}\n{merge}Author: {} <{}>\nDate:   {}\n\n{body}",
             a.name().unwrap_or("?"),
-            a.email().unwrap_or("?")
+            a.email().unwrap_or("?"),
+            author_date(&a.when())
         ))
     };
     show().unwrap_or_else(|_| format!("commit {id}\n"))

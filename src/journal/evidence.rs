@@ -43,6 +43,10 @@ impl Evidence {
         if let Some(w) = &r.not_reproducible {
             let _ = writeln!(s, "> **{}**\n", esc(&w.describe()));
         }
+        bisect(&mut s, r);
+        if r.bisect.is_some() {
+            let _ = writeln!(s, "## Run\n");
+        }
         facts(&mut s, r);
         failure(&mut s, r);
         labels(&mut s, r);
@@ -50,7 +54,6 @@ impl Evidence {
         sessions(&mut s, r);
         prints(&mut s, r);
         refusals(&mut s, r);
-        bisect(&mut s, r);
         let _ = writeln!(s, "\n## Cleanup\n");
         let _ = writeln!(s, "{}", cleanup(r.cleanup.as_ref()));
         let _ = writeln!(s, "\n## Journal\n");
@@ -69,7 +72,7 @@ impl Evidence {
 /// (an HTML comment: invisible when the Markdown is shown). Raised
 /// whenever the rendering changes, so `rfs verify` compares a file only
 /// with its own layout instead of calling an older rfs's file edited.
-pub(crate) const FORMAT: &str = "rfs-evidence/2";
+pub(crate) const FORMAT: &str = "rfs-evidence/3";
 
 /// The layout an EVIDENCE.md text names (`None`: an rfs from before
 /// layouts were named).
@@ -369,52 +372,47 @@ fn refusals(s: &mut String, r: &RunSummary) {
     }
 }
 
-/// `rfs bisect`: what it found, then every commit tested, in order.
-fn bisect(s: &mut String, r: &RunSummary) {
-    let Some(b) = &r.bisect else { return };
-    let _ = writeln!(s, "\n## Bisect\n");
+/// `rfs bisect`, leading the page: the answer (the commit found, its
+/// subject, author and date; for a merge, the range to bisect inside
+/// it), then every commit tested with its result, oldest first.
+pub(crate) fn bisect(s: &mut String, r: &RunSummary) {
+    let Some(a) = crate::bisect::answer::Answer::of(r, &script_shown(r)) else {
+        return;
+    };
+    let _ = writeln!(s, "## Bisect\n");
+    let headline = match a
+        .commit
+        .as_deref()
+        .and_then(|c| Some((c, a.headline.strip_prefix(c)?)))
+    {
+        Some((c, rest)) => format!("{}{}", code(c), esc(rest)),
+        None => esc(&a.headline),
+    };
+    let _ = writeln!(s, "**{headline}**\n");
+    for (k, v) in &a.details {
+        let _ = writeln!(s, "- {k}: {}", esc(v));
+    }
+    if let Some(m) = &a.merge {
+        let _ = writeln!(s, "\n{}\n", esc(&m.why));
+        let _ = writeln!(s, "- with rfs: {}", code(&m.rfs));
+        let _ = writeln!(s, "- with git: {}", code(&m.git));
+    }
+    let _ = writeln!(s, "\nRange: {}.\n", esc(&a.range));
     let _ = writeln!(
         s,
-        "{} commits from {} (good) to {} (bad).\n",
-        b.commits,
-        code(&b.good),
-        code(&b.bad)
+        "Commits tested, oldest first:\n\n| commit | end | result | why |\n|---|---|---|---|"
     );
-    match (&b.first_changed, b.ended) {
-        (Some(c), _) => {
-            let _ = writeln!(s, "**First commit whose result changed: {}**\n", code(c));
-        }
-        (None, true) if !b.candidates.is_empty() => {
-            let list: Vec<String> = b.candidates.iter().map(|c| code(c)).collect();
-            let _ = writeln!(
-                s,
-                "**Skipped commits hide the change; it is one of: {}**\n",
-                list.join(", ")
-            );
-        }
-        (None, true) => {
-            let _ = writeln!(s, "**No change found in the range.**\n");
-        }
-        (None, false) => {
-            let _ = writeln!(
-                s,
-                "**Did not finish** (this lane's part of the search is incomplete).\n"
-            );
-        }
-    }
-    let _ = writeln!(s, "| # | commit | result | why |\n|---|---|---|---|");
-    for (i, (c, result, why)) in b.tested.iter().enumerate() {
+    for row in &a.rows {
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} |",
-            i + 1,
-            code(c),
-            result.as_str(),
-            why.as_deref()
-                .map(|w| esc(w.lines().next().unwrap_or("")))
-                .unwrap_or_default()
+            code(&row.commit),
+            row.end,
+            row.result.as_str(),
+            esc(&row.why)
         );
     }
+    s.push('\n');
 }
 
 /// A step's outcome cell (untrusted parts escaped).

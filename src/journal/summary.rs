@@ -87,6 +87,12 @@ pub(crate) struct Bisect {
     /// Set when skipped commits hide the change.
     pub candidates: Vec<String>,
     pub ended: bool,
+    /// The results at `good` and `bad` (set at the end).
+    pub ends: Option<(crate::events::BisectResult, crate::events::BisectResult)>,
+    /// The commit found, described.
+    pub found: Option<crate::events::BisectFoundCommit>,
+    /// Every commit with a result at the end (all lanes'), oldest first.
+    pub results: Vec<crate::events::BisectTested>,
 }
 
 /// A re-sync: from commit, to commit, entries shipped.
@@ -228,14 +234,21 @@ impl RunSummary {
                 }
             }
             Event::BisectEnd {
+                good_result,
+                bad_result,
                 first_changed,
                 candidates,
+                found,
+                results,
                 ..
             } => {
                 if let Some(b) = &mut self.bisect {
                     b.first_changed.clone_from(first_changed);
                     b.candidates.clone_from(candidates);
                     b.ended = true;
+                    b.ends = Some((*good_result, *bad_result));
+                    b.found.clone_from(found);
+                    b.results.clone_from(results);
                 }
             }
             _ => {}
@@ -253,7 +266,11 @@ impl RunSummary {
 
     /// What failed first: the first step that failed the run (with its
     /// index) and the first screen assertion that failed.
+    /// None for `rfs bisect`: a failing step is a result it looks for.
     pub(crate) fn first_failures(&self) -> (Option<(usize, &StepRecord)>, Option<&Assertion>) {
+        if self.bisect.is_some() {
+            return (None, None);
+        }
         let step = self
             .steps
             .iter()

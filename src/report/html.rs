@@ -21,7 +21,7 @@ const PLAYER: &str = include_str!("assets/player.js");
 /// Who drew a report, written into it: rfs's version and the page
 /// format, raised whenever the page or the screens are drawn differently
 /// (so `rfs verify` compares a report only with its own rendering).
-pub(crate) const GENERATOR: &str = concat!("rfs ", env!("CARGO_PKG_VERSION"), " report/1");
+pub(crate) const GENERATOR: &str = concat!("rfs ", env!("CARGO_PKG_VERSION"), " report/2");
 
 /// The generator a report names (its `<meta name="generator">`).
 pub(crate) fn generator_of(html: &[u8]) -> Option<String> {
@@ -89,16 +89,36 @@ fn badge(outcome: Option<RunOutcome>) -> &'static str {
     }
 }
 
-/// The outcome and the run's facts.
+/// The outcome and the run's facts; for a bisect, its answer first.
 fn header(s: &mut String, r: &RunSummary) {
     let outcome = r.outcome.map_or("running", |o| o.as_str());
-    let _ = write!(
-        s,
-        "<header>\n<h1>rfs run <code>{}</code> <span class=\"badge {}\" id=\"outcome\">{}</span></h1>\n",
-        h(&script_shown(r)),
-        badge(r.outcome),
-        h(outcome)
-    );
+    let answer = crate::bisect::answer::Answer::of(r, &script_shown(r));
+    match &answer {
+        Some(a) => {
+            // A bisect's badge is its answer; the run's outcome is a fact.
+            let (class, word) = match r.outcome {
+                Some(RunOutcome::Completed) if a.found => ("ok", "found"),
+                Some(RunOutcome::Completed) => ("warn", "no answer"),
+                o => (badge(o), outcome),
+            };
+            let _ = write!(
+                s,
+                "<header>\n<h1>rfs bisect <code>{}</code> <span class=\"badge {class}\" id=\"bisect-verdict\">{}</span></h1>\n",
+                h(&script_shown(r)),
+                h(word)
+            );
+            bisect_answer(s, a);
+        }
+        None => {
+            let _ = write!(
+                s,
+                "<header>\n<h1>rfs run <code>{}</code> <span class=\"badge {}\" id=\"outcome\">{}</span></h1>\n",
+                h(&script_shown(r)),
+                badge(r.outcome),
+                h(outcome)
+            );
+        }
+    }
     if let Some(reason) = &r.reason {
         let _ = writeln!(s, "<p id=\"reason\">{}</p>", h(reason));
     }
@@ -109,35 +129,116 @@ fn header(s: &mut String, r: &RunSummary) {
             h(&w.describe())
         );
     }
-    let mut facts: Vec<(&str, String)> = vec![
-        ("run", r.run_id.clone()),
-        (
-            "provider",
-            format!("{} (chosen by {})", r.provider, r.provider_reason),
-        ),
-    ];
+    let mut facts: Vec<(&str, String)> = vec![("run", r.run_id.clone())];
+    if answer.is_some() {
+        facts.push(("run outcome", outcome.to_owned()));
+    }
+    facts.push((
+        "provider",
+        format!("{} (chosen by {})", r.provider, r.provider_reason),
+    ));
     if let Some(id) = &r.sandbox_id {
         facts.push(("sandbox", id.clone()));
     }
     if let Some(i) = &r.isolation {
         facts.push(("isolation", i.clone()));
     }
-    for (i, p) in r.pins.iter().enumerate() {
-        let what = if i == 0 {
-            "source commit"
-        } else {
-            "re-synced to"
-        };
-        facts.push((what, p.commit.clone()));
-        facts.push(("tree digest", p.tree_digest.clone()));
-        facts.push(("files verified", p.files.to_string()));
-        facts.push(("source workdir", in_sandbox(r.home.as_deref(), &p.workdir)));
+    // A bisect re-syncs once per commit tested: those pins fold away.
+    let shown = if answer.is_some() { 1 } else { r.pins.len() };
+    for (i, p) in r.pins.iter().take(shown).enumerate() {
+        pin_facts(&mut facts, r, p, i);
     }
     s.push_str("<dl class=\"facts\">\n");
-    for (k, v) in facts {
-        let _ = writeln!(s, "<dt>{}</dt><dd><code>{}</code></dd>", h(k), h(&v));
+    fact_rows(s, &facts);
+    s.push_str("</dl>\n");
+    if r.pins.len() > shown {
+        let mut more = vec![];
+        for (i, p) in r.pins.iter().enumerate().skip(shown) {
+            pin_facts(&mut more, r, p, i);
+        }
+        let _ = writeln!(
+            s,
+            "<details id=\"resyncs\"><summary>{} re-syncs (one per commit tested)</summary><dl class=\"facts\">",
+            r.pins.len() - shown
+        );
+        fact_rows(s, &more);
+        s.push_str("</dl></details>\n");
     }
-    s.push_str("</dl>\n</header>\n");
+    s.push_str("</header>\n");
+}
+
+fn pin_facts(
+    facts: &mut Vec<(&str, String)>,
+    r: &RunSummary,
+    p: &crate::journal::summary::Pin,
+    i: usize,
+) {
+    let what = if i == 0 {
+        "source commit"
+    } else {
+        "re-synced to"
+    };
+    facts.push((what, p.commit.clone()));
+    facts.push(("tree digest", p.tree_digest.clone()));
+    facts.push(("files verified", p.files.to_string()));
+    facts.push(("source workdir", in_sandbox(r.home.as_deref(), &p.workdir)));
+}
+
+fn fact_rows(s: &mut String, facts: &[(&str, String)]) {
+    for (k, v) in facts {
+        let _ = writeln!(s, "<dt>{}</dt><dd><code>{}</code></dd>", h(k), h(v));
+    }
+}
+
+/// A bisect's answer: the commit found (subject, author, date), for a
+/// merge the range to bisect inside it, then every commit tested,
+/// oldest first.
+fn bisect_answer(s: &mut String, a: &crate::bisect::answer::Answer) {
+    let headline = match a
+        .commit
+        .as_deref()
+        .and_then(|c| Some((c, a.headline.strip_prefix(c)?)))
+    {
+        Some((c, rest)) => format!("<code>{}</code>{}", h(c), h(rest)),
+        None => h(&a.headline),
+    };
+    let _ = writeln!(
+        s,
+        "<section id=\"bisect\">\n<h2>Bisect</h2>\n<p id=\"bisect-answer\"><strong>{headline}</strong></p>"
+    );
+    if !a.details.is_empty() {
+        s.push_str("<dl class=\"facts\" id=\"bisect-commit\">\n");
+        for (k, v) in &a.details {
+            let _ = writeln!(s, "<dt>{}</dt><dd>{}</dd>", h(k), h(v));
+        }
+        s.push_str("</dl>\n");
+    }
+    if let Some(m) = &a.merge {
+        let _ = writeln!(
+            s,
+            "<div id=\"bisect-merge\"><p>{}</p><pre>{}</pre><p>with git:</p><pre>{}</pre></div>",
+            h(&m.why),
+            h(&m.rfs),
+            h(&m.git)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "<p>Range: {}.</p>\n<table id=\"bisect-tested\">\n<tr><th>commit</th><th>end</th><th>result</th><th>why</th></tr>",
+        h(&a.range)
+    );
+    for row in &a.rows {
+        let _ = writeln!(
+            s,
+            "<tr class=\"{}\"><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            row.result.as_str(),
+            h(&row.commit),
+            row.end,
+            row.result.as_str(),
+            h(&row.why)
+        );
+    }
+    s.push_str("</table>\n</section>\n");
 }
 
 /// What failed, first: the failing step with its command and output, and
@@ -197,8 +298,25 @@ fn steps(s: &mut String, r: &RunSummary) {
         s.push_str("<p>(no steps ran)</p>\n</section>\n");
         return;
     }
-    s.push_str("<table>\n<tr><th>#</th><th>step</th><th>outcome</th><th>exit</th><th>attempts</th><th>duration</th></tr>\n");
+    // A bisect runs the proof once per commit: each step says which.
+    let at_commit = r.bisect.is_some();
+    let _ = writeln!(
+        s,
+        "<table>\n<tr><th>#</th><th>step</th>{}<th>outcome</th><th>exit</th><th>attempts</th><th>duration</th></tr>",
+        if at_commit { "<th>commit</th>" } else { "" }
+    );
     for (i, st) in r.steps.iter().enumerate() {
+        let commit = if at_commit {
+            format!(
+                "<td><code>{}</code></td>",
+                h(&st
+                    .commit
+                    .as_deref()
+                    .map_or("-".to_owned(), |c| c.chars().take(12).collect()))
+            )
+        } else {
+            String::new()
+        };
         let class = if st.outcome.failed_the_run() {
             "bad"
         } else {
@@ -206,7 +324,7 @@ fn steps(s: &mut String, r: &RunSummary) {
         };
         let _ = writeln!(
             s,
-            "<tr class=\"{class}\"><td>{}</td><td><a href=\"#step-{}\"><code>{}</code></a></td><td>{}</td><td>{}</td><td>{}</td><td>{} ms</td></tr>",
+            "<tr class=\"{class}\"><td>{}</td><td><a href=\"#step-{}\"><code>{}</code></a></td>{commit}<td>{}</td><td>{}</td><td>{}</td><td>{} ms</td></tr>",
             i + 1,
             i + 1,
             h(&st.name),
@@ -218,7 +336,8 @@ fn steps(s: &mut String, r: &RunSummary) {
     }
     s.push_str("</table>\n");
     for (i, st) in r.steps.iter().enumerate() {
-        let open = if st.outcome.failed_the_run() {
+        // A bisect's failing steps are results it looks for, not news.
+        let open = if st.outcome.failed_the_run() && r.bisect.is_none() {
             " open"
         } else {
             ""

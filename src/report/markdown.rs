@@ -27,6 +27,7 @@ pub(crate) fn summary(b: &Bundle, evidence: &str) -> String {
         "## {mark} rfs run {}: {outcome}\n",
         code(&evidence::script_shown(r))
     );
+    evidence::bisect(&mut s, r);
     evidence::facts(&mut s, r);
     evidence::failure(&mut s, r);
     // A CI summary is capped (GitHub: 1 MiB a step): the first rows, the
@@ -70,6 +71,8 @@ mod tests {
     #[test]
     fn a_summary_of_many_steps_keeps_to_its_first_rows() {
         let mut summary = RunSummary::of(&samples());
+        // Only the steps' table (the samples hold a bisect's too).
+        summary.bisect = None;
         let step = summary.steps[0].clone();
         summary.steps = (0..250).map(|_| step.clone()).collect();
         let b = Bundle {

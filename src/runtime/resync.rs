@@ -181,9 +181,11 @@ impl Run {
             });
             return Err(self.refuse(msg));
         }
+        // The rev may be a secret (`rev: arg("TOKEN")`) that resolves.
+        let rev = self.state().redactor.redact_str(&key.rev);
         self.record(Event::SourceResolved {
             repo: resolved.repo_root.display().to_string(),
-            rev: key.rev.clone(),
+            rev,
             commit: commit.clone(),
             tree_digest: resolved.tree.to_string(),
             subdir: resolved.subdir.clone(),

@@ -202,9 +202,11 @@ impl Run {
         }
         let commit = resolved.commit.to_string();
         let tree = resolved.tree.to_string();
+        // The rev may be a secret (`rev: arg("TOKEN")`) that resolves.
+        let rev = self.state().redactor.redact_str(&opts.rev);
         self.record(Event::SourceResolved {
             repo: resolved.repo_root.display().to_string(),
-            rev: opts.rev.clone(),
+            rev,
             commit: commit.clone(),
             tree_digest: tree.clone(),
             subdir: resolved.subdir.clone(),

@@ -87,7 +87,7 @@ pub(crate) fn render(s: &StyledScreen) -> String {
         );
     }
     out.push_str(
-        "<g font-family=\"ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace\" font-size=\"14\" xml:space=\"preserve\">",
+        "<g font-family=\"ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace\" font-size=\"14\">",
     );
     for (y, row) in s.rows.iter().enumerate() {
         text_row(&mut out, y, row);
@@ -132,11 +132,13 @@ fn backgrounds(out: &mut String, y: usize, row: &[StyledCell]) {
 }
 
 /// One `<text>` for the row: runs of one style, each at its column; a
-/// wide character is a run of its own.
+/// wide character is a run of its own. `xml:space="preserve"` sits on
+/// each `<text>` (Chromium does not apply it from an enclosing `<g>`), so
+/// an indented row keeps its leading and inner spaces.
 fn text_row(out: &mut String, y: usize, row: &[StyledCell]) {
     let _ = write!(
         out,
-        "<text y=\"{:.1}\">",
+        "<text y=\"{:.1}\" xml:space=\"preserve\">",
         PAD + CELL_H * y as f32 + BASELINE
     );
     let mut col = 0usize;
