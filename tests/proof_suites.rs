@@ -321,7 +321,8 @@ fn junit_has_a_test_suite_per_proof_and_a_case_per_step() {
 }
 
 /// With no path, `rfs test` runs `rfs.toml`'s `proofs` folder (relative
-/// to the file) with its `jobs`.
+/// to the file) with its `jobs`, its proofs named from the repository's
+/// root wherever in it rfs started.
 #[test]
 fn rfs_toml_names_the_proofs_folder_and_the_jobs() {
     let rfs = Rfs::new(Prov::Local);
@@ -336,6 +337,6 @@ fn rfs_toml_names_the_proofs_folder_and_the_jobs() {
     assert_eq!(s.index()["jobs"], 3);
     assert_eq!(
         s.verdicts(),
-        [("../checks/only.rhai".to_owned(), "passed".to_owned())]
+        [("checks/only.rhai".to_owned(), "passed".to_owned())]
     );
 }
