@@ -151,7 +151,7 @@ fn an_mcp_client_drives_a_whole_session_and_every_call_is_journaled() {
         "{text}"
     );
     assert!(
-        text.contains("let t0 = attach(\"sh\"") && !text.contains("never-shown"),
+        text.contains("let t1 = attach(\"sh\"") && !text.contains("never-shown"),
         "{text}"
     );
     repo.commit("the script rfs mcp saved");
