@@ -408,8 +408,8 @@ impl RfsMcp {
             Err(e) => return Ok(err_text(&format!("cannot write {:?}: {e}", a.path))),
         };
         Ok(CallToolResult::success(vec![ContentBlock::text(format!(
-            "saved {} calls to {}; run it with `rfs run {}` (commit it first: rfs ships only what is committed)",
-            lines.len(),
+            "saved {} to {}; run it with `rfs run {}` (commit it first: rfs ships only what is committed)",
+            crate::plural::count(lines.len(), "call", "calls"),
             path.display(),
             path.display()
         ))]))
