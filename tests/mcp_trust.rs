@@ -579,7 +579,7 @@ fn mcp_screen_redacts_secrets() {
     let mut m = Mcp::start(
         &rfs,
         repo.path(),
-        &["--var", "API_TOKEN=vartok-8841"],
+        &["--var", "API_TOKEN=vartok-8841", "--secret", "DEPLOY_WORD"],
         &[
             ("DEPLOY_WORD", "tomlword-5512"),
             ("OTHER_SERVICE_TOKEN", "envtok-7730"),
