@@ -219,15 +219,16 @@ impl RfsMcp {
         // for its effects, allowed to fail, its exit noted.
         let shown: Shown = Box::new(move |v| {
             let failed = v["ok"] != true;
-            let opts = map_lit(&[
+            let entries = [
                 ("cwd", cwd.as_deref().map(lit)),
                 ("timeout", timeout.map(|t| t.to_string())),
                 ("env", env_lit),
                 ("allow_failure", failed.then(|| "true".into())),
-            ]);
-            let call = if opts == "#{  }" {
+            ];
+            let call = if entries.iter().all(|(_, v)| v.is_none()) {
                 format!("step({}, {});", lit(&name), lit(&command))
             } else {
+                let opts = map_lit(&entries);
                 format!("step({}, {}, {opts});", lit(&name), lit(&command))
             };
             if failed {
