@@ -25,6 +25,23 @@ pub struct ScriptError {
     /// `Refused`, `Interrupted`, `Internal`, `Usage` or `ScriptFailed`,
     /// carrying the same (redacted) message.
     pub cause: Box<Error>,
+    /// Where the failing code was called from, when it failed inside an
+    /// imported module (`src` and `span` are then the module's).
+    #[related]
+    pub called_from: Vec<CallSite>,
+}
+
+/// The call in the script that led to a failure inside a module.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+#[error("{message}")]
+#[diagnostic(severity(Advice))]
+pub struct CallSite {
+    pub message: String,
+    #[source_code]
+    pub src: NamedSource<String>,
+    #[label("{label}")]
+    pub span: Option<SourceSpan>,
+    pub label: String,
 }
 
 #[derive(Debug, thiserror::Error, Diagnostic)]

@@ -132,8 +132,9 @@ pub(crate) async fn collect_older_than(
             Liveness::Gone(why) => {
                 match destroy_verified(p, &s.id, Duration::from_secs(60)).await {
                     Ok(proof) => GcAction::Destroyed(format!(
-                        "{why}; verified gone after {} poll(s), {} ms",
-                        proof.polls, proof.elapsed_ms
+                        "{why}; verified gone after {}, {} ms",
+                        crate::plural::count(proof.polls, "poll", "polls"),
+                        proof.elapsed_ms
                     )),
                     Err(e) => GcAction::Failed(e.to_string()),
                 }

@@ -61,6 +61,7 @@ pub(crate) mod logging;
 pub(crate) mod mcp;
 pub(crate) mod out_dir;
 pub mod outcome;
+pub(crate) mod plural;
 pub(crate) mod procfs;
 pub mod provider;
 pub(crate) mod repl;

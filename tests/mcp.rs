@@ -151,7 +151,7 @@ fn an_mcp_client_drives_a_whole_session_and_every_call_is_journaled() {
         "{text}"
     );
     assert!(
-        text.contains("let t0 = attach(\"sh\"") && !text.contains("never-shown"),
+        text.contains("let t1 = attach(\"sh\"") && !text.contains("never-shown"),
         "{text}"
     );
     repo.commit("the script rfs mcp saved");
@@ -202,7 +202,7 @@ fn a_client_disconnecting_mid_step_leaves_nothing_behind() {
     assert!(text.contains("\"outcome\":\"interrupted\""), "{text}");
     assert!(text.contains("\"kind\":\"cleanup.verified\""), "{text}");
     assert!(
-        !process_running("sleep\u{0}60"),
+        !process_running("sleep\u{0}60\u{0}"),
         "the step's process was left running"
     );
     rfs.assert_no_leftovers();

@@ -181,10 +181,10 @@ pub(crate) fn facts(s: &mut String, r: &RunSummary) {
     for rs in &r.resyncs {
         let _ = writeln!(
             s,
-            "- re-synced: {} → {} ({} entries shipped, verified in the sandbox)",
+            "- re-synced: {} → {} ({} shipped, verified in the sandbox)",
             code(&rs.from_commit),
             code(&rs.commit),
-            rs.shipped
+            crate::plural::count(rs.shipped, "entry", "entries")
         );
     }
     let _ = writeln!(
@@ -466,9 +466,11 @@ fn cleanup(c: Option<&Cleanup>) -> String {
                 "already gone (ended outside rfs, not destroyed by it), verified"
             };
             format!(
-                "Sandbox {} {what} at {}: get-by-id returned not found and it was absent from the provider inventory ({inventory_count} sandboxes listed) after {polls} poll(s), {elapsed_ms} ms.",
+                "Sandbox {} {what} at {}: get-by-id returned not found and it was absent from the provider inventory ({} listed) after {}, {elapsed_ms} ms.",
                 code(sandbox_id),
-                esc(why)
+                esc(why),
+                crate::plural::count(*inventory_count, "sandbox", "sandboxes"),
+                crate::plural::count(*polls, "poll", "polls"),
             )
         }
         Some(Cleanup::NotVerified { sandbox_id, error }) => format!(

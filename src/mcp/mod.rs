@@ -11,11 +11,13 @@
 //! - [`session`]: the run, started once a client initialized, and its end;
 //! - [`tools`]: the tools, as the client sees them;
 //! - [`save`]: where `save` may write, and how;
+//! - [`terminals`]: one numbering of terminals (the journal's);
 //! - [`worker`]: the script thread every call is evaluated on.
 
 pub(crate) mod framing;
 pub(crate) mod save;
 pub(crate) mod session;
+pub(crate) mod terminals;
 pub(crate) mod tools;
 pub(crate) mod worker;
 

@@ -71,13 +71,14 @@ impl Session {
                 text: String::new(),
             },
         };
-        let engine = match script::run_engine(&run, &here, settings.vars.clone()) {
+        let mut engine = match script::run_engine(&run, &here, settings.vars.clone()) {
             Ok(e) => e,
             Err(e) => {
                 let _ = run.finish(RunOutcome::Error);
                 return Err(e);
             }
         };
+        super::terminals::register(&mut engine);
         let (jobs, rx) = std::sync::mpsc::channel::<Job>();
         let transcript = Arc::new(Mutex::new(Vec::new()));
         let control = Arc::new(Control::default());
@@ -141,7 +142,7 @@ impl Session {
         &self,
         code: String,
         vars: Vec<(&'static str, Dynamic)>,
-        shown: Option<String>,
+        shown: Option<super::worker::Shown>,
     ) -> Result<Reply, &'static str> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let sent = lock(&self.jobs).as_ref().is_some_and(|j| {

@@ -11,7 +11,7 @@ use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData as McpError, Ser
 use serde::Deserialize;
 
 use super::session::Session;
-use super::worker::{lit, Reply};
+use super::worker::{fixed, lit, Reply, Shown};
 
 /// The session behind the tools, once it has started (it starts after
 /// the client initialized): `Err` when it could not.
@@ -34,7 +34,7 @@ impl RfsMcp {
         &self,
         code: &str,
         vars: Vec<(&'static str, Dynamic)>,
-        shown: Option<String>,
+        shown: Option<Shown>,
     ) -> Result<CallToolResult, McpError> {
         let session = match self.session().await {
             Ok(s) => s,
@@ -90,7 +90,8 @@ pub(crate) struct AttachArgs {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub(crate) struct SendArgs {
-    /// The terminal, as `attach` numbered it.
+    /// The terminal, as `attach` numbered it (its session number in the
+    /// journal, recordings and reports).
     pub terminal: i64,
     /// Text to type (use "\r" for Enter).
     pub text: Option<String>,
@@ -100,11 +101,13 @@ pub(crate) struct SendArgs {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub(crate) struct ScreenArgs {
+    /// The terminal, as `attach` numbered it.
     pub terminal: i64,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub(crate) struct AssertArgs {
+    /// The terminal, as `attach` numbered it.
     pub terminal: i64,
     /// Text the screen must show.
     pub text: Option<String>,
@@ -180,7 +183,7 @@ impl RfsMcp {
         self.eval(
             "sync_source(mcp_opts)",
             vec![("mcp_opts", opts)],
-            Some(shown),
+            Some(fixed(shown)),
         )
         .await
     }
@@ -209,17 +212,36 @@ impl RfsMcp {
                 .collect();
             format!("#{{ {} }}", parts.join(", "))
         });
-        let shown = format!(
-            "step({}, {}, {});",
-            lit(&a.name),
-            lit(&a.command),
-            map_lit(&[
-                ("cwd", a.cwd.as_deref().map(lit)),
-                ("timeout", a.timeout.map(|t| t.to_string())),
+        let (name, command, cwd, timeout) =
+            (a.name.clone(), a.command.clone(), a.cwd.clone(), a.timeout);
+        // Saved as the agent saw it: a step that succeeded must succeed
+        // again (a failure fails the saved script); one that failed is kept
+        // for its effects, allowed to fail, its exit noted.
+        let shown: Shown = Box::new(move |v| {
+            let failed = v["ok"] != true;
+            let entries = [
+                ("cwd", cwd.as_deref().map(lit)),
+                ("timeout", timeout.map(|t| t.to_string())),
                 ("env", env_lit),
-                ("allow_failure", Some("true".into())),
-            ])
-        );
+                ("allow_failure", failed.then(|| "true".into())),
+            ];
+            let call = if entries.iter().all(|(_, v)| v.is_none()) {
+                format!("step({}, {});", lit(&name), lit(&command))
+            } else {
+                let opts = map_lit(&entries);
+                format!("step({}, {}, {opts});", lit(&name), lit(&command))
+            };
+            if failed {
+                let how = match (&v["exit"], v["timed_out"] == true) {
+                    (_, true) => "timed out".to_owned(),
+                    (serde_json::Value::Number(n), _) => format!("exit {n}"),
+                    _ => "no exit code".to_owned(),
+                };
+                format!("// failed in the session ({how}): kept for its effects, allowed to fail\n{call}")
+            } else {
+                call
+            }
+        });
         self.eval(
             "step(mcp_name, mcp_cmd, mcp_opts)",
             vec![
@@ -233,7 +255,7 @@ impl RfsMcp {
     }
 
     #[tool(
-        description = "Open an interactive terminal session (a real PTY) in the sandbox running a program; returns its number for send, screen and assert_screen."
+        description = "Open an interactive terminal session (a real PTY) in the sandbox running a program; returns its number for send, screen and assert_screen (the same number the journal, recordings and reports give the session: the first is 1)."
     )]
     async fn attach(
         &self,
@@ -243,27 +265,21 @@ impl RfsMcp {
             ("cols", a.cols.map(Dynamic::from)),
             ("rows", a.rows.map(Dynamic::from)),
         ]);
-        let session = match self.session().await {
-            Ok(s) => s,
-            Err(r) => return Ok(r),
-        };
-        let n = session
-            .transcript
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .filter(|l| l.starts_with("let t"))
-            .count();
-        let shown = format!(
-            "let t{n} = attach({}, {});",
-            lit(&a.command),
-            map_lit(&[
-                ("cols", a.cols.map(|c| c.to_string())),
-                ("rows", a.rows.map(|r| r.to_string()))
-            ])
-        );
+        let (command, cols, rows) = (a.command.clone(), a.cols, a.rows);
+        // Saved under the number the session gave it (the journal's).
+        let shown: Shown = Box::new(move |v| {
+            format!(
+                "let t{} = attach({}, {});",
+                v,
+                lit(&command),
+                map_lit(&[
+                    ("cols", cols.map(|c| c.to_string())),
+                    ("rows", rows.map(|r| r.to_string()))
+                ])
+            )
+        });
         self.eval(
-            "mcp_terms.push(attach(mcp_cmd, mcp_opts)); mcp_terms.len() - 1",
+            "mcp_terms.mcp_keep(attach(mcp_cmd, mcp_opts))",
             vec![("mcp_cmd", Dynamic::from(a.command)), ("mcp_opts", opts)],
             Some(shown),
         )
@@ -274,12 +290,12 @@ impl RfsMcp {
     async fn send(&self, Parameters(a): Parameters<SendArgs>) -> Result<CallToolResult, McpError> {
         let (code, shown, value) = match (&a.text, &a.key) {
             (Some(t), None) => (
-                "send(mcp_terms[mcp_i], mcp_v)",
+                "send(mcp_terms.mcp_term(mcp_i), mcp_v)",
                 format!("send(t{}, {});", a.terminal, lit(t)),
                 t.clone(),
             ),
             (None, Some(k)) => (
-                "press(mcp_terms[mcp_i], mcp_v)",
+                "press(mcp_terms.mcp_term(mcp_i), mcp_v)",
                 format!("press(t{}, {});", a.terminal, lit(k)),
                 k.clone(),
             ),
@@ -291,7 +307,7 @@ impl RfsMcp {
                 ("mcp_i", Dynamic::from(a.terminal)),
                 ("mcp_v", Dynamic::from(value)),
             ],
-            Some(shown),
+            Some(fixed(shown)),
         )
         .await
     }
@@ -304,7 +320,7 @@ impl RfsMcp {
         Parameters(a): Parameters<ScreenArgs>,
     ) -> Result<CallToolResult, McpError> {
         self.eval(
-            "screen(mcp_terms[mcp_i])",
+            "screen(mcp_terms.mcp_term(mcp_i))",
             vec![("mcp_i", Dynamic::from(a.terminal))],
             None,
         )
@@ -335,9 +351,9 @@ impl RfsMcp {
             ])
         );
         self.eval(
-            "assert_screen(mcp_terms[mcp_i], mcp_p); true",
+            "assert_screen(mcp_terms.mcp_term(mcp_i), mcp_p); true",
             vec![("mcp_i", Dynamic::from(a.terminal)), ("mcp_p", pattern)],
-            Some(shown),
+            Some(fixed(shown)),
         )
         .await
     }
@@ -363,7 +379,7 @@ impl RfsMcp {
     }
 
     #[tool(
-        description = "Write the calls that succeeded so far as a Rhai script `rfs run` can run; says how to run it. The path is relative to where rfs mcp started and must stay inside the repository (not in .git, not in the run's output folder, through no symlink, onto no special file)."
+        description = "Write the calls that succeeded so far as a Rhai script `rfs run` can run, checking what the session saw: a step that succeeded must succeed again, each screen asserted is asserted again; says how to run it. The path is relative to where rfs mcp started and must stay inside the repository (not in .git, not in the run's output folder, through no symlink, onto no special file)."
     )]
     async fn save(&self, Parameters(a): Parameters<SaveArgs>) -> Result<CallToolResult, McpError> {
         let session = match self.session().await {
@@ -393,8 +409,8 @@ impl RfsMcp {
             Err(e) => return Ok(err_text(&format!("cannot write {:?}: {e}", a.path))),
         };
         Ok(CallToolResult::success(vec![ContentBlock::text(format!(
-            "saved {} calls to {}; run it with `rfs run {}` (commit it first: rfs ships only what is committed)",
-            lines.len(),
+            "saved {} to {}; run it with `rfs run {}` (commit it first: rfs ships only what is committed)",
+            crate::plural::count(lines.len(), "call", "calls"),
             path.display(),
             path.display()
         ))]))

@@ -18,9 +18,20 @@ pub(crate) struct Job {
     /// Rhai evaluated with `vars` in scope.
     pub code: String,
     pub vars: Vec<(&'static str, Dynamic)>,
-    /// The statement `save` writes for it, once it succeeded.
-    pub shown: Option<String>,
+    /// The statement `save` writes for it, made from its value once it
+    /// succeeded.
+    pub shown: Option<Shown>,
     pub reply: tokio::sync::oneshot::Sender<Reply>,
+}
+
+/// How a call that succeeded is written by `save`, from the value it gave
+/// (a step that succeeded is saved to succeed again; a terminal under the
+/// number `attach` gave it).
+pub(crate) type Shown = Box<dyn FnOnce(&serde_json::Value) -> String + Send>;
+
+/// A statement that does not depend on the call's value.
+pub(crate) fn fixed(s: String) -> Shown {
+    Box::new(move |_| s)
 }
 
 /// What a call gave.
@@ -66,7 +77,7 @@ pub(crate) fn serve(
     control: Arc<Control>,
 ) {
     let mut scope = Scope::new();
-    scope.push("mcp_terms", rhai::Array::new());
+    scope.push("mcp_terms", rhai::Map::new());
     for job in jobs {
         if run.is_cancelled() {
             run.renew_cancel();
@@ -85,12 +96,13 @@ pub(crate) fn serve(
         }
         let reply = match engine.eval_with_scope::<Dynamic>(&mut scope, &job.code) {
             Ok(v) => {
-                if let Some(s) = job.shown {
+                let v = to_json(&v);
+                if let Some(shown) = job.shown {
                     // A secret the call made known never reaches a saved script.
-                    let s = run.state().redactor.redact_str(&s);
+                    let s = run.state().redactor.redact_str(&shown(&v));
                     transcript.lock().unwrap_or_else(|p| p.into_inner()).push(s);
                 }
-                Reply::Value(redact_json(&run, to_json(&v)))
+                Reply::Value(redact_json(&run, v))
             }
             Err(e) => failed(&run, &e),
         };

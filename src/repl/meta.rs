@@ -108,7 +108,8 @@ pub(crate) fn sandbox(run: &Run) -> String {
         Some(b) => {
             let _ = writeln!(s, "source    commit {}", b.pin.commit);
             let _ = writeln!(s, "          tree {}", b.pin.tree_digest);
-            let _ = writeln!(s, "          {} files at {}", b.pin.files, b.pin.workdir);
+            let files = crate::plural::count(b.pin.files, "file", "files");
+            let _ = writeln!(s, "          {files} at {}", b.pin.workdir);
         }
         None => s.push_str("source    not synced (sync_source())\n"),
     }
@@ -199,12 +200,22 @@ pub(crate) fn screen(run: &Run, args: &str) -> Result<String, MetaError> {
     } else {
         "live"
     };
+    let dump = s.session.screen().dump();
     Ok(format!(
         "session {} `{}` ({live})\n{}",
         s.index,
         s.command,
-        s.session.screen().dump().trim_end()
+        redacted(run, dump.trim_end())
     ))
+}
+
+/// `text` as the REPL may show it: the run's secrets and every secret
+/// this process knows (secret-named environment variables and `--var`s)
+/// redacted, as `rfs mcp` shows screens and values. A screen draws what
+/// the program prints, secrets included.
+pub(crate) fn redacted(run: &Run, text: &str) -> String {
+    let text = run.state().redactor.redact_str(text);
+    String::from_utf8_lossy(&crate::secrets::redact_known(text.as_bytes())).into_owned()
 }
 
 /// `:save FILE` / `:save! FILE`.
@@ -228,29 +239,68 @@ pub(crate) fn save(
         path: path.display().to_string(),
         source,
     })?;
-    let saved = format!("saved {} inputs to {}", transcript.len(), path.display());
-    Ok(match dirties_repository(&path, cwd) {
-        Some(root) => format!(
+    let saved = format!(
+        "saved {} to {}",
+        crate::plural::count(transcript.len(), "input", "inputs"),
+        path.display()
+    );
+    Ok(match where_saved(&path) {
+        Saved::InTree(root) => format!(
             "{saved}, inside the repository {}: rfs ships only what is committed, so commit it (`git add {args} && git commit`) and run `rfs run {args}`; to try it first, `rfs run --allow-dirty {args}` (its evidence is marked not reproducible)",
             root.display()
         ),
-        None => format!(
-            "{saved} (outside the repository: the working tree stays clean); run it from here with `rfs run {}`",
+        Saved::Ignored(root) => format!(
+            "{saved}, ignored by git in the repository {} (its working tree stays clean); run it with `rfs run {}`",
+            root.display(),
+            path.display()
+        ),
+        Saved::Outside => format!(
+            "{saved} (outside any repository: no working tree changed); run it from here with `rfs run {}`",
             path.display()
         ),
     })
 }
 
-/// The root of the repository `rfs` runs in when `file` lies in its
-/// working tree and is not ignored (saving it there makes the tree dirty,
-/// which a run refuses).
-fn dirties_repository(file: &Path, cwd: &Path) -> Option<std::path::PathBuf> {
-    let repo = git2::Repository::discover(cwd).ok()?;
-    let root = repo.workdir()?.canonicalize().ok()?;
-    let dir = file.parent()?.canonicalize().ok()?;
-    let rel = dir.strip_prefix(&root).ok()?.join(file.file_name()?);
-    if repo.is_path_ignored(&rel).unwrap_or(false) {
-        return None;
+/// Where a saved file landed, as git sees it.
+enum Saved {
+    /// In a repository's working tree, not ignored: the tree is dirty now.
+    InTree(std::path::PathBuf),
+    /// In a working tree but ignored by git: the tree stays clean.
+    Ignored(std::path::PathBuf),
+    /// In no repository's working tree.
+    Outside,
+}
+
+/// Where `file` (just written) lies: the repository is the one holding
+/// the file's folder, wherever the REPL was started (saving into another
+/// repository makes that one dirty).
+fn where_saved(file: &Path) -> Saved {
+    let Some(dir) = file.parent().and_then(|d| d.canonicalize().ok()) else {
+        return Saved::Outside;
+    };
+    let Ok(repo) = git2::Repository::discover(&dir) else {
+        return Saved::Outside;
+    };
+    let Some(root) = repo.workdir().and_then(|w| w.canonicalize().ok()) else {
+        return Saved::Outside;
+    };
+    let Some(rel) = file
+        .file_name()
+        .and_then(|n| dir.strip_prefix(&root).ok().map(|d| d.join(n)))
+    else {
+        return Saved::Outside;
+    };
+    // Inside `.git` itself: not part of the working tree.
+    if rel
+        .components()
+        .next()
+        .is_some_and(|c| c.as_os_str() == ".git")
+    {
+        return Saved::Outside;
     }
-    Some(root)
+    if repo.is_path_ignored(&rel).unwrap_or(false) {
+        Saved::Ignored(root)
+    } else {
+        Saved::InTree(root)
+    }
 }

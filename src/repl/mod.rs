@@ -58,6 +58,14 @@ pub(crate) fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<
         .build()
         .map_err(Error::internal)?;
     let signals = crate::runner::Signals::install(&rt);
+    // What the session shows (values, screens) has the secrets of rfs's
+    // own environment (secret-named variables, `--var`s) redacted.
+    let pairs: Vec<String> = settings
+        .vars
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    crate::secrets::learn_from_env(pairs.iter().map(String::as_str));
     let cfg = crate::runner::config(&settings, None, settings.script.clone());
     let run = Run::start(cfg, rt.handle().clone(), reporter, &settings.vars)?;
     let engine = repl_engine(&run, &settings)?;
@@ -400,10 +408,15 @@ impl Session {
         if self.run.is_cancelled() {
             self.run.renew_cancel();
         }
+        let steps_before = self.run.state().step_seq;
         match engine.eval_ast_with_scope::<Dynamic>(&mut self.scope, &whole) {
             Ok(v) => {
                 if !v.is_unit() {
-                    outln!("{}", pretty::render(&v));
+                    // A step that ran in this input streamed its output
+                    // already: its value does not show it again.
+                    let streamed = self.run.state().step_seq != steps_before;
+                    let shown = pretty::render(&v, streamed);
+                    outln!("{}", meta::redacted(&self.run, &shown));
                 }
                 self.transcript.push(input);
                 self.functions += ast.clone_functions_only();

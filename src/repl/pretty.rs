@@ -1,6 +1,7 @@
 //! How the REPL shows a value: maps one field a line, arrays one element a
 //! line when they do not fit on one, a step result as its exit, duration,
-//! attempts and the first lines of its output.
+//! attempts and the first lines of its output — unless that output was
+//! just streamed above as the step ran (it is not shown twice).
 
 use rhai::{Dynamic, Map};
 
@@ -9,22 +10,24 @@ const OUTPUT_LINES: usize = 5;
 /// A one-line rendering longer than this is broken over lines.
 const WIDE: usize = 72;
 
-/// Render `v` for the terminal.
-pub(crate) fn render(v: &Dynamic) -> String {
+/// Render `v` for the terminal. `streamed`: steps ran while it was
+/// computed, and their output has been shown as they ran, so a step
+/// result shows its exit and duration only.
+pub(crate) fn render(v: &Dynamic, streamed: bool) -> String {
     let mut out = String::new();
-    value(v, 0, &mut out);
+    value(v, 0, streamed, &mut out);
     out
 }
 
-fn value(v: &Dynamic, indent: usize, out: &mut String) {
+fn value(v: &Dynamic, indent: usize, streamed: bool, out: &mut String) {
     if let Some(m) = v.read_lock::<Map>() {
         if is_step_result(&m) {
-            step_result(&m, indent, out);
+            step_result(&m, indent, streamed, out);
         } else {
-            map(&m, indent, out);
+            map(&m, indent, streamed, out);
         }
     } else if let Some(a) = v.read_lock::<rhai::Array>() {
-        array(&a, indent, out);
+        array(&a, indent, streamed, out);
     } else {
         out.push_str(&scalar(v));
     }
@@ -71,7 +74,7 @@ fn pad(indent: usize) -> String {
     "  ".repeat(indent)
 }
 
-fn map(m: &Map, indent: usize, out: &mut String) {
+fn map(m: &Map, indent: usize, streamed: bool, out: &mut String) {
     if m.is_empty() {
         out.push_str("#{}");
         return;
@@ -83,7 +86,7 @@ fn map(m: &Map, indent: usize, out: &mut String) {
         out.push_str(": ");
         match flat(v) {
             Some(s) => out.push_str(&s),
-            None => value(v, indent + 1, out),
+            None => value(v, indent + 1, streamed, out),
         }
         out.push_str(",\n");
     }
@@ -91,7 +94,7 @@ fn map(m: &Map, indent: usize, out: &mut String) {
     out.push('}');
 }
 
-fn array(a: &rhai::Array, indent: usize, out: &mut String) {
+fn array(a: &rhai::Array, indent: usize, streamed: bool, out: &mut String) {
     if let Some(s) = flat(&Dynamic::from_array(a.clone())) {
         out.push_str(&s);
         return;
@@ -99,7 +102,7 @@ fn array(a: &rhai::Array, indent: usize, out: &mut String) {
     out.push_str("[\n");
     for v in a {
         out.push_str(&pad(indent + 1));
-        value(v, indent + 1, out);
+        value(v, indent + 1, streamed, out);
         out.push_str(",\n");
     }
     out.push_str(&pad(indent));
@@ -113,7 +116,7 @@ fn is_step_result(m: &Map) -> bool {
         .all(|k| m.contains_key(*k))
 }
 
-fn step_result(m: &Map, indent: usize, out: &mut String) {
+fn step_result(m: &Map, indent: usize, streamed: bool, out: &mut String) {
     let get = |k: &str| m.get(k).cloned().unwrap_or(Dynamic::UNIT);
     let exit = get("exit");
     let exit = if exit.is_unit() {
@@ -138,6 +141,9 @@ fn step_result(m: &Map, indent: usize, out: &mut String) {
         },
         if timed_out { ", timed out" } else { "" },
     ));
+    if streamed {
+        return;
+    }
     for stream in ["stdout", "stderr"] {
         let text = get(stream).into_string().unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
@@ -165,13 +171,25 @@ fn step_result(m: &Map, indent: usize, out: &mut String) {
 mod tests {
     use super::*;
 
+    fn render_all(v: &Dynamic) -> String {
+        render(v, false)
+    }
+
+    #[test]
+    fn a_step_result_whose_output_was_streamed_shows_no_output() {
+        let v = eval(
+            r#"[#{ exit: 0, ok: true, stdout: "out\n", stderr: "err\n", duration_ms: 3, attempts: 1, timed_out: false }]"#,
+        );
+        assert_eq!(render(&v, true), "[\n  step ok: exit 0, 3 ms,\n]");
+    }
+
     fn eval(src: &str) -> Dynamic {
         rhai::Engine::new().eval::<Dynamic>(src).unwrap()
     }
 
     #[test]
     fn maps_show_one_field_a_line() {
-        let s = render(&eval(
+        let s = render_all(&eval(
             r#"#{ a: 1, b: "two", c: [1, 2], d: #{ e: () , f: [#{g: 1}] } }"#,
         ));
         assert_eq!(
@@ -182,7 +200,7 @@ mod tests {
 
     #[test]
     fn step_results_show_exit_duration_and_first_output_lines() {
-        let s = render(&eval(
+        let s = render_all(&eval(
             r#"#{ exit: 3, ok: false, stdout: "1\n2\n3\n4\n5\n6\n7\n", stderr: "", duration_ms: 12, attempts: 2, timed_out: false }"#,
         ));
         assert_eq!(
@@ -193,8 +211,8 @@ mod tests {
 
     #[test]
     fn scalars_print_as_literals() {
-        assert_eq!(render(&eval(r#""a\nb""#)), "\"a\\nb\"");
-        assert_eq!(render(&eval("42")), "42");
-        assert_eq!(render(&eval("true")), "true");
+        assert_eq!(render_all(&eval(r#""a\nb""#)), "\"a\\nb\"");
+        assert_eq!(render_all(&eval("42")), "42");
+        assert_eq!(render_all(&eval("true")), "true");
     }
 }

@@ -504,8 +504,9 @@ fn cleanup(s: &mut String, r: &RunSummary) {
             elapsed_ms,
             ..
         }) => format!(
-            "Sandbox {sandbox_id} {} and verified gone (get-by-id: not found; absent from the inventory) after {polls} poll(s), {elapsed_ms} ms.",
-            if *destroyed_by_rfs { "destroyed" } else { "was already gone (ended outside rfs)" }
+            "Sandbox {sandbox_id} {} and verified gone (get-by-id: not found; absent from the inventory) after {}, {elapsed_ms} ms.",
+            if *destroyed_by_rfs { "destroyed" } else { "was already gone (ended outside rfs)" },
+            crate::plural::count(*polls, "poll", "polls")
         ),
         Some(Cleanup::NotVerified { sandbox_id, error }) => {
             format!("Teardown of sandbox {sandbox_id} could NOT be verified: {error}. Run `rfs gc`.")

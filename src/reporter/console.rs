@@ -112,7 +112,8 @@ impl Reporter for Console {
                 workdir,
                 ..
             } => format!(
-                "rfs: synced commit {commit} (tree {tree_digest}, {files} files verified) to {workdir}"
+                "rfs: synced commit {commit} (tree {tree_digest}, {} verified) to {workdir}",
+                crate::plural::count(*files, "file", "files")
             ),
             Event::SourceResync {
                 from_commit,
@@ -123,7 +124,8 @@ impl Reporter for Console {
                 sync_ms,
                 ..
             } => format!(
-                "rfs: re-synced {from_commit} -> {commit}: {shipped} entries shipped, {removed} removed, {kept_untracked} untracked kept, verified ({sync_ms} ms)"
+                "rfs: re-synced {from_commit} -> {commit}: {} shipped, {removed} removed, {kept_untracked} untracked kept, verified ({sync_ms} ms)",
+                crate::plural::count(*shipped, "entry", "entries")
             ),
             Event::StepStart {
                 name, cwd_remote, ..

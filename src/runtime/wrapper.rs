@@ -4,11 +4,14 @@
 //! `/bin/sh -c WRAPPER rfs-wrapper DIR ROOT COMMAND NONCE` (never a login
 //! shell) starts in `/` (which exists in every sandbox), checks that `$HOME`
 //! and the synced root exist, enters the mapped cwd, checks that its
-//! physical path is inside the root, then evaluates the
-//! command in that same shell (no second exec: a step costs one shell
-//! start, like `sh -c COMMAND`). The command sees no positional
-//! parameters and no wrapper variables. If a check fails the command never
-//! starts.
+//! physical path is inside the root, then replaces itself (`exec`, same
+//! process) with `/bin/sh -c COMMAND sh`: the command runs exactly as the
+//! user's `sh -c COMMAND` would, so the shell's own messages read as the
+//! user's shell says them (`sh: 1: python3: not found`), never with the
+//! wrapper's name or line numbers (`rfs-wrapper: eval: line 8: …`). The
+//! command sees no positional parameters and no wrapper variables (the
+//! wrapper sets none: the user's environment reaches it untouched). If a
+//! check fails the command never starts.
 //!
 //! **Signals cannot be forged by the command.** The wrapper reports on
 //! stderr — the one channel every provider has — with lines carrying a
@@ -29,15 +32,14 @@ pub(crate) const EXIT_CWD_MISSING: i32 = 121;
 /// Exit code when the cwd resolves outside the synced root.
 pub(crate) const EXIT_CWD_ESCAPE: i32 = 122;
 
-const SCRIPT: &str = r#"n=$4
-__rfs_no() { printf 'rfs-refused:%s:%s\n' "$n" "$1" >&2; exit 121; }
-[ -z "${HOME-}" ] || [ -d "$HOME" ] || __rfs_no home
-[ -d "$2" ] || __rfs_no root
-cd -P -- "$1" 2>/dev/null || __rfs_no cwd
-case "$PWD/" in "$2"/*) ;; *) printf 'rfs-refused:%s:escape:%s\n' "$n" "$PWD" >&2; exit 122;; esac
-[ -z "$n" ] || printf 'rfs-started:%s\n' "$n" >&2
+const SCRIPT: &str = r#"__rfs_no() { printf 'rfs-refused:%s:%s\n' "$2" "$1" >&2; exit 121; }
+[ -z "${HOME-}" ] || [ -d "$HOME" ] || __rfs_no home "$4"
+[ -d "$2" ] || __rfs_no root "$4"
+cd -P -- "$1" 2>/dev/null || __rfs_no cwd "$4"
+case "$PWD/" in "$2"/*) ;; *) printf 'rfs-refused:%s:escape:%s\n' "$4" "$PWD" >&2; exit 122;; esac
+[ -z "$4" ] || printf 'rfs-started:%s\n' "$4" >&2
 unset -f __rfs_no
-c=$3; set --; eval "unset c n; $c""#;
+exec /bin/sh -c -- "$3" sh"#;
 
 /// The directory a wrapped command is started in (the wrapper then
 /// enters the mapped cwd): it exists in every sandbox, so a removed home

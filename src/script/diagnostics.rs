@@ -1,10 +1,12 @@
-//! Rhai errors → miette diagnostics pointing at the script line (the call
-//! site in the main script when the failure is deeper, e.g. in a module).
+//! Rhai errors → miette diagnostics pointing at the script line. A failure
+//! inside a function of an imported module points at the module's line
+//! (its own source shown), with the call in the script as context; one
+//! inside the stdlib points at the call that reached it.
 
 use miette::{NamedSource, SourceOffset, SourceSpan};
 use rhai::{EvalAltResult, ParseError, Position};
 
-use crate::error::{Error, ScriptError};
+use crate::error::{CallSite, Error, ScriptError};
 
 /// The script being run, for rendering.
 #[derive(Clone)]
@@ -34,6 +36,7 @@ impl ScriptSource {
             label: label.to_owned(),
             help: None,
             cause: Box::new(cause),
+            called_from: vec![],
         }))
     }
 
@@ -79,7 +82,6 @@ impl ScriptSource {
         e: &EvalAltResult,
         classify: impl FnOnce(String) -> Error,
     ) -> Error {
-        let pos = call_site(e);
         let inner = e.unwrap_inner();
         let cause = classify(message_of(inner));
         let message = match &cause {
@@ -90,11 +92,15 @@ impl ScriptSource {
             other => other.to_string(),
         };
         let mut chain = vec![];
+        // Each script function the failure passed through: (name, the
+        // source it is defined in, where it was called from in its caller).
+        let mut frames: Vec<(&str, &str, Position)> = vec![];
         let mut cur = e;
         loop {
             match cur {
-                EvalAltResult::ErrorInFunctionCall(f, _, next, _) => {
+                EvalAltResult::ErrorInFunctionCall(f, src, next, pos) => {
                     chain.push(format!("in call to `{f}`"));
+                    frames.push((f, src, *pos));
                     cur = next;
                 }
                 EvalAltResult::ErrorInModule(m, next, _) => {
@@ -109,14 +115,58 @@ impl ScriptSource {
             Error::Interrupted => "interrupted here",
             _ => "failed here",
         };
-        let mut err = self.error(message, pos, label, cause);
-        if let Error::Script(s) = &mut err {
-            if !chain.is_empty() {
-                s.help = Some(chain.join(", "));
+        let help = (!chain.is_empty()).then(|| chain.join(", "));
+        // The innermost function defined in an imported module (not the
+        // stdlib): the failure is on its line (where it called deeper, or
+        // where it failed itself).
+        let in_module = frames
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, (_, src, _))| {
+                let text = super::resolver::module_text(src)?;
+                let pos = match frames.get(i + 1) {
+                    Some((_, _, called_at)) => *called_at,
+                    None => cur.position(),
+                };
+                Some((src, text, pos))
+            });
+        let mut err = match in_module {
+            Some((src, text, pos)) if !pos.is_none() => {
+                let module = ScriptSource {
+                    name: shown_path(src),
+                    text: text.to_string(),
+                };
+                let mut err = module.error(message, pos, label, cause);
+                if let Error::Script(s) = &mut err {
+                    let (f, _, called_at) = frames[0];
+                    s.called_from.push(CallSite {
+                        message: format!("called from {}", self.name),
+                        src: NamedSource::new(&self.name, displayable(&self.text)),
+                        span: self.span(called_at),
+                        label: format!("in call to `{f}`"),
+                    });
+                }
+                err
             }
+            _ => self.error(message, call_site(e), label, cause),
+        };
+        if let Error::Script(s) = &mut err {
+            s.help = help;
         }
         err
     }
+}
+
+/// A module's path as a diagnostic names it: relative to the current
+/// directory when inside it.
+fn shown_path(src: &str) -> String {
+    let p = std::path::Path::new(src);
+    std::env::current_dir()
+        .ok()
+        .and_then(|d| d.canonicalize().ok())
+        .and_then(|d| p.strip_prefix(d).ok().map(|r| r.display().to_string()))
+        .unwrap_or_else(|| src.to_owned())
 }
 
 /// The text of an error without Rhai's position suffix.

@@ -117,6 +117,24 @@ impl Resolver {
     }
 }
 
+/// The text of every module file loaded, by the source name its functions
+/// carry (its resolved path): error diagnostics show the module's line.
+fn module_texts() -> &'static Mutex<HashMap<String, Shared<str>>> {
+    static TEXTS: std::sync::OnceLock<Mutex<HashMap<String, Shared<str>>>> =
+        std::sync::OnceLock::new();
+    TEXTS.get_or_init(Default::default)
+}
+
+/// The text of the module file whose functions carry `source`, if one
+/// was loaded (never a stdlib module: a failure there is the caller's).
+pub(crate) fn module_text(source: &str) -> Option<Shared<str>> {
+    module_texts()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(source)
+        .cloned()
+}
+
 /// A refused import. (Rhai rewrites `ErrorModuleNotFound` without the
 /// reason, so the reason travels as a runtime error inside the module error.)
 fn refused(path: &str, why: &dyn std::fmt::Display, pos: Position) -> Box<EvalAltResult> {
@@ -272,7 +290,12 @@ impl ModuleResolver for Resolver {
                 pos,
             ))
         })?;
-        ast.set_source(real.to_string_lossy().as_ref());
+        let source = real.to_string_lossy().into_owned();
+        ast.set_source(source.as_str());
+        module_texts()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(source, src.as_str().into());
         let m: SharedModule = Module::eval_ast_as_new(Scope::new(), &ast, engine)
             .map_err(|e| Box::new(EvalAltResult::ErrorInModule(path.to_owned(), e, pos)))?
             .into();

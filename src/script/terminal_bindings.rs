@@ -22,6 +22,18 @@ pub(crate) struct TerminalHandle {
     s: Arc<Attached>,
 }
 
+/// A terminal handle's session: its number (as the journal, recordings
+/// and reports number it), command, and whether its program has exited;
+/// `None` when `d` is not a terminal.
+pub(crate) fn session_of(d: &Dynamic) -> Option<(u32, String, bool)> {
+    let t = d.read_lock::<TerminalHandle>()?;
+    Some((
+        t.s.index,
+        t.s.command.clone(),
+        t.s.session.exit_status().is_some(),
+    ))
+}
+
 fn usage(msg: impl std::fmt::Display, ctx: &NativeCallContext) -> Box<EvalAltResult> {
     script_error(msg, ctx.call_position())
 }
