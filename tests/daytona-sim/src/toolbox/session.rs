@@ -753,10 +753,21 @@ pub(crate) async fn input(
     if !data.ends_with(b"\n") {
         data.push(b'\n');
     }
-    let opened = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(&pipe);
+    // The daemon's open blocks until the command has the FIFO open for
+    // reading; a FIFO that is not there (the command ended) fails at once.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let opened = loop {
+        let o = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&pipe);
+        match o {
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            o => break o,
+        }
+    };
     let written = match opened {
         Ok(mut f) => f.write_all(&data),
         Err(e) => {
