@@ -65,7 +65,10 @@ fn the_step_agent_does_not_read_its_own_echoed_input_as_step_output() {
         .iter()
         .filter(|r| r.path.ends_with("/input"))
         .count();
-    assert!(inputs >= 5, "the steps went through the agent ({inputs} inputs)");
+    assert!(
+        inputs >= 5,
+        "the steps went through the agent ({inputs} inputs)"
+    );
     rfs.finish();
 }
 

@@ -353,7 +353,13 @@ impl Api {
         let session_dir = self.session_dir(id, &agent.sid);
         let text = format!(
             "{} </dev/null; {}",
-            wrapper::exec_line(&token, session_dir.as_deref(), &req.cwd, &req.env, &req.argv),
+            wrapper::exec_line(
+                &token,
+                session_dir.as_deref(),
+                &req.cwd,
+                &req.env,
+                &req.argv
+            ),
             end_lines(&token)
         );
         use base64::Engine as _;
@@ -503,7 +509,13 @@ impl Api {
 fn unechoed(pieces: Vec<(bool, Vec<u8>)>, echo: &mut EchoFilter) -> Vec<(bool, Vec<u8>)> {
     pieces
         .into_iter()
-        .map(|(is_err, b)| if is_err { (is_err, b) } else { (is_err, echo.push(&b)) })
+        .map(|(is_err, b)| {
+            if is_err {
+                (is_err, b)
+            } else {
+                (is_err, echo.push(&b))
+            }
+        })
         .collect()
 }
 

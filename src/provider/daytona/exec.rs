@@ -447,15 +447,12 @@ impl Api {
             let sid = format!("rfs-{}", wrapper::token());
             let made = api.create_session(&base, &id, &sid).await.is_ok();
             let mut pools = lock(&api.agents);
-            match pools.get_mut(&id) {
-                Some(pool) => {
-                    pool.spare_coming = false;
-                    if made {
-                        pool.spare = Some(sid);
-                    }
+            // No pool: the sandbox is gone (its sessions with it).
+            if let Some(pool) = pools.get_mut(&id) {
+                pool.spare_coming = false;
+                if made {
+                    pool.spare = Some(sid);
                 }
-                // The sandbox is gone (its sessions with it).
-                None => {}
             }
         });
     }

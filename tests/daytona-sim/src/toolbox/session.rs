@@ -648,7 +648,10 @@ async fn stream_log(mut socket: WebSocket, f: Followed, frame_latency: std::time
         let mut got = false;
         if !closing {
             let mut buf = vec![0u8; FRAME_MAX];
-            let n = file.as_mut().and_then(|f| f.read(&mut buf).ok()).unwrap_or(0);
+            let n = file
+                .as_mut()
+                .and_then(|f| f.read(&mut buf).ok())
+                .unwrap_or(0);
             let mut done = false;
             if n > 0 {
                 empty_reads = 0;

@@ -174,7 +174,11 @@ async fn a_followed_log_replays_then_streams_in_frames_of_at_most_1024_bytes() {
     .await;
     tokio::time::sleep(Duration::from_millis(250)).await;
     let (frames, _, _) = follow(&t, &id, &cmd, SPLIT).await;
-    assert!(frames.iter().all(|f| f.len() <= 1024), "{:?}", frames.iter().map(Vec::len).collect::<Vec<_>>());
+    assert!(
+        frames.iter().all(|f| f.len() <= 1024),
+        "{:?}",
+        frames.iter().map(Vec::len).collect::<Vec<_>>()
+    );
     let all = frames.concat();
     let line = b"\x01\x01\x010123456789012345678901234567890123456789\n";
     assert_eq!(&all[..line.len() * 100], line.repeat(100));
@@ -199,7 +203,10 @@ async fn each_line_is_prefixed_and_a_last_line_without_newline_gets_one() {
             _ => panic!("an unprefixed line in {all:?}"),
         }
     }
-    assert_eq!(out, vec![b"\x01\x01\x01a\n".to_vec(), b"\x01\x01\x01b\n".to_vec()]);
+    assert_eq!(
+        out,
+        vec![b"\x01\x01\x01a\n".to_vec(), b"\x01\x01\x01b\n".to_vec()]
+    );
     assert_eq!(err, vec![b"\x02\x02\x02e\n".to_vec()]);
 }
 
@@ -220,7 +227,8 @@ async fn prefixes_reach_only_clients_that_want_split_output() {
         let (frames, _, _) = follow(&t, &id, &cmd, headers).await;
         let all = frames.concat();
         assert_eq!(
-            all.windows(3).any(|w| w == b"\x01\x01\x01" || w == b"\x02\x02\x02"),
+            all.windows(3)
+                .any(|w| w == b"\x01\x01\x01" || w == b"\x02\x02\x02"),
             prefixed,
             "{headers:?}: {all:?}"
         );
@@ -322,9 +330,7 @@ async fn deleting_a_session_sends_sigterm_then_sigkill_after_5s() {
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let began = Instant::now();
-    let r = t
-        .tb(&id, Method::DELETE, "/process/session/s", None)
-        .await;
+    let r = t.tb(&id, Method::DELETE, "/process/session/s", None).await;
     assert_eq!(r.status, 204);
     assert_eq!(t.exec(&id, "cat /tmp/termed").await.1.trim(), "term");
     let quick = began.elapsed();
