@@ -121,3 +121,27 @@ fn a_step_without_the_agent_does_not_wait_a_second_for_the_log_to_close() {
     );
     rfs.finish();
 }
+
+/// A step that removes `$HOME/.daytona` takes the agent's input FIFO with
+/// it; the daemon's follower keeps the open log, so the step still ends
+/// cleanly, and the next input is refused (500 `failed to open input
+/// pipe`) before anything was sent. The next step then goes to a new
+/// agent instead of failing as a provider error.
+#[test]
+fn a_step_after_one_that_removed_the_agents_session_runs_on_a_new_agent() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        "step(\"wipe\", \"rm -rf \\\"$HOME/.daytona\\\"\");\nlet r = step(\"next\", \"echo ran\");\nif r.stdout != \"ran\\n\" { throw \"stdout was: \" + r.stdout; }\n",
+    );
+    out.assert_code(0);
+    let agents = rfs
+        .sim()
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.route == "/toolbox/{}/process/session")
+        .count();
+    assert_eq!(agents, 2, "a second agent took the step");
+    rfs.finish();
+}

@@ -340,7 +340,11 @@ impl Api {
         });
     }
 
-    /// Run `req` through `agent`.
+    /// Run `req` through `agent`; `None` when the agent can take no input
+    /// any more and nothing was sent (the daemon answers 410 for an ended
+    /// command, 500 `failed to open input pipe` when its input FIFO is gone,
+    /// as when a step removed `$HOME/.daytona`): the agent is retired and
+    /// the caller may use another.
     pub(crate) async fn exec_on_agent(
         &self,
         base: &str,
@@ -348,7 +352,7 @@ impl Api {
         mut agent: Agent,
         req: &ExecRequest,
         sink: &mut dyn OutputSink,
-    ) -> ProviderResult<ExecOutcome> {
+    ) -> ProviderResult<Option<ExecOutcome>> {
         let token = wrapper::token();
         let session_dir = self.session_dir(id, &agent.sid);
         let text = format!(
@@ -384,6 +388,11 @@ impl Api {
             .await
         {
             self.retire(id, agent);
+            let unsent = e.status() == Some(410)
+                || (e.status() == Some(500) && e.to_string().contains("failed to open input pipe"));
+            if unsent {
+                return Ok(None);
+            }
             // The proxy answers 404 for a sandbox that is gone; it is
             // named so only when get-by-id agrees.
             if e.status() == Some(404) {
@@ -409,20 +418,22 @@ impl Api {
             Ended::Clean(exit) => {
                 self.give_back(id, agent);
                 self.finish(id, req, &token, exit, &mut relay, sink)
+                    .map(Some)
             }
             Ended::Spent(exit) => {
                 self.retire(id, agent);
                 self.finish(id, req, &token, exit, &mut relay, sink)
+                    .map(Some)
             }
             Ended::Stopped { timed_out, killed } => {
                 self.retire(id, agent);
                 relay.flush(sink);
-                Ok(ExecOutcome {
+                Ok(Some(ExecOutcome {
                     exit: None,
                     signal: killed.then_some(SIGKILL),
                     timed_out,
                     cancelled: !timed_out,
-                })
+                }))
             }
         }
     }

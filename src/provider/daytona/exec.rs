@@ -373,8 +373,16 @@ impl Api {
         }
         let base = self.toolbox(id).await?;
         // The common case: the sandbox's step agent, about two round trips.
-        if let Some(agent) = self.agent(&base, id).await {
-            return self.exec_on_agent(&base, id, agent, req, sink).await;
+        // An agent that can take no more input (a step removed its
+        // session's FIFO) is retired before anything was sent; the step
+        // goes to another one, once.
+        for _ in 0..2 {
+            let Some(agent) = self.agent(&base, id).await else {
+                break;
+            };
+            if let Some(outcome) = self.exec_on_agent(&base, id, agent, req, sink).await? {
+                return Ok(outcome);
+            }
         }
         // Else a session per command: one made ahead when there is one
         // (the next is made off this step's path), so that a step costs the
