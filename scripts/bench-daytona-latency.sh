@@ -7,6 +7,8 @@
 # Prints per-step wall time, its ratio to the round trip (the target is
 # at most 2.5x), and requests per step.
 # Needs root (the server builds namespaced sandboxes).
+# RFS_DAYTONA_STEP_AGENT=off measures the fallback (a session per step);
+# BENCH_PROFILE=debug uses debug builds (default release).
 # Usage: scripts/bench-daytona-latency.sh [LATENCIES...]   (default 0 25 50 100)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,8 +16,10 @@ work=$(mktemp -d /tmp/rfs-bench-latency.XXXXXX)
 trap 'kill "${sim:-}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 steps=${STEPS:-20}
 latencies=("$@"); [ ${#latencies[@]} -gt 0 ] || latencies=(0 25 50 100)
-cargo build --release --quiet --manifest-path "$root/Cargo.toml" -p rfs -p rfs-daytona-sim
-bin="${CARGO_TARGET_DIR:-$root/target}/release"
+profile=${BENCH_PROFILE:-release}
+if [ "$profile" = release ]; then flag=--release; else flag=; fi
+cargo build $flag --quiet --manifest-path "$root/Cargo.toml" -p rfs -p rfs-daytona-sim
+bin="${CARGO_TARGET_DIR:-$root/target}/$profile"
 source "$root/scripts/bench-lib.sh"
 small="$work/repo"; small_repo "$small"
 { echo 'sync_source();'; echo "for i in 0..$steps { step(\"x\", \"true\"); }"; } > "$work/steps.rhai"

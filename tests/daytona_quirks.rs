@@ -484,8 +484,8 @@ fn per_command(sim: &Sim) -> Vec<(Vec<String>, usize)> {
 
 #[test]
 fn step_output_is_followed_once_not_refetched_every_poll() {
-    // A session per command: one follow stream each, its exit code read
-    // once, at the end.
+    // A session per command: one follow stream each; its exit code comes
+    // in that stream (no status read).
     let Some(rfs) = Rfs::daytona() else { return };
     let repo = Repo::new();
     let out = rfs.run_with_env(repo.path(), TALKING_STEP, &[], NO_AGENT);
@@ -494,7 +494,7 @@ fn step_output_is_followed_once_not_refetched_every_poll() {
     assert!(!cmds.is_empty());
     for (logs, status_reads) in &cmds {
         assert_eq!(logs, &["follow=true"], "{cmds:?}");
-        assert_eq!(*status_reads, 1, "{cmds:?}");
+        assert_eq!(*status_reads, 0, "{cmds:?}");
     }
     rfs.finish();
 }
@@ -1112,32 +1112,28 @@ fn jwt_with_organization_and_target_reach_the_server() {
 }
 
 /// Gap 6: a command whose exit code the toolbox loses (its status never
-/// has one; the log follow ends with the output) is a failed step that
-/// says the provider reported no exit code — never success, never
-/// "killed by a signal".
+/// has one; the log follow ends with the output) still gets its own exit
+/// code: the end lines it prints in the stream carry it, so it is never
+/// success by default, never "killed by a signal", and no status is
+/// waited for.
 #[test]
-fn a_missing_exit_code_is_named_and_never_success() {
+fn a_lost_toolbox_exit_code_is_read_from_the_steps_end_lines() {
     let Some(rfs) = Rfs::daytona() else { return };
     let repo = Repo::new();
     rfs.sim().faults().lose_exit_code_of("lost-exit-code");
     // A session per command: the step agent carries exit codes itself.
     let out = rfs.run_with_env(
         repo.path(),
-        "step(\"lost\", \"echo lost-exit-code\", #{ timeout: 30 });\n",
+        "step(\"lost\", \"echo lost-exit-code; exit 7\", #{ timeout: 30 });\n",
         &[],
         NO_AGENT,
     );
     out.assert_code(1);
-    assert!(
-        out.stderr
-            .contains("step `lost` failed: the provider reported no exit code"),
-        "{}",
-        out.stderr
-    );
     assert!(!out.stderr.contains("killed by a signal"), "{}", out.stderr);
+    assert!(!out.stderr.contains("no exit code"), "{}", out.stderr);
     let end = &out.entries("step.end")[0];
     assert_eq!(end["ok"], false);
-    assert!(end["exit"].is_null(), "{end}");
+    assert_eq!(end["exit"], 7, "{end}");
     rfs.finish();
 }
 

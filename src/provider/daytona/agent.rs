@@ -15,6 +15,15 @@
 //! stream closed) is not reused: its session is deleted off the step's
 //! path. A server that cannot give an agent (no follow stream, no input)
 //! makes rfs use a session per command as before.
+//!
+//! The daemon appends what is sent to a command's input to its log as
+//! stdout unless the command was started with `suppressInputEcho: true`
+//! (apps/daemon/pkg/session/input.go). The agent asks for that, and an
+//! [`EchoFilter`] still drops a whole stdout line that is exactly a line
+//! rfs sent (a daemon from before the field echoes anyway, and may do so
+//! after the step's end line: the line is dropped in whichever step's
+//! output it lands). The end line cannot be taken for an echo: rfs sends
+//! it as base64, and the marker is built by `printf` from the token.
 
 use std::time::Duration;
 
@@ -50,12 +59,87 @@ pub(crate) struct Agent {
     cmd: String,
     ws: Ws,
     demux: StreamDemux,
+    echo: EchoFilter,
+}
+
+/// Input lines the daemon may still echo, at most this many.
+const ECHOES_KEPT: usize = 16;
+
+/// Drops, from one stream, whole lines that are exactly a line rfs sent
+/// as input (the daemon's echo), once each, wherever they land. An echo
+/// is one log line of its own (the daemon writes it in one append, and
+/// the command's output is logged a whole line at a time), so only bytes
+/// at a line start are held back, and only while they may be an echo.
+#[derive(Debug)]
+pub(crate) struct EchoFilter {
+    pending: Vec<Vec<u8>>,
+    at_start: bool,
+    held: Vec<u8>,
+}
+
+impl Default for EchoFilter {
+    fn default() -> Self {
+        EchoFilter {
+            pending: vec![],
+            at_start: true,
+            held: vec![],
+        }
+    }
+}
+
+impl EchoFilter {
+    /// A line sent as input (ending in a newline).
+    pub(crate) fn expect(&mut self, line: &[u8]) {
+        if self.pending.len() >= ECHOES_KEPT {
+            self.pending.remove(0);
+        }
+        self.pending.push(line.to_vec());
+    }
+
+    /// The bytes of `b` that are not an echo (in order).
+    pub(crate) fn push(&mut self, b: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(b.len());
+        for &c in b {
+            if !self.at_start {
+                out.push(c);
+                self.at_start = c == b'\n';
+                continue;
+            }
+            self.held.push(c);
+            let n = self.held.len();
+            if let Some(i) = self.pending.iter().position(|p| p[..] == self.held[..]) {
+                self.pending.remove(i);
+                self.held.clear();
+                continue;
+            }
+            let may_be_echo = self
+                .pending
+                .iter()
+                .any(|p| p.len() > n && p[n - 1] == c && p[..n - 1] == self.held[..n - 1]);
+            if !may_be_echo {
+                out.append(&mut self.held);
+                self.at_start = c == b'\n';
+            }
+        }
+        out
+    }
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Started {
     cmd_id: Option<String>,
+}
+
+/// Shell text printing the end line `rfs-daytona:TOKEN:end:CODE` (CODE:
+/// the status of what ran before it) on stdout, then on stderr, leaving
+/// that status as `$rfs_r`. The marker is built by `printf` from the
+/// token, so the command line itself (and any echo of it) never holds it.
+pub(crate) fn end_lines(token: &str) -> String {
+    format!(
+        "rfs_r=$?; printf 'rfs-daytona:%s:end:%s\\n' {t} \"$rfs_r\"; printf 'rfs-daytona:%s:end:%s\\n' {t} \"$rfs_r\" >&2",
+        t = wrapper::quote(token)
+    )
 }
 
 /// Finds the end line of one stream (`rfs-daytona:TOKEN:end:CODE\n`),
@@ -127,7 +211,7 @@ impl Agent {
             };
             for (is_err, piece) in self.demux.push(&b) {
                 if !is_err {
-                    out.extend_from_slice(&piece);
+                    out.extend_from_slice(&self.echo.push(&piece));
                 }
             }
             if out.starts_with(READY) {
@@ -177,7 +261,14 @@ impl Api {
         let started: Option<Started> = self
             .http
             .json(&call, |r| {
-                r.json(&json!({ "command": LOOP, "runAsync": true, "async": true }))
+                // Input is not to be echoed into the log (the daemon's
+                // default is to echo it as stdout).
+                r.json(&json!({
+                    "command": LOOP,
+                    "runAsync": true,
+                    "async": true,
+                    "suppressInputEcho": true
+                }))
             })
             .await
             .ok();
@@ -192,6 +283,7 @@ impl Api {
                     cmd,
                     ws,
                     demux: StreamDemux::default(),
+                    echo: EchoFilter::default(),
                 };
                 let ok = tokio::time::timeout(READY_WITHIN, a.ready())
                     .await
@@ -248,7 +340,11 @@ impl Api {
         });
     }
 
-    /// Run `req` through `agent`.
+    /// Run `req` through `agent`; `None` when the agent can take no input
+    /// any more and nothing was sent (the daemon answers 410 for an ended
+    /// command, 500 `failed to open input pipe` when its input FIFO is gone,
+    /// as when a step removed `$HOME/.daytona`): the agent is retired and
+    /// the caller may use another.
     pub(crate) async fn exec_on_agent(
         &self,
         base: &str,
@@ -256,19 +352,26 @@ impl Api {
         mut agent: Agent,
         req: &ExecRequest,
         sink: &mut dyn OutputSink,
-    ) -> ProviderResult<ExecOutcome> {
+    ) -> ProviderResult<Option<ExecOutcome>> {
         let token = wrapper::token();
         let session_dir = self.session_dir(id, &agent.sid);
         let text = format!(
-            "{} </dev/null; rfs_r=$?; printf 'rfs-daytona:%s:end:%s\\n' {t} \"$rfs_r\"; printf 'rfs-daytona:%s:end:%s\\n' {t} \"$rfs_r\" >&2",
-            wrapper::exec_line(&token, session_dir.as_deref(), &req.cwd, &req.env, &req.argv),
-            t = wrapper::quote(&token)
+            "{} </dev/null; {}",
+            wrapper::exec_line(
+                &token,
+                session_dir.as_deref(),
+                &req.cwd,
+                &req.env,
+                &req.argv
+            ),
+            end_lines(&token)
         );
         use base64::Engine as _;
         let line = format!(
             "{}\n",
             base64::engine::general_purpose::STANDARD.encode(text)
         );
+        agent.echo.expect(line.as_bytes());
         let input = Call::new(
             "send a step to the agent",
             Some(id),
@@ -285,6 +388,11 @@ impl Api {
             .await
         {
             self.retire(id, agent);
+            let unsent = e.status() == Some(410)
+                || (e.status() == Some(500) && e.to_string().contains("failed to open input pipe"));
+            if unsent {
+                return Ok(None);
+            }
             // The proxy answers 404 for a sandbox that is gone; it is
             // named so only when get-by-id agrees.
             if e.status() == Some(404) {
@@ -310,20 +418,22 @@ impl Api {
             Ended::Clean(exit) => {
                 self.give_back(id, agent);
                 self.finish(id, req, &token, exit, &mut relay, sink)
+                    .map(Some)
             }
             Ended::Spent(exit) => {
                 self.retire(id, agent);
                 self.finish(id, req, &token, exit, &mut relay, sink)
+                    .map(Some)
             }
             Ended::Stopped { timed_out, killed } => {
                 self.retire(id, agent);
                 relay.flush(sink);
-                Ok(ExecOutcome {
+                Ok(Some(ExecOutcome {
                     exit: None,
                     signal: killed.then_some(SIGKILL),
                     timed_out,
                     cancelled: !timed_out,
-                })
+                }))
             }
         }
     }
@@ -349,11 +459,11 @@ impl Api {
             tokio::select! {
                 msg = agent.ws.next() => match msg {
                     Some(Ok(Message::Binary(b))) => {
-                        let pieces = agent.demux.push(&b);
+                        let pieces = unechoed(agent.demux.push(&b), &mut agent.echo);
                         feed(pieces, &mut out, &mut err, relay, sink);
                     }
                     Some(Ok(Message::Text(t))) => {
-                        let pieces = agent.demux.push(t.as_bytes());
+                        let pieces = unechoed(agent.demux.push(t.as_bytes()), &mut agent.echo);
                         feed(pieces, &mut out, &mut err, relay, sink);
                     }
                     Some(Ok(_)) => continue,
@@ -405,8 +515,23 @@ impl Api {
     }
 }
 
+/// Stream pieces without the input's echo (stdout only: the daemon
+/// echoes input as stdout).
+fn unechoed(pieces: Vec<(bool, Vec<u8>)>, echo: &mut EchoFilter) -> Vec<(bool, Vec<u8>)> {
+    pieces
+        .into_iter()
+        .map(|(is_err, b)| {
+            if is_err {
+                (is_err, b)
+            } else {
+                (is_err, echo.push(&b))
+            }
+        })
+        .collect()
+}
+
 /// Pass stream pieces through the end scanners to the relay.
-fn feed(
+pub(crate) fn feed(
     pieces: Vec<(bool, Vec<u8>)>,
     out: &mut EndScan,
     err: &mut EndScan,
@@ -432,6 +557,11 @@ fn feed(
 #[derive(Default)]
 pub(crate) struct Pool {
     idle: Vec<Agent>,
+    /// A session created ahead, off a step's path, for the next step that
+    /// runs without an agent (see [`Api::exec`]).
+    pub(crate) spare: Option<String>,
+    /// A spare is being created.
+    pub(crate) spare_coming: bool,
     /// The server cannot give agents: every step uses its own session.
     unavailable: bool,
 }
@@ -439,6 +569,22 @@ pub(crate) struct Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_echoed_input_line_is_dropped_once_wherever_it_lands() {
+        let mut f = EchoFilter::default();
+        f.expect(b"QUJD\n");
+        f.expect(b"REVG\n");
+        // Cut across chunks, between output lines, in any order.
+        let mut got = f.push(b"out1\nQU");
+        got.extend(f.push(b"JD\nout2 QUJD\nREVG\nQUJD\nQUJX\n"));
+        assert_eq!(got, b"out1\nout2 QUJD\nQUJD\nQUJX\n".to_vec());
+        // A held prefix that turns out not to be an echo is passed on.
+        let mut f = EchoFilter::default();
+        f.expect(b"QUJD\n");
+        assert_eq!(f.push(b"QU"), b"");
+        assert_eq!(f.push(b"Z"), b"QUZ");
+    }
 
     #[test]
     fn the_end_line_is_found_across_chunks_and_never_passed_on() {

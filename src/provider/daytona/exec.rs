@@ -223,17 +223,6 @@ impl Relay {
         // Else the wrapper's refusal line (held until the end).
     }
 
-    /// Pieces of a followed stream (`true` = stderr).
-    pub(crate) fn pieces(&mut self, pieces: Vec<(bool, Vec<u8>)>, sink: &mut dyn OutputSink) {
-        for (is_err, b) in pieces {
-            if is_err {
-                self.stderr(&b, sink);
-            } else {
-                self.stdout(&b, sink);
-            }
-        }
-    }
-
     /// The new part of cumulative logs (polling).
     pub(crate) fn feed(&mut self, logs: &Logs, sink: &mut dyn OutputSink) {
         if logs.stdout.len() > self.out_seen {
@@ -384,11 +373,45 @@ impl Api {
         }
         let base = self.toolbox(id).await?;
         // The common case: the sandbox's step agent, about two round trips.
-        if let Some(agent) = self.agent(&base, id).await {
-            return self.exec_on_agent(&base, id, agent, req, sink).await;
+        // An agent that can take no more input (a step removed its
+        // session's FIFO) is retired before anything was sent; the step
+        // goes to another one, once.
+        for _ in 0..2 {
+            let Some(agent) = self.agent(&base, id).await else {
+                break;
+            };
+            if let Some(outcome) = self.exec_on_agent(&base, id, agent, req, sink).await? {
+                return Ok(outcome);
+            }
         }
+        // Else a session per command: one made ahead when there is one
+        // (the next is made off this step's path), so that a step costs the
+        // exec, the follow stream and the command.
         let token = wrapper::token();
-        let sid = format!("rfs-{token}");
+        let sid = match self.take_spare(id) {
+            Some(sid) => sid,
+            None => {
+                let sid = format!("rfs-{token}");
+                self.create_session(&base, id, &sid).await?;
+                sid
+            }
+        };
+        self.make_spare(&base, id);
+        let res = self
+            .exec_in_session(&base, id, &sid, &token, req, sink)
+            .await;
+        // Best effort, and off the step's path (one round trip fewer per
+        // step): the session is gone with the sandbox anyway.
+        let api = self.clone();
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            let _ = api.delete_session(&id, &sid).await;
+        });
+        res
+    }
+
+    /// Create session `sid` in sandbox `id`.
+    async fn create_session(&self, base: &str, id: &str, sid: &str) -> ProviderResult<()> {
         let create = Call::new(
             "create session",
             Some(id),
@@ -402,25 +425,44 @@ impl Api {
             .send(&create, |r| r.json(&json!({ "sessionId": sid })))
             .await
         {
-            Err(e) if e.status() == Some(404) => {
-                return Err(match self.get_dto(id).await {
-                    Ok(None) => ProviderError::NotFound { id: id.to_owned() },
-                    _ => e.into(),
-                })
+            Err(e) if e.status() == Some(404) => Err(match self.get_dto(id).await {
+                Ok(None) => ProviderError::NotFound { id: id.to_owned() },
+                _ => e.into(),
+            }),
+            r => r.map(|_| ()).map_err(Into::into),
+        }
+    }
+
+    /// The session made ahead for sandbox `id`, if one is ready.
+    fn take_spare(&self, id: &str) -> Option<String> {
+        lock(&self.agents).get_mut(id).and_then(|p| p.spare.take())
+    }
+
+    /// Make a session ahead for the next step of sandbox `id` (in the
+    /// background; none when one is ready or coming).
+    fn make_spare(&self, base: &str, id: &str) {
+        {
+            let mut pools = lock(&self.agents);
+            let pool = pools.entry(id.to_owned()).or_default();
+            if pool.spare.is_some() || pool.spare_coming {
+                return;
             }
-            r => r?,
-        };
-        let res = self
-            .exec_in_session(&base, id, &sid, &token, req, sink)
-            .await;
-        // Best effort, and off the step's path (one round trip fewer per
-        // step): the session is gone with the sandbox anyway.
+            pool.spare_coming = true;
+        }
         let api = self.clone();
-        let id = id.to_owned();
+        let (base, id) = (base.to_owned(), id.to_owned());
         tokio::spawn(async move {
-            let _ = api.delete_session(&id, &sid).await;
+            let sid = format!("rfs-{}", wrapper::token());
+            let made = api.create_session(&base, &id, &sid).await.is_ok();
+            let mut pools = lock(&api.agents);
+            // No pool: the sandbox is gone (its sessions with it).
+            if let Some(pool) = pools.get_mut(&id) {
+                pool.spare_coming = false;
+                if made {
+                    pool.spare = Some(sid);
+                }
+            }
         });
-        res
     }
 
     async fn exec_in_session(
@@ -435,7 +477,15 @@ impl Api {
         // Where the toolbox keeps this session (its daemon's config dir is
         // `$HOME/.daytona`): the wrapper checks it is still there.
         let session_dir = self.session_dir(id, sid);
-        let line = wrapper::exec_line(token, session_dir.as_deref(), &req.cwd, &req.env, &req.argv);
+        // The end lines tell rfs the exit code in the stream: it need not
+        // wait for the daemon to close it (about a second after the last
+        // output) nor ask for the status. The command's status stays the
+        // toolbox's exit code.
+        let line = format!(
+            "{}; {}; (exit \"$rfs_r\")",
+            wrapper::exec_line(token, session_dir.as_deref(), &req.cwd, &req.env, &req.argv),
+            super::agent::end_lines(token)
+        );
         let call = Call::new(
             "start command",
             Some(id),
@@ -471,6 +521,7 @@ impl Api {
                 } else {
                     demux(output.unwrap_or_default().as_bytes())
                 };
+                let logs = before_end(&logs, token);
                 relay.feed(&logs, sink);
                 return self.finish(id, req, token, Some(code), &mut relay, sink);
             }
@@ -549,6 +600,7 @@ impl Api {
                     }
                 }
             }
+            logs = before_end(&logs, token);
             if exit.is_some() {
                 break;
             }
@@ -705,6 +757,19 @@ mod tests {
         r.flush(&mut sink);
         assert_eq!(sink.stdout, b"one\ntwo\n");
         assert_eq!(sink.stderr, b"e");
+    }
+}
+
+/// Cumulative logs up to the end lines (and without a tail that may be
+/// the start of one).
+fn before_end(logs: &Logs, token: &str) -> Logs {
+    let cut = |b: &[u8]| -> Vec<u8> {
+        let mut scan = super::agent::EndScan::new(token);
+        scan.push(b)
+    };
+    Logs {
+        stdout: cut(&logs.stdout),
+        stderr: cut(&logs.stderr),
     }
 }
 

@@ -1,8 +1,13 @@
 //! Following a session command's output: the toolbox's
 //! `…/logs?follow=true` WebSocket streams the multiplexed log as it grows
-//! (frames of `\x01\x01\x01` stdout / `\x02\x02\x02` stderr chunks) and
-//! closes once the command's exit code is in; rfs then reads the exit
-//! code once. No output is fetched twice. While following, rfs asks every
+//! (frames of `\x01\x01\x01` stdout / `\x02\x02\x02` stderr lines). The
+//! command prints end lines with its exit code on both streams (see
+//! [`super::agent::end_lines`]): once both are in, the step is over and rfs
+//! closes the stream itself. The daemon would close it only about a
+//! second after the last output (it looks for the exit code after 50
+//! empty reads 20 ms apart: apps/daemon/internal/util/log_reader.go).
+//! Without end lines (a stream that closes first) rfs reads the exit code
+//! once. No output is fetched twice. While following, rfs asks every
 //! [`CHECK_EVERY`] for the exit status the wrapper records in `/tmp` when
 //! the command removed the toolbox's session directory, whose log then
 //! never ends.
@@ -13,6 +18,7 @@ use futures_util::StreamExt;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 
+use super::agent::{feed, EndScan};
 use super::exec::{Relay, KILL_GRACE};
 use super::sandbox::enc;
 use super::ws::Ws;
@@ -137,6 +143,7 @@ impl Api {
         let (base, id, sid, cmd, token) = at.parts();
         let mut sup = Supervisor::new(req, KILL_GRACE);
         let mut demux = StreamDemux::default();
+        let (mut out, mut err) = (EndScan::new(token), EndScan::new(token));
         let mut killed = false;
         // Until when the log may still run on after a recorded exit.
         let mut log_grace: Option<Instant> = None;
@@ -145,8 +152,8 @@ impl Api {
         let closed = loop {
             tokio::select! {
                 msg = ws.next() => match msg {
-                    Some(Ok(Message::Binary(b))) => relay.pieces(demux.push(&b), sink),
-                    Some(Ok(Message::Text(t))) => relay.pieces(demux.push(t.as_bytes()), sink),
+                    Some(Ok(Message::Binary(b))) => feed(demux.push(&b), &mut out, &mut err, relay, sink),
+                    Some(Ok(Message::Text(t))) => feed(demux.push(t.as_bytes()), &mut out, &mut err, relay, sink),
                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break true,
                     Some(Ok(_)) => {}
                 },
@@ -167,8 +174,11 @@ impl Api {
                     Intervention::GraceOver => break false,
                 },
             }
+            if out.code().is_some() && err.code().is_some() {
+                break true;
+            }
         };
-        relay.pieces(demux.finish(), sink);
+        feed(demux.finish(), &mut out, &mut err, relay, sink);
         let _ = ws.close(None).await;
         if sup.stop().is_some() {
             return Ok(Followed::Stopped {
@@ -185,6 +195,9 @@ impl Api {
                 sink.stderr(LOG_UNENDED_NOTE.as_bytes());
             }
             return Ok(Followed::Ended(recorded.map(|r| r.code)));
+        }
+        if let (Some(code), Some(_)) = (out.code(), err.code()) {
+            return Ok(Followed::Ended(Some(code)));
         }
         // The stream closes once the exit code is in; a server that closed
         // early gets a few more reads (bounded) before the recorded status.

@@ -46,6 +46,7 @@ struct Inner {
     exec_start_failures: Vec<String>,
     lost_exit_codes: Vec<String>,
     refuse_follow: bool,
+    echo_unsuppressed: bool,
     pty_frame_delay: Option<Duration>,
     pty_drop_after: Option<usize>,
 }
@@ -203,6 +204,18 @@ impl Faults {
         } else {
             Some(inner.exec_start_failures.remove(0))
         }
+    }
+
+    /// Input sent to session commands is echoed into their logs even when
+    /// they were started with `suppressInputEcho: true`, like a daemon from
+    /// before that field (it ignores it): a client must tell its input's
+    /// echo from the command's output.
+    pub fn echo_input_regardless(&self) {
+        self.inner.lock().unwrap().echo_unsuppressed = true;
+    }
+
+    pub(crate) fn input_echo_unsuppressed(&self) -> bool {
+        self.inner.lock().unwrap().echo_unsuppressed
     }
 
     /// Session log requests asking to follow (WebSocket upgrade) are

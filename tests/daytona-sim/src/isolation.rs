@@ -391,6 +391,58 @@ pub(crate) fn shell_pid(nsenter_pid: u32) -> Option<i32> {
     }
 }
 
+/// Send `sig` to every live process of session `sid` and to every
+/// descendant of its leader `sid` (host pid numbering): the daemon's
+/// session delete signals the shell's process group and walks its process
+/// tree for descendants that left the group (apps/daemon/pkg/session/delete.go).
+/// Returns how many live processes it signalled (0: all gone); `None`
+/// only counts them.
+pub(crate) fn signal_session_tree(sid: i32, sig: Option<nix::sys::signal::Signal>) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    // (pid, ppid, session) of every live (not zombie) process.
+    let mut procs: Vec<(i32, i32, i32)> = vec![];
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.len() < 4 || f[0] == "Z" {
+            continue;
+        }
+        let (Ok(ppid), Ok(sess)) = (f[1].parse::<i32>(), f[3].parse::<i32>()) else {
+            continue;
+        };
+        procs.push((pid, ppid, sess));
+    }
+    let mut targets: Vec<i32> = procs
+        .iter()
+        .filter(|p| p.2 == sid || p.0 == sid)
+        .map(|p| p.0)
+        .collect();
+    let mut i = 0;
+    while i < targets.len() {
+        let parent = targets[i];
+        for p in &procs {
+            if p.1 == parent && !targets.contains(&p.0) {
+                targets.push(p.0);
+            }
+        }
+        i += 1;
+    }
+    for pid in &targets {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), sig);
+    }
+    targets.len()
+}
+
 /// SIGKILL every process of session `sid` (host pid numbering).
 pub(crate) fn kill_session(sid: i32) {
     let Ok(entries) = std::fs::read_dir("/proc") else {

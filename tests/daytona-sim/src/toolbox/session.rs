@@ -8,7 +8,9 @@ use super::{JsonBody, Tb};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::process::{Child, ChildStdin, Stdio};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, RawQuery};
@@ -20,7 +22,9 @@ use serde_json::{json, Value};
 
 use super::{output_mode, OutputMode, ToolboxState};
 use crate::errors;
-use crate::isolation::{base_env, chown, kill_session, SandboxBox, HOME, SHELL};
+use crate::isolation::{
+    base_env, chown, kill_session, signal_session_tree, SandboxBox, HOME, SHELL,
+};
 
 use super::session_log::{Capture, ERR, OUT};
 
@@ -31,14 +35,28 @@ pub(crate) struct Session {
     stdin: ChildStdin,
     commands: Vec<CommandRec>,
     dir: String,
+    /// Set once the session is deleted: its followed logs close (the
+    /// daemon's `session.ctx.Done()` in apps/daemon/pkg/session/log.go).
+    gone: Arc<AtomicBool>,
 }
 
 struct CommandRec {
     id: String,
     command: String,
+    /// The exit code as last *read* by a request (the daemon caches it on
+    /// its `Command` when a status, session, list or sync exec reads it).
     exit_code: Option<i32>,
     capture: Capture,
+    /// `suppressInputEcho` of its exec request.
+    suppress_input_echo: bool,
 }
+
+/// How long a deleted session's processes get between SIGTERM and SIGKILL
+/// (the daemon's `DAYTONA_TERMINATION_GRACE_PERIOD`, default 5s, checked
+/// every `DAYTONA_TERMINATION_CHECK_INTERVAL`, default 100ms:
+/// apps/daemon/cmd/daemon/config/config.go).
+pub(crate) const TERMINATION_GRACE: Duration = Duration::from_secs(5);
+const TERMINATION_CHECK: Duration = Duration::from_millis(100);
 
 impl Session {
     pub fn kill(&mut self) {
@@ -50,6 +68,26 @@ impl Session {
         for c in self.commands.iter().filter(|c| c.exit_code.is_none()) {
             c.capture.abandon();
         }
+    }
+
+    /// The daemon's session delete (apps/daemon/pkg/session/delete.go):
+    /// SIGTERM to the shell's group and process tree, up to
+    /// [`TERMINATION_GRACE`] for them to end, then SIGKILL.
+    fn terminate(&mut self) {
+        use nix::sys::signal::Signal;
+        self.gone.store(true, Ordering::SeqCst);
+        if let Some(shell) = self.shell {
+            let deadline = Instant::now() + TERMINATION_GRACE;
+            let mut left = signal_session_tree(shell, Some(Signal::SIGTERM));
+            while left > 0 && Instant::now() < deadline {
+                std::thread::sleep(TERMINATION_CHECK);
+                left = signal_session_tree(shell, None);
+            }
+            if left > 0 {
+                signal_session_tree(shell, Some(Signal::SIGKILL));
+            }
+        }
+        self.kill();
     }
 }
 
@@ -194,6 +232,7 @@ pub(crate) async fn create(tb: Tb, JsonBody(req): JsonBody<CreateSessionRequest>
             stdin,
             commands: Vec::new(),
             dir,
+            gone: Arc::new(AtomicBool::new(false)),
         },
     );
     StatusCode::CREATED.into_response()
@@ -240,7 +279,14 @@ pub(crate) async fn delete(tb: Tb, Path((_, sid)): Path<(String, String)>) -> Re
     let removed = ctx.tb.sessions.lock().unwrap().remove(&sid);
     match removed {
         Some(mut s) => {
-            tokio::task::spawn_blocking(move || s.kill());
+            // Answered once the session's processes ended (or were killed
+            // after the grace), its directory removed, like the daemon.
+            let dir = ctx.sandbox().host_path(&s.dir);
+            let _ = tokio::task::spawn_blocking(move || {
+                s.terminate();
+                let _ = std::fs::remove_dir_all(dir);
+            })
+            .await;
             StatusCode::NO_CONTENT.into_response()
         }
         None => nf(&method, &uri, "session"),
@@ -255,6 +301,8 @@ pub(crate) struct ExecRequest {
     run_async: bool,
     #[serde(default)]
     r#async: bool,
+    #[serde(default)]
+    suppress_input_echo: bool,
 }
 
 /// What the session shell runs for one command (the daemon's wrapper,
@@ -335,6 +383,8 @@ pub(crate) async fn exec(
         return Json(json!({ "cmdId": cmd_id, "output": out, "exitCode": -1 })).into_response();
     }
     let lose_exit = tb.st.faults.take_lost_exit_code(&req.command);
+    // A daemon from before `suppressInputEcho` (a fault) echoes all input.
+    let suppress_input_echo = req.suppress_input_echo && !tb.st.faults.input_echo_unsuppressed();
     let Tb {
         ctx,
         method,
@@ -393,6 +443,7 @@ pub(crate) async fn exec(
             command: req.command.clone(),
             exit_code: None,
             capture,
+            suppress_input_echo,
         });
         dir
     };
@@ -447,14 +498,15 @@ pub(crate) async fn command(
     }
 }
 
-/// The sandbox dir of a known command, or the 404 to answer.
+/// The sandbox dir of a known command and its session's deleted flag,
+/// or the 404 to answer.
 fn locate(
     tb: &ToolboxState,
     sid: &str,
     cid: &str,
     method: &Method,
     uri: &Uri,
-) -> Result<String, Response> {
+) -> Result<(String, Arc<AtomicBool>), Response> {
     let sessions = tb.sessions.lock().unwrap();
     let Some(s) = sessions.get(sid) else {
         return Err(nf(method, uri, "session"));
@@ -462,7 +514,7 @@ fn locate(
     if !s.commands.iter().any(|c| c.id == cid) {
         return Err(nf(method, uri, "command"));
     }
-    Ok(command_dir(&s.dir, cid))
+    Ok((command_dir(&s.dir, cid), s.gone.clone()))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -479,7 +531,7 @@ pub(crate) async fn logs(
         uri,
         headers,
     } = tb;
-    let dir = match locate(&ctx.tb, &sid, &cid, &method, &uri) {
+    let (dir, gone) = match locate(&ctx.tb, &sid, &cid, &method, &uri) {
         Ok(d) => d,
         Err(r) => return r,
     };
@@ -499,7 +551,17 @@ pub(crate) async fn logs(
     {
         return ws.on_upgrade(move |socket| {
             let frame = st.opts.frame_latency;
-            stream_log(socket, log_path, exit_path, follow, mode.combined, frame)
+            stream_log(
+                socket,
+                Followed {
+                    log_path,
+                    exit_path,
+                    gone,
+                    follow,
+                    combined: mode.combined,
+                },
+                frame,
+            )
         });
     }
     let log = match std::fs::read(&log_path) {
@@ -546,54 +608,74 @@ fn filter_chunk(pending: &mut Vec<u8>, chunk: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The bytes of `path` from `offset` on (at most 1 MiB per call).
-fn read_from(path: &std::path::Path, offset: usize) -> Vec<u8> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut buf = Vec::new();
-    if let Ok(mut f) = std::fs::File::open(path) {
-        if f.seek(SeekFrom::Start(offset as u64)).is_ok() {
-            let _ = f.take(1 << 20).read_to_end(&mut buf);
-        }
-    }
-    buf
-}
-
-/// Follow a command's log over `socket`. Each frame leaves
-/// `frame_latency` after its bytes were read, as on a network link with
-/// that one-way delay: frames in flight do not wait for each other.
-async fn stream_log(
-    mut socket: WebSocket,
+/// What a log stream reads.
+struct Followed {
     log_path: std::path::PathBuf,
     exit_path: std::path::PathBuf,
+    gone: Arc<AtomicBool>,
     follow: bool,
     combined: bool,
-    frame_latency: std::time::Duration,
-) {
+}
+
+/// The daemon's reads of a followed log (apps/daemon/internal/util/log_reader.go):
+/// at most this many bytes each, one WebSocket frame per read.
+pub(crate) const FRAME_MAX: usize = 1024;
+/// Empty reads, this far apart, before the daemon looks for the exit code
+/// (and ends the stream if it is there): a followed log closes about a
+/// second after its last output.
+const EMPTY_READS: u32 = 50;
+const EMPTY_READ_PAUSE: Duration = Duration::from_millis(20);
+
+/// Follow a command's log over `socket` as the daemon does: the log from
+/// its start (what was logged already, then live output), in reads of at
+/// most [`FRAME_MAX`] bytes, each sent as a binary frame (markers removed
+/// for combined-output clients); without `follow` it ends at the end of
+/// the file; following, it ends once [`EMPTY_READS`] reads in a row found
+/// nothing and the exit code is there, or when the session is deleted.
+/// The socket closes with 1000 and no reason. Each frame leaves
+/// `frame_latency` after its bytes were read, as on a network link with
+/// that one-way delay: frames in flight do not wait for each other.
+async fn stream_log(mut socket: WebSocket, f: Followed, frame_latency: std::time::Duration) {
     use std::collections::VecDeque;
+    use std::io::Read;
     use tokio::time::Instant;
-    let mut offset = 0usize;
+    let mut file = std::fs::File::open(&f.log_path).ok();
     let mut pending = Vec::new();
     let mut outbox: VecDeque<(Instant, Message)> = VecDeque::new();
     let mut closing = false;
+    let mut empty_reads = 0u32;
     loop {
         let mut got = false;
         if !closing {
-            let done =
-                !follow || exit_path.exists() || exit_path.with_file_name(LOST_EXIT).exists();
-            let data = read_from(&log_path, offset);
-            if !data.is_empty() {
-                offset += data.len();
-                let out = if combined {
-                    filter_chunk(&mut pending, &data)
+            let mut buf = vec![0u8; FRAME_MAX];
+            let n = file
+                .as_mut()
+                .and_then(|f| f.read(&mut buf).ok())
+                .unwrap_or(0);
+            let mut done = false;
+            if n > 0 {
+                empty_reads = 0;
+                let data = &buf[..n];
+                let out = if f.combined {
+                    filter_chunk(&mut pending, data)
                 } else {
-                    data
+                    data.to_vec()
                 };
                 if !out.is_empty() {
                     outbox.push_back((Instant::now() + frame_latency, Message::Binary(out.into())));
                 }
                 got = true;
-            } else if done {
-                if combined && !pending.is_empty() {
+            } else if !f.follow || f.gone.load(Ordering::SeqCst) {
+                done = true;
+            } else {
+                empty_reads += 1;
+                if empty_reads >= EMPTY_READS {
+                    done = f.exit_path.exists() || f.exit_path.with_file_name(LOST_EXIT).exists();
+                    empty_reads = 0;
+                }
+            }
+            if done {
+                if f.combined && !pending.is_empty() {
                     let rest = std::mem::take(&mut pending);
                     outbox
                         .push_back((Instant::now() + frame_latency, Message::Binary(rest.into())));
@@ -624,8 +706,9 @@ async fn stream_log(
                     }
                 }
             }
-            // More of the log may be there at once after a read.
-            _ = tokio::time::sleep(Duration::from_millis(if got { 0 } else { 20 })), if !closing => {}
+            // After a read with data the daemon reads again at once;
+            // after an empty one it sleeps 20 ms.
+            _ = tokio::time::sleep(if got { Duration::ZERO } else { EMPTY_READ_PAUSE }), if !closing => {}
         }
     }
 }
@@ -635,6 +718,12 @@ pub(crate) struct InputRequest {
     data: String,
 }
 
+/// The daemon's `SendInput` (apps/daemon/pkg/session/input.go): 410 for a
+/// command whose exit code was already read (the cached one: a command
+/// that ended unread still gets the pipe's error, 500 `failed to open
+/// input pipe`, as its FIFO is removed); a newline is added to data
+/// without one; the data is echoed into the command's log as stdout
+/// unless the command was started with `suppressInputEcho`.
 pub(crate) async fn input(
     tb: Tb,
     Path((_, sid, cid)): Path<(String, String, String)>,
@@ -643,26 +732,75 @@ pub(crate) async fn input(
     let Tb {
         ctx, method, uri, ..
     } = tb;
-    let dir = match locate(&ctx.tb, &sid, &cid, &method, &uri) {
-        Ok(d) => d,
-        Err(r) => return r,
+    let (dir, suppress) = {
+        let sessions = ctx.tb.sessions.lock().unwrap();
+        let Some(s) = sessions.get(&sid) else {
+            return nf(&method, &uri, "session");
+        };
+        let Some(c) = s.commands.iter().find(|c| c.id == cid) else {
+            return nf(&method, &uri, "command");
+        };
+        if let Some(code) = c.exit_code {
+            return errors::toolbox(
+                410,
+                "GONE",
+                method.as_str(),
+                uri.path(),
+                format!("gone: command has already completed with exit code {code}"),
+            );
+        }
+        (command_dir(&s.dir, &cid), c.suppress_input_echo)
     };
     let pipe = ctx.sandbox().host_path(&format!("{dir}/input.pipe"));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(&pipe)
-        .and_then(|mut f| f.write_all(req.data.as_bytes()));
-    match written {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => errors::toolbox(
-            400,
-            "BAD_REQUEST",
+    let mut data = req.data.into_bytes();
+    if !data.ends_with(b"\n") {
+        data.push(b'\n');
+    }
+    // The daemon's open blocks until the command has the FIFO open for
+    // reading; a FIFO that is not there (the command ended) fails at once.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let opened = loop {
+        let o = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&pipe);
+        match o {
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            o => break o,
+        }
+    };
+    let written = match opened {
+        Ok(mut f) => f.write_all(&data),
+        Err(e) => {
+            return errors::toolbox(
+                500,
+                "INTERNAL_SERVER_ERROR",
+                method.as_str(),
+                uri.path(),
+                format!("internal server error: failed to open input pipe: {e}"),
+            )
+        }
+    };
+    if let Err(e) = written {
+        return errors::toolbox(
+            500,
+            "INTERNAL_SERVER_ERROR",
             method.as_str(),
             uri.path(),
-            format!("bad request: command is not accepting input: {e}"),
-        ),
+            format!("internal server error: failed to write to input pipe: {e}"),
+        );
     }
+    if !suppress {
+        let log = ctx.sandbox().host_path(&format!("{dir}/output.log"));
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log) {
+            let mut rec = OUT.to_vec();
+            rec.extend_from_slice(&data);
+            let _ = f.write_all(&rec);
+        }
+    }
+    StatusCode::NO_CONTENT.into_response()
 }
 
 #[cfg(test)]

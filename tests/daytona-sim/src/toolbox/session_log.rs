@@ -1,7 +1,8 @@
-//! Byte-exact capture of a session command's output: the server owns the
-//! read ends of the command's stdout/stderr FIFOs and appends every chunk
-//! it reads to the command's `output.log`, behind the daemon's
-//! `\x01\x01\x01` (stdout) / `\x02\x02\x02` (stderr) prefixes. The exit code
+//! Capture of a session command's output: the server owns the read ends
+//! of the command's stdout/stderr FIFOs and appends every *line* it reads
+//! to the command's `output.log`, behind the daemon's `\x01\x01\x01`
+//! (stdout) / `\x02\x02\x02` (stderr) prefixes (a last line without a
+//! newline gets one, as the daemon's labelers give it). The exit code
 //! the session shell reports (`exit.tmp`) is published as `exit_code` only
 //! once both streams reached end of file, so a client that sees the exit
 //! code reads the complete log.
@@ -109,21 +110,41 @@ impl Capture {
     }
 }
 
-/// Copy every chunk of `pipe` into `log` behind `prefix`, one write per chunk.
+/// Copy `pipe` into `log` line by line, each line behind `prefix` (one
+/// write per line), as the daemon's labelers do
+/// (`while IFS= read -r line || [ -n "$line" ]; do printf 'PREFIX%s\n' "$line"; done`
+/// in apps/daemon/pkg/session/execute.go): a line is logged once its
+/// newline is read, and a last line without one gets one.
 fn pump(pipe: &Path, prefix: &[u8], log: &Mutex<File>) {
     let Ok(mut f) = File::open(pipe) else { return };
     let mut buf = vec![0u8; 64 * 1024];
-    let mut rec = Vec::with_capacity(buf.len() + prefix.len());
+    let mut line: Vec<u8> = Vec::new();
+    let write = |rec: &[u8]| -> bool {
+        let mut out = Vec::with_capacity(rec.len() + prefix.len() + 1);
+        out.extend_from_slice(prefix);
+        out.extend_from_slice(rec);
+        if !rec.ends_with(b"\n") {
+            out.push(b'\n');
+        }
+        let mut l = log.lock().unwrap_or_else(|p| p.into_inner());
+        l.write_all(&out).is_ok()
+    };
     loop {
         match f.read(&mut buf) {
-            Ok(0) => return,
+            Ok(0) => {
+                if !line.is_empty() {
+                    write(&line);
+                }
+                return;
+            }
             Ok(n) => {
-                rec.clear();
-                rec.extend_from_slice(prefix);
-                rec.extend_from_slice(&buf[..n]);
-                let mut l = log.lock().unwrap_or_else(|p| p.into_inner());
-                if l.write_all(&rec).is_err() {
-                    return;
+                line.extend_from_slice(&buf[..n]);
+                while let Some(nl) = line.iter().position(|&b| b == b'\n') {
+                    let rest = line.split_off(nl + 1);
+                    if !write(&line) {
+                        return;
+                    }
+                    line = rest;
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

@@ -1,5 +1,6 @@
 //! Tests of the Daytona-API test server itself, over plain HTTP.
 
+mod daemon;
 mod faults;
 mod lifecycle;
 mod support;
