@@ -83,15 +83,52 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
 
 /// [`run`] with `body` in place of running the script once.
 pub(crate) fn run_with_body(settings: RunSettings, hooks: Hooks, body: Body) -> RunReport {
-    let mut started = false;
-    let key = hooks.signing_key.clone();
-    let mut report = run_journaled(&settings, hooks, &mut started, body);
-    if started {
-        if let Err((what, e)) = seal_bundle(&settings.out_dir, key.as_deref()) {
-            failed_after(&mut report, what, &e);
-        }
+    run_journaled(&settings, hooks, body)
+}
+
+/// How a run's end went, beyond its outcome.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Ended {
+    /// The sandbox's removal could not be verified.
+    pub(crate) teardown_warning: Option<String>,
+    /// Sealing the bundle or drawing its report failed: the evidence is
+    /// incomplete.
+    pub(crate) seal_error: Option<(&'static str, String)>,
+}
+
+/// The one end of every run, whatever started it (`rfs run`, a suite's
+/// proof, a bisect lane, `--watch`, a replay, the REPL, an MCP session):
+/// open terminals closed, the sandbox torn down and verified gone,
+/// `run.end` journaled, then the bundle sealed (attestation, signature)
+/// and its report drawn. An entry point that ends a run any other way
+/// leaves a bundle `rfs verify` rejects.
+pub(crate) fn end_run(
+    run: &Run,
+    outcome: RunOutcome,
+    reason: Option<&str>,
+    key: Option<&crate::signing::SigningKey>,
+) -> Ended {
+    let teardown_warning = run.finish_with(outcome, reason);
+    let seal_error = seal_bundle(&run.cfg.out_dir, key).err();
+    Ended {
+        teardown_warning,
+        seal_error,
     }
-    report
+}
+
+/// [`end_run`] for `rfs run`'s report: a sealing failure fails the run.
+fn end_into(
+    report: &mut RunReport,
+    run: &Run,
+    outcome: RunOutcome,
+    reason: Option<&str>,
+    key: Option<&crate::signing::SigningKey>,
+) {
+    let ended = end_run(run, outcome, reason, key);
+    report.teardown_warning = ended.teardown_warning;
+    if let Some((what, e)) = ended.seal_error {
+        failed_after(report, what, &e);
+    }
 }
 
 /// After the journal is closed: the attestation (signed when there is a
@@ -117,13 +154,10 @@ fn failed_after(report: &mut RunReport, what: &str, e: &dyn std::fmt::Display) {
     report.error = Some(Error::Internal(msg));
 }
 
-fn run_journaled(
-    settings: &RunSettings,
-    hooks: Hooks,
-    started: &mut bool,
-    body: Body,
-) -> RunReport {
-    let mut report = RunReport {
+fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body) -> RunReport {
+    let key = hooks.signing_key.clone();
+    let key = key.as_deref();
+    let report = RunReport {
         run_id: settings.run_id.clone(),
         out_dir: settings.out_dir.clone(),
         exit_code: exit_code::SUCCESS,
@@ -169,18 +203,20 @@ fn run_journaled(
         Ok(r) => r,
         Err(e) => return fail(report, e),
     };
-    *started = true;
     // A provider that cannot work at all (daemon down) refuses before
     // anything else happens.
     if let Err(e) = run.preflight() {
-        report.teardown_warning = run.finish_with(RunOutcome::Refused, Some(&e.to_string()));
-        return fail(report, e);
+        let reason = e.to_string();
+        let mut report = fail(report, e);
+        end_into(&mut report, &run, RunOutcome::Refused, Some(&reason), key);
+        return report;
     }
     let engine = match script::run_engine(&run, &script, settings.vars.clone()) {
         Ok(e) => e,
         Err(e) => {
-            report.teardown_warning = run.finish(RunOutcome::Error);
-            return fail(report, e);
+            let mut report = fail(report, e);
+            end_into(&mut report, &run, RunOutcome::Error, None, key);
+            return report;
         }
     };
 
@@ -196,8 +232,9 @@ fn run_journaled(
             let _ = tx.send(body(&r2, &s2, engine, &ast));
         });
     if let Err(e) = spawned {
-        report.teardown_warning = run.finish(RunOutcome::Error);
-        return fail(report, Error::internal(e));
+        let mut report = fail(report, Error::internal(e));
+        end_into(&mut report, &run, RunOutcome::Error, None, key);
+        return report;
     }
     let interrupt = hooks.interrupt.clone();
     let r3 = run.clone();
@@ -218,13 +255,14 @@ fn run_journaled(
         Err(e) => e.outcome(),
     };
     let reason = result.as_ref().err().map(|e| e.to_string());
-    report.teardown_warning = run.finish_with(outcome, reason.as_deref());
-    drop(run);
-    rt.shutdown_timeout(std::time::Duration::from_secs(2));
-    match result {
+    let mut report = match result {
         Ok(()) => report,
         Err(e) => fail(report, e),
-    }
+    };
+    end_into(&mut report, &run, outcome, reason.as_deref(), key);
+    drop(run);
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    report
 }
 
 /// The run configuration for validated settings: the injected provider or

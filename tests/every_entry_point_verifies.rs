@@ -99,10 +99,11 @@ provider_tests! {
             .unwrap();
         let mut stdin = child.stdin.take().unwrap();
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut call = |id: i64, method: &str, params: serde_json::Value| -> serde_json::Value {
-            let msg = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let send = |stdin: &mut std::process::ChildStdin, msg: serde_json::Value| {
             writeln!(stdin, "{msg}").unwrap();
             stdin.flush().unwrap();
+        };
+        let mut answer = |id: i64| -> serde_json::Value {
             loop {
                 let line = lines.next().expect("an answer").unwrap();
                 let v: serde_json::Value = serde_json::from_str(&line).unwrap();
@@ -111,15 +112,20 @@ provider_tests! {
                 }
             }
         };
-        call(0, "initialize", serde_json::json!({
+        send(&mut stdin, serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2024-11-05",
             "capabilities": {},
             "clientInfo": {"name": "rfs-test", "version": "0"}
-        }));
-        writeln!(stdin, "{}", serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
-        let step = call(1, "tools/call", serde_json::json!({"name": "step", "arguments": {"name": "a", "command": "echo mcp"}}));
+        }}));
+        answer(0);
+        send(&mut stdin, serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        send(&mut stdin, serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "step", "arguments": {"name": "a", "command": "echo mcp"}}}));
+        let step = answer(1);
         assert_ne!(step["result"]["isError"], true, "{step}");
-        let end = call(2, "tools/call", serde_json::json!({"name": "end", "arguments": {}}));
+        send(&mut stdin, serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "end", "arguments": {}}}));
+        let end = answer(2);
         assert_ne!(end["result"]["isError"], true, "{end}");
         drop(stdin);
         let deadline = Instant::now() + Duration::from_secs(120);

@@ -60,7 +60,7 @@ impl Session {
         // stdout is the protocol: nothing else may be printed there.
         let run = Run::start(cfg, rt, Arc::new(crate::events::Silent), &settings.vars)?;
         if let Err(e) = run.preflight() {
-            let _ = run.finish_with(RunOutcome::Refused, Some(&e.to_string()));
+            crate::runner::end_run(&run, RunOutcome::Refused, Some(&e.to_string()), None);
             return Err(e);
         }
         let here = Script {
@@ -74,7 +74,7 @@ impl Session {
         let mut engine = match script::run_engine(&run, &here, settings.vars.clone()) {
             Ok(e) => e,
             Err(e) => {
-                let _ = run.finish(RunOutcome::Error);
+                crate::runner::end_run(&run, RunOutcome::Error, None, None);
                 return Err(e);
             }
         };
@@ -88,7 +88,7 @@ impl Session {
             .stack_size(16 * 1024 * 1024)
             .spawn(move || worker::serve(r, engine, rx, t, c))
             .map_err(|e| {
-                let _ = run.finish(RunOutcome::Error);
+                crate::runner::end_run(&run, RunOutcome::Error, None, None);
                 Error::internal(e)
             })?;
         Ok(Arc::new(Session {
@@ -123,9 +123,10 @@ impl Session {
         } else {
             RunOutcome::Completed
         };
-        let teardown_warning = self.run.finish(outcome);
-        let seal_error = crate::runner::seal_bundle(&self.out_dir, None)
-            .err()
+        let end = crate::runner::end_run(&self.run, outcome, None, None);
+        let teardown_warning = end.teardown_warning;
+        let seal_error = end
+            .seal_error
             .map(|(what, e)| format!("{what} failed: {e}"));
         let ending = Ending {
             outcome,

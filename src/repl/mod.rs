@@ -229,12 +229,14 @@ fn conclude(run: &Run, unfinished: Option<&str>) -> i32 {
             text.trim_end()
         );
         errln!("rfs: {why}");
-        run.finish_with(RunOutcome::Failed, Some(&why));
-        return exit_code::SCRIPT_FAILED;
+        return sealed(
+            crate::runner::end_run(run, RunOutcome::Failed, Some(&why), None),
+            exit_code::SCRIPT_FAILED,
+        );
     }
     // A teardown problem is reported (and journaled) but does not turn a
     // completed session into a failed one, as for `rfs run`.
-    run.finish(RunOutcome::Completed);
+    let ended = crate::runner::end_run(run, RunOutcome::Completed, None, None);
     if run.cfg.keep {
         let st = run.state();
         if let (Some(sb), false) = (&st.sandbox, st.destroyed) {
@@ -245,7 +247,19 @@ fn conclude(run: &Run, unfinished: Option<&str>) -> i32 {
             );
         }
     }
-    exit_code::SUCCESS
+    sealed(ended, exit_code::SUCCESS)
+}
+
+/// The session's exit code once its run ended: `code`, unless its
+/// evidence could not be sealed (then said, and an internal error).
+fn sealed(ended: crate::runner::Ended, code: i32) -> i32 {
+    match ended.seal_error {
+        Some((what, e)) => {
+            errln!("rfs: the session ended but {what} failed: {e}");
+            exit_code::INTERNAL
+        }
+        None => code,
+    }
 }
 
 /// How the session ends when a terminating signal arrives: the input
@@ -291,8 +305,13 @@ impl Ending {
         // The prompt may hold the terminal in raw mode: give it back first.
         self.terminal.restore();
         errln!("\r\nrfs: {sig}: ending the session");
-        run.finish_with(RunOutcome::Interrupted, Some(&format!("{sig} received")));
-        std::process::exit(exit_code::INTERRUPTED);
+        let ended = crate::runner::end_run(
+            run,
+            RunOutcome::Interrupted,
+            Some(&format!("{sig} received")),
+            None,
+        );
+        std::process::exit(sealed(ended, exit_code::INTERRUPTED));
     }
 }
 

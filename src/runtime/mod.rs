@@ -360,15 +360,11 @@ impl Run {
         }
     }
 
-    /// End the run: tear down (unless kept), journal the end, rewrite the
+    /// End the run: tear down (unless kept), journal the end with why the
+    /// run ended that way (`reason`, redacted) in `run.end`, rewrite the
     /// evidence, flush. Never fails the run for a teardown problem; returns
-    /// a warning text instead.
-    pub(crate) fn finish(&self, outcome: RunOutcome) -> Option<String> {
-        self.finish_with(outcome, None)
-    }
-
-    /// [`Run::finish`], journaling why the run ended that way (`reason`,
-    /// redacted) in `run.end`.
+    /// a warning text instead. Only [`crate::runner::end_run`] calls it,
+    /// which then seals the bundle: every entry point ends a run there.
     /// A secret the run learnt may be written in the script itself: the
     /// bundled copy is redacted like everything else in the output
     /// directory, and its new digest journaled (`bundle.redacted`).
