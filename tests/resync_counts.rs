@@ -165,7 +165,7 @@ provider_tests! {
         assert_eq!(strings(&rs[1]["shipped_paths"]), ["new.txt"]);
         assert_eq!(rs[1]["removed"], 0);
         assert!(
-            out.stderr.contains("1 entries shipped, 0 removed"),
+            out.stderr.contains("1 file shipped, 0 removed"),
             "{}",
             out.stderr
         );

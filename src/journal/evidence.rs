@@ -184,7 +184,7 @@ pub(crate) fn facts(s: &mut String, r: &RunSummary) {
             "- re-synced: {} → {} ({} shipped, verified in the sandbox)",
             code(&rs.from_commit),
             code(&rs.commit),
-            crate::plural::count(rs.shipped, "entry", "entries")
+            crate::plural::count(rs.shipped, "file", "files")
         );
     }
     let _ = writeln!(

@@ -95,7 +95,7 @@ pub(crate) struct Bisect {
     pub results: Vec<crate::events::BisectTested>,
 }
 
-/// A re-sync: from commit, to commit, entries shipped.
+/// A re-sync: from commit, to commit, files shipped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Resync {
     pub from_commit: String,

@@ -125,7 +125,7 @@ impl Reporter for Console {
                 ..
             } => format!(
                 "rfs: re-synced {from_commit} -> {commit}: {} shipped, {removed} removed, {kept_untracked} untracked kept, verified ({sync_ms} ms)",
-                crate::plural::count(*shipped, "entry", "entries")
+                crate::plural::count(*shipped, "file", "files")
             ),
             Event::StepStart {
                 name, cwd_remote, ..
