@@ -48,6 +48,39 @@ fn outcome(o: &ProviderResult<ExecOutcome>) -> String {
     }
 }
 
+impl Traced {
+    /// `call` timed and traced as `op` on sandbox `id` (the one wrapper
+    /// every traced operation goes through).
+    async fn timed<T>(
+        &self,
+        op: &str,
+        id: &str,
+        call: impl std::future::Future<Output = ProviderResult<T>>,
+    ) -> ProviderResult<T> {
+        let t = Instant::now();
+        let r = call.await;
+        done(op, self.name(), id, t, &r);
+        r
+    }
+
+    /// A command `call` (its line traced at `-vv`), timed and traced with
+    /// its outcome as `op`.
+    async fn command(
+        &self,
+        op: &str,
+        id: &str,
+        req: &ExecRequest,
+        call: impl std::future::Future<Output = ProviderResult<ExecOutcome>>,
+    ) -> ProviderResult<ExecOutcome> {
+        tracing::trace!(target: "rfs::provider", provider = self.name(), sandbox = id, cwd = %req.cwd, argv = ?req.argv, op, "start");
+        let t = Instant::now();
+        let r = call.await;
+        tracing::debug!(target: "rfs::provider", provider = self.name(), op, sandbox = id,
+            cwd = %req.cwd, ms = t.elapsed().as_millis() as u64, "{}", outcome(&r));
+        r
+    }
+}
+
 #[async_trait]
 impl Provider for Traced {
     fn name(&self) -> &str {
@@ -68,10 +101,7 @@ impl Provider for Traced {
     }
 
     async fn preflight(&self) -> ProviderResult<()> {
-        let t = Instant::now();
-        let r = self.0.preflight().await;
-        done("preflight", self.name(), "", t, &r);
-        r
+        self.timed("preflight", "", self.0.preflight()).await
     }
 
     async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
@@ -101,10 +131,8 @@ impl Provider for Traced {
     }
 
     async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()> {
-        let t = Instant::now();
-        let r = self.0.upload(id, local, remote_path).await;
-        done("upload", self.name(), id, t, &r);
-        r
+        self.timed("upload", id, self.0.upload(id, local, remote_path))
+            .await
     }
 
     async fn exec(
@@ -113,27 +141,17 @@ impl Provider for Traced {
         req: &ExecRequest,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
-        tracing::trace!(target: "rfs::provider", provider = self.name(), sandbox = id, cwd = %req.cwd, argv = ?req.argv, "exec");
-        let t = Instant::now();
-        let r = self.0.exec(id, req, sink).await;
-        tracing::debug!(target: "rfs::provider", provider = self.name(), op = "exec", sandbox = id,
-            cwd = %req.cwd, ms = t.elapsed().as_millis() as u64, "{}", outcome(&r));
-        r
+        self.command("exec", id, req, self.0.exec(id, req, sink))
+            .await
     }
 
     async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
         tracing::trace!(target: "rfs::provider", provider = self.name(), sandbox = id, cwd = %req.cwd, argv = ?req.argv, "open pty");
-        let t = Instant::now();
-        let r = self.0.open_pty(id, req).await;
-        done("open_pty", self.name(), id, t, &r);
-        r
+        self.timed("open_pty", id, self.0.open_pty(id, req)).await
     }
 
     async fn destroy(&self, id: &str) -> ProviderResult<()> {
-        let t = Instant::now();
-        let r = self.0.destroy(id).await;
-        done("destroy", self.name(), id, t, &r);
-        r
+        self.timed("destroy", id, self.0.destroy(id)).await
     }
 }
 
@@ -176,12 +194,14 @@ impl StreamInput for Traced {
         input: InputStream,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
-        tracing::trace!(target: "rfs::provider", provider = self.name(), sandbox = id, cwd = %req.cwd, argv = ?req.argv, "exec with input");
-        let t = Instant::now();
-        let r = self.stream()?.exec_with_input(id, req, input, sink).await;
-        tracing::debug!(target: "rfs::provider", provider = self.name(), op = "exec_with_input", sandbox = id,
-            cwd = %req.cwd, ms = t.elapsed().as_millis() as u64, "{}", outcome(&r));
-        r
+        let inner = self.stream()?;
+        self.command(
+            "exec_with_input",
+            id,
+            req,
+            inner.exec_with_input(id, req, input, sink),
+        )
+        .await
     }
 
     fn native(&self) -> Option<&dyn NativeVerifier> {
@@ -195,13 +215,13 @@ impl StreamInput for Traced {
 #[async_trait]
 impl NativeVerifier for Traced {
     async fn prepare_own_executable(&self, id: &str) -> ProviderResult<()> {
-        let t = Instant::now();
-        let r = match self.native() {
-            Ok(n) => n.prepare_own_executable(id).await,
-            Err(e) => Err(e),
-        };
-        done("prepare_own_executable", self.name(), id, t, &r);
-        r
+        let inner = self.native()?;
+        self.timed(
+            "prepare_own_executable",
+            id,
+            inner.prepare_own_executable(id),
+        )
+        .await
     }
 
     async fn exec_own_with_input(
@@ -211,14 +231,13 @@ impl NativeVerifier for Traced {
         input: InputStream,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
-        tracing::trace!(target: "rfs::provider", provider = self.name(), sandbox = id, cwd = %req.cwd, argv = ?req.argv, "exec own executable with input");
-        let t = Instant::now();
-        let r = match self.native() {
-            Ok(n) => n.exec_own_with_input(id, req, input, sink).await,
-            Err(e) => Err(e),
-        };
-        tracing::debug!(target: "rfs::provider", provider = self.name(), op = "exec_own_with_input", sandbox = id,
-            cwd = %req.cwd, ms = t.elapsed().as_millis() as u64, "{}", outcome(&r));
-        r
+        let inner = self.native()?;
+        self.command(
+            "exec_own_with_input",
+            id,
+            req,
+            inner.exec_own_with_input(id, req, input, sink),
+        )
+        .await
     }
 }
