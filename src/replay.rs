@@ -268,11 +268,18 @@ pub(crate) struct EnvironmentCheck {
 /// local host is warned about.
 pub(crate) fn environment_check(of: &ReplayOf, now: Option<&Environment>) -> EnvironmentCheck {
     let mut check = EnvironmentCheck::default();
-    let Some(was) = &of.environment else {
-        return check;
-    };
     let empty = Environment::default();
     let now = now.unwrap_or(&empty);
+    let Some(was) = &of.environment else {
+        // A journal from an rfs that pinned no environment.
+        if let Some(b) = &now.image {
+            check.warnings.push(format!(
+                "run {}'s journal pins no image, so this replay's image {} is not compared with it",
+                of.run_id, b.id
+            ));
+        }
+        return check;
+    };
     match (&was.image, &now.image) {
         (Some(a), Some(b)) if a.id != b.id && of.allow_other_image => {
             check.warnings.push(format!(
@@ -514,6 +521,15 @@ mod tests {
             Some(&image("sha256:aa")),
         );
         assert_eq!(same, EnvironmentCheck::default());
+    }
+
+    #[test]
+    fn a_bundle_that_pins_no_image_is_replayed_with_a_warning_saying_so() {
+        let mut of = replay_of(image("sha256:aa"), false);
+        of.environment = None;
+        let c = environment_check(&of, Some(&image("sha256:bb")));
+        assert_eq!(c.refused, None);
+        assert!(c.warnings[0].contains("pins no image"), "{:?}", c.warnings);
     }
 
     #[test]
