@@ -183,6 +183,76 @@ pub struct ReplayOf {
     pub journal_sha256: String,
     /// The commit the original run pinned (bound by the replay).
     pub commit: String,
+    /// The environment the original's sandbox was placed in (absent when
+    /// its journal has none): the replay's must be the same image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<Environment>,
+    /// `--allow-other-image`: the person let the replay run on a
+    /// different image than the original's (said when it does).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_other_image: bool,
+}
+
+/// What a sandbox's environment is, by content (`placement`): what
+/// `rfs replay` compares and the attestation lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Environment {
+    /// The docker image the sandbox was created from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImagePin>,
+    /// The host a `local` step sees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostFingerprint>,
+}
+
+impl Environment {
+    /// One line for EVIDENCE.md (`None` when there is nothing to say).
+    pub fn describe(&self) -> Option<String> {
+        let mut parts = vec![];
+        if let Some(i) = &self.image {
+            let mut p = format!("image {}", i.id);
+            if !i.repo_digests.is_empty() {
+                p.push_str(&format!(" ({})", i.repo_digests.join(", ")));
+            }
+            parts.push(p);
+        }
+        if let Some(h) = &self.host {
+            let mut p = format!("host kernel {}", h.kernel);
+            if let Some(os) = &h.os {
+                p.push_str(&format!(", {os}"));
+            }
+            if let Some(d) = &h.packages_sha256 {
+                p.push_str(&format!(", packages sha256 {}", &d[..d.len().min(12)]));
+            }
+            parts.push(p);
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
+/// A docker image by content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImagePin {
+    /// The image id (`sha256:…`, the digest of its configuration).
+    pub id: String,
+    /// Its repository digests (`name@sha256:…`), where the daemon knows
+    /// any (an image pulled from or pushed to a registry).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repo_digests: Vec<String>,
+}
+
+/// The host environment a `local` step sees.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostFingerprint {
+    /// The kernel release (`uname -r`).
+    pub kernel: String,
+    /// `ID VERSION_ID` of `/etc/os-release`, where there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    /// sha256 of `dpkg-query -W`'s output (every installed package and
+    /// version), where the host has dpkg.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packages_sha256: Option<String>,
 }
 
 /// How a sync's archive reached the sandbox (`source.verify`).
@@ -318,6 +388,10 @@ pub enum Event {
         /// The isolation in force and why (absent in older journals).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         isolation: Option<crate::provider::isolation::IsolationFact>,
+        /// The environment by content: the image id, or the local host's
+        /// fingerprint (absent in older journals).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        environment: Option<Box<Environment>>,
     },
     /// The source was bound to a sandbox provisioned earlier, whose source
     /// labels say `unbound`.
@@ -841,6 +915,14 @@ pub(crate) mod catalog {
                     journal_head: s("4ead"),
                     journal_sha256: s("9e11"),
                     commit: s("c0ffee"),
+                    environment: Some(Environment {
+                        image: Some(ImagePin {
+                            id: s("sha256:3aed"),
+                            repo_digests: vec![s("busybox@sha256:9ab1")],
+                        }),
+                        host: None,
+                    }),
+                    allow_other_image: true,
                 })),
             },
             Event::ProviderReady {
@@ -903,6 +985,14 @@ pub(crate) mod catalog {
                 home: s("/home/sb"),
                 image: None,
                 isolation: None,
+                environment: Some(Box::new(Environment {
+                    image: None,
+                    host: Some(HostFingerprint {
+                        kernel: s("6.1.0"),
+                        os: Some(s("debian 12")),
+                        packages_sha256: Some(s("5e1f")),
+                    }),
+                })),
             },
             Event::PlacementLabelsUnbound {
                 sandbox_id: s("local-1"),
@@ -1188,6 +1278,19 @@ pub(crate) mod catalog {
             assert!(!kind.is_empty());
             assert!(payload.is_object(), "{kind}");
             assert_eq!(Event::from_kind_payload(&kind, &payload).unwrap(), e);
+        }
+    }
+
+    /// Journals written before environments were pinned still parse.
+    #[test]
+    fn a_placement_without_an_environment_still_parses() {
+        let old = serde_json::json!({
+            "provider": "docker", "sandbox_id": "c1", "reason": "flag",
+            "labels": {}, "home": "/home/sb", "image": "busybox:1",
+        });
+        match Event::from_kind_payload("placement", &old).unwrap() {
+            Event::Placement { environment, .. } => assert_eq!(environment, None),
+            e => panic!("{e:?}"),
         }
     }
 

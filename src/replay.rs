@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::attestation::events;
 use crate::error::{Error, Result};
-use crate::events::{Event, ReplayOf};
+use crate::events::{Environment, Event, ReplayOf};
 use crate::exit_code;
 
 /// One step as a run journaled it.
@@ -86,6 +86,10 @@ pub(crate) fn read_bundle(out: &Path) -> Result<Original> {
     }
     let mut commit = None;
     let mut invocation_rel = None;
+    let environment = evs.iter().find_map(|e| match e {
+        Event::Placement { environment, .. } => environment.as_deref().cloned(),
+        _ => None,
+    });
     for e in &evs {
         match e {
             Event::SourceResolved { repo, .. } if invocation_rel.is_none() => {
@@ -105,6 +109,8 @@ pub(crate) fn read_bundle(out: &Path) -> Result<Original> {
             journal_head: head,
             journal_sha256: hex::encode(Sha256::digest(&bytes)),
             commit,
+            environment,
+            allow_other_image: false,
         }),
         run_id: run_id.clone(),
         script: out.join(&manifest.script.path),
@@ -242,6 +248,78 @@ pub(crate) struct ReplayArgs {
     /// Values for variables the original journal redacted.
     pub vars: Vec<String>,
     pub image: Option<String>,
+    /// `--allow-other-image`: run on a different image than the
+    /// original's (said, and journaled in `replay_of`).
+    pub allow_other_image: bool,
+}
+
+/// What the replay's environment check found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct EnvironmentCheck {
+    /// Said and journaled (`placement.warning`); the replay goes on.
+    pub warnings: Vec<String>,
+    /// Why the replay is refused.
+    pub refused: Option<String>,
+}
+
+/// Compare the replay's sandbox environment (`now`) with the original's
+/// (`of.environment`): a different docker image is refused, naming both
+/// ids, unless `--allow-other-image` was given (then said); a different
+/// local host is warned about.
+pub(crate) fn environment_check(of: &ReplayOf, now: Option<&Environment>) -> EnvironmentCheck {
+    let mut check = EnvironmentCheck::default();
+    let empty = Environment::default();
+    let now = now.unwrap_or(&empty);
+    let Some(was) = &of.environment else {
+        // A journal from an rfs that pinned no environment.
+        if let Some(b) = &now.image {
+            check.warnings.push(format!(
+                "run {}'s journal pins no image, so this replay's image {} is not compared with it",
+                of.run_id, b.id
+            ));
+        }
+        return check;
+    };
+    match (&was.image, &now.image) {
+        (Some(a), Some(b)) if a.id != b.id && of.allow_other_image => {
+            check.warnings.push(format!(
+                "replaying on image {}, not the original run's {} (--allow-other-image)",
+                b.id, a.id
+            ));
+        }
+        (Some(a), Some(b)) if a.id != b.id => {
+            check.refused = Some(format!(
+                "the replay's image is {}, but run {} ran on image {}: a different image under the same name is refused; load or tag the original image (a script may name it by id, `image: \"{}\"`), or pass --allow-other-image to replay on this one",
+                b.id, of.run_id, a.id, a.id
+            ));
+        }
+        (Some(a), None) => check.warnings.push(format!(
+            "run {} ran on image {}; this replay's provider has no image, so it is not compared",
+            of.run_id, a.id
+        )),
+        _ => {}
+    }
+    if let (Some(a), Some(b)) = (&was.host, &now.host) {
+        let mut differ = vec![];
+        if a.kernel != b.kernel {
+            differ.push(format!("kernel {} (was {})", b.kernel, a.kernel));
+        }
+        if a.os != b.os {
+            let os = |o: &Option<String>| o.clone().unwrap_or_else(|| "unknown".into());
+            differ.push(format!("os {} (was {})", os(&b.os), os(&a.os)));
+        }
+        if a.packages_sha256 != b.packages_sha256 {
+            differ.push("the installed packages (dpkg-query -W) differ".into());
+        }
+        if !differ.is_empty() {
+            check.warnings.push(format!(
+                "this host differs from the one run {} ran on: {}",
+                of.run_id,
+                differ.join(", ")
+            ));
+        }
+    }
+    check
 }
 
 /// Run a replay; returns the process exit code (0 all steps match, 1 some
@@ -319,7 +397,10 @@ pub(crate) fn replay(
             reporter,
             handle_signals: true,
             signing_key,
-            replay_of: original.origin.clone(),
+            replay_of: original.origin.clone().map(|o| ReplayOf {
+                allow_other_image: a.allow_other_image,
+                ..o
+            }),
             ..Default::default()
         },
     );
@@ -378,6 +459,96 @@ mod tests {
             ran: true,
             stdout_sha256: out.into(),
         }
+    }
+
+    fn replay_of(env: Environment, allow: bool) -> ReplayOf {
+        ReplayOf {
+            run_id: "r0".into(),
+            out_dir: "/o".into(),
+            journal_head: "h".into(),
+            journal_sha256: "s".into(),
+            commit: "c".into(),
+            environment: Some(env),
+            allow_other_image: allow,
+        }
+    }
+
+    fn image(id: &str) -> Environment {
+        Environment {
+            image: Some(crate::events::ImagePin {
+                id: id.into(),
+                repo_digests: vec![],
+            }),
+            host: None,
+        }
+    }
+
+    fn host(kernel: &str, packages: &str) -> Environment {
+        Environment {
+            image: None,
+            host: Some(crate::events::HostFingerprint {
+                kernel: kernel.into(),
+                os: Some("debian 12".into()),
+                packages_sha256: Some(packages.into()),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_different_image_is_refused_naming_both_unless_allowed() {
+        let c = environment_check(
+            &replay_of(image("sha256:aa"), false),
+            Some(&image("sha256:bb")),
+        );
+        let why = c.refused.expect("refused");
+        assert!(
+            why.contains("sha256:aa") && why.contains("sha256:bb"),
+            "{why}"
+        );
+        assert!(why.contains("--allow-other-image"), "{why}");
+        let c = environment_check(
+            &replay_of(image("sha256:aa"), true),
+            Some(&image("sha256:bb")),
+        );
+        assert_eq!(c.refused, None);
+        assert!(
+            c.warnings[0].contains("--allow-other-image"),
+            "{:?}",
+            c.warnings
+        );
+        let same = environment_check(
+            &replay_of(image("sha256:aa"), false),
+            Some(&image("sha256:aa")),
+        );
+        assert_eq!(same, EnvironmentCheck::default());
+    }
+
+    #[test]
+    fn a_bundle_that_pins_no_image_is_replayed_with_a_warning_saying_so() {
+        let mut of = replay_of(image("sha256:aa"), false);
+        of.environment = None;
+        let c = environment_check(&of, Some(&image("sha256:bb")));
+        assert_eq!(c.refused, None);
+        assert!(c.warnings[0].contains("pins no image"), "{:?}", c.warnings);
+    }
+
+    #[test]
+    fn a_different_host_is_a_warning_naming_what_differs() {
+        let c = environment_check(
+            &replay_of(host("6.1", "p1"), false),
+            Some(&host("6.8", "p2")),
+        );
+        assert_eq!(c.refused, None);
+        let w = &c.warnings[0];
+        assert!(
+            w.contains("kernel 6.8 (was 6.1)") && w.contains("packages"),
+            "{w}"
+        );
+        let same = environment_check(
+            &replay_of(host("6.1", "p1"), false),
+            Some(&host("6.1", "p1")),
+        );
+        assert_eq!(same, EnvironmentCheck::default());
     }
 
     #[test]

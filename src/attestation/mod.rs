@@ -5,8 +5,9 @@
 //! the predicate is an in-toto test result (`test-result/v0.1`: result,
 //! configuration = the script and its modules with sha256, passed/warned/
 //! failed step names) plus a `run` object with each step's exit and
-//! duration, the outcome, provider, sandbox id, rfs version, script digest
-//! and the journal's sha256. The statement is derived from the journal
+//! duration, the outcome, provider, sandbox id, rfs version, script digest,
+//! the journal's sha256 and, on docker, the image by id as a resolved
+//! dependency (`resolvedDependencies`). The statement is derived from the journal
 //! alone ([`statement`]), so `rfs verify` re-derives it and compares.
 
 pub(crate) mod dsse;
@@ -155,6 +156,14 @@ pub(crate) fn statement(journal: &[u8]) -> Result<Value, AttestationError> {
             },
         },
     });
+    // The image the sandbox ran, by content (absent before rfs pinned
+    // images, so older bundles re-derive as they were).
+    if let (Some(deps), Some(r)) = (
+        resolved_dependencies(&evs),
+        st.pointer_mut("/predicate/run"),
+    ) {
+        r["resolvedDependencies"] = deps;
+    }
     // `--allow-dirty`: said in the signed statement itself.
     if let (Some(w), Some(r)) = (&run.not_reproducible, st.pointer_mut("/predicate/run")) {
         r["reproducible"] = json!(false);
@@ -162,6 +171,28 @@ pub(crate) fn statement(journal: &[u8]) -> Result<Value, AttestationError> {
             json!({ "gitCommit": w.base_commit, "uncommittedPaths": w.uncommitted_paths });
     }
     Ok(st)
+}
+
+/// The docker image of the run's placement as an in-toto resource
+/// descriptor: the name it was asked for, its id's sha256 and, where the
+/// daemon knows any, its repository digests.
+fn resolved_dependencies(evs: &[Event]) -> Option<Value> {
+    let (name, pin) = evs.iter().find_map(|e| match e {
+        Event::Placement {
+            image, environment, ..
+        } => Some((image.clone(), environment.as_ref()?.image.clone()?)),
+        _ => None,
+    })?;
+    let hex = pin.id.strip_prefix("sha256:").unwrap_or(&pin.id);
+    let mut dep = json!({
+        "name": name.unwrap_or_else(|| pin.id.clone()),
+        "uri": format!("docker-image:{}", pin.id),
+        "digest": { "sha256": hex },
+    });
+    if !pin.repo_digests.is_empty() {
+        dep["annotations"] = json!({ "repoDigests": pin.repo_digests });
+    }
+    Some(json!([dep]))
 }
 
 /// Build the attestation for `journal` (the exact bytes of `out_dir`'s

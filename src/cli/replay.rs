@@ -24,6 +24,10 @@ pub(crate) struct ReplayCommand {
     /// Image for providers that take one (docker).
     #[arg(long)]
     image: Option<String>,
+    /// Replay on a different image than the original run's (by default
+    /// a different image under the same name is refused).
+    #[arg(long)]
+    allow_other_image: bool,
 }
 
 impl ReplayCommand {
@@ -36,6 +40,7 @@ impl ReplayCommand {
                 strict: self.strict,
                 vars: self.vars,
                 image: self.image,
+                allow_other_image: self.allow_other_image,
             },
             Arc::new(crate::reporter::Console::new(false).with_progress(super::progress(false))),
         )

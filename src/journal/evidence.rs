@@ -138,6 +138,9 @@ pub(crate) fn facts(s: &mut String, r: &RunSummary) {
     if let Some(i) = &r.isolation {
         let _ = writeln!(s, "- isolation: {}", esc(i));
     }
+    if let Some(e) = r.environment.as_ref().and_then(|e| e.describe()) {
+        let _ = writeln!(s, "- environment: {}", esc(&e));
+    }
     let _ = writeln!(
         s,
         "- source commit: {}",

@@ -177,6 +177,8 @@ pub(crate) struct RunSummary {
     pub sandbox_id: Option<String>,
     /// The isolation in force and why.
     pub isolation: Option<String>,
+    /// The sandbox's environment by content (image id, host fingerprint).
+    pub environment: Option<crate::events::Environment>,
     pub labels: Vec<(String, String)>,
     /// The first repository resolved.
     pub repo: Option<String>,
@@ -327,8 +329,10 @@ impl RunSummary {
                 labels,
                 isolation,
                 home,
+                environment,
                 ..
             } => {
+                self.environment = environment.as_deref().cloned();
                 self.provider.clone_from(provider);
                 self.sandbox_id = Some(sandbox_id.clone());
                 self.home = Some(home.clone());

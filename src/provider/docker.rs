@@ -40,6 +40,7 @@
 mod client;
 mod container;
 mod exec;
+mod image;
 mod lane;
 mod own_copy;
 mod own_exe;
@@ -265,6 +266,15 @@ impl Provider for DockerProvider {
 
     async fn get(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
         container::get(&self.client, &self.options, id).await
+    }
+
+    /// The image the container was created from, by id.
+    async fn environment(&self, id: &str) -> ProviderResult<Option<crate::events::Environment>> {
+        let image = image::pin(&self.client, id).await?;
+        Ok(Some(crate::events::Environment {
+            image: Some(image),
+            host: None,
+        }))
     }
 
     async fn list(&self, labels: &Labels) -> ProviderResult<Vec<SandboxInfo>> {

@@ -393,6 +393,14 @@ pub trait Provider: Send + Sync {
     /// Destroy the sandbox. Destroying one that is already gone is `Ok`.
     async fn destroy(&self, id: &str) -> ProviderResult<()>;
 
+    /// Sandbox `id`'s environment by content (the image it was created
+    /// from; the host a `local` step sees), journaled with its placement
+    /// and compared by `rfs replay`. `None`: nothing to pin (the default).
+    async fn environment(&self, id: &str) -> ProviderResult<Option<crate::events::Environment>> {
+        let _ = id;
+        Ok(None)
+    }
+
     /// The capability to stream a byte stream into a command while rfs
     /// produces it (`None`: syncs upload a file and verify it, the
     /// default).

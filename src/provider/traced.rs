@@ -112,6 +112,13 @@ impl Provider for Traced {
         r
     }
 
+    async fn environment(&self, id: &str) -> ProviderResult<Option<crate::events::Environment>> {
+        let t = Instant::now();
+        let r = self.0.environment(id).await;
+        done("environment", self.name(), id, t, &r);
+        r
+    }
+
     async fn get(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
         let t = Instant::now();
         let r = self.0.get(id).await;

@@ -298,6 +298,7 @@ impl Run {
             let mut st = self.state();
             st.sandbox = Some(info.clone());
         }
+        let environment = self.environment_of(&info.id)?;
         self.record(Event::Placement {
             provider: p.name().to_owned(),
             sandbox_id: info.id.clone(),
@@ -306,7 +307,38 @@ impl Run {
             home: info.home.clone(),
             image,
             isolation: Some(isolation),
+            environment: environment.clone().map(Box::new),
         })?;
+        self.check_replayed_environment(environment.as_ref())?;
         Ok(info)
+    }
+
+    /// The sandbox's environment by content (fails closed: a provider
+    /// that pins environments and cannot say this one's refuses the run).
+    fn environment_of(&self, id: &str) -> Result<Option<crate::events::Environment>> {
+        let p = self.cfg.provider.clone();
+        self.block_on(p.environment(id)).map_err(|e| {
+            self.refuse(format!(
+                "provider `{}` cannot say what sandbox {id} runs on: {e}",
+                p.name()
+            ))
+        })
+    }
+
+    /// A replay's environment against the original's: a different image
+    /// is refused (unless `--allow-other-image`), a different host warned
+    /// about; before anything runs in the sandbox.
+    fn check_replayed_environment(&self, now: Option<&crate::events::Environment>) -> Result<()> {
+        let Some(of) = &self.cfg.replay_of else {
+            return Ok(());
+        };
+        let check = crate::replay::environment_check(of, now);
+        for message in check.warnings {
+            self.record(Event::PlacementWarning { message })?;
+        }
+        match check.refused {
+            Some(why) => Err(self.refuse(why)),
+            None => Ok(()),
+        }
     }
 }

@@ -47,6 +47,7 @@
 
 mod child;
 mod errors;
+mod fingerprint;
 mod launch;
 mod mount_plan;
 mod namespace_init;
@@ -418,6 +419,15 @@ impl Provider for LocalProvider {
         env.append(&mut req.env);
         req.env = env;
         pty::spawn_local_pty_in(&req, init).await
+    }
+
+    /// The host's fingerprint: a local sandbox shares its system.
+    async fn environment(&self, id: &str) -> ProviderResult<Option<crate::events::Environment>> {
+        let _ = id;
+        Ok(Some(crate::events::Environment {
+            image: None,
+            host: Some(fingerprint::host()),
+        }))
     }
 
     async fn destroy(&self, id: &str) -> ProviderResult<()> {
