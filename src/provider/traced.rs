@@ -113,10 +113,7 @@ impl Provider for Traced {
     }
 
     async fn environment(&self, id: &str) -> ProviderResult<Option<crate::events::Environment>> {
-        let t = Instant::now();
-        let r = self.0.environment(id).await;
-        done("environment", self.name(), id, t, &r);
-        r
+        self.timed("environment", id, self.0.environment(id)).await
     }
 
     async fn get(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
