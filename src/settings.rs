@@ -44,6 +44,9 @@ pub struct RunSettings {
     /// The repositories a script may ship: where rfs started, and each
     /// `--allow-repo`.
     pub allowed_repos: crate::source::allowed_repos::AllowedRepos,
+    /// `--allow-put`: files and folders (canonical) a script's `put()`
+    /// may ship from outside the working tree.
+    pub allowed_puts: Vec<PathBuf>,
 }
 
 /// The raw inputs of `rfs run`.
@@ -61,6 +64,9 @@ pub struct RunArgs {
     pub allow_dirty: bool,
     /// `--allow-repo`: more repositories a script may ship.
     pub allow_repos: Vec<PathBuf>,
+    /// `--allow-put`: files a script's `put()` may ship besides those of
+    /// the working tree.
+    pub allow_puts: Vec<PathBuf>,
     /// `--secret NAME`: environment variables handed to the run as
     /// secrets.
     pub secrets: Vec<String>,
@@ -204,8 +210,18 @@ impl RunSettings {
         let allowed_repos =
             crate::source::allowed_repos::AllowedRepos::new(&invocation_dir, &a.allow_repos)
                 .map_err(Error::Usage)?;
+        let allowed_puts = a
+            .allow_puts
+            .iter()
+            .map(|p| {
+                invocation_dir.join(p).canonicalize().map_err(|e| {
+                    Error::Usage(format!("--allow-put {}: cannot read it: {e}", p.display()))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(RunSettings {
             allowed_repos,
+            allowed_puts,
             isolation,
             secret_names,
             allow_dirty: a.allow_dirty,

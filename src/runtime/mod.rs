@@ -5,6 +5,7 @@
 //! blocks on the run's tokio runtime. Data flows script → runtime →
 //! provider; the runtime reports through [`crate::events`] and the journal.
 
+pub(crate) mod artifacts;
 pub(crate) mod attach;
 pub(crate) mod cwd;
 pub(crate) mod exec_loop;
@@ -74,6 +75,9 @@ pub(crate) struct RunConfig {
     pub allow_dirty: bool,
     /// The repositories a script may ship (`--allow-repo`).
     pub allowed_repos: crate::source::allowed_repos::AllowedRepos,
+    /// What a script's `put()` may ship besides the working tree's files
+    /// (`--allow-put`, canonical).
+    pub allowed_puts: Vec<PathBuf>,
 }
 
 /// The source bound to the run.
@@ -111,6 +115,8 @@ pub(crate) struct RunState {
     pub runtime_modules: std::collections::BTreeSet<String>,
     /// The commit every bind uses, set by `rfs bisect` ([`Run::pin_commit`]).
     pub forced_commit: Option<String>,
+    /// What `collect()` and `put()` moved so far.
+    pub artifacts: artifacts::Ledger,
 }
 
 /// One run of a script.
