@@ -307,7 +307,6 @@ pub(crate) fn config(
         secret_names: settings.secret_names.clone(),
         allow_dirty: settings.allow_dirty,
         allowed_repos: settings.allowed_repos.clone(),
-        allowed_puts: settings.allowed_puts.clone(),
     }
 }
 

@@ -44,9 +44,6 @@ pub struct RunSettings {
     /// The repositories a script may ship: where rfs started, and each
     /// `--allow-repo`.
     pub allowed_repos: crate::source::allowed_repos::AllowedRepos,
-    /// `--allow-put`: files and folders (canonical) a script's `put()`
-    /// may ship from outside the working tree.
-    pub allowed_puts: Vec<PathBuf>,
 }
 
 /// The raw inputs of `rfs run`.
@@ -210,18 +207,11 @@ impl RunSettings {
         let allowed_repos =
             crate::source::allowed_repos::AllowedRepos::new(&invocation_dir, &a.allow_repos)
                 .map_err(Error::Usage)?;
-        let allowed_puts = a
-            .allow_puts
-            .iter()
-            .map(|p| {
-                invocation_dir.join(p).canonicalize().map_err(|e| {
-                    Error::Usage(format!("--allow-put {}: cannot read it: {e}", p.display()))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let allowed_repos = allowed_repos
+            .with_puts(&invocation_dir, &a.allow_puts)
+            .map_err(Error::Usage)?;
         Ok(RunSettings {
             allowed_repos,
-            allowed_puts,
             isolation,
             secret_names,
             allow_dirty: a.allow_dirty,

@@ -558,8 +558,8 @@ fn check_contents(s: &Subject) -> Result<String, Failure> {
             if kind.is_dir() {
                 let top_dir = rel.is_empty()
                     && ["steps", "terminal", crate::bundle::DIR].contains(&name.as_str());
-                let artifacts_dir = path == crate::runtime::artifacts::DIR
-                    || collected.contains(&path);
+                let artifacts_dir =
+                    path == crate::runtime::artifacts::DIR || collected.contains(&path);
                 if !top_dir
                     && !artifacts_dir
                     && !path.starts_with(&format!("{}/", crate::bundle::DIR))

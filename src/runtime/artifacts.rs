@@ -150,7 +150,14 @@ impl Run {
 
     /// Run `sh -c script` in the sandbox with `args`; its output, or the
     /// refusal its stderr says.
-    fn artifact_exec(&self, what: &str, id: &str, home: &str, script: &str, args: Vec<String>) -> Result<Collect> {
+    fn artifact_exec(
+        &self,
+        what: &str,
+        id: &str,
+        home: &str,
+        script: &str,
+        args: Vec<String>,
+    ) -> Result<Collect> {
         let mut argv = vec!["/bin/sh".into(), "-c".into(), script.into(), "rfs".into()];
         argv.extend(args);
         let req = ExecRequest {
@@ -164,7 +171,9 @@ impl Run {
         let p = self.cfg.provider.clone();
         let o = self
             .block_on_watched(id, p.exec(id, &req, &mut out))
-            .map_err(|how| self.sandbox_lost(id, what, &how, format!("{what}: sandbox {id} {how}")))?
+            .map_err(|how| {
+                self.sandbox_lost(id, what, &how, format!("{what}: sandbox {id} {how}"))
+            })?
             .map_err(|e| Error::StepFailed {
                 name: what.into(),
                 reason: format!("the provider could not run it in sandbox {id}: {e}"),
@@ -195,9 +204,8 @@ impl Run {
         let parts = sandbox_path(path).map_err(|m| self.refuse_early(&what, m))?;
         let rel = parts.join("/");
         let overlap = self.state().artifacts.collected.iter().find_map(|c| {
-            let nested = rel == *c
-                || rel.starts_with(&format!("{c}/"))
-                || c.starts_with(&format!("{rel}/"));
+            let nested =
+                rel == *c || rel.starts_with(&format!("{c}/")) || c.starts_with(&format!("{rel}/"));
             nested.then(|| c.clone())
         });
         if let Some(c) = overlap {
@@ -269,13 +277,16 @@ impl Run {
                 }
             }
             if names.len() < parts.len() || names[..parts.len()] != *parts {
-                return Err(bad(format!("{} is not under the collected path", p.display())));
+                return Err(bad(format!(
+                    "{} is not under the collected path",
+                    p.display()
+                )));
             }
             let rel = names.join("/");
             if self.state().redactor.holds_secret(&rel) {
-                return Err(self.refuse(format!(
-                    "{what} refused: a file name in it holds a secret"
-                )));
+                return Err(
+                    self.refuse(format!("{what} refused: a file name in it holds a secret"))
+                );
             }
             let kind = e.header().entry_type();
             entries.push(if kind.is_file() {
@@ -308,7 +319,13 @@ impl Run {
     /// Write the files into `artifacts/` (never through a link, never
     /// over a file) and journal them; what was written is removed again
     /// if anything fails.
-    fn keep_collected(&self, what: &str, rel: &str, entries: Vec<Entry>, total: u64) -> Result<Collected> {
+    fn keep_collected(
+        &self,
+        what: &str,
+        rel: &str,
+        entries: Vec<Entry>,
+        total: u64,
+    ) -> Result<Collected> {
         let out = &self.cfg.out_dir;
         let redactor = self.state().redactor.clone();
         let (mut files, mut dirs, mut links, mut skipped, mut redacted) =
@@ -365,7 +382,9 @@ impl Run {
             for p in made.iter().rev() {
                 let _ = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir(p));
             }
-            return Err(self.refuse(format!("{what} refused: cannot write it into the bundle: {e}")));
+            return Err(self.refuse(format!(
+                "{what} refused: cannot write it into the bundle: {e}"
+            )));
         }
         let n = files.len();
         self.record(Event::ArtifactCollected {
@@ -418,18 +437,23 @@ impl Run {
                     dir.push(c);
                     crate::out_dir::ensure_dir(&dir)
                 })
-                .and_then(|_| crate::out_dir::write_new(&self.cfg.out_dir.join(&bundle_rel), &bytes));
-            written.map_err(|e| self.refuse_early(&what, format!("cannot keep it in the bundle: {e}")))?;
+                .and_then(|_| {
+                    crate::out_dir::write_new(&self.cfg.out_dir.join(&bundle_rel), &bytes)
+                });
+            written.map_err(|e| {
+                self.refuse_early(&what, format!("cannot keep it in the bundle: {e}"))
+            })?;
             Some(bundle_rel)
         } else {
             None
         };
         // Shipped from a scratch copy of its own: a provider may link the
         // file it uploads, and the sandbox must never reach the bundle.
-        let scratch = self
-            .cfg
-            .scratch_dir
-            .join(format!("put-{}-{}", self.cfg.run_id, uuid::Uuid::new_v4().simple()));
+        let scratch = self.cfg.scratch_dir.join(format!(
+            "put-{}-{}",
+            self.cfg.run_id,
+            uuid::Uuid::new_v4().simple()
+        ));
         crate::out_dir::write_new(&scratch, &bytes).map_err(Error::internal)?;
         let upload = format!(
             "{}/.rfs-put-{}",
@@ -440,7 +464,12 @@ impl Run {
         let sent = self
             .block_on_watched(&pl.sandbox_id, p.upload(&pl.sandbox_id, &scratch, &upload))
             .map_err(|how| {
-                self.sandbox_lost(&pl.sandbox_id, &what, &how, format!("{what}: sandbox {how}"))
+                self.sandbox_lost(
+                    &pl.sandbox_id,
+                    &what,
+                    &how,
+                    format!("{what}: sandbox {how}"),
+                )
             });
         let _ = std::fs::remove_file(&scratch);
         sent?.map_err(|e| Error::StepFailed {
@@ -476,7 +505,12 @@ impl Run {
         let real = abs
             .canonicalize()
             .map_err(|e| self.refuse_early(what, format!("cannot read {local:?}: {e}")))?;
-        let allowed = self.cfg.allowed_puts.iter().any(|a| real.starts_with(a));
+        let allowed = self
+            .cfg
+            .allowed_repos
+            .puts()
+            .iter()
+            .any(|a| real.starts_with(a));
         if !allowed {
             let flag = format!("pass --allow-put {local} to allow it");
             let root = crate::source::allowed_repos::work_tree_of(&self.cfg.invocation_dir)
@@ -541,6 +575,9 @@ mod tests {
         assert!(sandbox_path(".").is_err());
         assert!(sandbox_path("").is_err());
         assert!(sandbox_path("a\nb").is_err());
-        assert_eq!(ancestors(&["a".into(), "b".into(), "c".into()]), vec!["a", "a/b"]);
+        assert_eq!(
+            ancestors(&["a".into(), "b".into(), "c".into()]),
+            vec!["a", "a/b"]
+        );
     }
 }

@@ -75,9 +75,6 @@ pub(crate) struct RunConfig {
     pub allow_dirty: bool,
     /// The repositories a script may ship (`--allow-repo`).
     pub allowed_repos: crate::source::allowed_repos::AllowedRepos,
-    /// What a script's `put()` may ship besides the working tree's files
-    /// (`--allow-put`, canonical).
-    pub allowed_puts: Vec<PathBuf>,
 }
 
 /// The source bound to the run.

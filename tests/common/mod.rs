@@ -492,7 +492,6 @@ impl Rfs {
             secret_names: Default::default(),
             allow_dirty: false,
             allowed_repos: rfs::settings::AllowedRepos::new(cwd, &[]).unwrap(),
-            allowed_puts: vec![],
         };
         let report = rfs::runner::run(
             settings,
