@@ -31,6 +31,16 @@ pub struct FileDigest {
     pub bytes: u64,
 }
 
+/// A symlink `collect()` found: recorded, never followed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactLink {
+    /// Where it would be in the bundle (`artifacts/...`); nothing is
+    /// written there.
+    pub path: String,
+    /// What it points at, as the sandbox had it (redacted).
+    pub target: String,
+}
+
 /// The last lines a step's attempt printed on each stream: redacted as
 /// its logs are, at most [`OutputTail::LINES`] lines and
 /// [`OutputTail::BYTES`] bytes each, so a reader of the evidence sees the
@@ -731,6 +741,33 @@ pub enum Event {
         sha256: String,
         import: String,
     },
+    /// `collect(path)` copied a file or folder of the synced root into the
+    /// bundle's `artifacts/`: every file with its sha256, every folder,
+    /// every symlink (recorded, not followed) and what was skipped (not a
+    /// file, folder or symlink); `bytes` in all.
+    #[serde(rename = "artifact.collected")]
+    ArtifactCollected {
+        path: String,
+        files: Vec<FileDigest>,
+        dirs: Vec<String>,
+        links: Vec<ArtifactLink>,
+        skipped: Vec<String>,
+        /// Files whose kept copy had a secret redacted.
+        redacted: Vec<String>,
+        bytes: u64,
+    },
+    /// `put(local, path)` shipped the file `local` (not in the commit) to
+    /// `path` under the synced root; kept in the bundle at `bundled`
+    /// (`bundle/put/...`), or not (a run without a bundle: not
+    /// reproducible).
+    #[serde(rename = "artifact.put")]
+    ArtifactPut {
+        local: String,
+        path: String,
+        sha256: String,
+        bytes: u64,
+        bundled: Option<String>,
+    },
     /// The run is over (last line).
     #[serde(rename = "run.end")]
     RunEnd {
@@ -850,9 +887,11 @@ pub(crate) mod catalog {
             Event::BisectStart { .. } => 37,
             Event::BisectCommit { .. } => 38,
             Event::BisectEnd { .. } => 39,
+            Event::ArtifactCollected { .. } => 40,
+            Event::ArtifactPut { .. } => 41,
         }
     }
-    const COUNT: usize = 40;
+    const COUNT: usize = 42;
 
     /// An owned string (the samples' shorthand).
     fn s(x: &str) -> String {
@@ -1235,6 +1274,29 @@ pub(crate) mod catalog {
                 path: s("bundle/helpers.rhai"),
                 sha256: s("4e1p"),
                 import: s("helpers"),
+            },
+            Event::ArtifactCollected {
+                path: s("out"),
+                files: vec![FileDigest {
+                    path: s("artifacts/out/report.xml"),
+                    sha256: "0".repeat(64),
+                    bytes: 7,
+                }],
+                dirs: vec![s("artifacts/out")],
+                links: vec![ArtifactLink {
+                    path: s("artifacts/out/latest"),
+                    target: s("report.xml"),
+                }],
+                skipped: vec![s("artifacts/out/fifo")],
+                redacted: vec![],
+                bytes: 7,
+            },
+            Event::ArtifactPut {
+                local: s("fixtures/data.bin"),
+                path: s("data.bin"),
+                sha256: "1".repeat(64),
+                bytes: 3,
+                bundled: Some(s("bundle/put/data.bin")),
             },
             Event::SourceResync {
                 sandbox_id: s("local-1"),

@@ -61,6 +61,9 @@ pub struct RunArgs {
     pub allow_dirty: bool,
     /// `--allow-repo`: more repositories a script may ship.
     pub allow_repos: Vec<PathBuf>,
+    /// `--allow-put`: files a script's `put()` may ship besides those of
+    /// the working tree.
+    pub allow_puts: Vec<PathBuf>,
     /// `--secret NAME`: environment variables handed to the run as
     /// secrets.
     pub secrets: Vec<String>,
@@ -204,6 +207,9 @@ impl RunSettings {
         let allowed_repos =
             crate::source::allowed_repos::AllowedRepos::new(&invocation_dir, &a.allow_repos)
                 .map_err(Error::Usage)?;
+        let allowed_repos = allowed_repos
+            .with_puts(&invocation_dir, &a.allow_puts)
+            .map_err(Error::Usage)?;
         Ok(RunSettings {
             allowed_repos,
             isolation,

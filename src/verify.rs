@@ -95,7 +95,7 @@ pub enum Failure {
         made_by: String,
         this: &'static str,
     },
-    #[error("the journal names {}, which is not a file under steps/ or terminal/", quote(.path))]
+    #[error("the journal names {}, which is not a file under steps/, terminal/, artifacts/ or bundle/put/", quote(.path))]
     OutsideArtifacts { path: String },
     #[error("{} was changed after it was closed: journaled sha256 {} ({journaled_bytes} bytes), now {now} ({now_bytes} bytes)", clip(.path), clip(.journaled))]
     Changed {
@@ -155,6 +155,7 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("EVIDENCE.md", check_evidence),
     ("contents", |s| check_contents(s).map(Into::into)),
     ("files", |s| check_files(s).map(Into::into)),
+    ("artifacts", |s| check_artifacts(s).map(Into::into)),
     ("bundle", |s| check_bundle(s).map(Into::into)),
     ("signature", |s| check_signature(s).map(Into::into)),
     ("attestation", |s| check_attestation(s).map(Into::into)),
@@ -506,6 +507,16 @@ fn check_contents(s: &Subject) -> Result<String, Failure> {
             bundled.insert(path.clone());
         }
     }
+    let collected = collected_paths(&s.events);
+    for e in &s.events {
+        if let Event::ArtifactPut {
+            bundled: Some(b), ..
+        } = e
+        {
+            bundled.insert(b.clone());
+            dirs_of(b, &mut bundled);
+        }
+    }
     let mut stack = vec![String::new()];
     let mut n = 0;
     while let Some(rel) = stack.pop() {
@@ -547,7 +558,12 @@ fn check_contents(s: &Subject) -> Result<String, Failure> {
             if kind.is_dir() {
                 let top_dir = rel.is_empty()
                     && ["steps", "terminal", crate::bundle::DIR].contains(&name.as_str());
-                if !top_dir && !path.starts_with(&format!("{}/", crate::bundle::DIR)) {
+                let artifacts_dir =
+                    path == crate::runtime::artifacts::DIR || collected.contains(&path);
+                if !top_dir
+                    && !artifacts_dir
+                    && !path.starts_with(&format!("{}/", crate::bundle::DIR))
+                {
                     return Err(Failure::Unjournaled { path });
                 }
                 stack.push(path);
@@ -563,6 +579,8 @@ fn check_contents(s: &Subject) -> Result<String, Failure> {
                 TOP_FILES.contains(&name.as_str())
             } else if path.starts_with(&format!("{}/", crate::bundle::DIR)) {
                 bundled.contains(&path)
+            } else if path.starts_with(&format!("{}/", crate::runtime::artifacts::DIR)) {
+                collected.contains(&path)
             } else {
                 true
             };
@@ -573,6 +591,89 @@ fn check_contents(s: &Subject) -> Result<String, Failure> {
     }
     Ok(format!(
         "{n} entries, each a regular file or directory rfs wrote"
+    ))
+}
+
+/// Every folder above `path` (`a`, `a/b` for `a/b/c`) into `set`.
+fn dirs_of(path: &str, set: &mut BTreeSet<String>) {
+    let mut at = 0;
+    while let Some(i) = path[at..].find('/') {
+        set.insert(path[..at + i].to_owned());
+        at += i + 1;
+    }
+}
+
+/// Every file and folder `collect()` wrote into `artifacts/`, as the
+/// journal names them.
+fn collected_paths(events: &[Event]) -> BTreeSet<String> {
+    let mut set = BTreeSet::new();
+    for e in events {
+        if let Event::ArtifactCollected { files, dirs, .. } = e {
+            for f in files {
+                set.insert(f.path.clone());
+                dirs_of(&f.path, &mut set);
+            }
+            for d in dirs {
+                set.insert(d.clone());
+                dirs_of(d, &mut set);
+            }
+        }
+    }
+    set
+}
+
+/// Every file `collect()` kept and `put()` shipped still has its
+/// journaled sha256 and size (extra files are refused by the contents
+/// check; a missing one cannot be read here).
+fn check_artifacts(s: &Subject) -> Result<String, Failure> {
+    let mut n = 0;
+    let mut check = |path: &str, sha256: &str, bytes: u64| -> Result<(), Failure> {
+        let inside = Path::new(path)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)))
+            && (path.starts_with(&format!("{}/", crate::runtime::artifacts::DIR))
+                || path.starts_with(&format!("{}/", crate::runtime::artifacts::PUT_DIR)));
+        if !inside {
+            return Err(Failure::OutsideArtifacts {
+                path: path.to_owned(),
+            });
+        }
+        let now = journal::file_digest_at_most(&s.out, path, bytes).map_err(|error| {
+            Failure::Unreadable {
+                path: path.to_owned(),
+                error,
+            }
+        })?;
+        if now.sha256 != sha256 || now.bytes != bytes {
+            return Err(Failure::Changed {
+                path: path.to_owned(),
+                journaled: sha256.to_owned(),
+                journaled_bytes: bytes,
+                now: now.sha256,
+                now_bytes: now.bytes,
+            });
+        }
+        n += 1;
+        Ok(())
+    };
+    for e in &s.events {
+        match e {
+            Event::ArtifactCollected { files, .. } => {
+                for f in files {
+                    check(&f.path, &f.sha256, f.bytes)?;
+                }
+            }
+            Event::ArtifactPut {
+                bundled: Some(b),
+                sha256,
+                bytes,
+                ..
+            } => check(b, sha256, *bytes)?,
+            _ => {}
+        }
+    }
+    Ok(format!(
+        "{n} collected or put file(s) match their journaled sha256"
     ))
 }
 

@@ -40,6 +40,11 @@ pub(crate) struct SessionArgs {
     /// at PATH besides the one rfs was started in. Repeatable.
     #[arg(long = "allow-repo", value_name = "PATH")]
     allow_repos: Vec<PathBuf>,
+    /// Let a script's `put(LOCAL, PATH)` ship the file at PATH (or any
+    /// file under the folder PATH), which is outside the working tree or
+    /// ignored by git. Repeatable.
+    #[arg(long = "allow-put", value_name = "PATH")]
+    allow_puts: Vec<PathBuf>,
     /// Hand the environment variable NAME to the run as `arg(NAME)`,
     /// redacted as a secret (a repository's rfs.toml may ask for it, but
     /// only this flag passes it). Repeatable.
@@ -61,6 +66,7 @@ impl SessionArgs {
             isolation: self.isolation,
             allow_dirty: self.allow_dirty,
             allow_repos: self.allow_repos,
+            allow_puts: self.allow_puts,
             secrets: self.secrets,
         }
     }

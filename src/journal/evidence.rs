@@ -53,6 +53,7 @@ impl Evidence {
         steps(&mut s, r);
         sessions(&mut s, r);
         prints(&mut s, r);
+        artifacts(&mut s, r);
         refusals(&mut s, r);
         let _ = writeln!(s, "\n## Cleanup\n");
         let _ = writeln!(s, "{}", cleanup(r.cleanup.as_ref()));
@@ -361,6 +362,66 @@ fn prints(s: &mut String, r: &RunSummary) {
             "\n({} more lines, in the journal's `print` entries)",
             r.prints_elided
         );
+    }
+}
+
+/// What `collect()` copied out of the sandbox and `put()` shipped in,
+/// each file with its sha256 (`rfs verify` checks every one).
+fn artifacts(s: &mut String, r: &RunSummary) {
+    if r.artifacts.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Artifacts\n");
+    for e in &r.artifacts {
+        match e {
+            super::summary::ArtifactRow::Collected {
+                path,
+                files,
+                links,
+                skipped,
+                bytes,
+            } => {
+                let _ = writeln!(
+                    s,
+                    "- collected {}: {} file(s), {bytes} bytes",
+                    code(path),
+                    files.len()
+                );
+                for f in files {
+                    let _ = writeln!(s, "  - {} sha256 {}", code(&f.path), code(&f.sha256));
+                }
+                for l in links {
+                    let _ = writeln!(
+                        s,
+                        "  - {} is a symlink to {} (recorded, not followed)",
+                        code(&l.path),
+                        code(&l.target)
+                    );
+                }
+                for p in skipped {
+                    let _ = writeln!(s, "  - {} skipped (not a file, folder or symlink)", code(p));
+                }
+            }
+            super::summary::ArtifactRow::Put {
+                local,
+                path,
+                sha256,
+                bytes,
+                bundled,
+            } => {
+                let kept = match bundled {
+                    Some(b) => format!("kept as {}", code(b)),
+                    None => "**NOT REPRODUCIBLE**: not kept in a bundle".to_owned(),
+                };
+                let _ = writeln!(
+                    s,
+                    "- put {} at {}: {bytes} bytes, sha256 {}, {kept}",
+                    code(local),
+                    code(path),
+                    code(sha256)
+                );
+            }
+        }
     }
 }
 

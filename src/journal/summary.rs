@@ -207,11 +207,32 @@ pub(crate) struct RunSummary {
     pub refusals: Vec<String>,
     /// Set by `rfs bisect`.
     pub bisect: Option<Bisect>,
+    /// What `collect()` and `put()` moved, in order (`artifact.*`).
+    pub artifacts: Vec<ArtifactRow>,
     /// Set when `--allow-dirty` shipped a working tree (the first one).
     pub not_reproducible: Option<crate::events::WorkingTreeShipped>,
     /// `None` while the run has not ended.
     pub outcome: Option<RunOutcome>,
     pub reason: Option<String>,
+}
+
+/// What `collect()` or `put()` moved (`artifact.*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ArtifactRow {
+    Collected {
+        path: String,
+        files: Vec<crate::events::FileDigest>,
+        links: Vec<crate::events::ArtifactLink>,
+        skipped: Vec<String>,
+        bytes: u64,
+    },
+    Put {
+        local: String,
+        path: String,
+        sha256: String,
+        bytes: u64,
+        bundled: Option<String>,
+    },
 }
 
 impl RunSummary {
@@ -319,6 +340,33 @@ impl RunSummary {
                     self.bundle = bundled(b);
                 }
             }
+            Event::ArtifactCollected {
+                path,
+                files,
+                links,
+                skipped,
+                bytes,
+                ..
+            } => self.artifacts.push(ArtifactRow::Collected {
+                path: path.clone(),
+                files: files.clone(),
+                links: links.clone(),
+                skipped: skipped.clone(),
+                bytes: *bytes,
+            }),
+            Event::ArtifactPut {
+                local,
+                path,
+                sha256,
+                bytes,
+                bundled,
+            } => self.artifacts.push(ArtifactRow::Put {
+                local: local.clone(),
+                path: path.clone(),
+                sha256: sha256.clone(),
+                bytes: *bytes,
+                bundled: bundled.clone(),
+            }),
             Event::BundleModule { path, sha256, .. } => self.bundle.push(BundledFile {
                 path: path.clone(),
                 sha256: sha256.clone(),

@@ -5,6 +5,7 @@
 //! blocks on the run's tokio runtime. Data flows script → runtime →
 //! provider; the runtime reports through [`crate::events`] and the journal.
 
+pub(crate) mod artifacts;
 pub(crate) mod attach;
 pub(crate) mod cwd;
 pub(crate) mod exec_loop;
@@ -111,6 +112,8 @@ pub(crate) struct RunState {
     pub runtime_modules: std::collections::BTreeSet<String>,
     /// The commit every bind uses, set by `rfs bisect` ([`Run::pin_commit`]).
     pub forced_commit: Option<String>,
+    /// What `collect()` and `put()` moved so far.
+    pub artifacts: artifacts::Ledger,
 }
 
 /// One run of a script.

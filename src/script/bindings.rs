@@ -164,6 +164,7 @@ pub(crate) fn register(engine: &mut Engine, run: Arc<Run>, vars: BTreeMap<String
     register_sandbox(engine, &run);
     register_sync_source(engine, &run);
     register_step(engine, &run);
+    register_artifacts(engine, &run);
     register_checks(engine);
     register_args(engine, vars);
 }
@@ -267,6 +268,55 @@ fn register_step(engine: &mut Engine, run: &Arc<Run>) {
             r.step(name, cmd, o)
                 .map(|x| step_map(&x))
                 .map_err(|e| to_rhai(&r, e, ctx.call_position()))
+        },
+    );
+}
+
+fn collected_map(c: &crate::runtime::artifacts::Collected) -> Map {
+    let mut m = Map::new();
+    m.insert("files".into(), (c.files as i64).into());
+    m.insert("bytes".into(), (c.bytes as i64).into());
+    m.insert("path".into(), c.path.clone().into());
+    m
+}
+
+/// `collect(path)`, `collect(path, #{…})` and `put(local, path)`.
+fn register_artifacts(engine: &mut Engine, run: &Arc<Run>) {
+    let r = run.clone();
+    engine.register_fn(
+        "collect",
+        move |ctx: NativeCallContext, path: &str| -> RhaiResult<Map> {
+            r.collect(path, None)
+                .map(|c| collected_map(&c))
+                .map_err(|e| to_rhai(&r, e, ctx.call_position()))
+        },
+    );
+    let r = run.clone();
+    engine.register_fn(
+        "collect",
+        move |ctx: NativeCallContext, path: &str, opts: Map| -> RhaiResult<Map> {
+            let mut o = Opts::new("collect()", opts);
+            let max = o
+                .int("max_bytes")
+                .and_then(|m| o.finish().map(|_| m))
+                .map_err(|m| script_error(m, ctx.call_position()))?;
+            r.collect(path, max)
+                .map(|c| collected_map(&c))
+                .map_err(|e| to_rhai(&r, e, ctx.call_position()))
+        },
+    );
+    let r = run.clone();
+    engine.register_fn(
+        "put",
+        move |ctx: NativeCallContext, local: &str, path: &str| -> RhaiResult<Map> {
+            let f = r
+                .put(local, path)
+                .map_err(|e| to_rhai(&r, e, ctx.call_position()))?;
+            let mut m = Map::new();
+            m.insert("sha256".into(), f.sha256.into());
+            m.insert("bytes".into(), (f.bytes as i64).into());
+            m.insert("path".into(), f.path.into());
+            Ok(m)
         },
     );
 }

@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 pub struct AllowedRepos {
     /// (git directory, the flag that allowed it).
     dirs: Vec<(PathBuf, String)>,
+    /// The files and folders (canonical) a script's `put()` may ship
+    /// although they are outside the working tree or ignored by git
+    /// (`--allow-put`).
+    puts: Vec<PathBuf>,
 }
 
 /// The canonical common git directory of the repository holding `dir`
@@ -41,7 +45,25 @@ impl AllowedRepos {
             })?;
             dirs.push((g, format!("--allow-repo {}", f.display())));
         }
-        Ok(AllowedRepos { dirs })
+        Ok(AllowedRepos { dirs, puts: vec![] })
+    }
+
+    /// With each `--allow-put` path (relative to `invocation_dir`), which
+    /// must exist.
+    pub fn with_puts(mut self, invocation_dir: &Path, flags: &[PathBuf]) -> Result<Self, String> {
+        for f in flags {
+            let p = invocation_dir
+                .join(f)
+                .canonicalize()
+                .map_err(|e| format!("--allow-put {}: cannot read it: {e}", f.display()))?;
+            self.puts.push(p);
+        }
+        Ok(self)
+    }
+
+    /// What `--allow-put` allowed `put()` to ship.
+    pub(crate) fn puts(&self) -> &[PathBuf] {
+        &self.puts
     }
 
     /// Whether `requested` (a script's `repo`, resolved against where rfs

@@ -1,0 +1,583 @@
+//! Files in and out of the sandbox: `collect(path)` copies a file or
+//! folder of the synced root into the bundle's `artifacts/`, and
+//! `put(local, path)` ships a file of the repository's working tree into
+//! the synced root, copied into `bundle/put/` first. Both journal every
+//! file's sha256 (`artifact.collected`, `artifact.put`) and `rfs verify`
+//! checks them.
+//!
+//! Paths in the sandbox are relative to the synced root: absolute paths,
+//! `..` and links are refused before anything runs. `collect` reads the
+//! files back through the provider's own `exec` (`tar -c` in the sandbox,
+//! which never follows a link, base64 on the way), bounded in size.
+
+use std::io::Read as _;
+use std::path::{Component, Path};
+
+use sha2::Digest as _;
+
+use super::Run;
+use crate::error::{Error, Result};
+use crate::events::{ArtifactLink, Event, FileDigest};
+use crate::provider::{Collect, ExecRequest};
+
+/// The most a run collects and puts, in bytes of file contents.
+pub(crate) const MAX_RUN_BYTES: u64 = 256 << 20;
+/// Where collected files go in the bundle.
+pub(crate) const DIR: &str = "artifacts";
+/// Where put files are kept in the bundle.
+pub(crate) const PUT_DIR: &str = "bundle/put";
+/// How long reading back or shipping one artifact may take.
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
+/// Exit status of the sandbox script when it refuses (a link on the way,
+/// nothing there).
+const EXIT_REFUSED: i32 = 3;
+
+/// What a run collected and put so far.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    /// Bytes of file contents collected and put.
+    pub bytes: u64,
+    /// Paths collected (relative to the synced root).
+    pub collected: Vec<String>,
+    /// Paths put (relative to the synced root).
+    pub put: Vec<String>,
+}
+
+/// What `collect()` returns to the script.
+#[derive(Debug, Clone)]
+pub(crate) struct Collected {
+    pub files: usize,
+    pub bytes: u64,
+    /// Where it is in the bundle.
+    pub path: String,
+}
+
+/// `path` (relative to the synced root) as normal components: refused
+/// when empty, absolute, holding `..`, a NUL or a line break.
+pub(crate) fn sandbox_path(path: &str) -> std::result::Result<Vec<String>, String> {
+    crate::validate::path("its path", path).map_err(|e| e.to_string())?;
+    if path.starts_with('/') {
+        return Err(format!(
+            "{path:?} is absolute; a path in the sandbox is relative to the synced source root"
+        ));
+    }
+    let mut parts = vec![];
+    for c in path.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => return Err(format!("{path:?} escapes the synced source root (`..`)")),
+            c => parts.push(c.to_owned()),
+        }
+    }
+    if parts.is_empty() {
+        return Err(format!(
+            "{path:?} is the synced root itself; name a file or folder in it"
+        ));
+    }
+    Ok(parts)
+}
+
+/// The sandbox script that writes `$2` (under the synced root `$1`) as a
+/// tar stream, base64, at most `$3` bytes of it; every later argument is
+/// a folder on the way, refused if it is a link.
+const COLLECT_SH: &str = r#"
+root="$1"; p="$2"; max="$3"; shift 3
+cd "$root" || { echo "the synced root $root is gone" >&2; exit 3; }
+for d in "$@"; do
+  if [ -L "$d" ]; then echo "$d is a symlink: collect() follows no link on the way" >&2; exit 3; fi
+done
+if [ ! -e "$p" ] && [ ! -L "$p" ]; then echo "$p does not exist in the sandbox" >&2; exit 3; fi
+{ tar -cf - "./$p" || echo "rfs-collect: tar failed" >&2; } | head -c "$max" | base64
+"#;
+
+/// The sandbox script that moves the uploaded file `$2` to `$3` under the
+/// synced root `$1`, making its folders; every later argument is a folder
+/// on the way, refused if it is a link.
+const PUT_SH: &str = r#"
+root="$1"; src="$2"; p="$3"; shift 3
+cd "$root" || { rm -f "$src"; echo "the synced root $root is gone" >&2; exit 3; }
+for d in "$@"; do
+  if [ -L "$d" ]; then rm -f "$src"; echo "$d is a symlink: put() follows no link on the way" >&2; exit 3; fi
+  if [ -e "$d" ] && [ ! -d "$d" ]; then rm -f "$src"; echo "$d is a file, not a folder" >&2; exit 3; fi
+done
+if [ -d "$p" ] && [ ! -L "$p" ]; then rm -f "$src"; echo "$p is a folder in the sandbox" >&2; exit 3; fi
+if [ $# -gt 0 ]; then mkdir -p "./$(dirname "./$p")" || { rm -f "$src"; exit 4; }; fi
+mv -f "$src" "./$p" || { rm -f "$src"; exit 4; }
+"#;
+
+/// The folders on the way to `parts` (`a`, `a/b` for `a/b/c`).
+fn ancestors(parts: &[String]) -> Vec<String> {
+    (1..parts.len()).map(|n| parts[..n].join("/")).collect()
+}
+
+/// One entry of a collected archive.
+enum Entry {
+    File { rel: String, bytes: Vec<u8> },
+    Dir(String),
+    Link { rel: String, target: String },
+    Skipped(String),
+}
+
+impl Run {
+    /// The refusal of `what` before anything ran.
+    fn refuse_early(&self, what: &str, why: impl std::fmt::Display) -> Error {
+        let m = self.state().redactor.redact_str(&why.to_string());
+        self.refuse(format!("{what} refused before anything ran: {m}"))
+    }
+
+    /// The sandbox and the synced root (bound with the defaults first, as
+    /// a step would).
+    fn artifact_place(&self, what: &str) -> Result<super::wrapper::Placement> {
+        self.place_command(what, Some("."), &[])
+    }
+
+    /// The bytes still allowed this run, at most `max` (a script's
+    /// `max_bytes`, which may only narrow [`MAX_RUN_BYTES`]).
+    fn artifact_room(&self, what: &str, max: Option<i64>) -> Result<u64> {
+        let left = MAX_RUN_BYTES.saturating_sub(self.state().artifacts.bytes);
+        match max {
+            None => Ok(left),
+            Some(m) if m <= 0 => Err(self.refuse_early(what, "max_bytes must be > 0")),
+            Some(m) if m as u64 > MAX_RUN_BYTES => Err(self.refuse_early(
+                what,
+                format!(
+                    "max_bytes {m} is above the run's bound of {MAX_RUN_BYTES} bytes; a script may only lower it"
+                ),
+            )),
+            Some(m) => Ok(left.min(m as u64)),
+        }
+    }
+
+    /// Run `sh -c script` in the sandbox with `args`; its output, or the
+    /// refusal its stderr says.
+    fn artifact_exec(
+        &self,
+        what: &str,
+        id: &str,
+        home: &str,
+        script: &str,
+        args: Vec<String>,
+    ) -> Result<Collect> {
+        let mut argv = vec!["/bin/sh".into(), "-c".into(), script.into(), "rfs".into()];
+        argv.extend(args);
+        let req = ExecRequest {
+            argv,
+            cwd: home.to_owned(),
+            env: vec![("LC_ALL".into(), "C".into())],
+            timeout: Some(DEADLINE),
+            cancel: self.cancel_token(),
+        };
+        let mut out = Collect::default();
+        let p = self.cfg.provider.clone();
+        let o = self
+            .block_on_watched(id, p.exec(id, &req, &mut out))
+            .map_err(|how| {
+                self.sandbox_lost(id, what, &how, format!("{what}: sandbox {id} {how}"))
+            })?
+            .map_err(|e| Error::StepFailed {
+                name: what.into(),
+                reason: format!("the provider could not run it in sandbox {id}: {e}"),
+            })?;
+        if o.cancelled {
+            return Err(Error::Interrupted);
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        if o.exit == Some(EXIT_REFUSED) {
+            let m = self.state().redactor.redact_str(&stderr);
+            return Err(self.refuse(format!("{what} refused: {m}")));
+        }
+        if !o.success() || stderr.contains("rfs-collect: tar failed") {
+            let m = self.state().redactor.redact_str(&stderr);
+            return Err(Error::StepFailed {
+                name: what.into(),
+                reason: format!("it did not end well in sandbox {id} ({o:?}): {m}"),
+            });
+        }
+        Ok(out)
+    }
+
+    /// `collect(path)`: copy a file or folder of the synced root into the
+    /// bundle's `artifacts/`, journaled.
+    pub(crate) fn collect(&self, path: &str, max_bytes: Option<i64>) -> Result<Collected> {
+        self.check_cancelled()?;
+        let what = format!("collect({path:?})");
+        let parts = sandbox_path(path).map_err(|m| self.refuse_early(&what, m))?;
+        let rel = parts.join("/");
+        let overlap = self.state().artifacts.collected.iter().find_map(|c| {
+            let nested =
+                rel == *c || rel.starts_with(&format!("{c}/")) || c.starts_with(&format!("{rel}/"));
+            nested.then(|| c.clone())
+        });
+        if let Some(c) = overlap {
+            return Err(self.refuse_early(&what, format!("{c:?} was already collected")));
+        }
+        let room = self.artifact_room(&what, max_bytes)?;
+        let pl = self.artifact_place(&what)?;
+        // The archive may hold headers besides the contents: room for them.
+        let cut = room + room / 8 + (1 << 20);
+        let mut args = vec![pl.remote_dir.clone(), rel.clone(), cut.to_string()];
+        args.extend(ancestors(&parts));
+        let out = self.artifact_exec(&what, &pl.sandbox_id, &pl.home, COLLECT_SH, args)?;
+        let text: Vec<u8> = out
+            .stdout
+            .into_iter()
+            .filter(|b| !b.is_ascii_whitespace())
+            .collect();
+        use base64::Engine as _;
+        let tar = base64::engine::general_purpose::STANDARD
+            .decode(&text)
+            .map_err(|e| Error::Internal(format!("{what}: the sandbox sent no base64: {e}")))?;
+        if tar.len() as u64 >= cut {
+            return Err(self.over_bound(&what, room));
+        }
+        let entries = self.read_archive(&what, &tar, &parts)?;
+        let total: u64 = entries
+            .iter()
+            .map(|e| match e {
+                Entry::File { bytes, .. } => bytes.len() as u64,
+                _ => 0,
+            })
+            .sum();
+        if total > room {
+            return Err(self.over_bound(&what, room));
+        }
+        self.keep_collected(&what, &rel, entries, total)
+    }
+
+    fn over_bound(&self, what: &str, room: u64) -> Error {
+        self.refuse(format!(
+            "{what} refused: it holds more than {room} bytes, the most it may (a run collects and puts at most {MAX_RUN_BYTES} bytes, {} already used; a script's max_bytes may lower it); nothing was kept",
+            self.state().artifacts.bytes
+        ))
+    }
+
+    /// The entries of the archive the sandbox sent, each under `parts`.
+    fn read_archive(&self, what: &str, tar: &[u8], parts: &[String]) -> Result<Vec<Entry>> {
+        let bad = |m: String| Error::Internal(format!("{what}: the sandbox's archive: {m}"));
+        let mut a = tar::Archive::new(tar);
+        let mut entries = vec![];
+        for e in a.entries().map_err(|e| bad(e.to_string()))? {
+            let mut e = e.map_err(|e| bad(e.to_string()))?;
+            let p = e.path().map_err(|e| bad(e.to_string()))?.into_owned();
+            let mut names = vec![];
+            for c in p.components() {
+                match c {
+                    Component::CurDir => {}
+                    Component::Normal(n) => names.push(
+                        n.to_str()
+                            .ok_or_else(|| {
+                                self.refuse(format!(
+                                    "{what} refused: a name in it is not UTF-8 ({})",
+                                    p.display()
+                                ))
+                            })?
+                            .to_owned(),
+                    ),
+                    _ => return Err(bad(format!("{} leaves the collected path", p.display()))),
+                }
+            }
+            if names.len() < parts.len() || names[..parts.len()] != *parts {
+                return Err(bad(format!(
+                    "{} is not under the collected path",
+                    p.display()
+                )));
+            }
+            let rel = names.join("/");
+            if self.state().redactor.holds_secret(&rel) {
+                return Err(
+                    self.refuse(format!("{what} refused: a file name in it holds a secret"))
+                );
+            }
+            let kind = e.header().entry_type();
+            entries.push(if kind.is_file() {
+                let mut bytes = vec![];
+                e.read_to_end(&mut bytes).map_err(|e| bad(e.to_string()))?;
+                Entry::File { rel, bytes }
+            } else if kind.is_dir() {
+                Entry::Dir(rel)
+            } else if kind.is_symlink() {
+                let target = e
+                    .link_name()
+                    .ok()
+                    .flatten()
+                    .map(|t| t.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Entry::Link {
+                    rel,
+                    target: self.state().redactor.redact_str(&target),
+                }
+            } else {
+                Entry::Skipped(rel)
+            });
+        }
+        if entries.is_empty() {
+            return Err(bad("it is empty".into()));
+        }
+        Ok(entries)
+    }
+
+    /// Write the files into `artifacts/` (never through a link, never
+    /// over a file) and journal them; what was written is removed again
+    /// if anything fails.
+    fn keep_collected(
+        &self,
+        what: &str,
+        rel: &str,
+        entries: Vec<Entry>,
+        total: u64,
+    ) -> Result<Collected> {
+        let out = &self.cfg.out_dir;
+        let redactor = self.state().redactor.clone();
+        let (mut files, mut dirs, mut links, mut skipped, mut redacted) =
+            (vec![], vec![], vec![], vec![], vec![]);
+        let mut made: Vec<std::path::PathBuf> = vec![];
+        let mut write = |files: &mut Vec<FileDigest>| -> std::io::Result<()> {
+            let ensure = |bundle_rel: &str, made: &mut Vec<std::path::PathBuf>| {
+                let mut dir = out.clone();
+                for c in Path::new(bundle_rel).components() {
+                    dir.push(c);
+                    if std::fs::symlink_metadata(&dir).is_err() {
+                        crate::out_dir::create_dir(&dir)?;
+                        made.push(dir.clone());
+                    } else {
+                        crate::out_dir::ensure_dir(&dir)?;
+                    }
+                }
+                Ok::<_, std::io::Error>(())
+            };
+            for e in &entries {
+                match e {
+                    Entry::File { rel, bytes } => {
+                        let bundle_rel = format!("{DIR}/{rel}");
+                        if let Some(parent) = Path::new(&bundle_rel).parent() {
+                            ensure(&parent.to_string_lossy(), &mut made)?;
+                        }
+                        let kept = redactor.redact(bytes);
+                        if kept != *bytes {
+                            redacted.push(bundle_rel.clone());
+                        }
+                        let p = out.join(&bundle_rel);
+                        crate::out_dir::write_new(&p, &kept)?;
+                        made.push(p);
+                        files.push(FileDigest {
+                            path: bundle_rel,
+                            sha256: hex::encode(sha2::Sha256::digest(&kept)),
+                            bytes: kept.len() as u64,
+                        });
+                    }
+                    Entry::Dir(rel) => {
+                        ensure(&format!("{DIR}/{rel}"), &mut made)?;
+                        dirs.push(format!("{DIR}/{rel}"));
+                    }
+                    Entry::Link { rel, target } => links.push(ArtifactLink {
+                        path: format!("{DIR}/{rel}"),
+                        target: target.clone(),
+                    }),
+                    Entry::Skipped(rel) => skipped.push(format!("{DIR}/{rel}")),
+                }
+            }
+            Ok(())
+        };
+        if let Err(e) = write(&mut files) {
+            for p in made.iter().rev() {
+                let _ = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir(p));
+            }
+            return Err(self.refuse(format!(
+                "{what} refused: cannot write it into the bundle: {e}"
+            )));
+        }
+        let n = files.len();
+        self.record(Event::ArtifactCollected {
+            path: rel.to_owned(),
+            files,
+            dirs,
+            links,
+            skipped,
+            redacted,
+            bytes: total,
+        })?;
+        let mut st = self.state();
+        st.artifacts.bytes += total;
+        st.artifacts.collected.push(rel.to_owned());
+        Ok(Collected {
+            files: n,
+            bytes: total,
+            path: format!("{DIR}/{rel}"),
+        })
+    }
+
+    /// `put(local, path)`: ship the file `local` (of the repository's
+    /// working tree) to `path` under the synced root, kept in
+    /// `bundle/put/` and journaled.
+    pub(crate) fn put(&self, local: &str, path: &str) -> Result<FileDigest> {
+        self.check_cancelled()?;
+        let what = format!("put({local:?}, {path:?})");
+        crate::validate::path("its local path", local).map_err(|e| self.refuse_early(&what, e))?;
+        let parts = sandbox_path(path).map_err(|m| self.refuse_early(&what, m))?;
+        let rel = parts.join("/");
+        if self.state().artifacts.put.contains(&rel) {
+            return Err(self.refuse_early(&what, format!("{rel:?} was already put")));
+        }
+        let bytes = self.read_put(&what, local)?;
+        let room = self.artifact_room(&what, None)?;
+        if bytes.len() as u64 > room {
+            return Err(self.over_bound(&what, room));
+        }
+        let pl = self.artifact_place(&what)?;
+        let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
+        // The bundle's copy (what a replay ships), when the run has one.
+        let bundled = if self.cfg.bundle.is_some() {
+            let bundle_rel = format!("{PUT_DIR}/{rel}");
+            let mut dir = self.cfg.out_dir.clone();
+            let written = Path::new(&bundle_rel)
+                .parent()
+                .into_iter()
+                .flat_map(|p| p.components())
+                .try_for_each(|c| {
+                    dir.push(c);
+                    crate::out_dir::ensure_dir(&dir)
+                })
+                .and_then(|_| {
+                    crate::out_dir::write_new(&self.cfg.out_dir.join(&bundle_rel), &bytes)
+                });
+            written.map_err(|e| {
+                self.refuse_early(&what, format!("cannot keep it in the bundle: {e}"))
+            })?;
+            Some(bundle_rel)
+        } else {
+            None
+        };
+        // Shipped from a scratch copy of its own: a provider may link the
+        // file it uploads, and the sandbox must never reach the bundle.
+        let scratch = self.cfg.scratch_dir.join(format!(
+            "put-{}-{}",
+            self.cfg.run_id,
+            uuid::Uuid::new_v4().simple()
+        ));
+        crate::out_dir::write_new(&scratch, &bytes).map_err(Error::internal)?;
+        let upload = format!(
+            "{}/.rfs-put-{}",
+            pl.home.trim_end_matches('/'),
+            uuid::Uuid::new_v4().simple()
+        );
+        let p = self.cfg.provider.clone();
+        let sent = self
+            .block_on_watched(&pl.sandbox_id, p.upload(&pl.sandbox_id, &scratch, &upload))
+            .map_err(|how| {
+                self.sandbox_lost(
+                    &pl.sandbox_id,
+                    &what,
+                    &how,
+                    format!("{what}: sandbox {how}"),
+                )
+            });
+        let _ = std::fs::remove_file(&scratch);
+        sent?.map_err(|e| Error::StepFailed {
+            name: what.clone(),
+            reason: format!("the provider could not upload it: {e}"),
+        })?;
+        let mut args = vec![pl.remote_dir.clone(), upload, rel.clone()];
+        args.extend(ancestors(&parts));
+        self.artifact_exec(&what, &pl.sandbox_id, &pl.home, PUT_SH, args)?;
+        let shown_local = self.state().redactor.redact_str(local);
+        self.record(Event::ArtifactPut {
+            local: shown_local,
+            path: rel.clone(),
+            sha256: sha256.clone(),
+            bytes: bytes.len() as u64,
+            bundled: bundled.clone(),
+        })?;
+        let mut st = self.state();
+        st.artifacts.bytes += bytes.len() as u64;
+        st.artifacts.put.push(rel);
+        Ok(FileDigest {
+            path: bundled.unwrap_or_default(),
+            sha256,
+            bytes: bytes.len() as u64,
+        })
+    }
+
+    /// The bytes of `local`, which must be a regular file of the working
+    /// tree rfs was started in (not in `.git`, not ignored by git), unless
+    /// the person allowed it with `--allow-put`.
+    fn read_put(&self, what: &str, local: &str) -> Result<Vec<u8>> {
+        let abs = self.cfg.invocation_dir.join(local);
+        let real = abs
+            .canonicalize()
+            .map_err(|e| self.refuse_early(what, format!("cannot read {local:?}: {e}")))?;
+        let allowed = self
+            .cfg
+            .allowed_repos
+            .puts()
+            .iter()
+            .any(|a| real.starts_with(a));
+        if !allowed {
+            let flag = format!("pass --allow-put {local} to allow it");
+            let root = crate::source::allowed_repos::work_tree_of(&self.cfg.invocation_dir)
+                .ok_or_else(|| {
+                    self.refuse_early(
+                        what,
+                        format!("rfs was not started in a git working tree, so a script may put no file; {flag}"),
+                    )
+                })?;
+            let inside = real
+                .strip_prefix(&root)
+                .ok()
+                .filter(|r| r.components().next() != Some(Component::Normal(".git".as_ref())));
+            let Some(inside) = inside else {
+                return Err(self.refuse_early(
+                    what,
+                    format!(
+                        "{local:?} is outside the working tree {} (or in its .git); a script may put only files of the repository rfs was started in; {flag}",
+                        root.display()
+                    ),
+                ));
+            };
+            let ignored = git2::Repository::open(&root)
+                .ok()
+                .and_then(|r| r.is_path_ignored(inside).ok())
+                .unwrap_or(true);
+            if ignored {
+                return Err(self.refuse_early(
+                    what,
+                    format!(
+                        "{local:?} is ignored by git (where secrets such as .env live); a script may not put it; {flag}"
+                    ),
+                ));
+            }
+        }
+        let meta = std::fs::metadata(&real)
+            .map_err(|e| self.refuse_early(what, format!("cannot read {local:?}: {e}")))?;
+        if !meta.is_file() {
+            return Err(self.refuse_early(what, format!("{local:?} is not a regular file")));
+        }
+        if meta.len() > MAX_RUN_BYTES {
+            return Err(self.over_bound(what, MAX_RUN_BYTES));
+        }
+        let mut bytes = vec![];
+        std::fs::File::open(&real)
+            .and_then(|f| f.take(MAX_RUN_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|e| self.refuse_early(what, format!("cannot read {local:?}: {e}")))?;
+        Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sandbox_path_is_relative_and_stays_in_the_root() {
+        assert_eq!(sandbox_path("./a//b/").unwrap(), vec!["a", "b"]);
+        assert!(sandbox_path("/etc/passwd").is_err());
+        assert!(sandbox_path("a/../../b").is_err());
+        assert!(sandbox_path("a/..").is_err());
+        assert!(sandbox_path(".").is_err());
+        assert!(sandbox_path("").is_err());
+        assert!(sandbox_path("a\nb").is_err());
+        assert_eq!(
+            ancestors(&["a".into(), "b".into(), "c".into()]),
+            vec!["a", "a/b"]
+        );
+    }
+}

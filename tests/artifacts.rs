@@ -1,0 +1,193 @@
+//! Files in and out of the sandbox (issue #36): `collect(path)` copies a
+//! file or folder of the synced root into the bundle's `artifacts/`, each
+//! file's sha256 journaled, symlinks recorded and never followed, bounded
+//! in size; `put(local, path)` ships a file of the working tree (or one the
+//! person allowed with `--allow-put`), kept in `bundle/put/`. `rfs verify`
+//! checks every one. On every provider.
+
+mod common;
+use common::*;
+
+use std::path::Path;
+
+fn verify(rfs: &Rfs, dir: &Path, bundle: &Path) -> (bool, String) {
+    let v = rfs.cmd(dir).arg("verify").arg(bundle).output().unwrap();
+    (
+        v.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&v.stdout),
+            String::from_utf8_lossy(&v.stderr)
+        ),
+    )
+}
+
+#[track_caller]
+fn assert_verifies(rfs: &Rfs, dir: &Path, bundle: &Path) {
+    let (ok, text) = verify(rfs, dir, bundle);
+    assert!(ok, "rfs verify {} failed:\n{text}", bundle.display());
+}
+
+#[track_caller]
+fn assert_does_not_verify(rfs: &Rfs, dir: &Path, bundle: &Path, needle: &str) {
+    let (ok, text) = verify(rfs, dir, bundle);
+    assert!(!ok, "rfs verify passed on an altered bundle");
+    assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+}
+
+/// A step writes a file and a folder holding a symlink to `/`; the script
+/// collects both.
+const COLLECT: &str = r#"
+step("make", "mkdir -p out/sub && printf 'hello\n' > out/a.txt && printf 'deep' > out/sub/b.bin && ln -s / out/root && printf 'r' > result.txt");
+let a = collect("out");
+let b = collect("result.txt");
+print(`collected ${a.files} ${b.bytes} ${a.path}`);
+"#;
+
+provider_tests! {
+    fn collect_a_file_and_a_folder_with_a_symlink_verifies(rfs: &Rfs) {
+        let repo = Repo::new();
+        let out = rfs.run(repo.path(), COLLECT);
+        out.assert_code(0);
+        assert!(out.stdout.contains("collected 2 1 artifacts/out"), "{}", out.stdout);
+        let c = out.entries("artifact.collected");
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0]["path"], "out");
+        let files: Vec<&str> = c[0]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["path"].as_str().unwrap())
+            .collect();
+        assert!(files.contains(&"artifacts/out/a.txt") && files.contains(&"artifacts/out/sub/b.bin"), "{files:?}");
+        // The link is recorded with its target, never followed or written.
+        assert_eq!(c[0]["links"][0]["path"], "artifacts/out/root");
+        assert_eq!(c[0]["links"][0]["target"], "/");
+        assert!(std::fs::symlink_metadata(out.out_dir.join("artifacts/out/root")).is_err());
+        assert_eq!(std::fs::read_to_string(out.out_dir.join("artifacts/out/a.txt")).unwrap(), "hello\n");
+        assert_eq!(std::fs::read(out.out_dir.join("artifacts/out/sub/b.bin")).unwrap(), b"deep");
+        assert_eq!(c[1]["files"][0]["sha256"], "454349e422f05297191ead13e21d3db520e5abef52055e4964b82fb213f593a1");
+        assert!(out.evidence().contains("## Artifacts"));
+        assert_verifies(rfs, repo.path(), &out.out_dir);
+    }
+
+    fn an_edited_missing_or_extra_artifact_fails_verify(rfs: &Rfs) {
+        let repo = Repo::new();
+        let out = rfs.run(repo.path(), COLLECT);
+        out.assert_code(0);
+        let a = out.out_dir.join("artifacts/out/a.txt");
+        std::fs::write(&a, "HELLO\n").unwrap();
+        assert_does_not_verify(rfs, repo.path(), &out.out_dir, "artifacts/out/a.txt");
+        std::fs::remove_file(&a).unwrap();
+        assert_does_not_verify(rfs, repo.path(), &out.out_dir, "artifacts/out/a.txt");
+        std::fs::write(&a, "hello\n").unwrap();
+        assert_verifies(rfs, repo.path(), &out.out_dir);
+        std::fs::write(out.out_dir.join("artifacts/out/extra.txt"), "x").unwrap();
+        assert_does_not_verify(rfs, repo.path(), &out.out_dir, "artifacts/out/extra.txt");
+    }
+
+    fn an_artifact_over_the_bound_is_refused(rfs: &Rfs) {
+        let repo = Repo::new();
+        let out = rfs.run(
+            repo.path(),
+            r#"
+step("make", "head -c 5000 /dev/zero > big.bin");
+collect("big.bin", #{ max_bytes: 1000 });
+"#,
+        );
+        out.assert_code(3);
+        assert!(out.stderr.contains("more than 1000 bytes"), "{}", out.stderr);
+        assert!(out.entries("artifact.collected").is_empty());
+        assert!(!out.out_dir.join("artifacts").exists());
+        assert_verifies(rfs, repo.path(), &out.out_dir);
+        // A script may only lower the run's bound.
+        let out = rfs.run(repo.path(), r#"collect("x", #{ max_bytes: 1000000000000 });"#);
+        out.assert_code(3);
+        assert!(out.stderr.contains("a script may only lower it"), "{}", out.stderr);
+    }
+
+    fn collect_through_a_symlinked_folder_is_refused(rfs: &Rfs) {
+        let repo = Repo::new();
+        let out = rfs.run(
+            repo.path(),
+            r#"
+step("link", "ln -s / escape");
+collect("escape/etc/passwd");
+"#,
+        );
+        out.assert_code(3);
+        assert!(out.stderr.contains("escape is a symlink"), "{}", out.stderr);
+        assert!(!out.out_dir.join("artifacts").exists());
+    }
+
+    fn escapes_are_refused_before_anything_runs(rfs: &Rfs) {
+        let repo = Repo::new();
+        for (call, why) in [
+            (r#"collect("../x")"#, "escapes the synced source root"),
+            (r#"collect("/etc/passwd")"#, "is absolute"),
+            (r#"collect("a/../..")"#, "escapes the synced source root"),
+            (r#"put("reproducer-marker.txt", "../m")"#, "escapes the synced source root"),
+            (r#"put("reproducer-marker.txt", "/tmp/m")"#, "is absolute"),
+        ] {
+            let out = rfs.run(repo.path(), &format!("{call};\nstep(\"never\", \"echo ran\");\n"));
+            out.assert_code(3);
+            assert!(out.stderr.contains(why), "{call}: {}", out.stderr);
+            assert!(out.stderr.contains("refused before anything ran"), "{call}: {}", out.stderr);
+            // Nothing ran: no sandbox, no step.
+            assert!(out.entries("placement").is_empty(), "{call}");
+            assert!(out.entries("step.start").is_empty(), "{call}");
+        }
+    }
+
+    fn put_a_file_and_read_it_in_a_step(rfs: &Rfs) {
+        let repo = Repo::new();
+        repo.write(".gitignore", "fixtures/\n");
+        repo.commit("ignore fixtures");
+        repo.write("fixtures/data.txt", "not in the commit\n");
+        let script = r#"
+let p = put("fixtures/data.txt", "in/data.txt");
+let r = step("read", "cat in/data.txt");
+assert(r.stdout == "not in the commit\n", r.stdout);
+print(`put ${p.path} ${p.bytes}`);
+"#;
+        // Ignored by git (where secrets live): only the person may allow it.
+        let out = rfs.run(repo.path(), script);
+        out.assert_code(3);
+        assert!(out.stderr.contains("--allow-put fixtures/data.txt"), "{}", out.stderr);
+        assert!(out.entries("step.start").is_empty());
+        let out = rfs.run_with(repo.path(), script, &["--allow-put", "fixtures"]);
+        out.assert_code(0);
+        assert!(out.stdout.contains("put bundle/put/in/data.txt 18"), "{}", out.stdout);
+        let p = &out.entries("artifact.put")[0];
+        assert_eq!(p["path"], "in/data.txt");
+        assert_eq!(p["bundled"], "bundle/put/in/data.txt");
+        assert_eq!(
+            std::fs::read_to_string(out.out_dir.join("bundle/put/in/data.txt")).unwrap(),
+            "not in the commit\n"
+        );
+        assert_verifies(rfs, repo.path(), &out.out_dir);
+        std::fs::write(out.out_dir.join("bundle/put/in/data.txt"), "edited\n").unwrap();
+        assert_does_not_verify(rfs, repo.path(), &out.out_dir, "bundle/put/in/data.txt");
+    }
+
+    fn put_from_outside_the_repository_is_refused_naming_the_flag(rfs: &Rfs) {
+        let repo = Repo::new();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let f = elsewhere.path().join("secret.txt");
+        std::fs::write(&f, "s3cret\n").unwrap();
+        let script = format!("put({:?}, \"s.txt\");\nstep(\"never\", \"echo ran\");\n", f.display().to_string());
+        let out = rfs.run(repo.path(), &script);
+        out.assert_code(3);
+        assert!(out.stderr.contains("is outside the working tree"), "{}", out.stderr);
+        assert!(out.stderr.contains("--allow-put"), "{}", out.stderr);
+        assert!(out.entries("placement").is_empty());
+        // Nor through a link inside the repository, nor from .git.
+        repo.symlink("peek", &f.display().to_string());
+        let out = rfs.run(repo.path(), r#"put("peek", "s.txt");"#);
+        out.assert_code(3);
+        assert!(out.stderr.contains("is outside the working tree"), "{}", out.stderr);
+        let out = rfs.run(repo.path(), r#"put(".git/config", "c");"#);
+        out.assert_code(3);
+        assert!(out.stderr.contains("--allow-put"), "{}", out.stderr);
+    }
+}
