@@ -85,7 +85,7 @@ fn element<'a>(dom: &'a str, needle: &str, close: &str) -> &'a str {
 
 /// The hostile name, as a file name may hold it: markup and control
 /// characters (an escape sequence, a bell).
-const HOSTILE: &str = "x<script>alert(1)<img src=x onerror=alert(2)>\u{1b}[31mred\u{7}.rhai";
+const HOSTILE: &str = "x<script>alert(1)<img src=x onerror=alert(2)>\u{1b}[31mred\u{7}\nline.rhai";
 
 #[test]
 fn the_suite_page_shows_what_failed_first_and_every_link_resolves() {
@@ -248,7 +248,7 @@ fn the_suite_page_shows_what_failed_first_and_every_link_resolves() {
     // characters are shown as symbols.
     assert!(!dom.contains("<img") && !dom.contains("<script"), "{dom}");
     let shown =
-        "x&lt;script&gt;alert(1)&lt;img src=x onerror=alert(2)&gt;\u{241b}[31mred\u{2407}.rhai";
+        "x&lt;script&gt;alert(1)&lt;img src=x onerror=alert(2)&gt;\u{241b}[31mred\u{2407}\u{240a}line.rhai";
     assert!(dom.contains(shown), "{shown} in {dom}");
     assert!(!dom.contains('\u{1b}') && !dom.contains('\u{7}'));
 

@@ -30,7 +30,7 @@ const SUITE_CSS: &str = "\
 .proof { border: 1px solid var(--line); border-radius: 8px; padding: 4px 16px 12px; margin: 12px 0; }
 .proof.bad { border: 2px solid var(--bad); } .proof.warn { border: 2px solid var(--warn); }
 #not-reproducible { border: 2px solid var(--bad); border-radius: 8px; padding: 8px 16px; color: var(--bad); }
-#counts .n { font-weight: 600; }
+#counts { width: auto; } #counts th, #counts td { padding: 2px 14px 2px 0; } #counts .n { font-weight: 600; font-size: 16px; }
 ";
 
 /// The page for the suite whose folder is `dir`.
@@ -140,10 +140,10 @@ fn counts(s: &mut String, ix: &Index) {
     let c = &ix.counts;
     let _ = writeln!(
         s,
-        "<p id=\"summary\">{}</p>\n<dl class=\"facts\" id=\"counts\">",
+        "<p id=\"summary\">{}</p>",
         h(&super::console::summary_text(c))
     );
-    for (what, n) in [
+    let cells = [
         ("passed", c.passed),
         ("flaky", c.flaky),
         ("failed", c.failed),
@@ -151,13 +151,20 @@ fn counts(s: &mut String, ix: &Index) {
         ("cancelled", c.interrupted),
         ("rfs errors", c.error),
         ("not run", c.not_run),
-    ] {
-        let _ = writeln!(
+    ];
+    s.push_str("<table id=\"counts\">\n<tr>");
+    for (what, _) in cells {
+        let _ = write!(s, "<th>{what}</th>");
+    }
+    s.push_str("</tr>\n<tr>");
+    for (what, n) in cells {
+        let _ = write!(
             s,
-            "<dt>{what}</dt><dd class=\"n\" id=\"count-{}\">{n}</dd>",
+            "<td class=\"n\" id=\"count-{}\">{n}</td>",
             what.replace(' ', "-")
         );
     }
+    s.push_str("</tr>\n</table>\n<dl class=\"facts\">\n");
     let _ = writeln!(
         s,
         "<dt>provider</dt><dd><code>{}</code>, {} at a time</dd>\n<dt>time</dt><dd>{:.1} s</dd>\n<dt>exit code</dt><dd>{}</dd>",
