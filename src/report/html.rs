@@ -15,7 +15,8 @@ use super::Bundle;
 use crate::journal::evidence::{in_sandbox, script_shown, step_outcome_text};
 use crate::journal::summary::{Assertion, Cleanup, RunOutcome, RunSummary, StepRecord};
 
-const CSS: &str = include_str!("assets/report.css");
+/// The report's style sheet (the suite's page, `index.html`, uses it too).
+pub(crate) const CSS: &str = include_str!("assets/report.css");
 const PLAYER: &str = include_str!("assets/player.js");
 
 /// Who drew a report, written into it: rfs's version and the page
@@ -34,7 +35,7 @@ pub(crate) fn generator_of(html: &[u8]) -> Option<String> {
 
 /// A Content-Security-Policy `'sha256-…'` source for an inline element's
 /// exact text.
-fn csp_hash(text: &str) -> String {
+pub(crate) fn csp_hash(text: &str) -> String {
     use base64::Engine as _;
     use sha2::Digest as _;
     let digest = sha2::Sha256::digest(text.as_bytes());

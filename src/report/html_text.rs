@@ -12,6 +12,13 @@ pub(crate) fn h(s: &str) -> String {
     })
 }
 
+/// `s` escaped as [`h`] does, on one line: line ends and tabs are shown
+/// as their control pictures too (a name, never a block of output).
+pub(crate) fn h_inline(s: &str) -> String {
+    use crate::journal::markdown::picture;
+    crate::terminal::svg::escape_markup(s, |c, out| out.push(picture(c).unwrap_or('\u{fffd}')))
+}
+
 /// `s` as the content of a `<script type="application/json">` element:
 /// JSON whose `<`, `>` and `&` are escaped, so no text can close the
 /// element or start a comment.

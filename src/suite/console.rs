@@ -219,6 +219,11 @@ impl SuiteReporter for Console {
                     text::inline(&st.out_dir),
                     super::files::INDEX_MD
                 ));
+                self.line(&format!(
+                    "           page: {}/{}",
+                    text::inline(&st.out_dir),
+                    super::page::INDEX_HTML
+                ));
                 return;
             }
         }

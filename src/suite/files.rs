@@ -2,7 +2,8 @@
 //! `suite.jsonl` (every event, written as it happens, so a suite that
 //! dies still leaves what it did), and at the end `index.json` (the
 //! results, for tools), `index.md` (for people: each proof with its
-//! verdict and its `EVIDENCE.md`) and, with `--junit`, JUnit XML with a
+//! verdict and its `EVIDENCE.md`), `index.html` (the same in a browser,
+//! with what failed first: see [`super::page`]) and, with `--junit`, JUnit XML with a
 //! test suite per proof and a case per step.
 
 use std::io::Write;
@@ -30,22 +31,22 @@ pub(crate) struct Files {
 
 /// `index.json`.
 #[derive(Debug, Default, Serialize)]
-struct Index {
-    suite_id: String,
-    provider: String,
-    jobs: usize,
-    rfs_version: &'static str,
-    exit_code: i32,
-    duration_ms: u64,
-    counts: Counts,
+pub(super) struct Index {
+    pub(super) suite_id: String,
+    pub(super) provider: String,
+    pub(super) jobs: usize,
+    pub(super) rfs_version: &'static str,
+    pub(super) exit_code: i32,
+    pub(super) duration_ms: u64,
+    pub(super) counts: Counts,
     #[serde(skip_serializing_if = "Option::is_none")]
-    stopped: Option<String>,
-    proofs: Vec<ProofResult>,
-    not_run: Vec<String>,
+    pub(super) stopped: Option<String>,
+    pub(super) proofs: Vec<ProofResult>,
+    pub(super) not_run: Vec<String>,
     /// Some proof shipped a working tree (`--allow-dirty`).
-    reproducible: bool,
+    pub(super) reproducible: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    not_reproducible: Vec<String>,
+    pub(super) not_reproducible: Vec<String>,
 }
 
 impl Files {
@@ -79,6 +80,10 @@ impl Files {
         }
         if let Err(e) = std::fs::write(self.dir.join(INDEX_MD), markdown(ix)) {
             self.failed(INDEX_MD, e);
+        }
+        let html = super::page::page(ix, &self.dir);
+        if let Err(e) = std::fs::write(self.dir.join(super::page::INDEX_HTML), html) {
+            self.failed(super::page::INDEX_HTML, e);
         }
         if let Some(path) = &self.junit {
             if let Err(e) = std::fs::write(path, junit(ix)) {

@@ -5,12 +5,13 @@
 //!   the name filters;
 //! - [`pool`]: the workers, retries, fail-fast and the interrupt;
 //! - [`events`]: the one typed event stream the pool emits;
-//! - [`console`], [`files`] and `--json` ([`events::JsonLines`]): its
+//! - [`console`], [`files`] (with [`page`], `index.html`) and `--json` ([`events::JsonLines`]): its
 //!   consumers.
 
 pub(crate) mod console;
 pub(crate) mod events;
 pub(crate) mod files;
+mod page;
 pub(crate) mod plan;
 pub(crate) mod pool;
 mod tail;
