@@ -110,6 +110,31 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, OptionError> {
     })
 }
 
+/// `rfs check` (and `rfs run`, before anything runs): the literal limit
+/// values of a `sandbox(#{ … })` map that would be refused.
+pub(crate) fn limit_literals(entries: &[(rhai::Ident, rhai::Expr)]) -> Vec<super::lint::Problem> {
+    let mut out = vec![];
+    for (k, v) in entries {
+        let Some(kind) = crate::provider::limits::LimitKind::ALL
+            .into_iter()
+            .find(|l| l.key() == k.name.as_str())
+        else {
+            continue;
+        };
+        let Some(value) = v.get_literal_value(None) else {
+            continue;
+        };
+        if let Err(reason) = limit_value(kind, &value) {
+            out.push(super::lint::Problem {
+                pos: v.start_position(),
+                message: OptionError::Limit { reason }.to_string(),
+                help: None,
+            });
+        }
+    }
+    out
+}
+
 /// A limit's value as a script gives it: `pids` an integer, `memory` a
 /// size as Docker reads it (`"512M"`) or a number of bytes, `cpus` a
 /// number (`1.5`). Also judged by `rfs check` on literal maps.
