@@ -75,7 +75,7 @@ pub fn show_bytes(b: u64) -> String {
         ("MiB", 1 << 20),
         ("KiB", 1 << 10),
     ] {
-        if b >= size && b % size == 0 {
+        if b >= size && b.is_multiple_of(size) {
             return format!("{} {unit}", b / size);
         }
     }
