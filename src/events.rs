@@ -597,6 +597,10 @@ pub enum Event {
         sandbox_id: String,
         /// e.g. `exit 0, 12 ms` or `timed out after 2s`.
         summary: String,
+        /// A resource limit the step reached (`killed: memory limit 64
+        /// MiB reached`), also said first in `summary`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<String>,
     },
     /// The script printed (redacted).
     #[serde(rename = "print")]
@@ -1139,6 +1143,7 @@ pub(crate) mod catalog {
                 duration_ms: 5,
                 sandbox_id: s("local-1"),
                 summary: s("exit 0, 5 ms"),
+                limit: None,
             },
             Event::Print { text: s("hi") },
             Event::Debug {

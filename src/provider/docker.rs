@@ -42,6 +42,7 @@ mod container;
 mod exec;
 mod image;
 mod lane;
+mod limits;
 mod own_copy;
 mod own_exe;
 mod pty;
@@ -115,6 +116,8 @@ pub struct DockerProvider {
     prepared: Mutex<HashMap<String, Placed>>,
     /// Sandbox id -> its stream lane, or why it has none.
     lanes: Mutex<HashMap<String, LaneState>>,
+    /// Sandbox id -> its resource limits and their counters.
+    limits_seen: limits::Seen,
 }
 
 /// A sandbox's stream lane.
@@ -138,6 +141,7 @@ impl DockerProvider {
             bundle: OnceLock::new(),
             prepared: Mutex::default(),
             lanes: Mutex::default(),
+            limits_seen: limits::Seen::default(),
         })
     }
 
@@ -256,12 +260,30 @@ impl Provider for DockerProvider {
         })
     }
 
+    fn limits(
+        &self,
+        req: &super::limits::LimitsRequest,
+    ) -> Result<super::limits::LimitsFact, super::limits::LimitsError> {
+        Ok(limits::decide(req))
+    }
+
+    /// Read only after a command that did not succeed (an exec each).
+    async fn limits_reached(&self, id: &str, ended_ok: bool) -> Vec<super::limits::LimitHit> {
+        if ended_ok || container::check_id(id).is_err() {
+            return vec![];
+        }
+        self.limits_seen.reached(&self.client, id).await
+    }
+
     async fn preflight(&self) -> ProviderResult<()> {
         self.client.ping().await
     }
 
     async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
-        self.create_with_lane(spec).await
+        let info = self.create_with_lane(spec).await?;
+        self.limits_seen
+            .created(&info.id, spec.isolation.limits.values());
+        Ok(info)
     }
 
     async fn get(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
@@ -308,6 +330,7 @@ impl Provider for DockerProvider {
     async fn destroy(&self, id: &str) -> ProviderResult<()> {
         container::destroy(&self.client, id).await?;
         self.owners.forget(id);
+        self.limits_seen.forget(id);
         self.prepared().remove(id);
         self.lanes().remove(id);
         Ok(())

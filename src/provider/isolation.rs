@@ -103,6 +103,9 @@ pub struct IsolationRequest {
     pub source: String,
     /// `false`: the sandbox must have no network (only its own loopback).
     pub network: bool,
+    /// Resource limits, each with who set it (rfs's default process cap
+    /// when nobody named one).
+    pub limits: super::limits::LimitsRequest,
 }
 
 impl Default for IsolationRequest {
@@ -111,6 +114,7 @@ impl Default for IsolationRequest {
             mode: IsolationMode::Auto,
             source: "default".into(),
             network: true,
+            limits: Default::default(),
         }
     }
 }
@@ -144,7 +148,7 @@ impl IsolationRequest {
         Ok(IsolationRequest {
             mode,
             source: source.into(),
-            network: true,
+            ..IsolationRequest::default()
         })
     }
 }
@@ -167,7 +171,7 @@ impl IsolationRequest {
             std::cmp::Ordering::Greater => Ok(IsolationRequest {
                 mode,
                 source: by.to_owned(),
-                network: self.network,
+                ..self.clone()
             }),
         }
     }
@@ -206,6 +210,7 @@ impl IsolationInForce {
             requested_by: req.source.clone(),
             reason: self.reason.clone(),
             network: self.network,
+            limits: None,
         }
     }
 }
@@ -222,17 +227,24 @@ pub struct IsolationFact {
     pub reason: String,
     /// `false`: only the sandbox's own loopback.
     pub network: bool,
+    /// The resource limits in force (absent in older journals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<super::limits::LimitsFact>,
 }
 
 impl IsolationFact {
     /// One line for EVIDENCE.md and messages.
     pub fn describe(&self) -> String {
-        IsolationInForce {
+        let line = IsolationInForce {
             mode: self.mode.clone(),
             reason: self.reason.clone(),
             network: self.network,
         }
-        .describe()
+        .describe();
+        match &self.limits {
+            Some(l) => format!("{line}; limits: {}", l.describe()),
+            None => line,
+        }
     }
 }
 

@@ -9,6 +9,7 @@ pub mod docker;
 pub mod input;
 pub mod isolation;
 pub mod labels;
+pub mod limits;
 pub mod local;
 pub mod owner;
 pub(crate) mod process_group;
@@ -357,6 +358,27 @@ pub trait Provider: Send + Sync {
         req: &isolation::IsolationRequest,
     ) -> Result<isolation::IsolationInForce, isolation::IsolationError> {
         isolation::only_defaults(self.name(), req)
+    }
+
+    /// The resource limits this provider will enforce for `req`, or why
+    /// it cannot enforce one that was asked for (refused, never ignored).
+    /// The default enforces none: rfs's own default caps are said to be
+    /// not enforced, a limit someone asked for is refused.
+    fn limits(
+        &self,
+        req: &limits::LimitsRequest,
+    ) -> Result<limits::LimitsFact, limits::LimitsError> {
+        limits::none_enforced(self.name(), req)
+    }
+
+    /// A limit of sandbox `id` that was reached since this was last asked
+    /// (a command killed by the memory limit, a fork refused at the
+    /// process limit); asked after each command of a step that did not
+    /// succeed. `ended_ok`: the command succeeded (a provider for which
+    /// asking is costly may skip it then).
+    async fn limits_reached(&self, id: &str, ended_ok: bool) -> Vec<limits::LimitHit> {
+        let _ = (id, ended_ok);
+        vec![]
     }
 
     /// Refuse early if the provider cannot work at all (daemon down, missing

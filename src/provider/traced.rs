@@ -100,6 +100,17 @@ impl Provider for Traced {
         self.0.isolation(req)
     }
 
+    fn limits(
+        &self,
+        req: &super::limits::LimitsRequest,
+    ) -> Result<super::limits::LimitsFact, super::limits::LimitsError> {
+        self.0.limits(req)
+    }
+
+    async fn limits_reached(&self, id: &str, ended_ok: bool) -> Vec<super::limits::LimitHit> {
+        self.0.limits_reached(id, ended_ok).await
+    }
+
     async fn preflight(&self) -> ProviderResult<()> {
         self.timed("preflight", "", self.0.preflight()).await
     }

@@ -188,6 +188,7 @@ mod tests {
                 duration_ms: 3,
                 sandbox_id: "sb".into(),
                 summary: "exit 0".into(),
+                limit: None,
             });
         }
         let s = Summary::view(&fold(&events), None, 0);

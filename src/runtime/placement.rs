@@ -21,6 +21,8 @@ pub(crate) struct SandboxOptions {
     pub isolation: Option<IsolationMode>,
     /// `Some(false)`: no network (default on).
     pub network: Option<bool>,
+    /// `pids`, `memory`, `cpus`: may only lower the caps in force.
+    pub limits: crate::provider::limits::Limits,
 }
 
 impl SandboxOptions {
@@ -46,6 +48,9 @@ impl SandboxOptions {
         }
         if let Some(n) = self.network {
             parts.push(format!("network: {n}"));
+        }
+        if !self.limits.is_empty() {
+            parts.push(self.limits.describe());
         }
         format!("#{{ {} }}", parts.join(", "))
     }
@@ -109,9 +114,13 @@ impl Run {
                 )));
             }
         }
-        // A request to widen the person's isolation is refused here, at
-        // the sandbox() call, before anything runs.
-        self.isolation_request(&opts)?;
+        // A request to widen the person's isolation or limits, or a limit
+        // the provider cannot enforce, is refused here, at the sandbox()
+        // call, before anything runs.
+        let req = self.isolation_request(&opts)?;
+        let p = self.cfg.provider.clone();
+        p.limits(&req.limits)
+            .map_err(|why| self.refuse(format!("provider `{}` refuses: {why}", p.name())))?;
         let mut st = self.state();
         match &st.sandbox_opts {
             None if st.sandbox.is_some() && opts != SandboxOptions::default() => {
@@ -145,6 +154,12 @@ impl Run {
         if let Some(n) = opts.network {
             req.network = n;
         }
+        if !opts.limits.is_empty() {
+            req.limits = req
+                .limits
+                .narrowed(&opts.limits, "the script's sandbox() option")
+                .map_err(|e| self.refuse(e.to_string()))?;
+        }
         Ok(req)
     }
 
@@ -152,7 +167,16 @@ impl Run {
     /// isolation setting; journaled either way.
     pub(crate) fn preflight(&self) -> Result<()> {
         let p = self.cfg.provider.clone();
-        if let Err(why) = p.isolation(&self.cfg.isolation) {
+        let refused = p
+            .isolation(&self.cfg.isolation)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                p.limits(&self.cfg.isolation.limits)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(why) = refused {
             let msg = format!("provider `{}` refuses: {why}", p.name());
             let _ = self.record(Event::ProviderUnavailable {
                 provider: p.name().to_owned(),
@@ -248,7 +272,21 @@ impl Run {
             });
             self.refuse(msg)
         })?;
-        let isolation = in_force.fact(&request);
+        let mut isolation = in_force.fact(&request);
+        let limits = p.limits(&request.limits).map_err(|why| {
+            let msg = format!("provider `{}` refuses: {why}", p.name());
+            let _ = self.record(Event::PlacementFailed {
+                provider: p.name().to_owned(),
+                reason: msg.clone(),
+            });
+            self.refuse(msg)
+        })?;
+        for n in &limits.not_enforced {
+            self.record(Event::PlacementWarning {
+                message: format!("not enforced: {n}"),
+            })?;
+        }
+        isolation.limits = Some(limits);
         if in_force.mode == "none" {
             // SAFETY: geteuid cannot fail.
             let uid = unsafe { libc::geteuid() };

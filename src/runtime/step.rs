@@ -32,6 +32,8 @@ pub(crate) struct StepResult {
     pub attempts: u32,
     pub timed_out: bool,
     pub ok: bool,
+    /// The resource limits the last attempt reached, in words.
+    pub limit: Option<String>,
 }
 
 /// The names rfs binds into every command (set after user env).
@@ -221,6 +223,7 @@ impl Run {
             duration_ms: super::sync::ms(result.duration_ms),
             sandbox_id: pl.sandbox_id.clone(),
             summary: summary.clone(),
+            limit: result.limit.clone(),
         })?;
         if !result.ok && !opts.allow_failure {
             return Err(Error::StepFailed {
@@ -330,10 +333,23 @@ impl Run {
                 return Err(self.provider_failure(name, &c.pl.sandbox_id, e));
             }
         };
+        // A resource limit it reached is the step's outcome (never a bare
+        // `exit 137`).
+        let hits = self.block_on(
+            self.cfg
+                .provider
+                .limits_reached(&c.pl.sandbox_id, outcome.success()),
+        );
+        let limit = (!hits.is_empty()).then(|| {
+            hits.iter()
+                .map(|h| h.describe())
+                .collect::<Vec<_>>()
+                .join("; ")
+        });
         // A command that did not succeed may have lost its sandbox
         // (killed, stopped or removed from outside): that is the
         // step's outcome, not the exit code the kill left.
-        if !outcome.success() && !outcome.cancelled {
+        if !outcome.success() && !outcome.cancelled && limit.is_none() {
             if let Some(how) = self.sandbox_death_after(&c.pl.sandbox_id, &outcome) {
                 let msg = format!(
                     "step `{name}`: sandbox {} {how} during the step; its {} is not the command's",
@@ -373,6 +389,7 @@ impl Run {
             attempts: attempt,
             timed_out: outcome.timed_out,
             ok: outcome.success(),
+            limit,
         };
         if r.ok || attempt > c.retries {
             return Ok(Some((r, last_signal)));
@@ -489,6 +506,15 @@ impl Run {
 /// names the signal when the provider reported one, and otherwise says
 /// that the provider reported no exit code (nothing is assumed).
 fn describe(r: &StepResult, signal: Option<i32>, timeout: Option<Duration>) -> String {
+    let how = describe_end(r, signal, timeout);
+    match &r.limit {
+        Some(l) => format!("{l} ({how})"),
+        None => how,
+    }
+}
+
+/// How the command ended, without a limit it reached.
+fn describe_end(r: &StepResult, signal: Option<i32>, timeout: Option<Duration>) -> String {
     let tries = if r.attempts > 1 {
         format!(" after {} attempts", r.attempts)
     } else {

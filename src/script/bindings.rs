@@ -88,6 +88,17 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, OptionError> {
         .transpose()
         .map_err(|e| OptionError::Isolation { reason: e })?;
     let network = o.boolean("network")?;
+    let mut limits = crate::provider::limits::Limits::default();
+    for kind in crate::provider::limits::LimitKind::ALL {
+        if let Some(v) = o.value(kind.key()) {
+            let v = limit_value(kind, &v).map_err(|reason| OptionError::Limit { reason })?;
+            match kind {
+                crate::provider::limits::LimitKind::Pids => limits.pids = Some(v),
+                crate::provider::limits::LimitKind::Memory => limits.memory = Some(v),
+                crate::provider::limits::LimitKind::Cpus => limits.cpus = Some(v),
+            }
+        }
+    }
     o.finish()?;
     Ok(SandboxOptions {
         image,
@@ -95,7 +106,72 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, OptionError> {
         labels,
         isolation,
         network,
+        limits,
     })
+}
+
+/// `rfs check` (and `rfs run`, before anything runs): the literal limit
+/// values of a `sandbox(#{ … })` map that would be refused.
+pub(crate) fn limit_literals(entries: &[(rhai::Ident, rhai::Expr)]) -> Vec<super::lint::Problem> {
+    let mut out = vec![];
+    for (k, v) in entries {
+        let Some(kind) = crate::provider::limits::LimitKind::ALL
+            .into_iter()
+            .find(|l| l.key() == k.name.as_str())
+        else {
+            continue;
+        };
+        let Some(value) = v.get_literal_value(None) else {
+            continue;
+        };
+        if let Err(reason) = limit_value(kind, &value) {
+            out.push(super::lint::Problem {
+                pos: v.start_position(),
+                message: OptionError::Limit { reason }.to_string(),
+                help: None,
+            });
+        }
+    }
+    out
+}
+
+/// A limit's value as a script gives it: `pids` an integer, `memory` a
+/// size as Docker reads it (`"512M"`) or a number of bytes, `cpus` a
+/// number (`1.5`). Also judged by `rfs check` on literal maps.
+pub(crate) fn limit_value(
+    kind: crate::provider::limits::LimitKind,
+    v: &Dynamic,
+) -> Result<u64, crate::provider::limits::LimitsError> {
+    use crate::provider::limits::{self as l, LimitKind, LimitsError};
+    let wrong = |want: &str| LimitsError::Malformed {
+        kind,
+        why: format!("must be {want}, not {}", v.type_name()),
+    };
+    match kind {
+        LimitKind::Pids => {
+            let n = v
+                .as_int()
+                .map_err(|_| wrong("an integer number of processes"))?;
+            l::check(kind, u64::try_from(n).unwrap_or(0))
+        }
+        LimitKind::Memory => {
+            if v.is_string() {
+                l::parse_memory(&v.clone().into_string().expect("string"))
+            } else {
+                let n = v
+                    .as_int()
+                    .map_err(|_| wrong("a size such as \"512M\" or a number of bytes"))?;
+                l::check(kind, u64::try_from(n).unwrap_or(0))
+            }
+        }
+        LimitKind::Cpus => {
+            let c = v
+                .as_float()
+                .or_else(|_| v.as_int().map(|i| i as f64))
+                .map_err(|_| wrong("a number of cpus such as 1.5"))?;
+            l::parse_cpus(c)
+        }
+    }
 }
 
 fn source_opts(run: &Run, map: Map) -> Result<SourceOptions, OptionError> {

@@ -246,6 +246,9 @@ pub(crate) fn check(known: &Known, ast: &AST, source: &str) -> Vec<Problem> {
                 Some(idx)
             };
             if let Some(Expr::Map(m, _)) = arg.and_then(|i| call.args.get(i)) {
+                if name == "sandbox" {
+                    problems.extend(super::bindings::limit_literals(&m.0));
+                }
                 for (k, _) in &m.0 {
                     if !keys.contains(&k.name.as_str()) {
                         problems.push(Problem {

@@ -51,6 +51,11 @@ pub(crate) enum OptionError {
     Isolation {
         reason: crate::provider::isolation::IsolationError,
     },
+    /// `sandbox(#{ pids, memory, cpus })` with a malformed value.
+    #[error("sandbox(): option {reason}")]
+    Limit {
+        reason: crate::provider::limits::LimitsError,
+    },
     /// An option of the right type with a value outside its set or range.
     #[error("{func}: {key} must be {want}, not {got}")]
     BadValue {
@@ -145,6 +150,11 @@ impl Opts {
                 .map(Some)
                 .map_err(|_| self.wrong(key, "true or false", &v)),
         }
+    }
+
+    /// The raw value of `key`, if given (for options of several types).
+    pub(crate) fn value(&mut self, key: &str) -> Option<Dynamic> {
+        self.get(key)
     }
 
     pub(crate) fn int(&mut self, key: &str) -> Result<Option<i64>, OptionError> {

@@ -35,7 +35,19 @@ pub(crate) const PRIMITIVES: &[Primitive] = &[
     Primitive {
         name: "sandbox",
         arities: &[0, 1],
-        options: Some((0, &["image", "snapshot", "labels", "isolation", "network"])),
+        options: Some((
+            0,
+            &[
+                "image",
+                "snapshot",
+                "labels",
+                "isolation",
+                "network",
+                "pids",
+                "memory",
+                "cpus",
+            ],
+        )),
         returns: &[],
         summary: "the run's one shared sandbox (provisioned on first use)",
     },

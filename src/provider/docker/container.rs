@@ -155,6 +155,8 @@ async fn create_started(
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect::<Vec<_>>();
+    // The resource limits (accepted by `Provider::limits`).
+    let limits = super::limits::host_config(&spec.isolation.limits.values());
     let body = ContainerCreateBody {
         image: Some(image.to_string()),
         entrypoint: Some(vec![
@@ -179,7 +181,7 @@ async fn create_started(
                     .chain(lane.map(Lane::mount))
                     .collect(),
             ),
-            ..Default::default()
+            ..limits
         }),
         ..Default::default()
     };
@@ -187,6 +189,29 @@ async fn create_started(
         .create_container(None::<CreateContainerOptions>, body)
         .await
         .map_err(|e| client.error(e))?;
+    // A limit the daemon dropped (a kernel without its cgroup) is refused,
+    // never ignored.
+    let dropped: Vec<&String> = created
+        .warnings
+        .iter()
+        .filter(|w| {
+            let w = w.to_ascii_lowercase();
+            ["memory", "pids", "cpu", "swap"]
+                .iter()
+                .any(|k| w.contains(k))
+        })
+        .collect();
+    if !dropped.is_empty() {
+        let _ = destroy(client, &created.id).await;
+        return Err(ProviderError::Provision(format!(
+            "the Docker daemon did not apply the sandbox's resource limits: {}",
+            dropped
+                .iter()
+                .map(|w| w.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )));
+    }
     let owner = options.user.clone().or_else(|| {
         image_info
             .config

@@ -35,6 +35,7 @@ pub(super) const STAGE_SESSION: u32 = 5;
 pub(super) const STAGE_TERMINAL: u32 = 6;
 pub(super) const STAGE_CWD: u32 = 7;
 pub(super) const STAGE_EXEC: u32 = 8;
+pub(super) const STAGE_CGROUP: u32 = 9;
 
 /// Stack of each spawn child (they run only the functions below; Rust's
 /// stack probes touch pages of it, so it is generous for debug builds).
@@ -125,6 +126,8 @@ pub(super) struct Launch {
     terminal: bool,
     /// [`SpawnSpec::exec_fd`]; -1: none.
     exec_fd: RawFd,
+    /// The sandbox's `cgroup.procs` to join first; -1: none.
+    cgroup: [RawFd; 3],
     stacks: Stacks,
     /// Written by the children.
     pid: std::sync::atomic::AtomicI32,
@@ -194,6 +197,7 @@ impl Launch {
             stdio: spec.stdio.map(|f| f.as_raw_fd()),
             terminal: spec.terminal,
             exec_fd,
+            cgroup: init.cgroup.get().map_or([-1; 3], |c| c.procs_fds()),
             stacks,
             pid: 0.into(),
             stage: 0.into(),
@@ -258,6 +262,7 @@ impl Launch {
                 STAGE_GROUP => "making it a process group of its own".into(),
                 STAGE_SESSION => "making it a session of its own".into(),
                 STAGE_TERMINAL => "giving it its terminal".into(),
+                STAGE_CGROUP => "putting it in the sandbox's cgroups (its limits)".into(),
                 _ => format!("executing {}", self.programs[0].to_string_lossy()),
             };
             return Err(SpawnError::Os { what, errno });
@@ -286,6 +291,12 @@ extern "C" fn launch_outer(arg: *mut libc::c_void) -> libc::c_int {
     // system calls only.
     unsafe {
         let l = &*(arg as *const Launch);
+        // Into the sandbox's cgroups first (as rfs, before the user
+        // namespace): the command and all it forks are counted.
+        if !super::cgroup::join(&l.cgroup) {
+            l.fail(STAGE_CGROUP);
+            return 1;
+        }
         for &fd in l.ns.iter().filter(|f| **f >= 0) {
             if libc::setns(fd, 0) != 0 {
                 l.fail(STAGE_SETNS);

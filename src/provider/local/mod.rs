@@ -45,6 +45,7 @@
 //! [`child`] (waiting for and killing it), [`pty`] (terminals), with
 //! [`errors`] and the raw system calls of [`sys`].
 
+mod cgroup;
 mod child;
 mod errors;
 mod fingerprint;
@@ -94,6 +95,8 @@ pub struct LocalProvider {
     infos: Arc<Mutex<HashMap<String, Known>>>,
     /// rfs's executable, when this process can run it in a sandbox.
     own_exe: Option<PathBuf>,
+    /// The cgroups (resource limits) of sandboxes, by id.
+    cgroups: Arc<Mutex<HashMap<String, Arc<cgroup::Cgroup>>>>,
 }
 
 /// A sandbox as its `meta.json` was last read.
@@ -103,6 +106,8 @@ struct Known {
     isolation: Option<String>,
     /// Whether its namespaces had the host's network (absent: no).
     network: bool,
+    /// Its cgroups as `meta.json` records them.
+    cgroups: Vec<cgroup::Part>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -117,6 +122,9 @@ struct Meta {
     /// written before this was recorded; re-entered without network).
     #[serde(default)]
     network: Option<bool>,
+    /// Its cgroups, one per limit (absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    cgroups: Vec<cgroup::Part>,
 }
 
 impl LocalProvider {
@@ -127,6 +135,7 @@ impl LocalProvider {
             inits: Arc::default(),
             infos: Arc::default(),
             own_exe: crate::source::native_check::executable().map(Path::to_path_buf),
+            cgroups: Arc::default(),
         }
     }
 
@@ -182,9 +191,38 @@ impl LocalProvider {
                 "cannot re-enter the namespaces of kept sandbox {id}: {e}"
             ))
         })?;
+        if let Some(cg) = self.cgroup_of(id)? {
+            let _ = init.cgroup.set(cg);
+        }
         let init = Arc::new(init);
         inits.insert(id.to_owned(), init.clone());
         Ok(Some(init))
+    }
+
+    /// The cgroups of sandbox `id` (`None`: it has none); those of a
+    /// sandbox of another rfs process are opened from its `meta.json`,
+    /// and refused when they are gone (its limits would not hold).
+    fn cgroup_of(&self, id: &str) -> ProviderResult<Option<Arc<cgroup::Cgroup>>> {
+        if let Some(cg) = self.cgroups.lock().expect("cgroups lock").get(id) {
+            return Ok(Some(cg.clone()));
+        }
+        let Some(known) = self.read_meta(id)? else {
+            return Ok(None);
+        };
+        if known.cgroups.is_empty() {
+            return Ok(None);
+        }
+        let cg = cgroup::Cgroup::open(&known.cgroups).map_err(|e| {
+            ProviderError::NotStarted(format!(
+                "sandbox {id}'s resource limits cannot be enforced: {e}"
+            ))
+        })?;
+        let cg = Arc::new(cg);
+        self.cgroups
+            .lock()
+            .expect("cgroups lock")
+            .insert(id.to_owned(), cg.clone());
+        Ok(Some(cg))
     }
 
     fn sandboxes(&self) -> PathBuf {
@@ -246,6 +284,7 @@ impl LocalProvider {
             },
             isolation: meta.isolation,
             network: meta.network.unwrap_or(false),
+            cgroups: meta.cgroups,
         }))
     }
 }
@@ -296,6 +335,27 @@ impl Provider for LocalProvider {
         probe::decide(req)
     }
 
+    /// Limits through cgroups where rfs may create them; rfs's default
+    /// process cap is said to be not enforced where it may not, a limit
+    /// someone asked for is refused there.
+    fn limits(
+        &self,
+        req: &crate::provider::limits::LimitsRequest,
+    ) -> Result<crate::provider::limits::LimitsFact, crate::provider::limits::LimitsError> {
+        limits_decision(req)
+    }
+
+    async fn limits_reached(
+        &self,
+        id: &str,
+        _ended_ok: bool,
+    ) -> Vec<crate::provider::limits::LimitHit> {
+        match self.cgroup_of(id) {
+            Ok(Some(cg)) => cg.reached(),
+            _ => vec![],
+        }
+    }
+
     async fn preflight(&self) -> ProviderResult<()> {
         std::fs::create_dir_all(self.sandboxes()).map_err(|e| ProviderError::Unavailable {
             provider: "local".into(),
@@ -313,6 +373,40 @@ impl Provider for LocalProvider {
         let in_force =
             probe::decide(&spec.isolation).map_err(|e| ProviderError::Provision(e.to_string()))?;
         let isolated = in_force.mode == "namespaces";
+        let limits = limits_decision(&spec.isolation.limits)
+            .map_err(|e| ProviderError::Provision(e.to_string()))?;
+        let mut values = crate::provider::limits::Limits::default();
+        for l in &limits.enforced {
+            match l.kind {
+                crate::provider::limits::LimitKind::Pids => values.pids = Some(l.value),
+                crate::provider::limits::LimitKind::Memory => values.memory = Some(l.value),
+                crate::provider::limits::LimitKind::Cpus => values.cpus = Some(l.value),
+            }
+        }
+        let cg = if values.is_empty() {
+            None
+        } else {
+            match cgroup::Cgroup::create(&id, &values) {
+                Ok(cg) => Some(Arc::new(cg)),
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return Err(ProviderError::Provision(format!(
+                        "cannot set the resource limits of sandbox {id}: {e}"
+                    )));
+                }
+            }
+        };
+        if let Some(cg) = &cg {
+            self.cgroups
+                .lock()
+                .expect("cgroups lock")
+                .insert(id.clone(), cg.clone());
+        }
+        let undo_cgroup = |this: &Self| {
+            if let Some(cg) = this.cgroups.lock().expect("cgroups lock").remove(&id) {
+                let _ = cg.remove();
+            }
+        };
         if isolated {
             std::fs::create_dir(mount_plan::root_dir(&dir))
                 .map_err(|e| io_err("creating sandbox root", e))?;
@@ -322,12 +416,16 @@ impl Provider for LocalProvider {
                 .map_err(|e| ProviderError::Io(e.to_string().to_string()))?;
             match init {
                 Ok(init) => {
+                    if let Some(cg) = &cg {
+                        let _ = init.cgroup.set(cg.clone());
+                    }
                     self.inits
                         .lock()
                         .expect("inits lock")
                         .insert(id.clone(), Arc::new(init));
                 }
                 Err(e) => {
+                    undo_cgroup(self);
                     let _ = std::fs::remove_dir_all(&dir);
                     return Err(ProviderError::Provision(format!(
                         "cannot isolate sandbox {id} in namespaces: {e}"
@@ -344,6 +442,7 @@ impl Provider for LocalProvider {
                 .unwrap_or(0),
             isolation: Some(in_force.mode.clone()),
             network: isolated.then_some(spec.isolation.network),
+            cgroups: cg.as_ref().map(|c| c.parts()).unwrap_or_default(),
         };
         let tmp = dir.join("meta.json.tmp");
         std::fs::write(
@@ -418,7 +517,8 @@ impl Provider for LocalProvider {
         let mut env = base_env(&info.home, init.is_some());
         env.append(&mut req.env);
         req.env = env;
-        pty::spawn_local_pty_in(&req, init).await
+        let cg = self.cgroup_of(id)?;
+        pty::spawn_local_pty_in(&req, init, cg.map_or([-1; 3], |c| c.procs_fds())).await
     }
 
     /// The host's fingerprint: a local sandbox shares its system.
@@ -444,6 +544,24 @@ impl Provider for LocalProvider {
         // Processes left running in the sandbox (an rfs killed with SIGKILL
         // could not end its step) die with it.
         kill_processes_under(&dir);
+        // Its cgroups go with it (what is left in them is killed), and
+        // are verified gone.
+        let cg = self.cgroups.lock().expect("cgroups lock").remove(id);
+        let removed = match cg {
+            Some(cg) => tokio::task::spawn_blocking(move || cg.remove()).await,
+            None => {
+                let parts = self
+                    .read_meta(id)
+                    .ok()
+                    .flatten()
+                    .map(|k| k.cgroups)
+                    .unwrap_or_default();
+                tokio::task::spawn_blocking(move || cgroup::Cgroup::remove_parts(&parts)).await
+            }
+        };
+        removed
+            .map_err(|e| ProviderError::Io(e.to_string()))?
+            .map_err(|e| ProviderError::Io(format!("destroying sandbox {id}: {e}")))?;
         let trash = self.root.join("trash");
         std::fs::create_dir_all(&trash).map_err(|e| io_err("creating trash", e))?;
         let gone = trash.join(format!("{id}-{}", uuid::Uuid::new_v4().simple()));
@@ -624,7 +742,20 @@ impl LocalProvider {
                     terminal: false,
                     exec_fd: own.as_ref().map(|o| o.exe.as_fd()),
                 };
-                let child = init.spawn(&spec).map_err(|e| match e {
+                // A step that reached the process limit leaves processes
+                // that are being killed and reaped: a start refused at
+                // the limit is tried again for a while.
+                let mut spawned = init.spawn(&spec);
+                let deadline = std::time::Instant::now() + Duration::from_secs(3);
+                while matches!(&spawned, Err(errors::SpawnError::Os { errno, .. }) if *errno == libc::EAGAIN)
+                    && std::time::Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                    spawned = init.spawn(&spec);
+                    // These refusals are rfs's, not the command's.
+                    forget_refused_forks(init.cgroup.get());
+                }
+                let child = spawned.map_err(|e| match e {
                     errors::SpawnError::Cwd { errno, .. } if errno == libc::ENOENT => missing_cwd(),
                     e => cannot(&e),
                 })?;
@@ -660,13 +791,83 @@ impl LocalProvider {
                     .stderr(Stdio::piped())
                     .process_group(0)
                     .kill_on_drop(true);
-                let mut child = cmd.spawn().map_err(|e| cannot(&e))?;
+                if let Some(cg) = self.cgroup_of(id)? {
+                    let fds = cg.procs_fds();
+                    // SAFETY: only write(2) runs between fork and exec.
+                    unsafe {
+                        cmd.pre_exec(move || {
+                            if cgroup::join(&fds) {
+                                Ok(())
+                            } else {
+                                Err(std::io::Error::last_os_error())
+                            }
+                        });
+                    }
+                }
+                let mut spawned = cmd.spawn();
+                let deadline = std::time::Instant::now() + Duration::from_secs(3);
+                while matches!(&spawned, Err(e) if e.raw_os_error() == Some(libc::EAGAIN))
+                    && std::time::Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                    spawned = cmd.spawn();
+                    forget_refused_forks(self.cgroup_of(id)?.as_ref());
+                }
+                let mut child = spawned.map_err(|e| cannot(&e))?;
                 let out: Output = Box::pin(child.stdout.take().expect("piped"));
                 let err: Output = Box::pin(child.stderr.take().expect("piped"));
                 (LocalChild::Host(child), out, err)
             }
         })
     }
+}
+
+/// A start refused at the process limit (and tried again) is not a
+/// limit the next command reached: its counters are read and dropped.
+fn forget_refused_forks(cg: Option<&Arc<cgroup::Cgroup>>) {
+    if let Some(cg) = cg {
+        let _ = cg.reached();
+    }
+}
+
+/// What `local` enforces of `req`: every limit where rfs may create
+/// cgroups; elsewhere a limit someone asked for is refused, and rfs's
+/// default process cap is said to be not enforced (and why).
+fn limits_decision(
+    req: &crate::provider::limits::LimitsRequest,
+) -> Result<crate::provider::limits::LimitsFact, crate::provider::limits::LimitsError> {
+    use crate::provider::limits::{Limits, LimitsError, LimitsFact};
+    let mut fact = LimitsFact {
+        by: "cgroup v1".into(),
+        ..LimitsFact::default()
+    };
+    for l in &req.limits {
+        let mut one = Limits::default();
+        match l.kind {
+            crate::provider::limits::LimitKind::Pids => one.pids = Some(l.value),
+            crate::provider::limits::LimitKind::Memory => one.memory = Some(l.value),
+            crate::provider::limits::LimitKind::Cpus => one.cpus = Some(l.value),
+        }
+        match cgroup::available(&one) {
+            Ok(()) => fact.enforced.push(l.clone()),
+            Err(why) if l.is_default() => {
+                fact.not_enforced.push(format!("{} ({why})", l.describe()))
+            }
+            Err(why) => {
+                return Err(LimitsError::Unenforceable {
+                    provider: "local".into(),
+                    kind: l.kind,
+                    value: l.kind.show(l.value),
+                    by: l.by.clone(),
+                    why,
+                })
+            }
+        }
+    }
+    if fact.enforced.is_empty() {
+        fact.by.clear();
+    }
+    Ok(fact)
 }
 
 /// Stream a started command's output into `sink` until it ends (or its

@@ -32,6 +32,8 @@ pub struct Init {
     /// fresh mapping per command costs its page faults and, unmapped, a
     /// TLB shootdown across rfs's threads.
     pub(super) spare_stacks: std::sync::Mutex<Vec<Stacks>>,
+    /// The sandbox's cgroups (its limits), which every command joins.
+    pub(super) cgroup: std::sync::OnceLock<std::sync::Arc<super::cgroup::Cgroup>>,
 }
 
 impl std::fmt::Debug for Init {
@@ -111,6 +113,7 @@ impl Init {
             ns: vec![],
             killed: false.into(),
             spare_stacks: Vec::new().into(),
+            cgroup: std::sync::OnceLock::new(),
         };
         let mut file = std::fs::File::from(report_r);
         let mut ready = false;

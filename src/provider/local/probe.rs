@@ -21,7 +21,7 @@ pub fn doctor_line(
         Some(m) => IsolationRequest {
             mode: m,
             source: "argument".into(),
-            network: true,
+            ..IsolationRequest::default()
         },
         None => IsolationRequest::from_settings(None, std::env::var(ISOLATION_ENV).ok().as_deref())
             .map_err(DoctorRefusal::Setting)?,
@@ -143,6 +143,7 @@ mod tests {
             mode: IsolationMode::None,
             source: "test".into(),
             network: false,
+            ..IsolationRequest::default()
         };
         assert_eq!(
             decide(&req).unwrap_err(),

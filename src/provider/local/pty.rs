@@ -40,7 +40,7 @@ const DRAIN_IDLE: Duration = Duration::from_millis(100);
 
 /// Start `req.argv` under a fresh PTY on this host.
 pub async fn spawn_local_pty(req: &PtyRequest) -> ProviderResult<PtyChannel> {
-    spawn_local_pty_in(req, None).await
+    spawn_local_pty_in(req, None, [-1; 3]).await
 }
 
 /// Start `req.argv` under a fresh PTY, inside the namespaces of `init`
@@ -49,6 +49,7 @@ pub async fn spawn_local_pty(req: &PtyRequest) -> ProviderResult<PtyChannel> {
 pub async fn spawn_local_pty_in(
     req: &PtyRequest,
     init: Option<std::sync::Arc<super::namespace_init::Init>>,
+    cgroup: [std::os::fd::RawFd; 3],
 ) -> ProviderResult<PtyChannel> {
     let program = req
         .argv
@@ -78,7 +79,9 @@ pub async fn spawn_local_pty_in(
             };
             LocalChild::Sandbox(init.spawn(&spec).map_err(|e| cannot(&e))?)
         }
-        None => LocalChild::Host(spawn_on_host(req, program, &pty.slave).map_err(|e| cannot(&e))?),
+        None => LocalChild::Host(
+            spawn_on_host(req, program, &pty.slave, cgroup).map_err(|e| cannot(&e))?,
+        ),
     };
     drop(pty.slave);
     let pid = child
@@ -162,6 +165,7 @@ fn spawn_on_host(
     req: &PtyRequest,
     program: &str,
     slave: &OwnedFd,
+    cgroup: [std::os::fd::RawFd; 3],
 ) -> io::Result<tokio::process::Child> {
     let stdio = |fd: &OwnedFd| -> io::Result<Stdio> { Ok(Stdio::from(fd.try_clone()?)) };
     let mut cmd = tokio::process::Command::new(program);
@@ -172,10 +176,13 @@ fn spawn_on_host(
         .stdin(stdio(slave)?)
         .stdout(stdio(slave)?)
         .stderr(stdio(slave)?);
-    // SAFETY: only async-signal-safe calls (setsid, ioctl) run between
-    // fork and exec; stdio is already the PTY slave.
+    // SAFETY: only async-signal-safe calls (write, setsid, ioctl) run
+    // between fork and exec; stdio is already the PTY slave.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
+            if !super::cgroup::join(&cgroup) {
+                return Err(io::Error::last_os_error());
+            }
             if libc::setsid() == -1 {
                 return Err(io::Error::last_os_error());
             }

@@ -1,0 +1,115 @@
+//! A container's resource limits: set in its `HostConfig` when it is
+//! created (memory without extra swap, a process cap, a cpu quota), and
+//! read back after a command that did not succeed (the cgroup's
+//! `pids.events` and the memory cgroup's oom kills, v1 or v2 layout, as
+//! the container sees them).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::client::Client;
+use super::exec::{self, ExecSpec};
+use crate::provider::limits::{LimitHit, LimitKind, Limits, LimitsFact, LimitsRequest};
+
+/// Every limit is the container's own.
+pub(super) fn decide(req: &LimitsRequest) -> LimitsFact {
+    LimitsFact {
+        enforced: req.limits.clone(),
+        by: "the container's limits".into(),
+        not_enforced: vec![],
+    }
+}
+
+/// `HostConfig`'s `memory`, `memory_swap`, `pids_limit`, `nano_cpus`.
+pub(super) fn host_config(l: &Limits) -> bollard::models::HostConfig {
+    let i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    bollard::models::HostConfig {
+        memory: l.memory.map(i),
+        // The same as `memory`: no swap beyond the limit.
+        memory_swap: l.memory.map(i),
+        pids_limit: l.pids.map(i),
+        nano_cpus: l.cpus.map(|m| i(m.saturating_mul(1_000_000))),
+        ..Default::default()
+    }
+}
+
+/// The limits of each container this process created and the counters
+/// last read of it (forks refused, oom kills).
+#[derive(Debug, Default)]
+pub(super) struct Seen(Mutex<HashMap<String, (Limits, u64, u64)>>);
+
+impl Seen {
+    pub(super) fn created(&self, id: &str, l: Limits) {
+        self.0
+            .lock()
+            .expect("limits lock")
+            .insert(id.to_owned(), (l, 0, 0));
+    }
+
+    pub(super) fn forget(&self, id: &str) {
+        self.0.lock().expect("limits lock").remove(id);
+    }
+
+    /// The limits container `id` reached since last asked.
+    pub(super) async fn reached(&self, client: &Client, id: &str) -> Vec<LimitHit> {
+        let Some((limits, ..)) = self.0.lock().expect("limits lock").get(id).cloned() else {
+            return vec![];
+        };
+        let Some((forks, ooms)) = counters(client, id).await else {
+            return vec![];
+        };
+        let mut map = self.0.lock().expect("limits lock");
+        let Some(entry) = map.get_mut(id) else {
+            return vec![];
+        };
+        let mut hits = vec![];
+        if let (Some(v), true) = (limits.memory, ooms > entry.2) {
+            hits.push(LimitHit {
+                kind: LimitKind::Memory,
+                value: v,
+            });
+        }
+        if let (Some(v), true) = (limits.pids, forks > entry.1) {
+            hits.push(LimitHit {
+                kind: LimitKind::Pids,
+                value: v,
+            });
+        }
+        entry.1 = forks;
+        entry.2 = ooms;
+        hits
+    }
+}
+
+/// (forks refused at the process limit, oom kills) as the container's
+/// cgroup files say.
+async fn counters(client: &Client, id: &str) -> Option<(u64, u64)> {
+    let spec = ExecSpec {
+        argv: [
+            "cat",
+            "/sys/fs/cgroup/pids/pids.events",
+            "/sys/fs/cgroup/memory/memory.oom_control",
+            "/sys/fs/cgroup/pids.events",
+            "/sys/fs/cgroup/memory.events",
+        ]
+        .map(String::from)
+        .to_vec(),
+        cwd: "/",
+        env: &[],
+        user: None,
+        tty: false,
+        stdin: false,
+    };
+    let (_, out) = exec::run_collect(client, id, spec).await.ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut forks = None;
+    let mut ooms = None;
+    for l in text.lines() {
+        match l.split_once(' ') {
+            Some(("max", v)) => forks = v.trim().parse().ok().or(forks),
+            Some(("oom_kill", v)) => ooms = v.trim().parse().ok().or(ooms),
+            _ => {}
+        }
+    }
+    Some((forks.unwrap_or(0), ooms.unwrap_or(0)))
+}

@@ -1,0 +1,245 @@
+//! Resource limits (issue #35, item 3): `sandbox(#{ pids, memory, cpus })`
+//! and the default process cap, enforced by real cgroups (`local`) and
+//! real containers (`docker`); a limit reached is the step's outcome,
+//! named everywhere; a malformed or widening limit, or one the provider
+//! cannot enforce, is refused before anything runs.
+
+mod common;
+use common::*;
+
+/// One test body per provider that enforces limits.
+macro_rules! enforcing_providers {
+    ($(fn $name:ident($rfs:ident: &Rfs) $body:block)*) => {
+        $(fn $name($rfs: &Rfs) $body)*
+        mod local {
+            $(#[test] fn $name() { super::$name(&super::Rfs::new(super::Prov::Local)); })*
+        }
+        mod docker {
+            $(#[test] fn $name() {
+                if super::docker_missing() { return; }
+                super::$name(&super::Rfs::new(super::Prov::Docker));
+            })*
+        }
+    };
+}
+
+/// Host processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = vec![];
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        if !p
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
+            continue;
+        }
+        if let Ok(c) = std::fs::read(p.path().join("cmdline")) {
+            let c = String::from_utf8_lossy(&c).replace('\0', " ");
+            if c.contains(marker) {
+                found.push(format!("{}: {c}", p.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+/// A `sleep` duration no other test uses: its command line finds what a
+/// run left behind.
+fn marker(rfs: &Rfs) -> String {
+    let base = match rfs.prov {
+        Prov::Local => 810_000,
+        Prov::Docker => 820_000,
+        Prov::Daytona => 830_000,
+    };
+    (base + std::process::id() % 9_999).to_string()
+}
+
+/// `local` only: the sandbox's cgroups are gone with it.
+fn assert_cgroups_removed(rfs: &Rfs, id: &str) {
+    if rfs.prov != Prov::Local {
+        return;
+    }
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, ctrls, path) = (parts.next(), parts.next().unwrap(), parts.next().unwrap());
+        if !["pids", "memory"].contains(&ctrls) {
+            continue;
+        }
+        // rfs's cgroup is its parent's, as this test's is.
+        let dir = std::path::Path::new("/sys/fs/cgroup")
+            .join(ctrls)
+            .join(path.trim_start_matches('/'))
+            .join(format!("rfs-{id}"));
+        assert!(!dir.exists(), "{} was left behind", dir.display());
+    }
+}
+
+mod enforced {
+    use super::*;
+
+    enforcing_providers! {
+        fn a_fork_bomb_stops_at_the_process_limit_named_and_leaves_no_process(rfs: &Rfs) {
+            let repo = Repo::new();
+            let m = marker(rfs);
+            let out = rfs.run(
+                repo.path(),
+                &format!(
+                    r#"sandbox(#{{ pids: 64 }});
+                let r = step("bomb", "i=0; while [ $i -lt 200 ]; do sleep {m} & i=$((i+1)); done; echo all-started", #{{ allow_failure: true }});
+                print(`ok=${{r.ok}}`);
+                step("after", "echo still-usable");"#
+                ),
+            );
+            out.assert_code(0);
+            assert!(out.stdout.contains("ok=false"), "{}", out.stdout);
+            assert!(!out.stdout.contains("all-started"), "{}", out.stdout);
+            let end = &out.entries("step.end")[0];
+            assert_eq!(end["limit"], "process limit 64 reached", "{end}");
+            assert!(
+                end["summary"].as_str().unwrap().starts_with("process limit 64 reached ("),
+                "{end}"
+            );
+            assert!(
+                out.stderr.contains("step `bomb` FAILED (process limit 64 reached"),
+                "{}",
+                out.stderr
+            );
+            assert!(out.evidence().contains("process limit 64 reached"));
+            assert!(out.stderr.contains("still-usable") || out.stdout.contains("still-usable"));
+            let placed = &out.entries("placement")[0]["isolation"]["limits"]["enforced"];
+            assert_eq!(placed[0]["kind"], "pids", "{placed}");
+            assert_eq!(placed[0]["value"], 64, "{placed}");
+            assert_eq!(placed[0]["by"], "the script's sandbox() option", "{placed}");
+            let left = processes_with(&format!("sleep {m}"));
+            assert!(left.is_empty(), "the fork bomb outlived its sandbox: {left:?}");
+            assert_cgroups_removed(rfs, &out.sandbox_id());
+            rfs.assert_no_leftovers();
+        }
+
+        fn a_300_mb_allocation_is_killed_at_a_64m_memory_limit_and_named(rfs: &Rfs) {
+            let repo = Repo::new();
+            let out = rfs.run(
+                repo.path(),
+                r#"sandbox(#{ memory: "64M" });
+            let r = step("alloc", "dd if=/dev/zero of=/dev/null bs=300M count=1", #{ allow_failure: true });
+            print(`exit=${r.exit}`);"#,
+            );
+            out.assert_code(0);
+            let end = &out.entries("step.end")[0];
+            assert_eq!(end["limit"], "killed: memory limit 64 MiB reached", "{end}");
+            assert_eq!(end["ok"], false, "{end}");
+            assert!(
+                out.stderr.contains("step `alloc` FAILED (killed: memory limit 64 MiB reached"),
+                "{}",
+                out.stderr
+            );
+            assert!(out.evidence().contains("killed: memory limit 64 MiB reached"));
+            let placed = out.entries("placement")[0]["isolation"]["limits"].clone();
+            assert!(
+                placed["enforced"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|l| l["kind"] == "memory" && l["value"] == 64u64 << 20),
+                "{placed}"
+            );
+            assert_cgroups_removed(rfs, &out.sandbox_id());
+            rfs.assert_no_leftovers();
+        }
+
+        fn the_default_process_cap_holds_when_a_script_names_no_limit(rfs: &Rfs) {
+            let repo = Repo::new();
+            let out = rfs.run(repo.path(), r#"step("one", "echo hi");"#);
+            out.assert_code(0);
+            let placed = &out.entries("placement")[0]["isolation"]["limits"];
+            assert_eq!(placed["enforced"][0]["kind"], "pids", "{placed}");
+            assert_eq!(placed["enforced"][0]["value"], 4096, "{placed}");
+            assert_eq!(placed["enforced"][0]["by"], "default", "{placed}");
+            assert!(out.evidence().contains("limits: pids 4096 (default)"));
+            assert!(out.entries("step.end")[0].get("limit").is_none());
+            rfs.assert_no_leftovers();
+        }
+    }
+}
+
+mod refused {
+    use super::*;
+
+    provider_tests! {
+        fn a_malformed_size_is_refused_with_its_span_before_anything_runs(rfs: &Rfs) {
+        let repo = Repo::new();
+        let out = rfs.run(
+            repo.path(),
+            "print(\"before\");\nsandbox(#{ memory: \"64X\" });\nstep(\"never\", \"echo never-ran\");",
+        );
+        // Judged with the script's other problems, before any of it runs.
+        out.assert_code(2);
+        assert!(
+            out.stderr.contains("sandbox(): option `memory`: `64X` is not a size"),
+            "{}",
+            out.stderr
+        );
+        assert!(out.stderr.contains(":2:20]"), "no script span: {}", out.stderr);
+        assert!(!out.stdout.contains("before"), "the script ran: {}", out.stdout);
+        if out.out_dir.join("journal.jsonl").exists() {
+            assert!(out.entries("placement.intent").is_empty());
+        }
+        // A value computed at run time is refused at the sandbox() call.
+        let out = rfs.run(
+            repo.path(),
+            "let size = \"64\" + \"X\";\nsandbox(#{ memory: size });\nstep(\"never\", \"echo never-ran\");",
+        );
+        out.assert_code(1);
+        assert!(
+            out.stderr.contains("sandbox(): option `memory`: `64X` is not a size"),
+            "{}",
+            out.stderr
+        );
+        assert!(out.entries("placement.intent").is_empty());
+        assert!(out.entries("step.start").is_empty());
+        rfs.assert_no_leftovers();
+    }
+
+    fn a_script_cannot_raise_the_process_cap(rfs: &Rfs) {
+            let repo = Repo::new();
+            let out = rfs.run(
+                repo.path(),
+                "sandbox(#{ pids: 100000 });\nstep(\"never\", \"echo never-ran\");",
+            );
+            out.assert_code(3);
+            assert!(
+                out.stderr.contains("process limit 100000 asked by the script's sandbox() option is above the cap of 4096 set by default"),
+                "{}",
+                out.stderr
+            );
+            assert!(out.entries("placement.intent").is_empty());
+            assert!(out.entries("step.start").is_empty());
+            rfs.assert_no_leftovers();
+        }
+    }
+}
+
+/// daytona does not enforce limits yet: one a script asks for is refused
+/// before any sandbox exists, naming the provider and the limit.
+#[test]
+fn a_limit_daytona_cannot_enforce_is_refused_before_anything_runs() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        "sandbox(#{ memory: \"512M\" });\nstep(\"never\", \"echo never-ran\");",
+    );
+    out.assert_code(3);
+    assert!(
+        out.stderr.contains(
+            "provider `daytona` cannot enforce the memory limit (512 MiB) asked by the script's sandbox() option"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(out.entries("placement.intent").is_empty());
+    rfs.finish();
+}
