@@ -7,7 +7,7 @@ mod common;
 use common::*;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A repository of `n` commits, the i-th setting file `v` to `i`; the
 /// commit ids, oldest first.
@@ -23,29 +23,6 @@ fn counting_repo(n: usize) -> (Repo, Vec<String>) {
         })
         .collect();
     (repo, ids)
-}
-
-/// A proof outside the repository (the tree stays clean).
-fn proof(rfs: &Rfs, text: &str) -> PathBuf {
-    let p = rfs.state.path().join(format!("proof-{}.rhai", uuid_like()));
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
-fn bisect(rfs: &Rfs, repo: &Path, args: &[&str]) -> RunOut {
-    let out_dir = rfs.state.path().join("out").join(uuid_like());
-    let out = rfs
-        .cmd(repo)
-        .arg("bisect")
-        .args(args)
-        .arg("--out")
-        .arg(&out_dir)
-        .output()
-        .expect("rfs bisect runs");
-    let out = finish(out, out_dir);
-    rfs.console(&out.stdout);
-    rfs.console(&out.stderr);
-    out
 }
 
 fn tested(out: &RunOut) -> Vec<(String, String)> {

@@ -8,30 +8,7 @@
 mod common;
 use common::*;
 
-use std::path::{Path, PathBuf};
-
-/// A proof outside the repository (the tree stays clean).
-fn proof(rfs: &Rfs, text: &str) -> PathBuf {
-    let p = rfs.state.path().join(format!("proof-{}.rhai", uuid_like()));
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
-fn bisect(rfs: &Rfs, repo: &Path, args: &[&str]) -> RunOut {
-    let out_dir = rfs.state.path().join("out").join(uuid_like());
-    let out = rfs
-        .cmd(repo)
-        .arg("bisect")
-        .args(args)
-        .arg("--out")
-        .arg(&out_dir)
-        .output()
-        .expect("rfs bisect runs");
-    let out = finish(out, out_dir);
-    rfs.console(&out.stdout);
-    rfs.console(&out.stderr);
-    out
-}
+use std::path::Path;
 
 /// `n` commits, the i-th setting `v` to `i`, authored at 10:00 on day
 /// i+1 of March 2026 in India's time zone (+05:30).

@@ -6,8 +6,7 @@
 mod common;
 use common::*;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 /// The first `rhai` example of the book's terminal chapter.
 fn book_terminal_example() -> String {
@@ -108,41 +107,6 @@ fn rfs_report_makes_the_report_of_a_downloaded_bundle_only_after_verifying_it() 
         String::from_utf8_lossy(&r.stderr)
     );
     assert!(!copy.join("report.html").exists());
-}
-
-/// Chromium from Debian (`chromium`), or `None` with one line when it is
-/// missing and not required (`RFS_REQUIRE_CHROMIUM=1`, set by
-/// scripts/test.sh, which installs it).
-fn chromium() -> Option<PathBuf> {
-    let found = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .map(|n| Path::new("/usr/bin").join(n))
-        .find(|p| p.exists());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("RFS_REQUIRE_CHROMIUM").is_none(),
-            "RFS_REQUIRE_CHROMIUM is set but no chromium is installed"
-        );
-        eprintln!(
-            "report_html: no chromium: skipping the browser test (scripts/test.sh installs it)"
-        );
-    }
-    found
-}
-
-fn headless(browser: &Path, args: &[&str], page: &Path) -> std::process::Output {
-    Command::new(browser)
-        .args([
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--virtual-time-budget=2000",
-        ])
-        .args(args)
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap()
 }
 
 /// The rows of a screen snapshot (`terminal/session-N-assert-K.txt`):

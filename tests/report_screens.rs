@@ -4,26 +4,6 @@
 mod common;
 use common::*;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// Chromium from Debian, or `None` when it is missing and not required
-/// (`RFS_REQUIRE_CHROMIUM=1`).
-fn chromium() -> Option<PathBuf> {
-    let found = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .map(|n| Path::new("/usr/bin").join(n))
-        .find(|p| p.exists());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("RFS_REQUIRE_CHROMIUM").is_none(),
-            "RFS_REQUIRE_CHROMIUM is set but no chromium is installed"
-        );
-        eprintln!("report_screens: no chromium: skipping");
-    }
-    found
-}
-
 /// Measures, after the page's own script (the player) ran, every drawn
 /// row that shows `Traceback`: how many characters the browser lays out
 /// against how many the row holds, where `Traceback` and `end` start and
@@ -77,23 +57,7 @@ fn drawn_screens_keep_the_leading_spaces_of_an_indented_row() {
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("measure.html");
     std::fs::write(&page, with_measure(&html)).unwrap();
-    let dom = Command::new(&browser)
-        .args([
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--virtual-time-budget=2000",
-            "--dump-dom",
-        ])
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap();
-    assert!(
-        dom.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dom.stderr)
-    );
-    let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
+    let dom = dom_of(&browser, &page);
     let at = dom
         .find("data-measure=\"")
         .expect("the measuring script ran")

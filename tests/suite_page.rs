@@ -8,46 +8,7 @@
 mod common;
 use common::*;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// Chromium from Debian, or `None` when missing and not required
-/// (`RFS_REQUIRE_CHROMIUM=1`), as in tests/report_html.rs.
-fn chromium() -> Option<PathBuf> {
-    let found = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .map(|n| Path::new("/usr/bin").join(n))
-        .find(|p| p.exists());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("RFS_REQUIRE_CHROMIUM").is_none(),
-            "RFS_REQUIRE_CHROMIUM is set but no chromium is installed"
-        );
-        eprintln!("suite_page: no chromium: skipping the browser test");
-    }
-    found
-}
-
-/// The page's DOM after Chromium loaded it.
-fn dom_of(browser: &Path, page: &Path) -> String {
-    let out = Command::new(browser)
-        .args([
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--virtual-time-budget=2000",
-            "--dump-dom",
-        ])
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use std::path::Path;
 
 fn rfs_test(rfs: &Rfs, repo: &Path, args: &[&str]) -> RunOut {
     let dir = rfs.state.path().join("suites").join(uuid_like());

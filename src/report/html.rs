@@ -392,18 +392,7 @@ fn assertion_figure(
             h(&a.pattern)
         );
     }
-    match shot {
-        Some(Screenshot::Svg(svg)) => s.push_str(svg),
-        Some(Screenshot::Text { text, why }) => {
-            let _ = write!(
-                s,
-                "<pre class=\"screen-text\">{}</pre><p>({})</p>",
-                h(text),
-                h(why)
-            );
-        }
-        None => s.push_str("<p>(no screen was recorded)</p>"),
-    }
+    push_screen(s, shot);
     if side {
         s.push_str("</div></div>");
     }
@@ -518,4 +507,20 @@ fn cleanup(s: &mut String, r: &RunSummary) {
         "<section id=\"cleanup\"><h2>Cleanup</h2><p>{}</p></section>",
         h(&text)
     );
+}
+
+/// A screen as drawn (SVG), else its text and why it is not drawn.
+pub(crate) fn push_screen(s: &mut String, shot: Option<&Screenshot>) {
+    match shot {
+        Some(Screenshot::Svg(svg)) => s.push_str(svg),
+        Some(Screenshot::Text { text, why }) => {
+            let _ = write!(
+                s,
+                "<pre class=\"screen-text\">{}</pre><p>({})</p>",
+                h(text),
+                h(why)
+            );
+        }
+        None => s.push_str("<p>(no screen was recorded)</p>"),
+    }
 }

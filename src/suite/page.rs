@@ -17,7 +17,6 @@ use super::events::{Attempt, ProofResult, Verdict};
 use super::files::Index;
 use crate::report::html::{csp_hash, CSS};
 use crate::report::html_text::{h, h_inline};
-use crate::report::terminal::Screenshot;
 
 /// The file's name in the suite's folder.
 pub(crate) const INDEX_HTML: &str = "index.html";
@@ -330,18 +329,7 @@ fn screen(s: &mut String, a: &Attempt, dir: &Path) {
         failed.assert,
         h(&failed.pattern)
     );
-    match shot {
-        Some(Screenshot::Svg(svg)) => s.push_str(svg),
-        Some(Screenshot::Text { text, why }) => {
-            let _ = write!(
-                s,
-                "<pre class=\"screen-text\">{}</pre><p>({})</p>",
-                h(text),
-                h(why)
-            );
-        }
-        None => s.push_str("<p>(no screen was recorded)</p>"),
-    }
+    crate::report::html::push_screen(s, shot);
     let _ = writeln!(
         s,
         "</div></div><figcaption>session {}, assert {}: {}{there}</figcaption></figure>",

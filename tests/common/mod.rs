@@ -812,3 +812,78 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Chromium from Debian (`chromium`), or `None` with one line when it is
+/// missing and not required (`RFS_REQUIRE_CHROMIUM=1`, set by
+/// scripts/test.sh, which installs it).
+#[allow(dead_code)]
+pub fn chromium() -> Option<PathBuf> {
+    let found = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .map(|n| Path::new("/usr/bin").join(n))
+        .find(|p| p.exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("RFS_REQUIRE_CHROMIUM").is_none(),
+            "RFS_REQUIRE_CHROMIUM is set but no chromium is installed"
+        );
+        eprintln!("no chromium: skipping the browser test (scripts/test.sh installs it)");
+    }
+    found
+}
+
+/// `page` opened in headless Chromium with `args` (e.g. `--dump-dom`,
+/// `--screenshot=FILE`); it must succeed.
+#[allow(dead_code)]
+pub fn headless(browser: &Path, args: &[&str], page: &Path) -> std::process::Output {
+    let out = Command::new(browser)
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--virtual-time-budget=2000",
+        ])
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The page's DOM after headless Chromium loaded it (and ran its scripts).
+#[allow(dead_code)]
+pub fn dom_of(browser: &Path, page: &Path) -> String {
+    String::from_utf8_lossy(&headless(browser, &["--dump-dom"], page).stdout).into_owned()
+}
+
+/// A proof file outside any repository (the tree stays clean).
+#[allow(dead_code)]
+pub fn proof(rfs: &Rfs, text: &str) -> PathBuf {
+    let p = rfs.state.path().join(format!("proof-{}.rhai", uuid_like()));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// `rfs bisect ARGS --out DIR` in `repo`.
+#[allow(dead_code)]
+pub fn bisect(rfs: &Rfs, repo: &Path, args: &[&str]) -> RunOut {
+    let out_dir = rfs.state.path().join("out").join(uuid_like());
+    let out = rfs
+        .cmd(repo)
+        .arg("bisect")
+        .args(args)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .expect("rfs bisect runs");
+    let out = finish(out, out_dir);
+    rfs.console(&out.stdout);
+    rfs.console(&out.stderr);
+    out
+}
