@@ -47,12 +47,16 @@
 
 mod cgroup;
 mod child;
+mod commands;
+mod env;
 mod errors;
 mod fingerprint;
+mod input_feed;
 mod launch;
 mod mount_plan;
 mod namespace_init;
 mod probe;
+mod processes;
 pub mod pty;
 mod sys;
 
@@ -73,7 +77,11 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
 use self::child::LocalChild;
+use self::commands::*;
+use self::env::*;
+use self::input_feed::*;
 use self::namespace_init::Init;
+use self::processes::*;
 use crate::provider::isolation::{IsolationInForce, IsolationRequest};
 use crate::provider::owner::{owner_liveness, Liveness};
 use crate::provider::supervisor::Supervisor;
@@ -681,155 +689,6 @@ impl NativeVerifier for LocalProvider {
     }
 }
 
-impl LocalProvider {
-    /// Start `req` (or, with `own`, rfs's own executable with `req.argv`
-    /// as its argv and `own.stdin` as its standard input) and wait for it.
-    async fn run(
-        &self,
-        id: &str,
-        req: &ExecRequest,
-        own: Option<OwnProgram>,
-        sink: &mut dyn OutputSink,
-    ) -> ProviderResult<ExecOutcome> {
-        let (child, out, err) = self.start(id, req, own)?;
-        wait_streaming(child, out, err, req, sink).await
-    }
-
-    /// Start the command: in the sandbox's namespaces, or on the host.
-    fn start(
-        &self,
-        id: &str,
-        req: &ExecRequest,
-        own: Option<OwnProgram>,
-    ) -> ProviderResult<(LocalChild, Output, Output)> {
-        let info = self.info(id)?;
-        let init = self.init_of(id)?;
-        let prog = req
-            .argv
-            .first()
-            .ok_or_else(|| ProviderError::Invalid("empty argv".into()))?;
-        if !req.cwd.starts_with('/') {
-            return Err(ProviderError::Invalid(format!(
-                "working directory `{}` is not an absolute path",
-                req.cwd
-            )));
-        }
-        let missing_cwd = || {
-            ProviderError::NotStarted(format!(
-                "working directory `{}` does not exist in sandbox {id}",
-                req.cwd
-            ))
-        };
-        let mut env = base_env(&info.home, init.is_some());
-        env.extend(req.env.iter().cloned());
-        let cannot = |e: &dyn std::fmt::Display| {
-            ProviderError::NotStarted(format!("cannot start {prog} in sandbox {id}: {e}"))
-        };
-        Ok(match &init {
-            Some(init) => {
-                let pipe = || crate::provider::input::pipe_cloexec().map_err(|e| cannot(&e));
-                let ((out_r, out_w), (err_r, err_w)) = (pipe()?, pipe()?);
-                let null = std::fs::File::open("/dev/null").map_err(|e| cannot(&e))?;
-                let spec = launch::SpawnSpec {
-                    argv: &req.argv,
-                    env: &env,
-                    cwd: &req.cwd,
-                    stdio: [
-                        own.as_ref().map_or(null.as_fd(), |o| o.stdin.as_fd()),
-                        out_w.as_fd(),
-                        err_w.as_fd(),
-                    ],
-                    terminal: false,
-                    exec_fd: own.as_ref().map(|o| o.exe.as_fd()),
-                };
-                // A step that reached the process limit leaves processes
-                // that are being killed and reaped: a start refused at
-                // the limit is tried again for a while.
-                let mut spawned = init.spawn(&spec);
-                let deadline = std::time::Instant::now() + Duration::from_secs(3);
-                while matches!(&spawned, Err(errors::SpawnError::Os { errno, .. }) if *errno == libc::EAGAIN)
-                    && std::time::Instant::now() < deadline
-                {
-                    std::thread::sleep(Duration::from_millis(20));
-                    spawned = init.spawn(&spec);
-                    // These refusals are rfs's, not the command's.
-                    forget_refused_forks(init.cgroup.get());
-                }
-                let child = spawned.map_err(|e| match e {
-                    errors::SpawnError::Cwd { errno, .. } if errno == libc::ENOENT => missing_cwd(),
-                    e => cannot(&e),
-                })?;
-                // The command holds its own copies now.
-                drop(null);
-                drop(own);
-                drop(out_w);
-                drop(err_w);
-                let reader = |fd| -> ProviderResult<Output> {
-                    Ok(Box::pin(
-                        tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
-                            .map_err(|e| cannot(&e))?,
-                    ))
-                };
-                (LocalChild::Sandbox(child), reader(out_r)?, reader(err_r)?)
-            }
-            None => {
-                if !Path::new(&req.cwd).is_dir() {
-                    return Err(missing_cwd());
-                }
-                let mut cmd = match &own {
-                    // (In the child, /proc/self/exe is still rfs's.)
-                    Some(o) => tokio::process::Command::new(&o.path),
-                    None => tokio::process::Command::new(prog),
-                };
-                cmd.arg0(prog)
-                    .args(&req.argv[1..])
-                    .env_clear()
-                    .envs(env.iter().map(|(k, v)| (k, v)))
-                    .current_dir(&req.cwd)
-                    .stdin(own.map_or(Stdio::null(), |o| Stdio::from(o.stdin)))
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .process_group(0)
-                    .kill_on_drop(true);
-                if let Some(cg) = self.cgroup_of(id)? {
-                    let fds = cg.procs_fds();
-                    // SAFETY: only write(2) runs between fork and exec.
-                    unsafe {
-                        cmd.pre_exec(move || {
-                            if cgroup::join(&fds) {
-                                Ok(())
-                            } else {
-                                Err(std::io::Error::last_os_error())
-                            }
-                        });
-                    }
-                }
-                let mut spawned = cmd.spawn();
-                let deadline = std::time::Instant::now() + Duration::from_secs(3);
-                while matches!(&spawned, Err(e) if e.raw_os_error() == Some(libc::EAGAIN))
-                    && std::time::Instant::now() < deadline
-                {
-                    std::thread::sleep(Duration::from_millis(20));
-                    spawned = cmd.spawn();
-                    forget_refused_forks(self.cgroup_of(id)?.as_ref());
-                }
-                let mut child = spawned.map_err(|e| cannot(&e))?;
-                let out: Output = Box::pin(child.stdout.take().expect("piped"));
-                let err: Output = Box::pin(child.stderr.take().expect("piped"));
-                (LocalChild::Host(child), out, err)
-            }
-        })
-    }
-}
-
-/// A start refused at the process limit (and tried again) is not a
-/// limit the next command reached: its counters are read and dropped.
-fn forget_refused_forks(cg: Option<&Arc<cgroup::Cgroup>>) {
-    if let Some(cg) = cg {
-        let _ = cg.reached();
-    }
-}
-
 /// What `local` enforces of `req`: every limit where rfs may create
 /// cgroups; elsewhere a limit someone asked for is refused, and rfs's
 /// default process cap is said to be not enforced (and why).
@@ -868,236 +727,6 @@ fn limits_decision(
         fact.by.clear();
     }
     Ok(fact)
-}
-
-/// Stream a started command's output into `sink` until it ends (or its
-/// supervisor stops it), then end its process group.
-async fn wait_streaming(
-    mut child: LocalChild,
-    mut out: Output,
-    mut err: Output,
-    req: &ExecRequest,
-    sink: &mut dyn OutputSink,
-) -> ProviderResult<ExecOutcome> {
-    let pgid = child.id().map(|p| p as i32);
-    let mut sup = Supervisor::new(req, KILL_AFTER_PIPES_CLOSED);
-    let (mut obuf, mut ebuf) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
-    let (mut odone, mut edone) = (false, false);
-    let mut outcome = ExecOutcome::default();
-    // The command's exit is watched with its output: a background
-    // process that keeps a copy of the pipes open (`(setsid sleep 777
-    // &)`) must not hold the step open. Its output is read for
-    // OUTPUT_DRAIN_AFTER_EXIT more, as on docker and daytona.
-    let mut exited = None;
-    let mut drain: Option<tokio::time::Instant> = None;
-    {
-        let mut wait = std::pin::pin!(child.wait());
-        while !(odone && edone) {
-            tokio::select! {
-                n = out.read(&mut obuf), if !odone => match n {
-                    Ok(0) | Err(_) => odone = true,
-                    Ok(n) => sink.stdout(&obuf[..n]),
-                },
-                n = err.read(&mut ebuf), if !edone => match n {
-                    Ok(0) | Err(_) => edone = true,
-                    Ok(n) => sink.stderr(&ebuf[..n]),
-                },
-                s = &mut wait, if exited.is_none() => {
-                    exited = Some(s);
-                    drain = Some(tokio::time::Instant::now() + crate::provider::OUTPUT_DRAIN_AFTER_EXIT);
-                }
-                _ = crate::provider::sleep_until(drain), if drain.is_some() => break,
-                // Stopped: the group is killed below.
-                _ = sup.next() => break,
-            }
-        }
-    }
-    outcome.timed_out = sup.timed_out();
-    outcome.cancelled = sup.cancelled();
-    if sup.stop().is_some() {
-        if let Some(pgid) = pgid {
-            kill_group(pgid);
-        }
-    }
-    // Bound the wait: a command that closed its pipes but ignores
-    // the end of its group is killed as well.
-    let status = match exited {
-        Some(s) => s,
-        None => match tokio::time::timeout(KILL_AFTER_PIPES_CLOSED, child.wait()).await {
-            Ok(s) => s,
-            Err(_) => {
-                if let Some(pgid) = pgid {
-                    kill_group(pgid);
-                }
-                child.wait().await
-            }
-        },
-    }
-    .map_err(|e| io_err("waiting for command", e))?;
-    // Orphans of the command's group must not outlive the step.
-    if let Some(pgid) = pgid {
-        kill_group(pgid);
-    }
-    use std::os::unix::process::ExitStatusExt;
-    outcome.exit = status.code();
-    outcome.signal = status.signal();
-    Ok(outcome)
-}
-
-/// How long a command whose pipes closed (or that was stopped) may take
-/// to end before its group is killed (again).
-const KILL_AFTER_PIPES_CLOSED: Duration = Duration::from_secs(5);
-
-/// A command's stdout or stderr, read as it comes.
-type Output = std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>;
-
-/// rfs's own executable as [`LocalProvider::run`] starts it.
-struct OwnProgram {
-    /// Its path in rfs's mount namespace (`/proc/self/exe` for the CLI).
-    path: PathBuf,
-    /// The same, opened close-on-exec (above the standard streams).
-    exe: OwnedFd,
-    stdin: OwnedFd,
-}
-
-/// Open rfs's own executable for executing it through the descriptor (a
-/// path to it may not exist in a sandbox's mount namespace). The
-/// descriptor is at least 3, so a spawn can keep it past the standard
-/// streams it sets up.
-fn own_executable(path: &Path) -> std::io::Result<OwnedFd> {
-    let exe = std::fs::File::open(path)?;
-    if exe.as_raw_fd() >= 3 {
-        return Ok(exe.into());
-    }
-    // SAFETY: fcntl duplicating a descriptor we own into a fresh one.
-    let fd = unsafe { libc::fcntl(exe.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just created and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Removes a path when dropped.
-struct RemoveOnDrop(PathBuf);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Run `exec` while `feed` feeds its input; input the command did not read
-/// is dropped with `feed`, a feed that failed reading its input fails the
-/// call (the command saw a truncated stream).
-async fn fed_while_running(
-    feed: impl std::future::Future<Output = std::io::Result<()>>,
-    exec: impl std::future::Future<Output = ProviderResult<ExecOutcome>>,
-) -> ProviderResult<ExecOutcome> {
-    tokio::pin!(feed);
-    tokio::pin!(exec);
-    let mut fed = None;
-    let outcome = loop {
-        tokio::select! {
-            r = &mut feed, if fed.is_none() => fed = Some(r),
-            o = &mut exec => break o?,
-        }
-    };
-    if let Some(Err(e)) = fed {
-        return Err(ProviderError::Io(format!(
-            "the input stream broke before its end: {e}"
-        )));
-    }
-    Ok(outcome)
-}
-
-/// Copy `input` into the FIFO at `path` once a reader has opened it. A
-/// reader that goes away (broken pipe) ends the feed without error (the
-/// command's outcome says why); an error reading `input` is returned.
-async fn feed_fifo(path: PathBuf, input: InputStream) -> std::io::Result<()> {
-    // Opening for writing without a reader fails (ENXIO) instead of
-    // blocking; poll until the command has opened its end.
-    let tx = loop {
-        match tokio::net::unix::pipe::OpenOptions::new().open_sender(&path) {
-            Ok(tx) => break tx,
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
-                tokio::time::sleep(Duration::from_millis(2)).await
-            }
-            Err(e) => return Err(e),
-        }
-    };
-    feed_into(tx, input).await
-}
-
-/// Copy `input` into `tx`; a reader that went away ends the feed without
-/// error, an error reading `input` is returned.
-async fn feed_into(
-    mut tx: tokio::net::unix::pipe::Sender,
-    mut input: InputStream,
-) -> std::io::Result<()> {
-    use tokio::io::AsyncWriteExt;
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = input.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        match tx.write_all(&buf[..n]).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// SIGKILL every process whose cwd is inside `dir`.
-fn kill_processes_under(dir: &Path) {
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    let me = std::process::id();
-    for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        if std::fs::read_link(p.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(dir)) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
-}
-
-/// Kill a whole process group; it being gone already is fine.
-pub(crate) fn kill_group(pgid: i32) {
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(pgid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-}
-
-/// The PATH local sandboxes see: the host's standard system directories.
-fn host_path() -> &'static str {
-    "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
-}
-
-/// PATH, HOME and TMPDIR of every command (an isolated sandbox's own tmp
-/// is its /tmp).
-fn base_env(home: &str, isolated: bool) -> Vec<(String, String)> {
-    let tmp = if isolated {
-        "/tmp".to_owned()
-    } else {
-        Path::new(home).with_file_name("tmp").display().to_string()
-    };
-    vec![
-        ("PATH".to_owned(), host_path().to_owned()),
-        ("HOME".to_owned(), home.to_owned()),
-        ("TMPDIR".to_owned(), tmp),
-    ]
 }
 
 #[cfg(test)]

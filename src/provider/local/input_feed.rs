@@ -1,0 +1,76 @@
+//! Feeding a command's standard input while it runs (a pipe, or a FIFO
+//! for a command that runs elsewhere).
+
+use super::*;
+
+/// Removes a path when dropped.
+pub(super) struct RemoveOnDrop(pub(super) PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Run `exec` while `feed` feeds its input; input the command did not read
+/// is dropped with `feed`, a feed that failed reading its input fails the
+/// call (the command saw a truncated stream).
+pub(super) async fn fed_while_running(
+    feed: impl std::future::Future<Output = std::io::Result<()>>,
+    exec: impl std::future::Future<Output = ProviderResult<ExecOutcome>>,
+) -> ProviderResult<ExecOutcome> {
+    tokio::pin!(feed);
+    tokio::pin!(exec);
+    let mut fed = None;
+    let outcome = loop {
+        tokio::select! {
+            r = &mut feed, if fed.is_none() => fed = Some(r),
+            o = &mut exec => break o?,
+        }
+    };
+    if let Some(Err(e)) = fed {
+        return Err(ProviderError::Io(format!(
+            "the input stream broke before its end: {e}"
+        )));
+    }
+    Ok(outcome)
+}
+
+/// Copy `input` into the FIFO at `path` once a reader has opened it. A
+/// reader that goes away (broken pipe) ends the feed without error (the
+/// command's outcome says why); an error reading `input` is returned.
+pub(super) async fn feed_fifo(path: PathBuf, input: InputStream) -> std::io::Result<()> {
+    // Opening for writing without a reader fails (ENXIO) instead of
+    // blocking; poll until the command has opened its end.
+    let tx = loop {
+        match tokio::net::unix::pipe::OpenOptions::new().open_sender(&path) {
+            Ok(tx) => break tx,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                tokio::time::sleep(Duration::from_millis(2)).await
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    feed_into(tx, input).await
+}
+
+/// Copy `input` into `tx`; a reader that went away ends the feed without
+/// error, an error reading `input` is returned.
+pub(super) async fn feed_into(
+    mut tx: tokio::net::unix::pipe::Sender,
+    mut input: InputStream,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = input.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        match tx.write_all(&buf[..n]).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+}
