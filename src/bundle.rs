@@ -49,12 +49,12 @@ impl BundledFile {
 
 /// A script and its imports, read once.
 #[derive(Debug, Clone)]
-pub(crate) struct Bundle {
+pub(crate) struct ScriptBundle {
     pub script: BundledFile,
     pub modules: Vec<BundledFile>,
 }
 
-impl Bundle {
+impl ScriptBundle {
     /// The bundle of the script `name` (its file name) with `text` (what
     /// was compiled), in `dir`, and the files its imports resolve to
     /// (`(import, file)`, from the script layer's resolver).
@@ -63,7 +63,7 @@ impl Bundle {
         text: &str,
         dir: &Path,
         imports: Vec<(String, PathBuf)>,
-    ) -> Result<Bundle> {
+    ) -> Result<ScriptBundle> {
         let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
         let mut modules = Vec::new();
         for (import, file) in imports {
@@ -86,7 +86,7 @@ impl Bundle {
             }
             modules.push(BundledFile::new(Some(import), rel, bytes));
         }
-        Ok(Bundle {
+        Ok(ScriptBundle {
             script: BundledFile::new(None, name, text.as_bytes().to_vec()),
             modules,
         })

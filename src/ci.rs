@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Error;
 use crate::exit_code;
-use crate::report::{Bundle, ReportError};
+use crate::report::{FinishedRun, ReportError};
 
 /// The CI views asked for, validated before the run.
 #[derive(Debug, Default)]
@@ -46,7 +46,7 @@ impl Views {
         if self.junit.is_none() && self.step_summary.is_none() {
             return code;
         }
-        let bundle = match Bundle::read(out) {
+        let bundle = match FinishedRun::read(out) {
             Ok(b) => b,
             // No journal: the run was refused before it began.
             Err(ReportError::Read { .. }) if !out.join("journal.jsonl").exists() => return code,

@@ -48,7 +48,7 @@ fn describe(dir: &Path) -> Listed {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    match crate::report::Bundle::read(dir) {
+    match crate::report::FinishedRun::read(dir) {
         Ok(b) => {
             let r: &RunSummary = &b.summary;
             Listed {

@@ -374,7 +374,7 @@ fn check_report(s: &Subject) -> Result<Established, Failure> {
         );
     }
     // The journal verify already read, not a second read of the file.
-    let bundle = crate::report::Bundle::of_journal(&s.journal)
+    let bundle = crate::report::FinishedRun::of_journal(&s.journal)
         .map_err(|e| Failure::Report(e.to_string()))?;
     let expected = crate::report::page_of(&s.out, &bundle);
     if actual == expected.as_bytes() {

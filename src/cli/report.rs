@@ -64,7 +64,7 @@ fn report(
             outln!("{}", file.display());
         }
         (ReportFormat::Markdown, to) => {
-            let b = crate::report::Bundle::read(out).map_err(failed)?;
+            let b = crate::report::FinishedRun::read(out).map_err(failed)?;
             let md = crate::report::markdown::summary(&b, &out.display().to_string());
             match to {
                 Some(file) => std::fs::write(file, md).map_err(Error::internal)?,

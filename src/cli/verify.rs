@@ -74,7 +74,7 @@ fn verify(
                 );
             }
             // Intact, and yet nobody else can re-run it: said every time.
-            if let Some(w) = crate::report::Bundle::read(out)
+            if let Some(w) = crate::report::FinishedRun::read(out)
                 .ok()
                 .and_then(|b| b.summary.not_reproducible)
             {

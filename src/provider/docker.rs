@@ -111,7 +111,7 @@ pub struct DockerProvider {
     /// rfs's executable, copied into a sandbox for the native verifier.
     own_exe: Option<PathBuf>,
     /// What `own_exe` needs to start in a container (found once).
-    bundle: OnceLock<Result<own_exe::Bundle, String>>,
+    bundle: OnceLock<Result<own_exe::ExecutableBundle, String>>,
     /// Sandbox id -> where its copy of the bundle is.
     prepared: Mutex<HashMap<String, Placed>>,
     /// Sandbox id -> its stream lane, or why it has none.
@@ -211,7 +211,7 @@ impl DockerProvider {
         &self,
         id: &str,
         placed: Placed,
-        bundle: &own_exe::Bundle,
+        bundle: &own_exe::ExecutableBundle,
     ) -> Result<(), String> {
         let user = self.options.user.as_deref();
         placed.probe(&self.client, id, user, bundle).await?;
@@ -399,7 +399,7 @@ impl NativeVerifier for DockerProvider {
         })?;
         let bundle = self
             .bundle
-            .get_or_init(|| own_exe::Bundle::of(exe))
+            .get_or_init(|| own_exe::ExecutableBundle::of(exe))
             .clone()
             .map_err(|e| ProviderError::Io(format!("cannot copy rfs's executable: {e}")))?;
         if let Ok(lane) = self.lane(id).await {

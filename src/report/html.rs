@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use super::html_text::{h, json_in_script};
 use super::terminal::{Screenshot, SessionView};
-use super::Bundle;
+use super::FinishedRun;
 use crate::journal::evidence::{in_sandbox, script_shown, step_outcome_text};
 use crate::journal::summary::{Assertion, Cleanup, RunOutcome, RunSummary, StepRecord};
 
@@ -46,7 +46,7 @@ pub(crate) fn csp_hash(text: &str) -> String {
 }
 
 /// The page for `b`, with its terminal sessions rendered as `sessions`.
-pub(crate) fn page(b: &Bundle, sessions: &[SessionView]) -> String {
+pub(crate) fn page(b: &FinishedRun, sessions: &[SessionView]) -> String {
     let r = &b.summary;
     let outcome = r.outcome.map_or("running", |o| o.as_str());
     let mut s = String::with_capacity(64 * 1024);

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
-use super::Bundle;
+use super::FinishedRun;
 use crate::journal::evidence::{script_shown, step_outcome_text};
 use crate::journal::summary::{RunOutcome, StepOutcome, StepRecord};
 
 /// The XML text for `b`.
-pub(crate) fn xml(b: &Bundle) -> String {
+pub(crate) fn xml(b: &FinishedRun) -> String {
     let script = script_shown(&b.summary);
     let mut report = Report::new("rfs");
     report.add_test_suite(test_suite(b, format!("rfs {script}")));
@@ -30,7 +30,7 @@ pub(crate) fn to_xml(report: &Report) -> String {
 /// `b` as one test suite named `name`: a case per step and per screen
 /// assertion, and a failing `run` case when the run ended badly with
 /// nothing else failing.
-pub(crate) fn test_suite(b: &Bundle, name: String) -> TestSuite {
+pub(crate) fn test_suite(b: &FinishedRun, name: String) -> TestSuite {
     let r = &b.summary;
     let mut suite = TestSuite::new(name);
     let mut any_failed = false;
@@ -120,7 +120,7 @@ mod tests {
     #[test]
     fn every_step_and_assertion_is_a_case_and_a_failed_run_never_reads_green() {
         let s = RunSummary::of(&samples());
-        let b = Bundle {
+        let b = FinishedRun {
             summary: s,
             head: "h".into(),
         };

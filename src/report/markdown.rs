@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::Bundle;
+use super::FinishedRun;
 use crate::journal::evidence;
 use crate::journal::markdown::code;
 
@@ -14,7 +14,7 @@ const MAX_ROWS: usize = 100;
 
 /// The summary of `b`; `evidence` names where the bundle is (a path a
 /// reader can open, or an artifact's name).
-pub(crate) fn summary(b: &Bundle, evidence: &str) -> String {
+pub(crate) fn summary(b: &FinishedRun, evidence: &str) -> String {
     let r = &b.summary;
     let mut s = String::new();
     let outcome = r.outcome.map_or("running", |o| o.as_str());
@@ -75,7 +75,7 @@ mod tests {
         summary.bisect = None;
         let step = summary.steps[0].clone();
         summary.steps = (0..250).map(|_| step.clone()).collect();
-        let b = Bundle {
+        let b = FinishedRun {
             summary,
             head: "h".into(),
         };

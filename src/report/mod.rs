@@ -17,7 +17,7 @@ use std::path::Path;
 use crate::journal::summary::RunSummary;
 
 /// A bundle read back for its views: the fold of its journal.
-pub(crate) struct Bundle {
+pub(crate) struct FinishedRun {
     pub(crate) summary: RunSummary,
     /// The hash of the journal's last line.
     pub(crate) head: String,
@@ -42,22 +42,22 @@ pub(crate) enum ReportError {
     },
 }
 
-impl Bundle {
+impl FinishedRun {
     /// Read the bundle in `out` (its journal, bounded, a regular file).
-    pub(crate) fn read(out: &Path) -> Result<Bundle, ReportError> {
+    pub(crate) fn read(out: &Path) -> Result<FinishedRun, ReportError> {
         let bytes =
             crate::out_dir::read_regular(out, "journal.jsonl", crate::out_dir::MAX_RECORD_BYTES)
                 .map_err(|source| ReportError::Read {
                     path: out.join("journal.jsonl").display().to_string(),
                     source,
                 })?;
-        Bundle::of_journal(&String::from_utf8_lossy(&bytes))
+        FinishedRun::of_journal(&String::from_utf8_lossy(&bytes))
     }
 
     /// The bundle whose journal text is `journal` (already read).
-    pub(crate) fn of_journal(journal: &str) -> Result<Bundle, ReportError> {
+    pub(crate) fn of_journal(journal: &str) -> Result<FinishedRun, ReportError> {
         let read = crate::journal::evidence::read_journal(journal)?;
-        Ok(Bundle {
+        Ok(FinishedRun {
             summary: RunSummary::of(&read.events),
             head: read.head,
         })
@@ -84,12 +84,12 @@ pub(crate) const HTML_FILE: &str = "report.html";
 
 /// `report.html` for the bundle in `out`.
 pub(crate) fn render_html(out: &Path) -> Result<String, ReportError> {
-    Ok(page_of(out, &Bundle::read(out)?))
+    Ok(page_of(out, &FinishedRun::read(out)?))
 }
 
 /// `report.html` for the bundle `b` in `out` (its recordings are read
 /// from there).
-pub(crate) fn page_of(out: &Path, b: &Bundle) -> String {
+pub(crate) fn page_of(out: &Path, b: &FinishedRun) -> String {
     let sessions = terminal::sessions(out, &b.summary);
     html::page(b, &sessions)
 }

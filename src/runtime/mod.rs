@@ -61,7 +61,7 @@ pub(crate) struct RunConfig {
     pub cleanup_deadline: Duration,
     /// The script and modules copied into the output directory (their
     /// digests go into the first journal fact).
-    pub bundle: Option<Arc<crate::bundle::Bundle>>,
+    pub bundle: Option<Arc<crate::bundle::ScriptBundle>>,
     /// The key that will sign the journal (named in the first fact).
     pub signer: Option<crate::events::Signer>,
     /// What this run replays; its commit is bound whatever the script asks.

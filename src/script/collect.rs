@@ -5,12 +5,12 @@
 use std::path::PathBuf;
 
 use super::Script;
-use crate::bundle::Bundle;
+use crate::bundle::ScriptBundle;
 use crate::error::{Error, Result};
 
 /// Collect `script` (the text that was compiled) and the files its
 /// literal imports resolve to, recursively.
-pub(crate) fn bundle(script: &Script) -> Result<Bundle> {
+pub(crate) fn bundle(script: &Script) -> Result<ScriptBundle> {
     let engine = super::base_engine(&script.dir)?;
     let resolver = super::resolver::Resolver::new(&engine, &script.dir).map_err(Error::internal)?;
     let imports = resolver
@@ -21,7 +21,7 @@ pub(crate) fn bundle(script: &Script) -> Result<Bundle> {
         .file_name()
         .map(PathBuf::from)
         .unwrap_or_else(|| "script.rhai".into());
-    Bundle::of(name, &script.source.text, &script.dir, imports)
+    ScriptBundle::of(name, &script.source.text, &script.dir, imports)
 }
 
 #[cfg(test)]

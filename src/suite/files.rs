@@ -203,7 +203,7 @@ fn junit(ix: &Index) -> String {
         let bundle = p
             .last()
             .filter(|a| !a.out_dir.is_empty())
-            .and_then(|a| crate::report::Bundle::read(Path::new(&a.out_dir)).ok());
+            .and_then(|a| crate::report::FinishedRun::read(Path::new(&a.out_dir)).ok());
         let mut suite = match bundle {
             Some(b) => crate::report::junit::test_suite(&b, p.name.clone()),
             None => {

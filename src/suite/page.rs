@@ -301,7 +301,7 @@ fn screen(s: &mut String, a: &Attempt, dir: &Path) {
         return;
     }
     let out = Path::new(&a.out_dir);
-    let Ok(b) = crate::report::Bundle::read(out) else {
+    let Ok(b) = crate::report::FinishedRun::read(out) else {
         return;
     };
     let Some(failed) = b.summary.first_failures().1 else {

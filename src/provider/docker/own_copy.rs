@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::client::Client;
 use super::exec::{self, ExecSpec};
 use super::lane::Lane;
-use super::own_exe::Bundle;
+use super::own_exe::ExecutableBundle;
 use super::upload::{self, Owner};
 use crate::provider::{ProviderError, ProviderResult};
 use crate::source::native_check;
@@ -37,7 +37,7 @@ impl Placed {
     }
 
     /// Link (or copy, on this machine) `bundle` into `lane`.
-    pub(super) fn in_lane(lane: Arc<Lane>, bundle: &Bundle) -> std::io::Result<Placed> {
+    pub(super) fn in_lane(lane: Arc<Lane>, bundle: &ExecutableBundle) -> std::io::Result<Placed> {
         let dir = lane.place(&bundle.files)?;
         Ok(Placed::Lane(lane, dir))
     }
@@ -48,7 +48,7 @@ impl Placed {
         id: &str,
         home: &str,
         owner: Owner,
-        bundle: &Bundle,
+        bundle: &ExecutableBundle,
     ) -> ProviderResult<Placed> {
         let home = home.trim_end_matches('/');
         let name = format!(".rfs-exe-{}", uuid::Uuid::new_v4().simple());
@@ -63,7 +63,7 @@ impl Placed {
         client: &Client,
         id: &str,
         user: Option<&str>,
-        bundle: &Bundle,
+        bundle: &ExecutableBundle,
     ) -> Result<(), String> {
         let mut argv = bundle.program(self.dir());
         argv.extend([

@@ -25,21 +25,21 @@ const PT_INTERP: u32 = 3;
 /// What an executable needs to start in a container of the same kernel
 /// architecture.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Bundle {
+pub(super) struct ExecutableBundle {
     /// (name in the bundle directory, local path), the executable first.
     pub files: Vec<(String, PathBuf)>,
     /// Name of the program interpreter in the bundle (`None`: static).
     interp: Option<String>,
 }
 
-impl Bundle {
+impl ExecutableBundle {
     /// The bundle of `exe` (an rfs executable; `/proc/self/exe` for the CLI).
-    pub(super) fn of(exe: &Path) -> Result<Bundle, String> {
+    pub(super) fn of(exe: &Path) -> Result<ExecutableBundle, String> {
         let why = |e: &dyn std::fmt::Display| format!("{}: {e}", exe.display());
         let interp = elf_interp(exe).map_err(|e| why(&e))?;
         let mut files = vec![(EXE.to_string(), exe.to_path_buf())];
         let Some(interp) = interp else {
-            return Ok(Bundle {
+            return Ok(ExecutableBundle {
                 files,
                 interp: None,
             });
@@ -69,7 +69,7 @@ impl Bundle {
                 files.push((soname, path));
             }
         }
-        Ok(Bundle {
+        Ok(ExecutableBundle {
             files,
             interp: Some(name),
         })
@@ -193,7 +193,7 @@ mod tests {
     /// it, its interpreter and libc, and runs through the interpreter.
     #[test]
     fn a_dynamic_executable_brings_its_interpreter_and_libraries() {
-        let b = Bundle::of(Path::new("/proc/self/exe")).unwrap();
+        let b = ExecutableBundle::of(Path::new("/proc/self/exe")).unwrap();
         assert_eq!(b.files[0], ("rfs".into(), "/proc/self/exe".into()));
         let interp = b.interp.clone().expect("dynamically linked");
         assert!(b.files.iter().any(|(n, _)| *n == interp), "{b:?}");
@@ -214,7 +214,7 @@ mod tests {
     fn a_file_that_is_not_an_executable_is_refused() {
         let mut f = tempfile::NamedTempFile::new().unwrap();
         std::io::Write::write_all(&mut f, &[b'#'; 128]).unwrap();
-        let e = Bundle::of(f.path()).unwrap_err();
+        let e = ExecutableBundle::of(f.path()).unwrap_err();
         assert!(e.contains("not an ELF executable"), "{e}");
     }
 }
