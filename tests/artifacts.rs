@@ -10,27 +10,9 @@ use common::*;
 
 use std::path::Path;
 
-fn verify(rfs: &Rfs, dir: &Path, bundle: &Path) -> (bool, String) {
-    let v = rfs.cmd(dir).arg("verify").arg(bundle).output().unwrap();
-    (
-        v.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&v.stdout),
-            String::from_utf8_lossy(&v.stderr)
-        ),
-    )
-}
-
-#[track_caller]
-fn assert_verifies(rfs: &Rfs, dir: &Path, bundle: &Path) {
-    let (ok, text) = verify(rfs, dir, bundle);
-    assert!(ok, "rfs verify {} failed:\n{text}", bundle.display());
-}
-
 #[track_caller]
 fn assert_does_not_verify(rfs: &Rfs, dir: &Path, bundle: &Path, needle: &str) {
-    let (ok, text) = verify(rfs, dir, bundle);
+    let (ok, text) = rfs_verify(rfs, dir, bundle);
     assert!(!ok, "rfs verify passed on an altered bundle");
     assert!(text.contains(needle), "{needle:?} not in:\n{text}");
 }
@@ -68,7 +50,7 @@ provider_tests! {
         assert_eq!(std::fs::read(out.out_dir.join("artifacts/out/sub/b.bin")).unwrap(), b"deep");
         assert_eq!(c[1]["files"][0]["sha256"], "454349e422f05297191ead13e21d3db520e5abef52055e4964b82fb213f593a1");
         assert!(out.evidence().contains("## Artifacts"));
-        assert_verifies(rfs, repo.path(), &out.out_dir);
+        assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
     }
 
     fn an_edited_missing_or_extra_artifact_fails_verify(rfs: &Rfs) {
@@ -81,7 +63,7 @@ provider_tests! {
         std::fs::remove_file(&a).unwrap();
         assert_does_not_verify(rfs, repo.path(), &out.out_dir, "artifacts/out/a.txt");
         std::fs::write(&a, "hello\n").unwrap();
-        assert_verifies(rfs, repo.path(), &out.out_dir);
+        assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
         std::fs::write(out.out_dir.join("artifacts/out/extra.txt"), "x").unwrap();
         assert_does_not_verify(rfs, repo.path(), &out.out_dir, "artifacts/out/extra.txt");
     }
@@ -99,7 +81,7 @@ collect("big.bin", #{ max_bytes: 1000 });
         assert!(out.stderr.contains("more than 1000 bytes"), "{}", out.stderr);
         assert!(out.entries("artifact.collected").is_empty());
         assert!(!out.out_dir.join("artifacts").exists());
-        assert_verifies(rfs, repo.path(), &out.out_dir);
+        assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
         // A script may only lower the run's bound.
         let out = rfs.run(repo.path(), r#"collect("x", #{ max_bytes: 1000000000000 });"#);
         out.assert_code(3);
@@ -165,7 +147,7 @@ print(`put ${p.path} ${p.bytes}`);
             std::fs::read_to_string(out.out_dir.join("bundle/put/in/data.txt")).unwrap(),
             "not in the commit\n"
         );
-        assert_verifies(rfs, repo.path(), &out.out_dir);
+        assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
         std::fs::write(out.out_dir.join("bundle/put/in/data.txt"), "edited\n").unwrap();
         assert_does_not_verify(rfs, repo.path(), &out.out_dir, "bundle/put/in/data.txt");
     }

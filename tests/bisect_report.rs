@@ -8,7 +8,6 @@
 mod common;
 use common::*;
 
-use std::path::Path;
 
 /// `n` commits, the i-th setting `v` to `i`, authored at 10:00 on day
 /// i+1 of March 2026 in India's time zone (+05:30).
@@ -46,16 +45,6 @@ fn console_tested(stdout: &str) -> Vec<(String, String)> {
             (w.next().unwrap().to_owned(), w.next().unwrap().to_owned())
         })
         .collect()
-}
-
-fn verify_ok(rfs: &Rfs, repo: &Repo, dir: &Path) {
-    let v = rfs
-        .cmd(repo.path())
-        .arg("verify")
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
 }
 
 #[test]
@@ -140,7 +129,7 @@ fn a_bisects_report_leads_with_the_commit_it_found_not_with_the_bad_ends_failure
     );
     assert!(ev.contains(&format!("- date: {date}")), "{ev}");
     assert!(!ev.contains("## What failed"), "{ev}");
-    verify_ok(&rfs, &repo, &out.out_dir);
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
     rfs.assert_no_leftovers();
 }
 
@@ -195,7 +184,7 @@ fn a_merge_found_by_bisect_says_the_range_to_bisect_inside_it() {
         "{}",
         out.evidence()
     );
-    verify_ok(&rfs, &repo, &out.out_dir);
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
 
     // The range it gives finds the commit inside the merge.
     let out = bisect(&rfs, repo.path(), &[&c1, &f3, p.to_str().unwrap()]);
@@ -264,7 +253,7 @@ fn with_jobs_the_commits_tested_are_listed_oldest_first() {
         for must in [0, 9, 16] {
             assert!(rows.contains(&must), "lane {lane} lacks {must}: {ev}");
         }
-        verify_ok(&rfs, &repo, &dir);
+        assert_bundle_verifies(&rfs, repo.path(), &dir);
     }
     rfs.assert_no_leftovers();
 }

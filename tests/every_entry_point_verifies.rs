@@ -15,14 +15,12 @@ use std::time::{Duration, Instant};
 
 #[track_caller]
 fn assert_verifies(rfs: &Rfs, dir: &Path, bundle: &Path, what: &str) {
-    let v = rfs.cmd(dir).arg("verify").arg(bundle).output().unwrap();
+    let (ok, text) = rfs_verify(rfs, dir, bundle);
     assert!(
-        v.status.success(),
-        "{what} ({}): rfs verify {}:\n{}\n{}",
+        ok,
+        "{what} ({}): rfs verify {}:\n{text}",
         rfs.prov.name(),
-        bundle.display(),
-        String::from_utf8_lossy(&v.stdout),
-        String::from_utf8_lossy(&v.stderr)
+        bundle.display()
     );
     for f in ["attestation.intoto.json", "report.html", "EVIDENCE.md"] {
         assert!(bundle.join(f).is_file(), "{what}: no {f} in the bundle");

@@ -288,7 +288,6 @@ fn rfs_toml_proofs_outside_the_repository_are_refused() {
         "print(\"ran-outside\");\n",
     )
     .unwrap();
-    let linked = Repo::new();
     for (toml, says) in [
         (
             format!("proofs = {:?}\n", outside.path().display().to_string()),
@@ -306,7 +305,6 @@ fn rfs_toml_proofs_outside_the_repository_are_refused() {
         assert!(out.stderr.contains(says), "{toml}: {}", out.stderr);
         assert!(!out.stdout.contains("ran-outside"), "{}", out.stdout);
     }
-    drop(linked);
     rfs.assert_no_leftovers();
 }
 

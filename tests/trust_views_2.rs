@@ -25,16 +25,6 @@ fn bundle_files(out_dir: &Path) -> Vec<(std::path::PathBuf, String)> {
         .collect()
 }
 
-fn verify_ok(rfs: &Rfs, repo: &Repo, dir: &Path) {
-    let v = rfs
-        .cmd(repo.path())
-        .arg("verify")
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
-}
-
 #[test]
 fn a_secret_rev_that_resolves_is_redacted_in_source_resolved_and_on_resync() {
     let rfs = Rfs::new(Prov::Local);
@@ -72,7 +62,7 @@ fn a_secret_rev_that_resolves_is_redacted_in_source_resolved_and_on_resync() {
     for secret in [first, next] {
         assert!(!out.stdout.contains(secret) && !out.stderr.contains(secret));
     }
-    verify_ok(&rfs, &repo, &out.out_dir);
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
     rfs.assert_no_leftovers();
 }
 
@@ -118,7 +108,7 @@ fn an_assert_screen_digest_is_of_the_redacted_screen_not_of_the_secret() {
     let figure = &html[at..at + html[at..].find("</figure>").unwrap()];
     assert!(figure.contains("<svg"), "{figure}");
     assert!(figure.contains("[REDACTED]"), "{figure}");
-    verify_ok(&rfs, &repo, &out.out_dir);
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
     rfs.assert_no_leftovers();
 }
 

@@ -887,3 +887,26 @@ pub fn bisect(rfs: &Rfs, repo: &Path, args: &[&str]) -> RunOut {
     rfs.console(&out.stderr);
     out
 }
+
+/// `rfs verify BUNDLE` run from `cwd`: whether it passed, and what it
+/// printed (stdout then stderr).
+#[allow(dead_code)]
+pub fn rfs_verify(rfs: &Rfs, cwd: &Path, bundle: &Path) -> (bool, String) {
+    let v = rfs.cmd(cwd).arg("verify").arg(bundle).output().unwrap();
+    (
+        v.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&v.stdout),
+            String::from_utf8_lossy(&v.stderr)
+        ),
+    )
+}
+
+/// `rfs verify BUNDLE` from `cwd` passes.
+#[allow(dead_code)]
+#[track_caller]
+pub fn assert_bundle_verifies(rfs: &Rfs, cwd: &Path, bundle: &Path) {
+    let (ok, text) = rfs_verify(rfs, cwd, bundle);
+    assert!(ok, "rfs verify {} failed:\n{text}", bundle.display());
+}
