@@ -8,7 +8,6 @@
 mod common;
 use common::*;
 
-
 /// `n` commits, the i-th setting `v` to `i`, authored at 10:00 on day
 /// i+1 of March 2026 in India's time zone (+05:30).
 fn counting_repo(n: usize) -> (Repo, Vec<String>) {
