@@ -41,33 +41,23 @@ macro_rules! errln {
     }};
 }
 
-pub(crate) mod attestation;
 pub(crate) mod bisect;
-pub(crate) mod bundle;
 pub(crate) mod ci;
 pub mod cli;
 pub(crate) mod color;
 pub(crate) mod doctor;
-pub mod error;
 pub(crate) mod error_render;
-pub mod events;
-pub mod exit_code;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub(crate) mod gc;
-pub(crate) mod journal;
 pub(crate) mod logging;
 pub(crate) mod mcp;
-pub(crate) mod out_dir;
-pub mod outcome;
-pub(crate) mod plural;
 pub(crate) mod procfs;
 pub mod provider;
 pub(crate) mod repl;
 pub(crate) mod replay;
 pub mod repo_config;
-pub(crate) mod report;
 pub mod reporter;
 pub(crate) mod rerun;
 pub mod runner;
@@ -75,15 +65,16 @@ pub(crate) mod runs;
 pub(crate) mod runtime;
 pub(crate) mod sandboxes;
 pub(crate) mod script;
-pub(crate) mod seal;
-pub(crate) mod secrets;
 pub mod settings;
-pub(crate) mod signing;
 pub(crate) mod source;
 pub(crate) mod suite;
 pub mod terminal;
-pub(crate) mod validate;
-pub mod verify;
+
+// The evidence crate's modules, under the names the rest of rfs uses.
+pub use rfs_evidence::{
+    attestation, bundle, error, events, exit_code, journal, out_dir, outcome, plural, report, seal,
+    secrets, signing, validate, verify,
+};
 
 /// Verified teardown (destroy, then poll get-by-id and the inventory until
 /// both say gone), for embedders and tests that provision sandboxes directly.

@@ -9,7 +9,8 @@
 //! - [`search`]: which commit next, and what the results prove;
 //! - [`lane`]: one run testing the commits it is handed.
 
-pub(crate) mod answer;
+use answer::answer_phrase;
+pub(crate) use rfs_evidence::journal::bisect_answer as answer;
 pub(crate) mod lane;
 pub(crate) mod range;
 pub(crate) mod search;
@@ -255,16 +256,6 @@ fn conclude(
         folder.display()
     );
     code
-}
-
-/// How the answer is named: `git bisect`'s "the first bad commit" when
-/// the proof passes at good and fails at bad, else (finding a fix) the
-/// first commit where it passes.
-pub(crate) fn answer_phrase(good: Option<BisectResult>, bad: Option<BisectResult>) -> &'static str {
-    match (good, bad) {
-        (Some(BisectResult::Passed), Some(BisectResult::Failed)) => "the first bad commit",
-        _ => "the first commit where the proof passes",
-    }
 }
 
 /// With several lanes: `bisect.json` beside their bundles.

@@ -5,8 +5,6 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
-
 /// The env var giving the `local` provider's default isolation mode.
 pub const ISOLATION_ENV: &str = "RFS_LOCAL_ISOLATION";
 
@@ -177,6 +175,8 @@ impl IsolationRequest {
     }
 }
 
+pub use rfs_evidence::events::isolation::IsolationFact;
+
 /// What a provider will have in force, and why (journaled with the
 /// placement, shown in EVIDENCE.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,39 +211,6 @@ impl IsolationInForce {
             reason: self.reason.clone(),
             network: self.network,
             limits: None,
-        }
-    }
-}
-
-/// The isolation in force, as journaled.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IsolationFact {
-    /// `namespaces`, `none`, `container`, `provider`.
-    pub mode: String,
-    /// The mode asked for (`auto`, `namespaces`, `none`).
-    pub requested: String,
-    /// Who asked (`default`, `--isolation flag`, ...).
-    pub requested_by: String,
-    pub reason: String,
-    /// `false`: only the sandbox's own loopback.
-    pub network: bool,
-    /// The resource limits in force (absent in older journals).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<super::limits::LimitsFact>,
-}
-
-impl IsolationFact {
-    /// One line for EVIDENCE.md and messages.
-    pub fn describe(&self) -> String {
-        let line = IsolationInForce {
-            mode: self.mode.clone(),
-            reason: self.reason.clone(),
-            network: self.network,
-        }
-        .describe();
-        match &self.limits {
-            Some(l) => format!("{line}; limits: {}", l.describe()),
-            None => line,
         }
     }
 }

@@ -4,9 +4,7 @@
 //! defaults) is the cap: a script may only lower a limit, never raise it.
 //! A provider enforces each limit or refuses it before anything runs.
 
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
+pub use rfs_evidence::events::isolation::{show_bytes, Limit, LimitHit, LimitKind, LimitsFact};
 
 /// The process cap every sandbox gets when nobody names one (a fork bomb
 /// stays inside the sandbox).
@@ -17,73 +15,6 @@ pub const MIN_PIDS: u64 = 8;
 
 /// The smallest memory limit (Docker's own minimum, 6 MiB).
 pub const MIN_MEMORY: u64 = 6 * 1024 * 1024;
-
-/// One kind of limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LimitKind {
-    Pids,
-    Memory,
-    Cpus,
-}
-
-impl LimitKind {
-    pub const ALL: [LimitKind; 3] = [LimitKind::Pids, LimitKind::Memory, LimitKind::Cpus];
-
-    /// The option's name in `sandbox(#{ … })`.
-    pub fn key(self) -> &'static str {
-        match self {
-            LimitKind::Pids => "pids",
-            LimitKind::Memory => "memory",
-            LimitKind::Cpus => "cpus",
-        }
-    }
-
-    /// What it limits, in words.
-    pub fn noun(self) -> &'static str {
-        match self {
-            LimitKind::Pids => "process limit",
-            LimitKind::Memory => "memory limit",
-            LimitKind::Cpus => "cpu limit",
-        }
-    }
-
-    /// The value as people read it: `256`, `512 MiB`, `1.5 cpus`.
-    pub fn show(self, value: u64) -> String {
-        match self {
-            LimitKind::Pids => value.to_string(),
-            LimitKind::Memory => show_bytes(value),
-            LimitKind::Cpus => {
-                let c = value as f64 / 1000.0;
-                format!("{c} cpu{}", if value == 1000 { "" } else { "s" })
-            }
-        }
-    }
-}
-
-impl fmt::Display for LimitKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.key())
-    }
-}
-
-/// A size in bytes as people read it (`64 MiB`, `2 GiB`, `1000 bytes`).
-pub fn show_bytes(b: u64) -> String {
-    for (unit, size) in [
-        ("TiB", 1u64 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ] {
-        if b >= size && b.is_multiple_of(size) {
-            return format!("{} {unit}", b / size);
-        }
-    }
-    if b >= 1 << 20 {
-        return format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64);
-    }
-    format!("{b} bytes")
-}
 
 /// Why a limit was refused, before anything runs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -243,28 +174,6 @@ impl Limits {
     }
 }
 
-/// One limit with who set it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Limit {
-    pub kind: LimitKind,
-    /// In the kind's unit (processes, bytes, thousandths of a cpu).
-    pub value: u64,
-    /// `default`, `the script's sandbox() option`, ...
-    pub by: String,
-}
-
-impl Limit {
-    /// `memory limit 512 MiB`.
-    pub fn describe(&self) -> String {
-        format!("{} {}", self.kind.noun(), self.kind.show(self.value))
-    }
-
-    /// Whether nobody asked for it (rfs's own default cap).
-    pub fn is_default(&self) -> bool {
-        self.by == "default"
-    }
-}
-
 /// The limits a sandbox is asked for, each with who set it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitsRequest {
@@ -330,40 +239,6 @@ impl LimitsRequest {
 
 /// What a provider enforces, and what it does not (only rfs's own
 /// defaults may go unenforced, and then it says why).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct LimitsFact {
-    /// Enforced, with who set each.
-    pub enforced: Vec<Limit>,
-    /// How (`cgroup v1`, `container`).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub by: String,
-    /// rfs's default caps this provider does not enforce, and why.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub not_enforced: Vec<String>,
-}
-
-impl LimitsFact {
-    /// One line for EVIDENCE.md and messages.
-    pub fn describe(&self) -> String {
-        let mut parts: Vec<String> = self
-            .enforced
-            .iter()
-            .map(|l| format!("{} {} ({})", l.kind, l.kind.show(l.value), l.by))
-            .collect();
-        if parts.is_empty() {
-            parts.push("none".into());
-        }
-        let mut s = parts.join(", ");
-        if !self.by.is_empty() {
-            s = format!("{s} by {}", self.by);
-        }
-        for n in &self.not_enforced {
-            s.push_str(&format!("; not enforced: {n}"));
-        }
-        s
-    }
-}
-
 /// The answer of a provider that enforces no limits: rfs's defaults are
 /// said to be not enforced, a limit someone asked for is refused.
 pub fn none_enforced(provider: &str, req: &LimitsRequest) -> Result<LimitsFact, LimitsError> {
@@ -384,28 +259,6 @@ pub fn none_enforced(provider: &str, req: &LimitsRequest) -> Result<LimitsFact, 
         ));
     }
     Ok(fact)
-}
-
-/// A limit a command reached.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LimitHit {
-    pub kind: LimitKind,
-    pub value: u64,
-}
-
-impl LimitHit {
-    /// `killed: memory limit 64 MiB reached`, `process limit 64 reached`.
-    pub fn describe(&self) -> String {
-        let what = format!(
-            "{} {} reached",
-            self.kind.noun(),
-            self.kind.show(self.value)
-        );
-        match self.kind {
-            LimitKind::Memory => format!("killed: {what}"),
-            _ => what,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ mod console;
 mod json;
 pub mod progress;
 mod summary;
-pub(crate) mod text;
+pub(crate) use rfs_evidence::text;
 
 pub use console::Console;
 pub use json::Json;

@@ -22,10 +22,7 @@ use crate::provider::{Collect, ExecRequest};
 
 /// The most a run collects and puts, in bytes of file contents.
 pub(crate) const MAX_RUN_BYTES: u64 = 256 << 20;
-/// Where collected files go in the bundle.
-pub(crate) const DIR: &str = "artifacts";
-/// Where put files are kept in the bundle.
-pub(crate) const PUT_DIR: &str = "bundle/put";
+pub(crate) use crate::out_dir::{ARTIFACTS_DIR as DIR, PUT_DIR};
 /// How long reading back or shipping one artifact may take.
 const DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 /// Exit status of the sandbox script when it refuses (a link on the way,

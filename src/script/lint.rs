@@ -479,7 +479,7 @@ mod tests {
     /// by the option reader): its fields are the declared keys.
     #[test]
     fn assert_screen_keys_are_the_pattern_spec_fields() {
-        let spec = include_str!("../terminal/pattern.rs");
+        let spec = include_str!("../../crates/evidence/src/terminal/pattern.rs");
         let s = &spec[spec.find("pub struct PatternSpec").unwrap()..];
         let s = &s[..s.find("\n}").unwrap()];
         let mut fields: Vec<&str> = regex::Regex::new(r"pub (\w+):")

@@ -525,3 +525,15 @@ async fn pump(
     }
     shared.bump();
 }
+impl From<&FailureKind> for crate::outcome::AssertionOutcome {
+    fn from(k: &FailureKind) -> Self {
+        use FailureKind as K;
+        match k {
+            K::Timeout => crate::outcome::AssertionOutcome::Timeout,
+            K::Appeared(_) => crate::outcome::AssertionOutcome::Appeared,
+            K::Ended => crate::outcome::AssertionOutcome::Ended,
+            K::Lost => crate::outcome::AssertionOutcome::Lost,
+            K::Cancelled => crate::outcome::AssertionOutcome::Cancelled,
+        }
+    }
+}
