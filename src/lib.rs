@@ -53,8 +53,6 @@ pub mod fuzzing;
 pub(crate) mod gc;
 pub(crate) mod logging;
 pub(crate) mod mcp;
-pub(crate) mod procfs;
-pub mod provider;
 pub(crate) mod repl;
 pub(crate) mod replay;
 pub mod repo_config;
@@ -66,9 +64,11 @@ pub(crate) mod runtime;
 pub(crate) mod sandboxes;
 pub(crate) mod script;
 pub mod settings;
-pub(crate) mod source;
 pub(crate) mod suite;
 pub mod terminal;
+
+// The sandbox crate's modules, under the names the rest of rfs uses.
+pub use rfs_sandbox::{procfs, provider, source};
 
 // The evidence crate's modules, under the names the rest of rfs uses.
 pub use rfs_evidence::{

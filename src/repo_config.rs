@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 /// The file's name.
-pub const FILE: &str = "rfs.toml";
+pub use crate::source::repo::SETTINGS_FILE as FILE;
 
 /// The most bytes read of it.
 const MAX_BYTES: u64 = 64 * 1024;

@@ -1,0 +1,241 @@
+//! Following a session command's output: the toolbox's
+//! `…/logs?follow=true` WebSocket streams the multiplexed log as it grows
+//! (frames of `\x01\x01\x01` stdout / `\x02\x02\x02` stderr lines). The
+//! command prints end lines with its exit code on both streams (see
+//! [`super::agent::end_lines`]): once both are in, the step is over and rfs
+//! closes the stream itself. The daemon would close it only about a
+//! second after the last output (it looks for the exit code after 50
+//! empty reads 20 ms apart: apps/daemon/internal/util/log_reader.go).
+//! Without end lines (a stream that closes first) rfs reads the exit code
+//! once. No output is fetched twice. While following, rfs asks every
+//! [`CHECK_EVERY`] for the exit status the wrapper records in `/tmp` when
+//! the command removed the toolbox's session directory, whose log then
+//! never ends.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::agent::{feed, EndScan};
+use super::exec::{Relay, KILL_GRACE};
+use super::sandbox::enc;
+use super::ws::Ws;
+use super::Api;
+use crate::provider::supervisor::{Intervention, Supervisor};
+use crate::provider::{sleep_until, ExecRequest, OutputSink, ProviderResult};
+
+/// How often a followed command's recorded exit status is checked.
+const CHECK_EVERY: Duration = Duration::from_secs(2);
+/// How long the log may go on after the command's recorded exit.
+const LOG_GRACE: Duration = Duration::from_secs(2);
+
+/// Said (on the step's stderr) when the log did not end with the command.
+pub(super) const LOG_UNENDED_NOTE: &str = "rfs: the command removed the Daytona toolbox's session log (under $HOME/.daytona); output after this point is not captured, its exit status is read from /tmp\n";
+
+const OUT: &[u8] = b"\x01\x01\x01";
+const ERR: &[u8] = b"\x02\x02\x02";
+
+/// Splits a streamed multiplexed log into stdout/stderr pieces, in
+/// order, whatever the frame boundaries (a marker may be cut in two).
+#[derive(Debug, Default)]
+pub(super) struct StreamDemux {
+    to_err: bool,
+    pending: Vec<u8>,
+}
+
+impl StreamDemux {
+    /// The pieces of `chunk` (`true` = stderr).
+    pub(super) fn push(&mut self, chunk: &[u8]) -> Vec<(bool, Vec<u8>)> {
+        let mut buf = std::mem::take(&mut self.pending);
+        buf.extend_from_slice(chunk);
+        let mut pieces: Vec<(bool, Vec<u8>)> = vec![];
+        let mut i = 0;
+        while i < buf.len() {
+            let rest = &buf[i..];
+            if rest.starts_with(OUT) || rest.starts_with(ERR) {
+                self.to_err = rest[0] == ERR[0];
+                i += 3;
+                continue;
+            }
+            if rest.len() < 3 && (OUT.starts_with(rest) || ERR.starts_with(rest)) {
+                self.pending = rest.to_vec();
+                break;
+            }
+            match pieces.last_mut() {
+                Some((e, p)) if *e == self.to_err => p.push(buf[i]),
+                _ => pieces.push((self.to_err, vec![buf[i]])),
+            }
+            i += 1;
+        }
+        pieces
+    }
+
+    /// Bytes held back as a possible marker, once the stream ended.
+    pub(super) fn finish(&mut self) -> Vec<(bool, Vec<u8>)> {
+        let rest = std::mem::take(&mut self.pending);
+        if rest.is_empty() {
+            vec![]
+        } else {
+            vec![(self.to_err, rest)]
+        }
+    }
+}
+
+/// Which command: toolbox base, sandbox, session, command id, wrapper token.
+#[derive(Clone, Copy)]
+pub struct Target<'a> {
+    pub base: &'a str,
+    pub id: &'a str,
+    pub sid: &'a str,
+    pub cmd: &'a str,
+    pub token: &'a str,
+}
+
+impl<'a> Target<'a> {
+    /// (base, id, sid, cmd, token).
+    #[allow(clippy::type_complexity)]
+    pub fn parts(&self) -> (&'a str, &'a str, &'a str, &'a str, &'a str) {
+        (self.base, self.id, self.sid, self.cmd, self.token)
+    }
+}
+
+/// How a followed command ended.
+pub enum Followed {
+    /// The command ended (exit code, if the toolbox gave one).
+    Ended(Option<i32>),
+    /// rfs stopped it (timeout: `true`) and whether a group was killed.
+    Stopped { timed_out: bool, killed: bool },
+}
+
+impl Api {
+    /// Open the follow stream of a session command; `None` when the
+    /// server does not follow (the caller polls instead).
+    pub async fn open_follow(&self, base: &str, id: &str, sid: &str, cmd: &str) -> Option<Ws> {
+        let url = format!(
+            "{base}/process/session/{}/command/{}/logs?follow=true",
+            enc(sid),
+            enc(cmd)
+        );
+        self.ws_connect("follow command output", id, &url)
+            .await
+            .ok()
+    }
+
+    /// Relay a followed command's output into `sink` until it ends or
+    /// rfs stops it.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn follow_command(
+        &self,
+        mut ws: Ws,
+        at: Target<'_>,
+        req: &ExecRequest,
+        relay: &mut Relay,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<Followed> {
+        let (base, id, sid, cmd, token) = at.parts();
+        let mut sup = Supervisor::new(req, KILL_GRACE);
+        let mut demux = StreamDemux::default();
+        let (mut out, mut err) = (EndScan::new(token), EndScan::new(token));
+        let mut killed = false;
+        // Until when the log may still run on after a recorded exit.
+        let mut log_grace: Option<Instant> = None;
+        let mut recorded: Option<super::exec::RecordedExit> = None;
+        let mut next_check = Instant::now() + CHECK_EVERY;
+        let closed = loop {
+            tokio::select! {
+                msg = ws.next() => match msg {
+                    Some(Ok(Message::Binary(b))) => feed(demux.push(&b), &mut out, &mut err, relay, sink),
+                    Some(Ok(Message::Text(t))) => feed(demux.push(t.as_bytes()), &mut out, &mut err, relay, sink),
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break true,
+                    Some(Ok(_)) => {}
+                },
+                _ = tokio::time::sleep_until(next_check), if recorded.is_none() => {
+                    next_check = Instant::now() + CHECK_EVERY;
+                    recorded = self.recorded_exit(id, sid, token).await?;
+                    if recorded.is_some() && log_grace.is_none() {
+                        log_grace = Some(Instant::now() + LOG_GRACE);
+                    }
+                }
+                // Stopping, the kill's grace alone bounds the log.
+                _ = sleep_until(log_grace), if log_grace.is_some() && sup.stop().is_none() => break false,
+                i = sup.next() => match i {
+                    Intervention::Stop(_) => {
+                        killed = self.kill_group(id, token).await?;
+                        sup.killed();
+                    }
+                    Intervention::GraceOver => break false,
+                },
+            }
+            if out.code().is_some() && err.code().is_some() {
+                break true;
+            }
+        };
+        feed(demux.finish(), &mut out, &mut err, relay, sink);
+        let _ = ws.close(None).await;
+        if sup.stop().is_some() {
+            return Ok(Followed::Stopped {
+                timed_out: sup.timed_out(),
+                killed,
+            });
+        }
+        if !closed {
+            // A log held open by a process the command left running ends
+            // the step as on every provider, without a note; a log the
+            // command removed is said.
+            if !recorded.is_some_and(|r| r.log_kept) {
+                relay.flush(sink);
+                sink.stderr(LOG_UNENDED_NOTE.as_bytes());
+            }
+            return Ok(Followed::Ended(recorded.map(|r| r.code)));
+        }
+        if let (Some(code), Some(_)) = (out.code(), err.code()) {
+            return Ok(Followed::Ended(Some(code)));
+        }
+        // The stream closes once the exit code is in; a server that closed
+        // early gets a few more reads (bounded) before the recorded status.
+        let end = Instant::now() + LOG_GRACE;
+        loop {
+            if let Some(code) = self.status(base, id, sid, cmd).await? {
+                return Ok(Followed::Ended(Some(code)));
+            }
+            if Instant::now() >= end {
+                // The log ended with the command: the toolbox's status is
+                // the one that counts; the wrapper's own record only where
+                // the command removed the toolbox's session (never to
+                // stand in for a status the toolbox lost).
+                let recorded = match recorded {
+                    Some(r) => Some(r),
+                    None => self.recorded_exit(id, sid, token).await?,
+                };
+                return Ok(Followed::Ended(
+                    recorded.filter(|r| !r.log_kept).map(|r| r.code),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_cut_across_frames_still_split_the_streams() {
+        let mut d = StreamDemux::default();
+        let mut got = d.push(b"\x01\x01\x01out\0a\x02");
+        got.extend(d.push(b"\x02"));
+        got.extend(d.push(b"\x02err\x01"));
+        got.extend(d.finish());
+        assert_eq!(
+            got,
+            vec![
+                (false, b"out\0a".to_vec()),
+                (true, b"err".to_vec()),
+                (true, b"\x01".to_vec())
+            ]
+        );
+    }
+}
