@@ -6,11 +6,11 @@
 //! builds.
 
 pub use crate::attestation::dsse::{seal as dsse_seal, INTOTO_PAYLOAD_TYPE};
+pub use crate::journal::chain::verify as verify_journal;
 pub use crate::journal::evidence::render_journal as render_evidence;
-pub use crate::journal::verify::verify as verify_journal;
 pub use crate::journal::Line as JournalLine;
 pub use crate::runtime::cwd::resolve as resolve_cwd;
-pub use crate::runtime::wrapper::Gate;
+pub use crate::runtime::step_wrapper::Gate;
 pub use crate::signing::SigningKey;
 pub use crate::source::archive::build_into as build_archive_into;
 pub use crate::source::archive_digest::{of as entries_digest, DigestKind};

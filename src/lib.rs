@@ -14,7 +14,7 @@
 //! - [`source`]: resolving, archiving and verifying the committed tree;
 //! - [`terminal`]: PTY sessions, the terminal emulator and screen assertions;
 //! - [`journal`]: the hash-chained journal, its one typed fold
-//!   (`journal::summary`) and EVIDENCE.md, a view of it;
+//!   (`journal::fold`) and EVIDENCE.md, a view of it;
 //! - [`events`]/[`reporter`]: what the runtime reports and how the CLI shows it;
 //!   [`outcome`]: how runs and steps end.
 

@@ -124,8 +124,8 @@ pub(crate) fn read_bundle(out: &Path) -> Result<Original> {
 /// their final stdout digests (a view of the journal's one fold).
 pub(crate) fn steps(evs: &[Event]) -> Vec<StepFact> {
     use crate::outcome::StepOutcome;
-    let empty = || crate::journal::summary::EMPTY_SHA256.to_owned();
-    crate::journal::summary::RunSummary::of(evs)
+    let empty = || crate::journal::fold::EMPTY_SHA256.to_owned();
+    crate::journal::fold::RunSummary::of(evs)
         .steps
         .into_iter()
         .filter_map(|st| {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::journal::summary::RunSummary;
+use crate::journal::fold::RunSummary;
 
 /// One bundle as `rfs runs` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]

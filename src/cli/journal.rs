@@ -29,7 +29,7 @@ impl JournalCommand {
 
 /// `rfs journal verify FILE`.
 fn journal_verify(file: &std::path::Path) -> Result<i32, Error> {
-    let v = crate::journal::verify::verify(file).map_err(|reason| Error::JournalInvalid {
+    let v = crate::journal::chain::verify(file).map_err(|reason| Error::JournalInvalid {
         path: file.display().to_string(),
         reason: reason.to_string(),
     })?;

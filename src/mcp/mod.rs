@@ -8,15 +8,15 @@
 //! is destroyed and verified gone.
 //!
 //! - [`framing`]: stdin/stdout, one bounded JSON-RPC message a line;
-//! - [`session`]: the run, started once a client initialized, and its end;
+//! - [`client_session`]: the run, started once a client initialized, and its end;
 //! - [`tools`]: the tools, as the client sees them;
 //! - [`save`]: where `save` may write, and how;
 //! - [`terminals`]: one numbering of terminals (the journal's);
 //! - [`worker`]: the script thread every call is evaluated on.
 
+pub(crate) mod client_session;
 pub(crate) mod framing;
 pub(crate) mod save;
-pub(crate) mod session;
 pub(crate) mod terminals;
 pub(crate) mod tools;
 pub(crate) mod worker;
@@ -27,7 +27,7 @@ use rmcp::ServiceExt as _;
 
 use crate::error::Error;
 use crate::settings::RunSettings;
-use session::Session;
+use client_session::Session;
 
 /// Serve one session on stdin/stdout; the exit code.
 pub(crate) fn run(settings: RunSettings) -> Result<i32, Error> {

@@ -10,7 +10,7 @@ use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig
 use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData as McpError, ServerHandler};
 use serde::Deserialize;
 
-use super::session::Session;
+use super::client_session::Session;
 use super::worker::{fixed, lit, Reply, Shown};
 
 /// The session behind the tools, once it has started (it starts after

@@ -2,7 +2,7 @@
 //! evaluated in one persistent scope against one run (one sandbox, one
 //! bound source, one journal).
 //!
-//! - [`input`]: meta-command or script; open input continues on the next
+//! - [`line_meaning`]: meta-command or script; open input continues on the next
 //!   line (decided by Rhai's parser).
 //! - [`complete`]: tab completion.
 //! - [`meta`]: `:help`, `:sandbox`, `:journal`, `:screen`, `:save`, `:quit`.
@@ -21,7 +21,7 @@
 //! verified cleanup, and rfs exits 130.
 
 pub(crate) mod complete;
-pub(crate) mod input;
+pub(crate) mod line_meaning;
 pub(crate) mod meta;
 pub(crate) mod pretty;
 pub(crate) mod transcript;
@@ -42,7 +42,7 @@ use crate::exit_code;
 use crate::runtime::Run;
 use crate::script::{self, Script, ScriptSource};
 use crate::settings::RunSettings;
-use input::Parsed;
+use line_meaning::Parsed;
 
 const PROMPT: &str = "rfs> ";
 const CONTINUE: &str = "...> ";
@@ -372,7 +372,7 @@ impl Session {
         line: &str,
     ) -> Flow {
         if buf.is_empty() {
-            if let Some((name, args)) = input::meta(line) {
+            if let Some((name, args)) = line_meaning::meta(line) {
                 let _ = ed.add_history_entry(line.trim());
                 let _typeahead = tty::TypeaheadGuard::new();
                 return self.meta(name, args);
@@ -385,7 +385,7 @@ impl Session {
             return Flow::Continue;
         }
         buf.push_str(line);
-        if input::classify(engine, buf) == Parsed::Incomplete {
+        if line_meaning::classify(engine, buf) == Parsed::Incomplete {
             buf.push('\n');
             return Flow::Continue;
         }

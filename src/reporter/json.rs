@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::Mutex;
 
 use crate::events::{Event, Reporter, Stream};
-use crate::journal::summary::RunSummary;
+use crate::journal::fold::RunSummary;
 use crate::reporter::Summary;
 
 /// The JSON-lines reporter; [`Json::finish`] prints the summary.

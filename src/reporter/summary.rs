@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::exit_code;
-use crate::journal::summary::{RunSummary, StepOutcome};
+use crate::journal::fold::{RunSummary, StepOutcome};
 
 /// One step of the run as it ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -124,7 +124,7 @@ impl Run {
 
     /// The sandbox and the synced root (bound with the defaults first, as
     /// a step would).
-    fn artifact_place(&self, what: &str) -> Result<super::wrapper::Placement> {
+    fn artifact_place(&self, what: &str) -> Result<super::step_wrapper::Placement> {
         self.place_command(what, Some("."), &[])
     }
 

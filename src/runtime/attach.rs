@@ -67,10 +67,10 @@ impl Run {
         // The same wrapper as steps, run once without a terminal so a bad
         // cwd is refused before the program starts.
         let mut probe = Collect::default();
-        let nonce = super::wrapper::nonce();
+        let nonce = super::step_wrapper::nonce();
         let check = ExecRequest {
             argv: pl.argv("true", &nonce),
-            cwd: super::wrapper::START_DIR.into(),
+            cwd: super::step_wrapper::START_DIR.into(),
             env: pl.env.clone(),
             timeout: Some(Duration::from_secs(60)),
             cancel: self.cancel_token(),
@@ -81,7 +81,7 @@ impl Run {
                 name: what.clone(),
                 reason: format!("the provider could not check the cwd: {e}"),
             })?;
-        let mut gate = super::wrapper::Gate::new(&nonce);
+        let mut gate = super::step_wrapper::Gate::new(&nonce);
         let _ = gate.stderr(&probe.stderr);
         if let Err(r) = gate.finish(outcome.exit) {
             let msg = pl.refusal_message(&r, &what);
@@ -102,7 +102,7 @@ impl Run {
         crate::out_dir::ensure_dir(&dir).map_err(Error::internal)?;
         let req = PtyRequest {
             argv: pl.pty_argv(command),
-            cwd: super::wrapper::START_DIR.into(),
+            cwd: super::step_wrapper::START_DIR.into(),
             env: pl.env.clone(),
             cols: o.cols,
             rows: o.rows,

@@ -13,11 +13,11 @@ pub(crate) mod output;
 pub(crate) mod placement;
 pub(crate) mod resync;
 pub(crate) mod step;
+pub(crate) mod step_wrapper;
 pub(crate) mod sync;
 pub(crate) mod teardown;
 mod transfer;
 pub(crate) mod watch;
-pub(crate) mod wrapper;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

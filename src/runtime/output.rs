@@ -10,7 +10,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::wrapper::{Gate, WrapperRefusal};
+use super::step_wrapper::{Gate, WrapperRefusal};
 use crate::events::{Reporter, Stream};
 use crate::provider::OutputSink;
 use crate::secrets::Redactor;

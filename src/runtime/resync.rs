@@ -1,5 +1,5 @@
 //! A later `sync_source()` that resolves to another commit: pin it in the
-//! same sandbox, shipping only what differs (see [`crate::source::resync`]
+//! same sandbox, shipping only what differs (see [`crate::source::delta`]
 //! for the rule on files earlier steps created), verified inside the
 //! sandbox. Refusals found before the sandbox is touched leave the old pin
 //! in force; any failure after that destroys the sandbox, like a failed
@@ -14,9 +14,9 @@ use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::provider::{Collect, ExecRequest, InputStream, SandboxInfo, StreamInput};
 use crate::source::archive::{self, HashingWriter};
+use crate::source::delta::{self as plan_mod, Checked, Listing, NextTree, Plan};
 use crate::source::manifest::{Entry, Manifest};
 use crate::source::repo::ResolvedSource;
-use crate::source::resync::{self as plan_mod, Checked, Listing, NextTree, Plan};
 use crate::source::resync_remote as remote;
 use crate::source::SourceError;
 

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::wrapper::Placement;
+use super::step_wrapper::Placement;
 use super::{cwd, Run};
 use crate::error::{Error, Result};
 use crate::events::Event;
@@ -187,10 +187,10 @@ impl Run {
             tree_digest: pin.map(|p| p.1),
         })?;
         let started = Instant::now();
-        let nonce = super::wrapper::nonce();
+        let nonce = super::step_wrapper::nonce();
         let req = ExecRequest {
             argv: pl.argv(command, &nonce),
-            cwd: super::wrapper::START_DIR.into(),
+            cwd: super::step_wrapper::START_DIR.into(),
             env: pl.env.clone(),
             timeout: opts.timeout,
             cancel: self.cancel_token(),
@@ -239,7 +239,7 @@ impl Run {
 struct AttemptCtx<'a> {
     name: &'a str,
     what: &'a str,
-    pl: &'a super::wrapper::Placement,
+    pl: &'a super::step_wrapper::Placement,
     req: &'a ExecRequest,
     nonce: &'a str,
     /// The log files' stem (`001-build`).

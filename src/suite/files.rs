@@ -147,7 +147,7 @@ impl SuiteReporter for Files {
 }
 
 fn markdown(ix: &Index) -> String {
-    use crate::journal::markdown::{code, esc};
+    use crate::journal::inert_markdown::{code, esc};
     let warning = if ix.not_reproducible.is_empty() {
         String::new()
     } else {
@@ -163,7 +163,7 @@ fn markdown(ix: &Index) -> String {
     let mut s = format!(
         "# rfs test {}\n\n{warning}{}\n\nProvider {}, {} at a time, {:.1} s, exit {}.{}\n\n| proof | verdict | attempts | time | evidence |\n|---|---|---|---|---|\n",
         esc(&ix.suite_id),
-        super::console::summary_text(&ix.counts),
+        super::display::summary_text(&ix.counts),
         code(&ix.provider),
         ix.jobs,
         ix.duration_ms as f64 / 1000.0,
@@ -234,7 +234,7 @@ fn proof_case(p: &ProofResult) -> TestCase {
         };
         let mut s = TestCaseStatus::non_success(kind);
         let msg = p.last().and_then(|a| a.error.clone()).unwrap_or_default();
-        s.set_message(crate::journal::markdown::strip_ansi(&msg));
+        s.set_message(crate::journal::inert_markdown::strip_ansi(&msg));
         s
     };
     let mut c = TestCase::new("run", status);

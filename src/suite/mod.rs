@@ -5,10 +5,10 @@
 //!   the name filters;
 //! - [`pool`]: the workers, retries, fail-fast and the interrupt;
 //! - [`events`]: the one typed event stream the pool emits;
-//! - [`console`], [`files`] (with [`page`], `index.html`) and `--json` ([`events::JsonLines`]): its
+//! - [`display`], [`files`] (with [`page`], `index.html`) and `--json` ([`events::JsonLines`]): its
 //!   consumers.
 
-pub(crate) mod console;
+pub(crate) mod display;
 pub(crate) mod events;
 pub(crate) mod files;
 mod page;
@@ -112,7 +112,7 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
     let view: Box<dyn events::SuiteReporter> = if a.json {
         Box::new(events::JsonLines)
     } else {
-        Box::new(console::Console::new(a.terminal, a.color))
+        Box::new(display::Console::new(a.terminal, a.color))
     };
     let fanout = events::Fanout(vec![Box::new(files.clone()), view]);
     let interrupt = CancellationToken::new();

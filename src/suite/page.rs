@@ -140,7 +140,7 @@ fn counts(s: &mut String, ix: &Index) {
     let _ = writeln!(
         s,
         "<p id=\"summary\">{}</p>",
-        h(&super::console::summary_text(c))
+        h(&super::display::summary_text(c))
     );
     let cells = [
         ("passed", c.passed),
@@ -259,7 +259,7 @@ fn error(s: &mut String, p: &ProofResult, a: Option<&Attempt>) {
     let shown = e
         .trim_end()
         .split(p.name.as_str())
-        .map(|part| h(&crate::journal::markdown::strip_ansi(part)))
+        .map(|part| h(&crate::journal::inert_markdown::strip_ansi(part)))
         .collect::<Vec<_>>()
         .join(&h_inline(&p.name));
     let _ = writeln!(s, "<p>error</p><pre class=\"error\">{shown}</pre>");

@@ -41,7 +41,7 @@ impl Tail {
         if l.len() == LINES {
             l.pop_front();
         }
-        let mut line: String = crate::journal::markdown::strip_ansi(&line);
+        let mut line: String = crate::journal::inert_markdown::strip_ansi(&line);
         if line.chars().count() > WIDTH {
             line = line.chars().take(WIDTH).collect::<String>() + "…";
         }

@@ -87,7 +87,7 @@ pub enum Error {
     #[diagnostic(code(rfs::journal_invalid))]
     JournalInvalid {
         path: String,
-        /// Why (the typed reason is what `journal::verify` returns; the
+        /// Why (the typed reason is what `journal::chain` returns; the
         /// error carries its words, said once).
         reason: String,
     },

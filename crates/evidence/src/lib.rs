@@ -4,7 +4,7 @@
 //! tree, so a verifier or another tool can depend on it alone:
 //! - [`events`]: the one typed event stream (the schema of every fact);
 //! - [`journal`]: the hash-chained journal, its one fold
-//!   (`journal::summary`) and EVIDENCE.md, a view of it;
+//!   (`journal::fold`) and EVIDENCE.md, a view of it;
 //! - [`out_dir`], [`bundle`], [`seal`], [`signing`], [`attestation`]: the
 //!   bundle on disk, its seal, its SSH signature and in-toto attestation;
 //! - [`report`]: every view of a finished run (HTML, JUnit, Markdown);

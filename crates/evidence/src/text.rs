@@ -12,9 +12,9 @@
 //! ([`picture`]), and a line that would start with `::` (after blanks)
 //! gets a `\` before it.
 //!
-//! [`fenced`]: crate::journal::markdown::fenced
+//! [`fenced`]: crate::journal::inert_markdown::fenced
 
-use crate::journal::markdown::{picture, strip_ansi};
+use crate::journal::inert_markdown::{picture, strip_ansi};
 
 /// What a line that would start a workflow command begins with instead.
 pub const DEFUSE: char = '\\';

@@ -50,7 +50,7 @@ pub struct Passed {
     pub unchecked: bool,
 }
 
-pub use crate::journal::verify::{verify as verify_journal, ChainError, Verified};
+pub use crate::journal::chain::{verify as verify_journal, ChainError, Verified};
 pub use crate::seal::Trust;
 
 /// Why a check failed.
@@ -262,7 +262,7 @@ pub fn verify_except(
 }
 
 fn check_chain(s: &Subject) -> Result<String, Failure> {
-    let v = journal::verify::verify(&s.out.join("journal.jsonl"))?;
+    let v = journal::chain::verify(&s.out.join("journal.jsonl"))?;
     Ok(format!("{} lines, head {}", v.lines, v.head))
 }
 

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::events::Event;
-use crate::journal::summary::{RunOutcome, RunSummary, StepOutcome};
+use crate::journal::fold::{RunOutcome, RunSummary, StepOutcome};
 use crate::signing::SigningKey;
 
 /// The attestation file in a run's output directory.

@@ -19,7 +19,7 @@ mod reporter;
 
 #[cfg(test)]
 pub mod catalog;
-pub mod isolation;
+pub mod sandbox_facts;
 
 pub use facts::*;
 pub use reporter::{Reporter, Silent};
@@ -94,7 +94,7 @@ pub enum Event {
         image: Option<String>,
         /// The isolation in force and why (absent in older journals).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        isolation: Option<isolation::IsolationFact>,
+        isolation: Option<sandbox_facts::IsolationFact>,
     },
     /// The sandbox could not be created; the run is refused.
     #[serde(rename = "placement.failed")]
@@ -110,7 +110,7 @@ pub enum Event {
         image: Option<String>,
         /// The isolation in force and why (absent in older journals).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        isolation: Option<isolation::IsolationFact>,
+        isolation: Option<sandbox_facts::IsolationFact>,
         /// The environment by content: the image id, or the local host's
         /// fingerprint (absent in older journals).
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -4,7 +4,7 @@
 //! tested, oldest first. A pure function of the journal's summary.
 
 use crate::events::{BisectFoundCommit, BisectResult};
-use crate::journal::summary::{Bisect, RunSummary};
+use crate::journal::fold::{Bisect, RunSummary};
 
 /// The answer, in plain text (each view escapes it its own way).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,8 +14,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::markdown::{code, command, esc, fenced};
-use super::summary::{Cleanup, RunSummary, StepOutcome};
+use super::fold::{Cleanup, RunSummary, StepOutcome};
+use super::inert_markdown::{code, command, esc, fenced};
 use crate::events::Event;
 
 /// EVIDENCE.md's view of the run: the journal's one fold
@@ -96,7 +96,7 @@ pub fn in_sandbox(home: Option<&str>, path: &str) -> String {
 
 /// Where a step ran, as a reader should see it (`~/…/cwd`), if it ran
 /// under a pin.
-pub fn ran_in(r: &RunSummary, st: &super::summary::StepRecord) -> Option<String> {
+pub fn ran_in(r: &RunSummary, st: &super::fold::StepRecord) -> Option<String> {
     let dir = in_sandbox(r.home.as_deref(), st.workdir.as_deref()?);
     Some(if st.cwd.is_empty() {
         dir
@@ -374,7 +374,7 @@ fn artifacts(s: &mut String, r: &RunSummary) {
     let _ = writeln!(s, "\n## Artifacts\n");
     for e in &r.artifacts {
         match e {
-            super::summary::ArtifactRow::Collected {
+            super::fold::ArtifactRow::Collected {
                 path,
                 files,
                 links,
@@ -402,7 +402,7 @@ fn artifacts(s: &mut String, r: &RunSummary) {
                     let _ = writeln!(s, "  - {} skipped (not a file, folder or symlink)", code(p));
                 }
             }
-            super::summary::ArtifactRow::Put {
+            super::fold::ArtifactRow::Put {
                 local,
                 path,
                 sha256,
@@ -566,7 +566,7 @@ pub struct RenderError {
 
 /// EVIDENCE.md for the journal text `journal` (`journal.jsonl`'s bytes):
 /// what the run wrote when it ended. The chain itself is checked by
-/// [`super::verify::verify`].
+/// [`super::chain::verify`].
 pub fn render_journal(journal: &str) -> Result<String, RenderError> {
     let read = read_journal(journal)?;
     let mut ev = Evidence::default();
@@ -583,7 +583,7 @@ pub struct ReadJournal {
 }
 
 /// Parse the journal text `journal` into its events (the chain is not
-/// checked here: see [`super::verify::verify`]).
+/// checked here: see [`super::chain::verify`]).
 pub fn read_journal(journal: &str) -> Result<ReadJournal, RenderError> {
     let mut events = vec![];
     let mut head = super::GENESIS.to_owned();

@@ -4,11 +4,11 @@
 //! Every line is written and flushed before the call returns.
 
 pub mod bisect_answer;
+pub mod chain;
 pub mod evidence;
+pub mod fold;
 pub mod head;
-pub mod markdown;
-pub mod summary;
-pub mod verify;
+pub mod inert_markdown;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;

@@ -13,7 +13,7 @@ use super::html_text::{h, json_in_script};
 use super::terminal::{Screenshot, SessionView};
 use super::FinishedRun;
 use crate::journal::evidence::{in_sandbox, script_shown, step_outcome_text};
-use crate::journal::summary::{Assertion, Cleanup, RunOutcome, RunSummary, StepRecord};
+use crate::journal::fold::{Assertion, Cleanup, RunOutcome, RunSummary, StepRecord};
 
 /// The report's style sheet (the suite's page, `index.html`, uses it too).
 pub const CSS: &str = include_str!("assets/report.css");
@@ -171,7 +171,7 @@ fn header(s: &mut String, r: &RunSummary) {
 fn pin_facts(
     facts: &mut Vec<(&str, String)>,
     r: &RunSummary,
-    p: &crate::journal::summary::Pin,
+    p: &crate::journal::fold::Pin,
     i: usize,
 ) {
     let what = if i == 0 {
@@ -281,7 +281,7 @@ fn step_body(s: &mut String, r: &RunSummary, st: &StepRecord) {
     if let Some(t) = &st.output_tail {
         for (what, text) in [("stdout", &t.stdout), ("stderr", &t.stderr)] {
             if !text.is_empty() {
-                let clean = crate::journal::markdown::strip_ansi(text);
+                let clean = crate::journal::inert_markdown::strip_ansi(text);
                 let _ = writeln!(
                     s,
                     "<p>{what}, last lines</p><pre class=\"{what}\">{}</pre>",

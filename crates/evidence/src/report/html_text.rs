@@ -5,7 +5,7 @@
 /// control characters other than line ends and tabs are shown as their
 /// Unicode control pictures.
 pub fn h(s: &str) -> String {
-    use crate::journal::markdown::picture;
+    use crate::journal::inert_markdown::picture;
     crate::terminal::svg::escape_markup(s, |c, out| match c {
         '\n' | '\t' => out.push(c),
         c => out.push(picture(c).unwrap_or('\u{fffd}')),
@@ -15,7 +15,7 @@ pub fn h(s: &str) -> String {
 /// `s` escaped as [`h`] does, on one line: line ends and tabs are shown
 /// as their control pictures too (a name, never a block of output).
 pub fn h_inline(s: &str) -> String {
-    use crate::journal::markdown::picture;
+    use crate::journal::inert_markdown::picture;
     crate::terminal::svg::escape_markup(s, |c, out| out.push(picture(c).unwrap_or('\u{fffd}')))
 }
 

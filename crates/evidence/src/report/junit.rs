@@ -10,7 +10,7 @@ use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::FinishedRun;
 use crate::journal::evidence::{script_shown, step_outcome_text};
-use crate::journal::summary::{RunOutcome, StepOutcome, StepRecord};
+use crate::journal::fold::{RunOutcome, StepOutcome, StepRecord};
 
 /// The XML text for `b`.
 pub fn xml(b: &FinishedRun) -> String {
@@ -98,7 +98,7 @@ fn step_case(st: &StepRecord) -> TestCase {
     case.set_classname("step");
     case.set_time(Duration::from_millis(st.duration_ms));
     if let Some(t) = &st.output_tail {
-        let clean = |t: &str| crate::journal::markdown::strip_ansi(t);
+        let clean = |t: &str| crate::journal::inert_markdown::strip_ansi(t);
         if !t.stdout.is_empty() {
             case.set_system_out(clean(&t.stdout));
         }
@@ -131,5 +131,5 @@ mod tests {
         assert!(x.contains("<failure") || x.contains("<error"), "{x}");
     }
 
-    use crate::journal::summary::RunSummary;
+    use crate::journal::fold::RunSummary;
 }

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use super::FinishedRun;
 use crate::journal::evidence;
-use crate::journal::markdown::code;
+use crate::journal::inert_markdown::code;
 
 /// The most step rows a summary shows.
 const MAX_ROWS: usize = 100;
@@ -66,7 +66,7 @@ pub fn summary(b: &FinishedRun, evidence: &str) -> String {
 mod tests {
     use super::*;
     use crate::events::catalog::samples;
-    use crate::journal::summary::RunSummary;
+    use crate::journal::fold::RunSummary;
 
     #[test]
     fn a_summary_of_many_steps_keeps_to_its_first_rows() {

@@ -14,7 +14,7 @@ pub mod terminal;
 
 use std::path::Path;
 
-use crate::journal::summary::RunSummary;
+use crate::journal::fold::RunSummary;
 
 /// A bundle read back for its views: the fold of its journal.
 pub struct FinishedRun {

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::journal::summary::RunSummary;
-use crate::terminal::replay::{AssertScreen, Recording};
+use crate::journal::fold::RunSummary;
+use crate::terminal::playback::{AssertScreen, Recording};
 use crate::terminal::svg;
 
 /// A screen as the report shows it.

@@ -2,7 +2,7 @@
 //! signature. The messages are what the user sees (in `rfs run`'s refusal
 //! and in `rfs verify`'s failed check).
 
-use super::agent::AgentError;
+use super::ssh_agent::AgentError;
 use super::NAMESPACE;
 
 /// A signing key that cannot be used, or a signature that cannot be made.

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use signature::Signer as _;
 use ssh_key::{Algorithm, HashAlg, LineEnding, PrivateKey, PublicKey, SshSig};
 
-use super::agent::{self, Agent, Reader};
 use super::error::KeyError;
+use super::ssh_agent::{self, Agent, Reader};
 
 /// The environment variable naming the signing key (`--sign-key` wins).
 pub const KEY_ENV: &str = "RFS_SIGNING_KEY";
@@ -94,7 +94,7 @@ impl SigningKey {
                 let agent = agent.ok_or_else(|| KeyError::NoAgent {
                     path: shown(),
                     why,
-                    sock_env: agent::SOCK_ENV,
+                    sock_env: ssh_agent::SOCK_ENV,
                 })?;
                 let blob = public.to_bytes()?;
                 let held = agent

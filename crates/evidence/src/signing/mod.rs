@@ -1,7 +1,7 @@
 //! Signing evidence with an SSH key, so that outside tools verify it.
 //!
 //! - [`key`]: the signing key (OpenSSH ed25519 file or ssh-agent);
-//! - [`agent`]: the small ssh-agent client it uses;
+//! - [`ssh_agent`]: the small ssh-agent client it uses;
 //! - [`allowed_signers`]: the file `ssh-keygen -Y verify` trusts keys by;
 //! - [`verify_sshsig`]: check a `journal.sig` the way `ssh-keygen -Y verify` does.
 //!
@@ -10,10 +10,10 @@
 //! `ssh-keygen -Y verify -f allowed_signers -I ID -n rfs -s journal.sig < journal.jsonl`
 //! accepts it.
 
-pub mod agent;
 pub mod allowed_signers;
 pub mod error;
 pub mod key;
+pub mod ssh_agent;
 
 use ssh_key::{HashAlg, PublicKey, SshSig};
 

@@ -13,7 +13,7 @@ pub mod asciicast;
 pub mod emulator;
 pub mod keys;
 pub mod pattern;
-pub mod replay;
+pub mod playback;
 pub mod screen;
 pub mod screen_redact;
 pub mod styled;

@@ -28,8 +28,8 @@ mod follow;
 pub mod http;
 mod pty;
 pub mod sandbox;
+mod shell_text;
 mod toolbox;
-mod wrapper;
 mod ws;
 
 use std::collections::HashMap;

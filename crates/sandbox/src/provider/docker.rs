@@ -40,14 +40,14 @@
 mod client;
 mod container;
 mod exec;
+pub mod exec_script;
 mod image;
-mod lane;
 mod limits;
 mod own_copy;
 mod own_exe;
 mod pty;
+mod stdin_fifo;
 mod upload;
-pub mod wrapper;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -63,8 +63,8 @@ use super::{
 use client::Client;
 pub use container::DEFAULT_MAX_LIFETIME;
 use exec::Feed;
-use lane::Lane;
 use own_copy::Placed;
+use stdin_fifo::Lane;
 
 /// Environment variable naming the default image.
 pub const IMAGE_ENV: &str = "RFS_DOCKER_IMAGE";
@@ -164,7 +164,7 @@ impl DockerProvider {
     /// Create a sandbox with a stream lane where the daemon can mount one,
     /// without one otherwise; the lane's state is kept for the sandbox.
     async fn create_with_lane(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
-        let lane = if lane::offered_for(self.client.host()) {
+        let lane = if stdin_fifo::offered_for(self.client.host()) {
             Lane::new().map_err(|e| format!("cannot make a stream lane on this machine: {e}"))
         } else {
             Err(format!(

@@ -175,7 +175,7 @@ impl IsolationRequest {
     }
 }
 
-pub use rfs_evidence::events::isolation::IsolationFact;
+pub use rfs_evidence::events::sandbox_facts::IsolationFact;
 
 /// What a provider will have in force, and why (journaled with the
 /// placement, shown in EVIDENCE.md).

@@ -4,7 +4,7 @@
 //! defaults) is the cap: a script may only lower a limit, never raise it.
 //! A provider enforces each limit or refuses it before anything runs.
 
-pub use rfs_evidence::events::isolation::{show_bytes, Limit, LimitHit, LimitKind, LimitsFact};
+pub use rfs_evidence::events::sandbox_facts::{show_bytes, Limit, LimitHit, LimitKind, LimitsFact};
 
 /// The process cap every sandbox gets when nobody names one (a fork bomb
 /// stays inside the sandbox).

@@ -13,6 +13,7 @@
 pub mod allowed_repos;
 pub mod archive;
 pub mod archive_digest;
+pub mod delta;
 pub mod manifest;
 pub mod native_check;
 pub mod native_extract;
@@ -21,7 +22,6 @@ pub mod native_walk;
 pub mod pack_stream;
 pub mod remote_check;
 pub mod repo;
-pub mod resync;
 pub mod resync_remote;
 pub mod stream;
 pub mod working_tree;

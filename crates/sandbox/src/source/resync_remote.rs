@@ -25,9 +25,9 @@
 
 use std::collections::BTreeSet;
 
+use super::delta::Listing;
 use super::manifest::Entry;
 use super::remote_check::{parse_sum_line, rel, ReportError};
-use super::resync::Listing;
 
 /// The shell's hash selection and tool checks, shared by both scripts.
 const PRELUDE: &str = r#"set -u

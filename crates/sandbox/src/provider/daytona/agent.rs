@@ -39,7 +39,7 @@ use super::follow::{StreamDemux, LOG_UNENDED_NOTE};
 use super::http::Call;
 use super::sandbox::enc;
 use super::ws::Ws;
-use super::{lock, wrapper, Api};
+use super::{lock, shell_text, Api};
 use crate::provider::supervisor::{Intervention, Supervisor};
 use crate::provider::{sleep_until, ExecOutcome, ExecRequest, OutputSink, ProviderResult};
 
@@ -138,7 +138,7 @@ struct Started {
 pub fn end_lines(token: &str) -> String {
     format!(
         "rfs_r=$?; printf 'rfs-daytona:%s:end:%s\\n' {t} \"$rfs_r\"; printf 'rfs-daytona:%s:end:%s\\n' {t} \"$rfs_r\" >&2",
-        t = wrapper::quote(token)
+        t = shell_text::quote(token)
     )
 }
 
@@ -241,7 +241,7 @@ impl Api {
     /// Start an agent in sandbox `id`; `None` when the server cannot give
     /// one (the caller runs a session per command).
     async fn start_agent(&self, base: &str, id: &str) -> Option<Agent> {
-        let sid = format!("rfs-agent-{}", wrapper::token());
+        let sid = format!("rfs-agent-{}", shell_text::token());
         let create = Call::new(
             "create session",
             Some(id),
@@ -353,11 +353,11 @@ impl Api {
         req: &ExecRequest,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<Option<ExecOutcome>> {
-        let token = wrapper::token();
+        let token = shell_text::token();
         let session_dir = self.session_dir(id, &agent.sid);
         let text = format!(
             "{} </dev/null; {}",
-            wrapper::exec_line(
+            shell_text::exec_line(
                 &token,
                 session_dir.as_deref(),
                 &req.cwd,

@@ -15,7 +15,7 @@ use serde_json::json;
 use super::follow::{Followed, Target};
 use super::http::{Call, HttpError};
 use super::sandbox::enc;
-use super::wrapper::{self, Refusal};
+use super::shell_text::{self, Refusal};
 use super::{lock, Api};
 use crate::provider::supervisor::{Intervention, Supervisor};
 use crate::provider::{ExecOutcome, ExecRequest, OutputSink, ProviderError, ProviderResult};
@@ -172,8 +172,8 @@ const HEAD: usize = 4096;
 impl Relay {
     pub fn new(token: &str) -> Self {
         Relay {
-            marker: wrapper::marker(token),
-            start: wrapper::start_line(token),
+            marker: shell_text::marker(token),
+            start: shell_text::start_line(token),
             holding: true,
             held: vec![],
             head: vec![],
@@ -240,7 +240,7 @@ impl Relay {
     /// The wrapper's refusal, if held stderr is one.
     pub fn refusal(&self, token: &str) -> Option<Refusal> {
         if self.holding {
-            wrapper::refusal(token, &self.held)
+            shell_text::refusal(token, &self.held)
         } else {
             None
         }
@@ -300,7 +300,7 @@ impl Api {
     }
 
     /// The exit status the wrapper recorded in `/tmp` (see
-    /// [`wrapper::exit_status_line`]), once it has one.
+    /// [`shell_text::exit_status_line`]), once it has one.
     pub async fn recorded_exit(
         &self,
         id: &str,
@@ -312,7 +312,7 @@ impl Api {
             .execute(
                 id,
                 "read a command's recorded exit status",
-                &wrapper::exit_status_line(token, session_dir.as_deref()),
+                &shell_text::exit_status_line(token, session_dir.as_deref()),
                 Duration::from_secs(30),
             )
             .await?;
@@ -364,7 +364,7 @@ impl Api {
                 req.cwd
             )));
         }
-        wrapper::check_env(&req.env)?;
+        shell_text::check_env(&req.env)?;
         if req.cancel.is_cancelled() {
             return Ok(ExecOutcome {
                 cancelled: true,
@@ -387,7 +387,7 @@ impl Api {
         // Else a session per command: one made ahead when there is one
         // (the next is made off this step's path), so that a step costs the
         // exec, the follow stream and the command.
-        let token = wrapper::token();
+        let token = shell_text::token();
         let sid = match self.take_spare(id) {
             Some(sid) => sid,
             None => {
@@ -452,7 +452,7 @@ impl Api {
         let api = self.clone();
         let (base, id) = (base.to_owned(), id.to_owned());
         tokio::spawn(async move {
-            let sid = format!("rfs-{}", wrapper::token());
+            let sid = format!("rfs-{}", shell_text::token());
             let made = api.create_session(&base, &id, &sid).await.is_ok();
             let mut pools = lock(&api.agents);
             // No pool: the sandbox is gone (its sessions with it).
@@ -483,7 +483,7 @@ impl Api {
         // toolbox's exit code.
         let line = format!(
             "{}; {}; (exit \"$rfs_r\")",
-            wrapper::exec_line(token, session_dir.as_deref(), &req.cwd, &req.env, &req.argv),
+            shell_text::exec_line(token, session_dir.as_deref(), &req.cwd, &req.env, &req.argv),
             super::agent::end_lines(token)
         );
         let call = Call::new(
@@ -638,7 +638,7 @@ impl Api {
                 relay.flush(sink);
                 return Err(toolbox_start_error(id, &relay.head()));
             }
-            Some(wrapper::EXIT_SETUP) => {
+            Some(shell_text::EXIT_SETUP) => {
                 if let Some(r) = relay.refusal(token) {
                     return Err(refusal_error(r, id, &req.cwd));
                 }

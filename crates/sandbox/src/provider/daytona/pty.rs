@@ -20,7 +20,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::http::Call;
 use super::sandbox::enc;
-use super::wrapper;
+use super::shell_text;
 use super::Api;
 use crate::provider::{
     ExecOutcome, ProviderError, ProviderResult, PtyChannel, PtyInput, PtyRequest,
@@ -86,14 +86,14 @@ impl Api {
                 req.cwd
             )));
         }
-        wrapper::check_env(&req.env)?;
+        shell_text::check_env(&req.env)?;
         let base = self.toolbox(id).await?;
-        let token = wrapper::token();
+        let token = shell_text::token();
         let pty_id = format!("rfs-pty-{token}");
         // The launcher is uploaded, and the line typed stays short (see
-        // `wrapper::pty_launcher`); it removes itself when it runs.
-        let launcher = wrapper::pty_launcher_path(&token);
-        let script = wrapper::pty_launcher(&token, &req.cwd, &req.env, &req.argv);
+        // `shell_text::pty_launcher`); it removes itself when it runs.
+        let launcher = shell_text::pty_launcher_path(&token);
+        let script = shell_text::pty_launcher(&token, &req.cwd, &req.env, &req.argv);
         self.upload_bytes(id, script.into_bytes(), &launcher)
             .await?;
         let opened = self.connect_pty(id, &base, &pty_id, &token, req).await;
@@ -159,7 +159,7 @@ impl Api {
                 "daytona: terminal session (sandbox {id}) did not connect: {why}"
             )));
         }
-        let line = wrapper::pty_line(token);
+        let line = shell_text::pty_line(token);
         if let Err(e) = ws.send(Message::Binary(line.into_bytes().into())).await {
             let _ = self.delete_pty(base, id, &session).await;
             return Err(ProviderError::Api(format!(
@@ -302,8 +302,8 @@ impl Pumps {
         output_tx: mpsc::Sender<Vec<u8>>,
         exit_tx: oneshot::Sender<ExecOutcome>,
     ) {
-        let marker = wrapper::pty_ready(&self.token);
-        let nocwd = wrapper::pty_nocwd(&self.token);
+        let marker = shell_text::pty_ready(&self.token);
+        let nocwd = shell_text::pty_nocwd(&self.token);
         let mut pre: Option<Vec<u8>> = Some(vec![]);
         let mut exit: Option<i32> = None;
         let mut refused = false;

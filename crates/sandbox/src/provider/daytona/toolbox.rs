@@ -192,13 +192,13 @@ impl Api {
             .execute(
                 id,
                 "kill a command's process group",
-                &super::wrapper::kill_line(token),
+                &super::shell_text::kill_line(token),
                 Duration::from_secs(30),
             )
             .await?;
         match r.exit_code {
             Some(0) => Ok(true),
-            Some(super::wrapper::KILL_NOTHING_RECORDED) => Ok(false),
+            Some(super::shell_text::KILL_NOTHING_RECORDED) => Ok(false),
             other => Err(ProviderError::Kill(format!(
                 "could not kill a command's process group in sandbox {id} (kill: {}): {}",
                 crate::exit_code::ExitText(other),

@@ -14,7 +14,7 @@ use bollard::query_parameters::{
 
 use super::client::{self, Client};
 use super::exec::{self, ExecSpec};
-use super::lane::Lane;
+use super::stdin_fifo::Lane;
 use super::DockerOptions;
 use crate::provider::{labels, CreateSpec, Labels, ProviderError, ProviderResult, SandboxInfo};
 

@@ -17,8 +17,8 @@ use crate::provider::supervisor::{Intervention, Supervisor};
 use crate::provider::InputStream;
 
 use super::client::{self, Client};
-use super::lane::Lane;
-use super::wrapper::{self, OciFailure, WrapperFailure};
+use super::exec_script::{self, OciFailure, WrapperFailure};
+use super::stdin_fifo::Lane;
 use crate::provider::{
     Collect, ExecOutcome, ExecRequest, OutputSink, ProviderError, ProviderResult,
 };
@@ -184,7 +184,7 @@ fn route_plain(item: LogOutput, sink: &mut dyn OutputSink) {
 /// its processes are gone. Returns the kill script's exit status.
 pub(super) async fn kill_group(client: &Client, id: &str, token: &str) -> ProviderResult<i32> {
     let spec = ExecSpec {
-        argv: wrapper::kill_argv(token),
+        argv: exec_script::kill_argv(token),
         cwd: "/",
         env: &[],
         user: Some(ROOT),
@@ -193,7 +193,7 @@ pub(super) async fn kill_group(client: &Client, id: &str, token: &str) -> Provid
     };
     let (code, out) = run_collect(client, id, spec).await?;
     match code {
-        Some(0) | Some(wrapper::KILL_NOTHING_RECORDED) => Ok(code.unwrap_or_default()),
+        Some(0) | Some(exec_script::KILL_NOTHING_RECORDED) => Ok(code.unwrap_or_default()),
         other => Err(ProviderError::Kill(format!(
             "could not kill a command's process group in sandbox {id} (kill: {}): {}",
             crate::exit_code::ExitText(other),
@@ -258,10 +258,10 @@ pub(super) async fn run_with_input(
             ..ExecOutcome::default()
         });
     }
-    let token = wrapper::token();
+    let token = exec_script::token();
     let lane_path = matches!(input, Some((_, Feed::Lane(_)))).then(Lane::sandbox_fifo);
     let spec = ExecSpec {
-        argv: wrapper::exec_argv(&token, lane_path.as_deref(), &req.argv),
+        argv: exec_script::exec_argv(&token, lane_path.as_deref(), &req.argv),
         cwd: &req.cwd,
         env: &req.env,
         user,
@@ -407,13 +407,13 @@ impl<'t> Router<'t> {
         let first = std::mem::replace(&mut self.first, false);
         match (&item, &mut self.held) {
             (LogOutput::StdOut { message }, None)
-                if first && wrapper::looks_like_oci_failure(message) =>
+                if first && exec_script::looks_like_oci_failure(message) =>
             {
                 self.held = Some(Held::Oci(BytesMut::from(&message[..])));
                 return;
             }
             (LogOutput::StdErr { message }, None) if first => {
-                if let Some(f) = wrapper::wrapper_failure(self.token, message) {
+                if let Some(f) = exec_script::wrapper_failure(self.token, message) {
                     self.held = Some(Held::Wrapper(f, message.clone()));
                     return;
                 }
@@ -448,9 +448,12 @@ impl<'t> Router<'t> {
         program: &str,
     ) -> Option<ProviderError> {
         match (&self.held, exit) {
-            (Some(Held::Oci(text)), Some(126)) => {
-                Some(oci_error(&wrapper::oci_failure(text), id, cwd, "/bin/sh"))
-            }
+            (Some(Held::Oci(text)), Some(126)) => Some(oci_error(
+                &exec_script::oci_failure(text),
+                id,
+                cwd,
+                "/bin/sh",
+            )),
             (Some(Held::Wrapper(f, _)), Some(125 | 127)) => Some(wrapper_error(*f, id, program)),
             _ => None,
         }
@@ -491,7 +494,7 @@ pub(super) fn wrapper_error(f: WrapperFailure, id: &str, program: &str) -> Provi
         ),
         WrapperFailure::Stdin => format!(
             "the stream lane {} cannot be opened in sandbox {id}, so `{program}` was not started",
-            super::lane::Lane::sandbox_fifo()
+            super::stdin_fifo::Lane::sandbox_fifo()
         ),
     })
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use super::client::Client;
 use super::exec::{self, ExecSpec};
-use super::lane::Lane;
 use super::own_exe::ExecutableBundle;
+use super::stdin_fifo::Lane;
 use super::upload::{self, Owner};
 use crate::provider::{ProviderError, ProviderResult};
 use crate::source::native_check;

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::Client;
 use super::exec::{self, ExecSpec, Started};
-use super::wrapper::{self, WrapperFailure};
+use super::exec_script::{self, WrapperFailure};
 use crate::provider::{ProviderError, ProviderResult, PtyChannel, PtyInput, PtyRequest};
 
 /// Output chunks buffered before the session waits for the reader.
@@ -31,9 +31,9 @@ pub(super) async fn open(
     })?;
     exec::check_cwd(&req.cwd)?;
     precheck(client, id, user, req, program).await?;
-    let token = wrapper::token();
+    let token = exec_script::token();
     let spec = ExecSpec {
-        argv: wrapper::pty_argv(&token, req.cols, req.rows, &req.argv),
+        argv: exec_script::pty_argv(&token, req.cols, req.rows, &req.argv),
         cwd: &req.cwd,
         env: &req.env,
         user,
@@ -66,7 +66,7 @@ async fn precheck(
     program: &str,
 ) -> ProviderResult<()> {
     let spec = ExecSpec {
-        argv: wrapper::find_argv(program),
+        argv: exec_script::find_argv(program),
         cwd: &req.cwd,
         env: &req.env,
         user,
@@ -77,8 +77,8 @@ async fn precheck(
     match code {
         Some(0) => Ok(()),
         Some(1) => Err(exec::wrapper_error(WrapperFailure::Executable, id, program)),
-        Some(126) if wrapper::looks_like_oci_failure(&out.stdout) => Err(exec::oci_error(
-            &wrapper::oci_failure(&out.stdout),
+        Some(126) if exec_script::looks_like_oci_failure(&out.stdout) => Err(exec::oci_error(
+            &exec_script::oci_failure(&out.stdout),
             id,
             &req.cwd,
             "/bin/sh",
@@ -138,7 +138,7 @@ fn spawn_pumps(client: Client, id: String, token: String, started: Started) -> P
         // The session exec'd into the command, so nobody else removes its
         // group record; the sandbox may be gone already, which is fine.
         let spec = ExecSpec {
-            argv: wrapper::cleanup_argv(&token),
+            argv: exec_script::cleanup_argv(&token),
             cwd: "/",
             env: &[],
             user: Some(exec::ROOT),
