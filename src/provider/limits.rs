@@ -1,5 +1,5 @@
-//! Resource limits of a sandbox: `sandbox(#{ pids, memory, cpus })`, with
-//! a process cap that exists even when nobody names one. Sizes read as
+//! Resource limits of a sandbox: `sandbox(#{ pids, memory, cpus, disk })`,
+//! with a process cap and a disk cap that exist even when nobody names one. Sizes read as
 //! Docker reads them (`64M` = 64 MiB). What the person running rfs set (the
 //! defaults) is the cap: a script may only lower a limit, never raise it.
 //! A provider enforces each limit or refuses it before anything runs.
@@ -18,6 +18,27 @@ pub const MIN_PIDS: u64 = 8;
 /// The smallest memory limit (Docker's own minimum, 6 MiB).
 pub const MIN_MEMORY: u64 = 6 * 1024 * 1024;
 
+/// The smallest disk limit.
+pub const MIN_DISK: u64 = 8 * 1024 * 1024;
+
+/// The most disk a sandbox gets when nobody names a limit: 10 GiB, or
+/// half of the host's memory where that is less (on `local` the
+/// sandbox's writable space is a tmpfs, whose pages are memory).
+pub fn default_disk() -> u64 {
+    const TEN_GIB: u64 = 10 << 30;
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("MemTotal:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map(|kib| kib * 1024);
+    match mem {
+        Some(m) => TEN_GIB.min((m / 2) & !((1 << 20) - 1)).max(MIN_DISK),
+        None => TEN_GIB,
+    }
+}
+
 /// One kind of limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -25,10 +46,16 @@ pub enum LimitKind {
     Pids,
     Memory,
     Cpus,
+    Disk,
 }
 
 impl LimitKind {
-    pub const ALL: [LimitKind; 3] = [LimitKind::Pids, LimitKind::Memory, LimitKind::Cpus];
+    pub const ALL: [LimitKind; 4] = [
+        LimitKind::Pids,
+        LimitKind::Memory,
+        LimitKind::Cpus,
+        LimitKind::Disk,
+    ];
 
     /// The option's name in `sandbox(#{ … })`.
     pub fn key(self) -> &'static str {
@@ -36,6 +63,7 @@ impl LimitKind {
             LimitKind::Pids => "pids",
             LimitKind::Memory => "memory",
             LimitKind::Cpus => "cpus",
+            LimitKind::Disk => "disk",
         }
     }
 
@@ -45,6 +73,7 @@ impl LimitKind {
             LimitKind::Pids => "process limit",
             LimitKind::Memory => "memory limit",
             LimitKind::Cpus => "cpu limit",
+            LimitKind::Disk => "disk limit",
         }
     }
 
@@ -52,7 +81,7 @@ impl LimitKind {
     pub fn show(self, value: u64) -> String {
         match self {
             LimitKind::Pids => value.to_string(),
-            LimitKind::Memory => show_bytes(value),
+            LimitKind::Memory | LimitKind::Disk => show_bytes(value),
             LimitKind::Cpus => {
                 let c = value as f64 / 1000.0;
                 format!("{c} cpu{}", if value == 1000 { "" } else { "s" })
@@ -164,6 +193,15 @@ pub fn parse_memory(s: &str) -> Result<u64, LimitsError> {
     check(LimitKind::Memory, b)
 }
 
+/// A disk limit: a size as Docker reads it, at least [`MIN_DISK`].
+pub fn parse_disk(s: &str) -> Result<u64, LimitsError> {
+    let b = parse_size(s).map_err(|why| LimitsError::Malformed {
+        kind: LimitKind::Disk,
+        why,
+    })?;
+    check(LimitKind::Disk, b)
+}
+
 /// Check a value's range; `value` in the kind's unit (bytes, processes,
 /// thousandths of a cpu).
 pub fn check(kind: LimitKind, value: u64) -> Result<u64, LimitsError> {
@@ -176,6 +214,10 @@ pub fn check(kind: LimitKind, value: u64) -> Result<u64, LimitsError> {
         }
         LimitKind::Memory if value < MIN_MEMORY => format!(
             "must be at least 6 MiB, not {} (a plain number is bytes, as in Docker: write \"512M\")",
+            show_bytes(value)
+        ),
+        LimitKind::Disk if value < MIN_DISK => format!(
+            "must be at least 8 MiB, not {} (a plain number is bytes, as in Docker: write \"2G\")",
             show_bytes(value)
         ),
         LimitKind::Cpus if value < 10 => {
@@ -210,6 +252,8 @@ pub struct Limits {
     pub memory: Option<u64>,
     /// Thousandths of a cpu.
     pub cpus: Option<u64>,
+    /// Bytes of writable space.
+    pub disk: Option<u64>,
 }
 
 impl Limits {
@@ -218,6 +262,7 @@ impl Limits {
             LimitKind::Pids => self.pids,
             LimitKind::Memory => self.memory,
             LimitKind::Cpus => self.cpus,
+            LimitKind::Disk => self.disk,
         }
     }
 
@@ -226,6 +271,7 @@ impl Limits {
             LimitKind::Pids => &mut self.pids,
             LimitKind::Memory => &mut self.memory,
             LimitKind::Cpus => &mut self.cpus,
+            LimitKind::Disk => &mut self.disk,
         }
     }
 
@@ -272,14 +318,21 @@ pub struct LimitsRequest {
 }
 
 impl Default for LimitsRequest {
-    /// rfs's defaults: a process cap, nothing else.
+    /// rfs's defaults: a process cap and a disk cap, nothing else.
     fn default() -> Self {
         LimitsRequest {
-            limits: vec![Limit {
-                kind: LimitKind::Pids,
-                value: DEFAULT_PIDS,
-                by: "default".into(),
-            }],
+            limits: vec![
+                Limit {
+                    kind: LimitKind::Pids,
+                    value: DEFAULT_PIDS,
+                    by: "default".into(),
+                },
+                Limit {
+                    kind: LimitKind::Disk,
+                    value: default_disk(),
+                    by: "default".into(),
+                },
+            ],
         }
     }
 }
@@ -403,6 +456,7 @@ impl LimitHit {
         );
         match self.kind {
             LimitKind::Memory => format!("killed: {what}"),
+            LimitKind::Disk => format!("{} {} full", self.kind.noun(), show_bytes(self.value)),
             _ => what,
         }
     }
@@ -446,6 +500,7 @@ mod tests {
             pids: Some(64),
             memory: Some(64 << 20),
             cpus: None,
+            disk: None,
         };
         let n = person.narrowed(&asked, "the script").unwrap();
         assert_eq!(n.get(LimitKind::Pids).unwrap().value, 64);
