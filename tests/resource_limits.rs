@@ -395,3 +395,37 @@ fn a_script_cannot_raise_the_disk_cap() {
     assert!(out.entries("step.start").is_empty());
     rfs.assert_no_leftovers();
 }
+
+/// Each step's `step.end` on `local` says what it used: the memory peak
+/// of that step alone (a 100 MB allocation, then a step that allocates
+/// nothing), the process peak, and the disk used at its end.
+#[test]
+fn each_local_step_journals_its_memory_and_process_peaks_and_disk_used() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"sandbox(#{ memory: "512M" });
+        step("alloc", "dd if=/dev/zero of=/dev/null bs=100M count=1");
+        step("quiet", "true");
+        step("many", "for i in $(seq 30); do sleep 2 & done; wait");
+        step("write", "dd if=/dev/zero of=f bs=1M count=20");"#,
+    );
+    out.assert_code(0);
+    let ends = out.entries("step.end");
+    let usage = |i: usize, k: &str| {
+        ends[i]["usage"][k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{}", ends[i]))
+    };
+    assert!(usage(0, "memory_peak") >= 100 << 20, "{}", ends[0]);
+    assert!(
+        usage(1, "memory_peak") < 50 << 20,
+        "the peak was not the step's own: {}",
+        ends[1]
+    );
+    assert!(usage(2, "pids_peak") >= 30, "{}", ends[2]);
+    assert!(usage(3, "disk_used") >= 20 << 20, "{}", ends[3]);
+    assert!(usage(0, "disk_used") < 20 << 20, "{}", ends[0]);
+    rfs.assert_no_leftovers();
+}

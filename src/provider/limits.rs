@@ -439,6 +439,26 @@ pub fn none_enforced(provider: &str, req: &LimitsRequest) -> Result<LimitsFact, 
     Ok(fact)
 }
 
+/// What a step used of its sandbox (absent: the provider does not say).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// The most memory in use at once during the step, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak: Option<u64>,
+    /// The most processes at once in the sandbox up to the step's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_peak: Option<u64>,
+    /// Bytes used of the sandbox's disk at the step's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_used: Option<u64>,
+}
+
+impl Usage {
+    pub fn is_empty(&self) -> bool {
+        *self == Usage::default()
+    }
+}
+
 /// A limit a command reached.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LimitHit {

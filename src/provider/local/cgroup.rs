@@ -205,6 +205,23 @@ impl Cgroup {
         })
     }
 
+    /// (memory peak, process peak) so far; `reset`: the memory peak starts
+    /// again from the current use (cgroup v1's `pids.peak` cannot be
+    /// reset: it is the sandbox's peak so far).
+    pub(super) fn peaks(&self, reset: bool) -> (Option<u64>, Option<u64>) {
+        let dir = |kind| self.parts.iter().find(|p| p.0 == kind).map(|p| &p.2);
+        let num = |p: Option<PathBuf>| std::fs::read_to_string(p?).ok()?.trim().parse::<u64>().ok();
+        let mem_file = dir(LimitKind::Memory).map(|d| d.join("memory.max_usage_in_bytes"));
+        let memory = num(mem_file.clone());
+        if reset {
+            if let Some(f) = mem_file {
+                let _ = std::fs::write(f, "0");
+            }
+        }
+        let pids = num(dir(LimitKind::Pids).map(|d| d.join("pids.peak")));
+        (memory, pids)
+    }
+
     /// The limits reached since this was last asked.
     pub(super) fn reached(&self) -> Vec<LimitHit> {
         let forks = self.read(LimitKind::Pids, "pids.events", "max");

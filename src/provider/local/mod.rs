@@ -393,6 +393,24 @@ impl Provider for LocalProvider {
         hits
     }
 
+    /// The memory cgroup's peak (reset per step), the pids cgroup's peak
+    /// and the disk's use.
+    async fn usage(&self, id: &str, reset: bool) -> Option<crate::provider::limits::Usage> {
+        let (memory_peak, pids_peak) = match self.cgroup_of(id) {
+            Ok(Some(cg)) => cg.peaks(reset),
+            _ => (None, None),
+        };
+        let dir = self.dir(id).ok()?;
+        let disk_used = disk::is_mounted(&dir)
+            .then(|| disk::usage(&dir).map(|u| u.0))
+            .flatten();
+        Some(crate::provider::limits::Usage {
+            memory_peak,
+            pids_peak,
+            disk_used,
+        })
+    }
+
     async fn preflight(&self) -> ProviderResult<()> {
         std::fs::create_dir_all(self.sandboxes()).map_err(|e| ProviderError::Unavailable {
             provider: "local".into(),
