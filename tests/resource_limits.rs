@@ -243,3 +243,189 @@ fn a_limit_daytona_cannot_enforce_is_refused_before_anything_runs() {
     assert!(out.entries("placement.intent").is_empty());
     rfs.finish();
 }
+
+/// Bytes free on the filesystem holding `p`.
+fn free_bytes(p: &std::path::Path) -> u64 {
+    let s = nix::sys::statvfs::statvfs(p).unwrap();
+    s.blocks_available() as u64 * s.fragment_size() as u64
+}
+
+/// A 3000 MB write against `disk: "64M"` on `local` fails inside the
+/// sandbox with the disk limit named, and the host's disk does not fill.
+#[test]
+fn a_write_past_a_64m_disk_limit_fails_named_and_the_host_disk_is_untouched() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let before = free_bytes(rfs.state.path());
+    let out = rfs.run(
+        repo.path(),
+        r#"sandbox(#{ disk: "64M" });
+        let r = step("fill", "dd if=/dev/zero of=big bs=1M count=3000", #{ allow_failure: true });
+        print(`ok=${r.ok}`);
+        let s = step("size", "wc -c < big; rm big; echo removed");
+        print(s.stdout);"#,
+    );
+    let after = free_bytes(rfs.state.path());
+    out.assert_code(0);
+    assert!(out.stdout.contains("ok=false"), "{}", out.stdout);
+    let end = &out.entries("step.end")[0];
+    assert_eq!(end["limit"], "disk limit 64 MiB full", "{end}");
+    assert!(
+        end["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("disk limit 64 MiB full ("),
+        "{end}"
+    );
+    assert!(
+        out.stderr
+            .contains("step `fill` FAILED (disk limit 64 MiB full"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.evidence().contains("disk limit 64 MiB full"));
+    // What was written stopped at the cap, and the sandbox was usable
+    // again once the file was removed.
+    let written: u64 = out
+        .stdout
+        .lines()
+        .find_map(|l| l.trim().parse().ok())
+        .expect("the size of big");
+    assert!(
+        written <= 64 << 20,
+        "{written} bytes written past a 64 MiB cap"
+    );
+    assert!(out.stdout.contains("removed"), "{}", out.stdout);
+    assert!(out.entries("step.end")[1].get("limit").is_none());
+    // The host's disk did not take the 3000 MB (other processes on this
+    // machine write too: a generous bound).
+    assert!(
+        before.saturating_sub(after) < 1 << 30,
+        "the host lost {} bytes of free space",
+        before.saturating_sub(after)
+    );
+    let placed = &out.entries("placement")[0]["isolation"]["limits"]["enforced"];
+    assert!(
+        placed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["kind"] == "disk" && l["value"] == 64u64 << 20),
+        "{placed}"
+    );
+    rfs.assert_no_leftovers();
+}
+
+/// Without a `disk` option, a `local` sandbox still has a disk cap (10 GiB
+/// or half of the host's memory), journaled as rfs's default, and the
+/// sandbox's writable space is a filesystem of that size.
+#[test]
+fn the_default_disk_cap_holds_on_local_when_a_script_names_none() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"let r = step("df", "df -k . /tmp | tail -n 2"); print(r.stdout);"#,
+    );
+    out.assert_code(0);
+    let want = rfs::provider::limits::default_disk();
+    let placed = &out.entries("placement")[0]["isolation"]["limits"]["enforced"];
+    assert!(
+        placed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["kind"] == "disk" && l["value"] == want && l["by"] == "default"),
+        "{placed}"
+    );
+    // Both the home and /tmp are on the capped filesystem.
+    let sizes: Vec<u64> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .collect();
+    assert_eq!(sizes, vec![want / 1024, want / 1024], "{}", out.stdout);
+    rfs.assert_no_leftovers();
+}
+
+/// Docker cannot cap a container's disk on every storage driver (not on
+/// this engine's): a disk limit a script asks for is refused before
+/// anything runs, naming why.
+#[test]
+fn a_disk_limit_docker_cannot_enforce_is_refused_before_anything_runs() {
+    if docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        "sandbox(#{ disk: \"64M\" });\nstep(\"never\", \"echo never-ran\");",
+    );
+    out.assert_code(3);
+    assert!(
+        out.stderr.contains(
+            "provider `docker` cannot enforce the disk limit (64 MiB) asked by the script's sandbox() option"
+        ) && out.stderr.contains("--storage-opt size"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stdout.contains("never-ran"));
+    assert!(out.entries("placement.intent").is_empty());
+    rfs.assert_no_leftovers();
+}
+
+/// A script cannot lift the default disk cap.
+#[test]
+fn a_script_cannot_raise_the_disk_cap() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        "sandbox(#{ disk: \"100T\" });\nstep(\"never\", \"echo never-ran\");",
+    );
+    out.assert_code(3);
+    assert!(
+        out.stderr.contains(
+            "disk limit 100 TiB asked by the script's sandbox() option is above the cap of"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(out.entries("step.start").is_empty());
+    rfs.assert_no_leftovers();
+}
+
+/// Each step's `step.end` on `local` says what it used: the memory peak
+/// of that step alone (a 100 MB allocation, then a step that allocates
+/// nothing), the process peak, and the disk used at its end.
+#[test]
+fn each_local_step_journals_its_memory_and_process_peaks_and_disk_used() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"sandbox(#{ memory: "512M" });
+        step("alloc", "dd if=/dev/zero of=/dev/null bs=100M count=1");
+        step("quiet", "true");
+        step("many", "for i in $(seq 30); do sleep 2 & done; wait");
+        step("write", "dd if=/dev/zero of=f bs=1M count=20");"#,
+    );
+    out.assert_code(0);
+    let ends = out.entries("step.end");
+    let usage = |i: usize, k: &str| {
+        ends[i]["usage"][k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{}", ends[i]))
+    };
+    assert!(usage(0, "memory_peak") >= 100 << 20, "{}", ends[0]);
+    assert!(
+        usage(1, "memory_peak") < 50 << 20,
+        "the peak was not the step's own: {}",
+        ends[1]
+    );
+    assert!(usage(2, "pids_peak") >= 30, "{}", ends[2]);
+    assert!(usage(3, "disk_used") >= 20 << 20, "{}", ends[3]);
+    assert!(usage(0, "disk_used") < 20 << 20, "{}", ends[0]);
+    rfs.assert_no_leftovers();
+}

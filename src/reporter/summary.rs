@@ -189,6 +189,7 @@ mod tests {
                 sandbox_id: "sb".into(),
                 summary: "exit 0".into(),
                 limit: None,
+                usage: None,
             });
         }
         let s = Summary::view(&fold(&events), None, 0);

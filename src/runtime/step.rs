@@ -206,6 +206,8 @@ impl Run {
             retries: opts.retries,
             started,
         };
+        let provider = &self.cfg.provider;
+        let _ = self.block_on(provider.usage(&pl.sandbox_id, true));
         let mut attempt = 0;
         let (result, last_signal) = loop {
             attempt += 1;
@@ -213,6 +215,9 @@ impl Run {
                 break done;
             }
         };
+        let usage = self
+            .block_on(provider.usage(&pl.sandbox_id, false))
+            .filter(|u| !u.is_empty());
         let summary = describe(&result, last_signal, opts.timeout);
         self.record(Event::StepEnd {
             name: name.to_owned(),
@@ -224,6 +229,7 @@ impl Run {
             sandbox_id: pl.sandbox_id.clone(),
             summary: summary.clone(),
             limit: result.limit.clone(),
+            usage,
         })?;
         if !result.ok && !opts.allow_failure {
             return Err(Error::StepFailed {

@@ -96,6 +96,7 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, OptionError> {
                 crate::provider::limits::LimitKind::Pids => limits.pids = Some(v),
                 crate::provider::limits::LimitKind::Memory => limits.memory = Some(v),
                 crate::provider::limits::LimitKind::Cpus => limits.cpus = Some(v),
+                crate::provider::limits::LimitKind::Disk => limits.disk = Some(v),
             }
         }
     }
@@ -154,9 +155,14 @@ pub(crate) fn limit_value(
                 .map_err(|_| wrong("an integer number of processes"))?;
             l::check(kind, u64::try_from(n).unwrap_or(0))
         }
-        LimitKind::Memory => {
+        LimitKind::Memory | LimitKind::Disk => {
             if v.is_string() {
-                l::parse_memory(&v.clone().into_string().expect("string"))
+                let text = v.clone().into_string().expect("string");
+                if kind == LimitKind::Disk {
+                    l::parse_disk(&text)
+                } else {
+                    l::parse_memory(&text)
+                }
             } else {
                 let n = v
                     .as_int()

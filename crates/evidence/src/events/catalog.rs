@@ -307,6 +307,7 @@ fn step_samples() -> Vec<Event> {
             sandbox_id: s("local-1"),
             summary: s("exit 0, 5 ms"),
             limit: None,
+            usage: None,
         },
         Event::Print { text: s("hi") },
         Event::Debug {

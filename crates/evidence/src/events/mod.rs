@@ -314,6 +314,10 @@ pub enum Event {
         /// MiB reached`), also said first in `summary`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         limit: Option<String>,
+        /// What the step used of its sandbox, where the provider says
+        /// (`local`: memory and process peaks, disk used).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<sandbox_facts::Usage>,
     },
     /// The script printed (redacted).
     #[serde(rename = "print")]

@@ -51,10 +51,16 @@ pub enum LimitKind {
     Pids,
     Memory,
     Cpus,
+    Disk,
 }
 
 impl LimitKind {
-    pub const ALL: [LimitKind; 3] = [LimitKind::Pids, LimitKind::Memory, LimitKind::Cpus];
+    pub const ALL: [LimitKind; 4] = [
+        LimitKind::Pids,
+        LimitKind::Memory,
+        LimitKind::Cpus,
+        LimitKind::Disk,
+    ];
 
     /// The option's name in `sandbox(#{ … })`.
     pub fn key(self) -> &'static str {
@@ -62,6 +68,7 @@ impl LimitKind {
             LimitKind::Pids => "pids",
             LimitKind::Memory => "memory",
             LimitKind::Cpus => "cpus",
+            LimitKind::Disk => "disk",
         }
     }
 
@@ -71,6 +78,7 @@ impl LimitKind {
             LimitKind::Pids => "process limit",
             LimitKind::Memory => "memory limit",
             LimitKind::Cpus => "cpu limit",
+            LimitKind::Disk => "disk limit",
         }
     }
 
@@ -78,7 +86,7 @@ impl LimitKind {
     pub fn show(self, value: u64) -> String {
         match self {
             LimitKind::Pids => value.to_string(),
-            LimitKind::Memory => show_bytes(value),
+            LimitKind::Memory | LimitKind::Disk => show_bytes(value),
             LimitKind::Cpus => {
                 let c = value as f64 / 1000.0;
                 format!("{c} cpu{}", if value == 1000 { "" } else { "s" })
@@ -167,6 +175,26 @@ impl LimitsFact {
     }
 }
 
+/// What a step used of its sandbox (absent: the provider does not say).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// The most memory in use at once during the step, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak: Option<u64>,
+    /// The most processes at once in the sandbox up to the step's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_peak: Option<u64>,
+    /// Bytes used of the sandbox's disk at the step's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_used: Option<u64>,
+}
+
+impl Usage {
+    pub fn is_empty(&self) -> bool {
+        *self == Usage::default()
+    }
+}
+
 /// A limit a command reached.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LimitHit {
@@ -184,6 +212,7 @@ impl LimitHit {
         );
         match self.kind {
             LimitKind::Memory => format!("killed: {what}"),
+            LimitKind::Disk => format!("{} {} full", self.kind.noun(), show_bytes(self.value)),
             _ => what,
         }
     }

@@ -264,7 +264,7 @@ impl Provider for DockerProvider {
         &self,
         req: &super::limits::LimitsRequest,
     ) -> Result<super::limits::LimitsFact, super::limits::LimitsError> {
-        Ok(limits::decide(req))
+        limits::decide(req)
     }
 
     /// Read only after a command that did not succeed (an exec each).

@@ -1,10 +1,12 @@
-//! Resource limits of a sandbox: `sandbox(#{ pids, memory, cpus })`, with
-//! a process cap that exists even when nobody names one. Sizes read as
+//! Resource limits of a sandbox: `sandbox(#{ pids, memory, cpus, disk })`,
+//! with a process cap and a disk cap that exist even when nobody names one. Sizes read as
 //! Docker reads them (`64M` = 64 MiB). What the person running rfs set (the
 //! defaults) is the cap: a script may only lower a limit, never raise it.
 //! A provider enforces each limit or refuses it before anything runs.
 
-pub use rfs_evidence::events::sandbox_facts::{show_bytes, Limit, LimitHit, LimitKind, LimitsFact};
+pub use rfs_evidence::events::sandbox_facts::{
+    show_bytes, Limit, LimitHit, LimitKind, LimitsFact, Usage,
+};
 
 /// The process cap every sandbox gets when nobody names one (a fork bomb
 /// stays inside the sandbox).
@@ -15,6 +17,27 @@ pub const MIN_PIDS: u64 = 8;
 
 /// The smallest memory limit (Docker's own minimum, 6 MiB).
 pub const MIN_MEMORY: u64 = 6 * 1024 * 1024;
+
+/// The smallest disk limit.
+pub const MIN_DISK: u64 = 8 * 1024 * 1024;
+
+/// The most disk a sandbox gets when nobody names a limit: 10 GiB, or
+/// half of the host's memory where that is less (on `local` the
+/// sandbox's writable space is a tmpfs, whose pages are memory).
+pub fn default_disk() -> u64 {
+    const TEN_GIB: u64 = 10 << 30;
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("MemTotal:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map(|kib| kib * 1024);
+    match mem {
+        Some(m) => TEN_GIB.min((m / 2) & !((1 << 20) - 1)).max(MIN_DISK),
+        None => TEN_GIB,
+    }
+}
 
 /// Why a limit was refused, before anything runs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -95,6 +118,15 @@ pub fn parse_memory(s: &str) -> Result<u64, LimitsError> {
     check(LimitKind::Memory, b)
 }
 
+/// A disk limit: a size as Docker reads it, at least [`MIN_DISK`].
+pub fn parse_disk(s: &str) -> Result<u64, LimitsError> {
+    let b = parse_size(s).map_err(|why| LimitsError::Malformed {
+        kind: LimitKind::Disk,
+        why,
+    })?;
+    check(LimitKind::Disk, b)
+}
+
 /// Check a value's range; `value` in the kind's unit (bytes, processes,
 /// thousandths of a cpu).
 pub fn check(kind: LimitKind, value: u64) -> Result<u64, LimitsError> {
@@ -107,6 +139,10 @@ pub fn check(kind: LimitKind, value: u64) -> Result<u64, LimitsError> {
         }
         LimitKind::Memory if value < MIN_MEMORY => format!(
             "must be at least 6 MiB, not {} (a plain number is bytes, as in Docker: write \"512M\")",
+            show_bytes(value)
+        ),
+        LimitKind::Disk if value < MIN_DISK => format!(
+            "must be at least 8 MiB, not {} (a plain number is bytes, as in Docker: write \"2G\")",
             show_bytes(value)
         ),
         LimitKind::Cpus if value < 10 => {
@@ -141,6 +177,8 @@ pub struct Limits {
     pub memory: Option<u64>,
     /// Thousandths of a cpu.
     pub cpus: Option<u64>,
+    /// Bytes of writable space.
+    pub disk: Option<u64>,
 }
 
 impl Limits {
@@ -149,6 +187,7 @@ impl Limits {
             LimitKind::Pids => self.pids,
             LimitKind::Memory => self.memory,
             LimitKind::Cpus => self.cpus,
+            LimitKind::Disk => self.disk,
         }
     }
 
@@ -157,6 +196,7 @@ impl Limits {
             LimitKind::Pids => &mut self.pids,
             LimitKind::Memory => &mut self.memory,
             LimitKind::Cpus => &mut self.cpus,
+            LimitKind::Disk => &mut self.disk,
         }
     }
 
@@ -181,14 +221,21 @@ pub struct LimitsRequest {
 }
 
 impl Default for LimitsRequest {
-    /// rfs's defaults: a process cap, nothing else.
+    /// rfs's defaults: a process cap and a disk cap, nothing else.
     fn default() -> Self {
         LimitsRequest {
-            limits: vec![Limit {
-                kind: LimitKind::Pids,
-                value: DEFAULT_PIDS,
-                by: "default".into(),
-            }],
+            limits: vec![
+                Limit {
+                    kind: LimitKind::Pids,
+                    value: DEFAULT_PIDS,
+                    by: "default".into(),
+                },
+                Limit {
+                    kind: LimitKind::Disk,
+                    value: default_disk(),
+                    by: "default".into(),
+                },
+            ],
         }
     }
 }
@@ -299,6 +346,7 @@ mod tests {
             pids: Some(64),
             memory: Some(64 << 20),
             cpus: None,
+            disk: None,
         };
         let n = person.narrowed(&asked, "the script").unwrap();
         assert_eq!(n.get(LimitKind::Pids).unwrap().value, 64);

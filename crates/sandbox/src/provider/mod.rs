@@ -381,6 +381,14 @@ pub trait Provider: Send + Sync {
         vec![]
     }
 
+    /// What sandbox `id` used since `reset` was last asked (memory peak,
+    /// process peak, disk used); `reset`: start counting again. `None`:
+    /// the provider does not say.
+    async fn usage(&self, id: &str, reset: bool) -> Option<limits::Usage> {
+        let _ = (id, reset);
+        None
+    }
+
     /// Refuse early if the provider cannot work at all (daemon down, missing
     /// credentials). Called before anything else happens in a run.
     async fn preflight(&self) -> ProviderResult<()> {

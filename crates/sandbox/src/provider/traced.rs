@@ -111,6 +111,10 @@ impl Provider for Traced {
         self.0.limits_reached(id, ended_ok).await
     }
 
+    async fn usage(&self, id: &str, reset: bool) -> Option<super::limits::Usage> {
+        self.0.usage(id, reset).await
+    }
+
     async fn preflight(&self) -> ProviderResult<()> {
         self.timed("preflight", "", self.0.preflight()).await
     }

@@ -22,6 +22,8 @@ fn controller(kind: LimitKind) -> &'static str {
         LimitKind::Pids => "pids",
         LimitKind::Memory => "memory",
         LimitKind::Cpus => "cpu",
+        // Not a cgroup: a tmpfs (see `super::disk`).
+        LimitKind::Disk => "",
     }
 }
 
@@ -66,7 +68,7 @@ fn own_cgroup(ctrl: &str) -> Result<PathBuf, String> {
 /// Whether `limits` can be set here; `Err` names why not.
 pub(super) fn available(limits: &Limits) -> Result<(), String> {
     for kind in LimitKind::ALL {
-        if limits.get(kind).is_some() {
+        if kind != LimitKind::Disk && limits.get(kind).is_some() {
             own_cgroup(controller(kind))?;
         }
     }
@@ -99,7 +101,9 @@ impl Cgroup {
             seen: Mutex::new((0, 0)),
         };
         for kind in LimitKind::ALL {
-            let Some(v) = limits.get(kind) else { continue };
+            let Some(v) = limits.get(kind).filter(|_| kind != LimitKind::Disk) else {
+                continue;
+            };
             let dir = own_cgroup(controller(kind))?.join(format!("rfs-{id}"));
             std::fs::create_dir(&dir)
                 .map_err(|e| format!("cannot create cgroup {}: {e}", dir.display()))?;
@@ -132,6 +136,7 @@ impl Cgroup {
                 }),
                 LimitKind::Cpus => set("cpu.cfs_period_us", "100000".into())
                     .and_then(|()| set("cpu.cfs_quota_us", (v * 100).to_string())),
+                LimitKind::Disk => Ok(()),
             };
             if let Err(e) = r {
                 let _ = cg.remove();
@@ -198,6 +203,23 @@ impl Cgroup {
             let (k, v) = l.split_once(' ')?;
             (k == key).then(|| v.trim().parse().ok()).flatten()
         })
+    }
+
+    /// (memory peak, process peak) so far; `reset`: the memory peak starts
+    /// again from the current use (cgroup v1's `pids.peak` cannot be
+    /// reset: it is the sandbox's peak so far).
+    pub(super) fn peaks(&self, reset: bool) -> (Option<u64>, Option<u64>) {
+        let dir = |kind| self.parts.iter().find(|p| p.0 == kind).map(|p| &p.2);
+        let num = |p: Option<PathBuf>| std::fs::read_to_string(p?).ok()?.trim().parse::<u64>().ok();
+        let mem_file = dir(LimitKind::Memory).map(|d| d.join("memory.max_usage_in_bytes"));
+        let memory = num(mem_file.clone());
+        if reset {
+            if let Some(f) = mem_file {
+                let _ = std::fs::write(f, "0");
+            }
+        }
+        let pids = num(dir(LimitKind::Pids).map(|d| d.join("pids.peak")));
+        (memory, pids)
     }
 
     /// The limits reached since this was last asked.

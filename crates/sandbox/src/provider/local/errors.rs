@@ -18,6 +18,10 @@ pub enum SetupError {
     /// A step of the sandbox's setup failed in the children.
     #[error("{what} failed: {}", os(*.errno))]
     Step { what: String, errno: i32 },
+    /// The sandbox's view of the host could not be prepared (its `/etc`,
+    /// the id-mapped system directories).
+    #[error("{0}")]
+    View(String),
     #[error("the sandbox init ended before it was ready ({0})")]
     InitEnded(String),
     /// Namespaces are not usable here, with the kernel settings that

@@ -19,8 +19,9 @@
 //! and the kernel kills every process of its PID namespace).
 //!
 //! The root (a read-only tmpfs, `pivot_root`ed into): the system
-//! directories (`/usr`, `/bin`, `/lib*`, `/sbin`, `/etc`, `/opt`, ...)
-//! read-only, the sandbox home read-write at the same absolute path as on
+//! directories (`/usr`, `/bin`, `/lib*`, `/sbin`, `/opt`, ...)
+//! read-only (id-mapped where rfs runs as root, [`idmap`]), a private
+//! `/etc` rfs composes ([`private_etc`]), the sandbox home read-write at the same absolute path as on
 //! the host (so paths agree with the provider's), the sandbox's own `tmp`
 //! as `/tmp`, a minimal `/dev` with a private devpts, and a `/proc` of its
 //! own PID namespace. Nothing else of the host exists inside.
@@ -48,13 +49,16 @@
 mod cgroup;
 mod child;
 mod commands;
+mod disk;
 mod env;
 mod errors;
 mod fingerprint;
+mod idmap;
 mod input_feed;
 mod launch;
 mod mount_plan;
 mod namespace_init;
+mod private_etc;
 mod probe;
 mod processes;
 pub mod pty;
@@ -116,6 +120,8 @@ struct Known {
     network: bool,
     /// Its cgroups as `meta.json` records them.
     cgroups: Vec<cgroup::Part>,
+    /// Its disk cap, bytes.
+    disk: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -133,6 +139,9 @@ struct Meta {
     /// Its cgroups, one per limit (absent: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     cgroups: Vec<cgroup::Part>,
+    /// The size of its disk (a tmpfs over its directory; absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    disk: Option<u64>,
 }
 
 impl LocalProvider {
@@ -233,6 +242,19 @@ impl LocalProvider {
         Ok(Some(cg))
     }
 
+    /// The disk limit of sandbox `id` when its disk is full.
+    fn disk_full(&self, id: &str) -> Option<crate::provider::limits::LimitHit> {
+        let cap = match self.infos.lock().expect("infos lock").get(id) {
+            Some(k) => k.disk,
+            None => self.read_meta(id).ok().flatten().and_then(|k| k.disk),
+        }?;
+        let (_, full) = disk::usage(&self.dir(id).ok()?)?;
+        full.then_some(crate::provider::limits::LimitHit {
+            kind: crate::provider::limits::LimitKind::Disk,
+            value: cap,
+        })
+    }
+
     fn sandboxes(&self) -> PathBuf {
         self.root.join("sandboxes")
     }
@@ -293,6 +315,7 @@ impl LocalProvider {
             isolation: meta.isolation,
             network: meta.network.unwrap_or(false),
             cgroups: meta.cgroups,
+            disk: meta.disk,
         }))
     }
 }
@@ -353,15 +376,39 @@ impl Provider for LocalProvider {
         limits_decision(req)
     }
 
+    /// The cgroups' counters after every command; a full disk after one
+    /// that did not succeed (its `No space left on device` is the limit).
     async fn limits_reached(
         &self,
         id: &str,
-        _ended_ok: bool,
+        ended_ok: bool,
     ) -> Vec<crate::provider::limits::LimitHit> {
-        match self.cgroup_of(id) {
+        let mut hits = match self.cgroup_of(id) {
             Ok(Some(cg)) => cg.reached(),
             _ => vec![],
+        };
+        if !ended_ok {
+            hits.extend(self.disk_full(id));
         }
+        hits
+    }
+
+    /// The memory cgroup's peak (reset per step), the pids cgroup's peak
+    /// and the disk's use.
+    async fn usage(&self, id: &str, reset: bool) -> Option<crate::provider::limits::Usage> {
+        let (memory_peak, pids_peak) = match self.cgroup_of(id) {
+            Ok(Some(cg)) => cg.peaks(reset),
+            _ => (None, None),
+        };
+        let dir = self.dir(id).ok()?;
+        let disk_used = disk::is_mounted(&dir)
+            .then(|| disk::usage(&dir).map(|u| u.0))
+            .flatten();
+        Some(crate::provider::limits::Usage {
+            memory_peak,
+            pids_peak,
+            disk_used,
+        })
     }
 
     async fn preflight(&self) -> ProviderResult<()> {
@@ -375,29 +422,29 @@ impl Provider for LocalProvider {
         self.preflight().await?;
         let id = format!("local-{}", uuid::Uuid::new_v4().simple());
         let dir = self.dir(&id)?;
-        std::fs::create_dir(&dir).map_err(|e| io_err("creating sandbox directory", e))?;
-        std::fs::create_dir(dir.join("home")).map_err(|e| io_err("creating sandbox home", e))?;
-        std::fs::create_dir(dir.join("tmp")).map_err(|e| io_err("creating sandbox tmp", e))?;
         let in_force =
             probe::decide(&spec.isolation).map_err(|e| ProviderError::Provision(e.to_string()))?;
         let isolated = in_force.mode == "namespaces";
         let limits = limits_decision(&spec.isolation.limits)
             .map_err(|e| ProviderError::Provision(e.to_string()))?;
         let mut values = crate::provider::limits::Limits::default();
+        let mut disk_cap = None;
         for l in &limits.enforced {
             match l.kind {
                 crate::provider::limits::LimitKind::Pids => values.pids = Some(l.value),
                 crate::provider::limits::LimitKind::Memory => values.memory = Some(l.value),
                 crate::provider::limits::LimitKind::Cpus => values.cpus = Some(l.value),
+                crate::provider::limits::LimitKind::Disk => disk_cap = Some(l.value),
             }
         }
+        make_dir(&dir, disk_cap)?;
         let cg = if values.is_empty() {
             None
         } else {
             match cgroup::Cgroup::create(&id, &values) {
                 Ok(cg) => Some(Arc::new(cg)),
                 Err(e) => {
-                    let _ = std::fs::remove_dir_all(&dir);
+                    remove_dir(&dir);
                     return Err(ProviderError::Provision(format!(
                         "cannot set the resource limits of sandbox {id}: {e}"
                     )));
@@ -434,7 +481,7 @@ impl Provider for LocalProvider {
                 }
                 Err(e) => {
                     undo_cgroup(self);
-                    let _ = std::fs::remove_dir_all(&dir);
+                    remove_dir(&dir);
                     return Err(ProviderError::Provision(format!(
                         "cannot isolate sandbox {id} in namespaces: {e}"
                     )));
@@ -451,6 +498,7 @@ impl Provider for LocalProvider {
             isolation: Some(in_force.mode.clone()),
             network: isolated.then_some(spec.isolation.network),
             cgroups: cg.as_ref().map(|c| c.parts()).unwrap_or_default(),
+            disk: disk_cap,
         };
         let tmp = dir.join("meta.json.tmp");
         std::fs::write(
@@ -569,6 +617,9 @@ impl Provider for LocalProvider {
         };
         removed
             .map_err(|e| ProviderError::Io(e.to_string()))?
+            .map_err(|e| ProviderError::Io(format!("destroying sandbox {id}: {e}")))?;
+        // Its disk goes with it (nothing is left to remove inside).
+        disk::unmount(&dir)
             .map_err(|e| ProviderError::Io(format!("destroying sandbox {id}: {e}")))?;
         let trash = self.root.join("trash");
         std::fs::create_dir_all(&trash).map_err(|e| io_err("creating trash", e))?;
@@ -706,8 +757,13 @@ fn limits_decision(
             crate::provider::limits::LimitKind::Pids => one.pids = Some(l.value),
             crate::provider::limits::LimitKind::Memory => one.memory = Some(l.value),
             crate::provider::limits::LimitKind::Cpus => one.cpus = Some(l.value),
+            crate::provider::limits::LimitKind::Disk => {}
         }
-        match cgroup::available(&one) {
+        let available = match l.kind {
+            crate::provider::limits::LimitKind::Disk => disk::available(),
+            _ => cgroup::available(&one),
+        };
+        match available {
             Ok(()) => fact.enforced.push(l.clone()),
             Err(why) if l.is_default() => {
                 fact.not_enforced.push(format!("{} ({why})", l.describe()))
@@ -725,8 +781,42 @@ fn limits_decision(
     }
     if fact.enforced.is_empty() {
         fact.by.clear();
+    } else if fact
+        .enforced
+        .iter()
+        .any(|l| l.kind == crate::provider::limits::LimitKind::Disk)
+    {
+        fact.by.push_str(" and a tmpfs");
     }
     Ok(fact)
+}
+
+/// Create the sandbox directory `dir` with its `home` and `tmp`, on a
+/// tmpfs of `disk` bytes when there is a disk cap.
+fn make_dir(dir: &Path, disk: Option<u64>) -> ProviderResult<()> {
+    std::fs::create_dir(dir).map_err(|e| io_err("creating sandbox directory", e))?;
+    if let Some(bytes) = disk {
+        if let Err(e) = disk::mount(dir, bytes) {
+            let _ = std::fs::remove_dir(dir);
+            return Err(ProviderError::Provision(e));
+        }
+    }
+    let made = std::fs::create_dir(dir.join("home"))
+        .map_err(|e| io_err("creating sandbox home", e))
+        .and_then(|()| {
+            std::fs::create_dir(dir.join("tmp")).map_err(|e| io_err("creating sandbox tmp", e))
+        });
+    if made.is_err() {
+        remove_dir(dir);
+    }
+    made
+}
+
+/// Remove a sandbox directory that never became a sandbox (its disk
+/// unmounted first).
+fn remove_dir(dir: &Path) {
+    let _ = disk::unmount(dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[cfg(test)]
@@ -745,6 +835,40 @@ mod tests {
         spec.isolation.mode = IsolationMode::None;
         let id = rt.block_on(p.create(&spec)).unwrap().id;
         (p, rt, id)
+    }
+
+    /// A state dir whose sandboxes' disks (tmpfs, when rfs runs as root)
+    /// are unmounted when the test ends, however it ends: a test here
+    /// destroys no sandbox, and `tempdir` cannot remove a mount point.
+    struct State(tempfile::TempDir);
+
+    impl State {
+        fn new() -> State {
+            State(tempfile::tempdir().unwrap())
+        }
+        fn path(&self) -> &Path {
+            self.0.path()
+        }
+    }
+
+    impl Drop for State {
+        fn drop(&mut self) {
+            let root = self.0.path().join("local").join("sandboxes");
+            for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+                if disk::is_mounted(&e.path()) {
+                    let _ = disk::unmount(&e.path());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_unit_test_sandbox_leaves_no_disk_mounted() {
+        let state = State::new();
+        let (p, _rt, id) = host_sandbox(state.path());
+        let dir = p.dir(&id).unwrap();
+        drop(state);
+        assert!(!disk::is_mounted(&dir), "{} still mounted", dir.display());
     }
 
     fn echo(p: &LocalProvider, rt: &tokio::runtime::Runtime, id: &str) -> ProviderResult<Vec<u8>> {
@@ -766,7 +890,7 @@ mod tests {
     /// when it was read from disk each time.
     #[test]
     fn a_sandbox_whose_metadata_vanished_after_a_command_is_not_found() {
-        let state = tempfile::tempdir().unwrap();
+        let state = State::new();
         let (p, rt, id) = host_sandbox(state.path());
         assert_eq!(echo(&p, &rt, &id).unwrap(), b"ok\n");
         std::fs::remove_file(p.dir(&id).unwrap().join("meta.json")).unwrap();
@@ -781,7 +905,7 @@ mod tests {
     /// by a cancellation from another thread, its whole group with it.
     #[test]
     fn timeout_and_cancel_from_another_thread_end_the_group_on_a_current_thread_loop() {
-        let state = tempfile::tempdir().unwrap();
+        let state = State::new();
         let (p, rt, id) = host_sandbox(state.path());
         let run = |timeout, cancel: tokio_util::sync::CancellationToken| {
             let req = ExecRequest {
@@ -845,7 +969,7 @@ mod tests {
     /// isolated one of another process is refused (not run on the host).
     #[test]
     fn an_isolated_sandbox_of_another_process_is_refused_not_run_on_the_host() {
-        let state = tempfile::tempdir().unwrap();
+        let state = State::new();
         let (p, rt, id) = host_sandbox(state.path());
         let meta = p.dir(&id).unwrap().join("meta.json");
         let text = std::fs::read_to_string(&meta).unwrap();

@@ -12,7 +12,7 @@ use super::{errors::*, sys::*};
 /// System directories bound read-only into every isolated sandbox (those
 /// that exist; symlinks such as a merged-/usr `/bin` are recreated).
 pub(super) const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix",
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/nix",
 ];
 /// Device nodes bound from the host into the sandbox's `/dev`.
 pub(super) const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
@@ -39,6 +39,12 @@ pub(super) enum Op {
         target: CString,
         recursive: bool,
         fallback: c_ulong,
+    },
+    /// Move a detached (id-mapped, read-only) tree rfs prepared onto
+    /// `target` (see [`super::idmap`]).
+    MoveTree {
+        fd: std::os::fd::OwnedFd,
+        target: CString,
     },
     LoopbackUp,
     /// Name the sandbox's own UTS namespace.
@@ -74,6 +80,7 @@ impl Op {
                 (None, None) => format!("making the mounts of {} private", s(target)),
             },
             Op::ReadOnly { target, .. } => format!("making {} read-only", s(target)),
+            Op::MoveTree { target, .. } => format!("moving an id-mapped tree onto {}", s(target)),
             Op::LoopbackUp => "bringing up the loopback interface".into(),
             Op::Hostname(h) => format!("setting the hostname {}", s(h)),
             Op::PivotRoot(p) => format!("pivoting into {}", s(p)),
@@ -182,6 +189,10 @@ impl Op {
                 libc::close(sock);
                 r
             }
+            Op::MoveTree { fd, target } => {
+                use std::os::fd::AsRawFd;
+                ok(super::idmap::move_into(fd.as_raw_fd(), target) as libc::c_int)
+            }
             Op::Hostname(h) => ok(libc::sethostname(h.as_ptr(), h.as_bytes().len())),
             Op::PivotRoot(root) => {
                 let dot = c".".as_ptr();
@@ -198,6 +209,20 @@ impl Op {
 pub(super) struct Plan {
     pub(super) ops: Vec<Op>,
     pub(super) network: bool,
+}
+
+impl Plan {
+    /// The descriptors the init needs (those of [`Op::MoveTree`]).
+    pub(super) fn fds(&self) -> Vec<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::MoveTree { fd, .. } => Some(fd.as_raw_fd()),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 impl Plan {
@@ -220,6 +245,7 @@ impl Plan {
             },
         ];
         system_dirs(&mut ops, &home, &inside)?;
+        private_etc(&mut ops, dir, network, &inside)?;
         // The private /tmp first: a home under the host's /tmp (a state
         // directory in a temporary directory) is then reached through it.
         ops.push(Op::Mkdir(inside(Path::new("/tmp"))?));
@@ -290,20 +316,73 @@ fn system_dirs(
             });
         } else if meta.is_dir() {
             ops.push(Op::Mkdir(inside(p)?));
-            ops.push(Op::Mount {
-                src: Some(cpath(p)?),
-                target: inside(p)?,
-                fstype: None,
-                flags: libc::MS_BIND | libc::MS_REC,
-                data: None,
-            });
-            ops.push(Op::ReadOnly {
-                target: inside(p)?,
-                recursive: true,
-                fallback: kept_flags(p),
-            });
+            bind_host_read_only(ops, p, inside(p)?)?;
         }
     }
+    Ok(())
+}
+
+/// The ops that show the host's directory `host` read-only at `target`:
+/// id-mapped where rfs runs as root (a step then reads only what the
+/// host's unprivileged users may, see [`super::idmap`]), a plain
+/// read-only bind otherwise.
+fn bind_host_read_only(ops: &mut Vec<Op>, host: &Path, target: CString) -> Result<(), SetupError> {
+    if super::idmap::needed() {
+        ops.push(Op::MoveTree {
+            fd: super::idmap::tree(host)?,
+            target,
+        });
+        return Ok(());
+    }
+    ops.push(Op::Mount {
+        src: Some(cpath(host)?),
+        target: target.clone(),
+        fstype: None,
+        flags: libc::MS_BIND | libc::MS_REC,
+        data: None,
+    });
+    ops.push(Op::ReadOnly {
+        target,
+        recursive: true,
+        fallback: kept_flags(host),
+    });
+    Ok(())
+}
+
+/// The ops of the sandbox's private `/etc`: composed in `dir/etc` (see
+/// [`super::private_etc`]), bound read-only over `/etc`, with the host's
+/// CA certificates and `alternatives` read-only inside it.
+fn private_etc(
+    ops: &mut Vec<Op>,
+    dir: &Path,
+    network: bool,
+    inside: &dyn Fn(&Path) -> Result<CString, SetupError>,
+) -> Result<(), SetupError> {
+    let etc = Path::new("/etc");
+    if dir.starts_with(etc) {
+        return Err(SetupError::HomeUnderSystemDir {
+            home: dir.join("home").display().to_string(),
+            dir: "/etc",
+        });
+    }
+    let bound = super::private_etc::compose(dir, network)?;
+    ops.push(Op::Mkdir(inside(etc)?));
+    ops.push(Op::Mount {
+        src: Some(cpath(&super::private_etc::etc_dir(dir))?),
+        target: inside(etc)?,
+        fstype: None,
+        flags: libc::MS_BIND,
+        data: None,
+    });
+    for d in bound {
+        let host = etc.join(d);
+        bind_host_read_only(ops, &host, inside(&host)?)?;
+    }
+    ops.push(Op::ReadOnly {
+        target: inside(etc)?,
+        recursive: true,
+        fallback: kept_flags(dir),
+    });
     Ok(())
 }
 

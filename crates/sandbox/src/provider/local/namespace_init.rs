@@ -82,7 +82,20 @@ impl Init {
         let init_argv = [INIT_ARGV0.as_ptr(), lifeline_arg.as_ptr(), std::ptr::null()];
         let outer_argv = [OUTER_ARGV0.as_ptr(), std::ptr::null()];
         let no_env = [std::ptr::null::<libc::c_char>()];
+        let mut keep = [-1; KEEP_MAX];
+        let mut wanted = vec![report_w.as_raw_fd(), life_r.as_raw_fd()];
+        wanted.extend(exe.map(|e| e.as_raw_fd()));
+        wanted.extend(plan.fds());
+        if wanted.len() > KEEP_MAX {
+            return Err(SetupError::View(format!(
+                "the sandbox's root needs {} descriptors, more than {KEEP_MAX}",
+                wanted.len()
+            )));
+        }
+        keep[..wanted.len()].copy_from_slice(&wanted);
         let child = Child {
+            keep,
+            keep_len: wanted.len(),
             flags,
             uid_map: uid_map.as_bytes(),
             gid_map: gid_map.as_bytes(),
@@ -219,6 +232,10 @@ pub(super) struct Child<'a> {
     /// rfs's own executable (close-on-exec), which the init and its parent
     /// become once set up ([`reaper_main`]); -1: they stay forks of rfs.
     exe: RawFd,
+    /// The descriptors the children keep (report, lifeline, the
+    /// executable, the plan's trees), the first `keep_len` of `keep`.
+    keep: [RawFd; KEEP_MAX],
+    keep_len: usize,
     init_argv: &'a [*const libc::c_char; 3],
     outer_argv: &'a [*const libc::c_char; 2],
     no_env: &'a [*const libc::c_char; 1],
@@ -300,11 +317,7 @@ impl Child<'_> {
     unsafe fn outer(&self) -> ! {
         reset_signals();
         quiet_stdio();
-        if self.exe >= 0 {
-            keep_only(&[self.report, self.lifeline, self.exe]);
-        } else {
-            keep_only(&[self.report, self.lifeline]);
-        }
+        keep_only(&self.keep[..self.keep_len]);
         if libc::unshare(self.flags) != 0 {
             self.fail(STEP_UNSHARE);
         }

@@ -17,6 +17,25 @@ pub(super) fn cpath(p: &Path) -> Result<CString, SetupError> {
     CString::new(p.as_os_str().as_bytes()).map_err(|_| SetupError::NulByte(p.display().to_string()))
 }
 
+/// Whether this process is the host's root: uid 0 in the initial user
+/// namespace (not a root mapped from another uid in a user namespace,
+/// as in a rootless container), with `CAP_SYS_ADMIN`.
+pub(super) fn host_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return false;
+    }
+    let initial = std::fs::read_to_string("/proc/self/uid_map")
+        .is_ok_and(|m| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"]);
+    let sys_admin = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .is_some_and(|caps| caps & (1 << 21) != 0)
+    });
+    initial && sys_admin
+}
+
 /// Where this process's command line lies in its memory (start, length;
 /// length 0 if unknown): fields 48 and 49 of /proc/self/stat.
 pub(super) fn own_args() -> (usize, usize) {
@@ -61,11 +80,12 @@ pub(super) unsafe fn quiet_stdio() {
     }
 }
 
-/// Close every descriptor above stderr except `keep` (at most 4, each
-/// above stderr; no allocation: it runs between fork and exec).
+/// Close every descriptor above stderr except `keep` (at most
+/// [`KEEP_MAX`], each above stderr; no allocation: it runs between fork
+/// and exec).
 pub(super) unsafe fn keep_only(keep: &[RawFd]) {
-    let mut sorted = [i32::MAX; 4];
-    let n = keep.len().min(4);
+    let mut sorted = [i32::MAX; KEEP_MAX];
+    let n = keep.len().min(KEEP_MAX);
     sorted[..n].copy_from_slice(&keep[..n]);
     sorted[..n].sort_unstable();
     let mut from = 3;
@@ -75,6 +95,9 @@ pub(super) unsafe fn keep_only(keep: &[RawFd]) {
     }
     close_range(from, i32::MAX);
 }
+
+/// The most descriptors [`keep_only`] keeps.
+pub(super) const KEEP_MAX: usize = 32;
 
 pub(super) unsafe fn close_range(from: RawFd, to: RawFd) {
     if from > to {
