@@ -56,9 +56,13 @@ fn ordinal(e: &Event) -> usize {
         Event::BisectEnd { .. } => 39,
         Event::ArtifactCollected { .. } => 40,
         Event::ArtifactPut { .. } => 41,
+        Event::SpawnStart { .. } => 42,
+        Event::SpawnReady { .. } => 43,
+        Event::SpawnWaitFailed { .. } => 44,
+        Event::SpawnEnd { .. } => 45,
     }
 }
-const COUNT: usize = 42;
+const COUNT: usize = 46;
 
 /// An owned string (the samples' shorthand).
 fn s(x: &str) -> String {
@@ -307,6 +311,44 @@ fn step_samples() -> Vec<Event> {
             sandbox_id: s("local-1"),
             summary: s("exit 0, 5 ms"),
             limit: None,
+        },
+        Event::SpawnStart {
+            name: s("srv"),
+            seq: 2,
+            command: s("httpd -f -p 8000"),
+            sandbox_id: s("local-1"),
+            cwd: s(""),
+            cwd_remote: s("/home/sb/src"),
+            env: vec![],
+            commit: Some(s("c0ffee")),
+            tree_digest: Some(s("7ree")),
+        },
+        Event::SpawnReady {
+            name: s("srv"),
+            on: s("port"),
+            target: s("8000"),
+            after_ms: 40,
+        },
+        Event::SpawnWaitFailed {
+            name: s("srv"),
+            on: s("line"),
+            target: s("Listening"),
+            timeout_s: 2.0,
+            why: s("timed out"),
+            output_tail: OutputTail::of("starting\n", ""),
+        },
+        Event::SpawnEnd {
+            name: s("srv"),
+            by: s("stop()"),
+            exit: None,
+            signal: Some(9),
+            group: Some(42),
+            group_gone: Some(true),
+            duration_ms: 900,
+            stdout_log: fd("steps/002-spawn-srv.stdout.log"),
+            stderr_log: None,
+            output_tail: OutputTail::of("Listening\n", ""),
+            error: Some(s("the toolbox stopped answering")),
         },
         Event::Print { text: s("hi") },
         Event::Debug {

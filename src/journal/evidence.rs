@@ -52,6 +52,7 @@ impl Evidence {
         labels(&mut s, r);
         steps(&mut s, r);
         sessions(&mut s, r);
+        super::spawns::evidence(&mut s, &r.spawns);
         prints(&mut s, r);
         artifacts(&mut s, r);
         refusals(&mut s, r);

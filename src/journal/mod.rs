@@ -6,6 +6,7 @@
 pub(crate) mod evidence;
 pub(crate) mod head;
 pub(crate) mod markdown;
+pub(crate) mod spawns;
 pub(crate) mod summary;
 pub(crate) mod verify;
 

@@ -209,6 +209,8 @@ pub(crate) struct RunSummary {
     pub bisect: Option<Bisect>,
     /// What `collect()` and `put()` moved, in order (`artifact.*`).
     pub artifacts: Vec<ArtifactRow>,
+    /// Background processes `spawn()` started (`spawn.*`).
+    pub spawns: Vec<super::spawns::SpawnRow>,
     /// Set when `--allow-dirty` shipped a working tree (the first one).
     pub not_reproducible: Option<crate::events::WorkingTreeShipped>,
     /// `None` while the run has not ended.
@@ -427,6 +429,10 @@ impl RunSummary {
                 commit: commit.clone(),
                 shipped: *shipped,
             }),
+            Event::SpawnStart { .. }
+            | Event::SpawnReady { .. }
+            | Event::SpawnWaitFailed { .. }
+            | Event::SpawnEnd { .. } => super::spawns::apply(&mut self.spawns, e),
             Event::StepStart { .. }
             | Event::StepAttempt { .. }
             | Event::StepProviderError { .. }

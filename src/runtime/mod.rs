@@ -12,6 +12,8 @@ pub(crate) mod exec_loop;
 pub(crate) mod output;
 pub(crate) mod placement;
 pub(crate) mod resync;
+pub(crate) mod spawn;
+pub(crate) mod spawn_wait;
 pub(crate) mod step;
 pub(crate) mod sync;
 pub(crate) mod teardown;
@@ -114,6 +116,8 @@ pub(crate) struct RunState {
     pub forced_commit: Option<String>,
     /// What `collect()` and `put()` moved so far.
     pub artifacts: artifacts::Ledger,
+    /// Background processes `spawn()` started (ended at run end).
+    pub spawned: Vec<Arc<spawn::Spawned>>,
 }
 
 /// One run of a script.
@@ -471,7 +475,12 @@ impl Run {
     pub(crate) fn finish_with(&self, outcome: RunOutcome, reason: Option<&str>) -> Option<String> {
         let reason = reason.map(|r| self.state().redactor.redact_str(r));
         self.close_sessions();
+        let stopped = self.stop_all_spawned();
         let warning = self.block_on(teardown::finish(self));
+        let warning = match (stopped, warning) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
         self.redact_bundle();
         let _ = self.record(Event::RunEnd {
             outcome: outcome.as_str().to_owned(),
