@@ -44,6 +44,7 @@ macro_rules! errln {
 pub(crate) mod attestation;
 pub(crate) mod bisect;
 pub(crate) mod bundle;
+pub(crate) mod caches;
 pub(crate) mod ci;
 pub mod cli;
 pub(crate) mod color;

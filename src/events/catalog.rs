@@ -60,9 +60,11 @@ fn ordinal(e: &Event) -> usize {
         Event::SpawnReady { .. } => 43,
         Event::SpawnWaitFailed { .. } => 44,
         Event::SpawnEnd { .. } => 45,
+        Event::CacheMount { .. } => 46,
+        Event::CacheEnd { .. } => 47,
     }
 }
-const COUNT: usize = 46;
+const COUNT: usize = 48;
 
 /// An owned string (the samples' shorthand).
 fn s(x: &str) -> String {
@@ -312,6 +314,16 @@ fn step_samples() -> Vec<Event> {
             summary: s("exit 0, 5 ms"),
             limit: None,
         },
+        Event::CacheMount {
+            name: s("pip"),
+            path: s("~/.cache/pip"),
+            dir: s("/state/caches/local/repo-0123456789ab/pip"),
+            sha256: "2".repeat(64),
+            files: 3,
+            bytes: 1200,
+            lock: s("exclusive flock until after teardown"),
+            waited_ms: 0,
+        },
         Event::SpawnStart {
             name: s("srv"),
             seq: 2,
@@ -466,6 +478,15 @@ fn late_samples() -> Vec<Event> {
                 commit: s("c0ffee"),
                 result: BisectResult::Passed,
             }],
+        },
+        Event::CacheEnd {
+            name: s("pip"),
+            sha256: "3".repeat(64),
+            files: 4,
+            bytes: 1500,
+            changed: true,
+            max_bytes: 2048,
+            emptied: false,
         },
         Event::Refused {
             reason: s("cwd escapes the root"),

@@ -546,6 +546,34 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// A cache kept by rfs between runs was mounted read-write into the
+    /// sandbox at `path` (under its home): its folder on this machine,
+    /// what it held (`sha256` over its entries, `files`, `bytes`), and
+    /// how runs sharing it take turns (`lock`: an exclusive flock held
+    /// until after the sandbox is destroyed; `waited_ms` for another run).
+    #[serde(rename = "cache.mount")]
+    CacheMount {
+        name: String,
+        path: String,
+        dir: String,
+        sha256: String,
+        files: u64,
+        bytes: u64,
+        lock: String,
+        waited_ms: u64,
+    },
+    /// What the cache held after the sandbox was destroyed; `emptied`
+    /// when it was over `max_bytes` (the next run starts empty).
+    #[serde(rename = "cache.end")]
+    CacheEnd {
+        name: String,
+        sha256: String,
+        files: u64,
+        bytes: u64,
+        changed: bool,
+        max_bytes: u64,
+        emptied: bool,
+    },
     /// The run is over (last line).
     #[serde(rename = "run.end")]
     RunEnd {

@@ -3,6 +3,7 @@
 //! previous line, so any edited, dropped or reordered line is detected.
 //! Every line is written and flushed before the call returns.
 
+pub(crate) mod caches;
 pub(crate) mod evidence;
 pub(crate) mod head;
 pub(crate) mod markdown;

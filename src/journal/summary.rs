@@ -211,6 +211,8 @@ pub(crate) struct RunSummary {
     pub artifacts: Vec<ArtifactRow>,
     /// Background processes `spawn()` started (`spawn.*`).
     pub spawns: Vec<super::spawns::SpawnRow>,
+    /// Caches the run mounted (`cache.*`).
+    pub caches: Vec<super::caches::CacheRow>,
     /// Set when `--allow-dirty` shipped a working tree (the first one).
     pub not_reproducible: Option<crate::events::WorkingTreeShipped>,
     /// `None` while the run has not ended.
@@ -429,6 +431,9 @@ impl RunSummary {
                 commit: commit.clone(),
                 shipped: *shipped,
             }),
+            Event::CacheMount { .. } | Event::CacheEnd { .. } => {
+                super::caches::apply(&mut self.caches, e)
+            }
             Event::SpawnStart { .. }
             | Event::SpawnReady { .. }
             | Event::SpawnWaitFailed { .. }

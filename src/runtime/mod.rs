@@ -7,6 +7,7 @@
 
 pub(crate) mod artifacts;
 pub(crate) mod attach;
+pub(crate) mod caches;
 pub(crate) mod cwd;
 pub(crate) mod exec_loop;
 pub(crate) mod output;
@@ -54,6 +55,8 @@ pub(crate) struct RunConfig {
     pub out_dir: PathBuf,
     /// Scratch space for archives (same filesystem as local sandboxes).
     pub scratch_dir: PathBuf,
+    /// rfs's state directory (caches live in `caches/` under it).
+    pub state_dir: PathBuf,
     pub keep: bool,
     /// Default image for providers that take one.
     pub image: Option<String>,
@@ -118,6 +121,8 @@ pub(crate) struct RunState {
     pub artifacts: artifacts::Ledger,
     /// Background processes `spawn()` started (ended at run end).
     pub spawned: Vec<Arc<spawn::Spawned>>,
+    /// Caches this run holds (locked until after teardown).
+    pub caches: Vec<caches::HeldCache>,
 }
 
 /// One run of a script.
@@ -477,6 +482,7 @@ impl Run {
         self.close_sessions();
         let stopped = self.stop_all_spawned();
         let warning = self.block_on(teardown::finish(self));
+        self.close_caches();
         let warning = match (stopped, warning) {
             (Some(a), Some(b)) => Some(format!("{a}; {b}")),
             (a, b) => a.or(b),

@@ -46,6 +46,7 @@ pub(crate) const PRIMITIVES: &[Primitive] = &[
                 "pids",
                 "memory",
                 "cpus",
+                "caches",
             ],
         )),
         returns: &[],
