@@ -135,6 +135,27 @@ srv.wait_for(#{{ port: {p}, timeout: 20 }});
         assert_eq!(end[0]["exit"], 3);
     }
 
+    fn an_interrupted_run_ends_its_background_process_verified(rfs: &Rfs) {
+        let repo = Repo::new();
+        let (child, out_dir) = rfs.spawn(
+            repo.path(),
+            r#"
+let srv = spawn("loop", "echo up; while true; do sleep 1; done");
+srv.wait_for(#{ line: "up" });
+step("wait", "sleep 600");
+"#,
+        );
+        wait_for_journal(&out_dir, "step.start");
+        sigint(&child);
+        let out = wait_bounded(child, out_dir);
+        out.assert_code(130);
+        let end = out.entries("spawn.end");
+        assert_eq!(end.len(), 1, "{end:?}");
+        assert_eq!(end[0]["by"], "interrupt");
+        assert_eq!(end[0]["group_gone"], true, "{end:?}");
+        assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
+    }
+
     fn a_spawn_cwd_outside_the_root_is_refused_like_a_step(rfs: &Rfs) {
         let repo = Repo::new();
         let out = rfs.run(

@@ -525,7 +525,7 @@ pub enum Event {
         output_tail: Option<OutputTail>,
     },
     /// A background process is over: `by` says who ended it (`stop()`,
-    /// `teardown`, or `itself` when it had ended before), `group` is its
+    /// `teardown`, `interrupt`, `refused`, or `itself` when it had ended before), `group` is its
     /// process group in the sandbox and `group_gone` whether a probe in
     /// the sandbox found none of its processes left (`null`: the group
     /// was never known).

@@ -118,6 +118,7 @@ pub(crate) fn ended_text(e: &SpawnEndRow) -> String {
         "itself" => "ended on its own".to_owned(),
         "teardown" => "still running at the run's end: stopped at teardown".to_owned(),
         "refused" => "refused by the cwd check (it never started)".to_owned(),
+        "interrupt" => "ended by the run's interrupt".to_owned(),
         other => format!("stopped by {other}"),
     };
     let group = match (e.group, e.group_gone) {
@@ -127,7 +128,10 @@ pub(crate) fn ended_text(e: &SpawnEndRow) -> String {
         (Some(g), Some(false)) => {
             format!("; its process group {g} was NOT verified gone (processes were still there)")
         }
-        _ => "; its process group was not known (no /proc in the sandbox)".to_owned(),
+        (Some(g), None) => format!(
+            "; its process group {g} could not be checked (the probe could not run in the sandbox, or the sandbox was already gone)"
+        ),
+        (None, _) => "; its process group was not known (no /proc in the sandbox)".to_owned(),
     };
     let err = e
         .error

@@ -387,8 +387,7 @@ impl Run {
             if sp.ended().is_some() {
                 continue;
             }
-            let by = if sp.alive() { "teardown" } else { "itself" };
-            match self.end_spawned(&sp, by) {
+            match self.end_spawned(&sp, "teardown") {
                 Ok(e) if e.group_gone == Some(false) => problems.push(format!(
                     "background process `{}`: processes of its group were still there after it was stopped",
                     sp.name
@@ -406,7 +405,14 @@ impl Run {
         if let Some(e) = sp.ended() {
             return Ok(e);
         }
-        let by = if sp.alive() { by } else { "itself" };
+        // An interrupt cancels every spawned command with the run's.
+        let by = if self.is_cancelled() {
+            "interrupt"
+        } else if sp.alive() {
+            by
+        } else {
+            "itself"
+        };
         self.end_spawned_with(sp, by, None)?;
         let e = sp.ended().ok_or_else(|| {
             Error::Internal(format!("spawn `{}`: its end was not recorded", sp.name))
@@ -455,7 +461,7 @@ impl Run {
             .finish()
             .map_err(|e| Error::Internal(format!("cannot write the log of `{}`: {e}", sp.name)))?;
         let group = sp.group();
-        let group_gone = group.map(|g| self.group_gone(&sp.sandbox_id, g));
+        let group_gone = group.and_then(|g| self.group_gone(&sp.sandbox_id, g));
         let error = res.err().map(|e| e.to_string());
         let stdout_log = self.spawn_log_digest(&format!("{}.stdout.log", sp.stem))?;
         let stderr_log = self.spawn_log_digest(&format!("{}.stderr.log", sp.stem))?;

@@ -89,7 +89,13 @@ done
 impl Run {
     /// Run a probe script in the sandbox (not through the cwd wrapper:
     /// it reads /proc only); its exit code.
-    fn probe(&self, id: &str, script: &str, arg: &str) -> Result<Option<i32>> {
+    fn probe(
+        &self,
+        id: &str,
+        script: &str,
+        arg: &str,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<Option<i32>> {
         let req = ExecRequest {
             argv: vec![
                 "/bin/sh".into(),
@@ -101,7 +107,7 @@ impl Run {
             cwd: "/".into(),
             env: vec![],
             timeout: Some(Duration::from_secs(20)),
-            cancel: self.cancel_token(),
+            cancel,
         };
         let mut sink = Collect::default();
         let o = self
@@ -113,13 +119,19 @@ impl Run {
         Ok(o.exit)
     }
 
-    /// Whether no process of group `g` is left in sandbox `id` (a probe
-    /// that cannot tell says no).
-    pub(crate) fn group_gone(&self, id: &str, g: i32) -> bool {
-        matches!(
-            self.probe(id, GROUP_GONE_PROBE, &g.to_string()),
-            Ok(Some(0))
-        )
+    /// Whether no process of group `g` is left in sandbox `id`: `None`
+    /// when the probe could not tell (no /proc, the sandbox gone). Asked
+    /// after an interrupt too (the probe is bounded, not cancelled).
+    pub(crate) fn group_gone(&self, id: &str, g: i32) -> Option<bool> {
+        if self.state().destroyed {
+            return None;
+        }
+        let fresh = tokio_util::sync::CancellationToken::new();
+        match self.probe(id, GROUP_GONE_PROBE, &g.to_string(), fresh) {
+            Ok(Some(0)) => Some(true),
+            Ok(Some(1)) => Some(false),
+            _ => None,
+        }
     }
 
     /// `srv.wait_for(#{ line | port, timeout })`: wait until it holds;
@@ -145,7 +157,12 @@ impl Run {
                     let due = last_probe.is_none_or(|t| t.elapsed() >= Duration::from_millis(100));
                     if due {
                         last_probe = Some(Instant::now());
-                        match self.probe(&sp.sandbox_id, PORT_PROBE, &p.to_string())? {
+                        match self.probe(
+                            &sp.sandbox_id,
+                            PORT_PROBE,
+                            &p.to_string(),
+                            self.cancel_token(),
+                        )? {
                             Some(0) => true,
                             Some(2) => {
                                 break "the sandbox has no /proc/net/tcp to read listening sockets from (wait_for a line instead)".to_owned()
