@@ -174,3 +174,40 @@ step("wait", "sleep 600");
         assert_eq!(out.entries("spawn.end")[0]["by"], "refused");
     }
 }
+
+/// A real server program as the service (local: the host's python3 is
+/// in the sandbox's read-only system folders): its own access log is the
+/// process's output, journaled and bundled.
+#[test]
+fn python_http_server_is_spawned_waited_for_hit_and_stopped_on_local() {
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("skipping: no /usr/bin/python3 on this machine");
+        return;
+    }
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("site/index.html", "served by python\n");
+    repo.commit("site");
+    let p = port(&rfs, 3);
+    let out = rfs.run(
+        repo.path(),
+        &format!(
+            r#"
+let srv = spawn("http", "exec /usr/bin/python3 -u -m http.server {p} --bind 127.0.0.1", #{{ cwd: "site" }});
+srv.wait_for(#{{ port: {p}, timeout: 30 }});
+let page = step("get", "busybox wget -q -O - http://127.0.0.1:{p}/index.html");
+assert(page.stdout == "served by python\n", page.stdout);
+srv.wait_for(#{{ line: "GET /index.html", timeout: 10 }});
+let end = srv.stop();
+assert(end.group_gone, "group gone");
+"#
+        ),
+    );
+    out.assert_code(0);
+    let end = &out.entries("spawn.end")[0];
+    assert_eq!(end["by"], "stop()");
+    let log = end["stderr_log"]["path"].as_str().unwrap();
+    let text = std::fs::read_to_string(out.out_dir.join(log)).unwrap();
+    assert!(text.contains("\"GET /index.html HTTP/1.1\" 200"), "{text}");
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+}
