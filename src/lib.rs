@@ -42,6 +42,7 @@ macro_rules! errln {
 }
 
 pub(crate) mod bisect;
+pub(crate) mod caches;
 pub(crate) mod ci;
 pub mod cli;
 pub(crate) mod color;

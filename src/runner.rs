@@ -296,6 +296,7 @@ pub(crate) fn config(
         script_path,
         out_dir: settings.out_dir.clone(),
         scratch_dir: settings.state_dir.join("tmp"),
+        state_dir: settings.state_dir.clone(),
         keep: settings.keep,
         image: settings.image.clone(),
         max_lifetime: settings.max_lifetime,

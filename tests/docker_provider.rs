@@ -74,6 +74,7 @@ fn spec(labels: Labels) -> CreateSpec {
         base: None,
         max_lifetime: Duration::from_secs(600),
         isolation: Default::default(),
+        caches: vec![],
     }
 }
 

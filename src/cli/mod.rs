@@ -3,6 +3,7 @@
 //! printed here and by [`crate::reporter`]; the engine never prints.
 
 mod bisect;
+mod cache;
 mod check;
 mod completions;
 mod doctor;
@@ -93,6 +94,11 @@ pub(crate) enum Command {
     ///
     /// `rfs runs prune` removes old ones.
     Runs(runs::RunsCommand),
+    /// The caches rfs keeps between runs (`sandbox(#{ caches })`).
+    ///
+    /// `rfs cache ls` lists them with their size and digest; `rfs cache
+    /// prune` empties them.
+    Cache(cache::CacheCommand),
     /// List the live rfs sandboxes of this user on every provider.
     ///
     /// Running runs and `--keep` ones, with their owner and age.
@@ -187,6 +193,7 @@ fn dispatch(cmd: Command, color: bool) -> Result<i32, Error> {
         Command::Completions(c) => c.exec(),
         Command::Man => completions::man(),
         Command::Runs(c) => c.exec(),
+        Command::Cache(c) => c.exec(),
         Command::Ps(c) => c.exec(),
         Command::Shell(c) => c.exec(),
         Command::Rm(c) => c.exec(),

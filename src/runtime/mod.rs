@@ -7,11 +7,14 @@
 
 pub(crate) mod artifacts;
 pub(crate) mod attach;
+pub(crate) mod caches;
 pub(crate) mod cwd;
 pub(crate) mod exec_loop;
 pub(crate) mod output;
 pub(crate) mod placement;
 pub(crate) mod resync;
+pub(crate) mod spawn;
+pub(crate) mod spawn_wait;
 pub(crate) mod step;
 pub(crate) mod step_wrapper;
 pub(crate) mod sync;
@@ -52,6 +55,8 @@ pub(crate) struct RunConfig {
     pub out_dir: PathBuf,
     /// Scratch space for archives (same filesystem as local sandboxes).
     pub scratch_dir: PathBuf,
+    /// rfs's state directory (caches live in `caches/` under it).
+    pub state_dir: PathBuf,
     pub keep: bool,
     /// Default image for providers that take one.
     pub image: Option<String>,
@@ -114,6 +119,10 @@ pub(crate) struct RunState {
     pub forced_commit: Option<String>,
     /// What `collect()` and `put()` moved so far.
     pub artifacts: artifacts::Ledger,
+    /// Background processes `spawn()` started (ended at run end).
+    pub spawned: Vec<Arc<spawn::Spawned>>,
+    /// Caches this run holds (locked until after teardown).
+    pub caches: Vec<caches::HeldCache>,
 }
 
 /// One run of a script.
@@ -471,7 +480,13 @@ impl Run {
     pub(crate) fn finish_with(&self, outcome: RunOutcome, reason: Option<&str>) -> Option<String> {
         let reason = reason.map(|r| self.state().redactor.redact_str(r));
         self.close_sessions();
+        let stopped = self.stop_all_spawned();
         let warning = self.block_on(teardown::finish(self));
+        self.close_caches();
+        let warning = match (stopped, warning) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
         self.redact_bundle();
         let _ = self.record(Event::RunEnd {
             outcome: outcome.as_str().to_owned(),

@@ -93,7 +93,13 @@ pub(crate) struct StepSink {
     reporter: Arc<dyn Reporter>,
     out: StreamOut,
     err: StreamOut,
+    /// Sees every line as it is logged (redacted): a background process's
+    /// waiters ([`super::spawn`]).
+    tap: Option<LineTap>,
 }
+
+/// A receiver of a sink's lines, as they are logged (redacted).
+pub(crate) type LineTap = Arc<dyn Fn(Stream, &str) + Send + Sync>;
 
 impl StepSink {
     /// Logs go to `<dir>/<stem>.stdout.log` and `<dir>/<stem>.stderr.log`.
@@ -112,7 +118,14 @@ impl StepSink {
             reporter,
             out: StreamOut::new(Stream::Stdout, &dir.join(format!("{stem}.stdout.log"))),
             err: StreamOut::new(Stream::Stderr, &dir.join(format!("{stem}.stderr.log"))),
+            tap: None,
         }
+    }
+
+    /// The same sink, every line also handed to `tap`.
+    pub(crate) fn with_tap(mut self, tap: LineTap) -> Self {
+        self.tap = Some(tap);
+        self
     }
 
     fn feed(&mut self, which: Stream, chunk: &[u8]) {
@@ -125,13 +138,27 @@ impl StepSink {
         while let Some(nl) = s.line[start..].iter().position(|b| *b == b'\n') {
             let end = start + nl + 1;
             let line = s.line[start..end].to_vec();
-            emit_line(&self.name, &self.redactor, &*self.reporter, s, &line);
+            emit_line(
+                &self.name,
+                &self.redactor,
+                &*self.reporter,
+                self.tap.as_ref(),
+                s,
+                &line,
+            );
             start = end;
         }
         s.line.drain(..start);
         if s.line.len() > MAX_LINE {
             let line = std::mem::take(&mut s.line);
-            emit_line(&self.name, &self.redactor, &*self.reporter, s, &line);
+            emit_line(
+                &self.name,
+                &self.redactor,
+                &*self.reporter,
+                self.tap.as_ref(),
+                s,
+                &line,
+            );
         }
     }
 
@@ -141,7 +168,14 @@ impl StepSink {
         for s in [&mut self.out, &mut self.err] {
             if !s.line.is_empty() {
                 let line = std::mem::take(&mut s.line);
-                emit_line(&self.name, &self.redactor, &*self.reporter, s, &line);
+                emit_line(
+                    &self.name,
+                    &self.redactor,
+                    &*self.reporter,
+                    self.tap.as_ref(),
+                    s,
+                    &line,
+                );
             }
             if let Some(log) = s.log.as_mut() {
                 log.flush()?;
@@ -169,7 +203,14 @@ impl StepSink {
     }
 }
 
-fn emit_line(name: &str, r: &Redactor, rep: &dyn Reporter, s: &mut StreamOut, raw: &[u8]) {
+fn emit_line(
+    name: &str,
+    r: &Redactor,
+    rep: &dyn Reporter,
+    tap: Option<&LineTap>,
+    s: &mut StreamOut,
+    raw: &[u8],
+) {
     let red = r.redact(raw);
     if let Err(e) = s.write_log(&red) {
         s.error.get_or_insert(e);
@@ -177,6 +218,9 @@ fn emit_line(name: &str, r: &Redactor, rep: &dyn Reporter, s: &mut StreamOut, ra
     s.keep(&red);
     let text = String::from_utf8_lossy(&red);
     rep.output(name, s.kind, text.trim_end_matches('\n'));
+    if let Some(tap) = tap {
+        tap(s.kind, text.trim_end_matches('\n'));
+    }
 }
 
 impl OutputSink for StepSink {

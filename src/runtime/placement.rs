@@ -23,6 +23,8 @@ pub(crate) struct SandboxOptions {
     pub network: Option<bool>,
     /// `pids`, `memory`, `cpus`: may only lower the caps in force.
     pub limits: crate::provider::limits::Limits,
+    /// Caches kept between runs: name → path under the home (`~/...`).
+    pub caches: std::collections::BTreeMap<String, String>,
 }
 
 impl SandboxOptions {
@@ -51,6 +53,14 @@ impl SandboxOptions {
         }
         if !self.limits.is_empty() {
             parts.push(self.limits.describe());
+        }
+        if !self.caches.is_empty() {
+            let c: Vec<_> = self
+                .caches
+                .iter()
+                .map(|(k, v)| format!("{k:?}: {v:?}"))
+                .collect();
+            parts.push(format!("caches: #{{ {} }}", c.join(", ")));
         }
         format!("#{{ {} }}", parts.join(", "))
     }
@@ -118,6 +128,7 @@ impl Run {
         // the provider cannot enforce, is refused here, at the sandbox()
         // call, before anything runs.
         let req = self.isolation_request(&opts)?;
+        self.check_caches(&opts, &req)?;
         let p = self.cfg.provider.clone();
         p.limits(&req.limits)
             .map_err(|why| self.refuse(format!("provider `{}` refuses: {why}", p.name())))?;
@@ -313,6 +324,7 @@ impl Run {
         })?;
         self.block_on(p.preflight())
             .map_err(|e| self.refuse(format!("provider `{}` cannot be used: {e}", p.name())))?;
+        let caches = self.open_caches(&opts)?;
         let spec = CreateSpec {
             run_id: self.cfg.run_id.clone(),
             labels: l.clone(),
@@ -320,6 +332,7 @@ impl Run {
             base,
             max_lifetime: self.cfg.max_lifetime,
             isolation: request,
+            caches,
         };
         let info = self.block_on(p.create(&spec)).map_err(|e| {
             let msg = format!(

@@ -545,7 +545,7 @@ fn describe_end(r: &StepResult, signal: Option<i32>, timeout: Option<Duration>) 
 }
 
 /// A step name as part of a file name.
-fn file_stem(name: &str) -> String {
+pub(crate) fn file_stem(name: &str) -> String {
     let s: String = name
         .chars()
         .map(|c| {

@@ -88,6 +88,7 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, OptionError> {
         .transpose()
         .map_err(|e| OptionError::Isolation { reason: e })?;
     let network = o.boolean("network")?;
+    let caches = o.string_map("caches")?.into_iter().collect();
     let mut limits = crate::provider::limits::Limits::default();
     for kind in crate::provider::limits::LimitKind::ALL {
         if let Some(v) = o.value(kind.key()) {
@@ -108,6 +109,7 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, OptionError> {
         isolation,
         network,
         limits,
+        caches,
     })
 }
 

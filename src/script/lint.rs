@@ -125,6 +125,7 @@ fn is_ident(s: &str) -> bool {
 /// their keys' positions are needed.
 pub(crate) fn lint(known: &Known, source: &str) -> Vec<Problem> {
     let mut e = Engine::new_raw();
+    super::allow_spawn(&mut e);
     e.set_optimization_level(rhai::OptimizationLevel::None);
     match e.compile(source) {
         Ok(ast) => check(known, &ast, source),

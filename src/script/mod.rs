@@ -11,6 +11,7 @@ mod lint_coverage;
 pub(crate) mod options;
 pub(crate) mod primitives;
 pub(crate) mod resolver;
+pub(crate) mod spawn_bindings;
 pub(crate) mod terminal_bindings;
 
 use std::path::{Path, PathBuf};
@@ -111,6 +112,18 @@ impl Script {
     }
 }
 
+/// Rhai reserves the word `spawn` for a feature it does not have; rfs's
+/// `spawn(name, command)` is a function like any other, so the word is
+/// read as a name.
+#[allow(deprecated)] // `on_parse_token` is marked volatile, not deprecated
+pub(crate) fn allow_spawn(e: &mut Engine) {
+    use rhai::Token;
+    e.on_parse_token(|token, _, _| match token {
+        Token::Reserved(s) if s.as_str() == "spawn" => Token::Identifier(s),
+        other => other,
+    });
+}
+
 /// The engine without run bindings: packages, limits, resolver.
 pub(crate) fn base_engine(script_dir: &Path) -> Result<Engine> {
     let mut e = Engine::new_raw();
@@ -125,6 +138,7 @@ pub(crate) fn base_engine(script_dir: &Path) -> Result<Engine> {
         .set_max_variables(10_000)
         .set_max_functions(10_000);
     e.disable_symbol("eval");
+    allow_spawn(&mut e);
     e.set_fail_on_invalid_map_property(true);
     let resolver = resolver::Resolver::new(&e, script_dir).map_err(Error::internal)?;
     e.set_module_resolver(resolver);
@@ -170,6 +184,7 @@ pub(crate) fn run_engine(
     )));
     bindings::register(&mut e, run.clone(), vars);
     terminal_bindings::register(&mut e, run.clone());
+    spawn_bindings::register(&mut e, run.clone());
     let r = run.clone();
     e.on_print(move |text| {
         let text = r.state().redactor.redact_str(text);

@@ -47,6 +47,7 @@ pub(crate) const PRIMITIVES: &[Primitive] = &[
                 "memory",
                 "cpus",
                 "disk",
+                "caches",
             ],
         )),
         returns: &[],
@@ -123,6 +124,23 @@ pub(crate) const PRIMITIVES: &[Primitive] = &[
         returns: &["sha256", "bytes", "path"],
         summary: "ship a file of the working tree into the synced root, kept in the bundle",
     },
+    Primitive {
+        name: "spawn",
+        arities: &[2, 3],
+        options: Some((2, &["cwd", "env"])),
+        returns: &[],
+        summary: "start a background process in the sandbox, with a handle",
+    },
+    Primitive {
+        name: "wait_for",
+        arities: &[2],
+        options: Some((1, &["port", "line", "timeout"])),
+        returns: &[],
+        summary: "wait until a background process prints a line or listens on a port",
+    },
+    plain("alive", &[1], "whether a background process still runs"),
+    plain("logs", &[1], "a background process's output so far"),
+    plain("stop", &[1], "end a background process's group, verified"),
     plain("assert", &[1, 2], "fail the run unless a condition holds"),
     plain("fail", &[1], "fail the run with a message"),
     plain("arg", &[1, 2], "a `--var` value (or a default)"),
@@ -135,7 +153,11 @@ pub(crate) const PRIMITIVES: &[Primitive] = &[
     plain("cursor", &[1], "a terminal's cursor position"),
     plain("wait_exit", &[2], "wait for a terminal's program to end"),
     plain("close", &[1], "end a terminal session"),
-    plain("to_string", &[1], "a sandbox or terminal handle as text"),
+    plain(
+        "to_string",
+        &[1],
+        "a sandbox, terminal or process handle as text",
+    ),
 ];
 
 /// The primitive called `name`.

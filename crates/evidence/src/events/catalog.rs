@@ -56,9 +56,15 @@ fn ordinal(e: &Event) -> usize {
         Event::BisectEnd { .. } => 39,
         Event::ArtifactCollected { .. } => 40,
         Event::ArtifactPut { .. } => 41,
+        Event::SpawnStart { .. } => 42,
+        Event::SpawnReady { .. } => 43,
+        Event::SpawnWaitFailed { .. } => 44,
+        Event::SpawnEnd { .. } => 45,
+        Event::CacheMount { .. } => 46,
+        Event::CacheEnd { .. } => 47,
     }
 }
-const COUNT: usize = 42;
+const COUNT: usize = 48;
 
 /// An owned string (the samples' shorthand).
 fn s(x: &str) -> String {
@@ -309,6 +315,54 @@ fn step_samples() -> Vec<Event> {
             limit: None,
             usage: None,
         },
+        Event::CacheMount {
+            name: s("pip"),
+            path: s("~/.cache/pip"),
+            dir: s("/state/caches/local/repo-0123456789ab/pip"),
+            sha256: "2".repeat(64),
+            files: 3,
+            bytes: 1200,
+            lock: s("exclusive flock until after teardown"),
+            waited_ms: 0,
+        },
+        Event::SpawnStart {
+            name: s("srv"),
+            seq: 2,
+            command: s("httpd -f -p 8000"),
+            sandbox_id: s("local-1"),
+            cwd: s(""),
+            cwd_remote: s("/home/sb/src"),
+            env: vec![],
+            commit: Some(s("c0ffee")),
+            tree_digest: Some(s("7ree")),
+        },
+        Event::SpawnReady {
+            name: s("srv"),
+            on: s("port"),
+            target: s("8000"),
+            after_ms: 40,
+        },
+        Event::SpawnWaitFailed {
+            name: s("srv"),
+            on: s("line"),
+            target: s("Listening"),
+            timeout_s: 2.0,
+            why: s("timed out"),
+            output_tail: OutputTail::of("starting\n", ""),
+        },
+        Event::SpawnEnd {
+            name: s("srv"),
+            by: s("stop()"),
+            exit: None,
+            signal: Some(9),
+            group: Some(42),
+            group_gone: Some(true),
+            duration_ms: 900,
+            stdout_log: fd("steps/002-spawn-srv.stdout.log"),
+            stderr_log: None,
+            output_tail: OutputTail::of("Listening\n", ""),
+            error: Some(s("the toolbox stopped answering")),
+        },
         Event::Print { text: s("hi") },
         Event::Debug {
             text: s("dbg"),
@@ -425,6 +479,15 @@ fn late_samples() -> Vec<Event> {
                 commit: s("c0ffee"),
                 result: BisectResult::Passed,
             }],
+        },
+        Event::CacheEnd {
+            name: s("pip"),
+            sha256: "3".repeat(64),
+            files: 4,
+            bytes: 1500,
+            changed: true,
+            max_bytes: 2048,
+            emptied: false,
         },
         Event::Refused {
             reason: s("cwd escapes the root"),

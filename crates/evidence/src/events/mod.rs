@@ -489,6 +489,96 @@ pub enum Event {
         bytes: u64,
         bundled: Option<String>,
     },
+    /// `spawn(name, command)` started a background process (its command
+    /// through the same cwd check as a step's; `seq` numbers its logs
+    /// with the steps').
+    #[serde(rename = "spawn.start")]
+    SpawnStart {
+        name: String,
+        seq: u32,
+        command: String,
+        sandbox_id: String,
+        cwd: String,
+        cwd_remote: String,
+        env: Vec<(String, String)>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tree_digest: Option<String>,
+    },
+    /// `wait_for` saw what it waited for: `on` is `line` (a line of the
+    /// process's output contained `target`) or `port` (a probe run in
+    /// the sandbox found a listening TCP socket on port `target` of a
+    /// loopback or any address, in the sandbox's own network namespace).
+    #[serde(rename = "spawn.ready")]
+    SpawnReady {
+        name: String,
+        on: String,
+        target: String,
+        after_ms: u64,
+    },
+    /// `wait_for` did not see it: `why` (timed out, or the process
+    /// ended first), with the tail of the process's output so far.
+    #[serde(rename = "spawn.wait_failed")]
+    SpawnWaitFailed {
+        name: String,
+        on: String,
+        target: String,
+        timeout_s: f64,
+        why: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_tail: Option<OutputTail>,
+    },
+    /// A background process is over: `by` says who ended it (`stop()`,
+    /// `teardown`, `interrupt`, `refused`, or `itself` when it had ended before), `group` is its
+    /// process group in the sandbox and `group_gone` whether a probe in
+    /// the sandbox found none of its processes left (`null`: the group
+    /// was never known).
+    #[serde(rename = "spawn.end")]
+    SpawnEnd {
+        name: String,
+        by: String,
+        exit: Option<i32>,
+        signal: Option<i32>,
+        group: Option<i32>,
+        group_gone: Option<bool>,
+        duration_ms: u64,
+        stdout_log: Option<FileDigest>,
+        stderr_log: Option<FileDigest>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_tail: Option<OutputTail>,
+        /// What the provider said when it could not run or wait on it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A cache kept by rfs between runs was mounted read-write into the
+    /// sandbox at `path` (under its home): its folder on this machine,
+    /// what it held (`sha256` over its entries, `files`, `bytes`), and
+    /// how runs sharing it take turns (`lock`: an exclusive flock held
+    /// until after the sandbox is destroyed; `waited_ms` for another run).
+    #[serde(rename = "cache.mount")]
+    CacheMount {
+        name: String,
+        path: String,
+        dir: String,
+        sha256: String,
+        files: u64,
+        bytes: u64,
+        lock: String,
+        waited_ms: u64,
+    },
+    /// What the cache held after the sandbox was destroyed; `emptied`
+    /// when it was over `max_bytes` (the next run starts empty).
+    #[serde(rename = "cache.end")]
+    CacheEnd {
+        name: String,
+        sha256: String,
+        files: u64,
+        bytes: u64,
+        changed: bool,
+        max_bytes: u64,
+        emptied: bool,
+    },
     /// The run is over (last line).
     #[serde(rename = "run.end")]
     RunEnd {

@@ -43,6 +43,9 @@ impl Evidence {
         if let Some(w) = &r.not_reproducible {
             let _ = writeln!(s, "> **{}**\n", esc(&w.describe()));
         }
+        if !r.caches.is_empty() {
+            let _ = writeln!(s, "> **{}**\n", super::caches::NOT_REPRODUCIBLE);
+        }
         bisect(&mut s, r);
         if r.bisect.is_some() {
             let _ = writeln!(s, "## Run\n");
@@ -52,6 +55,8 @@ impl Evidence {
         labels(&mut s, r);
         steps(&mut s, r);
         sessions(&mut s, r);
+        super::spawns::evidence(&mut s, &r.spawns);
+        super::caches::evidence(&mut s, &r.caches);
         prints(&mut s, r);
         artifacts(&mut s, r);
         refusals(&mut s, r);

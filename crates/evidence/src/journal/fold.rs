@@ -208,6 +208,10 @@ pub struct RunSummary {
     pub bisect: Option<Bisect>,
     /// What `collect()` and `put()` moved, in order (`artifact.*`).
     pub artifacts: Vec<ArtifactRow>,
+    /// Background processes `spawn()` started (`spawn.*`).
+    pub spawns: Vec<super::spawns::SpawnRow>,
+    /// Caches the run mounted (`cache.*`).
+    pub caches: Vec<super::caches::CacheRow>,
     /// Set when `--allow-dirty` shipped a working tree (the first one).
     pub not_reproducible: Option<crate::events::WorkingTreeShipped>,
     /// `None` while the run has not ended.
@@ -426,6 +430,13 @@ impl RunSummary {
                 commit: commit.clone(),
                 shipped: *shipped,
             }),
+            Event::CacheMount { .. } | Event::CacheEnd { .. } => {
+                super::caches::apply(&mut self.caches, e)
+            }
+            Event::SpawnStart { .. }
+            | Event::SpawnReady { .. }
+            | Event::SpawnWaitFailed { .. }
+            | Event::SpawnEnd { .. } => super::spawns::apply(&mut self.spawns, e),
             Event::StepStart { .. }
             | Event::StepAttempt { .. }
             | Event::StepProviderError { .. }

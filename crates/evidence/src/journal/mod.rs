@@ -4,11 +4,13 @@
 //! Every line is written and flushed before the call returns.
 
 pub mod bisect_answer;
+pub mod caches;
 pub mod chain;
 pub mod evidence;
 pub mod fold;
 pub mod head;
 pub mod inert_markdown;
+pub mod spawns;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;

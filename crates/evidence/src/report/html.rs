@@ -69,6 +69,7 @@ pub fn page(b: &FinishedRun, sessions: &[SessionView]) -> String {
     failure(&mut s, r, sessions);
     steps(&mut s, r);
     terminal(&mut s, r, sessions);
+    spawns(&mut s, r);
     prints(&mut s, r);
     refusals(&mut s, r);
     cleanup(&mut s, r);
@@ -453,6 +454,44 @@ fn terminal(s: &mut String, r: &RunSummary, sessions: &[SessionView]) {
         }
     }
     s.push_str("</section>\n");
+}
+
+/// Background processes, briefly: what ran, when it was ready, how it
+/// ended (EVIDENCE.md and the journal have the rest).
+fn spawns(s: &mut String, r: &RunSummary) {
+    if r.spawns.is_empty() {
+        return;
+    }
+    s.push_str("<section id=\"spawns\"><h2>Background processes</h2><ul>\n");
+    for p in &r.spawns {
+        let ready: Vec<String> = p
+            .ready
+            .iter()
+            .map(|(on, t, ms)| format!("ready ({on} {t}) after {ms} ms"))
+            .chain(
+                p.wait_failed
+                    .iter()
+                    .map(|(on, t, why)| format!("wait_for {on} {t} failed: {why}")),
+            )
+            .collect();
+        let end = p.end.as_ref().map_or(
+            "still running".to_owned(),
+            crate::journal::spawns::ended_text,
+        );
+        let _ = writeln!(
+            s,
+            "<li><code>{}</code>: <code>{}</code>{}; {}</li>",
+            h(&p.name),
+            h(&p.command),
+            if ready.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", h(&ready.join("; ")))
+            },
+            h(&end)
+        );
+    }
+    s.push_str("</ul></section>\n");
 }
 
 fn prints(s: &mut String, r: &RunSummary) {

@@ -202,6 +202,15 @@ impl Provider for DaytonaProvider {
 
     /// `network: false` is Daytona's `networkBlockAll`; isolation modes
     /// other than the default are refused (a sandbox is always Daytona's).
+    /// Refused: a cache is a folder of this machine, and a Daytona
+    /// sandbox runs elsewhere. Daytona's volumes are kept on its side
+    /// (FUSE-mounted object storage shared by the organization, no
+    /// exclusive hold a run could take), so rfs could neither hold one
+    /// for a run nor digest what it holds honestly.
+    fn cache_mounts(&self, _req: &super::isolation::IsolationRequest) -> Result<(), String> {
+        Err("provider `daytona` cannot mount a cache: a cache is a folder of this machine and a Daytona sandbox runs elsewhere; Daytona's own volumes are shared object storage rfs cannot lock for a run or digest (run with --provider local or docker to use caches)".into())
+    }
+
     fn isolation(
         &self,
         req: &super::isolation::IsolationRequest,

@@ -237,6 +237,12 @@ impl Provider for DockerProvider {
         Some(self)
     }
 
+    /// A bind mount of the cache's folder (the daemon must run on this
+    /// machine: one elsewhere refuses the bind at create).
+    fn cache_mounts(&self, _req: &super::isolation::IsolationRequest) -> Result<(), String> {
+        Ok(())
+    }
+
     fn isolation(
         &self,
         req: &super::isolation::IsolationRequest,

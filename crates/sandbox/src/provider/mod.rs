@@ -142,6 +142,19 @@ pub struct CreateSpec {
     /// Isolation and network asked for (already accepted by
     /// [`Provider::isolation`]).
     pub isolation: isolation::IsolationRequest,
+    /// Folders of this machine to mount read-write inside the sandbox's
+    /// home (accepted by [`Provider::cache_mounts`]; empty: none).
+    pub caches: Vec<CacheMount>,
+}
+
+/// A folder kept by rfs between runs, mounted read-write into a sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheMount {
+    pub name: String,
+    /// The folder on this machine (rfs holds its lock).
+    pub host_dir: std::path::PathBuf,
+    /// Where it goes, relative to the sandbox user's home (`.cache/pip`).
+    pub home_relative: String,
 }
 
 /// A sandbox as the provider reports it.
@@ -387,6 +400,18 @@ pub trait Provider: Send + Sync {
     async fn usage(&self, id: &str, reset: bool) -> Option<limits::Usage> {
         let _ = (id, reset);
         None
+    }
+
+    /// Whether this provider can mount folders of this machine
+    /// ([`CreateSpec::caches`]) into a sandbox isolated as `req` asks, or
+    /// why not (refused before anything runs, never ignored). The
+    /// default cannot.
+    fn cache_mounts(&self, req: &isolation::IsolationRequest) -> Result<(), String> {
+        let _ = req;
+        Err(format!(
+            "provider `{}` cannot mount a cache into its sandboxes",
+            self.name()
+        ))
     }
 
     /// Refuse early if the provider cannot work at all (daemon down, missing

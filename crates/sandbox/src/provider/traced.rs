@@ -100,6 +100,10 @@ impl Provider for Traced {
         self.0.isolation(req)
     }
 
+    fn cache_mounts(&self, req: &IsolationRequest) -> Result<(), String> {
+        self.0.cache_mounts(req)
+    }
+
     fn limits(
         &self,
         req: &super::limits::LimitsRequest,

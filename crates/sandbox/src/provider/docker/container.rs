@@ -150,11 +150,16 @@ async fn create_started(
         }
         Err(e) => return Err(client.error(e)),
     };
-    let env = spec
+    let mut env = spec
         .env
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect::<Vec<_>>();
+    // Caches are mounted under the sandbox's home: `~` in a command (and
+    // a tool's `$HOME/.cache`) must mean that home, not the image user's.
+    if !spec.caches.is_empty() {
+        env.push(("HOME".into(), options.home.clone()));
+    }
     // The resource limits (accepted by `Provider::limits`).
     let limits = super::limits::host_config(&spec.isolation.limits.values());
     let body = ContainerCreateBody {
@@ -179,6 +184,7 @@ async fn create_started(
             mounts: Some(
                 std::iter::once(home_volume(&options.home, &spec.labels))
                     .chain(lane.map(Lane::mount))
+                    .chain(spec.caches.iter().map(|c| cache_bind(&options.home, c)))
                     .collect(),
             ),
             ..limits
@@ -235,6 +241,23 @@ pub(super) fn is_mount_refusal(e: &ProviderError) -> bool {
         return false;
     };
     text.contains("bind source path") || text.contains("invalid mount config")
+}
+
+/// A cache (a folder of this machine, which the daemon's must be) bound
+/// read-write under the sandbox's home; the daemon mounts it after the
+/// home's volume (deeper targets after shallower ones).
+fn cache_bind(home: &str, c: &crate::provider::CacheMount) -> Mount {
+    Mount {
+        target: Some(format!(
+            "{}/{}",
+            home.trim_end_matches('/'),
+            c.home_relative
+        )),
+        source: Some(c.host_dir.to_string_lossy().into_owned()),
+        typ: Some(MountType::BIND),
+        read_only: Some(false),
+        ..Default::default()
+    }
 }
 
 /// The sandbox home as an anonymous volume carrying the sandbox's labels.

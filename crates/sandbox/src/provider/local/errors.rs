@@ -24,6 +24,9 @@ pub enum SetupError {
     View(String),
     #[error("the sandbox init ended before it was ready ({0})")]
     InitEnded(String),
+    /// A cache's mount point could not be made in the sandbox's home.
+    #[error("cache `{name}`: {message}")]
+    Cache { name: String, message: String },
     /// Namespaces are not usable here, with the kernel settings that
     /// usually explain it.
     #[error("{cause}{}", hints.iter().map(|h| format!("; {h}")).collect::<String>())]

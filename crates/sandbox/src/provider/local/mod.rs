@@ -46,6 +46,7 @@
 //! [`child`] (waiting for and killing it), [`pty`] (terminals), with
 //! [`errors`] and the raw system calls of [`sys`].
 
+mod cache_mounts;
 mod cgroup;
 mod child;
 mod commands;
@@ -339,6 +340,9 @@ fn make_writable(dir: &Path) {
     }
 }
 
+/// Why a local sandbox without namespaces takes no cache.
+const CACHES_NEED_NAMESPACES: &str = "provider `local` mounts a cache only into a sandbox isolated in namespaces (its own mount namespace); with isolation `none` steps run on the host, where the mount would be the host's";
+
 #[async_trait]
 impl Provider for LocalProvider {
     fn name(&self) -> &str {
@@ -364,6 +368,16 @@ impl Provider for LocalProvider {
         req: &IsolationRequest,
     ) -> Result<IsolationInForce, crate::provider::isolation::IsolationError> {
         probe::decide(req)
+    }
+
+    /// Only into a sandbox isolated in namespaces (its own mount
+    /// namespace: see [`cache_mounts`]).
+    fn cache_mounts(&self, req: &IsolationRequest) -> Result<(), String> {
+        match probe::decide(req) {
+            Ok(f) if f.mode == "namespaces" => Ok(()),
+            Ok(_) => Err(CACHES_NEED_NAMESPACES.into()),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// Limits through cgroups where rfs may create them; rfs's default
@@ -425,6 +439,10 @@ impl Provider for LocalProvider {
         let in_force =
             probe::decide(&spec.isolation).map_err(|e| ProviderError::Provision(e.to_string()))?;
         let isolated = in_force.mode == "namespaces";
+        if !isolated && !spec.caches.is_empty() {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(ProviderError::Unsupported(CACHES_NEED_NAMESPACES.into()));
+        }
         let limits = limits_decision(&spec.isolation.limits)
             .map_err(|e| ProviderError::Provision(e.to_string()))?;
         let mut values = crate::provider::limits::Limits::default();
@@ -466,9 +484,12 @@ impl Provider for LocalProvider {
             std::fs::create_dir(mount_plan::root_dir(&dir))
                 .map_err(|e| io_err("creating sandbox root", e))?;
             let (d, network) = (dir.clone(), spec.isolation.network);
-            let init = tokio::task::spawn_blocking(move || Init::for_sandbox(&d, network))
-                .await
-                .map_err(|e| ProviderError::Io(e.to_string().to_string()))?;
+            let caches = spec.caches.clone();
+            let init = tokio::task::spawn_blocking(move || {
+                Init::for_sandbox_with_caches(&d, network, &caches)
+            })
+            .await
+            .map_err(|e| ProviderError::Io(e.to_string().to_string()))?;
             match init {
                 Ok(init) => {
                     if let Some(cg) = &cg {

@@ -45,7 +45,18 @@ impl std::fmt::Debug for Init {
 impl Init {
     /// Start the init of an isolated sandbox living in `dir`.
     pub fn for_sandbox(dir: &Path, network: bool) -> Result<Init, SetupError> {
-        let plan = Plan::sandbox(dir, network)?;
+        Init::for_sandbox_with_caches(dir, network, &[])
+    }
+
+    /// [`Init::for_sandbox`], with `caches` bound into its home
+    /// ([`super::cache_mounts`]).
+    pub fn for_sandbox_with_caches(
+        dir: &Path,
+        network: bool,
+        caches: &[crate::provider::CacheMount],
+    ) -> Result<Init, SetupError> {
+        let mut plan = Plan::sandbox(dir, network)?;
+        super::cache_mounts::add(&mut plan, dir, caches)?;
         // The init and its parent stay for the sandbox's whole life: as
         // forks of rfs they would each hold a copy of rfs's page tables
         // (megabytes for a suite's rfs), so, where rfs's own executable

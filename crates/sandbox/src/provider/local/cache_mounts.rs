@@ -1,0 +1,47 @@
+//! Caches in an isolated local sandbox: each cache folder (kept by rfs
+//! between runs, locked by the run) is bound read-write over a folder of
+//! the sandbox's home, in the sandbox's own mount namespace (the host
+//! never sees the mount). Kept apart from the root's plan
+//! ([`super::mount_plan`]): these ops are added to a plan already made.
+
+use std::path::Path;
+
+use super::mount_plan::{Op, Plan};
+use super::{errors::SetupError, sys::cpath};
+use crate::provider::CacheMount;
+
+/// Create each cache's mount point in the sandbox's home (`dir/home`, as
+/// the host sees it) and add the binds to `plan`, after the home is bound
+/// and before the root is made read-only. A mount point that exists as
+/// something other than a folder is refused.
+pub(super) fn add(plan: &mut Plan, dir: &Path, caches: &[CacheMount]) -> Result<(), SetupError> {
+    if caches.is_empty() {
+        return Ok(());
+    }
+    let home = dir.join("home");
+    let root = super::mount_plan::root_dir(dir);
+    let mut ops = vec![];
+    for c in caches {
+        let on_host = home.join(&c.home_relative);
+        std::fs::create_dir_all(&on_host).map_err(|e| SetupError::Cache {
+            name: c.name.clone(),
+            message: format!("cannot create {}: {e}", on_host.display()),
+        })?;
+        // The home is bound at its own path inside the root.
+        let inside = root.join(on_host.strip_prefix("/").unwrap_or(&on_host));
+        ops.push(Op::Mount {
+            src: Some(cpath(&c.host_dir)?),
+            target: cpath(&inside)?,
+            fstype: None,
+            flags: libc::MS_BIND,
+            data: None,
+        });
+    }
+    let at = plan
+        .ops
+        .iter()
+        .position(|o| matches!(o, Op::Hostname(_)))
+        .unwrap_or(plan.ops.len());
+    plan.ops.splice(at..at, ops);
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! A run's caches (`sandbox(#{ caches })`, see [`crate::caches`]):
+//! checked at the `sandbox()` call, locked, digested and journaled before
+//! the sandbox is created, digested again and released after it is
+//! destroyed.
+
+use std::path::PathBuf;
+
+use super::Run;
+use crate::caches::{self, Content, Held};
+use crate::error::{Error, Result};
+use crate::events::Event;
+use crate::provider::isolation::IsolationRequest;
+use crate::provider::CacheMount;
+
+/// How runs sharing a cache take turns (journaled with each mount).
+const LOCK: &str = "exclusive flock on the cache, held from before the sandbox is created until after it is destroyed";
+
+/// A cache this run holds.
+pub(crate) struct HeldCache {
+    name: String,
+    dir: PathBuf,
+    at_mount: Content,
+    _held: Held,
+}
+
+impl Run {
+    /// Refuse, before anything runs, a cache whose name or path is not
+    /// allowed, or a provider that cannot mount one.
+    pub(crate) fn check_caches(
+        &self,
+        opts: &super::SandboxOptions,
+        req: &IsolationRequest,
+    ) -> Result<()> {
+        if opts.caches.is_empty() {
+            return Ok(());
+        }
+        for (name, path) in &opts.caches {
+            caches::check_name(name).map_err(|m| self.refuse(m))?;
+            caches::home_relative(name, path).map_err(|m| self.refuse(m))?;
+        }
+        self.cfg
+            .provider
+            .cache_mounts(req)
+            .map_err(|why| self.refuse(format!("caches refused: {why}")))
+    }
+
+    /// Lock, digest and journal every cache of `opts`; what the provider
+    /// mounts.
+    pub(crate) fn open_caches(&self, opts: &super::SandboxOptions) -> Result<Vec<CacheMount>> {
+        let root = caches::root(&self.cfg.state_dir);
+        let repo = caches::repo_key(&self.cfg.invocation_dir);
+        let provider = self.cfg.provider.name().to_owned();
+        let mut mounts = vec![];
+        for (name, path) in &opts.caches {
+            let rel = caches::home_relative(name, path).map_err(|m| self.refuse(m))?;
+            let dir = caches::dir(&root, &provider, &repo, name);
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                Error::Internal(format!("cannot create cache folder {}: {e}", dir.display()))
+            })?;
+            let cannot = |e: std::io::Error| {
+                Error::Internal(format!("cache `{name}` ({}): {e}", dir.display()))
+            };
+            let Some((held, waited)) = caches::lock(&dir, caches::LOCK_WAIT).map_err(cannot)?
+            else {
+                return Err(self.refuse(format!(
+                    "cache `{name}` ({}) is held by another run for more than {} s; it is not shared while a run uses it",
+                    dir.display(),
+                    caches::LOCK_WAIT.as_secs()
+                )));
+            };
+            let at_mount = caches::content(&dir).map_err(cannot)?;
+            self.record(Event::CacheMount {
+                name: name.clone(),
+                path: path.clone(),
+                dir: dir.display().to_string(),
+                sha256: at_mount.sha256.clone(),
+                files: at_mount.files,
+                bytes: at_mount.bytes,
+                lock: LOCK.into(),
+                waited_ms: super::sync::ms(waited.as_millis()),
+            })?;
+            mounts.push(CacheMount {
+                name: name.clone(),
+                host_dir: dir.clone(),
+                home_relative: rel,
+            });
+            self.state().caches.push(HeldCache {
+                name: name.clone(),
+                dir,
+                at_mount,
+                _held: held,
+            });
+        }
+        Ok(mounts)
+    }
+
+    /// After teardown: journal what each cache holds now, empty one over
+    /// the cap, release it.
+    pub(crate) fn close_caches(&self) {
+        let held = std::mem::take(&mut self.state().caches);
+        let cap = caches::max_bytes();
+        for c in held {
+            let now = match caches::content(&c.dir) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.warn(&format!(
+                        "cache `{}`: cannot read {}: {e}",
+                        c.name,
+                        c.dir.display()
+                    ));
+                    continue;
+                }
+            };
+            let emptied = now.bytes > cap && caches::empty(&c.dir).is_ok();
+            let _ = self.record(Event::CacheEnd {
+                name: c.name.clone(),
+                changed: now.sha256 != c.at_mount.sha256,
+                sha256: now.sha256,
+                files: now.files,
+                bytes: now.bytes,
+                max_bytes: cap,
+                emptied,
+            });
+        }
+    }
+}

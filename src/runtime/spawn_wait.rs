@@ -1,0 +1,232 @@
+//! Waiting on a background process ([`super::spawn`]): `wait_for` a line
+//! of its output or a listening port, and the probes rfs runs in the
+//! sandbox (the port, and that a stopped group is gone). Probes run in
+//! the sandbox, not on this machine: the sandbox may have its own network
+//! and process namespaces.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::spawn::Spawned;
+use super::Run;
+use crate::error::{Error, Result};
+use crate::events::Event;
+use crate::provider::{Collect, ExecRequest};
+
+/// What `wait_for` waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WaitFor {
+    /// A line of its output contains this text.
+    Line(String),
+    /// A TCP socket listens on this port in the sandbox.
+    Port(u16),
+}
+
+impl WaitFor {
+    fn on(&self) -> &'static str {
+        match self {
+            WaitFor::Line(_) => "line",
+            WaitFor::Port(_) => "port",
+        }
+    }
+
+    fn target(&self) -> String {
+        match self {
+            WaitFor::Line(l) => l.clone(),
+            WaitFor::Port(p) => p.to_string(),
+        }
+    }
+}
+
+/// Default `wait_for` timeout.
+pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+
+/// Whether a TCP socket listens on port `$1` of a loopback or any
+/// address (IPv4 or IPv6), read from the sandbox's own
+/// `/proc/net/tcp{,6}` (state `0A` is LISTEN; addresses are hex in the
+/// kernel's byte order). Exit 0: listening; 1: not; 2: no table to read.
+const PORT_PROBE: &str = r#"p=$(printf '%04X' "$1")
+seen=
+for f in /proc/net/tcp /proc/net/tcp6; do
+  [ -r "$f" ] || continue
+  seen=1
+  while read -r sl addr rem st rest; do
+    [ "$st" = 0A ] || continue
+    case "$addr" in
+      *:"$p") ;;
+      *) continue ;;
+    esac
+    case "${addr%:*}" in
+      00000000|??????7F|00000000000000000000000000000000|00000000000000000000000001000000|0000000000000000FFFF0000??????7F) exit 0 ;;
+    esac
+  done < "$f"
+done
+[ -n "$seen" ] || exit 2
+exit 1
+"#;
+
+/// Whether no process of group `$1` is left (zombies waiting to be
+/// reaped do not count), polled for up to 5 s. Exit 0: none left; 1:
+/// some still there; 2: no /proc to read.
+const GROUP_GONE_PROBE: &str = r#"g=$1
+[ -d /proc/self ] || exit 2
+i=0
+while :; do
+  left=0
+  for d in /proc/[0-9]*; do
+    read -r s < "$d/stat" 2>/dev/null || continue
+    s=${s##*) }
+    set -- $s
+    if [ "$3" = "$g" ] && [ "$1" != Z ]; then left=1; fi
+  done
+  [ "$left" = 0 ] && exit 0
+  i=$((i+1))
+  [ "$i" -gt 50 ] && exit 1
+  sleep 0.1
+done
+"#;
+
+impl Run {
+    /// Run a probe script in the sandbox (not through the cwd wrapper:
+    /// it reads /proc only); its exit code.
+    fn probe(
+        &self,
+        id: &str,
+        script: &str,
+        arg: &str,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<Option<i32>> {
+        let req = ExecRequest {
+            argv: vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                script.into(),
+                "rfs-probe".into(),
+                arg.into(),
+            ],
+            cwd: "/".into(),
+            env: vec![],
+            timeout: Some(Duration::from_secs(20)),
+            cancel,
+        };
+        let mut sink = Collect::default();
+        let o = self
+            .block_on(self.cfg.provider.exec(id, &req, &mut sink))
+            .map_err(|e| Error::ScriptFailed(format!("a probe in sandbox {id} failed: {e}")))?;
+        if o.cancelled {
+            return Err(Error::Interrupted);
+        }
+        Ok(o.exit)
+    }
+
+    /// Whether no process of group `g` is left in sandbox `id`: `None`
+    /// when the probe could not tell (no /proc, the sandbox gone). Asked
+    /// after an interrupt too (the probe is bounded, not cancelled).
+    pub(crate) fn group_gone(&self, id: &str, g: i32) -> Option<bool> {
+        if self.state().destroyed {
+            return None;
+        }
+        let fresh = tokio_util::sync::CancellationToken::new();
+        match self.probe(id, GROUP_GONE_PROBE, &g.to_string(), fresh) {
+            Ok(Some(0)) => Some(true),
+            Ok(Some(1)) => Some(false),
+            _ => None,
+        }
+    }
+
+    /// `srv.wait_for(#{ line | port, timeout })`: wait until it holds;
+    /// a timeout, or the process ending first, fails the script with
+    /// the tail of its output.
+    pub(crate) fn wait_for(
+        &self,
+        sp: &Arc<Spawned>,
+        what: WaitFor,
+        timeout: Duration,
+    ) -> Result<()> {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let mut last_probe: Option<Instant> = None;
+        let why = loop {
+            self.check_cancelled()?;
+            // Read before asking whether it still runs: a line printed
+            // right before the end counts.
+            let running = sp.alive();
+            let held = match &what {
+                WaitFor::Line(l) => sp.shared.lines().contains(l),
+                WaitFor::Port(p) => {
+                    let due = last_probe.is_none_or(|t| t.elapsed() >= Duration::from_millis(100));
+                    if due {
+                        last_probe = Some(Instant::now());
+                        match self.probe(
+                            &sp.sandbox_id,
+                            PORT_PROBE,
+                            &p.to_string(),
+                            self.cancel_token(),
+                        )? {
+                            Some(0) => true,
+                            Some(2) => {
+                                break "the sandbox has no /proc/net/tcp to read listening sockets from (wait_for a line instead)".to_owned()
+                            }
+                            _ => false,
+                        }
+                    } else {
+                        false
+                    }
+                }
+            };
+            if held {
+                self.record(Event::SpawnReady {
+                    name: sp.name.clone(),
+                    on: what.on().into(),
+                    target: self.state().redactor.redact_str(&what.target()),
+                    after_ms: super::sync::ms(start.elapsed().as_millis()),
+                })?;
+                return Ok(());
+            }
+            if !running {
+                break "it ended before that".to_owned();
+            }
+            if Instant::now() >= deadline {
+                break format!("timed out after {}", secs(timeout));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let tail = sp.shared.lines().tail();
+        self.record(Event::SpawnWaitFailed {
+            name: sp.name.clone(),
+            on: what.on().into(),
+            target: self.state().redactor.redact_str(&what.target()),
+            timeout_s: timeout.as_secs_f64(),
+            why: why.clone(),
+            output_tail: tail.clone(),
+        })?;
+        let shown = match &what {
+            WaitFor::Line(l) => format!("a line containing {l:?}"),
+            WaitFor::Port(p) => format!("port {p} to listen in the sandbox"),
+        };
+        let output = match tail {
+            Some(t) => {
+                let mut s = String::new();
+                for (label, text) in [("stdout", &t.stdout), ("stderr", &t.stderr)] {
+                    if !text.is_empty() {
+                        s.push_str(&format!("\n--- its {label}, last lines ---\n{text}"));
+                    }
+                }
+                s
+            }
+            None => "\n(it printed nothing)".to_owned(),
+        };
+        Err(Error::ScriptFailed(self.state().redactor.redact_str(
+            &format!("spawn `{}`: wait_for {shown}: {why}{output}", sp.name),
+        )))
+    }
+}
+
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s} s")
+    }
+}

@@ -1,0 +1,213 @@
+//! Background processes with handles (issue #36): `spawn(name, command)`
+//! starts a process in the sandbox; `wait_for` a line of its output or a
+//! listening port (probed inside the sandbox), `alive()`, `logs()`,
+//! `stop()` (its process group ended, verified by a probe in the
+//! sandbox). Its output is journaled and bundled like a step's; one left
+//! running is stopped at teardown. On every provider.
+
+mod common;
+use common::*;
+
+/// A port per provider, so runs of the three providers at the same time
+/// on one machine (some share its network) never meet.
+fn port(rfs: &Rfs, n: u16) -> u16 {
+    let base = match rfs.prov {
+        Prov::Local => 18_000,
+        Prov::Docker => 28_000,
+        Prov::Daytona => 38_000,
+    };
+    base + n + (std::process::id() % 500) as u16 * 4
+}
+
+provider_tests! {
+    fn a_spawned_server_answers_a_step_and_stops_verified(rfs: &Rfs) {
+        let repo = Repo::new();
+        let p = port(rfs, 1);
+        let script = format!(
+            r#"
+let srv = spawn("web", "mkdir -p www && echo hello-from-web > www/index.html && echo Listening on {p} && exec busybox httpd -f -p 127.0.0.1:{p} -h www");
+srv.wait_for(#{{ line: "Listening", timeout: 30 }});
+srv.wait_for(#{{ port: {p}, timeout: 30 }});
+let r = step("hit", "busybox wget -q -O - http://127.0.0.1:{p}/index.html");
+assert(r.stdout.contains("hello-from-web"), "served: " + r.stdout);
+assert(srv.alive(), "alive while serving");
+let logs = srv.logs();
+assert(logs.contains("Listening on {p}"), "logs: " + logs);
+let e = srv.stop();
+assert(!srv.alive(), "alive after stop()");
+print(`stopped group_gone=${{e.group_gone}}`);
+"#
+        );
+        let out = rfs.run(repo.path(), &script);
+        out.assert_code(0);
+        assert!(out.stdout.contains("stopped group_gone=true"), "{}", out.stdout);
+        let start = out.entries("spawn.start");
+        assert_eq!(start.len(), 1);
+        assert_eq!(start[0]["name"], "web");
+        let ready = out.entries("spawn.ready");
+        let on: Vec<&str> = ready.iter().map(|r| r["on"].as_str().unwrap()).collect();
+        assert_eq!(on, ["line", "port"]);
+        assert_eq!(ready[1]["target"], p.to_string());
+        let end = out.entries("spawn.end");
+        assert_eq!(end.len(), 1, "{end:?}");
+        assert_eq!(end[0]["by"], "stop()");
+        assert_eq!(end[0]["group_gone"], true);
+        assert!(end[0]["group"].as_i64().is_some());
+        let log = end[0]["stdout_log"]["path"].as_str().unwrap();
+        assert_eq!(log, "steps/001-spawn-web.stdout.log");
+        let text = std::fs::read_to_string(out.out_dir.join(log)).unwrap();
+        assert_eq!(text, format!("Listening on {p}\n"), "the group line is rfs's, never the output");
+        // The spawn's facts come before the teardown's.
+        let kinds = out.kinds();
+        let end_at = kinds.iter().position(|k| k == "spawn.end").unwrap();
+        let cleanup_at = kinds.iter().position(|k| k.starts_with("cleanup.")).unwrap();
+        assert!(end_at < cleanup_at, "{kinds:?}");
+        let ev = out.evidence();
+        assert!(ev.contains("## Background processes"), "{ev}");
+        assert!(ev.contains("stopped by stop()") && ev.contains("verified gone"), "{ev}");
+        let html = std::fs::read_to_string(out.out_dir.join("report.html")).unwrap();
+        assert!(html.contains("Background processes"));
+        assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
+    }
+
+    fn a_process_left_running_is_stopped_at_teardown(rfs: &Rfs) {
+        let repo = Repo::new();
+        let out = rfs.run(
+            repo.path(),
+            r#"
+let srv = spawn("loop", "echo started; while true; do sleep 1; done");
+srv.wait_for(#{ line: "started" });
+print(`alive=${srv.alive()}`);
+"#,
+        );
+        out.assert_code(0);
+        assert!(out.stdout.contains("alive=true"), "{}", out.stdout);
+        let end = out.entries("spawn.end");
+        assert_eq!(end.len(), 1, "{end:?}");
+        assert_eq!(end[0]["by"], "teardown");
+        assert_eq!(end[0]["group_gone"], true);
+        assert!(out.evidence().contains("stopped at teardown"), "{}", out.evidence());
+        assert!(!out.entries("cleanup.verified").is_empty());
+        assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
+    }
+
+    fn a_wait_for_timeout_fails_with_the_tail_of_its_output(rfs: &Rfs) {
+        let repo = Repo::new();
+        let out = rfs.run(
+            repo.path(),
+            r#"
+let srv = spawn("slow", "echo warming up; echo still-warming >&2; sleep 600");
+srv.wait_for(#{ line: "Listening", timeout: 1 });
+step("never", "echo ran");
+"#,
+        );
+        out.assert_code(1);
+        for needle in ["wait_for a line containing \"Listening\"", "timed out after 1 s", "warming up", "still-warming"] {
+            assert!(out.stderr.contains(needle), "{needle:?} not in:\n{}", out.stderr);
+        }
+        // The script's span: the failing call's line.
+        assert!(out.stderr.contains("srv.wait_for(#{ line: \"Listening\", timeout: 1 })"), "{}", out.stderr);
+        let failed = out.entries("spawn.wait_failed");
+        assert_eq!(failed.len(), 1);
+        assert!(failed[0]["output_tail"]["stderr"].as_str().unwrap().contains("still-warming"));
+        assert!(out.entries("step.start").is_empty());
+        assert_eq!(out.entries("spawn.end")[0]["by"], "teardown");
+        assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
+    }
+
+    fn a_process_that_ends_before_its_port_listens_fails_the_wait(rfs: &Rfs) {
+        let repo = Repo::new();
+        let p = port(rfs, 2);
+        let out = rfs.run(
+            repo.path(),
+            &format!(
+                r#"
+let srv = spawn("crash", "echo boom >&2; exit 3");
+srv.wait_for(#{{ port: {p}, timeout: 20 }});
+"#
+            ),
+        );
+        out.assert_code(1);
+        assert!(out.stderr.contains("it ended before that"), "{}", out.stderr);
+        assert!(out.stderr.contains("boom"), "{}", out.stderr);
+        let end = out.entries("spawn.end");
+        assert_eq!(end[0]["by"], "itself");
+        assert_eq!(end[0]["exit"], 3);
+    }
+
+    fn an_interrupted_run_ends_its_background_process_verified(rfs: &Rfs) {
+        let repo = Repo::new();
+        let (child, out_dir) = rfs.spawn(
+            repo.path(),
+            r#"
+let srv = spawn("loop", "echo up; while true; do sleep 1; done");
+srv.wait_for(#{ line: "up" });
+step("wait", "sleep 600");
+"#,
+        );
+        wait_for_journal(&out_dir, "step.start");
+        sigint(&child);
+        let out = wait_bounded(child, out_dir);
+        out.assert_code(130);
+        let end = out.entries("spawn.end");
+        assert_eq!(end.len(), 1, "{end:?}");
+        assert_eq!(end[0]["by"], "interrupt");
+        assert_eq!(end[0]["group_gone"], true, "{end:?}");
+        assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
+    }
+
+    fn a_spawn_cwd_outside_the_root_is_refused_like_a_step(rfs: &Rfs) {
+        let repo = Repo::new();
+        let out = rfs.run(
+            repo.path(),
+            r#"spawn("x", "echo ran", #{ cwd: "../.." });"#,
+        );
+        out.assert_code(3);
+        assert!(out.stderr.contains("spawn `x` refused"), "{}", out.stderr);
+        assert!(out.entries("spawn.start").is_empty());
+        let out = rfs.run(
+            repo.path(),
+            r#"step("mk", "mkdir -p d && ln -s / d/up"); spawn("x", "echo ran", #{ cwd: "d/up" });"#,
+        );
+        out.assert_code(3);
+        assert!(out.stderr.contains("outside the synced root"), "{}", out.stderr);
+        assert_eq!(out.entries("spawn.end")[0]["by"], "refused");
+    }
+}
+
+/// A real server program as the service (local: the host's python3 is
+/// in the sandbox's read-only system folders): its own access log is the
+/// process's output, journaled and bundled.
+#[test]
+fn python_http_server_is_spawned_waited_for_hit_and_stopped_on_local() {
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("skipping: no /usr/bin/python3 on this machine");
+        return;
+    }
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("site/index.html", "served by python\n");
+    repo.commit("site");
+    let p = port(&rfs, 3);
+    let out = rfs.run(
+        repo.path(),
+        &format!(
+            r#"
+let srv = spawn("http", "exec /usr/bin/python3 -u -m http.server {p} --bind 127.0.0.1", #{{ cwd: "site" }});
+srv.wait_for(#{{ port: {p}, timeout: 30 }});
+let page = step("get", "busybox wget -q -O - http://127.0.0.1:{p}/index.html");
+assert(page.stdout == "served by python\n", page.stdout);
+srv.wait_for(#{{ line: "GET /index.html", timeout: 10 }});
+let end = srv.stop();
+assert(end.group_gone, "group gone");
+"#
+        ),
+    );
+    out.assert_code(0);
+    let end = &out.entries("spawn.end")[0];
+    assert_eq!(end["by"], "stop()");
+    let log = end["stderr_log"]["path"].as_str().unwrap();
+    let text = std::fs::read_to_string(out.out_dir.join(log)).unwrap();
+    assert!(text.contains("\"GET /index.html HTTP/1.1\" 200"), "{text}");
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+}

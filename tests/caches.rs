@@ -1,0 +1,121 @@
+//! Caches kept between runs (issue #36): `sandbox(#{ caches: #{ NAME:
+//! "~/PATH" } })` mounts a folder rfs keeps per repository and provider
+//! read-write under the sandbox's home; its digest is journaled at mount
+//! and at the end, the evidence says the run is not reproducible from the
+//! commit alone, `rfs cache ls|prune` list and empty caches, and runs
+//! sharing a cache take turns (an exclusive lock). Local and docker mount
+//! caches; daytona refuses them before anything runs.
+
+mod common;
+use common::*;
+
+const WRITE: &str = r#"
+sandbox(#{ caches: #{ pip: "~/.cache/pip" } });
+step("write", "echo wheel > ~/.cache/pip/w.txt");
+"#;
+
+const READ: &str = r#"
+sandbox(#{ caches: #{ pip: "~/.cache/pip" } });
+let r = step("read", "if [ -e ~/.cache/pip/w.txt ]; then cat ~/.cache/pip/w.txt; else echo absent; fi");
+print(`cache holds: ${trimmed(r.stdout)}`);
+"#;
+
+fn cache_cmd(rfs: &Rfs, dir: &std::path::Path, args: &[&str]) -> (String, String) {
+    let out = rfs.cmd(dir).arg("cache").args(args).output().unwrap();
+    assert!(out.status.success(), "rfs cache {args:?}: {out:?}");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+provider_tests! {
+    fn a_second_run_sees_what_the_first_wrote_into_its_cache(rfs: &Rfs) {
+        let repo = Repo::new();
+        let first = rfs.run(repo.path(), WRITE);
+        if rfs.prov == Prov::Daytona {
+            first.assert_code(3);
+            assert!(first.stderr.contains("provider `daytona` cannot mount a cache"), "{}", first.stderr);
+            assert!(first.entries("placement").is_empty(), "refused before anything ran");
+            return;
+        }
+        first.assert_code(0);
+        let m = &first.entries("cache.mount")[0];
+        assert_eq!((m["name"].as_str(), m["path"].as_str(), m["files"].as_u64()), (Some("pip"), Some("~/.cache/pip"), Some(0)));
+        let end = &first.entries("cache.end")[0];
+        assert_eq!((end["files"].as_u64(), end["bytes"].as_u64(), end["changed"].as_bool()), (Some(1), Some(6), Some(true)));
+        // The end is journaled after the sandbox is gone.
+        let kinds = first.kinds();
+        assert!(kinds.iter().position(|k| k == "cache.end") > kinds.iter().position(|k| k.starts_with("cleanup.")), "{kinds:?}");
+        let ev = first.evidence();
+        assert!(ev.contains("NOT REPRODUCIBLE from the commit alone") && ev.contains("## Caches"), "{ev}");
+        assert_bundle_verifies(rfs, repo.path(), &first.out_dir);
+
+        let second = rfs.run(repo.path(), READ);
+        second.assert_code(0);
+        assert!(second.stdout.contains("cache holds: wheel"), "{}", second.stdout);
+        assert_eq!(second.entries("cache.mount")[0]["sha256"], end["sha256"], "mounted what the first run left");
+        assert_eq!(second.entries("cache.end")[0]["changed"], false);
+
+        let (ls, _) = cache_cmd(rfs, repo.path(), &["ls"]);
+        let line = ls.lines().find(|l| l.contains(" pip ")).unwrap_or_else(|| panic!("{ls}"));
+        assert!(line.starts_with(rfs.prov.name()) && line.contains("1 files") && line.contains("6 bytes"), "{line}");
+        let (_, err) = cache_cmd(rfs, repo.path(), &["prune"]);
+        assert!(err.contains("emptied 1 cache(s)"), "{err}");
+        let (ls, _) = cache_cmd(rfs, repo.path(), &["ls"]);
+        assert!(ls.contains("0 files"), "{ls}");
+        let third = rfs.run(repo.path(), READ);
+        third.assert_code(0);
+        assert!(third.stdout.contains("cache holds: absent"), "{}", third.stdout);
+    }
+
+    fn cache_names_and_paths_are_checked_before_anything_runs(rfs: &Rfs) {
+        let repo = Repo::new();
+        for (caches, why) in [
+            (r#"#{ "a/b": "~/.x" }"#, "no path separator"),
+            (r#"#{ pip: "/etc" }"#, "does not start with `~/`"),
+            (r#"#{ pip: "~/../etc" }"#, "`..` component"),
+            (r#"#{ pip: "~" }"#, "does not start with `~/`"),
+        ] {
+            let out = rfs.run(repo.path(), &format!("sandbox(#{{ caches: {caches} }});\nstep(\"never\", \"echo ran\");\n"));
+            out.assert_code(3);
+            assert!(out.stderr.contains(why), "{caches}: {}", out.stderr);
+            assert!(out.entries("placement").is_empty(), "{caches}");
+            assert!(out.entries("cache.mount").is_empty(), "{caches}");
+        }
+    }
+
+    fn two_runs_sharing_a_cache_take_turns_and_lose_no_update(rfs: &Rfs) {
+        if rfs.prov == Prov::Daytona {
+            return; // refused (above)
+        }
+        let repo = Repo::new();
+        // A read-modify-write that loses updates when two runs interleave.
+        let script = r#"
+sandbox(#{ caches: #{ counter: "~/.cache/counter" } });
+step("count", "i=0; while [ $i -lt 15 ]; do n=$(cat ~/.cache/counter/n 2>/dev/null || echo 0); sleep 0.05; echo $((n+1)) > ~/.cache/counter/n; i=$((i+1)); done");
+"#;
+        let (a, a_dir) = rfs.spawn(repo.path(), script);
+        let (b, b_dir) = rfs.spawn(repo.path(), script);
+        let a = wait_bounded(a, a_dir);
+        let b = wait_bounded(b, b_dir);
+        a.assert_code(0);
+        b.assert_code(0);
+        let check = rfs.run(
+            repo.path(),
+            r#"
+sandbox(#{ caches: #{ counter: "~/.cache/counter" } });
+print(`n=${trimmed(step("n", "cat ~/.cache/counter/n").stdout)}`);
+"#,
+        );
+        check.assert_code(0);
+        assert!(check.stdout.contains("n=30"), "lost an update: {}", check.stdout);
+        // One run mounted exactly what the other left.
+        let (am, ae) = (&a.entries("cache.mount")[0]["sha256"], &a.entries("cache.end")[0]["sha256"]);
+        let (bm, be) = (&b.entries("cache.mount")[0]["sha256"], &b.entries("cache.end")[0]["sha256"]);
+        assert!(am == be || bm == ae, "the runs overlapped: {am} {ae} {bm} {be}");
+        let waited = a.entries("cache.mount")[0]["waited_ms"].as_u64().unwrap()
+            + b.entries("cache.mount")[0]["waited_ms"].as_u64().unwrap();
+        assert!(waited > 0, "neither run waited for the other");
+    }
+}
