@@ -26,6 +26,7 @@ pub mod config;
 mod exec;
 mod follow;
 pub mod http;
+mod log_watch;
 mod pty;
 pub mod sandbox;
 mod shell_text;

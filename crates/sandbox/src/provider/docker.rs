@@ -137,7 +137,7 @@ impl DockerProvider {
             client: Client::connect()?,
             options,
             owners: upload::Owners::default(),
-            own_exe: crate::source::native_check::executable().map(Path::to_path_buf),
+            own_exe: crate::provider::own_executable::executable().map(Path::to_path_buf),
             bundle: OnceLock::new(),
             prepared: Mutex::default(),
             lanes: Mutex::default(),

@@ -117,6 +117,20 @@ pub fn pipe_cloexec() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::Own
     })
 }
 
+/// The pipe buffer asked for (the unprivileged maximum by default; kernel
+/// memory, not the process's).
+const PIPE: usize = 1 << 20;
+
+/// Ask for a [`PIPE`]-byte buffer on `fd` when it is a pipe (fewer, larger
+/// reads and writes); anything else is left alone.
+pub fn enlarge_pipe(fd: std::os::fd::RawFd) {
+    // SAFETY: fcntl on a descriptor the caller holds; F_SETPIPE_SZ fails
+    // harmlessly (EBADF, EINVAL, EPERM) on anything that is not a pipe.
+    unsafe {
+        libc::fcntl(fd, libc::F_SETPIPE_SZ, PIPE as libc::c_int);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

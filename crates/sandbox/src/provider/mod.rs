@@ -11,6 +11,7 @@ pub mod isolation;
 pub mod labels;
 pub mod limits;
 pub mod local;
+pub mod own_executable;
 pub mod owner;
 pub mod process_group;
 pub mod registry;

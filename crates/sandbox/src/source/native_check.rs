@@ -41,17 +41,7 @@ use super::remote_check::{
     STDIN,
 };
 
-/// The hidden first argument that makes rfs the verifier.
-pub const COMMAND: &str = "__verify-source";
-
-/// The argument that only asks the verifier to answer
-/// [`probe_answer`] (a verifier that answers it started).
-pub const PROBE: &str = "--probe";
-
-/// What `rfs __verify-source --probe` prints.
-pub fn probe_answer() -> String {
-    format!("rfs {} verifier\n", env!("CARGO_PKG_VERSION"))
-}
+pub use crate::provider::own_executable::{probe_answer, COMMAND, PROBE};
 
 /// Exit code of a verifier that was called wrongly or could not read a file
 /// back (the script has no such case).
@@ -183,7 +173,7 @@ pub fn verify(args: Vec<OsString>, out: &mut dyn Write) -> Result<(), VerifyErro
     // nothing here and is removed at the end).
     mkdir(&args.aux, false)?;
     let input: Box<dyn Read + Send> = if args.archive == STDIN {
-        super::stream::enlarge_pipe(0);
+        crate::provider::input::enlarge_pipe(0);
         Box::new(io::stdin())
     } else {
         Box::new(std::fs::File::open(&args.archive).map_err(VerifyError::Read)?)
@@ -362,21 +352,7 @@ fn touch_stamp(stamp: &Path) {
     }
 }
 
-/// The rfs executable that runs the verifier, once declared.
-static EXECUTABLE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-
-/// Declare `path` as an executable whose entry point dispatches [`COMMAND`]
-/// (rfs's CLI declares `/proc/self/exe`; a program embedding the library,
-/// like a test, may name the rfs binary). The first declaration stays.
-pub fn declare_executable(path: PathBuf) {
-    let _ = EXECUTABLE.set(path);
-}
-
-/// The declared executable (`None`: this process cannot run the native
-/// verifier, so syncs verify with the POSIX script).
-pub fn executable() -> Option<&'static Path> {
-    EXECUTABLE.get().map(PathBuf::as_path)
-}
+pub use crate::provider::own_executable::{declare_executable, executable};
 
 /// Whether `arg` (rfs's first argument) asks for the verifier.
 pub fn is_command(arg: &OsStr) -> bool {

@@ -146,20 +146,6 @@ impl Write for ArchiveWriter {
     }
 }
 
-/// The pipe buffer asked for (the unprivileged maximum by default; kernel
-/// memory, not the process's).
-const PIPE: usize = 1 << 20;
-
-/// Ask for a [`PIPE`]-byte buffer on `fd` when it is a pipe (fewer, larger
-/// reads and writes); anything else is left alone.
-pub fn enlarge_pipe(fd: std::os::fd::RawFd) {
-    // SAFETY: fcntl on a descriptor the caller holds; F_SETPIPE_SZ fails
-    // harmlessly (EBADF, EINVAL, EPERM) on anything that is not a pipe.
-    unsafe {
-        libc::fcntl(fd, libc::F_SETPIPE_SZ, PIPE as libc::c_int);
-    }
-}
-
 /// An OS pipe: the builder's blocking writer (close-on-exec, buffered in
 /// [`CHUNK`] pieces) and its read end as an [`InputStream`]. Neither side
 /// counts or hashes: the builder must compute the digest. The read end
@@ -169,7 +155,7 @@ pub fn enlarge_pipe(fd: std::os::fd::RawFd) {
 /// builder's writes fail with [`READER_GONE`].
 pub fn pipe() -> io::Result<(PipeWriter, crate::provider::InputStream)> {
     let (r, w) = crate::provider::input::pipe_cloexec()?;
-    enlarge_pipe(std::os::fd::AsRawFd::as_raw_fd(&w));
+    crate::provider::input::enlarge_pipe(std::os::fd::AsRawFd::as_raw_fd(&w));
     Ok((
         PipeWriter(io::BufWriter::with_capacity(CHUNK, std::fs::File::from(w))),
         crate::provider::InputStream::from_pipe(r),

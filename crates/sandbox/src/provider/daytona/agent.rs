@@ -31,17 +31,16 @@ use futures_util::StreamExt;
 use reqwest::Method;
 use serde::Deserialize;
 use serde_json::json;
-use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::exec::{Relay, KILL_GRACE, SIGKILL};
-use super::follow::{StreamDemux, LOG_UNENDED_NOTE};
+use super::exec::{Relay, SIGKILL};
+use super::follow::StreamDemux;
 use super::http::Call;
+use super::log_watch::{note_unended, How, Pieces, Watching};
 use super::sandbox::enc;
 use super::ws::Ws;
 use super::{lock, shell_text, Api};
-use crate::provider::supervisor::{Intervention, Supervisor};
-use crate::provider::{sleep_until, ExecOutcome, ExecRequest, OutputSink, ProviderResult};
+use crate::provider::{ExecOutcome, ExecRequest, OutputSink, ProviderResult};
 
 /// The agent's loop: each line of its stdin is a command text in base64
 /// (a command line may span lines). It says it is ready first.
@@ -50,8 +49,6 @@ const LOOP: &str = "command -v base64 >/dev/null 2>&1 || exit 97; echo rfs-agent
 const READY: &[u8] = b"rfs-agent-ready\n";
 /// How long a new agent may take to say it is ready.
 const READY_WITHIN: Duration = Duration::from_secs(10);
-/// How often a step's recorded exit status is checked while its log is silent.
-const CHECK_EVERY: Duration = Duration::from_secs(2);
 
 /// One agent: its session, its command and the open follow stream.
 pub struct Agent {
@@ -449,69 +446,57 @@ impl Api {
         relay: &mut Relay,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<Ended> {
-        let mut sup = Supervisor::new(req, KILL_GRACE);
         let (mut out, mut err) = (EndScan::new(token), EndScan::new(token));
-        let mut killed = false;
-        let mut next_check = Instant::now() + CHECK_EVERY;
-        let mut log_grace: Option<Instant> = None;
-        let mut recorded: Option<super::exec::RecordedExit> = None;
-        loop {
-            tokio::select! {
-                msg = agent.ws.next() => match msg {
-                    Some(Ok(Message::Binary(b))) => {
-                        let pieces = unechoed(agent.demux.push(&b), &mut agent.echo);
-                        feed(pieces, &mut out, &mut err, relay, sink);
-                    }
-                    Some(Ok(Message::Text(t))) => {
-                        let pieces = unechoed(agent.demux.push(t.as_bytes()), &mut agent.echo);
-                        feed(pieces, &mut out, &mut err, relay, sink);
-                    }
-                    Some(Ok(_)) => continue,
-                    // The agent's stream ended: it ran its last step.
-                    Some(Err(_)) | None => {
-                        if sup.stop().is_some() {
-                            return Ok(Ended::Stopped { timed_out: sup.timed_out(), killed });
-                        }
-                        let r = self.recorded_exit(id, &agent.sid, token).await?;
-                        return Ok(Ended::Spent(out.code().or(err.code()).or(r.map(|r| r.code))));
-                    }
-                },
-                _ = tokio::time::sleep_until(next_check), if recorded.is_none() => {
-                    next_check = Instant::now() + CHECK_EVERY;
-                    recorded = self.recorded_exit(id, &agent.sid, token).await?;
-                    if recorded.is_some() && log_grace.is_none() {
-                        log_grace = Some(Instant::now() + Duration::from_secs(2));
-                    }
-                }
-                // The command ended (its status is recorded) but its end
-                // lines did not come: the toolbox lost the log.
-                _ = sleep_until(log_grace), if log_grace.is_some() && sup.stop().is_none() => {
-                    if !recorded.is_some_and(|r| r.log_kept) {
-                        relay.flush(sink);
-                        sink.stderr(LOG_UNENDED_NOTE.as_bytes());
-                    }
-                    return Ok(Ended::Spent(recorded.map(|r| r.code)));
-                }
-                i = sup.next() => match i {
-                    Intervention::Stop(_) => {
-                        killed = self.kill_group(id, token).await?;
-                        sup.killed();
-                    }
-                    Intervention::GraceOver => {
-                        return Ok(Ended::Stopped { timed_out: sup.timed_out(), killed });
-                    }
-                },
-            }
-            if let (Some(o), Some(_)) = (out.code(), err.code()) {
-                if sup.stop().is_some() {
-                    return Ok(Ended::Stopped {
-                        timed_out: sup.timed_out(),
-                        killed,
-                    });
-                }
-                return Ok(Ended::Clean(Some(o)));
-            }
+        let mut split = Unechoed {
+            demux: &mut agent.demux,
+            echo: &mut agent.echo,
+        };
+        let at = Watching {
+            id,
+            sid: &agent.sid,
+            token,
+        };
+        let w = self
+            .watch_log(
+                &mut agent.ws,
+                &mut split,
+                at,
+                req,
+                (&mut out, &mut err),
+                relay,
+                sink,
+            )
+            .await?;
+        if let Some((timed_out, killed)) = w.stopped {
+            return Ok(Ended::Stopped { timed_out, killed });
         }
+        Ok(match w.how {
+            How::EndLines => Ended::Clean(out.code()),
+            // The agent's stream ended: it ran its last step.
+            How::Closed => {
+                let r = self.recorded_exit(id, &agent.sid, token).await?;
+                Ended::Spent(out.code().or(err.code()).or(r.map(|r| r.code)))
+            }
+            // The command ended (its status is recorded) but its end
+            // lines did not come: the toolbox lost the log.
+            How::Unended | How::GraceOver => {
+                note_unended(w.recorded, relay, sink);
+                Ended::Spent(w.recorded.map(|r| r.code))
+            }
+        })
+    }
+}
+
+/// An agent's stream pieces without the input's echo (stdout only: the
+/// daemon echoes input as stdout).
+struct Unechoed<'a> {
+    demux: &'a mut StreamDemux,
+    echo: &'a mut EchoFilter,
+}
+
+impl Pieces for Unechoed<'_> {
+    fn pieces(&mut self, frame: &[u8]) -> Vec<(bool, Vec<u8>)> {
+        unechoed(self.demux.push(frame), self.echo)
     }
 }
 

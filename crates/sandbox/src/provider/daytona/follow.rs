@@ -7,32 +7,22 @@
 //! second after the last output (it looks for the exit code after 50
 //! empty reads 20 ms apart: apps/daemon/internal/util/log_reader.go).
 //! Without end lines (a stream that closes first) rfs reads the exit code
-//! once. No output is fetched twice. While following, rfs asks every
-//! [`CHECK_EVERY`] for the exit status the wrapper records in `/tmp` when
+//! once. No output is fetched twice. While following (the watch loop is
+//! [`super::log_watch`]'s), rfs asks periodically for the exit status the wrapper records in `/tmp` when
 //! the command removed the toolbox's session directory, whose log then
 //! never ends.
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::Message;
 
 use super::agent::{feed, EndScan};
-use super::exec::{Relay, KILL_GRACE};
+use super::exec::Relay;
+use super::log_watch::{note_unended, How, Pieces, Watching, LOG_GRACE};
 use super::sandbox::enc;
 use super::ws::Ws;
 use super::Api;
-use crate::provider::supervisor::{Intervention, Supervisor};
-use crate::provider::{sleep_until, ExecRequest, OutputSink, ProviderResult};
-
-/// How often a followed command's recorded exit status is checked.
-const CHECK_EVERY: Duration = Duration::from_secs(2);
-/// How long the log may go on after the command's recorded exit.
-const LOG_GRACE: Duration = Duration::from_secs(2);
-
-/// Said (on the step's stderr) when the log did not end with the command.
-pub(super) const LOG_UNENDED_NOTE: &str = "rfs: the command removed the Daytona toolbox's session log (under $HOME/.daytona); output after this point is not captured, its exit status is read from /tmp\n";
+use crate::provider::{ExecRequest, OutputSink, ProviderResult};
 
 const OUT: &[u8] = b"\x01\x01\x01";
 const ERR: &[u8] = b"\x02\x02\x02";
@@ -125,7 +115,6 @@ impl Api {
 
     /// Relay a followed command's output into `sink` until it ends or
     /// rfs stops it.
-    #[allow(clippy::too_many_arguments)]
     pub async fn follow_command(
         &self,
         mut ws: Ws,
@@ -135,59 +124,30 @@ impl Api {
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<Followed> {
         let (base, id, sid, cmd, token) = at.parts();
-        let mut sup = Supervisor::new(req, KILL_GRACE);
         let mut demux = StreamDemux::default();
         let (mut out, mut err) = (EndScan::new(token), EndScan::new(token));
-        let mut killed = false;
-        // Until when the log may still run on after a recorded exit.
-        let mut log_grace: Option<Instant> = None;
-        let mut recorded: Option<super::exec::RecordedExit> = None;
-        let mut next_check = Instant::now() + CHECK_EVERY;
-        let closed = loop {
-            tokio::select! {
-                msg = ws.next() => match msg {
-                    Some(Ok(Message::Binary(b))) => feed(demux.push(&b), &mut out, &mut err, relay, sink),
-                    Some(Ok(Message::Text(t))) => feed(demux.push(t.as_bytes()), &mut out, &mut err, relay, sink),
-                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break true,
-                    Some(Ok(_)) => {}
-                },
-                _ = tokio::time::sleep_until(next_check), if recorded.is_none() => {
-                    next_check = Instant::now() + CHECK_EVERY;
-                    recorded = self.recorded_exit(id, sid, token).await?;
-                    if recorded.is_some() && log_grace.is_none() {
-                        log_grace = Some(Instant::now() + LOG_GRACE);
-                    }
-                }
-                // Stopping, the kill's grace alone bounds the log.
-                _ = sleep_until(log_grace), if log_grace.is_some() && sup.stop().is_none() => break false,
-                i = sup.next() => match i {
-                    Intervention::Stop(_) => {
-                        killed = self.kill_group(id, token).await?;
-                        sup.killed();
-                    }
-                    Intervention::GraceOver => break false,
-                },
-            }
-            if out.code().is_some() && err.code().is_some() {
-                break true;
-            }
-        };
+        let w = self
+            .watch_log(
+                &mut ws,
+                &mut demux,
+                Watching { id, sid, token },
+                req,
+                (&mut out, &mut err),
+                relay,
+                sink,
+            )
+            .await?;
         feed(demux.finish(), &mut out, &mut err, relay, sink);
         let _ = ws.close(None).await;
-        if sup.stop().is_some() {
-            return Ok(Followed::Stopped {
-                timed_out: sup.timed_out(),
-                killed,
-            });
+        if let Some((timed_out, killed)) = w.stopped {
+            return Ok(Followed::Stopped { timed_out, killed });
         }
-        if !closed {
+        let recorded = w.recorded;
+        if matches!(w.how, How::Unended | How::GraceOver) {
             // A log held open by a process the command left running ends
             // the step as on every provider, without a note; a log the
             // command removed is said.
-            if !recorded.is_some_and(|r| r.log_kept) {
-                relay.flush(sink);
-                sink.stderr(LOG_UNENDED_NOTE.as_bytes());
-            }
+            note_unended(recorded, relay, sink);
             return Ok(Followed::Ended(recorded.map(|r| r.code)));
         }
         if let (Some(code), Some(_)) = (out.code(), err.code()) {
@@ -215,6 +175,12 @@ impl Api {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+}
+
+impl Pieces for StreamDemux {
+    fn pieces(&mut self, frame: &[u8]) -> Vec<(bool, Vec<u8>)> {
+        self.push(frame)
     }
 }
 

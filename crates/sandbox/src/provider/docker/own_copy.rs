@@ -12,8 +12,8 @@ use super::exec::{self, ExecSpec};
 use super::own_exe::ExecutableBundle;
 use super::stdin_fifo::Lane;
 use super::upload::{self, Owner};
+use crate::provider::own_executable as native_check;
 use crate::provider::{ProviderError, ProviderResult};
-use crate::source::native_check;
 
 /// How long the probe of a copy, and its removal, may take.
 const DEADLINE: Duration = Duration::from_secs(60);

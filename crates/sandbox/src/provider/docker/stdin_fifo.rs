@@ -169,7 +169,7 @@ impl Lane {
         let mut fifo = open_writer(&self.host_fifo(), OPEN_DEADLINE)
             .await
             .map_err(|e| ProviderError::Io(format!("the sandbox's stream lane: {e}")))?;
-        crate::source::stream::enlarge_pipe(std::os::fd::AsRawFd::as_raw_fd(&fifo));
+        crate::provider::input::enlarge_pipe(std::os::fd::AsRawFd::as_raw_fd(&fifo));
         // A command that closed its input ends the copy quietly.
         input.copy_into(&mut fifo, CHUNK).await.map(drop)
     }

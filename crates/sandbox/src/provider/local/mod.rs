@@ -152,7 +152,7 @@ impl LocalProvider {
             root: state_dir.join("local"),
             inits: Arc::default(),
             infos: Arc::default(),
-            own_exe: crate::source::native_check::executable().map(Path::to_path_buf),
+            own_exe: crate::provider::own_executable::executable().map(Path::to_path_buf),
             cgroups: Arc::default(),
         }
     }

@@ -61,7 +61,7 @@ impl Init {
         // forks of rfs they would each hold a copy of rfs's page tables
         // (megabytes for a suite's rfs), so, where rfs's own executable
         // is known, they become small programs of their own (`exec`).
-        let exe = crate::source::native_check::executable()
+        let exe = crate::provider::own_executable::executable()
             .and_then(|p| std::fs::File::open(p).ok())
             .map(OwnedFd::from);
         Init::start_with(&plan, exe.as_ref())
