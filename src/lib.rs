@@ -59,6 +59,7 @@ pub(crate) mod gc;
 pub(crate) mod journal;
 pub(crate) mod logging;
 pub(crate) mod mcp;
+pub mod network;
 pub(crate) mod out_dir;
 pub mod outcome;
 pub(crate) mod plural;

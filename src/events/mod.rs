@@ -484,6 +484,10 @@ pub enum Event {
         bytes: u64,
         bundled: Option<String>,
     },
+    /// One connection attempt through rfs's egress proxy (#34): the
+    /// destination, allowed or refused and by which rule, bytes each way.
+    #[serde(rename = "net.connect")]
+    NetConnect(crate::network::Connection),
     /// The run is over (last line).
     #[serde(rename = "run.end")]
     RunEnd {

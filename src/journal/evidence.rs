@@ -54,6 +54,7 @@ impl Evidence {
         sessions(&mut s, r);
         prints(&mut s, r);
         artifacts(&mut s, r);
+        super::network_view::markdown(&mut s, &r.network);
         refusals(&mut s, r);
         let _ = writeln!(s, "\n## Cleanup\n");
         let _ = writeln!(s, "{}", cleanup(r.cleanup.as_ref()));

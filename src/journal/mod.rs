@@ -6,6 +6,7 @@
 pub(crate) mod evidence;
 pub(crate) mod head;
 pub(crate) mod markdown;
+pub(crate) mod network_view;
 pub(crate) mod summary;
 pub(crate) mod verify;
 

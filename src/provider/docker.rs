@@ -250,13 +250,27 @@ impl Provider for DockerProvider {
                 why: ": its sandboxes are always containers".into(),
             });
         }
+        use crate::network::{NetworkFact, NetworkPolicy};
+        let enforced = match &req.network {
+            NetworkPolicy::Off => Some("Docker network mode `none` (only the container's loopback)"),
+            NetworkPolicy::Host => None,
+            // Nobody asked: Docker's default bridge, said as unfiltered.
+            NetworkPolicy::Public if req.network_by == "default" => None,
+            p => {
+                return Err(IsolationError::NetworkPolicyUnsupported {
+                    provider: "docker".into(),
+                    policy: p.to_string(),
+                    why: "rfs's egress proxy is not wired into docker containers yet; use `network: false`, or `network: \"host\"` (Docker's bridge, unfiltered) with --allow-host-network, or the local provider".into(),
+                })
+            }
+        };
         Ok(IsolationInForce {
             mode: "container".into(),
             reason: format!(
                 "a Docker container (isolation `{}` requested by {})",
                 req.mode, req.source
             ),
-            network: req.network,
+            network: NetworkFact::of(&req.network, &req.network_by, enforced),
         })
     }
 

@@ -70,6 +70,7 @@ pub(crate) fn page(b: &FinishedRun, sessions: &[SessionView]) -> String {
     steps(&mut s, r);
     terminal(&mut s, r, sessions);
     prints(&mut s, r);
+    crate::journal::network_view::html(&mut s, &r.network, &|t| h(t).to_string());
     refusals(&mut s, r);
     cleanup(&mut s, r);
     let _ = write!(

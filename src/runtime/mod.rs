@@ -8,6 +8,7 @@
 pub(crate) mod artifacts;
 pub(crate) mod attach;
 pub(crate) mod cwd;
+mod egress;
 pub(crate) mod exec_loop;
 pub(crate) mod output;
 pub(crate) mod placement;

@@ -186,6 +186,7 @@ impl Run {
             commit: pin.as_ref().map(|p| p.0.clone()),
             tree_digest: pin.map(|p| p.1),
         })?;
+        self.egress_step(Some(name));
         let started = Instant::now();
         let nonce = super::wrapper::nonce();
         let req = ExecRequest {
@@ -214,6 +215,12 @@ impl Run {
             }
         };
         let summary = describe(&result, last_signal, opts.timeout);
+        // The step's connections, just before its end.
+        let egress = self.egress_log();
+        if let Some(l) = &egress {
+            l.set_step(None);
+        }
+        self.record_connections(egress.as_ref());
         self.record(Event::StepEnd {
             name: name.to_owned(),
             ok: result.ok,

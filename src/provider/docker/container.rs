@@ -175,7 +175,7 @@ async fn create_started(
             init: Some(true),
             auto_remove: Some(true),
             // `network: false`: no interfaces but the container's own loopback.
-            network_mode: (!spec.isolation.network).then(|| "none".to_owned()),
+            network_mode: (!spec.isolation.network.has_route()).then(|| "none".to_owned()),
             mounts: Some(
                 std::iter::once(home_volume(&options.home, &spec.labels))
                     .chain(lane.map(Lane::mount))
