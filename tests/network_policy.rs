@@ -423,3 +423,119 @@ fn a_malformed_allow_entry_is_refused_before_anything_runs_with_its_span() {
         assert!(!journal.exists() || out.entries("placement").is_empty());
     }
 }
+
+#[test]
+fn a_refusal_is_in_the_json_summary_and_junit_and_a_forged_record_fails_verify() {
+    require_namespaces();
+    let private = TestNet::new("10.199.0", "private");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let junit = rfs.state.path().join("junit.xml");
+    let script = format!(
+        r#"sync_source();
+        step("fetch", "curl -sS -o /dev/null -w '%{{http_code}}' {u}; echo");"#,
+        u = private.url()
+    );
+    let out = rfs.run_with(
+        repo.path(),
+        &script,
+        &["--json", "--junit", junit.to_str().unwrap()],
+    );
+    // A refused connection does not fail the step by itself.
+    out.assert_code(0);
+    let summary: serde_json::Value = out
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .expect("a summary line");
+    let net = &summary["network"];
+    assert_eq!(net["policy"], "public", "{net}");
+    assert_eq!(net["connections"], 1, "{net}");
+    assert_eq!(net["refused"][0]["step"], "fetch", "{net}");
+    assert_eq!(
+        net["refused"][0]["destination"],
+        format!("{}:8080", private.addr),
+        "{net}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("name=\"network_refused\" value=\"1\""),
+        "{xml}"
+    );
+    assert!(xml.contains("private (10.0.0.0/8) (step fetch)"), "{xml}");
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+    // A Network section that says the connection was allowed fails verify.
+    let ev = out.out_dir.join("EVIDENCE.md");
+    let text = std::fs::read_to_string(&ev).unwrap();
+    assert!(text.contains("| **refused** |"), "{text}");
+    std::fs::write(&ev, text.replace("| **refused** |", "| allowed |")).unwrap();
+    let (ok, why) = rfs_verify(&rfs, repo.path(), &out.out_dir);
+    assert!(!ok, "a forged Network section verified:\n{why}");
+    std::fs::write(&ev, &text).unwrap();
+    // So does a journal whose net.connect fact was rewritten.
+    let j = out.out_dir.join("journal.jsonl");
+    let journal = std::fs::read_to_string(&j).unwrap();
+    assert!(journal.contains("\"allowed\":false"), "{journal}");
+    std::fs::write(&j, journal.replace("\"allowed\":false", "\"allowed\":true")).unwrap();
+    let (ok, why) = rfs_verify(&rfs, repo.path(), &out.out_dir);
+    assert!(!ok, "a forged net.connect fact verified:\n{why}");
+}
+
+#[test]
+fn daytona_enforces_an_address_allow_list_itself_and_refuses_names_it_cannot() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    let repo = Repo::new();
+    let out = rfs.run_with(
+        repo.path(),
+        r#"sandbox(#{ network: #{ allow: ["10.1.2.3", "192.0.2.0/24"] } }); step("x", "true");"#,
+        &["--keep"],
+    );
+    out.assert_code(0);
+    let id = out.sandbox_id();
+    let created = rfs
+        .sim()
+        .inventory()
+        .into_iter()
+        .find(|s| s.id == id)
+        .expect("the kept sandbox");
+    assert_eq!(
+        created.network_allow_list.as_deref(),
+        Some("10.1.2.3/32,192.0.2.0/24")
+    );
+    assert!(!created.network_block_all);
+    let fact = &out.entries("placement")[0]["isolation"]["network_policy"];
+    assert_eq!(fact["policy"], "allow", "{fact}");
+    assert!(
+        fact["enforced_by"]
+            .as_str()
+            .unwrap()
+            .contains("Daytona networkAllowList"),
+        "{fact}"
+    );
+    let rm = rfs.cmd(repo.path()).args(["rm", &id]).output().unwrap();
+    assert!(
+        rm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rm.stderr)
+    );
+    // A name (or a port) cannot be enforced there: refused, nothing made.
+    for (entry, why) in [("pypi.org", "host name"), ("10.1.2.3:443", "port")] {
+        let script =
+            format!(r#"sandbox(#{{ network: #{{ allow: ["{entry}"] }} }}); step("x", "true");"#);
+        let out = rfs.run(repo.path(), &script);
+        assert_ne!(out.code, 0);
+        assert!(
+            out.stderr.contains("cannot be enforced") && out.stderr.contains(why),
+            "{}",
+            out.stderr
+        );
+        assert!(out.entries("placement").is_empty());
+    }
+    // The default is Daytona's own network, said as unfiltered.
+    let out = rfs.run(repo.path(), r#"step("x", "true");"#);
+    out.assert_code(0);
+    let fact = &out.entries("placement")[0]["isolation"]["network_policy"];
+    assert_eq!(fact["unfiltered"], true, "{fact}");
+    rfs.finish();
+}

@@ -253,6 +253,20 @@ impl Provider for DaytonaProvider {
     async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
         let res = async {
             let dto = self.api.create_started(spec).await?;
+            let asked_list = match sandbox::network_fields(&spec.isolation.network) {
+                Ok(sandbox::NetworkFields::AllowList(l)) => Some(l),
+                _ => None,
+            };
+            if asked_list.is_some() && dto.network_allow_list != asked_list {
+                let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
+                    Ok(()) => "it was destroyed (verified gone)".to_owned(),
+                    Err(d) => format!("destroying it could not be verified: {d}"),
+                };
+                return Err(ProviderError::Provision(format!(
+                    "sandbox {} was created with networkAllowList {:?} although {:?} was asked for (the server ignored the field); {cleanup}",
+                    dto.id, dto.network_allow_list, asked_list
+                )));
+            }
             if !spec.isolation.network.has_route() && dto.network_block_all != Some(true) {
                 let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
                     Ok(()) => "it was destroyed (verified gone)".to_owned(),

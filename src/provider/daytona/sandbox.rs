@@ -51,6 +51,8 @@ pub struct SandboxDto {
     pub user: Option<String>,
     #[serde(default)]
     pub network_block_all: Option<bool>,
+    #[serde(default)]
+    pub network_allow_list: Option<String>,
 }
 
 impl SandboxDto {
