@@ -12,6 +12,24 @@ pub use record::{Connection, EgressLog};
 
 use serde::{Deserialize, Serialize};
 
+/// The port of rfs's egress proxy inside a sandbox's network namespace.
+pub const PROXY_PORT: u16 = 3128;
+
+/// The proxy variables of every command in a sandbox behind rfs's proxy,
+/// in both spellings; `no_proxy` keeps the sandbox's own loopback direct.
+pub fn proxy_env() -> Vec<(String, String)> {
+    let url = format!("http://127.0.0.1:{PROXY_PORT}");
+    let mut env = vec![];
+    for k in ["http_proxy", "https_proxy", "all_proxy"] {
+        env.push((k.to_owned(), url.clone()));
+        env.push((k.to_ascii_uppercase(), url.clone()));
+    }
+    for k in ["no_proxy", "NO_PROXY"] {
+        env.push((k.to_owned(), "localhost,127.0.0.1,::1".to_owned()));
+    }
+    env
+}
+
 /// The env var that lets scripts ask for `network: "host"` (like
 /// `--allow-host-network`).
 pub const ALLOW_HOST_NETWORK_ENV: &str = "RFS_ALLOW_HOST_NETWORK";

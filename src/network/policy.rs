@@ -295,8 +295,9 @@ pub fn decide(
 }
 
 /// A refusal decided by the name alone, before it is resolved: under
-/// `network: false`, and under an allow list that names no address
-/// (resolving a name nobody listed would itself carry data out).
+/// `network: false`, and under an allow list where no name entry lists
+/// it (resolving a name nobody listed would itself carry data out; an
+/// address entry lets through connections made to that address).
 pub fn refuse_before_resolving(policy: &NetworkPolicy, name: &str, port: u16) -> Option<Decision> {
     let refused = |rule: &str| {
         Some(Decision {
@@ -312,11 +313,11 @@ pub fn refuse_before_resolving(policy: &NetworkPolicy, name: &str, port: u16) ->
                 !matches!(r.target, Target::Net(_))
                     && r.matches(Some(name), IpAddr::from([0, 0, 0, 0]), port)
             });
-            let any_net = rules.iter().any(|r| matches!(r.target, Target::Net(_)));
-            (!by_name && !any_net).then(|| Decision {
-                allowed: false,
-                rule: "not in the allow list".into(),
-            })
+            if by_name {
+                None
+            } else {
+                refused("not in the allow list")
+            }
         }
     }
 }
@@ -420,5 +421,10 @@ mod tests {
         assert!(!r.allowed && r.rule.contains("loopback"), "{r:?}");
         assert!(decide(&p, Some("host"), pub_ip, 8080, &[]).allowed);
         assert!(!decide(&p, Some("host"), pub_ip, 8081, &[]).allowed);
+        // Only listed names are resolved at all.
+        assert!(refuse_before_resolving(&p, "pypi.org", 443).is_none());
+        assert!(refuse_before_resolving(&p, "a.files.pythonhosted.org", 1).is_none());
+        assert!(refuse_before_resolving(&p, "internal.corp", 80).is_some());
+        assert!(refuse_before_resolving(&p, "host", 8081).is_some());
     }
 }

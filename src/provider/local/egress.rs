@@ -8,21 +8,11 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// The port of the proxy inside a sandbox's network namespace.
-pub(crate) const PORT: u16 = 3128;
+pub(crate) const PORT: u16 = crate::network::PROXY_PORT;
 
-/// The proxy variables of every command in a sandbox behind the proxy,
-/// in both spellings; `no_proxy` keeps the sandbox's own loopback direct.
+/// The proxy variables of every command in a sandbox behind the proxy.
 pub(super) fn proxy_env() -> Vec<(String, String)> {
-    let url = format!("http://127.0.0.1:{PORT}");
-    let mut env = vec![];
-    for k in ["http_proxy", "https_proxy", "all_proxy"] {
-        env.push((k.to_owned(), url.clone()));
-        env.push((k.to_ascii_uppercase(), url.clone()));
-    }
-    for k in ["no_proxy", "NO_PROXY"] {
-        env.push((k.to_owned(), "localhost,127.0.0.1,::1".to_owned()));
-    }
-    env
+    crate::network::proxy_env()
 }
 
 /// A socket pair: (rfs's end, the init's end), both close-on-exec.
