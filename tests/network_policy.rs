@@ -69,13 +69,14 @@ impl TestNet {
         ip(&["-n", &ns, "link", "set", "lo", "up"]);
         std::fs::write(net._www.path().join("index.html"), body).unwrap();
         let mut net = net;
+        let log = std::fs::File::create(net._www.path().join("access.log")).unwrap();
         let server = Command::new("ip")
-            .args(["netns", "exec", &ns, "busybox", "httpd", "-f", "-p"])
+            .args(["netns", "exec", &ns, "busybox", "httpd", "-f", "-v", "-p"])
             .arg(format!("{n}:8080"))
             .arg("-h")
             .arg(net._www.path())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("busybox httpd starts");
         net.server = Some(server);
@@ -108,6 +109,23 @@ impl TestNet {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         panic!("the test server in {} did not start", self.ns);
+    }
+
+    /// The server's access log: one `client:port: response:CODE` line a
+    /// request (the readiness probes included).
+    fn access_log(&self) -> Vec<String> {
+        std::fs::read_to_string(self._www.path().join("access.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The host side of the veth pair (where rfs's proxy connects from).
+    fn host_addr(&self) -> String {
+        let mut p: Vec<&str> = self.addr.split('.').collect();
+        let last: u32 = p.pop().unwrap().parse().unwrap();
+        format!("{}.{}", p.join("."), last - 1)
     }
 
     fn url(&self) -> String {
@@ -205,6 +223,21 @@ fn the_default_reaches_a_public_server_only_through_rfs_and_records_it() {
         assert!(c["bytes_down"].as_u64().unwrap() > 30, "{c}");
         assert!(c["bytes_up"].as_u64().unwrap() > 30, "{c}");
     }
+    // The record matches what the server saw: one request per allowed
+    // connection, each from the host (rfs's proxy), none from elsewhere.
+    let seen: Vec<String> = public
+        .access_log()
+        .into_iter()
+        .filter(|l| l.starts_with(&format!("{}:", public.host_addr())))
+        .collect();
+    let probes = public.access_log().len() - seen.len();
+    assert_eq!(
+        probes,
+        1,
+        "only the readiness probe came from inside: {:?}",
+        public.access_log()
+    );
+    assert_eq!(seen.len(), 2, "{seen:?}");
     let placement = &out.entries("placement")[0]["isolation"]["network_policy"];
     assert_eq!(placement["policy"], "public", "{placement}");
     assert_eq!(placement["unfiltered"], false, "{placement}");
@@ -222,11 +255,7 @@ fn the_default_refuses_private_addresses_the_hosts_loopback_and_own_addresses() 
     let public = TestNet::new("203.0.113", "public");
     let port = host_loopback_server("the developer's database");
     // The host side of the veth pair is one of the host's own addresses.
-    let own = {
-        let mut p: Vec<&str> = public.addr.split('.').collect();
-        let last: u32 = p.pop().unwrap().parse().unwrap();
-        format!("{}.{}", p.join("."), last - 1)
-    };
+    let own = public.host_addr();
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
     let proxy = "--noproxy '' -x http://127.0.0.1:3128";
@@ -262,8 +291,15 @@ fn the_default_refuses_private_addresses_the_hosts_loopback_and_own_addresses() 
     assert!(rules[1].1.contains("loopback"), "{rules:?}");
     assert!(rules[2].1.contains("the host's own address"), "{rules:?}");
     assert!(rules[3].1.contains("link-local"), "{rules:?}");
+    // The refused server never saw a request (only its readiness probe).
+    assert_eq!(private.access_log().len(), 1, "{:?}", private.access_log());
     let ev = out.evidence();
-    assert!(ev.contains("refused"), "{ev}");
+    // Each refusal is said in the Network section and next to its step.
+    assert!(ev.contains("| **refused** |"), "{ev}");
+    assert!(
+        ev.contains("- network: 1 connection, 1 refused: 127.0.0.1:"),
+        "{ev}"
+    );
     assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
 }
 

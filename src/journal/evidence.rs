@@ -280,6 +280,9 @@ fn steps(s: &mut String, r: &RunSummary) {
             let _ = writeln!(s, "- ran in: {}", code(&dir));
         }
         let _ = writeln!(s, "- result: {}", step_outcome(&st.outcome));
+        if let Some(n) = r.network.step_line(&st.name) {
+            let _ = writeln!(s, "- network: {}", esc(&n));
+        }
         tails(s, st.output_tail.as_ref());
     }
 }

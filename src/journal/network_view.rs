@@ -62,6 +62,34 @@ impl NetworkSummary {
         by.into_values().collect()
     }
 
+    /// What step `name` connected to, refusals named (`None`: nothing).
+    pub(crate) fn step_line(&self, name: &str) -> Option<String> {
+        let mine: Vec<&Connection> = self
+            .connections
+            .iter()
+            .filter(|c| c.step.as_deref() == Some(name))
+            .collect();
+        if mine.is_empty() {
+            return None;
+        }
+        let refused: Vec<String> = mine
+            .iter()
+            .filter(|c| !c.allowed)
+            .map(|c| format!("{} ({})", c.destination(), c.rule))
+            .collect();
+        let mut line = format!(
+            "{} connection{}, {} refused",
+            mine.len(),
+            if mine.len() == 1 { "" } else { "s" },
+            refused.len()
+        );
+        if !refused.is_empty() {
+            line.push_str(": ");
+            line.push_str(&refused.join("; "));
+        }
+        Some(line)
+    }
+
     /// One line: `3 connections, 1 refused`.
     pub(crate) fn counts(&self) -> String {
         let n = self.connections.len();

@@ -302,6 +302,7 @@ struct Counted {
 
 impl Counted {
     fn new(inner: TcpStream, rec: Connection, started: Instant, log: Arc<EgressLog>) -> Counted {
+        log.opened();
         Counted {
             inner,
             rec: Some(rec),
@@ -315,7 +316,7 @@ impl Drop for Counted {
     fn drop(&mut self) {
         if let Some(mut r) = self.rec.take() {
             r.duration_ms = self.started.elapsed().as_millis() as u64;
-            self.log.push(r);
+            self.log.closed(r);
         }
     }
 }

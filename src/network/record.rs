@@ -55,6 +55,8 @@ pub struct EgressLog {
 struct Inner {
     pending: Vec<Connection>,
     step: Option<String>,
+    /// Connections open now (recorded when they close).
+    open: usize,
 }
 
 impl EgressLog {
@@ -72,6 +74,31 @@ impl EgressLog {
     /// The step now running.
     pub fn step(&self) -> Option<String> {
         self.inner.lock().ok().and_then(|i| i.step.clone())
+    }
+
+    /// A connection opened (recorded by [`EgressLog::closed`]).
+    pub fn opened(&self) {
+        if let Ok(mut i) = self.inner.lock() {
+            i.open += 1;
+        }
+    }
+
+    /// An opened connection closed.
+    pub fn closed(&self, c: Connection) {
+        if let Ok(mut i) = self.inner.lock() {
+            i.open = i.open.saturating_sub(1);
+            i.pending.push(c);
+        }
+    }
+
+    /// Wait (at most `bound`) until no connection is open: a program that
+    /// has exited may have closed its end a moment before the proxy saw
+    /// it.
+    pub fn settle(&self, bound: std::time::Duration) {
+        let until = std::time::Instant::now() + bound;
+        while self.inner.lock().is_ok_and(|i| i.open > 0) && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
 
     pub fn push(&self, c: Connection) {

@@ -219,6 +219,7 @@ impl Run {
         let egress = self.egress_log();
         if let Some(l) = &egress {
             l.set_step(None);
+            l.settle(std::time::Duration::from_millis(200));
         }
         self.record_connections(egress.as_ref());
         self.record(Event::StepEnd {
