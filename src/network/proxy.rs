@@ -43,6 +43,8 @@ struct Shared {
     /// The host's own addresses (refused like loopback).
     own: Vec<IpAddr>,
     log: Arc<EgressLog>,
+    /// Upstream connections open at once (each relay holds one).
+    upstream: Arc<tokio::sync::Semaphore>,
 }
 
 impl EgressProxy {
@@ -58,6 +60,7 @@ impl EgressProxy {
             policy,
             own: super::ranges::own_addresses(),
             log,
+            upstream: Arc::new(tokio::sync::Semaphore::new(MAX_OPEN)),
         });
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -97,14 +100,23 @@ impl Drop for EgressProxy {
     }
 }
 
+/// Connections from one sandbox served at once (each holds descriptors
+/// of rfs's own); more wait to be accepted.
+const MAX_OPEN: usize = 512;
+
 async fn accept_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_OPEN));
     loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
         let Ok((tcp, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
         let shared = shared.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |req| handle(shared.clone(), req));
             let _ = hyper::server::conn::http1::Builder::new()
                 .preserve_header_case(true)
@@ -266,9 +278,15 @@ async fn open(
         rec.address = Some(a.to_string());
         rec.allowed = true;
         rec.rule = d.rule;
+        let Ok(slot) = sh.upstream.clone().acquire_owned().await else {
+            return Err((
+                StatusCode::SERVICE_UNAVAILABLE,
+                "rfs egress proxy is stopping".into(),
+            ));
+        };
         let failed =
             match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((a, port))).await {
-                Ok(Ok(s)) => return Ok(Counted::new(s, rec, started, sh.log.clone())),
+                Ok(Ok(s)) => return Ok(Counted::new(s, rec, started, sh.log.clone(), slot)),
                 Ok(Err(e)) => e.to_string(),
                 Err(_) => format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()),
             };
@@ -298,16 +316,25 @@ struct Counted {
     rec: Option<Connection>,
     started: Instant,
     log: Arc<EgressLog>,
+    /// Its place among the upstream connections open at once.
+    _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Counted {
-    fn new(inner: TcpStream, rec: Connection, started: Instant, log: Arc<EgressLog>) -> Counted {
+    fn new(
+        inner: TcpStream,
+        rec: Connection,
+        started: Instant,
+        log: Arc<EgressLog>,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) -> Counted {
         log.opened();
         Counted {
             inner,
             rec: Some(rec),
             started,
             log,
+            _slot: slot,
         }
     }
 }
