@@ -185,3 +185,53 @@ pub(crate) fn html(s: &mut String, n: &NetworkSummary, h: &dyn Fn(&str) -> Strin
     }
     s.push_str("</section>\n");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(name: &str, allowed: bool, step: &str, down: u64) -> Connection {
+        Connection {
+            name: Some(name.into()),
+            address: Some("203.0.113.9".into()),
+            port: 443,
+            allowed,
+            rule: if allowed {
+                "default: public address"
+            } else {
+                "not in the allow list"
+            }
+            .into(),
+            via: "connect".into(),
+            bytes_up: 1,
+            bytes_down: down,
+            duration_ms: 1,
+            step: Some(step.into()),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn destinations_are_counted_with_refusals_first() {
+        let n = NetworkSummary {
+            policy: None,
+            connections: vec![
+                conn("a.org", true, "build", 10),
+                conn("z.org", false, "build", 0),
+                conn("a.org", true, "test", 5),
+            ],
+        };
+        let d = n.destinations();
+        assert_eq!(d.len(), 2);
+        assert!(!d[0].allowed && d[0].destination.starts_with("z.org"));
+        assert_eq!((d[1].count, d[1].bytes_down), (2, 15));
+        assert_eq!(d[1].steps, ["build", "test"]);
+        assert_eq!(n.counts(), "3 connections through rfs's proxy, 1 refused");
+        let line = n.step_line("build").unwrap();
+        assert!(
+            line.starts_with("2 connections, 1 refused: z.org"),
+            "{line}"
+        );
+        assert_eq!(n.step_line("other"), None);
+    }
+}
