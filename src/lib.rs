@@ -69,7 +69,7 @@ pub(crate) mod suite;
 pub mod terminal;
 
 // The sandbox crate's modules, under the names the rest of rfs uses.
-pub use rfs_sandbox::{procfs, provider, source};
+pub use rfs_sandbox::{network, procfs, provider, source};
 
 // The evidence crate's modules, under the names the rest of rfs uses.
 pub use rfs_evidence::{

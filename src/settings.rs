@@ -64,6 +64,8 @@ pub struct RunArgs {
     /// `--allow-put`: files a script's `put()` may ship besides those of
     /// the working tree.
     pub allow_puts: Vec<PathBuf>,
+    /// `--allow-host-network`: scripts may ask for `network: "host"`.
+    pub allow_host_network: bool,
     /// `--secret NAME`: environment variables handed to the run as
     /// secrets.
     pub secrets: Vec<String>,
@@ -194,6 +196,7 @@ impl RunSettings {
             isolation_env.as_deref(),
         )
         .map_err(|e| Error::Usage(e.to_string()))?;
+        isolation.host_network_allowed_by = host_network_allowed_by(a.allow_host_network)?;
         // The repository's rfs.toml may only narrow what the person set.
         if let Some(m) = file.isolation.as_deref() {
             let refuse = |e: crate::provider::isolation::IsolationError| {
@@ -236,6 +239,22 @@ impl RunSettings {
             max_lifetime,
             cleanup_deadline: Duration::from_secs(60),
         })
+    }
+}
+
+/// Who let scripts ask for `network: "host"`: `--allow-host-network`,
+/// else `RFS_ALLOW_HOST_NETWORK` (1/true/yes; 0/false/no/empty: nobody).
+fn host_network_allowed_by(flag: bool) -> Result<Option<String>> {
+    if flag {
+        return Ok(Some("--allow-host-network flag".into()));
+    }
+    let env = crate::network::ALLOW_HOST_NETWORK_ENV;
+    match std::env::var(env).unwrap_or_default().trim() {
+        "" | "0" | "false" | "no" => Ok(None),
+        "1" | "true" | "yes" => Ok(Some(format!("{env} environment variable"))),
+        other => Err(Error::Usage(format!(
+            "{env}={other:?}: must be 1, true, yes, 0, false or no"
+        ))),
     }
 }
 

@@ -28,7 +28,7 @@ provider_tests! {
 let srv = spawn("web", "mkdir -p www && echo hello-from-web > www/index.html && echo Listening on {p} && exec busybox httpd -f -p 127.0.0.1:{p} -h www");
 srv.wait_for(#{{ line: "Listening", timeout: 30 }});
 srv.wait_for(#{{ port: {p}, timeout: 30 }});
-let r = step("hit", "busybox wget -q -O - http://127.0.0.1:{p}/index.html");
+let r = step("hit", "busybox wget -Y off -q -O - http://127.0.0.1:{p}/index.html");
 assert(r.stdout.contains("hello-from-web"), "served: " + r.stdout);
 assert(srv.alive(), "alive while serving");
 let logs = srv.logs();
@@ -195,7 +195,7 @@ fn python_http_server_is_spawned_waited_for_hit_and_stopped_on_local() {
             r#"
 let srv = spawn("http", "exec /usr/bin/python3 -u -m http.server {p} --bind 127.0.0.1", #{{ cwd: "site" }});
 srv.wait_for(#{{ port: {p}, timeout: 30 }});
-let page = step("get", "busybox wget -q -O - http://127.0.0.1:{p}/index.html");
+let page = step("get", "busybox wget -Y off -q -O - http://127.0.0.1:{p}/index.html");
 assert(page.stdout == "served by python\n", page.stdout);
 srv.wait_for(#{{ line: "GET /index.html", timeout: 10 }});
 let end = srv.stop();

@@ -502,6 +502,18 @@ const TRUST: &[Case] = &[
         "pass `--isolation none`",
     ),
     case(
+        "trust-script-asks-for-the-host-network",
+        r#"sandbox(#{ network: "host" });"#,
+        3,
+        "pass `--allow-host-network`",
+    ),
+    case(
+        "trust-script-malformed-allow-entry",
+        r#"sandbox(#{ network: #{ allow: ["10.0.0.0/33"] } });"#,
+        2,
+        "prefix `/33` is not 0 to 32",
+    ),
+    case(
         "trust-script-ships-another-repository",
         concat!(
             "sync_source(#{ repo: \"",

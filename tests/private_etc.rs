@@ -23,12 +23,16 @@ fn inside(cmd: &str) -> String {
 }
 
 fn inside_with(cmd: &str, options: &str) -> String {
+    inside_with_args(cmd, options, &[])
+}
+
+fn inside_with_args(cmd: &str, options: &str, args: &[&str]) -> String {
     require_namespaces();
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
     let script =
         format!("{options}\nlet r = step(\"look\", {cmd:?});\nprint(\"<<\" + r.stdout + \">>\");");
-    let out = rfs.run(repo.path(), &script);
+    let out = rfs.run_with(repo.path(), &script, args);
     out.assert_code(0);
     rfs.assert_no_leftovers();
     let start = out.stdout.find("<<").expect("printed") + 2;
@@ -100,9 +104,16 @@ fn the_hosts_ca_certificates_os_release_and_linker_cache_are_there() {
     }
 }
 
+/// The host's resolver only with the host's network; behind rfs's
+/// egress proxy (the default) names are resolved by the proxy, and with
+/// no network there is nothing to ask.
 #[test]
 fn resolv_conf_follows_the_network() {
-    let with = inside("cat /etc/resolv.conf");
+    let with = inside_with_args(
+        "cat /etc/resolv.conf",
+        "sandbox(#{ network: \"host\" });",
+        &["--allow-host-network"],
+    );
     let host = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
     if !host.is_empty() {
         assert_eq!(
@@ -110,6 +121,9 @@ fn resolv_conf_follows_the_network() {
             "the sandbox with the host's network has another resolver"
         );
     }
+    let proxied = inside("cat /etc/resolv.conf");
+    assert!(!proxied.contains("nameserver"), "{proxied}");
+    assert!(proxied.contains("egress proxy"), "{proxied}");
     let without = inside_with("cat /etc/resolv.conf", "sandbox(#{ network: false });");
     assert!(!without.contains("nameserver"), "{without}");
 }

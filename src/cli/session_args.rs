@@ -45,6 +45,12 @@ pub(crate) struct SessionArgs {
     /// ignored by git. Repeatable.
     #[arg(long = "allow-put", value_name = "PATH")]
     allow_puts: Vec<PathBuf>,
+    /// Let a script's `sandbox(#{ network: "host" })` share the host's
+    /// network, unfiltered (without it such a script is refused: the
+    /// default is the public internet only, through rfs). Also
+    /// RFS_ALLOW_HOST_NETWORK=1.
+    #[arg(long)]
+    allow_host_network: bool,
     /// Hand the environment variable NAME to the run as `arg(NAME)`,
     /// redacted as a secret (a repository's rfs.toml may ask for it, but
     /// only this flag passes it). Repeatable.
@@ -67,6 +73,7 @@ impl SessionArgs {
             allow_dirty: self.allow_dirty,
             allow_repos: self.allow_repos,
             allow_puts: self.allow_puts,
+            allow_host_network: self.allow_host_network,
             secrets: self.secrets,
         }
     }

@@ -359,7 +359,7 @@ impl RfsMcp {
     }
 
     #[tool(
-        description = "The last lines of the session's journal (every fact of the run, as JSON lines: placement, pins, steps, refusals)."
+        description = "The last lines of the session's journal (every fact of the run, as JSON lines: placement with its network policy, pins, steps, every connection through rfs's egress proxy (`net.connect`: destination, allowed or refused and by which rule, bytes), refusals)."
     )]
     async fn journal(
         &self,

@@ -38,6 +38,29 @@ pub struct Summary {
     /// EVIDENCE.md of the run (`null` when the run was refused before its
     /// output directory existed).
     pub evidence: Option<String>,
+    /// The network policy and what rfs's proxy carried and refused
+    /// (`null` when the journal says nothing of the network).
+    pub network: Option<NetworkSummary>,
+}
+
+/// The run's network in the `--json` summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NetworkSummary {
+    /// `off`, `public`, `allow` or `host` (`null`: not recorded).
+    pub policy: Option<String>,
+    /// Whether the sandbox had the network unfiltered.
+    pub unfiltered: bool,
+    pub connections: usize,
+    /// Every refused connection attempt, in order.
+    pub refused: Vec<RefusedConnection>,
+}
+
+/// A connection rfs's egress proxy refused.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RefusedConnection {
+    pub destination: String,
+    pub rule: String,
+    pub step: Option<String>,
 }
 
 impl Summary {
@@ -80,8 +103,29 @@ impl Summary {
                     .display()
                     .to_string()
             }),
+            network: network(run),
         }
     }
+}
+
+fn network(run: &RunSummary) -> Option<NetworkSummary> {
+    let n = &run.network;
+    if n.policy.is_none() && n.connections.is_empty() {
+        return None;
+    }
+    Some(NetworkSummary {
+        policy: n.policy.as_ref().map(|p| p.policy.clone()),
+        unfiltered: n.policy.as_ref().is_some_and(|p| p.unfiltered),
+        connections: n.connections.len(),
+        refused: n
+            .refused()
+            .map(|c| RefusedConnection {
+                destination: c.destination(),
+                rule: c.rule.clone(),
+                step: c.step.clone(),
+            })
+            .collect(),
+    })
 }
 
 /// A step's `status` word.

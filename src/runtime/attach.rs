@@ -282,6 +282,7 @@ impl Run {
         let recording_error = a.session.recording_error();
         let rel = format!("terminal/session-{}.cast", a.index);
         let recording = crate::journal::file_digest(&self.cfg.out_dir, &rel).ok();
+        self.record_connections(self.egress_log().as_ref());
         self.record(Event::AttachEnd {
             session: a.index,
             how: how.to_owned(),

@@ -9,6 +9,7 @@ pub(crate) mod artifacts;
 pub(crate) mod attach;
 pub(crate) mod caches;
 pub(crate) mod cwd;
+mod egress;
 pub(crate) mod exec_loop;
 pub(crate) mod output;
 pub(crate) mod placement;

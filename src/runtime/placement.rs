@@ -19,8 +19,8 @@ pub(crate) struct SandboxOptions {
     pub labels: Labels,
     /// Overrides `--isolation` / `RFS_LOCAL_ISOLATION`.
     pub isolation: Option<IsolationMode>,
-    /// `Some(false)`: no network (default on).
-    pub network: Option<bool>,
+    /// `network: false | true | "host" | #{ allow: [...] }` (#34).
+    pub network: Option<crate::network::NetworkPolicy>,
     /// `pids`, `memory`, `cpus`: may only lower the caps in force.
     pub limits: crate::provider::limits::Limits,
     /// Caches kept between runs: name → path under the home (`~/...`).
@@ -48,8 +48,11 @@ impl SandboxOptions {
         if let Some(i) = self.isolation {
             parts.push(format!("isolation: \"{i}\""));
         }
-        if let Some(n) = self.network {
-            parts.push(format!("network: {n}"));
+        if let Some(n) = &self.network {
+            parts.push(format!(
+                "network: {}",
+                crate::network::policy::script_text(n)
+            ));
         }
         if !self.limits.is_empty() {
             parts.push(self.limits.describe());
@@ -162,8 +165,10 @@ impl Run {
                 .narrowed(m, "the script's sandbox() option")
                 .map_err(|e| self.refuse(e.to_string()))?;
         }
-        if let Some(n) = opts.network {
-            req.network = n;
+        if let Some(n) = &opts.network {
+            req = req
+                .with_network(n.clone(), "the script's sandbox() option")
+                .map_err(|e| self.refuse(e.to_string()))?;
         }
         if !opts.limits.is_empty() {
             req.limits = req

@@ -186,6 +186,7 @@ impl Run {
             commit: pin.as_ref().map(|p| p.0.clone()),
             tree_digest: pin.map(|p| p.1),
         })?;
+        self.egress_step(Some(name));
         let started = Instant::now();
         let nonce = super::step_wrapper::nonce();
         let req = ExecRequest {
@@ -219,6 +220,13 @@ impl Run {
             .block_on(provider.usage(&pl.sandbox_id, false))
             .filter(|u| !u.is_empty());
         let summary = describe(&result, last_signal, opts.timeout);
+        // The step's connections, just before its end.
+        let egress = self.egress_log();
+        if let Some(l) = &egress {
+            l.set_step(None);
+            l.settle(std::time::Duration::from_millis(200));
+        }
+        self.record_connections(egress.as_ref());
         self.record(Event::StepEnd {
             name: name.to_owned(),
             ok: result.ok,

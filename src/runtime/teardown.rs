@@ -131,6 +131,7 @@ pub(crate) async fn finish(run: &Run) -> Option<String> {
         }
     };
     if run.cfg.keep {
+        run.record_connections(run.cfg.provider.egress(&id).as_ref());
         let _ = run.record(Event::CleanupKept {
             sandbox_id: id,
             reason: "--keep".into(),
@@ -142,7 +143,11 @@ pub(crate) async fn finish(run: &Run) -> Option<String> {
 
 /// Destroy the run's sandbox now, journal the proof, mark it destroyed.
 pub(crate) async fn destroy_and_record(run: &Run, id: &str, why: &str) -> Option<String> {
+    // Connections still open end with the sandbox: journaled once it is
+    // gone, before the proof that it is.
+    let egress = run.cfg.provider.egress(id);
     let res = destroy_verified(run.cfg.provider.as_ref(), id, run.cfg.cleanup_deadline).await;
+    run.record_connections(egress.as_ref());
     match res {
         Ok(proof) => {
             run.state().destroyed = true;

@@ -87,7 +87,11 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, OptionError> {
         .map(|m| crate::provider::isolation::IsolationMode::parse(&m))
         .transpose()
         .map_err(|e| OptionError::Isolation { reason: e })?;
-    let network = o.boolean("network")?;
+    let network = o
+        .value("network")
+        .map(|v| super::network_option::network_value(&v))
+        .transpose()
+        .map_err(|reason| OptionError::Network { reason })?;
     let caches = o.string_map("caches")?.into_iter().collect();
     let mut limits = crate::provider::limits::Limits::default();
     for kind in crate::provider::limits::LimitKind::ALL {

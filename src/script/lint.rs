@@ -249,6 +249,7 @@ pub(crate) fn check(known: &Known, ast: &AST, source: &str) -> Vec<Problem> {
             if let Some(Expr::Map(m, _)) = arg.and_then(|i| call.args.get(i)) {
                 if name == "sandbox" {
                     problems.extend(super::bindings::limit_literals(&m.0));
+                    problems.extend(super::network_option::network_literals(&m.0));
                 }
                 for (k, _) in &m.0 {
                     if !keys.contains(&k.name.as_str()) {

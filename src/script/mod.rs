@@ -8,6 +8,7 @@ pub(crate) mod diagnostics;
 pub(crate) mod lint;
 #[cfg(test)]
 mod lint_coverage;
+pub(crate) mod network_option;
 pub(crate) mod options;
 pub(crate) mod primitives;
 pub(crate) mod resolver;

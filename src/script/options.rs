@@ -51,6 +51,9 @@ pub(crate) enum OptionError {
     Isolation {
         reason: crate::provider::isolation::IsolationError,
     },
+    /// `sandbox(#{ network })` with a malformed value (#34).
+    #[error("sandbox(): option `network`: {reason}")]
+    Network { reason: String },
     /// `sandbox(#{ pids, memory, cpus })` with a malformed value.
     #[error("sandbox(): option {reason}")]
     Limit {

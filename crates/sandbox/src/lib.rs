@@ -19,6 +19,7 @@ macro_rules! errln {
     }};
 }
 
+pub mod network;
 pub mod procfs;
 pub mod provider;
 pub mod source;

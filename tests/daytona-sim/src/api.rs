@@ -97,6 +97,11 @@ struct CreateSandbox {
     build_info: Option<Value>,
     #[serde(default)]
     network_block_all: bool,
+    /// Comma-separated CIDRs; recorded, and enforced fail-closed (the
+    /// simulator cannot route by CIDR: a sandbox with a list gets no
+    /// network at all).
+    #[serde(default)]
+    network_allow_list: Option<String>,
 }
 
 fn find<'a>(list: &'a mut [Record], id_or_name: &str, now: Instant) -> Option<&'a mut Record> {
@@ -182,7 +187,7 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
     }
     let base = st.base_dir.clone();
     let box_id = id.clone();
-    let blocked = req.network_block_all;
+    let blocked = req.network_block_all || req.network_allow_list.is_some();
     let built = tokio::task::spawn_blocking(move || {
         let b = SandboxBox::create(&base, &box_id, blocked)?;
         b.start()?;
@@ -209,6 +214,7 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
         auto_archive: req.auto_archive_interval.unwrap_or(10080),
         auto_delete: req.auto_delete_interval.unwrap_or(-1),
         network_block_all: req.network_block_all,
+        network_allow_list: req.network_allow_list.clone(),
         created_at: now_s.clone(),
         updated_at: now_s.clone(),
         last_activity_at: now_s,

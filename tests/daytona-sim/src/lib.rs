@@ -94,6 +94,10 @@ pub struct SimSandbox {
     pub snapshot: String,
     /// Its region (`target` of the create, `us` when none was given).
     pub target: String,
+    /// `networkBlockAll` of the create.
+    pub network_block_all: bool,
+    /// `networkAllowList` of the create.
+    pub network_allow_list: Option<String>,
 }
 
 /// One request the server received.

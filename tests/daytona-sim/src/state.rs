@@ -41,6 +41,8 @@ pub(crate) struct Record {
     pub auto_delete: i64,
     /// `networkBlockAll` of the create.
     pub network_block_all: bool,
+    /// `networkAllowList` of the create.
+    pub network_allow_list: Option<String>,
     pub created_at: String,
     pub updated_at: String,
     pub last_activity_at: String,
@@ -135,6 +137,9 @@ impl Record {
         let mut m = self.common_fields(state, &self.name, toolbox_url);
         m.insert("env".into(), json!(self.env));
         m.insert("networkBlockAll".into(), json!(self.network_block_all));
+        if let Some(l) = &self.network_allow_list {
+            m.insert("networkAllowList".into(), json!(l));
+        }
         m.insert("volumes".into(), json!([]));
         if matches!(state, "error" | "build_failed") {
             m.insert(
@@ -186,6 +191,8 @@ impl AppState {
                     state: s.to_string(),
                     snapshot: r.snapshot.clone(),
                     target: r.target.clone(),
+                    network_block_all: r.network_block_all,
+                    network_allow_list: r.network_allow_list.clone(),
                 })
             })
             .collect()

@@ -62,9 +62,10 @@ fn ordinal(e: &Event) -> usize {
         Event::SpawnEnd { .. } => 45,
         Event::CacheMount { .. } => 46,
         Event::CacheEnd { .. } => 47,
+        Event::NetConnect(..) => 48,
     }
 }
-const COUNT: usize = 48;
+const COUNT: usize = 49;
 
 /// An owned string (the samples' shorthand).
 fn s(x: &str) -> String {
@@ -258,6 +259,19 @@ fn source_sync_samples() -> Vec<Event> {
 /// Steps and what the script prints.
 fn step_samples() -> Vec<Event> {
     vec![
+        Event::NetConnect(crate::events::network_facts::Connection {
+            name: Some(s("metadata.internal")),
+            address: Some(s("169.254.169.254")),
+            port: 80,
+            allowed: false,
+            rule: s("default: link-local (169.254.0.0/16, the cloud metadata endpoint)"),
+            via: s("http"),
+            bytes_up: 0,
+            bytes_down: 0,
+            duration_ms: 1,
+            step: Some(s("build")),
+            error: None,
+        }),
         Event::CwdRefused {
             what: s("step `x`"),
             reason: s("escapes"),

@@ -19,6 +19,7 @@ mod reporter;
 
 #[cfg(test)]
 pub mod catalog;
+pub mod network_facts;
 pub mod sandbox_facts;
 
 pub use facts::*;
@@ -579,6 +580,10 @@ pub enum Event {
         max_bytes: u64,
         emptied: bool,
     },
+    /// One connection attempt through rfs's egress proxy (#34): the
+    /// destination, allowed or refused and by which rule, bytes each way.
+    #[serde(rename = "net.connect")]
+    NetConnect(network_facts::Connection),
     /// The run is over (last line).
     #[serde(rename = "run.end")]
     RunEnd {

@@ -19,6 +19,9 @@ pub struct IsolationFact {
     pub reason: String,
     /// `false`: only the sandbox's own loopback.
     pub network: bool,
+    /// The network policy in force (absent in older journals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_policy: Option<super::network_facts::NetworkFact>,
     /// The resource limits in force (absent in older journals).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsFact>,
@@ -27,16 +30,12 @@ pub struct IsolationFact {
 impl IsolationFact {
     /// One line for EVIDENCE.md and messages.
     pub fn describe(&self) -> String {
-        let line = format!(
-            "{} ({}); network {}",
-            self.mode,
-            self.reason,
-            if self.network {
-                "on"
-            } else {
-                "off (own loopback only)"
-            }
-        );
+        let network = match &self.network_policy {
+            Some(n) => n.describe(),
+            None if self.network => "on".to_owned(),
+            None => "off (own loopback only)".to_owned(),
+        };
+        let line = format!("{} ({}); network {network}", self.mode, self.reason);
         match &self.limits {
             Some(l) => format!("{line}; limits: {}", l.describe()),
             None => line,

@@ -59,6 +59,7 @@ impl Evidence {
         super::caches::evidence(&mut s, &r.caches);
         prints(&mut s, r);
         artifacts(&mut s, r);
+        super::network_view::markdown(&mut s, &r.network);
         refusals(&mut s, r);
         let _ = writeln!(s, "\n## Cleanup\n");
         let _ = writeln!(s, "{}", cleanup(r.cleanup.as_ref()));
@@ -284,6 +285,9 @@ fn steps(s: &mut String, r: &RunSummary) {
             let _ = writeln!(s, "- ran in: {}", code(&dir));
         }
         let _ = writeln!(s, "- result: {}", step_outcome(&st.outcome));
+        if let Some(n) = r.network.step_line(&st.name) {
+            let _ = writeln!(s, "- network: {}", esc(&n));
+        }
         tails(s, st.output_tail.as_ref());
     }
 }

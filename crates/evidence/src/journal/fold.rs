@@ -212,6 +212,8 @@ pub struct RunSummary {
     pub spawns: Vec<super::spawns::SpawnRow>,
     /// Caches the run mounted (`cache.*`).
     pub caches: Vec<super::caches::CacheRow>,
+    /// The network policy and every connection through rfs's proxy.
+    pub network: super::network_view::NetworkSummary,
     /// Set when `--allow-dirty` shipped a working tree (the first one).
     pub not_reproducible: Option<crate::events::WorkingTreeShipped>,
     /// `None` while the run has not ended.
@@ -370,6 +372,7 @@ impl RunSummary {
                 bytes: *bytes,
                 bundled: bundled.clone(),
             }),
+            Event::NetConnect(c) => self.network.connections.push(c.clone()),
             Event::BundleModule { path, sha256, .. } => self.bundle.push(BundledFile {
                 path: path.clone(),
                 sha256: sha256.clone(),
@@ -388,6 +391,7 @@ impl RunSummary {
                 self.sandbox_id = Some(sandbox_id.clone());
                 self.home = Some(home.clone());
                 self.isolation = isolation.as_ref().map(|i| i.describe());
+                self.network.policy = isolation.as_ref().and_then(|i| i.network_policy.clone());
                 self.labels = labels_of(labels);
             }
             Event::SourceResolved {

@@ -10,6 +10,7 @@ pub mod evidence;
 pub mod fold;
 pub mod head;
 pub mod inert_markdown;
+pub mod network_view;
 pub mod spawns;
 
 use std::fs::{File, OpenOptions};

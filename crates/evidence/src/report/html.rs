@@ -71,6 +71,7 @@ pub fn page(b: &FinishedRun, sessions: &[SessionView]) -> String {
     terminal(&mut s, r, sessions);
     spawns(&mut s, r);
     prints(&mut s, r);
+    crate::journal::network_view::html(&mut s, &r.network, &|t| h(t).to_string());
     refusals(&mut s, r);
     cleanup(&mut s, r);
     let _ = write!(

@@ -73,7 +73,33 @@ pub fn test_suite(b: &FinishedRun, name: String) -> TestSuite {
     if let Some(id) = &r.sandbox_id {
         suite.add_property(("sandbox_id", id.as_str()));
     }
+    network_properties(&mut suite, r);
     suite
+}
+
+/// The network policy and every connection rfs's proxy refused (a
+/// refusal does not fail a step by itself: it is said here).
+fn network_properties(suite: &mut TestSuite, r: &crate::journal::fold::RunSummary) {
+    let n = &r.network;
+    if let Some(p) = &n.policy {
+        suite.add_property(("network_policy", p.describe().as_str()));
+    }
+    if n.policy.is_none() && n.connections.is_empty() {
+        return;
+    }
+    let refused: Vec<_> = n.refused().collect();
+    suite.add_property(("network_refused", refused.len().to_string().as_str()));
+    for (i, c) in refused.iter().enumerate() {
+        let step = c
+            .step
+            .as_deref()
+            .map(|s| format!(" (step {s})"))
+            .unwrap_or_default();
+        suite.add_property((
+            format!("network_refused_{}", i + 1).as_str(),
+            format!("{}: {}{step}", c.destination(), c.rule).as_str(),
+        ));
+    }
 }
 
 /// A step as a test case: a failure the script allowed passes (its

@@ -225,14 +225,33 @@ impl Provider for DaytonaProvider {
                 why: ": its sandboxes are always Daytona's".into(),
             });
         }
+        let (reason, enforced) = match sandbox::network_fields(&req.network) {
+            Err(why) => {
+                return Err(IsolationError::NetworkPolicyUnsupported {
+                    provider: "daytona".into(),
+                    policy: req.network.to_string(),
+                    why,
+                })
+            }
+            Ok(sandbox::NetworkFields::BlockAll) => (
+                "a Daytona sandbox created with networkBlockAll".to_owned(),
+                Some("Daytona networkBlockAll".to_owned()),
+            ),
+            Ok(sandbox::NetworkFields::AllowList(l)) => (
+                format!("a Daytona sandbox created with networkAllowList {l}"),
+                Some(format!("Daytona networkAllowList ({l})")),
+            ),
+            Ok(sandbox::NetworkFields::Open) => ("a Daytona sandbox".to_owned(), None),
+        };
+        let mut network = crate::network::fact(&req.network, &req.network_by, enforced.as_deref());
+        if enforced.is_none() {
+            network.enforced_by =
+                "nothing rfs controls: Daytona's own network (the host running rfs, its loopback and LAN are not on it)".into();
+        }
         Ok(IsolationInForce {
             mode: "provider".into(),
-            reason: if req.network {
-                "a Daytona sandbox".into()
-            } else {
-                "a Daytona sandbox created with networkBlockAll".into()
-            },
-            network: req.network,
+            reason,
+            network,
         })
     }
 
@@ -243,7 +262,21 @@ impl Provider for DaytonaProvider {
     async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
         let res = async {
             let dto = self.api.create_started(spec).await?;
-            if !spec.isolation.network && dto.network_block_all != Some(true) {
+            let asked_list = match sandbox::network_fields(&spec.isolation.network) {
+                Ok(sandbox::NetworkFields::AllowList(l)) => Some(l),
+                _ => None,
+            };
+            if asked_list.is_some() && dto.network_allow_list != asked_list {
+                let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
+                    Ok(()) => "it was destroyed (verified gone)".to_owned(),
+                    Err(d) => format!("destroying it could not be verified: {d}"),
+                };
+                return Err(ProviderError::Provision(format!(
+                    "sandbox {} was created with networkAllowList {:?} although {:?} was asked for (the server ignored the field); {cleanup}",
+                    dto.id, dto.network_allow_list, asked_list
+                )));
+            }
+            if !spec.isolation.network.has_route() && dto.network_block_all != Some(true) {
                 let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
                     Ok(()) => "it was destroyed (verified gone)".to_owned(),
                     Err(d) => format!("destroying it could not be verified: {d}"),

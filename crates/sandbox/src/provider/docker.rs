@@ -39,6 +39,7 @@
 
 mod client;
 mod container;
+mod egress;
 mod exec;
 pub mod exec_script;
 mod image;
@@ -118,6 +119,8 @@ pub struct DockerProvider {
     lanes: Mutex<HashMap<String, LaneState>>,
     /// Sandbox id -> its resource limits and their counters.
     limits_seen: limits::Seen,
+    /// Sandbox id -> rfs's egress proxy serving it (filtered network).
+    proxies: egress::Proxies,
 }
 
 /// A sandbox's stream lane.
@@ -142,6 +145,7 @@ impl DockerProvider {
             prepared: Mutex::default(),
             lanes: Mutex::default(),
             limits_seen: limits::Seen::default(),
+            proxies: egress::Proxies::default(),
         })
     }
 
@@ -163,7 +167,11 @@ impl DockerProvider {
 
     /// Create a sandbox with a stream lane where the daemon can mount one,
     /// without one otherwise; the lane's state is kept for the sandbox.
-    async fn create_with_lane(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
+    async fn create_with_lane(
+        &self,
+        spec: &CreateSpec,
+        proxied: bool,
+    ) -> ProviderResult<SandboxInfo> {
         let lane = if stdin_fifo::offered_for(self.client.host()) {
             Lane::new().map_err(|e| format!("cannot make a stream lane on this machine: {e}"))
         } else {
@@ -173,7 +181,9 @@ impl DockerProvider {
             ))
         };
         let why = match lane {
-            Ok(l) => match container::create(&self.client, &self.options, spec, Some(&l)).await {
+            Ok(l) => match container::create(&self.client, &self.options, spec, Some(&l), proxied)
+                .await
+            {
                 Ok(info) => {
                     let state = LaneState::Mounted(Arc::new(l));
                     self.lanes().insert(info.id.clone(), state);
@@ -186,7 +196,7 @@ impl DockerProvider {
             },
             Err(why) => why,
         };
-        let info = container::create(&self.client, &self.options, spec, None).await?;
+        let info = container::create(&self.client, &self.options, spec, None, proxied).await?;
         let state = LaneState::Refused(why);
         self.lanes().insert(info.id.clone(), state);
         Ok(info)
@@ -256,13 +266,25 @@ impl Provider for DockerProvider {
                 why: ": its sandboxes are always containers".into(),
             });
         }
+        use crate::network::NetworkPolicy;
+        let enforced = match (&req.network, egress::proxied(self.client.host(), req)?) {
+            (NetworkPolicy::Off, _) => {
+                Some("Docker network mode `none` (only the container's loopback)")
+            }
+            (_, true) => Some(
+                "rfs's egress proxy: network mode `none` (only the container's loopback) and the proxy at 127.0.0.1:3128 in the container's network namespace",
+            ),
+            // `"host"`, or nobody asked where rfs cannot place its proxy:
+            // Docker's default bridge, said as unfiltered.
+            (_, false) => None,
+        };
         Ok(IsolationInForce {
             mode: "container".into(),
             reason: format!(
                 "a Docker container (isolation `{}` requested by {})",
                 req.mode, req.source
             ),
-            network: req.network,
+            network: crate::network::fact(&req.network, &req.network_by, enforced),
         })
     }
 
@@ -286,10 +308,30 @@ impl Provider for DockerProvider {
     }
 
     async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
-        let info = self.create_with_lane(spec).await?;
+        let proxied = egress::proxied(self.client.host(), &spec.isolation)
+            .map_err(|e| ProviderError::Provision(e.to_string()))?;
+        let info = self.create_with_lane(spec, proxied).await?;
         self.limits_seen
             .created(&info.id, spec.isolation.limits.values());
+        if proxied {
+            let started = match container::main_pid(&self.client, &info.id).await {
+                Ok(pid) => {
+                    self.proxies
+                        .start(&info.id, pid, &spec.isolation.network)
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = started {
+                let _ = self.destroy(&info.id).await;
+                return Err(e);
+            }
+        }
         Ok(info)
+    }
+
+    fn egress(&self, id: &str) -> Option<Arc<crate::network::EgressLog>> {
+        self.proxies.log(id)
     }
 
     async fn get(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
@@ -325,16 +367,31 @@ impl Provider for DockerProvider {
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
         container::check_id(id)?;
+        if self.proxies.log(id).is_some() {
+            let mut req = req.clone();
+            let mut env = crate::network::proxy_env();
+            env.append(&mut req.env);
+            req.env = env;
+            return exec::run(&self.client, id, self.options.user.as_deref(), &req, sink).await;
+        }
         exec::run(&self.client, id, self.options.user.as_deref(), req, sink).await
     }
 
     async fn open_pty(&self, id: &str, req: &PtyRequest) -> ProviderResult<PtyChannel> {
         container::check_id(id)?;
+        if self.proxies.log(id).is_some() {
+            let mut req = req.clone();
+            let mut env = crate::network::proxy_env();
+            env.append(&mut req.env);
+            req.env = env;
+            return pty::open(&self.client, id, self.options.user.as_deref(), &req).await;
+        }
         pty::open(&self.client, id, self.options.user.as_deref(), req).await
     }
 
     async fn destroy(&self, id: &str) -> ProviderResult<()> {
         container::destroy(&self.client, id).await?;
+        self.proxies.stop(id);
         self.owners.forget(id);
         self.limits_seen.forget(id);
         self.prepared().remove(id);

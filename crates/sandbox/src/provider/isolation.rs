@@ -37,6 +37,17 @@ pub enum IsolationError {
     NamespacesUnavailable { by: String, why: String },
     #[error("`network: false` needs namespaces, which are not available: {why}")]
     NetworkWithoutNamespaces { why: String },
+    /// A script (or `rfs.toml`, an MCP client) asked for the host's
+    /// network, which only the person running rfs may allow.
+    #[error("`network: \"host\"` asked by {by} would widen the boundary (the default is the public internet only, through rfs); only the person running rfs can allow it: pass `--allow-host-network` (or RFS_ALLOW_HOST_NETWORK=1)")]
+    HostNetworkNotAllowed { by: String },
+    /// The provider cannot enforce this network policy.
+    #[error("provider `{provider}` cannot enforce network policy {policy}: {why}")]
+    NetworkPolicyUnsupported {
+        provider: String,
+        policy: String,
+        why: String,
+    },
     /// A repository's `rfs.toml` or a script asked for weaker isolation
     /// than the person running rfs set: only they may lower it.
     #[error("isolation `{asked}` asked by {by} would widen the boundary set by {set_by} (`{set}`); only the person running rfs can lower it: pass `--isolation {asked}` (or RFS_LOCAL_ISOLATION={asked})")]
@@ -99,8 +110,14 @@ pub struct IsolationRequest {
     pub mode: IsolationMode,
     /// Where the mode came from (`default`, `--isolation flag`, ...).
     pub source: String,
-    /// `false`: the sandbox must have no network (only its own loopback).
-    pub network: bool,
+    /// What the sandbox may connect to (#34).
+    pub network: crate::network::NetworkPolicy,
+    /// Who set the network policy (`default`, `the script's sandbox()
+    /// option`).
+    pub network_by: String,
+    /// Who let scripts ask for `network: "host"` (`--allow-host-network`,
+    /// `RFS_ALLOW_HOST_NETWORK`); `None`: nobody, it is refused.
+    pub host_network_allowed_by: Option<String>,
     /// Resource limits, each with who set it (rfs's default process cap
     /// when nobody named one).
     pub limits: super::limits::LimitsRequest,
@@ -111,7 +128,9 @@ impl Default for IsolationRequest {
         IsolationRequest {
             mode: IsolationMode::Auto,
             source: "default".into(),
-            network: true,
+            network: Default::default(),
+            network_by: "default".into(),
+            host_network_allowed_by: None,
             limits: Default::default(),
         }
     }
@@ -177,6 +196,28 @@ impl IsolationRequest {
 
 pub use rfs_evidence::events::sandbox_facts::IsolationFact;
 
+impl IsolationRequest {
+    /// The request with the network policy `policy`, asked by `by` (a
+    /// script's `sandbox()` option, a repository's `rfs.toml`). `false`
+    /// and allow lists only narrow and are always accepted; `"host"`
+    /// widens the default and is refused unless the person running rfs
+    /// allowed it (`--allow-host-network`).
+    pub fn with_network(
+        &self,
+        policy: crate::network::NetworkPolicy,
+        by: &str,
+    ) -> Result<Self, IsolationError> {
+        if policy == crate::network::NetworkPolicy::Host && self.host_network_allowed_by.is_none() {
+            return Err(IsolationError::HostNetworkNotAllowed { by: by.to_owned() });
+        }
+        Ok(IsolationRequest {
+            network: policy,
+            network_by: by.to_owned(),
+            ..self.clone()
+        })
+    }
+}
+
 /// What a provider will have in force, and why (journaled with the
 /// placement, shown in EVIDENCE.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,7 +225,8 @@ pub struct IsolationInForce {
     /// `namespaces`, `none`, `container`, ...
     pub mode: String,
     pub reason: String,
-    pub network: bool,
+    /// The network policy in force and what enforces it.
+    pub network: crate::network::NetworkFact,
 }
 
 impl IsolationInForce {
@@ -194,11 +236,7 @@ impl IsolationInForce {
             "{} ({}); network {}",
             self.mode,
             self.reason,
-            if self.network {
-                "on"
-            } else {
-                "off (own loopback only)"
-            }
+            self.network.describe()
         )
     }
 
@@ -209,7 +247,8 @@ impl IsolationInForce {
             requested: req.mode.to_string(),
             requested_by: req.source.clone(),
             reason: self.reason.clone(),
-            network: self.network,
+            network: self.network.policy != "off",
+            network_policy: Some(self.network.clone()),
             limits: None,
         }
     }
@@ -221,9 +260,15 @@ pub fn only_defaults(
     provider: &str,
     req: &IsolationRequest,
 ) -> Result<IsolationInForce, IsolationError> {
-    if !req.network {
-        return Err(IsolationError::NetworkUnsupported {
+    // Nobody asked: the provider's own network, said as unfiltered in
+    // every view. Asked for anything but the host's network: refused.
+    let default =
+        req.network == crate::network::NetworkPolicy::Public && req.network_by == "default";
+    if req.network != crate::network::NetworkPolicy::Host && !default {
+        return Err(IsolationError::NetworkPolicyUnsupported {
             provider: provider.to_owned(),
+            policy: req.network.to_string(),
+            why: "it has no network options; only `network: \"host\"` (whatever its sandboxes get) can be honoured".into(),
         });
     }
     if req.mode != IsolationMode::Auto {
@@ -237,7 +282,13 @@ pub fn only_defaults(
     Ok(IsolationInForce {
         mode: "provider".into(),
         reason: format!("whatever provider `{provider}` gives its sandboxes"),
-        network: true,
+        network: crate::network::NetworkFact {
+            policy: "host".into(),
+            allow: vec![],
+            requested_by: req.network_by.clone(),
+            enforced_by: format!("nothing: whatever provider `{provider}` gives"),
+            unfiltered: true,
+        },
     })
 }
 
@@ -293,13 +344,13 @@ mod tests {
     #[test]
     fn providers_without_options_refuse_them() {
         let mut r = IsolationRequest::default();
-        assert!(only_defaults("x", &r).is_ok());
-        r.network = false;
-        assert_eq!(
-            only_defaults("x", &r).unwrap_err(),
-            IsolationError::NetworkUnsupported {
-                provider: "x".into()
-            }
-        );
+        assert!(only_defaults("x", &r).unwrap().network.unfiltered);
+        r.network_by = "the script's sandbox() option".into();
+        let e = only_defaults("x", &r).unwrap_err().to_string();
+        assert!(e.contains("cannot enforce network policy public"), "{e}");
+        r.network = crate::network::NetworkPolicy::Host;
+        assert!(only_defaults("x", &r).unwrap().network.unfiltered);
+        r.network = crate::network::NetworkPolicy::Off;
+        assert!(only_defaults("x", &r).is_err());
     }
 }

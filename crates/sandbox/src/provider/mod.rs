@@ -415,6 +415,14 @@ pub trait Provider: Send + Sync {
         ))
     }
 
+    /// The record of connections sandbox `id` made through rfs's egress
+    /// proxy (`None`: it has none: its network is off, unfiltered or
+    /// filtered by the provider itself).
+    fn egress(&self, id: &str) -> Option<std::sync::Arc<crate::network::EgressLog>> {
+        let _ = id;
+        None
+    }
+
     /// Refuse early if the provider cannot work at all (daemon down, missing
     /// credentials). Called before anything else happens in a run.
     async fn preflight(&self) -> ProviderResult<()> {

@@ -111,6 +111,10 @@ impl Provider for Traced {
         self.0.limits(req)
     }
 
+    fn egress(&self, id: &str) -> Option<std::sync::Arc<crate::network::EgressLog>> {
+        self.0.egress(id)
+    }
+
     async fn limits_reached(&self, id: &str, ended_ok: bool) -> Vec<super::limits::LimitHit> {
         self.0.limits_reached(id, ended_ok).await
     }

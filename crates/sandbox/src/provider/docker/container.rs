@@ -61,8 +61,9 @@ const SLOW_EVERY: Duration = Duration::from_secs(30);
 /// How long the progress line's ping may take.
 const PING_WITHIN: Duration = Duration::from_secs(5);
 
-/// Create and start a container (with `lane` mounted, if given), then
-/// create the home directory. A loaded daemon can take minutes for this:
+/// Create and start a container (with `lane` mounted, if given; with
+/// network mode `none` when `proxied`: rfs's egress proxy is its way
+/// out), then create the home directory. A loaded daemon can take minutes for this:
 /// each request waits up to [`client::start_timeout`] (not bollard's two
 /// minutes), and from [`SLOW_AFTER`] on a line on stderr says the start
 /// is slow, how long it has taken and whether the daemon still answers.
@@ -71,10 +72,12 @@ pub(super) async fn create(
     options: &DockerOptions,
     spec: &CreateSpec,
     lane: Option<&Lane>,
+    proxied: bool,
 ) -> ProviderResult<SandboxInfo> {
     let bound = client::start_timeout()?;
     let patient = client.patient("create and start the container", bound);
-    said_when_slow(client, bound, create_started(&patient, options, spec, lane)).await
+    let work = create_started(&patient, options, spec, lane, proxied);
+    said_when_slow(client, bound, work).await
 }
 
 /// `work`, with a line on stderr at [`SLOW_AFTER`] and every
@@ -119,6 +122,7 @@ async fn create_started(
     options: &DockerOptions,
     spec: &CreateSpec,
     lane: Option<&Lane>,
+    proxied: bool,
 ) -> ProviderResult<SandboxInfo> {
     let image = spec
         .base
@@ -179,8 +183,11 @@ async fn create_started(
         host_config: Some(HostConfig {
             init: Some(true),
             auto_remove: Some(true),
-            // `network: false`: no interfaces but the container's own loopback.
-            network_mode: (!spec.isolation.network).then(|| "none".to_owned()),
+            // `network: false`, and a filtered network (rfs's proxy is
+            // placed in it after the start): no interfaces but the
+            // container's own loopback.
+            network_mode: (!spec.isolation.network.has_route() || proxied)
+                .then(|| "none".to_owned()),
             mounts: Some(
                 std::iter::once(home_volume(&options.home, &spec.labels))
                     .chain(lane.map(Lane::mount))
@@ -329,6 +336,17 @@ async fn start_and_prepare(
             "sandbox container {id} vanished right after creation"
         ))
     })
+}
+
+/// The pid (on this machine) of a running container's main process.
+pub(super) async fn main_pid(client: &Client, id: &str) -> ProviderResult<i64> {
+    inspect(client, id)
+        .await?
+        .and_then(|i| i.state.and_then(|s| s.pid))
+        .filter(|p| *p > 0)
+        .ok_or_else(|| {
+            ProviderError::Provision(format!("sandbox container {id} has no running process"))
+        })
 }
 
 /// Inspect a container; `None` when the daemon does not know it.

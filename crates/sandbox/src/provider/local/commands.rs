@@ -42,7 +42,7 @@ impl LocalProvider {
                 req.cwd
             ))
         };
-        let mut env = base_env(&info.home, init.is_some());
+        let mut env = base_env(&info.home, init.as_deref());
         env.extend(req.env.iter().cloned());
         let cannot = |e: &dyn std::fmt::Display| {
             ProviderError::NotStarted(format!("cannot start {prog} in sandbox {id}: {e}"))

@@ -431,7 +431,7 @@ mod tests {
         for d in ["home", "tmp", "root"] {
             std::fs::create_dir(dir.path().join(d)).unwrap();
         }
-        let init = Init::for_sandbox(dir.path(), true).unwrap();
+        let init = Init::for_sandbox(dir.path(), &crate::network::NetworkPolicy::Host).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

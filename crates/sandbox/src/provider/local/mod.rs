@@ -51,6 +51,7 @@ mod cgroup;
 mod child;
 mod commands;
 mod disk;
+mod egress;
 mod env;
 mod errors;
 mod fingerprint;
@@ -110,6 +111,8 @@ pub struct LocalProvider {
     own_exe: Option<PathBuf>,
     /// The cgroups (resource limits) of sandboxes, by id.
     cgroups: Arc<Mutex<HashMap<String, Arc<cgroup::Cgroup>>>>,
+    /// The egress records of sandboxes behind rfs's proxy, by id.
+    egress_logs: Arc<Mutex<HashMap<String, Arc<crate::network::EgressLog>>>>,
 }
 
 /// A sandbox as its `meta.json` was last read.
@@ -117,8 +120,8 @@ pub struct LocalProvider {
 struct Known {
     info: SandboxInfo,
     isolation: Option<String>,
-    /// Whether its namespaces had the host's network (absent: no).
-    network: bool,
+    /// Its network policy.
+    network: crate::network::NetworkPolicy,
     /// Its cgroups as `meta.json` records them.
     cgroups: Vec<cgroup::Part>,
     /// Its disk cap, bytes.
@@ -137,6 +140,10 @@ struct Meta {
     /// written before this was recorded; re-entered without network).
     #[serde(default)]
     network: Option<bool>,
+    /// Its network policy (absent: written before policies; `network`
+    /// says host or none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    network_policy: Option<crate::network::NetworkFact>,
     /// Its cgroups, one per limit (absent: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     cgroups: Vec<cgroup::Part>,
@@ -154,6 +161,7 @@ impl LocalProvider {
             infos: Arc::default(),
             own_exe: crate::provider::own_executable::executable().map(Path::to_path_buf),
             cgroups: Arc::default(),
+            egress_logs: Arc::default(),
         }
     }
 
@@ -204,11 +212,16 @@ impl LocalProvider {
                 return Err(io_err("creating sandbox root", e));
             }
         }
-        let init = Init::for_sandbox(&dir, known.network).map_err(|e| {
-            ProviderError::NotStarted(format!(
-                "cannot re-enter the namespaces of kept sandbox {id}: {e}"
-            ))
-        })?;
+        let init = Init::for_sandbox(&dir, &known.network)
+            .and_then(|init| {
+                egress::serve(&init, &known.network, self.egress_log(id))?;
+                Ok(init)
+            })
+            .map_err(|e| {
+                ProviderError::NotStarted(format!(
+                    "cannot re-enter the namespaces of kept sandbox {id}: {e}"
+                ))
+            })?;
         if let Some(cg) = self.cgroup_of(id)? {
             let _ = init.cgroup.set(cg);
         }
@@ -292,6 +305,16 @@ impl LocalProvider {
         Ok(known.info)
     }
 
+    /// The egress record of sandbox `id` (made on first use).
+    fn egress_log(&self, id: &str) -> Arc<crate::network::EgressLog> {
+        self.egress_logs
+            .lock()
+            .expect("egress lock")
+            .entry(id.to_owned())
+            .or_default()
+            .clone()
+    }
+
     fn read(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
         Ok(self.read_meta(id)?.map(|k| k.info))
     }
@@ -314,7 +337,12 @@ impl LocalProvider {
                 state: "running".into(),
             },
             isolation: meta.isolation,
-            network: meta.network.unwrap_or(false),
+            network: match (meta.network_policy, meta.network) {
+                (Some(f), _) => crate::network::NetworkPolicy::from_fact(&f)
+                    .map_err(|e| ProviderError::Protocol(format!("sandbox {id} metadata: {e}")))?,
+                (None, Some(true)) => crate::network::NetworkPolicy::Host,
+                (None, _) => crate::network::NetworkPolicy::Off,
+            },
             cgroups: meta.cgroups,
             disk: meta.disk,
         }))
@@ -388,6 +416,14 @@ impl Provider for LocalProvider {
         req: &crate::provider::limits::LimitsRequest,
     ) -> Result<crate::provider::limits::LimitsFact, crate::provider::limits::LimitsError> {
         limits_decision(req)
+    }
+
+    fn egress(&self, id: &str) -> Option<Arc<crate::network::EgressLog>> {
+        self.egress_logs
+            .lock()
+            .expect("egress lock")
+            .get(id)
+            .cloned()
     }
 
     /// The cgroups' counters after every command; a full disk after one
@@ -483,10 +519,13 @@ impl Provider for LocalProvider {
         if isolated {
             std::fs::create_dir(mount_plan::root_dir(&dir))
                 .map_err(|e| io_err("creating sandbox root", e))?;
-            let (d, network) = (dir.clone(), spec.isolation.network);
+            let (d, network) = (dir.clone(), spec.isolation.network.clone());
             let caches = spec.caches.clone();
+            let log = self.egress_log(&id);
             let init = tokio::task::spawn_blocking(move || {
-                Init::for_sandbox_with_caches(&d, network, &caches)
+                let init = Init::for_sandbox_with_caches(&d, &network, &caches)?;
+                egress::serve(&init, &network, log)?;
+                Ok::<_, SetupError>(init)
             })
             .await
             .map_err(|e| ProviderError::Io(e.to_string().to_string()))?;
@@ -517,7 +556,9 @@ impl Provider for LocalProvider {
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
             isolation: Some(in_force.mode.clone()),
-            network: isolated.then_some(spec.isolation.network),
+            network: isolated
+                .then_some(spec.isolation.network == crate::network::NetworkPolicy::Host),
+            network_policy: isolated.then(|| in_force.network.clone()),
             cgroups: cg.as_ref().map(|c| c.parts()).unwrap_or_default(),
             disk: disk_cap,
         };
@@ -591,7 +632,7 @@ impl Provider for LocalProvider {
         let init = self.init_of(id)?;
         // The same base environment as exec, then the request's.
         let mut req = req.clone();
-        let mut env = base_env(&info.home, init.is_some());
+        let mut env = base_env(&info.home, init.as_deref());
         env.append(&mut req.env);
         req.env = env;
         let cg = self.cgroup_of(id)?;
@@ -613,6 +654,7 @@ impl Provider for LocalProvider {
         // (setsid daemons included); waits until it is gone.
         self.infos.lock().expect("infos lock").remove(id);
         let init = self.inits.lock().expect("inits lock").remove(id);
+        self.egress_logs.lock().expect("egress lock").remove(id);
         if let Some(init) = init {
             tokio::task::spawn_blocking(move || init.kill())
                 .await

@@ -15,6 +15,7 @@ pub(super) const MSG_READY: u32 = 3;
 pub(super) const STEP_UNSHARE: u32 = u32::MAX;
 pub(super) const STEP_MAPS: u32 = u32::MAX - 1;
 pub(super) const STEP_FORK: u32 = u32::MAX - 2;
+pub(super) const STEP_EGRESS: u32 = u32::MAX - 3;
 
 /// The running init of one sandbox. Dropping it kills the sandbox's whole
 /// PID namespace and waits until it is gone.
@@ -34,6 +35,11 @@ pub struct Init {
     pub(super) spare_stacks: std::sync::Mutex<Vec<Stacks>>,
     /// The sandbox's cgroups (its limits), which every command joins.
     pub(super) cgroup: std::sync::OnceLock<std::sync::Arc<super::cgroup::Cgroup>>,
+    /// The listener on 127.0.0.1:3128 inside the sandbox's network
+    /// namespace, until rfs's egress proxy takes it (filtered network).
+    pub(super) egress_listener: std::sync::Mutex<Option<std::net::TcpListener>>,
+    /// rfs's egress proxy serving it (stops with the sandbox).
+    pub(super) egress: std::sync::OnceLock<crate::network::proxy::EgressProxy>,
 }
 
 impl std::fmt::Debug for Init {
@@ -44,7 +50,10 @@ impl std::fmt::Debug for Init {
 
 impl Init {
     /// Start the init of an isolated sandbox living in `dir`.
-    pub fn for_sandbox(dir: &Path, network: bool) -> Result<Init, SetupError> {
+    pub fn for_sandbox(
+        dir: &Path,
+        network: &crate::network::NetworkPolicy,
+    ) -> Result<Init, SetupError> {
         Init::for_sandbox_with_caches(dir, network, &[])
     }
 
@@ -52,10 +61,10 @@ impl Init {
     /// ([`super::cache_mounts`]).
     pub fn for_sandbox_with_caches(
         dir: &Path,
-        network: bool,
+        network: &crate::network::NetworkPolicy,
         caches: &[crate::provider::CacheMount],
     ) -> Result<Init, SetupError> {
-        let mut plan = Plan::sandbox(dir, network)?;
+        let mut plan = Plan::sandbox(dir, *network == crate::network::NetworkPolicy::Host)?;
         super::cache_mounts::add(&mut plan, dir, caches)?;
         // The init and its parent stay for the sandbox's whole life: as
         // forks of rfs they would each hold a copy of rfs's page tables
@@ -64,14 +73,30 @@ impl Init {
         let exe = crate::provider::own_executable::executable()
             .and_then(|p| std::fs::File::open(p).ok())
             .map(OwnedFd::from);
-        Init::start_with(&plan, exe.as_ref())
+        let egress = network
+            .filtered()
+            .then(super::egress::channel)
+            .transpose()
+            .map_err(|e| io_setup("socketpair", e))?;
+        let init = Init::start_with(&plan, exe.as_ref(), egress.as_ref().map(|(_, i)| i))?;
+        if let Some((ours, theirs)) = egress {
+            drop(theirs);
+            let l = super::egress::receive(&ours)
+                .map_err(|e| io_setup("receiving the sandbox's egress listener", e))?;
+            *init.egress_listener.lock().expect("egress lock") = Some(l);
+        }
+        Ok(init)
     }
 
     pub(super) fn start(plan: &Plan) -> Result<Init, SetupError> {
-        Init::start_with(plan, None)
+        Init::start_with(plan, None, None)
     }
 
-    fn start_with(plan: &Plan, exe: Option<&OwnedFd>) -> Result<Init, SetupError> {
+    fn start_with(
+        plan: &Plan,
+        exe: Option<&OwnedFd>,
+        egress: Option<&OwnedFd>,
+    ) -> Result<Init, SetupError> {
         let (report_r, report_w) =
             crate::provider::input::pipe_cloexec().map_err(|e| io_setup("pipe", e))?;
         let (life_r, life_w) =
@@ -96,6 +121,7 @@ impl Init {
         let mut keep = [-1; KEEP_MAX];
         let mut wanted = vec![report_w.as_raw_fd(), life_r.as_raw_fd()];
         wanted.extend(exe.map(|e| e.as_raw_fd()));
+        wanted.extend(egress.map(|e| e.as_raw_fd()));
         wanted.extend(plan.fds());
         if wanted.len() > KEEP_MAX {
             return Err(SetupError::View(format!(
@@ -115,6 +141,7 @@ impl Init {
             lifeline: life_r.as_raw_fd(),
             args: own_args(),
             exe: exe.map_or(-1, |e| e.as_raw_fd()),
+            egress: egress.map_or(-1, |e| e.as_raw_fd()),
             init_argv: &init_argv,
             outer_argv: &outer_argv,
             no_env: &no_env,
@@ -138,6 +165,8 @@ impl Init {
             killed: false.into(),
             spare_stacks: Vec::new().into(),
             cgroup: std::sync::OnceLock::new(),
+            egress_listener: None.into(),
+            egress: std::sync::OnceLock::new(),
         };
         let mut file = std::fs::File::from(report_r);
         let mut ready = false;
@@ -159,6 +188,10 @@ impl Init {
                         }
                         STEP_MAPS => "mapping the uid/gid into the user namespace".to_owned(),
                         STEP_FORK => "starting the namespace init (fork)".to_owned(),
+                        STEP_EGRESS => {
+                            "listening on 127.0.0.1:3128 in the sandbox's network namespace (egress proxy)"
+                                .to_owned()
+                        }
                         i => plan
                             .ops
                             .get(i as usize)
@@ -247,6 +280,8 @@ pub(super) struct Child<'a> {
     /// executable, the plan's trees), the first `keep_len` of `keep`.
     keep: [RawFd; KEEP_MAX],
     keep_len: usize,
+    /// The init's end of the egress channel (-1: no filtered network).
+    egress: RawFd,
     init_argv: &'a [*const libc::c_char; 3],
     outer_argv: &'a [*const libc::c_char; 2],
     no_env: &'a [*const libc::c_char; 1],
@@ -367,6 +402,12 @@ impl Child<'_> {
         for (i, op) in self.plan.ops.iter().enumerate() {
             if let Err(e) = op.run() {
                 self.say(MSG_FAIL, i as u32, e as u32);
+                libc::_exit(1);
+            }
+        }
+        if self.egress >= 0 {
+            if let Err(e) = super::egress::listen_and_send(self.egress) {
+                self.say(MSG_FAIL, STEP_EGRESS, e as u32);
                 libc::_exit(1);
             }
         }

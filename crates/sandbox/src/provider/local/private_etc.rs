@@ -164,7 +164,7 @@ pub(super) fn resolv_conf(network: bool) -> Vec<u8> {
             return text;
         }
     }
-    b"# rfs: this sandbox has no network; no name server\n".to_vec()
+    b"# rfs: no name server in this sandbox: behind rfs's egress proxy names are\n# resolved by the proxy (programs that honour http_proxy/https_proxy), and\n# with network: false there is nothing to reach\n".to_vec()
 }
 
 const NSSWITCH: &str = "\

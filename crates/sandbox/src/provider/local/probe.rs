@@ -4,6 +4,7 @@
 use std::sync::OnceLock;
 
 use super::{errors::*, mount_plan::*, namespace_init::*, sys::*};
+use crate::network::NetworkPolicy;
 
 /// Why namespaces can or cannot be used here; probed once per process.
 pub fn availability() -> Result<(), SetupError> {
@@ -42,6 +43,17 @@ pub enum DoctorRefusal {
     Refused(crate::provider::isolation::IsolationError),
 }
 
+/// What enforces a network policy in a sandbox with namespaces.
+fn in_namespaces(policy: &NetworkPolicy) -> Option<&'static str> {
+    match policy {
+        NetworkPolicy::Off => Some("the sandbox's own network namespace (only its loopback)"),
+        NetworkPolicy::Public | NetworkPolicy::Allow(_) => Some(
+            "rfs's egress proxy: the sandbox's own network namespace has only its loopback and the proxy at 127.0.0.1:3128",
+        ),
+        NetworkPolicy::Host => None,
+    }
+}
+
 /// What `local` has in force for `req`, or why it refuses.
 pub(super) fn decide(
     req: &crate::provider::isolation::IsolationRequest,
@@ -49,20 +61,38 @@ pub(super) fn decide(
 {
     use crate::provider::isolation::{IsolationError, IsolationInForce, IsolationMode};
     let by = &req.source;
+    let net =
+        |enforced: Option<&str>| crate::network::fact(&req.network, &req.network_by, enforced);
     let ns = |reason: String| IsolationInForce {
         mode: "namespaces".into(),
         reason,
-        network: req.network,
+        network: net(in_namespaces(&req.network)),
+    };
+    // Without namespaces commands share the host's network: only the
+    // policies that do not narrow it can be honoured there.
+    let on_host = |reason: String, why: Option<String>| match &req.network {
+        NetworkPolicy::Off => Err(match &why {
+            None => IsolationError::NetworkNeedsNamespaces { by: by.clone() },
+            Some(w) => IsolationError::NetworkWithoutNamespaces { why: w.clone() },
+        }),
+        NetworkPolicy::Allow(_) => Err(IsolationError::NetworkPolicyUnsupported {
+            provider: "local".into(),
+            policy: req.network.to_string(),
+            why: match &why {
+                None => format!("it needs namespaces, but isolation `none` was requested by {by}"),
+                Some(w) => format!("it needs namespaces, which are not available: {w}"),
+            },
+        }),
+        NetworkPolicy::Public | NetworkPolicy::Host => Ok(IsolationInForce {
+            mode: "none".into(),
+            reason,
+            network: net(None),
+        }),
     };
     match req.mode {
-        IsolationMode::None if !req.network => {
-            Err(IsolationError::NetworkNeedsNamespaces { by: by.clone() })
+        IsolationMode::None => {
+            on_host(format!("requested by {by}: commands run on the host"), None)
         }
-        IsolationMode::None => Ok(IsolationInForce {
-            mode: "none".into(),
-            reason: format!("requested by {by}: commands run on the host"),
-            network: true,
-        }),
         IsolationMode::Namespaces => match availability() {
             Ok(()) => Ok(ns(format!("requested by {by}"))),
             Err(why) => Err(IsolationError::NamespacesUnavailable {
@@ -74,16 +104,10 @@ pub(super) fn decide(
             Ok(()) => Ok(ns(format!(
                 "auto ({by}): the kernel permits unprivileged user namespaces"
             ))),
-            Err(why) if !req.network => Err(IsolationError::NetworkWithoutNamespaces {
-                why: why.to_string(),
-            }),
-            Err(why) => Ok(IsolationInForce {
-                mode: "none".into(),
-                reason: format!(
-                    "auto ({by}): namespaces not available ({why}); commands run on the host"
-                ),
-                network: true,
-            }),
+            Err(why) => on_host(
+                format!("auto ({by}): namespaces not available ({why}); commands run on the host"),
+                Some(why.to_string()),
+            ),
         },
     }
 }
@@ -142,12 +166,23 @@ mod tests {
         let req = IsolationRequest {
             mode: IsolationMode::None,
             source: "test".into(),
-            network: false,
+            network: NetworkPolicy::Off,
             ..IsolationRequest::default()
         };
         assert_eq!(
             decide(&req).unwrap_err(),
             IsolationError::NetworkNeedsNamespaces { by: "test".into() }
         );
+        let allow = IsolationRequest {
+            network: NetworkPolicy::allow(&["10.1.2.3".into()]).unwrap(),
+            ..req.clone()
+        };
+        let e = decide(&allow).unwrap_err().to_string();
+        assert!(e.contains("needs namespaces"), "{e}");
+        let public = IsolationRequest {
+            network: NetworkPolicy::Public,
+            ..req
+        };
+        assert!(decide(&public).unwrap().network.unfiltered);
     }
 }

@@ -1,0 +1,48 @@
+//! The network as a boundary (#34): a sandbox's network policy, the
+//! decision for each destination, rfs's egress proxy and the record of
+//! every connection it carried or refused.
+
+pub mod policy;
+pub mod proxy;
+pub mod ranges;
+pub mod record;
+
+pub use policy::{decide, AllowRule, Decision, NetworkPolicy, PolicyError};
+pub use record::EgressLog;
+pub use rfs_evidence::events::network_facts::{Connection, NetworkFact};
+
+/// The port of rfs's egress proxy inside a sandbox's network namespace.
+pub const PROXY_PORT: u16 = 3128;
+
+/// The proxy variables of every command in a sandbox behind rfs's proxy,
+/// in both spellings; `no_proxy` keeps the sandbox's own loopback direct.
+pub fn proxy_env() -> Vec<(String, String)> {
+    let url = format!("http://127.0.0.1:{PROXY_PORT}");
+    let mut env = vec![];
+    for k in ["http_proxy", "https_proxy", "all_proxy"] {
+        env.push((k.to_owned(), url.clone()));
+        env.push((k.to_ascii_uppercase(), url.clone()));
+    }
+    for k in ["no_proxy", "NO_PROXY"] {
+        env.push((k.to_owned(), "localhost,127.0.0.1,::1".to_owned()));
+    }
+    env
+}
+
+/// The env var that lets scripts ask for `network: "host"` (like
+/// `--allow-host-network`).
+pub const ALLOW_HOST_NETWORK_ENV: &str = "RFS_ALLOW_HOST_NETWORK";
+
+/// The network fact for `policy` set by `by`, enforced by `enforced_by`
+/// (`None`: nothing enforces it, the sandbox has the network unfiltered).
+pub fn fact(policy: &NetworkPolicy, by: &str, enforced_by: Option<&str>) -> NetworkFact {
+    NetworkFact {
+        policy: policy.kind().to_owned(),
+        allow: policy.entries(),
+        requested_by: by.to_owned(),
+        enforced_by: enforced_by
+            .unwrap_or("nothing: the network is not filtered")
+            .to_owned(),
+        unfiltered: enforced_by.is_none() && policy.has_route(),
+    }
+}

@@ -1,0 +1,395 @@
+//! rfs's egress proxy: HTTP `CONNECT` and plain (absolute-URI) HTTP
+//! proxying with hyper, on a listener rfs was handed (one inside a
+//! sandbox's own network namespace). It resolves each name itself,
+//! checks every address against the sandbox's [`NetworkPolicy`], connects
+//! and relays, and records every attempt in the sandbox's [`EgressLog`].
+
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+use super::policy::{decide, refuse_before_resolving};
+use super::{Connection, EgressLog, NetworkPolicy};
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+/// The relay's buffer each way (tokio's default, 8 KiB, costs a system
+/// call per 8 KiB on a bulk download).
+const RELAY_BUF: usize = 256 * 1024;
+
+/// How long a connection to an allowed destination may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running proxy; dropping it stops it (open connections end, and are
+/// recorded).
+#[derive(Debug)]
+pub struct EgressProxy {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Shared {
+    policy: NetworkPolicy,
+    /// The host's own addresses (refused like loopback).
+    own: Vec<IpAddr>,
+    log: Arc<EgressLog>,
+    /// Upstream connections open at once (each relay holds one).
+    upstream: Arc<tokio::sync::Semaphore>,
+}
+
+impl EgressProxy {
+    /// Serve `listener` with `policy` on a thread of its own, recording in
+    /// `log`.
+    pub fn start(
+        listener: std::net::TcpListener,
+        policy: NetworkPolicy,
+        log: Arc<EgressLog>,
+    ) -> std::io::Result<EgressProxy> {
+        listener.set_nonblocking(true)?;
+        let shared = Arc::new(Shared {
+            policy,
+            own: super::ranges::own_addresses(),
+            log,
+            upstream: Arc::new(tokio::sync::Semaphore::new(MAX_OPEN)),
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("rfs-egress".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = stopped => {}
+                        _ = accept_loop(listener, shared) => {}
+                    }
+                });
+                // Dropping the runtime ends every open relay; each is
+                // recorded as it is dropped.
+                drop(rt);
+            })?;
+        Ok(EgressProxy {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for EgressProxy {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Connections from one sandbox served at once (each holds descriptors
+/// of rfs's own); more wait to be accepted.
+const MAX_OPEN: usize = 512;
+
+async fn accept_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_OPEN));
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let Ok((tcp, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let service = hyper::service::service_fn(move |req| handle(shared.clone(), req));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .preserve_header_case(true)
+                .title_case_headers(true)
+                .serve_connection(TokioIo::new(tcp), service)
+                .with_upgrades()
+                .await;
+        });
+    }
+}
+
+async fn handle(sh: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, hyper::Error> {
+    if req.method() == Method::CONNECT {
+        Ok(connect(sh, req).await)
+    } else {
+        Ok(forward(sh, req).await)
+    }
+}
+
+fn text(code: StatusCode, msg: String) -> Response<Body> {
+    let mut r = Response::new(
+        Full::new(Bytes::from(msg + "\n"))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = code;
+    r
+}
+
+/// `CONNECT host:port`: open, answer 200, then relay the upgraded
+/// connection both ways.
+async fn connect(sh: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+    let Some(auth) = req.uri().authority().cloned() else {
+        return text(StatusCode::BAD_REQUEST, "CONNECT needs host:port".into());
+    };
+    let Some(port) = auth.port_u16() else {
+        return text(StatusCode::BAD_REQUEST, "CONNECT needs a port".into());
+    };
+    let mut upstream = match open(&sh, auth.host(), port, "connect").await {
+        Ok(s) => s,
+        Err((code, msg)) => return text(code, msg),
+    };
+    tokio::spawn(async move {
+        if let Ok(up) = hyper::upgrade::on(req).await {
+            let mut up = TokioIo::new(up);
+            let _ = tokio::io::copy_bidirectional_with_sizes(
+                &mut up,
+                &mut upstream,
+                RELAY_BUF,
+                RELAY_BUF,
+            )
+            .await;
+        }
+    });
+    Response::new(Full::new(Bytes::new()).map_err(|n| match n {}).boxed())
+}
+
+/// A plain HTTP request with an absolute `http://` URI: open, send it in
+/// origin form, stream the answer back.
+async fn forward(sh: Arc<Shared>, mut req: Request<Incoming>) -> Response<Body> {
+    let uri = req.uri().clone();
+    let (Some("http"), Some(host)) = (uri.scheme_str(), uri.host()) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "rfs egress proxy: `{uri}`: only absolute http:// URIs and CONNECT are proxied"
+            ),
+        );
+    };
+    let port = uri.port_u16().unwrap_or(80);
+    let upstream = match open(&sh, host, port, "http").await {
+        Ok(s) => s,
+        Err((code, msg)) => return text(code, msg),
+    };
+    let bad_gateway =
+        |e: hyper::Error| text(StatusCode::BAD_GATEWAY, format!("rfs egress proxy: {e}"));
+    let (mut sender, conn) =
+        match hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await {
+            Ok(x) => x,
+            Err(e) => return bad_gateway(e),
+        };
+    tokio::spawn(conn);
+    let origin = uri.path_and_query().map_or("/", |p| p.as_str());
+    *req.uri_mut() = origin
+        .parse()
+        .unwrap_or_else(|_| hyper::Uri::from_static("/"));
+    for h in ["proxy-connection", "proxy-authorization"] {
+        req.headers_mut().remove(h);
+    }
+    if !req.headers().contains_key(hyper::header::HOST) {
+        if let Some(a) = uri.authority().and_then(|a| a.as_str().parse().ok()) {
+            req.headers_mut().insert(hyper::header::HOST, a);
+        }
+    }
+    match sender.send_request(req).await {
+        Ok(resp) => resp.map(|b| b.boxed()),
+        Err(e) => bad_gateway(e),
+    }
+}
+
+/// Decide and connect, recording the attempt; the error is the answer to
+/// give the program.
+async fn open(
+    sh: &Shared,
+    host: &str,
+    port: u16,
+    via: &str,
+) -> Result<Counted, (StatusCode, String)> {
+    let started = Instant::now();
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let literal = bare.parse::<IpAddr>().ok();
+    let name = literal.is_none().then(|| bare.to_ascii_lowercase());
+    let mut rec = Connection {
+        name: name.clone(),
+        address: None,
+        port,
+        allowed: false,
+        rule: String::new(),
+        via: via.to_owned(),
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
+        step: sh.log.step(),
+        error: None,
+    };
+    let refuse = |mut rec: Connection, code: StatusCode, rule: String| {
+        let mut msg = format!("rfs egress policy refuses {}: {rule}", rec.destination());
+        if rule.contains("loopback") {
+            // The proxy is outside the sandbox: a server the proof started
+            // in it is reached directly, by programs that honour no_proxy.
+            msg.push_str(
+                " (rfs's proxy runs outside the sandbox; to reach a server in the sandbox, \
+                 bypass the proxy: this program ignored no_proxy — busybox wget: -Y off)",
+            );
+        }
+        rec.rule = rule;
+        rec.duration_ms = started.elapsed().as_millis() as u64;
+        sh.log.push(rec);
+        Err((code, msg))
+    };
+    let addrs: Vec<IpAddr> = match (literal, &name) {
+        (Some(a), _) => vec![a],
+        (None, Some(n)) => {
+            if let Some(d) = refuse_before_resolving(&sh.policy, n, port) {
+                return refuse(rec, StatusCode::FORBIDDEN, d.rule);
+            }
+            match tokio::net::lookup_host((n.as_str(), port)).await {
+                Ok(it) => it.map(|sa| sa.ip()).collect(),
+                Err(e) => {
+                    return refuse(
+                        rec,
+                        StatusCode::BAD_GATEWAY,
+                        format!("the name did not resolve ({e})"),
+                    )
+                }
+            }
+        }
+        (None, None) => vec![],
+    };
+    let mut refusal = None;
+    for a in addrs {
+        let d = decide(&sh.policy, name.as_deref(), a, port, &sh.own);
+        if !d.allowed {
+            refusal.get_or_insert((a, d));
+            continue;
+        }
+        rec.address = Some(a.to_string());
+        rec.allowed = true;
+        rec.rule = d.rule;
+        let Ok(slot) = sh.upstream.clone().acquire_owned().await else {
+            return Err((
+                StatusCode::SERVICE_UNAVAILABLE,
+                "rfs egress proxy is stopping".into(),
+            ));
+        };
+        let failed =
+            match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((a, port))).await {
+                Ok(Ok(s)) => return Ok(Counted::new(s, rec, started, sh.log.clone(), slot)),
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()),
+            };
+        let msg = format!(
+            "rfs egress proxy: connecting to {} failed: {failed}",
+            rec.destination()
+        );
+        rec.error = Some(failed);
+        rec.duration_ms = started.elapsed().as_millis() as u64;
+        sh.log.push(rec);
+        return Err((StatusCode::BAD_GATEWAY, msg));
+    }
+    let (a, d) = refusal.unwrap_or((
+        IpAddr::from([0, 0, 0, 0]),
+        super::Decision {
+            allowed: false,
+            rule: "the name has no address".into(),
+        },
+    ));
+    rec.address = Some(a.to_string());
+    refuse(rec, StatusCode::FORBIDDEN, d.rule)
+}
+
+/// An upstream connection counting its bytes; recorded when dropped.
+struct Counted {
+    inner: TcpStream,
+    rec: Option<Connection>,
+    started: Instant,
+    log: Arc<EgressLog>,
+    /// Its place among the upstream connections open at once.
+    _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Counted {
+    fn new(
+        inner: TcpStream,
+        rec: Connection,
+        started: Instant,
+        log: Arc<EgressLog>,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) -> Counted {
+        log.opened();
+        Counted {
+            inner,
+            rec: Some(rec),
+            started,
+            log,
+            _slot: slot,
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if let Some(mut r) = self.rec.take() {
+            r.duration_ms = self.started.elapsed().as_millis() as u64;
+            self.log.closed(r);
+        }
+    }
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = (buf.filled().len() - before) as u64;
+        if let Some(rec) = self.rec.as_mut() {
+            rec.bytes_down += n;
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let (Poll::Ready(Ok(n)), Some(rec)) = (&r, self.rec.as_mut()) {
+            rec.bytes_up += *n as u64;
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,193 @@
+//! Address ranges: CIDRs of allow lists, and the ranges the default
+//! policy refuses (not the public internet).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// An address range (`10.0.0.0/8`; a bare address is a /32 or /128).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl Cidr {
+    /// Parse `addr` or `addr/prefix`.
+    pub fn parse(s: &str) -> Result<Cidr, String> {
+        let (a, p) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a
+            .parse()
+            .map_err(|_| format!("`{a}` is not an IP address"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            None => max,
+            Some(p) => match p.parse::<u8>() {
+                Ok(n) if n <= max => n,
+                _ => return Err(format!("prefix `/{p}` is not 0 to {max}")),
+            },
+        };
+        Ok(Cidr {
+            addr: canonical(addr),
+            prefix,
+        })
+    }
+
+    /// Whether `a` is in this range.
+    pub fn contains(&self, a: IpAddr) -> bool {
+        match (self.addr, canonical(a)) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                same_prefix(n.to_bits() as u128, a.to_bits() as u128, 32, self.prefix)
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                same_prefix(n.to_bits(), a.to_bits(), 128, self.prefix)
+            }
+            _ => false,
+        }
+    }
+}
+
+fn same_prefix(n: u128, a: u128, bits: u8, prefix: u8) -> bool {
+    if prefix == 0 {
+        return true;
+    }
+    let shift = bits - prefix;
+    (n >> shift) == (a >> shift)
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is.
+pub fn canonical(a: IpAddr) -> IpAddr {
+    match a {
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map(IpAddr::V4)
+            .unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    }
+}
+
+/// The ranges the default policy refuses, with what each is.
+const V4: &[(Ipv4Addr, u8, &str)] = &[
+    (Ipv4Addr::new(0, 0, 0, 0), 8, "in 0.0.0.0/8 (this network)"),
+    (Ipv4Addr::new(10, 0, 0, 0), 8, "private (10.0.0.0/8)"),
+    (
+        Ipv4Addr::new(100, 64, 0, 0),
+        10,
+        "shared address space (100.64.0.0/10, CGNAT)",
+    ),
+    (Ipv4Addr::new(127, 0, 0, 0), 8, "loopback (127.0.0.0/8)"),
+    (
+        Ipv4Addr::new(169, 254, 0, 0),
+        16,
+        "link-local (169.254.0.0/16, the cloud metadata endpoint)",
+    ),
+    (Ipv4Addr::new(172, 16, 0, 0), 12, "private (172.16.0.0/12)"),
+    (
+        Ipv4Addr::new(192, 168, 0, 0),
+        16,
+        "private (192.168.0.0/16)",
+    ),
+    (Ipv4Addr::new(224, 0, 0, 0), 4, "multicast (224.0.0.0/4)"),
+    (
+        Ipv4Addr::new(240, 0, 0, 0),
+        4,
+        "reserved or broadcast (240.0.0.0/4)",
+    ),
+];
+
+const V6: &[(Ipv6Addr, u8, &str)] = &[
+    (Ipv6Addr::UNSPECIFIED, 128, "the unspecified address (::)"),
+    (Ipv6Addr::LOCALHOST, 128, "loopback (::1)"),
+    (
+        Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0),
+        10,
+        "link-local (fe80::/10)",
+    ),
+    (
+        Ipv6Addr::new(0xfc00, 0, 0, 0, 0, 0, 0, 0),
+        7,
+        "private (fc00::/7)",
+    ),
+    (
+        Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0),
+        8,
+        "multicast (ff00::/8)",
+    ),
+];
+
+/// What `a` is when the default policy refuses it; `None`: public.
+pub fn refused(a: IpAddr) -> Option<&'static str> {
+    let a = canonical(a);
+    let hit = |net: IpAddr, prefix: u8| Cidr { addr: net, prefix }.contains(a);
+    V4.iter()
+        .find(|(n, p, _)| hit(IpAddr::V4(*n), *p))
+        .map(|(_, _, w)| *w)
+        .or_else(|| {
+            V6.iter()
+                .find(|(n, p, _)| hit(IpAddr::V6(*n), *p))
+                .map(|(_, _, w)| *w)
+        })
+}
+
+/// The host's own addresses (every interface's), which the default
+/// policy refuses like loopback: a service bound to one is the host's.
+pub fn own_addresses() -> Vec<IpAddr> {
+    let mut out = vec![];
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills a list we walk read-only and free once.
+    unsafe {
+        if libc::getifaddrs(&mut head) != 0 {
+            return out;
+        }
+        let mut cur = head;
+        while !cur.is_null() {
+            let sa = (*cur).ifa_addr;
+            if !sa.is_null() {
+                match (*sa).sa_family as i32 {
+                    libc::AF_INET => {
+                        let sin = &*(sa as *const libc::sockaddr_in);
+                        out.push(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                            sin.sin_addr.s_addr,
+                        ))));
+                    }
+                    libc::AF_INET6 => {
+                        let sin6 = &*(sa as *const libc::sockaddr_in6);
+                        out.push(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)));
+                    }
+                    _ => {}
+                }
+            }
+            cur = (*cur).ifa_next;
+        }
+        libc::freeifaddrs(head);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidrs_contain_their_addresses_only() {
+        let c = Cidr::parse("10.0.0.0/8").unwrap();
+        assert!(c.contains("10.255.0.1".parse().unwrap()));
+        assert!(!c.contains("11.0.0.1".parse().unwrap()));
+        assert!(c.contains("::ffff:10.0.0.1".parse().unwrap()));
+        let one = Cidr::parse("fd00::1").unwrap();
+        assert_eq!(one.prefix, 128);
+        assert!(Cidr::parse("0.0.0.0/0")
+            .unwrap()
+            .contains("1.2.3.4".parse().unwrap()));
+        assert!(Cidr::parse("::/129").is_err());
+    }
+
+    #[test]
+    fn documentation_addresses_are_public_to_the_default() {
+        assert_eq!(refused("203.0.113.7".parse().unwrap()), None);
+        assert!(refused("127.0.0.1".parse().unwrap())
+            .unwrap()
+            .contains("loopback"));
+    }
+}

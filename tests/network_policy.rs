@@ -1,0 +1,355 @@
+//! The network as a boundary (#34): what a step on `local` can reach under
+//! each network policy, through rfs's egress proxy, proved against real
+//! HTTP servers in network namespaces these tests create (veth pairs with
+//! a documentation address, 203.0.113.0/24, that the default treats as
+//! public, and a private 10.x one) and on the host's loopback. Those are
+//! the only targets ever contacted.
+
+mod common;
+use common::*;
+#[path = "common/netns.rs"]
+mod netns;
+use netns::*;
+
+#[test]
+fn the_default_reaches_a_public_server_only_through_rfs_and_records_it() {
+    require_namespaces();
+    let public = TestNet::new("203.0.113", "hello from the public test server");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script = format!(
+        r#"sync_source();
+        let r = step("plain", "curl -sS {url}");
+        print(r.stdout);
+        let t = step("tunnel", "curl -sS --proxytunnel {url}");
+        print(t.stdout);
+        let e = step("env", "env | grep -i _proxy= | sort");
+        print(e.stdout);"#,
+        url = public.url()
+    );
+    let out = rfs.run(repo.path(), &script);
+    out.assert_code(0);
+    assert_eq!(lines(&out, "plain"), ["hello from the public test server"]);
+    assert_eq!(lines(&out, "tunnel"), ["hello from the public test server"]);
+    let env = lines(&out, "env").join("\n");
+    for v in [
+        "http_proxy=http://127.0.0.1:3128",
+        "HTTPS_PROXY=http://127.0.0.1:3128",
+        "no_proxy=localhost,127.0.0.1,::1",
+    ] {
+        assert!(env.contains(v), "{env}");
+    }
+    let conns = out.entries("net.connect");
+    assert_eq!(conns.len(), 2, "{conns:?}");
+    for (c, (step, via)) in conns.iter().zip([("plain", "http"), ("tunnel", "connect")]) {
+        assert_eq!(c["allowed"], true, "{c}");
+        assert_eq!(c["address"], public.addr.as_str(), "{c}");
+        assert_eq!(c["port"], 8080);
+        assert_eq!(c["step"], step, "{c}");
+        assert_eq!(c["via"], via, "{c}");
+        assert_eq!(c["rule"], "default: public address");
+        assert!(c["bytes_down"].as_u64().unwrap() > 30, "{c}");
+        assert!(c["bytes_up"].as_u64().unwrap() > 30, "{c}");
+    }
+    // The record matches what the server saw: one request per allowed
+    // connection, each from the host (rfs's proxy), none from elsewhere.
+    let seen: Vec<String> = public
+        .access_log()
+        .into_iter()
+        .filter(|l| l.starts_with(&format!("{}:", public.host_addr())))
+        .collect();
+    let probes = public.access_log().len() - seen.len();
+    assert_eq!(
+        probes,
+        1,
+        "only the readiness probe came from inside: {:?}",
+        public.access_log()
+    );
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    let placement = &out.entries("placement")[0]["isolation"]["network_policy"];
+    assert_eq!(placement["policy"], "public", "{placement}");
+    assert_eq!(placement["unfiltered"], false, "{placement}");
+    let ev = out.evidence();
+    assert!(ev.contains("## Network"), "{ev}");
+    assert!(ev.contains(&format!("{}:8080", public.addr)), "{ev}");
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn the_default_refuses_private_addresses_the_hosts_loopback_and_own_addresses() {
+    require_namespaces();
+    let private = TestNet::new("10.199.0", "private");
+    let public = TestNet::new("203.0.113", "public");
+    let port = host_loopback_server("the developer's database");
+    // The host side of the veth pair is one of the host's own addresses.
+    let own = public.host_addr();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let proxy = "--noproxy '' -x http://127.0.0.1:3128";
+    let script = format!(
+        r#"sync_source();
+        for t in [["private", "{p}"], ["loopback", "http://127.0.0.1:{port}/"], ["own", "http://{own}:9/"], ["metadata", "http://169.254.169.254/"]] {{
+            let r = step(t[0], "curl -sS -o /dev/null -w '%{{http_code}}' {proxy} " + t[1] + " ; echo");
+            print(r.stdout);
+        }}
+        let d = step("direct", "curl -sS -m 5 http://127.0.0.1:{port}/ ; echo exit=$?");
+        print(d.stdout);"#,
+        p = private.url()
+    );
+    let out = rfs.run(repo.path(), &script);
+    out.assert_code(0);
+    for s in ["private", "loopback", "own", "metadata"] {
+        assert_eq!(lines(&out, s), ["403"], "{s}: {}", out.stdout);
+    }
+    // Directly, the sandbox's own loopback has nothing of the host's.
+    let direct = lines(&out, "direct").join("\n");
+    assert!(
+        direct.contains("exit=7") && !direct.contains("database"),
+        "{direct}"
+    );
+    let conns = out.entries("net.connect");
+    let rules: Vec<(&str, &str)> = conns
+        .iter()
+        .map(|c| (c["step"].as_str().unwrap(), c["rule"].as_str().unwrap()))
+        .collect();
+    assert_eq!(conns.len(), 4, "{conns:?}");
+    assert!(conns.iter().all(|c| c["allowed"] == false), "{conns:?}");
+    assert!(rules[0].1.contains("private (10.0.0.0/8)"), "{rules:?}");
+    assert!(rules[1].1.contains("loopback"), "{rules:?}");
+    assert!(rules[2].1.contains("the host's own address"), "{rules:?}");
+    assert!(rules[3].1.contains("link-local"), "{rules:?}");
+    // The refused server never saw a request (only its readiness probe).
+    assert_eq!(private.access_log().len(), 1, "{:?}", private.access_log());
+    let ev = out.evidence();
+    // Each refusal is said in the Network section and next to its step.
+    assert!(ev.contains("| **refused** |"), "{ev}");
+    assert!(
+        ev.contains("- network: 1 connection, 1 refused: 127.0.0.1:"),
+        "{ev}"
+    );
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+}
+
+#[test]
+fn an_allow_list_lets_through_a_listed_private_server_and_nothing_else() {
+    require_namespaces();
+    let private = TestNet::new("10.199.0", "private service");
+    let public = TestNet::new("203.0.113", "public");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script = format!(
+        r#"sandbox(#{{ network: #{{ allow: ["{p}:8080"] }} }});
+        sync_source();
+        let a = step("listed", "curl -sS {pu}");
+        print(a.stdout);
+        let b = step("unlisted", "curl -sS -o /dev/null -w '%{{http_code}}' {qu}; echo");
+        print(b.stdout);
+        let c = step("other_port", "curl -sS -o /dev/null -w '%{{http_code}}' http://{p}:9/; echo");
+        print(c.stdout);
+        let d = step("unlisted_name", "curl -sS -o /dev/null -w '%{{http_code}}' http://unlisted.invalid/; echo; getent hosts localhost.invalid example.invalid; echo dns=$?");
+        print(d.stdout);"#,
+        p = private.addr,
+        pu = private.url(),
+        qu = public.url()
+    );
+    let out = rfs.run(repo.path(), &script);
+    out.assert_code(0);
+    assert_eq!(lines(&out, "listed"), ["private service"]);
+    assert_eq!(lines(&out, "unlisted"), ["403"]);
+    assert_eq!(lines(&out, "other_port"), ["403"]);
+    // A name outside the list is refused without being resolved, and the
+    // sandbox itself resolves nothing.
+    assert_eq!(lines(&out, "unlisted_name"), ["403", "dns=2"]);
+    let conns = out.entries("net.connect");
+    assert_eq!(conns[3]["name"], "unlisted.invalid");
+    assert_eq!(conns[3]["rule"], "not in the allow list");
+    assert!(conns[3]["address"].is_null(), "{}", conns[3]);
+    assert_eq!(conns[0]["rule"], format!("allow `{}:8080`", private.addr));
+    assert_eq!(conns[1]["rule"], "not in the allow list");
+    let fact = &out.entries("placement")[0]["isolation"]["network_policy"];
+    assert_eq!(fact["allow"][0], format!("{}:8080", private.addr), "{fact}");
+}
+
+#[test]
+fn a_program_that_ignores_the_proxy_gets_no_route() {
+    require_namespaces();
+    let public = TestNet::new("203.0.113", "public");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script = format!(
+        r#"sync_source();
+        let r = step("bypass", "printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n' | busybox nc -w 5 {a} 8080 2>&1; echo exit=$?; env -i PATH=$PATH curl -sS -m 5 {u} 2>&1; echo exit=$?; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+        print(r.stdout);"#,
+        u = public.url(),
+        a = public.addr
+    );
+    let out = rfs.run(repo.path(), &script);
+    out.assert_code(0);
+    let text = lines(&out, "bypass");
+    assert!(!text.join("\n").contains("public"), "{text:?}");
+    assert_eq!(
+        text.iter().filter(|l| l.starts_with("exit=")).count(),
+        2,
+        "{text:?}"
+    );
+    assert!(!text.contains(&"exit=0"), "{text:?}");
+    // The sandbox's network namespace has its loopback and nothing else.
+    assert_eq!(text.last(), Some(&"lo"), "{text:?}");
+    assert!(
+        !text
+            .iter()
+            .any(|l| l.starts_with("eth") || l.starts_with("rh")),
+        "{text:?}"
+    );
+    assert!(out.entries("net.connect").is_empty());
+}
+
+#[test]
+fn network_false_reaches_nothing_not_even_the_proxy() {
+    require_namespaces();
+    let public = TestNet::new("203.0.113", "public");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script = format!(
+        r#"sandbox(#{{ network: false }});
+        sync_source();
+        let r = step("none", "curl -sS -m 5 -x http://127.0.0.1:3128 {u} 2>&1; echo exit=$?; env | grep -ci _proxy= ; true");
+        print(r.stdout);"#,
+        u = public.url()
+    );
+    let out = rfs.run(repo.path(), &script);
+    out.assert_code(0);
+    let text = lines(&out, "none").join("\n");
+    assert!(text.contains("exit=7") && text.ends_with('0'), "{text}");
+    assert!(out.entries("net.connect").is_empty());
+    let fact = &out.entries("placement")[0]["isolation"]["network_policy"];
+    assert_eq!(fact["policy"], "off", "{fact}");
+}
+
+#[test]
+fn host_network_is_refused_without_the_flag_and_unfiltered_with_it() {
+    require_namespaces();
+    let port = host_loopback_server("the developer's database");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script = format!(
+        r#"sandbox(#{{ network: "host" }});
+        sync_source();
+        let r = step("host", "curl -sS -m 5 http://127.0.0.1:{port}/");
+        print(r.stdout);"#
+    );
+    let out = rfs.run(repo.path(), &script);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("--allow-host-network"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.entries("placement").is_empty());
+    assert!(out.entries("step.start").is_empty());
+    for (args, env) in [
+        (vec!["--allow-host-network"], vec![]),
+        (vec![], vec![("RFS_ALLOW_HOST_NETWORK", "1")]),
+    ] {
+        let out = rfs.run_with_env(repo.path(), &script, &args, &env);
+        out.assert_code(0);
+        assert_eq!(lines(&out, "host"), ["the developer's database"]);
+        let fact = &out.entries("placement")[0]["isolation"]["network_policy"];
+        assert_eq!(fact["policy"], "host", "{fact}");
+        assert_eq!(fact["unfiltered"], true, "{fact}");
+        assert!(out.evidence().contains("UNFILTERED"), "{}", out.evidence());
+    }
+}
+
+#[test]
+fn a_malformed_allow_entry_is_refused_before_anything_runs_with_its_span() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    for (entry, why) in [
+        ("10.0.0.0/33", "prefix"),
+        ("", "empty"),
+        ("host:70000", "out of range"),
+    ] {
+        let script = format!(
+            "sandbox(#{{ network: #{{ allow: [\"{entry}\"] }} }});\nsync_source();\nstep(\"x\", \"true\");\n"
+        );
+        let (path, _) = rfs.prepare(&script);
+        let check = rfs
+            .cmd(repo.path())
+            .arg("check")
+            .arg(&path)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&check.stdout).to_string()
+            + String::from_utf8_lossy(&check.stderr).as_ref();
+        assert!(!check.status.success(), "{text}");
+        assert!(
+            text.contains(why) && text.contains(":1:"),
+            "{entry}: {text}"
+        );
+        let out = rfs.run(repo.path(), &script);
+        assert_ne!(out.code, 0);
+        assert!(out.stderr.contains(why), "{}", out.stderr);
+        let journal = out.out_dir.join("journal.jsonl");
+        assert!(!journal.exists() || out.entries("placement").is_empty());
+    }
+}
+
+#[test]
+fn a_refusal_is_in_the_json_summary_and_junit_and_a_forged_record_fails_verify() {
+    require_namespaces();
+    let private = TestNet::new("10.199.0", "private");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let junit = rfs.state.path().join("junit.xml");
+    let script = format!(
+        r#"sync_source();
+        step("fetch", "curl -sS -o /dev/null -w '%{{http_code}}' {u}; echo");"#,
+        u = private.url()
+    );
+    let out = rfs.run_with(
+        repo.path(),
+        &script,
+        &["--json", "--junit", junit.to_str().unwrap()],
+    );
+    // A refused connection does not fail the step by itself.
+    out.assert_code(0);
+    let summary: serde_json::Value = out
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .expect("a summary line");
+    let net = &summary["network"];
+    assert_eq!(net["policy"], "public", "{net}");
+    assert_eq!(net["connections"], 1, "{net}");
+    assert_eq!(net["refused"][0]["step"], "fetch", "{net}");
+    assert_eq!(
+        net["refused"][0]["destination"],
+        format!("{}:8080", private.addr),
+        "{net}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("name=\"network_refused\" value=\"1\""),
+        "{xml}"
+    );
+    assert!(xml.contains("private (10.0.0.0/8) (step fetch)"), "{xml}");
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+    // A Network section that says the connection was allowed fails verify.
+    let ev = out.out_dir.join("EVIDENCE.md");
+    let text = std::fs::read_to_string(&ev).unwrap();
+    assert!(text.contains("| **refused** |"), "{text}");
+    std::fs::write(&ev, text.replace("| **refused** |", "| allowed |")).unwrap();
+    let (ok, why) = rfs_verify(&rfs, repo.path(), &out.out_dir);
+    assert!(!ok, "a forged Network section verified:\n{why}");
+    std::fs::write(&ev, &text).unwrap();
+    // So does a journal whose net.connect fact was rewritten.
+    let j = out.out_dir.join("journal.jsonl");
+    let journal = std::fs::read_to_string(&j).unwrap();
+    assert!(journal.contains("\"allowed\":false"), "{journal}");
+    std::fs::write(&j, journal.replace("\"allowed\":false", "\"allowed\":true")).unwrap();
+    let (ok, why) = rfs_verify(&rfs, repo.path(), &out.out_dir);
+    assert!(!ok, "a forged net.connect fact verified:\n{why}");
+}
