@@ -13,6 +13,8 @@ command -v git >/dev/null || need+=(git)
 command -v tmux >/dev/null || need+=(tmux)
 command -v vi >/dev/null || need+=(vim-tiny)
 command -v ps >/dev/null || need+=(procps)
+# The network-policy tests make their own network namespaces and veth pairs.
+command -v ip >/dev/null || need+=(iproute2)
 # The report test opens report.html in a real browser.
 command -v chromium >/dev/null || need+=(chromium)
 [ -x /bin/busybox ] || need+=(busybox-static)
@@ -58,7 +60,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # Benchmarks are not tests: scripts/bench-*.sh and `cargo bench` run them.
 # --workspace: also the Daytona-API test server (tests/daytona-sim), which needs root and busybox-static.
 cargo test --workspace --locked --lib --bins --tests
-cargo test --locked --doc
+cargo test --workspace --locked --doc
 # The Daytona provider tests again, with 50 ms added to every response and
 # WebSocket frame of the test server (they wait on the network, not the
 # CPU: more at once).
