@@ -130,13 +130,7 @@ impl Run {
             .map(|(k, v)| (k.clone(), self.redact_value(k, v)))
             .collect();
         // (Computed first: `record` takes the state lock itself.)
-        let (rel_shown, remote_shown) = {
-            let st = self.state();
-            (
-                st.redactor.redact_str(&pl.rel),
-                st.redactor.redact_str(&pl.remote_dir),
-            )
-        };
+        let (rel_shown, remote_shown) = self.shown_cwd(&pl);
         self.record(Event::AttachStart {
             session: index,
             command: shown_command.clone(),

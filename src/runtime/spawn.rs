@@ -252,18 +252,8 @@ impl Run {
             )));
         }
         let pl = self.place_command(&what, opts.cwd.as_deref(), &opts.env)?;
-        let seq = {
-            let mut st = self.state();
-            st.step_seq += 1;
-            st.step_seq
-        };
-        let (rel_shown, remote_shown) = {
-            let st = self.state();
-            (
-                st.redactor.redact_str(&pl.rel),
-                st.redactor.redact_str(&pl.remote_dir),
-            )
-        };
+        let seq = self.next_log_seq();
+        let (rel_shown, remote_shown) = self.shown_cwd(&pl);
         let pin = self
             .state()
             .source

@@ -46,6 +46,25 @@ pub(crate) const BINDING_VARS: [&str; 5] = [
 ];
 
 impl Run {
+    /// The next number of a step's, spawned process's or session's logs
+    /// (`003-build.stdout.log`): one sequence for all of them.
+    pub(crate) fn next_log_seq(&self) -> u32 {
+        let mut st = self.state();
+        st.step_seq += 1;
+        st.step_seq
+    }
+
+    /// A command's cwd as rfs writes it (journal, evidence, console):
+    /// through the redactor like everything else; the real path is only
+    /// run. (Computed apart: `record` takes the state lock itself.)
+    pub(crate) fn shown_cwd(&self, pl: &super::step_wrapper::Placement) -> (String, String) {
+        let st = self.state();
+        (
+            st.redactor.redact_str(&pl.rel),
+            st.redactor.redact_str(&pl.remote_dir),
+        )
+    }
+
     /// Resolve cwd and env for a command (shared by `step()` and
     /// `attach()`), binding the source first if needed. Refusals happen
     /// here, before anything executes.
@@ -145,20 +164,10 @@ impl Run {
                 return Err(e);
             }
         };
-        let seq = {
-            let mut st = self.state();
-            st.step_seq += 1;
-            st.step_seq
-        };
+        let seq = self.next_log_seq();
         // What rfs writes about the cwd (journal, evidence, console) passes
         // the redactor like everything else; the real path is only run.
-        let (rel_shown, remote_shown) = {
-            let st = self.state();
-            (
-                st.redactor.redact_str(&pl.rel),
-                st.redactor.redact_str(&pl.remote_dir),
-            )
-        };
+        let (rel_shown, remote_shown) = self.shown_cwd(&pl);
         let stem = format!("{seq:03}-{}", file_stem(name));
         let env_journal: Vec<_> = opts
             .env
