@@ -51,6 +51,15 @@ pub struct SandboxDto {
     pub user: Option<String>,
     #[serde(default)]
     pub network_block_all: Option<bool>,
+    /// Whole cpus reserved for it.
+    #[serde(default)]
+    pub cpu: Option<u64>,
+    /// GiB of memory reserved for it.
+    #[serde(default)]
+    pub memory: Option<u64>,
+    /// GiB of disk.
+    #[serde(default)]
+    pub disk: Option<u64>,
 }
 
 impl SandboxDto {
