@@ -529,3 +529,48 @@ fn each_local_step_journals_its_memory_and_process_peaks_and_disk_used() {
     assert!(usage(0, "disk_used") < 20 << 20, "{}", ends[0]);
     rfs.assert_no_leftovers();
 }
+
+/// What a step used is shown where a person reads the run — a `- used:`
+/// line under the step in `EVIDENCE.md`, the same in `report.html`, a
+/// `usage` object per step in the `--json` summary — and `rfs verify`
+/// re-derives those views from the journal.
+#[test]
+fn a_steps_usage_is_shown_in_evidence_the_report_and_the_json_summary() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run_with(
+        repo.path(),
+        r#"sandbox(#{ memory: "512M" });
+        step("alloc", "dd if=/dev/zero of=/dev/null bs=40M count=1");"#,
+        &["--json"],
+    );
+    out.assert_code(0);
+    let used = out.entries("step.end")[0]["usage"].clone();
+    let peak = used["memory_peak"].as_u64().expect("a memory peak");
+    assert!(peak >= 40 << 20, "{used}");
+    let line = format!(
+        "- used: memory peak {} · processes {} · disk {}",
+        rfs::provider::limits::show_bytes(peak),
+        used["pids_peak"].as_u64().unwrap(),
+        rfs::provider::limits::show_bytes(used["disk_used"].as_u64().unwrap()),
+    );
+    let ev = out.evidence();
+    let step = &ev[ev.find("### 1. `alloc`").expect("the step's section")..];
+    assert!(step.contains(&format!("\n{line}\n")), "{line}\n{ev}");
+    let html = std::fs::read_to_string(out.out_dir.join("report.html")).unwrap();
+    assert!(
+        html.contains(&format!("<p class=\"usage\">used: {}</p>", &line[8..])),
+        "{line}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["steps"][0]["usage"], used, "{summary}");
+    let v = rfs
+        .cmd(repo.path())
+        .arg("verify")
+        .arg(&out.out_dir)
+        .output()
+        .unwrap();
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+    rfs.assert_no_leftovers();
+}

@@ -193,6 +193,21 @@ impl Usage {
     pub fn is_empty(&self) -> bool {
         *self == Usage::default()
     }
+
+    /// `memory peak 37 MiB · processes 12 · disk 1.2 MiB` (what is known).
+    pub fn describe(&self) -> String {
+        let mut parts = vec![];
+        if let Some(m) = self.memory_peak {
+            parts.push(format!("memory peak {}", show_bytes(m)));
+        }
+        if let Some(p) = self.pids_peak {
+            parts.push(format!("processes {p}"));
+        }
+        if let Some(d) = self.disk_used {
+            parts.push(format!("disk {}", show_bytes(d)));
+        }
+        parts.join(" · ")
+    }
 }
 
 /// A limit a command reached.
