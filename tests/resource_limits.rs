@@ -574,3 +574,47 @@ fn a_steps_usage_is_shown_in_evidence_the_report_and_the_json_summary() {
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
     rfs.assert_no_leftovers();
 }
+
+/// On `docker` each `step.end` says what the step used too: the
+/// container's memory peak of that step alone (read from this host's
+/// cgroup files, reset when the step starts) and its process peak, shown
+/// under the step in `EVIDENCE.md`.
+#[test]
+fn each_docker_step_journals_its_memory_and_process_peaks() {
+    if docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"step("alloc", "dd if=/dev/zero of=/dev/null bs=100M count=1");
+        step("quiet", "true");
+        step("many", "for i in $(seq 30); do sleep 2 & done; wait");"#,
+    );
+    out.assert_code(0);
+    let ends = out.entries("step.end");
+    let usage = |i: usize, k: &str| {
+        ends[i]["usage"][k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{}", ends[i]))
+    };
+    assert!(usage(0, "memory_peak") >= 100 << 20, "{}", ends[0]);
+    assert!(
+        usage(1, "memory_peak") < 50 << 20,
+        "the peak was not the step's own: {}",
+        ends[1]
+    );
+    assert!(usage(2, "pids_peak") >= 30, "{}", ends[2]);
+    assert!(ends[0]["usage"].get("disk_used").is_none(), "{}", ends[0]);
+    let ev = out.evidence();
+    assert!(
+        ev.contains(&format!(
+            "- used: memory peak {} · processes {}\n",
+            rfs::provider::limits::show_bytes(usage(0, "memory_peak")),
+            usage(0, "pids_peak")
+        )),
+        "{ev}"
+    );
+    rfs.assert_no_leftovers();
+}
