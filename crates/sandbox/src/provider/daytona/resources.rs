@@ -99,21 +99,28 @@ pub fn asked(req: &LimitsRequest) -> Limits {
 pub fn exceeded(dto: &SandboxDto, want: &Limits) -> Option<String> {
     let mut over = vec![];
     for (kind, limit, have, unit) in [
-        (LimitKind::Cpus, want.cpus, dto.cpu, 1000),
-        (LimitKind::Memory, want.memory, dto.memory, GIB),
-        (LimitKind::Disk, want.disk, dto.disk, GIB),
+        (LimitKind::Cpus, want.cpus, &dto.cpu, 1000),
+        (LimitKind::Memory, want.memory, &dto.memory, GIB),
+        (LimitKind::Disk, want.disk, &dto.disk, GIB),
     ] {
         let Some(limit) = limit else { continue };
+        // In the limit's unit; a value that is not a non-negative number
+        // counts as not reported.
+        let have = have
+            .as_ref()
+            .and_then(serde_json::Value::as_f64)
+            .filter(|h| h.is_finite() && *h >= 0.0)
+            .map(|h| (h * unit as f64).ceil() as u64);
         match have {
             None => over.push(format!(
                 "the server did not report its `{}`, so the {} cannot be checked",
                 api_field(kind),
                 kind.noun()
             )),
-            Some(h) if h.saturating_mul(unit) > limit => over.push(format!(
+            Some(h) if h > limit => over.push(format!(
                 "it has {} {}, above the {} {}",
                 kind.key(),
-                kind.show(h.saturating_mul(unit)),
+                kind.show(h),
                 kind.noun(),
                 kind.show(limit)
             )),
@@ -185,7 +192,16 @@ mod tests {
             "{why}"
         );
         let unreported: SandboxDto =
-            serde_json::from_value(serde_json::json!({"id": "x"})).unwrap();
+            serde_json::from_value(serde_json::json!({"id": "x", "cpu": "two"})).unwrap();
         assert!(exceeded(&unreported, &fits).is_some());
+        let fractional: SandboxDto = serde_json::from_value(
+            serde_json::json!({"id": "x", "cpu": 2.5, "memory": 0.5, "disk": 3}),
+        )
+        .unwrap();
+        let why = exceeded(&fractional, &fits).unwrap();
+        assert!(
+            why.contains("cpus 2.5 cpus, above the cpu limit 2 cpus"),
+            "{why}"
+        );
     }
 }

@@ -51,15 +51,16 @@ pub struct SandboxDto {
     pub user: Option<String>,
     #[serde(default)]
     pub network_block_all: Option<bool>,
-    /// Whole cpus reserved for it.
+    /// Cpus reserved for it (a JSON number; kept as sent, so an
+    /// unexpected value never breaks reading the sandbox).
     #[serde(default)]
-    pub cpu: Option<u64>,
+    pub cpu: Option<serde_json::Value>,
     /// GiB of memory reserved for it.
     #[serde(default)]
-    pub memory: Option<u64>,
+    pub memory: Option<serde_json::Value>,
     /// GiB of disk.
     #[serde(default)]
-    pub disk: Option<u64>,
+    pub disk: Option<serde_json::Value>,
 }
 
 impl SandboxDto {
