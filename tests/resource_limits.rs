@@ -550,9 +550,9 @@ fn a_steps_usage_is_shown_in_evidence_the_report_and_the_json_summary() {
     assert!(peak >= 40 << 20, "{used}");
     let line = format!(
         "- used: memory peak {} · processes {} · disk {}",
-        rfs::provider::limits::show_bytes(peak),
+        rfs::provider::limits::show_used(peak),
         used["pids_peak"].as_u64().unwrap(),
-        rfs::provider::limits::show_bytes(used["disk_used"].as_u64().unwrap()),
+        rfs::provider::limits::show_used(used["disk_used"].as_u64().unwrap()),
     );
     let ev = out.evidence();
     let step = &ev[ev.find("### 1. `alloc`").expect("the step's section")..];
@@ -611,7 +611,7 @@ fn each_docker_step_journals_its_memory_and_process_peaks() {
     assert!(
         ev.contains(&format!(
             "- used: memory peak {} · processes {}\n",
-            rfs::provider::limits::show_bytes(usage(0, "memory_peak")),
+            rfs::provider::limits::show_used(usage(0, "memory_peak")),
             usage(0, "pids_peak")
         )),
         "{ev}"
