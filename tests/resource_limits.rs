@@ -1,6 +1,7 @@
-//! Resource limits (issue #35, item 3): `sandbox(#{ pids, memory, cpus })`
-//! and the default process cap, enforced by real cgroups (`local`) and
-//! real containers (`docker`); a limit reached is the step's outcome,
+//! Resource limits (issue #35, item 3): `sandbox(#{ pids, memory, cpus,
+//! disk })` and the default caps, enforced by real cgroups and a tmpfs
+//! (`local`), real containers (`docker`) and the sandbox's own resources
+//! (`daytona`, checked on the test server); a limit reached is the step's outcome,
 //! named everywhere; a malformed or widening limit, or one the provider
 //! cannot enforce, is refused before anything runs.
 
