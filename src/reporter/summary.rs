@@ -18,6 +18,10 @@ pub struct StepSummary {
     pub attempts: u32,
     /// The commit the step ran under (`null` before any sync).
     pub commit: Option<String>,
+    /// What the step used (`memory_peak`, `pids_peak`, `disk_used`),
+    /// absent where the provider does not say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::provider::limits::Usage>,
 }
 
 /// The run as a whole (the last `--json` line).
@@ -95,6 +99,7 @@ impl Summary {
                     duration_ms: st.duration_ms,
                     attempts: st.attempts,
                     commit: st.commit.clone(),
+                    usage: st.usage.clone(),
                 })
                 .collect(),
             evidence: started.then(|| {
@@ -212,6 +217,7 @@ mod tests {
                 duration_ms: 12,
                 attempts: 2,
                 commit: Some("c0ffee".into()),
+                usage: None,
             }]
         );
         assert_eq!(s.outcome, "interrupted");

@@ -215,6 +215,11 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
         auto_delete: req.auto_delete_interval.unwrap_or(-1),
         network_block_all: req.network_block_all,
         network_allow_list: req.network_allow_list.clone(),
+        // Every snapshot of the sim is `daytona-small`'s size (as the
+        // server's defaults on the image path: cpu 1, memory 1, disk 3).
+        cpu: 1,
+        memory: 1,
+        disk: 3,
         created_at: now_s.clone(),
         updated_at: now_s.clone(),
         last_activity_at: now_s,

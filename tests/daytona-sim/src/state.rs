@@ -43,6 +43,11 @@ pub(crate) struct Record {
     pub network_block_all: bool,
     /// `networkAllowList` of the create.
     pub network_allow_list: Option<String>,
+    /// Its resources (whole cpus, GiB of memory and disk): the snapshot's,
+    /// as Daytona gives a sandbox created from a snapshot.
+    pub cpu: i64,
+    pub memory: i64,
+    pub disk: i64,
     pub created_at: String,
     pub updated_at: String,
     pub last_activity_at: String,
@@ -110,7 +115,7 @@ impl Record {
             "labels": self.labels,
             "public": false,
             "target": self.target,
-            "cpu": 1, "gpu": 0, "memory": 1, "disk": 3,
+            "cpu": self.cpu, "gpu": 0, "memory": self.memory, "disk": self.disk,
             "state": state,
             "desiredState": self.desired_state,
             "backupState": "None",

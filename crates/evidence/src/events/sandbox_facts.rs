@@ -100,6 +100,22 @@ impl fmt::Display for LimitKind {
     }
 }
 
+/// An amount used, rounded as people read it (`40.8 MiB`, `208 KiB`,
+/// `1.2 GiB`, `512 bytes`): a limit is shown exactly ([`show_bytes`]), a
+/// use to a tenth.
+pub fn show_used(b: u64) -> String {
+    let tenth = |v: f64, unit: &str| {
+        let t = format!("{v:.1}");
+        format!("{} {unit}", t.strip_suffix(".0").unwrap_or(&t))
+    };
+    match b {
+        b if b >= 1 << 30 => tenth(b as f64 / (1u64 << 30) as f64, "GiB"),
+        b if b >= 1 << 20 => tenth(b as f64 / (1u64 << 20) as f64, "MiB"),
+        b if b >= 1 << 10 => format!("{} KiB", (b + 512) >> 10),
+        b => format!("{b} bytes"),
+    }
+}
+
 /// A size in bytes as people read it (`64 MiB`, `2 GiB`, `1000 bytes`).
 pub fn show_bytes(b: u64) -> String {
     for (unit, size) in [
@@ -191,6 +207,21 @@ pub struct Usage {
 impl Usage {
     pub fn is_empty(&self) -> bool {
         *self == Usage::default()
+    }
+
+    /// `memory peak 37 MiB · processes 12 · disk 1.2 MiB` (what is known).
+    pub fn describe(&self) -> String {
+        let mut parts = vec![];
+        if let Some(m) = self.memory_peak {
+            parts.push(format!("memory peak {}", show_used(m)));
+        }
+        if let Some(p) = self.pids_peak {
+            parts.push(format!("processes {p}"));
+        }
+        if let Some(d) = self.disk_used {
+            parts.push(format!("disk {}", show_used(d)));
+        }
+        parts.join(" · ")
     }
 }
 

@@ -79,7 +79,7 @@ impl Evidence {
 /// (an HTML comment: invisible when the Markdown is shown). Raised
 /// whenever the rendering changes, so `rfs verify` compares a file only
 /// with its own layout instead of calling an older rfs's file edited.
-pub const FORMAT: &str = "rfs-evidence/3";
+pub const FORMAT: &str = "rfs-evidence/4";
 
 /// The layout an EVIDENCE.md text names (`None`: an rfs from before
 /// layouts were named).
@@ -287,6 +287,9 @@ fn steps(s: &mut String, r: &RunSummary) {
         let _ = writeln!(s, "- result: {}", step_outcome(&st.outcome));
         if let Some(n) = r.network.step_line(&st.name) {
             let _ = writeln!(s, "- network: {}", esc(&n));
+        }
+        if let Some(u) = &st.usage {
+            let _ = writeln!(s, "- used: {}", u.describe());
         }
         tails(s, st.output_tail.as_ref());
     }

@@ -34,6 +34,9 @@ pub struct StepRecord {
     pub workdir: Option<String>,
     /// What the last attempt printed last.
     pub output_tail: Option<crate::events::OutputTail>,
+    /// What the step used (memory peak, processes, disk), where the
+    /// provider says.
+    pub usage: Option<crate::events::sandbox_facts::Usage>,
     pub outcome: StepOutcome,
 }
 
@@ -55,6 +58,7 @@ impl StepRecord {
             provider_error: None,
             workdir: None,
             output_tail: None,
+            usage: None,
             outcome,
         }
     }
@@ -614,9 +618,11 @@ impl RunSummary {
                 attempts,
                 duration_ms,
                 summary,
+                usage,
                 ..
             } => {
                 if let Some(row) = self.open_step(name) {
+                    row.usage = usage.clone().filter(|u| !u.is_empty());
                     row.exit = *exit;
                     row.timed_out = *timed_out;
                     row.attempts = *attempts;

@@ -22,7 +22,7 @@ const PLAYER: &str = include_str!("assets/player.js");
 /// Who drew a report, written into it: rfs's version and the page
 /// format, raised whenever the page or the screens are drawn differently
 /// (so `rfs verify` compares a report only with its own rendering).
-pub const GENERATOR: &str = concat!("rfs ", env!("CARGO_PKG_VERSION"), " report/2");
+pub const GENERATOR: &str = concat!("rfs ", env!("CARGO_PKG_VERSION"), " report/3");
 
 /// The generator a report names (its `<meta name="generator">`).
 pub fn generator_of(html: &[u8]) -> Option<String> {
@@ -279,6 +279,9 @@ fn step_body(s: &mut String, r: &RunSummary, st: &StepRecord) {
     }
     if let Some(dir) = crate::journal::evidence::ran_in(r, st) {
         let _ = writeln!(s, "<p>ran in <code>{}</code></p>", h(&dir));
+    }
+    if let Some(u) = &st.usage {
+        let _ = writeln!(s, "<p class=\"usage\">used: {}</p>", h(&u.describe()));
     }
     if let Some(t) = &st.output_tail {
         for (what, text) in [("stdout", &t.stdout), ("stderr", &t.stderr)] {

@@ -28,6 +28,7 @@ mod follow;
 pub mod http;
 mod log_watch;
 mod pty;
+pub mod resources;
 pub mod sandbox;
 mod shell_text;
 mod toolbox;
@@ -255,6 +256,15 @@ impl Provider for DaytonaProvider {
         })
     }
 
+    /// `cpus`, `memory` and `disk` in whole units, held by checking the
+    /// created sandbox's resources (see [`resources`]).
+    fn limits(
+        &self,
+        req: &super::limits::LimitsRequest,
+    ) -> Result<super::limits::LimitsFact, super::limits::LimitsError> {
+        resources::decide(req)
+    }
+
     async fn preflight(&self) -> ProviderResult<()> {
         self.api.ping().await.map_err(|e| self.redact(e))
     }
@@ -284,6 +294,18 @@ impl Provider for DaytonaProvider {
                 return Err(ProviderError::Provision(format!(
                     "sandbox {} was created without networkBlockAll although `network: false` asked for it (the server ignored the field); {cleanup}",
                     dto.id
+                )));
+            }
+            let want = resources::asked(&spec.isolation.limits);
+            if let Some(why) = resources::exceeded(&dto, &want) {
+                let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
+                    Ok(()) => "it was destroyed (verified gone) before anything ran".to_owned(),
+                    Err(d) => format!("destroying it could not be verified: {d}"),
+                };
+                return Err(ProviderError::Provision(format!(
+                    "sandbox {} breaks the resource limits asked ({}): {why}. A Daytona sandbox gets its snapshot's resources (the API takes none with a snapshot): use a smaller snapshot (--snapshot) or ask for limits it fits; {cleanup}",
+                    dto.id,
+                    want.describe()
                 )));
             }
             let home = match self.api.home_dir(&dto.id).await {

@@ -49,6 +49,7 @@ mod own_exe;
 mod pty;
 mod stdin_fifo;
 mod upload;
+mod usage;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -301,6 +302,13 @@ impl Provider for DockerProvider {
             return vec![];
         }
         self.limits_seen.reached(&self.client, id).await
+    }
+
+    /// The container's memory and process peaks, from this host's cgroup
+    /// files where the daemon keeps them (see `usage`).
+    async fn usage(&self, id: &str, reset: bool) -> Option<super::limits::Usage> {
+        container::check_id(id).ok()?;
+        usage::read(id, reset)
     }
 
     async fn preflight(&self) -> ProviderResult<()> {

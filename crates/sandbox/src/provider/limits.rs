@@ -5,7 +5,7 @@
 //! A provider enforces each limit or refuses it before anything runs.
 
 pub use rfs_evidence::events::sandbox_facts::{
-    show_bytes, Limit, LimitHit, LimitKind, LimitsFact, Usage,
+    show_bytes, show_used, Limit, LimitHit, LimitKind, LimitsFact, Usage,
 };
 
 /// The process cap every sandbox gets when nobody names one (a fork bomb
@@ -337,6 +337,11 @@ mod tests {
         assert!(parse_memory("1M").is_err());
         assert_eq!(show_bytes(64 * m), "64 MiB");
         assert_eq!(show_bytes(2 << 30), "2 GiB");
+        assert_eq!(show_used(41828 << 10), "40.8 MiB");
+        assert_eq!(show_used(64 << 20), "64 MiB");
+        assert_eq!(show_used(208 << 10), "208 KiB");
+        assert_eq!(show_used(1288 << 20), "1.3 GiB");
+        assert_eq!(show_used(100), "100 bytes");
     }
 
     #[test]

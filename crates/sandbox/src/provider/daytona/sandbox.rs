@@ -53,6 +53,16 @@ pub struct SandboxDto {
     pub network_block_all: Option<bool>,
     #[serde(default)]
     pub network_allow_list: Option<String>,
+    /// Cpus reserved for it (a JSON number; kept as sent, so an
+    /// unexpected value never breaks reading the sandbox).
+    #[serde(default)]
+    pub cpu: Option<serde_json::Value>,
+    /// GiB of memory reserved for it.
+    #[serde(default)]
+    pub memory: Option<serde_json::Value>,
+    /// GiB of disk.
+    #[serde(default)]
+    pub disk: Option<serde_json::Value>,
 }
 
 impl SandboxDto {
