@@ -888,8 +888,8 @@ mod tests {
     use crate::provider::isolation::IsolationMode;
     use crate::provider::Collect;
 
-    fn host_sandbox(state: &Path) -> (LocalProvider, tokio::runtime::Runtime, String) {
-        let p = LocalProvider::new(state);
+    fn host_sandbox(state: &State) -> (LocalProvider, tokio::runtime::Runtime, String) {
+        let p = LocalProvider::new(state.path());
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -897,26 +897,44 @@ mod tests {
         let mut spec = CreateSpec::default();
         spec.isolation.mode = IsolationMode::None;
         let id = rt.block_on(p.create(&spec)).unwrap().id;
+        state
+            .made
+            .borrow_mut()
+            .push((p.cgroups.clone(), id.clone()));
         (p, rt, id)
     }
 
     /// A state dir whose sandboxes' disks (tmpfs, when rfs runs as root)
-    /// are unmounted when the test ends, however it ends: a test here
-    /// destroys no sandbox, and `tempdir` cannot remove a mount point.
-    struct State(tempfile::TempDir);
+    /// are unmounted and whose cgroups are removed when the test ends,
+    /// however it ends: a test here destroys no sandbox, and `tempdir`
+    /// cannot remove a mount point.
+    struct State {
+        dir: tempfile::TempDir,
+        made: std::cell::RefCell<Vec<(CgroupMap, String)>>,
+    }
+
+    type CgroupMap = Arc<Mutex<HashMap<String, Arc<cgroup::Cgroup>>>>;
 
     impl State {
         fn new() -> State {
-            State(tempfile::tempdir().unwrap())
+            State {
+                dir: tempfile::tempdir().unwrap(),
+                made: Default::default(),
+            }
         }
         fn path(&self) -> &Path {
-            self.0.path()
+            self.dir.path()
         }
     }
 
     impl Drop for State {
         fn drop(&mut self) {
-            let root = self.0.path().join("local").join("sandboxes");
+            for (cgroups, id) in self.made.borrow_mut().drain(..) {
+                if let Some(cg) = cgroups.lock().expect("cgroups lock").remove(&id) {
+                    let _ = cg.remove();
+                }
+            }
+            let root = self.dir.path().join("local").join("sandboxes");
             for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
                 if disk::is_mounted(&e.path()) {
                     let _ = disk::unmount(&e.path());
@@ -926,12 +944,22 @@ mod tests {
     }
 
     #[test]
-    fn a_unit_test_sandbox_leaves_no_disk_mounted() {
+    fn a_unit_test_sandbox_leaves_no_disk_mounted_and_no_cgroup() {
         let state = State::new();
-        let (p, _rt, id) = host_sandbox(state.path());
+        let (p, _rt, id) = host_sandbox(&state);
         let dir = p.dir(&id).unwrap();
+        let cgroup_dirs: Vec<_> = p
+            .cgroups
+            .lock()
+            .unwrap()
+            .get(&id)
+            .map(|cg| cg.parts().into_iter().map(|part| part.dir).collect())
+            .unwrap_or_default();
         drop(state);
         assert!(!disk::is_mounted(&dir), "{} still mounted", dir.display());
+        for d in cgroup_dirs {
+            assert!(!d.exists(), "cgroup {} left behind", d.display());
+        }
     }
 
     fn echo(p: &LocalProvider, rt: &tokio::runtime::Runtime, id: &str) -> ProviderResult<Vec<u8>> {
@@ -954,7 +982,7 @@ mod tests {
     #[test]
     fn a_sandbox_whose_metadata_vanished_after_a_command_is_not_found() {
         let state = State::new();
-        let (p, rt, id) = host_sandbox(state.path());
+        let (p, rt, id) = host_sandbox(&state);
         assert_eq!(echo(&p, &rt, &id).unwrap(), b"ok\n");
         std::fs::remove_file(p.dir(&id).unwrap().join("meta.json")).unwrap();
         match echo(&p, &rt, &id) {
@@ -969,7 +997,7 @@ mod tests {
     #[test]
     fn timeout_and_cancel_from_another_thread_end_the_group_on_a_current_thread_loop() {
         let state = State::new();
-        let (p, rt, id) = host_sandbox(state.path());
+        let (p, rt, id) = host_sandbox(&state);
         let run = |timeout, cancel: tokio_util::sync::CancellationToken| {
             let req = ExecRequest {
                 argv: vec![
@@ -1033,7 +1061,7 @@ mod tests {
     #[test]
     fn an_isolated_sandbox_of_another_process_is_refused_not_run_on_the_host() {
         let state = State::new();
-        let (p, rt, id) = host_sandbox(state.path());
+        let (p, rt, id) = host_sandbox(&state);
         let meta = p.dir(&id).unwrap().join("meta.json");
         let text = std::fs::read_to_string(&meta).unwrap();
         std::fs::write(&meta, text.replace("\"none\"", "\"namespaces\"")).unwrap();
