@@ -7,6 +7,30 @@
 mod common;
 use common::*;
 
+/// The steps every provider's peaks are checked with: a 100 MB
+/// allocation, then a step that allocates nothing, then 30 processes.
+const PEAK_STEPS: &str = r#"step("alloc", "dd if=/dev/zero of=/dev/null bs=100M count=1");
+        step("quiet", "true");
+        step("many", "for i in $(seq 30); do sleep 2 & done; wait");"#;
+
+/// `usage.KEY` of the `i`th `step.end`.
+fn usage(ends: &[serde_json::Value], i: usize, k: &str) -> u64 {
+    ends[i]["usage"][k]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{}", ends[i]))
+}
+
+/// The peaks of [`PEAK_STEPS`]: each step's memory peak is its own.
+fn assert_peaks(ends: &[serde_json::Value]) {
+    assert!(usage(ends, 0, "memory_peak") >= 100 << 20, "{}", ends[0]);
+    assert!(
+        usage(ends, 1, "memory_peak") < 50 << 20,
+        "the peak was not the step's own: {}",
+        ends[1]
+    );
+    assert!(usage(ends, 2, "pids_peak") >= 30, "{}", ends[2]);
+}
+
 /// Each step's `step.end` on `local` says what it used: the memory peak
 /// of that step alone (a 100 MB allocation, then a step that allocates
 /// nothing), the process peak, and the disk used at its end.
@@ -14,30 +38,15 @@ use common::*;
 fn each_local_step_journals_its_memory_and_process_peaks_and_disk_used() {
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
-    let out = rfs.run(
-        repo.path(),
-        r#"sandbox(#{ memory: "512M" });
-        step("alloc", "dd if=/dev/zero of=/dev/null bs=100M count=1");
-        step("quiet", "true");
-        step("many", "for i in $(seq 30); do sleep 2 & done; wait");
-        step("write", "dd if=/dev/zero of=f bs=1M count=20");"#,
+    let script = format!(
+        "sandbox(#{{ memory: \"512M\" }});\n{PEAK_STEPS}\nstep(\"write\", \"dd if=/dev/zero of=f bs=1M count=20\");"
     );
+    let out = rfs.run(repo.path(), &script);
     out.assert_code(0);
     let ends = out.entries("step.end");
-    let usage = |i: usize, k: &str| {
-        ends[i]["usage"][k]
-            .as_u64()
-            .unwrap_or_else(|| panic!("{}", ends[i]))
-    };
-    assert!(usage(0, "memory_peak") >= 100 << 20, "{}", ends[0]);
-    assert!(
-        usage(1, "memory_peak") < 50 << 20,
-        "the peak was not the step's own: {}",
-        ends[1]
-    );
-    assert!(usage(2, "pids_peak") >= 30, "{}", ends[2]);
-    assert!(usage(3, "disk_used") >= 20 << 20, "{}", ends[3]);
-    assert!(usage(0, "disk_used") < 20 << 20, "{}", ends[0]);
+    assert_peaks(&ends);
+    assert!(usage(&ends, 3, "disk_used") >= 20 << 20, "{}", ends[3]);
+    assert!(usage(&ends, 0, "disk_used") < 20 << 20, "{}", ends[0]);
     rfs.assert_no_leftovers();
 }
 
@@ -76,13 +85,7 @@ fn a_steps_usage_is_shown_in_evidence_the_report_and_the_json_summary() {
     let summary: serde_json::Value =
         serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
     assert_eq!(summary["steps"][0]["usage"], used, "{summary}");
-    let v = rfs
-        .cmd(repo.path())
-        .arg("verify")
-        .arg(&out.out_dir)
-        .output()
-        .unwrap();
-    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
     rfs.assert_no_leftovers();
 }
 
@@ -97,33 +100,17 @@ fn each_docker_step_journals_its_memory_and_process_peaks() {
     }
     let rfs = Rfs::new(Prov::Docker);
     let repo = Repo::new();
-    let out = rfs.run(
-        repo.path(),
-        r#"step("alloc", "dd if=/dev/zero of=/dev/null bs=100M count=1");
-        step("quiet", "true");
-        step("many", "for i in $(seq 30); do sleep 2 & done; wait");"#,
-    );
+    let out = rfs.run(repo.path(), PEAK_STEPS);
     out.assert_code(0);
     let ends = out.entries("step.end");
-    let usage = |i: usize, k: &str| {
-        ends[i]["usage"][k]
-            .as_u64()
-            .unwrap_or_else(|| panic!("{}", ends[i]))
-    };
-    assert!(usage(0, "memory_peak") >= 100 << 20, "{}", ends[0]);
-    assert!(
-        usage(1, "memory_peak") < 50 << 20,
-        "the peak was not the step's own: {}",
-        ends[1]
-    );
-    assert!(usage(2, "pids_peak") >= 30, "{}", ends[2]);
+    assert_peaks(&ends);
     assert!(ends[0]["usage"].get("disk_used").is_none(), "{}", ends[0]);
     let ev = out.evidence();
     assert!(
         ev.contains(&format!(
             "- used: memory peak {} · processes {}\n",
-            rfs::provider::limits::show_used(usage(0, "memory_peak")),
-            usage(0, "pids_peak")
+            rfs::provider::limits::show_used(usage(&ends, 0, "memory_peak")),
+            usage(&ends, 0, "pids_peak")
         )),
         "{ev}"
     );
