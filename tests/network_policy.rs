@@ -262,6 +262,45 @@ fn host_network_is_refused_without_the_flag_and_unfiltered_with_it() {
     }
 }
 
+/// An allow list may name private and public addresses, but an entry
+/// that covers the host itself — its loopback (a developer's database),
+/// the metadata endpoint, everything (`0.0.0.0/0`) — is as wide as the
+/// host's network: refused before anything runs, naming the flag; with
+/// the person's flag the listed host service is reached.
+#[test]
+fn an_allow_list_cannot_reach_the_hosts_loopback_or_metadata_without_the_flag() {
+    require_namespaces();
+    let port = host_loopback_server("the developer's database");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    for entry in ["127.0.0.1", "169.254.169.254", "0.0.0.0/0", "::/0"] {
+        let script = format!(
+            r#"sandbox(#{{ network: #{{ allow: ["{entry}"] }} }});
+            step("x", "true");"#
+        );
+        let out = rfs.run(repo.path(), &script);
+        assert_eq!(out.code, 3, "{entry}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("allow entry `{entry}`"))
+                && out.stderr.contains("--allow-host-network"),
+            "{entry}: {}",
+            out.stderr
+        );
+        assert!(out.entries("placement").is_empty(), "{entry}");
+        assert!(out.entries("step.start").is_empty(), "{entry}");
+    }
+    let script = format!(
+        r#"sandbox(#{{ network: #{{ allow: ["127.0.0.1:{port}"] }} }});
+        let r = step("host", "curl -sS -m 5 --noproxy '' http://127.0.0.1:{port}/");
+        print(r.stdout);"#
+    );
+    let out = rfs.run_with(repo.path(), &script, &["--allow-host-network"]);
+    out.assert_code(0);
+    // (Through the proxy: the sandbox's own loopback is not the host's.)
+    assert_eq!(lines(&out, "host"), ["the developer's database"]);
+    rfs.assert_no_leftovers();
+}
+
 #[test]
 fn a_malformed_allow_entry_is_refused_before_anything_runs_with_its_span() {
     let rfs = Rfs::new(Prov::Local);

@@ -45,10 +45,11 @@ pub(crate) struct SessionArgs {
     /// ignored by git. Repeatable.
     #[arg(long = "allow-put", value_name = "PATH")]
     allow_puts: Vec<PathBuf>,
-    /// Let a script's `sandbox(#{ network: "host" })` share the host's
-    /// network, unfiltered (without it such a script is refused: the
-    /// default is the public internet only, through rfs). Also
-    /// RFS_ALLOW_HOST_NETWORK=1.
+    /// Let a script reach the host: `sandbox(#{ network: "host" })` (the
+    /// host's network, unfiltered) and allow-list entries naming the host
+    /// itself (its loopback, link-local/metadata or own addresses).
+    /// Without it such a script is refused: the default is the public
+    /// internet only, through rfs. Also RFS_ALLOW_HOST_NETWORK=1.
     #[arg(long)]
     allow_host_network: bool,
     /// Hand the environment variable NAME to the run as `arg(NAME)`,

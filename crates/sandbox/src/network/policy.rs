@@ -89,6 +89,18 @@ impl NetworkPolicy {
     }
 
     /// The entries of an allow list as written (empty otherwise).
+    /// The first allow-list entry that names the host itself (see
+    /// [`ranges::covers_host`]) with what of the host it covers.
+    pub fn reaches_host(&self, own: &[IpAddr]) -> Option<(String, String)> {
+        let NetworkPolicy::Allow(rules) = self else {
+            return None;
+        };
+        rules.iter().find_map(|r| match &r.target {
+            Target::Net(c) => ranges::covers_host(c, own).map(|why| (r.text.clone(), why)),
+            _ => None,
+        })
+    }
+
     pub fn entries(&self) -> Vec<String> {
         match self {
             NetworkPolicy::Allow(r) => r.iter().map(|r| r.text.clone()).collect(),

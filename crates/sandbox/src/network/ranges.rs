@@ -34,6 +34,21 @@ impl Cidr {
         })
     }
 
+    /// Whether this range and `other` share an address.
+    pub fn overlaps(&self, other: &Cidr) -> bool {
+        let shorter = if self.prefix <= other.prefix {
+            self
+        } else {
+            other
+        };
+        let longer = if self.prefix <= other.prefix {
+            other
+        } else {
+            self
+        };
+        shorter.contains(longer.addr)
+    }
+
     /// Whether `a` is in this range.
     pub fn contains(&self, a: IpAddr) -> bool {
         match (self.addr, canonical(a)) {
@@ -130,6 +145,40 @@ pub fn refused(a: IpAddr) -> Option<&'static str> {
         })
 }
 
+/// What of the host itself `net` covers — loopback, link-local (the
+/// cloud metadata endpoint), "this network", multicast and reserved
+/// ranges, or one of `own`, the host's own addresses — when it covers
+/// any. Unlike a private range (a test service a proof lists), these
+/// are the machine rfs runs on: an allow list may name them only when
+/// the person running rfs allowed reaching the host.
+pub fn covers_host(net: &Cidr, own: &[IpAddr]) -> Option<String> {
+    const HOST_V4: &[(Ipv4Addr, u8)] = &[
+        (Ipv4Addr::new(0, 0, 0, 0), 8),
+        (Ipv4Addr::new(127, 0, 0, 0), 8),
+        (Ipv4Addr::new(169, 254, 0, 0), 16),
+        (Ipv4Addr::new(224, 0, 0, 0), 4),
+        (Ipv4Addr::new(240, 0, 0, 0), 4),
+    ];
+    const HOST_V6: &[(Ipv6Addr, u8)] = &[
+        (Ipv6Addr::UNSPECIFIED, 128),
+        (Ipv6Addr::LOCALHOST, 128),
+        (Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 10),
+        (Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8),
+    ];
+    let ranges = HOST_V4
+        .iter()
+        .map(|(a, p)| (IpAddr::V4(*a), *p))
+        .chain(HOST_V6.iter().map(|(a, p)| (IpAddr::V6(*a), *p)));
+    for (addr, prefix) in ranges {
+        if net.overlaps(&Cidr { addr, prefix }) {
+            return Some(refused(addr).unwrap_or("the host").to_owned());
+        }
+    }
+    own.iter()
+        .find(|o| net.contains(**o))
+        .map(|o| format!("the host's own address {o}"))
+}
+
 /// The host's own addresses (every interface's), which the default
 /// policy refuses like loopback: a service bound to one is the host's.
 pub fn own_addresses() -> Vec<IpAddr> {
@@ -168,6 +217,33 @@ pub fn own_addresses() -> Vec<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An allow-list entry names the host itself when it covers the
+    /// host's loopback, link-local (metadata), "this network" or own
+    /// addresses; private and public ranges do not.
+    #[test]
+    fn what_of_the_host_an_entry_covers() {
+        let own: Vec<IpAddr> = vec!["10.9.8.7".parse().unwrap()];
+        let covers = |s: &str| covers_host(&Cidr::parse(s).unwrap(), &own);
+        for host in [
+            "127.0.0.1",
+            "169.254.169.254",
+            "0.0.0.0/0",
+            "::1",
+            "::/0",
+            "fe80::1",
+            "10.9.8.7",
+            "10.0.0.0/8",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(covers(host).is_some(), "{host}");
+        }
+        for not in ["10.1.2.3", "192.168.0.0/16", "203.0.113.0/24", "fd00::/8"] {
+            assert_eq!(covers(not), None, "{not}");
+        }
+        assert!(covers("169.254.169.254").unwrap().contains("metadata"));
+        assert!(covers("10.0.0.0/8").unwrap().contains("10.9.8.7"));
+    }
 
     #[test]
     fn cidrs_contain_their_addresses_only() {

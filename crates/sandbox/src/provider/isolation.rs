@@ -41,6 +41,15 @@ pub enum IsolationError {
     /// network, which only the person running rfs may allow.
     #[error("`network: \"host\"` asked by {by} would widen the boundary (the default is the public internet only, through rfs); only the person running rfs can allow it: pass `--allow-host-network` (or RFS_ALLOW_HOST_NETWORK=1)")]
     HostNetworkNotAllowed { by: String },
+    /// An allow list names the host itself (its loopback, link-local and
+    /// metadata addresses, its own addresses): as wide as the host's
+    /// network, and as much the person's to allow.
+    #[error("allow entry `{entry}` asked by {by} covers {what}, which would widen the boundary (the default refuses the host itself; a listed private address is fine); only the person running rfs can allow reaching the host: pass `--allow-host-network` (or RFS_ALLOW_HOST_NETWORK=1)")]
+    AllowListReachesHost {
+        by: String,
+        entry: String,
+        what: String,
+    },
     /// The provider cannot enforce this network policy.
     #[error("provider `{provider}` cannot enforce network policy {policy}: {why}")]
     NetworkPolicyUnsupported {
@@ -199,9 +208,11 @@ pub use rfs_evidence::events::sandbox_facts::IsolationFact;
 impl IsolationRequest {
     /// The request with the network policy `policy`, asked by `by` (a
     /// script's `sandbox()` option, a repository's `rfs.toml`). `false`
-    /// and allow lists only narrow and are always accepted; `"host"`
-    /// widens the default and is refused unless the person running rfs
-    /// allowed it (`--allow-host-network`).
+    /// and allow lists of names and private or public addresses only
+    /// narrow and are always accepted; `"host"`, and an allow list naming
+    /// the host itself (its loopback, link-local or own addresses), widen
+    /// the default and are refused unless the person running rfs allowed
+    /// it (`--allow-host-network`).
     pub fn with_network(
         &self,
         policy: crate::network::NetworkPolicy,
@@ -209,6 +220,16 @@ impl IsolationRequest {
     ) -> Result<Self, IsolationError> {
         if policy == crate::network::NetworkPolicy::Host && self.host_network_allowed_by.is_none() {
             return Err(IsolationError::HostNetworkNotAllowed { by: by.to_owned() });
+        }
+        if self.host_network_allowed_by.is_none() {
+            let own = crate::network::ranges::own_addresses();
+            if let Some((entry, what)) = policy.reaches_host(&own) {
+                return Err(IsolationError::AllowListReachesHost {
+                    by: by.to_owned(),
+                    entry,
+                    what,
+                });
+            }
         }
         Ok(IsolationRequest {
             network: policy,
