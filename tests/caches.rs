@@ -119,3 +119,36 @@ print(`n=${trimmed(step("n", "cat ~/.cache/counter/n").stdout)}`);
         assert!(waited > 0, "neither run waited for the other");
     }
 }
+
+/// A bundle is anyone's script: `rfs replay` of a run that used a cache
+/// is refused before anything runs, so the bundle neither reads nor
+/// fills the caches this repository's own runs use.
+#[test]
+fn a_replayed_bundle_cannot_use_this_repositorys_caches() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let first = rfs.run(repo.path(), WRITE);
+    first.assert_code(0);
+    let out_dir = rfs.state.path().join("out").join(uuid_like());
+    let o = rfs
+        .cmd(repo.path())
+        .arg("replay")
+        .arg(&first.out_dir)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .expect("rfs runs");
+    let r = finish(o, out_dir);
+    r.assert_code(3);
+    assert!(
+        r.stderr.contains("caches refused in a replay"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.entries("cache.mount").is_empty(), "no cache was mounted");
+    assert!(
+        r.entries("placement").is_empty(),
+        "refused before anything ran"
+    );
+    rfs.assert_no_leftovers();
+}

@@ -34,6 +34,14 @@ impl Run {
         if opts.caches.is_empty() {
             return Ok(());
         }
+        if self.cfg.replay_of.is_some() {
+            // The bundle's script is not the repository's: it must neither
+            // read nor fill the caches the person's own runs use.
+            return Err(self.refuse(
+                "caches refused in a replay: a bundle's script may not read or fill the caches of this repository's own runs (a run that used a cache is not reproducible from its commit anyway)"
+                    .to_owned(),
+            ));
+        }
         for (name, path) in &opts.caches {
             caches::check_name(name).map_err(|m| self.refuse(m))?;
             caches::home_relative(name, path).map_err(|m| self.refuse(m))?;
