@@ -46,8 +46,9 @@ pub(crate) const BINDING_VARS: [&str; 5] = [
 ];
 
 impl Run {
-    /// The next number of a step's, spawned process's or session's logs
-    /// (`003-build.stdout.log`): one sequence for all of them.
+    /// The next number of a step's or spawned process's logs
+    /// (`003-build.stdout.log`): one sequence for both (attach sessions
+    /// are numbered apart).
     pub(crate) fn next_log_seq(&self) -> u32 {
         let mut st = self.state();
         st.step_seq += 1;
@@ -57,7 +58,7 @@ impl Run {
     /// A command's cwd as rfs writes it (journal, evidence, console):
     /// through the redactor like everything else; the real path is only
     /// run. (Computed apart: `record` takes the state lock itself.)
-    pub(crate) fn shown_cwd(&self, pl: &super::step_wrapper::Placement) -> (String, String) {
+    pub(crate) fn shown_cwd(&self, pl: &Placement) -> (String, String) {
         let st = self.state();
         (
             st.redactor.redact_str(&pl.rel),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 /// The rfs executable that runs the verifier, once declared.
 static EXECUTABLE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
-/// Declare `path` as an executable whose entry point dispatches `rfs-verify-tree` and the other in-sandbox commands ([`COMMAND`])
+/// Declare `path` as an executable whose entry point dispatches [`COMMAND`] (the in-sandbox verifier)
 /// (rfs's CLI declares `/proc/self/exe`; a program embedding the library,
 /// like a test, may name the rfs binary). The first declaration stays.
 pub fn declare_executable(path: PathBuf) {
