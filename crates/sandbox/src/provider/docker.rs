@@ -259,6 +259,7 @@ impl Provider for DockerProvider {
         req: &super::isolation::IsolationRequest,
     ) -> Result<super::isolation::IsolationInForce, super::isolation::IsolationError> {
         use super::isolation::{IsolationError, IsolationInForce, IsolationMode};
+        req.check_host_reach()?;
         if req.mode == IsolationMode::None {
             return Err(IsolationError::ModeUnsupported {
                 provider: "docker".into(),

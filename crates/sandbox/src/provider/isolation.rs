@@ -146,6 +146,28 @@ impl Default for IsolationRequest {
 }
 
 impl IsolationRequest {
+    /// For a provider whose network filter runs on this host (rfs's
+    /// egress proxy, in the host's network namespace): an allow list
+    /// naming the host itself — its loopback, link-local and metadata
+    /// addresses, its own addresses, `0.0.0.0/0` — is as wide as the
+    /// host's network, so it is refused unless the person running rfs
+    /// allowed reaching the host (`--allow-host-network`). (On a remote
+    /// provider those addresses are the remote machine's.)
+    pub fn check_host_reach(&self) -> Result<(), IsolationError> {
+        if self.host_network_allowed_by.is_some() {
+            return Ok(());
+        }
+        let own = crate::network::ranges::own_addresses();
+        match self.network.reaches_host(&own) {
+            Some((entry, what)) => Err(IsolationError::AllowListReachesHost {
+                by: self.network_by.clone(),
+                entry,
+                what,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// The mode from `--isolation`, else `RFS_LOCAL_ISOLATION` (empty =
     /// unset), else `auto`.
     pub fn from_settings(flag: Option<&str>, env: Option<&str>) -> Result<Self, IsolationError> {
@@ -208,11 +230,11 @@ pub use rfs_evidence::events::sandbox_facts::IsolationFact;
 impl IsolationRequest {
     /// The request with the network policy `policy`, asked by `by` (a
     /// script's `sandbox()` option, a repository's `rfs.toml`). `false`
-    /// and allow lists of names and private or public addresses only
-    /// narrow and are always accepted; `"host"`, and an allow list naming
-    /// the host itself (its loopback, link-local or own addresses), widen
-    /// the default and are refused unless the person running rfs allowed
-    /// it (`--allow-host-network`).
+    /// and allow lists only narrow and are always accepted here (an allow
+    /// list naming this host is checked by the providers whose filter
+    /// runs on it: [`IsolationRequest::check_host_reach`]); `"host"`
+    /// widens the default and is refused unless the person running rfs
+    /// allowed it (`--allow-host-network`).
     pub fn with_network(
         &self,
         policy: crate::network::NetworkPolicy,
@@ -220,16 +242,6 @@ impl IsolationRequest {
     ) -> Result<Self, IsolationError> {
         if policy == crate::network::NetworkPolicy::Host && self.host_network_allowed_by.is_none() {
             return Err(IsolationError::HostNetworkNotAllowed { by: by.to_owned() });
-        }
-        if self.host_network_allowed_by.is_none() {
-            let own = crate::network::ranges::own_addresses();
-            if let Some((entry, what)) = policy.reaches_host(&own) {
-                return Err(IsolationError::AllowListReachesHost {
-                    by: by.to_owned(),
-                    entry,
-                    what,
-                });
-            }
         }
         Ok(IsolationRequest {
             network: policy,

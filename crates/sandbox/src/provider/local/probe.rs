@@ -60,6 +60,7 @@ pub(super) fn decide(
 ) -> Result<crate::provider::isolation::IsolationInForce, crate::provider::isolation::IsolationError>
 {
     use crate::provider::isolation::{IsolationError, IsolationInForce, IsolationMode};
+    req.check_host_reach()?;
     let by = &req.source;
     let net =
         |enforced: Option<&str>| crate::network::fact(&req.network, &req.network_by, enforced);
