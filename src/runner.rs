@@ -44,6 +44,11 @@ pub struct Hooks {
     /// Set by `rfs replay`: the run replayed (its commit is bound whatever
     /// the script asks; the first journal fact names it).
     pub replay_of: Option<crate::events::ReplayOf>,
+    /// A suite's setup run: its checkpoints go here (the suite removes
+    /// them).
+    pub(crate) checkpoint_sink: Option<Arc<crate::runtime::checkpoint::CheckpointSink>>,
+    /// A suite's proof: its sandbox starts from this checkpoint.
+    pub(crate) start_from: Option<Arc<crate::runtime::checkpoint::StartFrom>>,
 }
 
 impl Default for Hooks {
@@ -55,6 +60,8 @@ impl Default for Hooks {
             handle_signals: false,
             signing_key: None,
             replay_of: None,
+            checkpoint_sink: None,
+            start_from: None,
         }
     }
 }
@@ -199,6 +206,8 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body) -> RunReport 
     cfg.bundle = Some(Arc::new(bundle));
     cfg.signer = hooks.signing_key.as_ref().map(|k| k.signer());
     cfg.replay_of = hooks.replay_of.clone();
+    cfg.checkpoint_sink = hooks.checkpoint_sink.clone();
+    cfg.start_from = hooks.start_from.clone();
     let run = match Run::start(cfg, rt.handle().clone(), hooks.reporter, &settings.vars) {
         Ok(r) => r,
         Err(e) => return fail(report, e),
@@ -308,6 +317,8 @@ pub(crate) fn config(
         secret_names: settings.secret_names.clone(),
         allow_dirty: settings.allow_dirty,
         allowed_repos: settings.allowed_repos.clone(),
+        checkpoint_sink: None,
+        start_from: None,
     }
 }
 

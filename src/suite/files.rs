@@ -41,6 +41,9 @@ pub(super) struct Index {
     pub(super) counts: Counts,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) stopped: Option<String>,
+    /// The suite's setup run, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) setup: Option<super::setup::SetupResult>,
     pub(super) proofs: Vec<ProofResult>,
     pub(super) not_run: Vec<String>,
     /// Some proof shipped a working tree (`--allow-dirty`).
@@ -141,6 +144,12 @@ impl SuiteReporter for Files {
                 ix.reproducible = ix.not_reproducible.is_empty();
                 self.finish(&ix);
             }
+            SuiteEvent::SetupEnd(r) => ix.setup = Some(r.clone()),
+            SuiteEvent::CheckpointRemoved(r) => {
+                if let Some(s) = ix.setup.as_mut() {
+                    s.removed.push(r.clone());
+                }
+            }
             SuiteEvent::ProofStart { .. } | SuiteEvent::ProofRetry { .. } => {}
         }
     }
@@ -161,8 +170,9 @@ fn markdown(ix: &Index) -> String {
         )
     };
     let mut s = format!(
-        "# rfs test {}\n\n{warning}{}\n\nProvider {}, {} at a time, {:.1} s, exit {}.{}\n\n| proof | verdict | attempts | time | evidence |\n|---|---|---|---|---|\n",
+        "# rfs test {}\n\n{warning}{}{}\n\nProvider {}, {} at a time, {:.1} s, exit {}.{}\n\n| proof | verdict | attempts | time | evidence |\n|---|---|---|---|---|\n",
         esc(&ix.suite_id),
+        super::setup_view::markdown(ix.setup.as_ref()),
         super::display::summary_text(&ix.counts),
         code(&ix.provider),
         ix.jobs,

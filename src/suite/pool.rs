@@ -28,6 +28,8 @@ pub(crate) struct Pool {
     /// Every proof's run arguments but its script and folder.
     pub(crate) template: RunArgs,
     pub(crate) signing_key: Option<Arc<crate::signing::SigningKey>>,
+    /// The suite's setup, run once before the proofs (#36).
+    pub(crate) setup: Option<PathBuf>,
 }
 
 /// How the suite ended.
@@ -43,6 +45,8 @@ struct Shared<'a> {
     stop: Mutex<Option<String>>,
     interrupt: &'a CancellationToken,
     reporter: &'a dyn SuiteReporter,
+    /// The setup's checkpoint every proof starts from.
+    start_from: Option<Arc<crate::runtime::checkpoint::StartFrom>>,
 }
 
 impl Pool {
@@ -62,12 +66,28 @@ impl Pool {
             retries: self.retries,
             fail_fast: self.fail_fast,
         });
+        let mut setup = self.setup.as_ref().map(|script| {
+            let s = super::setup::run(
+                script,
+                &self.out_dir,
+                &self.template,
+                self.signing_key.clone(),
+                interrupt,
+            );
+            reporter.event(&SuiteEvent::SetupEnd(s.result.clone()));
+            s
+        });
+        let blocked = setup
+            .as_ref()
+            .filter(|s| !s.result.passed())
+            .map(|s| (s.result.not_run_reason(), s.result.exit_code));
         let shared = Shared {
             queue: Mutex::new(self.proofs.iter().cloned().collect()),
             results: Mutex::default(),
-            stop: Mutex::default(),
+            stop: Mutex::new(blocked.as_ref().map(|(why, _)| why.clone())),
             interrupt,
             reporter,
+            start_from: setup.as_ref().and_then(|s| s.start_from.clone()),
         };
         let workers = self.jobs.clamp(1, self.proofs.len().max(1));
         std::thread::scope(|s| {
@@ -75,6 +95,13 @@ impl Pool {
                 s.spawn(|| self.worker(&shared));
             }
         });
+        let mut removal_failed = false;
+        if let Some(s) = setup.as_mut() {
+            for r in s.remove_checkpoints() {
+                removal_failed |= !r.verified;
+                reporter.event(&SuiteEvent::CheckpointRemoved(r));
+            }
+        }
         let interrupted = interrupt.is_cancelled();
         let stopped = lock(&shared.stop).clone().or_else(|| {
             interrupted.then(|| "interrupted: every running proof was cancelled".to_owned())
@@ -94,7 +121,18 @@ impl Pool {
         for r in &results {
             counts.add(r.verdict);
         }
-        let exit_code = counts.exit_code(interrupted);
+        let mut exit_code = counts.exit_code(interrupted);
+        if let Some((_, code)) = blocked.filter(|_| !interrupted) {
+            // The setup's own failure is the suite's (never a green suite
+            // of proofs that did not run).
+            exit_code = if code == crate::exit_code::SUCCESS {
+                crate::exit_code::INTERNAL
+            } else {
+                code
+            };
+        } else if removal_failed && exit_code == crate::exit_code::SUCCESS {
+            exit_code = crate::exit_code::INTERNAL;
+        }
         reporter.event(&SuiteEvent::End {
             counts,
             exit_code,
@@ -134,7 +172,7 @@ impl Pool {
                 name: proof.name.clone(),
                 attempt: n,
             });
-            let (attempt, t) = self.attempt(proof, n, shared.interrupt);
+            let (attempt, t) = self.attempt(proof, n, shared);
             tail = t;
             let code = attempt.exit_code;
             attempts.push(attempt);
@@ -168,12 +206,8 @@ impl Pool {
     }
 
     /// One `rfs run` of the proof, into its own folder of the suite's.
-    fn attempt(
-        &self,
-        proof: &Proof,
-        n: u32,
-        interrupt: &CancellationToken,
-    ) -> (Attempt, Vec<String>) {
+    fn attempt(&self, proof: &Proof, n: u32, shared: &Shared<'_>) -> (Attempt, Vec<String>) {
+        let interrupt = shared.interrupt;
         let started = Instant::now();
         let folder = match n {
             1 => proof.slug.clone(),
@@ -204,6 +238,7 @@ impl Pool {
             reporter: tail.clone(),
             interrupt: interrupt.child_token(),
             signing_key: self.signing_key.clone(),
+            start_from: shared.start_from.clone(),
             ..Default::default()
         };
         let report = crate::runner::run(settings, hooks);

@@ -114,6 +114,10 @@ pub enum Failure {
     /// A bundled script or module differs from its journaled digest.
     #[error("{}", bounded(&.0.to_string()))]
     Bundle(#[from] crate::bundle::BundleMismatch),
+    /// The link to the setup run whose checkpoint the sandbox started
+    /// from does not hold (see [`crate::checkpoint_link`]).
+    #[error("{}", bounded(.0))]
+    CheckpointLink(String),
     /// `journal.sig` is missing, invalid, or not by an allowed signer.
     #[error("{}", bounded(&.0.to_string()))]
     Signature(#[from] crate::signing::SignatureError),
@@ -158,6 +162,11 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("artifacts", |s| check_artifacts(s).map(Into::into)),
     ("bundle", |s| check_bundle(s).map(Into::into)),
     ("signature", |s| check_signature(s).map(Into::into)),
+    ("checkpoint link", |s| {
+        crate::checkpoint_link::check(&s.out, &s.events, &s.trust)
+            .map(Into::into)
+            .map_err(Failure::CheckpointLink)
+    }),
     ("attestation", |s| check_attestation(s).map(Into::into)),
     // Last: it replays recordings, which only a bundle that passed every
     // other check deserves.
@@ -562,7 +571,13 @@ fn check_contents(s: &Subject) -> Result<String, Failure> {
             }
             if kind.is_dir() {
                 let top_dir = rel.is_empty()
-                    && ["steps", "terminal", crate::bundle::DIR].contains(&name.as_str());
+                    && [
+                        "steps",
+                        "terminal",
+                        crate::bundle::DIR,
+                        crate::checkpoint_link::SETUP_DIR,
+                    ]
+                    .contains(&name.as_str());
                 let artifacts_dir =
                     path == crate::out_dir::ARTIFACTS_DIR || collected.contains(&path);
                 if !top_dir
@@ -584,6 +599,8 @@ fn check_contents(s: &Subject) -> Result<String, Failure> {
                 TOP_FILES.contains(&name.as_str())
             } else if path.starts_with(&format!("{}/", crate::bundle::DIR)) {
                 bundled.contains(&path)
+            } else if path.starts_with(&format!("{}/", crate::checkpoint_link::SETUP_DIR)) {
+                crate::checkpoint_link::SETUP_FILES.contains(&path.as_str())
             } else if path.starts_with(&format!("{}/", crate::out_dir::ARTIFACTS_DIR)) {
                 collected.contains(&path)
             } else {

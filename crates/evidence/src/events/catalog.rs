@@ -63,9 +63,13 @@ fn ordinal(e: &Event) -> usize {
         Event::CacheMount { .. } => 46,
         Event::CacheEnd { .. } => 47,
         Event::NetConnect(..) => 48,
+        Event::Checkpoint(..) => 49,
+        Event::CheckpointRemoved(..) => 50,
+        Event::PlacementForked(..) => 51,
+        Event::SourceFromCheckpoint(..) => 52,
     }
 }
-const COUNT: usize = 49;
+const COUNT: usize = 53;
 
 /// An owned string (the samples' shorthand).
 fn s(x: &str) -> String {
@@ -80,6 +84,7 @@ pub fn samples() -> Vec<Event> {
         run_start_samples(),
         source_resolve_samples(),
         placement_samples(),
+        super::checkpoint_facts::samples(),
         source_sync_samples(),
         step_samples(),
         attach_samples(),

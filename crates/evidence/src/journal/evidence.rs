@@ -57,6 +57,7 @@ impl Evidence {
         sessions(&mut s, r);
         super::spawns::evidence(&mut s, &r.spawns);
         super::caches::evidence(&mut s, &r.caches);
+        super::checkpoints::evidence(&mut s, &r.checkpoints);
         prints(&mut s, r);
         artifacts(&mut s, r);
         super::network_view::markdown(&mut s, &r.network);
@@ -142,6 +143,14 @@ pub fn facts(s: &mut String, r: &RunSummary) {
         esc(&r.provider_reason)
     );
     let _ = writeln!(s, "- sandbox id: {}", opt(r.sandbox_id.as_deref()));
+    if let Some(f) = &r.checkpoints.started_from {
+        let _ = writeln!(
+            s,
+            "- started from: checkpoint {} of setup run {}",
+            code(&f.checkpoint_id),
+            code(&f.setup_run_id)
+        );
+    }
     if let Some(i) = &r.isolation {
         let _ = writeln!(s, "- isolation: {}", esc(i));
     }

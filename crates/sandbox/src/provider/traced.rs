@@ -96,6 +96,10 @@ impl Provider for Traced {
         self.0.streaming().map(|_| self as &dyn StreamInput)
     }
 
+    fn forking(&self) -> Option<&dyn super::fork::Fork> {
+        self.0.forking()
+    }
+
     fn isolation(&self, req: &IsolationRequest) -> Result<IsolationInForce, IsolationError> {
         self.0.isolation(req)
     }
