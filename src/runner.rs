@@ -44,6 +44,11 @@ pub struct Hooks {
     /// Set by `rfs replay`: the run replayed (its commit is bound whatever
     /// the script asks; the first journal fact names it).
     pub replay_of: Option<crate::events::ReplayOf>,
+}
+
+/// How a run is tied to a suite's setup (#36).
+#[derive(Default)]
+pub(crate) struct SetupLink {
     /// A suite's setup run: its checkpoints go here (the suite removes
     /// them).
     pub(crate) checkpoint_sink: Option<Arc<crate::runtime::checkpoint::CheckpointSink>>,
@@ -60,8 +65,6 @@ impl Default for Hooks {
             handle_signals: false,
             signing_key: None,
             replay_of: None,
-            checkpoint_sink: None,
-            start_from: None,
         }
     }
 }
@@ -90,7 +93,18 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
 
 /// [`run`] with `body` in place of running the script once.
 pub(crate) fn run_with_body(settings: RunSettings, hooks: Hooks, body: Body) -> RunReport {
-    run_journaled(&settings, hooks, body)
+    run_journaled(&settings, hooks, body, SetupLink::default())
+}
+
+/// [`run_with_body`] for a suite's setup or proof, tied to the setup by
+/// `link`.
+pub(crate) fn run_linked(
+    settings: RunSettings,
+    hooks: Hooks,
+    body: Body,
+    link: SetupLink,
+) -> RunReport {
+    run_journaled(&settings, hooks, body, link)
 }
 
 /// How a run's end went, beyond its outcome.
@@ -161,7 +175,7 @@ fn failed_after(report: &mut RunReport, what: &str, e: &dyn std::fmt::Display) {
     report.error = Some(Error::Internal(msg));
 }
 
-fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body) -> RunReport {
+fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body, link: SetupLink) -> RunReport {
     let key = hooks.signing_key.clone();
     let key = key.as_deref();
     let report = RunReport {
@@ -206,8 +220,8 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body) -> RunReport 
     cfg.bundle = Some(Arc::new(bundle));
     cfg.signer = hooks.signing_key.as_ref().map(|k| k.signer());
     cfg.replay_of = hooks.replay_of.clone();
-    cfg.checkpoint_sink = hooks.checkpoint_sink.clone();
-    cfg.start_from = hooks.start_from.clone();
+    cfg.checkpoint_sink = link.checkpoint_sink;
+    cfg.start_from = link.start_from;
     let run = match Run::start(cfg, rt.handle().clone(), hooks.reporter, &settings.vars) {
         Ok(r) => r,
         Err(e) => return fail(report, e),

@@ -238,10 +238,14 @@ impl Pool {
             reporter: tail.clone(),
             interrupt: interrupt.child_token(),
             signing_key: self.signing_key.clone(),
+            ..Default::default()
+        };
+        let link = crate::runner::SetupLink {
             start_from: shared.start_from.clone(),
             ..Default::default()
         };
-        let report = crate::runner::run(settings, hooks);
+        let report =
+            crate::runner::run_linked(settings, hooks, Box::new(crate::script::execute), link);
         // A run refused before its journal began leaves no bundle.
         let bundle = report.out_dir.join("journal.jsonl").exists();
         let a = Attempt {

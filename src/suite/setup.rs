@@ -52,16 +52,17 @@ impl SetupResult {
             self.exit_code,
             self.error
                 .as_deref()
-                .map(|e| format!(
-                    ": {}",
-                    crate::journal::inert_markdown::strip_ansi(e)
-                        .lines()
-                        .next()
-                        .unwrap_or("")
-                ))
+                .map(|e| format!(": {}", first_line(e)))
                 .unwrap_or_default()
         )
     }
+}
+
+/// The first line of an error as rfs printed it, without its marks.
+fn first_line(e: &str) -> String {
+    let plain = crate::journal::inert_markdown::strip_ansi(e);
+    let line = plain.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    line.trim().trim_start_matches('×').trim().to_owned()
 }
 
 /// What the setup left: its result, what proofs start from, and the
@@ -114,16 +115,20 @@ pub(crate) fn run(
     let hooks = crate::runner::Hooks {
         interrupt: interrupt.child_token(),
         signing_key,
+        ..Default::default()
+    };
+    let link = crate::runner::SetupLink {
         checkpoint_sink: Some(sink.clone()),
         ..Default::default()
     };
-    let report = crate::runner::run_with_body(
+    let report = crate::runner::run_linked(
         settings.clone(),
         hooks,
         Box::new(|run, s, engine, ast| {
             crate::script::execute(run, s, engine, ast)?;
             run.implicit_checkpoint()
         }),
+        link,
     );
     let made = sink.all();
     result.run_id = report.run_id.clone();

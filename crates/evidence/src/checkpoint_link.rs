@@ -134,3 +134,117 @@ fn parse(text: &str) -> Result<(Vec<Event>, Vec<String>), String> {
     }
     Ok((events, heads))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::checkpoint_facts::Checkpointed;
+
+    fn run_start() -> Event {
+        match crate::events::catalog::samples().remove(0) {
+            Event::RunStart {
+                run_id,
+                script,
+                invocation_dir,
+                out_dir,
+                provider,
+                provider_reason,
+                rfs_version,
+                vars,
+                keep,
+                ..
+            } => Event::RunStart {
+                run_id,
+                script,
+                invocation_dir,
+                out_dir,
+                provider,
+                provider_reason,
+                rfs_version,
+                vars,
+                keep,
+                bundle: None,
+                signing_key: None,
+                replay_of: None,
+            },
+            e => panic!("the first sample is run.start, not {e:?}"),
+        }
+    }
+
+    /// A bundle whose `setup/journal.jsonl` records checkpoint `cp-1`
+    /// with head `recorded` (None: the true head), and the fork's fact.
+    fn bundle(recorded: Option<&str>) -> (tempfile::TempDir, Forked) {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join(SETUP_DIR)).unwrap();
+        let mut j = journal::Journal::create(&d.path().join(SETUP_FILES[0])).unwrap();
+        j.append(&run_start()).unwrap();
+        j.append(&Event::ProviderReady {
+            provider: "local".into(),
+        })
+        .unwrap();
+        let head = j.head().to_owned();
+        j.append(&Event::Checkpoint(Checkpointed {
+            name: "deps".into(),
+            checkpoint_id: "cp-1".into(),
+            provider: "local".into(),
+            sandbox_id: "local-1".into(),
+            how: "copy".into(),
+            journal_head: recorded.unwrap_or(&head).to_owned(),
+            journal_lines: 2,
+            commit: None,
+            tree_digest: None,
+            implicit: false,
+            ms: 1,
+        }))
+        .unwrap();
+        j.append(&Event::RunEnd {
+            outcome: "completed".into(),
+            reason: None,
+            teardown_warning: None,
+        })
+        .unwrap();
+        let fork = Forked {
+            sandbox_id: "local-2".into(),
+            checkpoint_id: "cp-1".into(),
+            checkpoint_name: "deps".into(),
+            provider: "local".into(),
+            setup_run_id: "r1".into(),
+            setup_journal_head: recorded.unwrap_or(&head).to_owned(),
+            setup_journal: journal::file_digest(d.path(), SETUP_FILES[0]).unwrap(),
+            how: "overlayfs".into(),
+            fork_ms: 1,
+        };
+        (d, fork)
+    }
+
+    #[test]
+    fn a_fork_whose_setup_journal_holds_its_checkpoint_at_its_head_is_linked() {
+        let (d, f) = bundle(None);
+        let ok = check(d.path(), &[Event::PlacementForked(f)], &Trust::default()).unwrap();
+        assert!(ok.contains("checkpoint cp-1 of setup run r1"), "{ok}");
+    }
+
+    #[test]
+    fn a_checkpoint_recording_a_head_its_journal_never_had_is_a_forged_link() {
+        let forged = "f".repeat(64);
+        let (d, f) = bundle(Some(&forged));
+        let e = check(d.path(), &[Event::PlacementForked(f)], &Trust::default()).unwrap_err();
+        assert!(e.contains("records journal head"), "{e}");
+    }
+
+    #[test]
+    fn a_fork_naming_another_head_run_or_checkpoint_is_a_forged_link() {
+        for forge in [
+            |f: &mut Forked| f.setup_journal_head = "0".repeat(64),
+            |f: &mut Forked| f.setup_run_id = "r2".into(),
+            |f: &mut Forked| f.checkpoint_id = "cp-2".into(),
+        ] {
+            let (d, mut f) = bundle(None);
+            forge(&mut f);
+            assert!(check(d.path(), &[Event::PlacementForked(f)], &Trust::default()).is_err());
+        }
+        let (d, _) = bundle(None);
+        let e = check(d.path(), &[], &Trust::default()).unwrap_err();
+        assert!(e.contains("no placement.forked"), "{e}");
+    }
+}
