@@ -84,6 +84,7 @@ impl Run {
         l.insert(labels::CREATED_BY.into(), labels::CREATED_BY_VALUE.into());
         l.insert(labels::RUN_ID.into(), self.cfg.run_id.clone());
         l.insert(fork::CHECKPOINT_LABEL.into(), name.to_owned());
+        l.insert(labels::STARTED_AT.into(), crate::journal::now_rfc3339());
         let started = Instant::now();
         let cp = self
             .block_on(fork.checkpoint(&sb.id, name, &l))

@@ -49,6 +49,11 @@ pub trait Fork: Send + Sync {
 
     /// Whether checkpoint `id` still exists (to verify a removal).
     async fn checkpoint_exists(&self, id: &str) -> ProviderResult<bool>;
+
+    /// rfs's checkpoints this provider keeps apart from its sandboxes,
+    /// with their labels (for `rfs gc`; a provider whose checkpoints are
+    /// sandboxes lists none here: they are in its sandbox list).
+    async fn list_checkpoints(&self) -> ProviderResult<Vec<(String, Labels)>>;
 }
 
 /// Why `provider` cannot checkpoint or fork (its refusal).

@@ -119,6 +119,11 @@ impl Fork for DaytonaProvider {
             .map_err(|e| self.redact(e))
     }
 
+    /// Daytona's checkpoints are sandboxes: in the sandbox list.
+    async fn list_checkpoints(&self) -> ProviderResult<Vec<(String, Labels)>> {
+        Ok(vec![])
+    }
+
     async fn checkpoint_exists(&self, id: &str) -> ProviderResult<bool> {
         let d = self.api.get_dto(id).await.map_err(|e| self.redact(e))?;
         Ok(d.is_some())

@@ -140,6 +140,26 @@ impl Fork for DockerProvider {
         }
     }
 
+    async fn list_checkpoints(&self) -> ProviderResult<Vec<(String, Labels)>> {
+        let api = self.client.api().await?;
+        let filters = std::collections::HashMap::from([(
+            "label".to_string(),
+            vec![crate::provider::fork::CHECKPOINT_LABEL.to_string()],
+        )]);
+        let options = bollard::query_parameters::ListImagesOptions {
+            filters: Some(filters),
+            ..Default::default()
+        };
+        let images = api
+            .list_images(Some(options))
+            .await
+            .map_err(|e| self.client.error(e))?;
+        Ok(images
+            .into_iter()
+            .map(|i| (i.id, i.labels.into_iter().collect()))
+            .collect())
+    }
+
     async fn checkpoint_exists(&self, id: &str) -> ProviderResult<bool> {
         let api = self.client.api().await?;
         match api.inspect_image(id).await {

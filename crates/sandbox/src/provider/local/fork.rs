@@ -232,6 +232,27 @@ impl Fork for LocalProvider {
         .map_err(|e| io_err(&format!("removing checkpoint {id}"), e))
     }
 
+    async fn list_checkpoints(&self) -> ProviderResult<Vec<(String, Labels)>> {
+        let entries = match std::fs::read_dir(self.checkpoints()) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(io_err("listing checkpoints", e)),
+        };
+        let mut out = vec![];
+        for e in entries.flatten() {
+            let Ok(bytes) = std::fs::read(e.path().join("meta.json")) else {
+                continue;
+            };
+            if let Ok(m) = serde_json::from_slice::<CheckpointMeta>(&bytes) {
+                if self.checkpoint_dir(&m.id).is_ok_and(|d| d == e.path()) {
+                    out.push((m.id, m.labels));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     async fn checkpoint_exists(&self, id: &str) -> ProviderResult<bool> {
         Ok(self.checkpoint_dir(id)?.exists())
     }
