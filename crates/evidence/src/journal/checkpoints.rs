@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::inert_markdown::code;
+use super::inert_markdown::{code, esc};
 use crate::events::checkpoint_facts::{Checkpointed, Forked};
 use crate::events::Event;
 
@@ -45,13 +45,13 @@ impl Checkpoints {
     pub fn started_from_text(&self) -> Option<String> {
         self.started_from.as_ref().map(|f| {
             format!(
-                "started from checkpoint {} ({}) of setup run {} (its journal head {} before the checkpoint; the setup's journal is setup/journal.jsonl in this bundle); forked by {} in {} ms",
+                "checkpoint {} ({}) of setup run {} (its journal head {} before the checkpoint; the setup's journal is setup/journal.jsonl in this bundle); forked in {} ms: {}",
                 f.checkpoint_id,
                 f.checkpoint_name,
                 f.setup_run_id,
                 f.setup_journal_head,
-                f.how,
-                f.fork_ms
+                f.fork_ms,
+                f.how
             )
         })
     }
@@ -66,15 +66,15 @@ pub fn evidence(s: &mut String, c: &Checkpoints) {
     if let Some(f) = &c.started_from {
         let _ = writeln!(
             s,
-            "- This run's sandbox {} started from checkpoint {} ({}) of setup run {}, whose journal head before the checkpoint was {}; the setup's journal is `setup/journal.jsonl` in this bundle (sha256 {}), checked by `rfs verify`. Forked by {} in {} ms.",
+            "- This run's sandbox {} started from checkpoint {} ({}) of setup run {}, whose journal head before the checkpoint was {}; the setup's journal is `setup/journal.jsonl` in this bundle (sha256 {}), checked by `rfs verify`. Forked in {} ms: {}.",
             code(&f.sandbox_id),
             code(&f.checkpoint_id),
             code(&f.checkpoint_name),
             code(&f.setup_run_id),
             code(&f.setup_journal_head),
             code(&f.setup_journal.sha256),
-            code(&f.how),
-            f.fork_ms
+            f.fork_ms,
+            esc(&f.how)
         );
         if let Some(commit) = &c.source_from {
             let _ = writeln!(
@@ -96,7 +96,7 @@ pub fn evidence(s: &mut String, c: &Checkpoints) {
             code(&m.name),
             if m.implicit { ", implicit" } else { "" },
             code(&m.sandbox_id),
-            code(&m.how),
+            esc(&m.how),
             code(&m.journal_head),
             m.journal_lines,
             m.ms,
