@@ -251,6 +251,8 @@ pub(crate) struct ReplayArgs {
     /// `--allow-other-image`: run on a different image than the
     /// original's (said, and journaled in `replay_of`).
     pub allow_other_image: bool,
+    /// The person's resource ceilings (never the original run's).
+    pub ceilings: crate::limit_ceilings::CeilingArgs,
 }
 
 /// What the replay's environment check found.
@@ -388,6 +390,7 @@ pub(crate) fn replay(
         out: a.out.clone(),
         vars,
         image: a.image.clone(),
+        ceilings: a.ceilings.clone(),
         ..Default::default()
     })?;
     settings.invocation_dir = invocation_dir;

@@ -302,7 +302,10 @@ impl Run {
                 message: format!("not enforced: {n}"),
             })?;
         }
-        isolation.limits = Some(limits);
+        isolation.limits = Some(crate::provider::limits::LimitsFact {
+            ceilings: request.limits.ceilings.clone(),
+            ..limits
+        });
         if in_force.mode == "none" {
             // SAFETY: geteuid cannot fail.
             let uid = unsafe { libc::geteuid() };

@@ -368,6 +368,10 @@ impl Rfs {
             "DAYTONA_ORGANIZATION_ID",
             "DAYTONA_TARGET",
             "RELAYFLOWS_SANDBOX_SNAPSHOT",
+            "RFS_MAX_MEMORY",
+            "RFS_MAX_PIDS",
+            "RFS_MAX_DISK",
+            "RFS_MAX_CPUS",
         ] {
             c.env_remove(k);
         }

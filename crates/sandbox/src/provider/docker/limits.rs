@@ -27,6 +27,7 @@ pub(super) fn decide(req: &LimitsRequest) -> Result<LimitsFact, LimitsError> {
         enforced: vec![],
         by: "the container's limits".into(),
         not_enforced: vec![],
+        ceilings: vec![],
     };
     for l in &req.limits {
         match l.kind {
