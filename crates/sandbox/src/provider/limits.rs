@@ -1,7 +1,8 @@
 //! Resource limits of a sandbox: `sandbox(#{ pids, memory, cpus, disk })`,
 //! with a process cap and a disk cap that exist even when nobody names one. Sizes read as
-//! Docker reads them (`64M` = 64 MiB). What the person running rfs set (the
-//! defaults) is the cap: a script may only lower a limit, never raise it.
+//! Docker reads them (`64M` = 64 MiB). What the person running rfs set
+//! (`--max-pids`, ...; else rfs's defaults) is the ceiling: `rfs.toml` and
+//! a script may ask for any limit under it, never above it.
 //! A provider enforces each limit or refuses it before anything runs.
 
 pub use rfs_evidence::events::sandbox_facts::{
@@ -285,7 +286,7 @@ pub fn flag_value(kind: LimitKind, v: u64) -> String {
         LimitKind::Cpus => (v as f64 / 1000.0).to_string(),
         LimitKind::Memory | LimitKind::Disk => {
             for (unit, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
-                if v >= 1 << shift && v % (1 << shift) == 0 {
+                if v >= 1 << shift && v.is_multiple_of(1 << shift) {
                     return format!("{}{unit}", v >> shift);
                 }
             }
