@@ -304,3 +304,12 @@ impl DigestKind {
         }
     }
 }
+
+/// The counts of a JUnit report `collect(path, #{ junit: true })` read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JunitCounts {
+    pub tests: u64,
+    pub failures: u64,
+    pub errors: u64,
+    pub skipped: u64,
+}
