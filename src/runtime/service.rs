@@ -148,6 +148,7 @@ impl Run {
         })?;
         let sv = self.follow_service(name, &started.id, &pl.sandbox_id, seq);
         self.state().services.push(sv.clone());
+        self.check_replayed_service(&sv, &started.image)?;
         if let Some((wait, timeout)) = &opts.ready {
             self.await_ready(&sv, wait, *timeout)?;
         }
@@ -191,6 +192,30 @@ impl Run {
             shared,
             ended: Mutex::new(None),
         })
+    }
+
+    /// In a replay, the service's image against the original's service of
+    /// that name (as the sandbox's image is checked): a different one is
+    /// removed and refused unless `--allow-other-image`.
+    fn check_replayed_service(
+        &self,
+        sv: &Arc<Service>,
+        now: &crate::events::ImagePin,
+    ) -> Result<()> {
+        let Some(of) = &self.cfg.replay_of else {
+            return Ok(());
+        };
+        let check = crate::replay::service_image_check(of, &sv.name, now);
+        for message in check.warnings {
+            self.record(Event::PlacementWarning { message })?;
+        }
+        match check.refused {
+            Some(why) => {
+                let _ = self.end_service(sv, "refused");
+                Err(self.refuse(why))
+            }
+            None => Ok(()),
+        }
     }
 
     /// A provider's failure to start a service: an image that is not

@@ -191,6 +191,10 @@ pub struct ReplayOf {
     /// different image than the original's (said when it does).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_other_image: bool,
+    /// The images the original's services ran, by service name: the
+    /// replay's service of that name must run the same image.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub services: std::collections::BTreeMap<String, ImagePin>,
 }
 
 /// What a sandbox's environment is, by content (`placement`): what

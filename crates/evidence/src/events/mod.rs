@@ -597,7 +597,7 @@ pub enum Event {
         output_tail: Option<OutputTail>,
     },
     /// The service is over: `by` says who ended it (`stop()`,
-    /// `teardown`, `interrupt`, `not ready`), `exit` its container's exit
+    /// `teardown`, `interrupt`, `not ready`, `refused`), `exit` its container's exit
     /// code, `gone` whether the engine no longer knows its container
     /// (removed and verified).
     #[serde(rename = "service.end")]
