@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::attestation::events;
 use crate::error::{Error, Result};
-use crate::events::{Environment, Event, ImagePin, ReplayOf};
+use crate::events::{Environment, Event, ReplayOf};
 use crate::exit_code;
 
 /// One step as a run journaled it.
@@ -327,31 +327,6 @@ pub(crate) fn environment_check(of: &ReplayOf, now: Option<&Environment>) -> Env
                 differ.join(", ")
             ));
         }
-    }
-    check
-}
-
-/// Compare the image a replay's service `name` runs (`now`) with the
-/// original's service of that name: a different one is refused as a
-/// different sandbox image is, unless `--allow-other-image`.
-pub(crate) fn service_image_check(of: &ReplayOf, name: &str, now: &ImagePin) -> EnvironmentCheck {
-    let mut check = EnvironmentCheck::default();
-    match of.services.get(name) {
-        None => check.warnings.push(format!(
-            "run {} started no service `{name}` (or pinned none), so this replay's image {} for it is not compared",
-            of.run_id, now.id
-        )),
-        Some(a) if a.id != now.id && of.allow_other_image => check.warnings.push(format!(
-            "service `{name}` runs image {}, not the original run's {} (--allow-other-image)",
-            now.id, a.id
-        )),
-        Some(a) if a.id != now.id => {
-            check.refused = Some(format!(
-                "the replay's service `{name}` runs image {}, but run {} ran it on image {}: a different image under the same name is refused; load or tag the original image (a script may name it by id, `image: \"{}\"`), or pass --allow-other-image",
-                now.id, of.run_id, a.id, a.id
-            ))
-        }
-        Some(_) => {}
     }
     check
 }
