@@ -380,7 +380,7 @@ impl Run {
     /// End the run: tear down (unless kept), journal the end with why the
     /// run ended that way (`reason`, redacted) in `run.end`, rewrite the
     /// evidence, flush. Never fails the run for a teardown problem; returns
-    /// a warning text instead. Only [`crate::runner::end_run`] calls it,
+    /// a warning text instead. Only [`crate::lifecycle::end_run`] calls it,
     /// which then seals the bundle: every entry point ends a run there.
     /// A secret the run learnt may be written in the script itself: the
     /// bundled copy is redacted like everything else in the output
