@@ -358,32 +358,67 @@ step("never", "echo ran");
 }
 
 /// A service shares the sandbox's network namespace, so it has exactly
-/// its network: with `network: false`, its loopback and nothing else.
+/// its network: under the default (filtered: rfs's proxy is the only way
+/// out) and with `network: false`, its loopback and no route.
 #[test]
 fn a_service_has_the_sandboxs_network_and_no_route_more() {
     let Some(rfs) = docker_rfs() else { return };
     let repo = Repo::new();
     let ifaces = "echo ifaces: $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '); echo routes: $(tail -n +2 /proc/net/route | wc -l)";
-    let out = rfs.run(
-        repo.path(),
-        &format!(
-            r#"
-sandbox(#{{ network: false }});
+    for policy in ["", "sandbox(#{ network: false });"] {
+        let out = rfs.run(
+            repo.path(),
+            &format!(
+                r#"
+{policy}
 let s = service("net", #{{ image: "{DOCKER_TEST_IMAGE}", cmd: "{ifaces}; exec sleep 600", ready: #{{ line: "routes:", timeout: 30 }} }});
 let mine = step("mine", "{ifaces}");
 print("service: " + s.logs());
 print("sandbox: " + mine.stdout);
 "#
+            ),
+        );
+        out.assert_code(0);
+        let prints: Vec<String> = out
+            .entries("print")
+            .iter()
+            .map(|p| p["text"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            prints[0], "service: ifaces: lo\nroutes: 0\n",
+            "{policy}: {prints:?}"
+        );
+        assert_eq!(
+            prints[1], "sandbox: ifaces: lo\nroutes: 0\n",
+            "{policy}: {prints:?}"
+        );
+    }
+}
+
+/// An interrupted run removes its service (verified) before the sandbox.
+#[test]
+fn an_interrupted_run_removes_its_service_verified() {
+    let Some(rfs) = docker_rfs() else { return };
+    let repo = Repo::new();
+    let (child, out_dir) = rfs.spawn(
+        repo.path(),
+        &format!(
+            r#"
+service("idle", #{{ image: "{DOCKER_TEST_IMAGE}", cmd: "echo up; exec sleep 600", ready: #{{ line: "up", timeout: 30 }} }});
+step("wait", "sleep 600");
+"#
         ),
     );
-    out.assert_code(0);
-    let prints: Vec<String> = out
-        .entries("print")
-        .iter()
-        .map(|p| p["text"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(prints[0], "service: ifaces: lo\nroutes: 0\n", "{prints:?}");
-    assert_eq!(prints[1], "sandbox: ifaces: lo\nroutes: 0\n", "{prints:?}");
+    wait_for_journal(&out_dir, "step.start");
+    sigint(&child);
+    let out = wait_bounded(child, out_dir);
+    out.assert_code(130);
+    let end = out.entries("service.end");
+    assert_eq!(end.len(), 1, "{end:?}");
+    assert_eq!(end[0]["by"], "interrupt");
+    assert_eq!(end[0]["gone"], true);
+    assert_eq!(containers_of_run(&run_id_of(&out)), Vec::<String>::new());
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
 }
 
 /// A run killed while its service runs leaves the service's container to
