@@ -460,9 +460,9 @@ step("wait", "sleep 600");
     assert_eq!(containers_of_run(&run_id), Vec::<String>::new());
 }
 
-#[test]
-fn local_refuses_service_before_anything_runs() {
-    let rfs = Rfs::new(Prov::Local);
+/// Providers without service containers refuse `service()` before
+/// anything runs, at the call's line.
+fn service_is_refused_before_anything_runs(rfs: &Rfs) {
     let repo = Repo::new();
     let out = rfs.run(
         repo.path(),
@@ -472,12 +472,11 @@ let db = service("db", #{ image: "postgres:16" });
 "#,
     );
     out.assert_code(3);
-    assert!(
-        out.stderr
-            .contains("provider `local` cannot start service containers"),
-        "{}",
-        out.stderr
+    let said = format!(
+        "provider `{}` cannot start service containers",
+        rfs.prov.name()
     );
+    assert!(out.stderr.contains(&said), "{}", out.stderr);
     assert!(
         out.stderr.contains("service(\"db\""),
         "the call's span: {}",
@@ -485,4 +484,16 @@ let db = service("db", #{ image: "postgres:16" });
     );
     assert!(out.entries("step.start").is_empty(), "nothing ran");
     assert!(out.entries("placement").is_empty(), "no sandbox");
+}
+
+#[test]
+fn local_refuses_service_before_anything_runs() {
+    service_is_refused_before_anything_runs(&Rfs::new(Prov::Local));
+}
+
+#[test]
+fn daytona_refuses_service_before_anything_runs() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    service_is_refused_before_anything_runs(&rfs);
+    rfs.finish();
 }
