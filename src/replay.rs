@@ -111,6 +111,15 @@ pub(crate) fn read_bundle(out: &Path) -> Result<Original> {
             commit,
             environment,
             allow_other_image: false,
+            services: evs
+                .iter()
+                .filter_map(|e| match e {
+                    Event::ServiceStart {
+                        name, image_pin, ..
+                    } => Some((name.clone(), image_pin.clone())),
+                    _ => None,
+                })
+                .collect(),
         }),
         run_id: run_id.clone(),
         script: out.join(&manifest.script.path),
@@ -473,6 +482,7 @@ mod tests {
             commit: "c".into(),
             environment: Some(env),
             allow_other_image: allow,
+            services: Default::default(),
         }
     }
 
