@@ -17,6 +17,7 @@ pub mod owner;
 pub mod process_group;
 pub mod registry;
 pub mod select;
+pub mod services;
 pub mod supervisor;
 pub mod traced;
 pub mod unavailable;
@@ -30,6 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub use labels::Labels;
+pub use services::{ServiceSpec, ServiceStarted, Services};
 
 /// Result type of provider calls. A failure is a kind a caller can match,
 /// with the provider's message; the runtime decides whether it is a
@@ -476,6 +478,12 @@ pub trait Provider: Send + Sync {
     /// The capability to checkpoint a sandbox and start sandboxes from
     /// the checkpoint (`None`: refused, see [`fork::unsupported`]).
     fn forking(&self) -> Option<&dyn fork::Fork> {
+        None
+    }
+
+    /// The capability to start service containers next to a sandbox,
+    /// in its network (`None`: `service()` is refused, the default).
+    fn services(&self) -> Option<&dyn Services> {
         None
     }
 }
