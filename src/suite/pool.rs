@@ -66,17 +66,7 @@ impl Pool {
             retries: self.retries,
             fail_fast: self.fail_fast,
         });
-        let mut setup = self.setup.as_ref().map(|script| {
-            let s = super::setup::run(
-                script,
-                &self.out_dir,
-                &self.template,
-                self.signing_key.clone(),
-                interrupt,
-            );
-            reporter.event(&SuiteEvent::SetupEnd(s.result.clone()));
-            s
-        });
+        let mut setup = self.setup(reporter, interrupt);
         let blocked = setup
             .as_ref()
             .filter(|s| !s.result.passed())
@@ -95,13 +85,9 @@ impl Pool {
                 s.spawn(|| self.worker(&shared));
             }
         });
-        let mut removal_failed = false;
-        if let Some(s) = setup.as_mut() {
-            for r in s.remove_checkpoints() {
-                removal_failed |= !r.verified;
-                reporter.event(&SuiteEvent::CheckpointRemoved(r));
-            }
-        }
+        let removal_failed = setup
+            .as_mut()
+            .is_some_and(|s| !remove_checkpoints(s, reporter));
         let interrupted = interrupt.is_cancelled();
         let stopped = lock(&shared.stop).clone().or_else(|| {
             interrupted.then(|| "interrupted: every running proof was cancelled".to_owned())
@@ -140,6 +126,24 @@ impl Pool {
             stopped,
         });
         Finished { exit_code }
+    }
+
+    /// The suite's setup, when it has one, run before any proof.
+    fn setup(
+        &self,
+        reporter: &dyn SuiteReporter,
+        interrupt: &CancellationToken,
+    ) -> Option<super::setup::SetupRun> {
+        let script = self.setup.as_ref()?;
+        let s = super::setup::run(
+            script,
+            &self.out_dir,
+            &self.template,
+            self.signing_key.clone(),
+            interrupt,
+        );
+        reporter.event(&SuiteEvent::SetupEnd(s.result.clone()));
+        Some(s)
     }
 
     fn worker(&self, shared: &Shared<'_>) {
@@ -263,6 +267,17 @@ impl Pool {
         };
         (a, tail.lines())
     }
+}
+
+/// Remove the setup's checkpoints, each reported; whether every one was
+/// verified gone.
+fn remove_checkpoints(s: &mut super::setup::SetupRun, reporter: &dyn SuiteReporter) -> bool {
+    let mut all = true;
+    for r in s.remove_checkpoints() {
+        all &= r.verified;
+        reporter.event(&SuiteEvent::CheckpointRemoved(r));
+    }
+    all
 }
 
 /// An error as `rfs run` prints it (with the script's source span).
