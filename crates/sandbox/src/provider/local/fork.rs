@@ -257,3 +257,72 @@ impl Fork for LocalProvider {
         Ok(self.checkpoint_dir(id)?.exists())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint folder (`home/f`, `tmp/t`) and a fresh sandbox folder
+    /// under `parent` (whose name decides whether overlayfs can take it).
+    fn folders(parent: &Path) -> (PathBuf, PathBuf) {
+        let lower = parent.join("ckpt");
+        let dir = parent.join("sandbox");
+        for l in LAYERS {
+            std::fs::create_dir_all(lower.join(l)).unwrap();
+            std::fs::create_dir_all(dir.join(l)).unwrap();
+        }
+        std::fs::write(lower.join("home/f"), "from the checkpoint").unwrap();
+        std::fs::write(lower.join("tmp/t"), "tmp").unwrap();
+        (lower, dir)
+    }
+
+    #[test]
+    fn a_fork_sees_the_checkpoint_and_its_writes_never_reach_it() {
+        if !super::super::sys::host_root() {
+            return; // overlayfs on the host needs root (the copy is tested below)
+        }
+        let d = tempfile::tempdir().unwrap();
+        let (lower, dir) = folders(d.path());
+        let how = layer(&dir, &lower).unwrap();
+        assert!(how.starts_with("overlayfs"), "{how}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("home/f")).unwrap(),
+            "from the checkpoint"
+        );
+        std::fs::write(dir.join("home/f"), "the fork's").unwrap();
+        std::fs::write(dir.join("home/new"), "new").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(lower.join("home/f")).unwrap(),
+            "from the checkpoint"
+        );
+        assert!(!lower.join("home/new").exists());
+        unlayer(&dir);
+        assert!(
+            !dir.join("home/f").exists(),
+            "unmounted: only the fork's folder is left"
+        );
+    }
+
+    #[test]
+    fn where_overlayfs_cannot_be_mounted_the_fork_is_a_copy_and_says_why() {
+        let d = tempfile::tempdir().unwrap();
+        let odd = d.path().join("a,b");
+        std::fs::create_dir(&odd).unwrap();
+        let (lower, dir) = folders(&odd);
+        let how = layer(&dir, &lower).unwrap();
+        assert!(
+            how.starts_with("a copy of the checkpoint (overlayfs not possible here:"),
+            "{how}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("home/f")).unwrap(),
+            "from the checkpoint"
+        );
+        assert_eq!(std::fs::read_to_string(dir.join("tmp/t")).unwrap(), "tmp");
+        std::fs::write(dir.join("home/f"), "the fork's").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(lower.join("home/f")).unwrap(),
+            "from the checkpoint"
+        );
+    }
+}
