@@ -214,6 +214,19 @@ fn rfs_toml_names_the_setup_validated_and_another_commit_is_refused() {
             .contains("binds the checkpoint's source"),
         "{refused:?}"
     );
+    // A proof that started from a checkpoint is not replayed alone.
+    let replay = rfs
+        .cmd(repo.path())
+        .arg("replay")
+        .arg(s.bundle("proofs/same.rhai"))
+        .output()
+        .unwrap();
+    assert_eq!(replay.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&replay.stderr);
+    assert!(
+        err.contains("a replay of the proof alone cannot recreate"),
+        "{err}"
+    );
     for bad in ["../outside.rhai", "/etc/passwd"] {
         repo.write("rfs.toml", &format!("setup = {bad:?}\n"));
         let s = rfs_test(&rfs, repo.path(), &[]);
