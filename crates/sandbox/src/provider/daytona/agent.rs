@@ -33,11 +33,12 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::exec::{Relay, SIGKILL};
+use super::exec::SIGKILL;
 use super::follow::StreamDemux;
+use super::http::enc;
 use super::http::Call;
 use super::log_watch::{note_unended, How, Pieces, Watching};
-use super::sandbox::enc;
+use super::relay::Relay;
 use super::ws::Ws;
 use super::{lock, shell_text, Api};
 use crate::provider::{ExecOutcome, ExecRequest, OutputSink, ProviderResult};

@@ -17,9 +17,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::agent::{feed, EndScan};
-use super::exec::Relay;
+use super::http::enc;
 use super::log_watch::{note_unended, How, Pieces, Watching, LOG_GRACE};
-use super::sandbox::enc;
+use super::relay::Relay;
 use super::ws::Ws;
 use super::Api;
 use crate::provider::{ExecRequest, OutputSink, ProviderResult};

@@ -12,7 +12,9 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::agent::{feed, EndScan};
-use super::exec::{RecordedExit, Relay, KILL_GRACE};
+use super::exec::KILL_GRACE;
+use super::relay::Relay;
+use super::session::RecordedExit;
 use super::ws::Ws;
 use super::Api;
 use crate::provider::supervisor::{Intervention, Supervisor};
