@@ -23,32 +23,8 @@ const TOP_FILES: [&str; 7] = [
 /// files the journal names. (`steps/` and `terminal/` are matched
 /// against the journal by the files check.)
 pub(super) fn check_contents(s: &Subject) -> Result<String, Failure> {
-    let mut bundled: BTreeSet<String> = BTreeSet::new();
-    if let Some(Event::RunStart {
-        bundle: Some(b), ..
-    }) = s.events.first()
-    {
-        bundled.extend(
-            std::iter::once(&b.script)
-                .chain(&b.modules)
-                .map(|f| f.path.clone()),
-        );
-    }
-    for e in &s.events {
-        if let Event::BundleModule { path, .. } = e {
-            bundled.insert(path.clone());
-        }
-    }
+    let bundled = bundled_paths(&s.events);
     let collected = collected_paths(&s.events);
-    for e in &s.events {
-        if let Event::ArtifactPut {
-            bundled: Some(b), ..
-        } = e
-        {
-            bundled.insert(b.clone());
-            dirs_of(b, &mut bundled);
-        }
-    }
     let mut stack = vec![String::new()];
     let mut n = 0;
     while let Some(rel) = stack.pop() {
@@ -124,6 +100,37 @@ pub(super) fn check_contents(s: &Subject) -> Result<String, Failure> {
     Ok(format!(
         "{n} entries, each a regular file or directory rfs wrote"
     ))
+}
+
+/// Every path of `bundle/` the journal names: the script, its modules,
+/// the files `put()` bundled and their folders.
+fn bundled_paths(events: &[Event]) -> BTreeSet<String> {
+    let mut bundled: BTreeSet<String> = BTreeSet::new();
+    if let Some(Event::RunStart {
+        bundle: Some(b), ..
+    }) = events.first()
+    {
+        bundled.extend(
+            std::iter::once(&b.script)
+                .chain(&b.modules)
+                .map(|f| f.path.clone()),
+        );
+    }
+    for e in events {
+        if let Event::BundleModule { path, .. } = e {
+            bundled.insert(path.clone());
+        }
+    }
+    for e in events {
+        if let Event::ArtifactPut {
+            bundled: Some(b), ..
+        } = e
+        {
+            bundled.insert(b.clone());
+            dirs_of(b, &mut bundled);
+        }
+    }
+    bundled
 }
 
 /// Every folder above `path` (`a`, `a/b` for `a/b/c`) into `set`.
