@@ -30,6 +30,7 @@ pub mod http;
 mod log_watch;
 mod logs;
 mod network_fields;
+mod outcome;
 mod pty;
 mod relay;
 pub mod resources;

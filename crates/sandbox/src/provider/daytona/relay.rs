@@ -1,6 +1,6 @@
 //! Relaying a command's output to the sink as it arrives (see [`Relay`]).
 
-use super::logs::Logs;
+use super::logs::{EndScan, Logs};
 use super::shell_text::{self, Refusal};
 use crate::provider::OutputSink;
 
@@ -112,6 +112,29 @@ impl Relay {
     /// The first bytes of output (both streams, as they came).
     pub fn head(&self) -> String {
         String::from_utf8_lossy(&self.head).into_owned()
+    }
+}
+
+/// Pass stream pieces through the end scanners to the relay.
+pub fn feed(
+    pieces: Vec<(bool, Vec<u8>)>,
+    out: &mut EndScan,
+    err: &mut EndScan,
+    relay: &mut Relay,
+    sink: &mut dyn OutputSink,
+) {
+    for (is_err, b) in pieces {
+        if is_err {
+            let b = err.push(&b);
+            if !b.is_empty() {
+                relay.stderr(&b, sink);
+            }
+        } else {
+            let b = out.push(&b);
+            if !b.is_empty() {
+                relay.stdout(&b, sink);
+            }
+        }
     }
 }
 
