@@ -229,7 +229,7 @@ impl Run {
             assert: k,
             pattern: desc,
             outcome: outcome.as_str().to_owned(),
-            elapsed_ms: super::sync::ms(elapsed.as_millis()),
+            elapsed_ms: super::ms(elapsed.as_millis()),
             screen_digest,
             snapshot,
         })?;
@@ -282,7 +282,7 @@ impl Run {
             how: how.to_owned(),
             exit: o.exit,
             signal: o.signal,
-            duration_ms: super::sync::ms(a.started.elapsed().as_millis()),
+            duration_ms: super::ms(a.started.elapsed().as_millis()),
             recording_error,
             recording,
         })

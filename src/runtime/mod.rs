@@ -500,3 +500,8 @@ impl Run {
         warning
     }
 }
+
+/// Milliseconds for the journal.
+pub(crate) fn ms(ms: u128) -> u64 {
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}

@@ -8,7 +8,8 @@
 use std::io::{BufWriter, Write as _};
 use std::time::Instant;
 
-use super::sync::{ms, SourcePin, SyncRequestKey};
+use super::ms;
+use super::sync::{SourcePin, SyncRequestKey};
 use super::{BoundSource, Run};
 use crate::error::{Error, Result};
 use crate::events::Event;

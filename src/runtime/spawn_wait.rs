@@ -179,7 +179,7 @@ impl Run {
                     name: sp.name.clone(),
                     on: what.on().into(),
                     target: self.state().redactor.redact_str(&what.target()),
-                    after_ms: super::sync::ms(start.elapsed().as_millis()),
+                    after_ms: super::ms(start.elapsed().as_millis()),
                 })?;
                 return Ok(());
             }

@@ -243,7 +243,7 @@ impl Run {
             exit: result.exit,
             timed_out: result.timed_out,
             attempts: result.attempts,
-            duration_ms: super::sync::ms(result.duration_ms),
+            duration_ms: super::ms(result.duration_ms),
             sandbox_id: pl.sandbox_id.clone(),
             summary: summary.clone(),
             limit: result.limit.clone(),
@@ -329,7 +329,7 @@ impl Run {
         let (stdout, stderr) = sink
             .finish()
             .map_err(|e| Error::Internal(format!("cannot write step log: {e}")))?;
-        let elapsed = super::sync::ms(t.elapsed().as_millis());
+        let elapsed = super::ms(t.elapsed().as_millis());
         let stdout_log = self.log_digest(&format!("{stem_n}.stdout.log"))?;
         let stderr_log = self.log_digest(&format!("{stem_n}.stderr.log"))?;
         if let Some(how) = stalled {

@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::Instant;
 
+use super::ms;
 use super::transfer::SyncTarget;
 use super::{BoundSource, Run};
 use crate::error::{Error, Result};
@@ -366,11 +367,6 @@ fn validate_rev(rev: &str) -> std::result::Result<(), SourceError> {
         return Err(SourceError::NotARevision { rev: rev.into() });
     }
     Ok(())
-}
-
-/// Milliseconds for the journal.
-pub(crate) fn ms(ms: u128) -> u64 {
-    u64::try_from(ms).unwrap_or(u64::MAX)
 }
 
 /// The `source.verify` fact of a first sync: what was sent, how, and what

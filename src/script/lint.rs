@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rhai::{ASTNode, Engine, Expr, Position, AST};
 
 use super::primitives::PRIMITIVES;
+use super::problem::Problem;
 
 /// Rhai's keyword functions (not in the engine's signature list).
 const KEYWORD_FNS: &[&str] = &[
@@ -30,14 +31,6 @@ const KEYWORD_FNS: &[&str] = &[
     "is_shared",
     "eval",
 ];
-
-/// One problem found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Problem {
-    pub pos: Position,
-    pub message: String,
-    pub help: Option<String>,
-}
 
 /// Which functions exist, with the argument counts they accept (`None`:
 /// any count, e.g. keyword functions).

@@ -43,6 +43,7 @@ mod egress;
 mod exec;
 pub mod exec_script;
 mod image;
+mod lane_probe;
 mod limits;
 mod own_copy;
 mod own_exe;
