@@ -306,22 +306,7 @@ impl Run {
         let name = c.name;
         let (stem_n, mut sink) = self.attempt_sink(c, attempt);
         let t = Instant::now();
-        // A sandbox paused (or ended) outside rfs while the command
-        // waits would hold the wait forever: the watch ends it.
-        let watched = self.block_on_exec(super::watch::watched(
-            self.cfg.provider.as_ref(),
-            &c.pl.sandbox_id,
-            self.cfg.provider.exec(&c.pl.sandbox_id, c.req, &mut sink),
-        ));
-        let (res, stalled) = match watched {
-            Ok(res) => (res, None),
-            Err(how) => (
-                Err(crate::provider::ProviderError::Lost(
-                    how.clone().to_string(),
-                )),
-                Some(how),
-            ),
-        };
+        let (res, stalled) = self.exec_watched(c, &mut sink);
         let refused = match &res {
             Ok(o) => sink.close_wrapper(o.exit),
             Err(_) => sink.close_wrapper(None),
@@ -359,28 +344,13 @@ impl Run {
         };
         // A resource limit it reached is the step's outcome (never a bare
         // `exit 137`).
-        let hits = self.block_on(
-            self.cfg
-                .provider
-                .limits_reached(&c.pl.sandbox_id, outcome.success()),
-        );
-        let limit = (!hits.is_empty()).then(|| {
-            hits.iter()
-                .map(|h| h.describe())
-                .collect::<Vec<_>>()
-                .join("; ")
-        });
+        let limit = self.limit_reached(&c.pl.sandbox_id, outcome.success());
         // A command that did not succeed may have lost its sandbox
         // (killed, stopped or removed from outside): that is the
         // step's outcome, not the exit code the kill left.
         if !outcome.success() && !outcome.cancelled && limit.is_none() {
-            if let Some(how) = self.sandbox_death_after(&c.pl.sandbox_id, &outcome) {
-                let msg = format!(
-                    "step `{name}`: sandbox {} {how} during the step; its {} is not the command's",
-                    c.pl.sandbox_id,
-                    crate::exit_code::ExitText(outcome.exit)
-                );
-                return Err(self.sandbox_lost(&c.pl.sandbox_id, name, &how, msg));
+            if let Some(lost) = self.lost_during_step(c, &outcome) {
+                return Err(lost);
             }
         }
         if let Some(msg) = refused.map(|r| c.pl.refusal_message(&r, c.what)) {
@@ -419,6 +389,64 @@ impl Run {
             return Ok(Some((r, last_signal)));
         }
         Ok(None)
+    }
+
+    /// Run the attempt's command into `sink`, watching its sandbox: the
+    /// command's result, and how the sandbox ended if it stalled the wait.
+    fn exec_watched(
+        &self,
+        c: &AttemptCtx<'_>,
+        sink: &mut super::output::StepSink,
+    ) -> (
+        crate::provider::ProviderResult<crate::provider::ExecOutcome>,
+        Option<String>,
+    ) {
+        // A sandbox paused (or ended) outside rfs while the command
+        // waits would hold the wait forever: the watch ends it.
+        let watched = self.block_on_exec(super::watch::watched(
+            self.cfg.provider.as_ref(),
+            &c.pl.sandbox_id,
+            self.cfg.provider.exec(&c.pl.sandbox_id, c.req, sink),
+        ));
+        match watched {
+            Ok(res) => (res, None),
+            Err(how) => (
+                Err(crate::provider::ProviderError::Lost(
+                    how.clone().to_string(),
+                )),
+                Some(how),
+            ),
+        }
+    }
+
+    /// The resource limits sandbox `sandbox_id` reached during the step,
+    /// said as one line (`None`: none).
+    fn limit_reached(&self, sandbox_id: &str, success: bool) -> Option<String> {
+        let hits = self.block_on(self.cfg.provider.limits_reached(sandbox_id, success));
+        (!hits.is_empty()).then(|| {
+            hits.iter()
+                .map(|h| h.describe())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    }
+
+    /// The error of a step whose sandbox died under it (killed, stopped or
+    /// removed from outside), if it did: its exit code is not the
+    /// command's.
+    fn lost_during_step(
+        &self,
+        c: &AttemptCtx<'_>,
+        outcome: &crate::provider::ExecOutcome,
+    ) -> Option<Error> {
+        let how = self.sandbox_death_after(&c.pl.sandbox_id, outcome)?;
+        let msg = format!(
+            "step `{}`: sandbox {} {how} during the step; its {} is not the command's",
+            c.name,
+            c.pl.sandbox_id,
+            crate::exit_code::ExitText(outcome.exit)
+        );
+        Some(self.sandbox_lost(&c.pl.sandbox_id, c.name, &how, msg))
     }
 }
 
