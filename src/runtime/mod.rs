@@ -17,6 +17,7 @@ pub(crate) mod resync;
 pub(crate) mod spawn;
 pub(crate) mod spawn_wait;
 pub(crate) mod step;
+pub(crate) mod step_attempt;
 pub(crate) mod step_wrapper;
 pub(crate) mod sync;
 pub(crate) mod teardown;
@@ -41,7 +42,8 @@ use crate::secrets::Redactor;
 use crate::source::manifest::Manifest;
 
 pub(crate) use placement::SandboxOptions;
-pub(crate) use step::{StepOptions, StepResult};
+pub(crate) use step::StepOptions;
+pub(crate) use step_attempt::StepResult;
 pub(crate) use sync::SourcePin;
 
 /// Everything a run is configured with (validated settings).
