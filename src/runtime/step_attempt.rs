@@ -313,7 +313,7 @@ impl Run {
 
     /// The digest of step log `steps/NAME`, if it was written (silent
     /// streams leave none).
-    pub(super) fn log_digest(&self, name: &str) -> Result<Option<crate::events::FileDigest>> {
+    pub(crate) fn log_digest(&self, name: &str) -> Result<Option<crate::events::FileDigest>> {
         let rel = format!("steps/{name}");
         match crate::journal::file_digest(&self.cfg.out_dir, &rel) {
             Ok(d) => Ok(Some(d)),

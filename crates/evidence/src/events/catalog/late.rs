@@ -104,6 +104,12 @@ pub(super) fn late_samples() -> Vec<Event> {
             skipped: vec![s("artifacts/out/fifo")],
             redacted: vec![],
             bytes: 7,
+            junit: Some(JunitCounts {
+                tests: 3,
+                failures: 1,
+                errors: 0,
+                skipped: 0,
+            }),
         },
         Event::ArtifactPut {
             local: s("fixtures/data.bin"),

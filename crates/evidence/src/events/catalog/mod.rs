@@ -73,9 +73,13 @@ fn ordinal(e: &Event) -> usize {
         Event::CacheMount { .. } => 46,
         Event::CacheEnd { .. } => 47,
         Event::NetConnect(..) => 48,
+        Event::ServiceStart { .. } => 49,
+        Event::ServiceReady { .. } => 50,
+        Event::ServiceWaitFailed { .. } => 51,
+        Event::ServiceEnd { .. } => 52,
     }
 }
-const COUNT: usize = 49;
+const COUNT: usize = 53;
 
 /// An owned string (the samples' shorthand).
 fn s(x: &str) -> String {

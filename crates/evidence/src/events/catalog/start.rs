@@ -45,6 +45,14 @@ pub(super) fn run_start_samples() -> Vec<Event> {
                     host: None,
                 }),
                 allow_other_image: true,
+                services: [(
+                    s("db"),
+                    ImagePin {
+                        id: s("sha256:5e1c"),
+                        repo_digests: vec![],
+                    },
+                )]
+                .into(),
             })),
         },
         Event::ProviderReady {

@@ -64,6 +64,7 @@ impl Evidence {
         steps(&mut s, r);
         sessions(&mut s, r);
         super::spawns::evidence(&mut s, &r.spawns);
+        super::services::evidence(&mut s, &r.services);
         super::caches::evidence(&mut s, &r.caches);
         prints(&mut s, r);
         artifacts(&mut s, r);

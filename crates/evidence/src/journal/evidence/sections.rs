@@ -176,6 +176,7 @@ pub(super) fn artifacts(s: &mut String, r: &RunSummary) {
                 links,
                 skipped,
                 bytes,
+                junit,
             } => {
                 let _ = writeln!(
                     s,
@@ -183,6 +184,13 @@ pub(super) fn artifacts(s: &mut String, r: &RunSummary) {
                     code(path),
                     files.len()
                 );
+                if let Some(j) = junit {
+                    let _ = writeln!(
+                        s,
+                        "  - a JUnit report: {} test case(s), {} failed, {} error(s), {} skipped (in the run's JUnit)",
+                        j.tests, j.failures, j.errors, j.skipped
+                    );
+                }
                 for f in files {
                     let _ = writeln!(s, "  - {} sha256 {}", code(&f.path), code(&f.sha256));
                 }

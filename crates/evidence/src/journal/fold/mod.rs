@@ -65,6 +65,8 @@ pub struct RunSummary {
     pub artifacts: Vec<ArtifactRow>,
     /// Background processes `spawn()` started (`spawn.*`).
     pub spawns: Vec<super::spawns::SpawnRow>,
+    /// Service containers `service()` started (`service.*`).
+    pub services: Vec<super::services::ServiceRow>,
     /// Caches the run mounted (`cache.*`).
     pub caches: Vec<super::caches::CacheRow>,
     /// The network policy and every connection through rfs's proxy.
@@ -168,6 +170,14 @@ impl RunSummary {
             | Event::SpawnReady { .. }
             | Event::SpawnWaitFailed { .. }
             | Event::SpawnEnd { .. } => super::spawns::apply(&mut self.spawns, e),
+            Event::ServiceStart { .. }
+            | Event::ServiceReady { .. }
+            | Event::ServiceWaitFailed { .. }
+            | Event::ServiceEnd { .. } => {
+                if let Some(row) = super::services::apply(&mut self.services, e) {
+                    self.services.push(row);
+                }
+            }
             Event::StepStart { .. }
             | Event::StepAttempt { .. }
             | Event::StepProviderError { .. }

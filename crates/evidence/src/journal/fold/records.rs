@@ -173,6 +173,8 @@ pub enum ArtifactRow {
         links: Vec<crate::events::ArtifactLink>,
         skipped: Vec<String>,
         bytes: u64,
+        /// Set for a JUnit report (`collect(path, #{ junit: true })`).
+        junit: Option<crate::events::JunitCounts>,
     },
     Put {
         local: String,

@@ -59,6 +59,7 @@ impl RunSummary {
                 links,
                 skipped,
                 bytes,
+                junit,
                 ..
             } => self.artifacts.push(ArtifactRow::Collected {
                 path: path.clone(),
@@ -66,6 +67,7 @@ impl RunSummary {
                 links: links.clone(),
                 skipped: skipped.clone(),
                 bytes: *bytes,
+                junit: *junit,
             }),
             Event::ArtifactPut {
                 local,

@@ -57,13 +57,18 @@ mod errors;
 mod fingerprint;
 mod idmap;
 mod input_feed;
+mod inventory;
 mod launch;
+mod lifecycle;
+mod limits;
 mod mount_plan;
 mod namespace_init;
 mod private_etc;
 mod probe;
 mod processes;
 pub mod pty;
+mod reentry;
+mod stream_input;
 mod sys;
 
 pub use errors::{SetupError, SpawnError};
@@ -79,22 +84,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
 use self::child::LocalChild;
-use self::commands::*;
 use self::env::*;
-use self::input_feed::*;
+use self::inventory::Known;
+use self::limits::limits_decision;
 use self::namespace_init::Init;
 use self::processes::*;
 use crate::provider::isolation::{IsolationInForce, IsolationRequest};
-use crate::provider::owner::{owner_liveness, Liveness};
 use crate::provider::supervisor::Supervisor;
 use crate::provider::{
-    labels, CreateSpec, ExecOutcome, ExecRequest, InputStream, Labels, NativeVerifier, OutputSink,
-    Profile, Provider, ProviderError, ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
-    StreamInput,
+    labels, CreateSpec, ExecOutcome, ExecRequest, InputStream, Labels, OutputSink, Profile,
+    Provider, ProviderError, ProviderResult, PtyChannel, PtyRequest, SandboxInfo, StreamInput,
 };
 
 /// The `local` provider.
@@ -113,43 +115,6 @@ pub struct LocalProvider {
     cgroups: Arc<Mutex<HashMap<String, Arc<cgroup::Cgroup>>>>,
     /// The egress records of sandboxes behind rfs's proxy, by id.
     egress_logs: Arc<Mutex<HashMap<String, Arc<crate::network::EgressLog>>>>,
-}
-
-/// A sandbox as its `meta.json` was last read.
-#[derive(Debug, Clone)]
-struct Known {
-    info: SandboxInfo,
-    isolation: Option<String>,
-    /// Its network policy.
-    network: crate::network::NetworkPolicy,
-    /// Its cgroups as `meta.json` records them.
-    cgroups: Vec<cgroup::Part>,
-    /// Its disk cap, bytes.
-    disk: Option<u64>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct Meta {
-    id: String,
-    labels: Labels,
-    created_unix: u64,
-    /// `namespaces` or `none` (absent: created before isolation existed).
-    #[serde(default)]
-    isolation: Option<String>,
-    /// Whether an isolated sandbox shares the host's network (absent:
-    /// written before this was recorded; re-entered without network).
-    #[serde(default)]
-    network: Option<bool>,
-    /// Its network policy (absent: written before policies; `network`
-    /// says host or none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    network_policy: Option<crate::network::NetworkFact>,
-    /// Its cgroups, one per limit (absent: none).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    cgroups: Vec<cgroup::Part>,
-    /// The size of its disk (a tmpfs over its directory; absent: none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    disk: Option<u64>,
 }
 
 impl LocalProvider {
@@ -172,141 +137,8 @@ impl LocalProvider {
         self
     }
 
-    /// The namespace init `id` runs in (`None`: not isolated). An isolated
-    /// sandbox of another rfs process is entered through a fresh init of
-    /// this process over the same directory and mount plan once its run
-    /// has ended (a `--keep` one: the run's init died with it); one
-    /// whose run is alive, or whose owner cannot be judged, is refused.
-    fn init_of(&self, id: &str) -> ProviderResult<Option<Arc<Init>>> {
-        let mut inits = self.inits.lock().expect("inits lock");
-        if let Some(init) = inits.get(id) {
-            return Ok(Some(init.clone()));
-        }
-        let cached = self.infos.lock().expect("infos lock").get(id).cloned();
-        let known = match cached {
-            Some(k) => Some(k),
-            None => self.read_meta(id).ok().flatten(),
-        };
-        let Some(known) = known.filter(|k| k.isolation.as_deref() == Some("namespaces")) else {
-            return Ok(None);
-        };
-        match owner_liveness(&known.info.labels) {
-            Liveness::Gone(_) => {}
-            Liveness::Alive => {
-                return Err(ProviderError::Unsupported(format!(
-                    "sandbox {id} is isolated in namespaces owned by another rfs process, its live run (rfs pid {}); \
-                     it can be entered once that run has ended, if it keeps it (--keep)",
-                    known.info.labels.get(labels::OWNER_PID).map_or("?", String::as_str)
-                )))
-            }
-            Liveness::Unknown(why) => {
-                return Err(ProviderError::Unsupported(format!(
-                    "sandbox {id} is isolated in namespaces owned by another rfs process ({why}); it cannot be entered from here"
-                )))
-            }
-        }
-        let dir = self.dir(id)?;
-        let root = mount_plan::root_dir(&dir);
-        if let Err(e) = std::fs::create_dir(&root) {
-            if e.kind() != std::io::ErrorKind::AlreadyExists {
-                return Err(io_err("creating sandbox root", e));
-            }
-        }
-        let init = Init::for_sandbox(&dir, &known.network)
-            .and_then(|init| {
-                egress::serve(&init, &known.network, self.egress_log(id))?;
-                Ok(init)
-            })
-            .map_err(|e| {
-                ProviderError::NotStarted(format!(
-                    "cannot re-enter the namespaces of kept sandbox {id}: {e}"
-                ))
-            })?;
-        if let Some(cg) = self.cgroup_of(id)? {
-            let _ = init.cgroup.set(cg);
-        }
-        let init = Arc::new(init);
-        inits.insert(id.to_owned(), init.clone());
-        Ok(Some(init))
-    }
-
-    /// The cgroups of sandbox `id` (`None`: it has none); those of a
-    /// sandbox of another rfs process are opened from its `meta.json`,
-    /// and refused when they are gone (its limits would not hold).
-    fn cgroup_of(&self, id: &str) -> ProviderResult<Option<Arc<cgroup::Cgroup>>> {
-        if let Some(cg) = self.cgroups.lock().expect("cgroups lock").get(id) {
-            return Ok(Some(cg.clone()));
-        }
-        let Some(known) = self.read_meta(id)? else {
-            return Ok(None);
-        };
-        if known.cgroups.is_empty() {
-            return Ok(None);
-        }
-        let cg = cgroup::Cgroup::open(&known.cgroups).map_err(|e| {
-            ProviderError::NotStarted(format!(
-                "sandbox {id}'s resource limits cannot be enforced: {e}"
-            ))
-        })?;
-        let cg = Arc::new(cg);
-        self.cgroups
-            .lock()
-            .expect("cgroups lock")
-            .insert(id.to_owned(), cg.clone());
-        Ok(Some(cg))
-    }
-
-    /// The disk limit of sandbox `id` when its disk is full.
-    fn disk_full(&self, id: &str) -> Option<crate::provider::limits::LimitHit> {
-        let cap = match self.infos.lock().expect("infos lock").get(id) {
-            Some(k) => k.disk,
-            None => self.read_meta(id).ok().flatten().and_then(|k| k.disk),
-        }?;
-        let (_, full) = disk::usage(&self.dir(id).ok()?)?;
-        full.then_some(crate::provider::limits::LimitHit {
-            kind: crate::provider::limits::LimitKind::Disk,
-            value: cap,
-        })
-    }
-
-    fn sandboxes(&self) -> PathBuf {
-        self.root.join("sandboxes")
-    }
-
-    fn dir(&self, id: &str) -> ProviderResult<PathBuf> {
-        // ids are ours: refuse anything that could name another path.
-        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-            return Err(ProviderError::NotFound { id: id.into() });
-        }
-        Ok(self.sandboxes().join(id))
-    }
-
-    /// The sandbox `id` for running something in it: as [`Self::read`]
-    /// found it last, as long as its `meta.json` is still there (a
-    /// sandbox whose directory was removed or emptied is gone, as when
-    /// read from disk); `NotFound` when it is not.
-    fn info(&self, id: &str) -> ProviderResult<SandboxInfo> {
-        let cached = self.infos.lock().expect("infos lock").get(id).cloned();
-        if let Some(known) = cached {
-            match std::fs::symlink_metadata(self.dir(id)?.join("meta.json")) {
-                Ok(m) if m.is_file() => return Ok(known.info),
-                _ => {
-                    self.infos.lock().expect("infos lock").remove(id);
-                }
-            }
-        }
-        let known = self
-            .read_meta(id)?
-            .ok_or(ProviderError::NotFound { id: id.into() })?;
-        self.infos
-            .lock()
-            .expect("infos lock")
-            .insert(id.to_owned(), known.clone());
-        Ok(known.info)
-    }
-
     /// The egress record of sandbox `id` (made on first use).
-    fn egress_log(&self, id: &str) -> Arc<crate::network::EgressLog> {
+    pub(super) fn egress_log(&self, id: &str) -> Arc<crate::network::EgressLog> {
         self.egress_logs
             .lock()
             .expect("egress lock")
@@ -314,58 +146,10 @@ impl LocalProvider {
             .or_default()
             .clone()
     }
-
-    fn read(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
-        Ok(self.read_meta(id)?.map(|k| k.info))
-    }
-
-    fn read_meta(&self, id: &str) -> ProviderResult<Option<Known>> {
-        let dir = self.dir(id)?;
-        let meta = match std::fs::read(dir.join("meta.json")) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(ProviderError::Io(format!("reading sandbox {id}: {e}"))),
-        };
-        let meta: Meta = serde_json::from_slice(&meta).map_err(|e| {
-            ProviderError::Protocol(format!("sandbox {id} metadata is corrupt: {e}"))
-        })?;
-        Ok(Some(Known {
-            info: SandboxInfo {
-                id: meta.id,
-                labels: meta.labels,
-                home: dir.join("home").to_string_lossy().into_owned(),
-                state: "running".into(),
-            },
-            isolation: meta.isolation,
-            network: match (meta.network_policy, meta.network) {
-                (Some(f), _) => crate::network::NetworkPolicy::from_fact(&f)
-                    .map_err(|e| ProviderError::Protocol(format!("sandbox {id} metadata: {e}")))?,
-                (None, Some(true)) => crate::network::NetworkPolicy::Host,
-                (None, _) => crate::network::NetworkPolicy::Off,
-            },
-            cgroups: meta.cgroups,
-            disk: meta.disk,
-        }))
-    }
 }
 
 fn io_err(what: &str, e: std::io::Error) -> ProviderError {
     ProviderError::Io(format!("{what}: {e}"))
-}
-
-/// Make every directory below `dir` writable so that removal cannot be
-/// blocked by a step that ran `chmod -w`.
-fn make_writable(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    for e in entries.flatten() {
-        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-            make_writable(&e.path());
-        }
-    }
 }
 
 /// Why a local sandbox without namespaces takes no cache.
@@ -462,116 +246,11 @@ impl Provider for LocalProvider {
     }
 
     async fn preflight(&self) -> ProviderResult<()> {
-        std::fs::create_dir_all(self.sandboxes()).map_err(|e| ProviderError::Unavailable {
-            provider: "local".into(),
-            message: format!("cannot create {}: {e}", self.sandboxes().display()),
-        })
+        self.ensure_inventory()
     }
 
     async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
-        self.preflight().await?;
-        let id = format!("local-{}", uuid::Uuid::new_v4().simple());
-        let dir = self.dir(&id)?;
-        let in_force =
-            probe::decide(&spec.isolation).map_err(|e| ProviderError::Provision(e.to_string()))?;
-        let isolated = in_force.mode == "namespaces";
-        if !isolated && !spec.caches.is_empty() {
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(ProviderError::Unsupported(CACHES_NEED_NAMESPACES.into()));
-        }
-        let limits = limits_decision(&spec.isolation.limits)
-            .map_err(|e| ProviderError::Provision(e.to_string()))?;
-        let mut values = crate::provider::limits::Limits::default();
-        let mut disk_cap = None;
-        for l in &limits.enforced {
-            match l.kind {
-                crate::provider::limits::LimitKind::Pids => values.pids = Some(l.value),
-                crate::provider::limits::LimitKind::Memory => values.memory = Some(l.value),
-                crate::provider::limits::LimitKind::Cpus => values.cpus = Some(l.value),
-                crate::provider::limits::LimitKind::Disk => disk_cap = Some(l.value),
-            }
-        }
-        make_dir(&dir, disk_cap)?;
-        let cg = if values.is_empty() {
-            None
-        } else {
-            match cgroup::Cgroup::create(&id, &values) {
-                Ok(cg) => Some(Arc::new(cg)),
-                Err(e) => {
-                    remove_dir(&dir);
-                    return Err(ProviderError::Provision(format!(
-                        "cannot set the resource limits of sandbox {id}: {e}"
-                    )));
-                }
-            }
-        };
-        if let Some(cg) = &cg {
-            self.cgroups
-                .lock()
-                .expect("cgroups lock")
-                .insert(id.clone(), cg.clone());
-        }
-        let undo_cgroup = |this: &Self| {
-            if let Some(cg) = this.cgroups.lock().expect("cgroups lock").remove(&id) {
-                let _ = cg.remove();
-            }
-        };
-        if isolated {
-            std::fs::create_dir(mount_plan::root_dir(&dir))
-                .map_err(|e| io_err("creating sandbox root", e))?;
-            let (d, network) = (dir.clone(), spec.isolation.network.clone());
-            let caches = spec.caches.clone();
-            let log = self.egress_log(&id);
-            let init = tokio::task::spawn_blocking(move || {
-                let init = Init::for_sandbox_with_caches(&d, &network, &caches)?;
-                egress::serve(&init, &network, log)?;
-                Ok::<_, SetupError>(init)
-            })
-            .await
-            .map_err(|e| ProviderError::Io(e.to_string().to_string()))?;
-            match init {
-                Ok(init) => {
-                    if let Some(cg) = &cg {
-                        let _ = init.cgroup.set(cg.clone());
-                    }
-                    self.inits
-                        .lock()
-                        .expect("inits lock")
-                        .insert(id.clone(), Arc::new(init));
-                }
-                Err(e) => {
-                    undo_cgroup(self);
-                    remove_dir(&dir);
-                    return Err(ProviderError::Provision(format!(
-                        "cannot isolate sandbox {id} in namespaces: {e}"
-                    )));
-                }
-            }
-        }
-        let meta = Meta {
-            id: id.clone(),
-            labels: spec.labels.clone(),
-            created_unix: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
-            isolation: Some(in_force.mode.clone()),
-            network: isolated
-                .then_some(spec.isolation.network == crate::network::NetworkPolicy::Host),
-            network_policy: isolated.then(|| in_force.network.clone()),
-            cgroups: cg.as_ref().map(|c| c.parts()).unwrap_or_default(),
-            disk: disk_cap,
-        };
-        let tmp = dir.join("meta.json.tmp");
-        std::fs::write(
-            &tmp,
-            serde_json::to_vec_pretty(&meta).expect("meta serialises"),
-        )
-        .map_err(|e| io_err("writing sandbox metadata", e))?;
-        std::fs::rename(&tmp, dir.join("meta.json"))
-            .map_err(|e| io_err("writing sandbox metadata", e))?;
-        self.read(&id)?
-            .ok_or_else(|| ProviderError::Provision(format!("sandbox {id} vanished after create")))
+        self.create_sandbox(spec).await
     }
 
     async fn get(&self, id: &str) -> ProviderResult<Option<SandboxInfo>> {
@@ -649,427 +328,9 @@ impl Provider for LocalProvider {
     }
 
     async fn destroy(&self, id: &str) -> ProviderResult<()> {
-        let dir = self.dir(id)?;
-        // An isolated sandbox's whole PID namespace dies with its init
-        // (setsid daemons included); waits until it is gone.
-        self.infos.lock().expect("infos lock").remove(id);
-        let init = self.inits.lock().expect("inits lock").remove(id);
-        self.egress_logs.lock().expect("egress lock").remove(id);
-        if let Some(init) = init {
-            tokio::task::spawn_blocking(move || init.kill())
-                .await
-                .map_err(|e| ProviderError::Io(e.to_string().to_string()))?;
-        }
-        // Processes left running in the sandbox (an rfs killed with SIGKILL
-        // could not end its step) die with it.
-        kill_processes_under(&dir);
-        // Its cgroups go with it (what is left in them is killed), and
-        // are verified gone.
-        let cg = self.cgroups.lock().expect("cgroups lock").remove(id);
-        let removed = match cg {
-            Some(cg) => tokio::task::spawn_blocking(move || cg.remove()).await,
-            None => {
-                let parts = self
-                    .read_meta(id)
-                    .ok()
-                    .flatten()
-                    .map(|k| k.cgroups)
-                    .unwrap_or_default();
-                tokio::task::spawn_blocking(move || cgroup::Cgroup::remove_parts(&parts)).await
-            }
-        };
-        removed
-            .map_err(|e| ProviderError::Io(e.to_string()))?
-            .map_err(|e| ProviderError::Io(format!("destroying sandbox {id}: {e}")))?;
-        // Its disk goes with it (nothing is left to remove inside).
-        disk::unmount(&dir)
-            .map_err(|e| ProviderError::Io(format!("destroying sandbox {id}: {e}")))?;
-        let trash = self.root.join("trash");
-        std::fs::create_dir_all(&trash).map_err(|e| io_err("creating trash", e))?;
-        let gone = trash.join(format!("{id}-{}", uuid::Uuid::new_v4().simple()));
-        match std::fs::rename(&dir, &gone) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(io_err(&format!("destroying sandbox {id}"), e)),
-        }
-        let res = tokio::task::spawn_blocking(move || {
-            make_writable(&gone);
-            std::fs::remove_dir_all(&gone)
-        })
-        .await
-        .map_err(|e| ProviderError::Io(e.to_string().to_string()))?;
-        res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))
+        self.destroy_sandbox(id).await
     }
-}
-
-#[async_trait]
-impl StreamInput for LocalProvider {
-    /// The input goes through a FIFO in the sandbox's tmp directory: the
-    /// command runs under `sh -c 'exec "$@" <FIFO'` through [`Self::exec`]
-    /// (so it gets exactly exec's environment and process handling) while
-    /// rfs writes the stream into the FIFO. Nothing touches the disk.
-    async fn exec_with_input(
-        &self,
-        id: &str,
-        req: &ExecRequest,
-        input: InputStream,
-        sink: &mut dyn OutputSink,
-    ) -> ProviderResult<ExecOutcome> {
-        let info = self.info(id)?;
-        let fifo = Path::new(&info.home)
-            .with_file_name("tmp")
-            .join(format!("rfs-input-{}", uuid::Uuid::new_v4().simple()));
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).map_err(|e| {
-            ProviderError::Io(format!("creating an input FIFO in sandbox {id}: {e}"))
-        })?;
-        let _remove = RemoveOnDrop(fifo.clone());
-        // Inside namespaces the sandbox's tmp directory is its /tmp.
-        let fifo_inside = match self.init_of(id)? {
-            Some(_) => Path::new("/tmp").join(fifo.file_name().expect("named")),
-            None => fifo.clone(),
-        };
-        let mut wrapped = req.clone();
-        wrapped.argv = [
-            "/bin/sh",
-            "-c",
-            r#"f=$1; shift; exec "$@" <"$f""#,
-            "rfs-input",
-            &fifo_inside.to_string_lossy(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(req.argv.iter().cloned())
-        .collect();
-        fed_while_running(
-            feed_fifo(fifo.clone(), input),
-            self.exec(id, &wrapped, sink),
-        )
-        .await
-    }
-
-    fn native(&self) -> Option<&dyn NativeVerifier> {
-        self.own_exe
-            .is_some()
-            .then_some(self as &dyn NativeVerifier)
-    }
-}
-
-#[async_trait]
-impl NativeVerifier for LocalProvider {
-    /// rfs's executable is opened (close-on-exec) and, in namespaces,
-    /// executed through that descriptor (rfs's path does not exist there);
-    /// its standard input is `input`'s pipe when it is one, else a pipe rfs
-    /// writes `input` into.
-    async fn exec_own_with_input(
-        &self,
-        id: &str,
-        req: &ExecRequest,
-        input: InputStream,
-        sink: &mut dyn OutputSink,
-    ) -> ProviderResult<ExecOutcome> {
-        let cannot = |e: &dyn std::fmt::Display| {
-            ProviderError::NotStarted(format!(
-                "cannot start rfs's own executable in sandbox {id}: {e}"
-            ))
-        };
-        let path = self
-            .own_exe
-            .clone()
-            .ok_or_else(|| cannot(&"this process declared no rfs executable"))?;
-        let exe = own_executable(&path).map_err(|e| cannot(&e))?;
-        // A pipe's read end becomes the program's standard input as it is
-        // (its producer writes straight into the program); any other
-        // stream is copied into a pipe of our own.
-        let input = match input.into_pipe() {
-            Ok(stdin) => {
-                let own = OwnProgram { path, exe, stdin };
-                return self.run(id, req, Some(own), sink).await;
-            }
-            Err(input) => input,
-        };
-        let (rx, tx) = crate::provider::input::pipe_cloexec().map_err(|e| cannot(&e))?;
-        nix::fcntl::fcntl(
-            tx.as_raw_fd(),
-            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-        )
-        .map_err(|e| cannot(&e))?;
-        let tx = tokio::net::unix::pipe::Sender::from_owned_fd(tx).map_err(|e| cannot(&e))?;
-        let own = OwnProgram {
-            path,
-            exe,
-            stdin: rx,
-        };
-        fed_while_running(feed_into(tx, input), self.run(id, req, Some(own), sink)).await
-    }
-}
-
-/// What `local` enforces of `req`: every limit where rfs may create
-/// cgroups; elsewhere a limit someone asked for is refused, and rfs's
-/// default process cap is said to be not enforced (and why).
-fn limits_decision(
-    req: &crate::provider::limits::LimitsRequest,
-) -> Result<crate::provider::limits::LimitsFact, crate::provider::limits::LimitsError> {
-    use crate::provider::limits::{Limits, LimitsError, LimitsFact};
-    let mut fact = LimitsFact {
-        by: "cgroup v1".into(),
-        ..LimitsFact::default()
-    };
-    for l in &req.limits {
-        let mut one = Limits::default();
-        match l.kind {
-            crate::provider::limits::LimitKind::Pids => one.pids = Some(l.value),
-            crate::provider::limits::LimitKind::Memory => one.memory = Some(l.value),
-            crate::provider::limits::LimitKind::Cpus => one.cpus = Some(l.value),
-            crate::provider::limits::LimitKind::Disk => {}
-        }
-        let available = match l.kind {
-            crate::provider::limits::LimitKind::Disk => disk::available(),
-            _ => cgroup::available(&one),
-        };
-        match available {
-            Ok(()) => fact.enforced.push(l.clone()),
-            Err(why) if l.is_default() => {
-                fact.not_enforced.push(format!("{} ({why})", l.describe()))
-            }
-            Err(why) => {
-                return Err(LimitsError::Unenforceable {
-                    provider: "local".into(),
-                    kind: l.kind,
-                    value: l.kind.show(l.value),
-                    by: l.by.clone(),
-                    why,
-                })
-            }
-        }
-    }
-    if fact.enforced.is_empty() {
-        fact.by.clear();
-    } else if fact
-        .enforced
-        .iter()
-        .any(|l| l.kind == crate::provider::limits::LimitKind::Disk)
-    {
-        fact.by.push_str(" and a tmpfs");
-    }
-    Ok(fact)
-}
-
-/// Create the sandbox directory `dir` with its `home` and `tmp`, on a
-/// tmpfs of `disk` bytes when there is a disk cap.
-fn make_dir(dir: &Path, disk: Option<u64>) -> ProviderResult<()> {
-    std::fs::create_dir(dir).map_err(|e| io_err("creating sandbox directory", e))?;
-    if let Some(bytes) = disk {
-        if let Err(e) = disk::mount(dir, bytes) {
-            let _ = std::fs::remove_dir(dir);
-            return Err(ProviderError::Provision(e));
-        }
-    }
-    let made = std::fs::create_dir(dir.join("home"))
-        .map_err(|e| io_err("creating sandbox home", e))
-        .and_then(|()| {
-            std::fs::create_dir(dir.join("tmp")).map_err(|e| io_err("creating sandbox tmp", e))
-        });
-    if made.is_err() {
-        remove_dir(dir);
-    }
-    made
-}
-
-/// Remove a sandbox directory that never became a sandbox (its disk
-/// unmounted first).
-fn remove_dir(dir: &Path) {
-    let _ = disk::unmount(dir);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::provider::isolation::IsolationMode;
-    use crate::provider::Collect;
-
-    fn host_sandbox(state: &State) -> (LocalProvider, tokio::runtime::Runtime, String) {
-        let p = LocalProvider::new(state.path());
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let mut spec = CreateSpec::default();
-        spec.isolation.mode = IsolationMode::None;
-        let id = rt.block_on(p.create(&spec)).unwrap().id;
-        state
-            .made
-            .borrow_mut()
-            .push((p.cgroups.clone(), id.clone()));
-        (p, rt, id)
-    }
-
-    /// A state dir whose sandboxes' disks (tmpfs, when rfs runs as root)
-    /// are unmounted and whose cgroups are removed when the test ends,
-    /// however it ends: a test here destroys no sandbox, and `tempdir`
-    /// cannot remove a mount point.
-    struct State {
-        dir: tempfile::TempDir,
-        made: std::cell::RefCell<Vec<(CgroupMap, String)>>,
-    }
-
-    type CgroupMap = Arc<Mutex<HashMap<String, Arc<cgroup::Cgroup>>>>;
-
-    impl State {
-        fn new() -> State {
-            State {
-                dir: tempfile::tempdir().unwrap(),
-                made: Default::default(),
-            }
-        }
-        fn path(&self) -> &Path {
-            self.dir.path()
-        }
-    }
-
-    impl Drop for State {
-        fn drop(&mut self) {
-            for (cgroups, id) in self.made.borrow_mut().drain(..) {
-                if let Some(cg) = cgroups.lock().expect("cgroups lock").remove(&id) {
-                    let _ = cg.remove();
-                }
-            }
-            let root = self.dir.path().join("local").join("sandboxes");
-            for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
-                if disk::is_mounted(&e.path()) {
-                    let _ = disk::unmount(&e.path());
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn a_unit_test_sandbox_leaves_no_disk_mounted_and_no_cgroup() {
-        let state = State::new();
-        let (p, _rt, id) = host_sandbox(&state);
-        let dir = p.dir(&id).unwrap();
-        let cgroup_dirs: Vec<_> = p
-            .cgroups
-            .lock()
-            .unwrap()
-            .get(&id)
-            .map(|cg| cg.parts().into_iter().map(|part| part.dir).collect())
-            .unwrap_or_default();
-        drop(state);
-        assert!(!disk::is_mounted(&dir), "{} still mounted", dir.display());
-        for d in cgroup_dirs {
-            assert!(!d.exists(), "cgroup {} left behind", d.display());
-        }
-    }
-
-    fn echo(p: &LocalProvider, rt: &tokio::runtime::Runtime, id: &str) -> ProviderResult<Vec<u8>> {
-        let req = ExecRequest {
-            argv: vec!["/bin/sh".into(), "-c".into(), "echo ok".into()],
-            cwd: "/".into(),
-            env: vec![],
-            timeout: None,
-            cancel: tokio_util::sync::CancellationToken::new(),
-        };
-        let mut sink = Collect::default();
-        rt.block_on(p.exec(id, &req, &mut sink))?;
-        Ok(sink.stdout)
-    }
-
-    /// What a command learns of its sandbox is kept in memory, but a
-    /// sandbox whose `meta.json` went away after a command ran (its
-    /// directory emptied by a step of an unisolated sandbox) is gone, as
-    /// when it was read from disk each time.
-    #[test]
-    fn a_sandbox_whose_metadata_vanished_after_a_command_is_not_found() {
-        let state = State::new();
-        let (p, rt, id) = host_sandbox(&state);
-        assert_eq!(echo(&p, &rt, &id).unwrap(), b"ok\n");
-        std::fs::remove_file(p.dir(&id).unwrap().join("meta.json")).unwrap();
-        match echo(&p, &rt, &id) {
-            Err(ProviderError::NotFound { id: gone }) => assert_eq!(gone, id),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    /// Polled on a current-thread loop (as a step's command is, see
-    /// `runtime::exec_loop`), a command is still ended by its timeout and
-    /// by a cancellation from another thread, its whole group with it.
-    #[test]
-    fn timeout_and_cancel_from_another_thread_end_the_group_on_a_current_thread_loop() {
-        let state = State::new();
-        let (p, rt, id) = host_sandbox(&state);
-        let run = |timeout, cancel: tokio_util::sync::CancellationToken| {
-            let req = ExecRequest {
-                argv: vec![
-                    "/bin/sh".into(),
-                    "-c".into(),
-                    "sleep 30 & echo $! ; wait".into(),
-                ],
-                cwd: "/".into(),
-                env: vec![],
-                timeout,
-                cancel,
-            };
-            let mut sink = Collect::default();
-            let o = rt.block_on(p.exec(&id, &req, &mut sink)).unwrap();
-            let pid: i32 = String::from_utf8(sink.stdout)
-                .unwrap()
-                .trim()
-                .parse()
-                .unwrap();
-            (o, pid)
-        };
-        let gone = |pid: i32| {
-            // The background `sleep` was in the command's group: killed
-            // (and reaped by init, so it no longer exists or is a zombie).
-            // SIGKILL is delivered asynchronously: on a loaded machine the
-            // process can still be running for a moment after `kill`
-            // returned, so wait a bounded time for it to die.
-            let deadline = std::time::Instant::now() + Duration::from_secs(5);
-            loop {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                let dead = stat.is_empty()
-                    || stat
-                        .rsplit_once(')')
-                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
-                if dead || std::time::Instant::now() >= deadline {
-                    return dead;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        };
-        let (o, pid) = run(
-            Some(Duration::from_millis(300)),
-            tokio_util::sync::CancellationToken::new(),
-        );
-        assert!(o.timed_out && !o.cancelled, "{o:?}");
-        assert!(gone(pid), "sleep {pid} survived the timeout");
-        let cancel = tokio_util::sync::CancellationToken::new();
-        let c = cancel.clone();
-        let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(300));
-            c.cancel();
-        });
-        let (o, pid) = run(None, cancel);
-        t.join().unwrap();
-        assert!(o.cancelled && !o.timed_out, "{o:?}");
-        assert!(gone(pid), "sleep {pid} survived the cancellation");
-    }
-
-    /// A sandbox this process did not create is read from disk, and an
-    /// isolated one of another process is refused (not run on the host).
-    #[test]
-    fn an_isolated_sandbox_of_another_process_is_refused_not_run_on_the_host() {
-        let state = State::new();
-        let (p, rt, id) = host_sandbox(&state);
-        let meta = p.dir(&id).unwrap().join("meta.json");
-        let text = std::fs::read_to_string(&meta).unwrap();
-        std::fs::write(&meta, text.replace("\"none\"", "\"namespaces\"")).unwrap();
-        let other = LocalProvider::new(state.path());
-        let e = echo(&other, &rt, &id).unwrap_err();
-        assert!(
-            e.to_string().contains("owned by another rfs process"),
-            "{e}"
-        );
-    }
-}
+mod tests;

@@ -1,0 +1,193 @@
+//! Creating and destroying a `local` sandbox: its directory (on a capped
+//! tmpfs), its cgroups, its namespace init and `meta.json`; and, at the
+//! end, all of them gone again.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::inventory::{make_dir, make_writable, remove_dir, Meta};
+use super::limits::limits_decision;
+use super::namespace_init::Init;
+use super::processes::kill_processes_under;
+use super::{cgroup, disk, egress, io_err, mount_plan, probe, LocalProvider, SetupError};
+use super::{SandboxInfo, CACHES_NEED_NAMESPACES};
+use crate::provider::limits::{LimitKind, Limits, LimitsFact};
+use crate::provider::{CreateSpec, ProviderError, ProviderResult};
+
+/// The cgroup limits and the disk cap of what `local` enforces.
+fn limit_values(limits: &LimitsFact) -> (Limits, Option<u64>) {
+    let mut values = Limits::default();
+    let mut disk_cap = None;
+    for l in &limits.enforced {
+        match l.kind {
+            LimitKind::Pids => values.pids = Some(l.value),
+            LimitKind::Memory => values.memory = Some(l.value),
+            LimitKind::Cpus => values.cpus = Some(l.value),
+            LimitKind::Disk => disk_cap = Some(l.value),
+        }
+    }
+    (values, disk_cap)
+}
+
+impl LocalProvider {
+    pub(super) async fn create_sandbox(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
+        self.ensure_inventory()?;
+        let id = format!("local-{}", uuid::Uuid::new_v4().simple());
+        let dir = self.dir(&id)?;
+        let in_force =
+            probe::decide(&spec.isolation).map_err(|e| ProviderError::Provision(e.to_string()))?;
+        let isolated = in_force.mode == "namespaces";
+        if !isolated && !spec.caches.is_empty() {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(ProviderError::Unsupported(CACHES_NEED_NAMESPACES.into()));
+        }
+        let limits = limits_decision(&spec.isolation.limits)
+            .map_err(|e| ProviderError::Provision(e.to_string()))?;
+        let (values, disk_cap) = limit_values(&limits);
+        make_dir(&dir, disk_cap)?;
+        let cg = self.make_cgroup(&id, &dir, &values)?;
+        if isolated {
+            if let Err(e) = self.isolate(&id, &dir, spec, cg.as_ref()).await {
+                if let Some(cg) = self.cgroups.lock().expect("cgroups lock").remove(&id) {
+                    let _ = cg.remove();
+                }
+                remove_dir(&dir);
+                return Err(e);
+            }
+        }
+        let meta = Meta {
+            id: id.clone(),
+            labels: spec.labels.clone(),
+            created_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            isolation: Some(in_force.mode.clone()),
+            network: isolated
+                .then_some(spec.isolation.network == crate::network::NetworkPolicy::Host),
+            network_policy: isolated.then(|| in_force.network.clone()),
+            cgroups: cg.as_ref().map(|c| c.parts()).unwrap_or_default(),
+            disk: disk_cap,
+        };
+        meta.write(&dir)?;
+        self.read(&id)?
+            .ok_or_else(|| ProviderError::Provision(format!("sandbox {id} vanished after create")))
+    }
+
+    /// The sandbox's cgroups (`None`: no limit needs one), kept by id.
+    fn make_cgroup(
+        &self,
+        id: &str,
+        dir: &Path,
+        values: &Limits,
+    ) -> ProviderResult<Option<Arc<cgroup::Cgroup>>> {
+        if values.is_empty() {
+            return Ok(None);
+        }
+        let cg = match cgroup::Cgroup::create(id, values) {
+            Ok(cg) => Arc::new(cg),
+            Err(e) => {
+                remove_dir(dir);
+                return Err(ProviderError::Provision(format!(
+                    "cannot set the resource limits of sandbox {id}: {e}"
+                )));
+            }
+        };
+        self.cgroups
+            .lock()
+            .expect("cgroups lock")
+            .insert(id.to_owned(), cg.clone());
+        Ok(Some(cg))
+    }
+
+    /// Start the namespace init that owns the sandbox's namespaces (its
+    /// root, caches and proxy), in its cgroups.
+    async fn isolate(
+        &self,
+        id: &str,
+        dir: &Path,
+        spec: &CreateSpec,
+        cg: Option<&Arc<cgroup::Cgroup>>,
+    ) -> ProviderResult<()> {
+        std::fs::create_dir(mount_plan::root_dir(dir))
+            .map_err(|e| io_err("creating sandbox root", e))?;
+        let (d, network) = (dir.to_path_buf(), spec.isolation.network.clone());
+        let caches = spec.caches.clone();
+        let log = self.egress_log(id);
+        let init = tokio::task::spawn_blocking(move || {
+            let init = Init::for_sandbox_with_caches(&d, &network, &caches)?;
+            egress::serve(&init, &network, log)?;
+            Ok::<_, SetupError>(init)
+        })
+        .await
+        .map_err(|e| ProviderError::Io(e.to_string()))?
+        .map_err(|e| {
+            ProviderError::Provision(format!("cannot isolate sandbox {id} in namespaces: {e}"))
+        })?;
+        if let Some(cg) = cg {
+            let _ = init.cgroup.set(cg.clone());
+        }
+        self.inits
+            .lock()
+            .expect("inits lock")
+            .insert(id.to_owned(), Arc::new(init));
+        Ok(())
+    }
+
+    pub(super) async fn destroy_sandbox(&self, id: &str) -> ProviderResult<()> {
+        let dir = self.dir(id)?;
+        // An isolated sandbox's whole PID namespace dies with its init
+        // (setsid daemons included); waits until it is gone.
+        self.infos.lock().expect("infos lock").remove(id);
+        let init = self.inits.lock().expect("inits lock").remove(id);
+        self.egress_logs.lock().expect("egress lock").remove(id);
+        if let Some(init) = init {
+            tokio::task::spawn_blocking(move || init.kill())
+                .await
+                .map_err(|e| ProviderError::Io(e.to_string()))?;
+        }
+        // Processes left running in the sandbox (an rfs killed with SIGKILL
+        // could not end its step) die with it.
+        kill_processes_under(&dir);
+        self.remove_cgroups(id).await?;
+        // Its disk goes with it (nothing is left to remove inside).
+        disk::unmount(&dir)
+            .map_err(|e| ProviderError::Io(format!("destroying sandbox {id}: {e}")))?;
+        let trash = self.root.join("trash");
+        std::fs::create_dir_all(&trash).map_err(|e| io_err("creating trash", e))?;
+        let gone = trash.join(format!("{id}-{}", uuid::Uuid::new_v4().simple()));
+        match std::fs::rename(&dir, &gone) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_err(&format!("destroying sandbox {id}"), e)),
+        }
+        let res = tokio::task::spawn_blocking(move || {
+            make_writable(&gone);
+            std::fs::remove_dir_all(&gone)
+        })
+        .await
+        .map_err(|e| ProviderError::Io(e.to_string()))?;
+        res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))
+    }
+
+    /// Its cgroups go with it (what is left in them is killed), and are
+    /// verified gone.
+    async fn remove_cgroups(&self, id: &str) -> ProviderResult<()> {
+        let cg = self.cgroups.lock().expect("cgroups lock").remove(id);
+        let removed = match cg {
+            Some(cg) => tokio::task::spawn_blocking(move || cg.remove()).await,
+            None => {
+                let parts = self
+                    .read_meta(id)
+                    .ok()
+                    .flatten()
+                    .map(|k| k.cgroups)
+                    .unwrap_or_default();
+                tokio::task::spawn_blocking(move || cgroup::Cgroup::remove_parts(&parts)).await
+            }
+        };
+        removed
+            .map_err(|e| ProviderError::Io(e.to_string()))?
+            .map_err(|e| ProviderError::Io(format!("destroying sandbox {id}: {e}")))
+    }
+}

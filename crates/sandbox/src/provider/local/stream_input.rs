@@ -1,0 +1,117 @@
+//! Commands fed a stream on their standard input: through a FIFO in the
+//! sandbox's tmp ([`StreamInput`]) or, for rfs's own executable, a pipe
+//! ([`NativeVerifier`]).
+
+use std::os::fd::AsRawFd as _;
+use std::path::Path;
+
+use async_trait::async_trait;
+
+use super::commands::*;
+use super::input_feed::*;
+use super::LocalProvider;
+use crate::provider::{
+    ExecOutcome, ExecRequest, InputStream, NativeVerifier, OutputSink, Provider, ProviderError,
+    ProviderResult, StreamInput,
+};
+
+#[async_trait]
+impl StreamInput for LocalProvider {
+    /// The input goes through a FIFO in the sandbox's tmp directory: the
+    /// command runs under `sh -c 'exec "$@" <FIFO'` through [`Self::exec`]
+    /// (so it gets exactly exec's environment and process handling) while
+    /// rfs writes the stream into the FIFO. Nothing touches the disk.
+    async fn exec_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let info = self.info(id)?;
+        let fifo = Path::new(&info.home)
+            .with_file_name("tmp")
+            .join(format!("rfs-input-{}", uuid::Uuid::new_v4().simple()));
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).map_err(|e| {
+            ProviderError::Io(format!("creating an input FIFO in sandbox {id}: {e}"))
+        })?;
+        let _remove = RemoveOnDrop(fifo.clone());
+        // Inside namespaces the sandbox's tmp directory is its /tmp.
+        let fifo_inside = match self.init_of(id)? {
+            Some(_) => Path::new("/tmp").join(fifo.file_name().expect("named")),
+            None => fifo.clone(),
+        };
+        let mut wrapped = req.clone();
+        wrapped.argv = [
+            "/bin/sh",
+            "-c",
+            r#"f=$1; shift; exec "$@" <"$f""#,
+            "rfs-input",
+            &fifo_inside.to_string_lossy(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(req.argv.iter().cloned())
+        .collect();
+        fed_while_running(
+            feed_fifo(fifo.clone(), input),
+            self.exec(id, &wrapped, sink),
+        )
+        .await
+    }
+
+    fn native(&self) -> Option<&dyn NativeVerifier> {
+        self.own_exe
+            .is_some()
+            .then_some(self as &dyn NativeVerifier)
+    }
+}
+
+#[async_trait]
+impl NativeVerifier for LocalProvider {
+    /// rfs's executable is opened (close-on-exec) and, in namespaces,
+    /// executed through that descriptor (rfs's path does not exist there);
+    /// its standard input is `input`'s pipe when it is one, else a pipe rfs
+    /// writes `input` into.
+    async fn exec_own_with_input(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let cannot = |e: &dyn std::fmt::Display| {
+            ProviderError::NotStarted(format!(
+                "cannot start rfs's own executable in sandbox {id}: {e}"
+            ))
+        };
+        let path = self
+            .own_exe
+            .clone()
+            .ok_or_else(|| cannot(&"this process declared no rfs executable"))?;
+        let exe = own_executable(&path).map_err(|e| cannot(&e))?;
+        // A pipe's read end becomes the program's standard input as it is
+        // (its producer writes straight into the program); any other
+        // stream is copied into a pipe of our own.
+        let input = match input.into_pipe() {
+            Ok(stdin) => {
+                let own = OwnProgram { path, exe, stdin };
+                return self.run(id, req, Some(own), sink).await;
+            }
+            Err(input) => input,
+        };
+        let (rx, tx) = crate::provider::input::pipe_cloexec().map_err(|e| cannot(&e))?;
+        nix::fcntl::fcntl(
+            tx.as_raw_fd(),
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .map_err(|e| cannot(&e))?;
+        let tx = tokio::net::unix::pipe::Sender::from_owned_fd(tx).map_err(|e| cannot(&e))?;
+        let own = OwnProgram {
+            path,
+            exe,
+            stdin: rx,
+        };
+        fed_while_running(feed_into(tx, input), self.run(id, req, Some(own), sink)).await
+    }
+}
