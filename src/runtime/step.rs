@@ -136,22 +136,7 @@ impl Run {
         crate::validate::name("a step name", name).map_err(|e| self.refuse(e.to_string()))?;
         let name = &self.state().redactor.redact_str(name);
         let what = format!("step `{name}`");
-        if command.contains('\0') || command.trim().is_empty() {
-            let m = format!(
-                "{what} refused before running anything: its command is empty or contains a NUL byte"
-            );
-            self.record_refused_step(name, opts.cwd.as_deref().unwrap_or("."), &m);
-            return Err(self.refuse(m));
-        }
-        let pl = match self.place_command(&what, opts.cwd.as_deref(), &opts.env) {
-            Ok(pl) => pl,
-            Err(e) => {
-                if let Error::Refused(m) = &e {
-                    self.record_refused_step(name, opts.cwd.as_deref().unwrap_or("."), m);
-                }
-                return Err(e);
-            }
-        };
+        let pl = self.place_step(name, &what, command, &opts)?;
         let seq = self.next_log_seq();
         // What rfs writes about the cwd (journal, evidence, console) passes
         // the redactor like everything else; the real path is only run.
@@ -243,6 +228,31 @@ impl Run {
             });
         }
         Ok(result)
+    }
+
+    /// Where step `name` runs `command`: refused (and journaled) before
+    /// anything runs when the command is empty or holds a NUL byte, or when
+    /// its cwd or env is refused.
+    fn place_step(
+        &self,
+        name: &str,
+        what: &str,
+        command: &str,
+        opts: &StepOptions,
+    ) -> Result<Placement> {
+        if command.contains('\0') || command.trim().is_empty() {
+            let m = format!(
+                "{what} refused before running anything: its command is empty or contains a NUL byte"
+            );
+            self.record_refused_step(name, opts.cwd.as_deref().unwrap_or("."), &m);
+            return Err(self.refuse(m));
+        }
+        self.place_command(what, opts.cwd.as_deref(), &opts.env)
+            .inspect_err(|e| {
+                if let Error::Refused(m) = e {
+                    self.record_refused_step(name, opts.cwd.as_deref().unwrap_or("."), m);
+                }
+            })
     }
 }
 
