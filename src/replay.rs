@@ -84,6 +84,15 @@ pub(crate) fn read_bundle(out: &Path) -> Result<Original> {
             "{path} held a secret and was redacted in the bundle, so it cannot replay as it ran; run the original script instead"
         )));
     }
+    if let Some(f) = evs.iter().find_map(|e| match e {
+        Event::PlacementForked(f) => Some(f),
+        _ => None,
+    }) {
+        return Err(Error::Refused(format!(
+            "this run's sandbox started from checkpoint {} of setup run {} (a suite's setup), which a replay of the proof alone cannot recreate; run the suite again with its setup (`rfs test --setup`) at the pinned commit",
+            f.checkpoint_id, f.setup_run_id
+        )));
+    }
     let mut commit = None;
     let mut invocation_rel = None;
     let environment = evs.iter().find_map(|e| match e {

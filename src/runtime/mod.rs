@@ -8,6 +8,7 @@
 pub(crate) mod artifacts;
 pub(crate) mod attach;
 pub(crate) mod caches;
+pub(crate) mod checkpoint;
 pub(crate) mod cwd;
 mod egress;
 pub(crate) mod exec_loop;
@@ -85,6 +86,10 @@ pub(crate) struct RunConfig {
     pub allow_dirty: bool,
     /// The repositories a script may ship (`--allow-repo`).
     pub allowed_repos: crate::source::allowed_repos::AllowedRepos,
+    /// A suite's setup run: its checkpoints go to the suite.
+    pub checkpoint_sink: Option<Arc<checkpoint::CheckpointSink>>,
+    /// The checkpoint the run's sandbox starts from (a suite's proof).
+    pub start_from: Option<Arc<checkpoint::StartFrom>>,
 }
 
 /// The source bound to the run.
@@ -130,6 +135,8 @@ pub(crate) struct RunState {
     pub services: Vec<Arc<service::Service>>,
     /// Caches this run holds (locked until after teardown).
     pub caches: Vec<caches::HeldCache>,
+    /// Checkpoints this run made and removes at its end.
+    pub checkpoints: Vec<checkpoint::MadeCheckpoint>,
 }
 
 /// One run of a script.
@@ -493,6 +500,7 @@ impl Run {
             (a, b) => a.or(b),
         };
         let warning = self.block_on(teardown::finish(self));
+        self.remove_own_checkpoints();
         self.close_caches();
         let warning = match (stopped, warning) {
             (Some(a), Some(b)) => Some(format!("{a}; {b}")),

@@ -320,7 +320,7 @@ impl Run {
             isolation: request,
             caches,
         };
-        let info = self.block_on(p.create(&spec)).map_err(|e| {
+        let info = self.create_or_fork(&spec).map_err(|e| {
             let msg = format!(
                 "could not provision a sandbox on provider `{}`: {e}",
                 p.name()

@@ -199,6 +199,9 @@ impl Run {
                 .collect(),
             working_tree: working_tree_of(&resolved),
         })?;
+        if let Some(pin) = self.bind_from_checkpoint(&commit, &tree, &key, implicit)? {
+            return Ok(pin);
+        }
 
         let p = self.cfg.provider.clone();
         let started = Instant::now();

@@ -370,7 +370,8 @@ fn collected_map(c: &crate::runtime::artifacts::Collected) -> Map {
     m
 }
 
-/// `collect(path)`, `collect(path, #{…})` and `put(local, path)`.
+/// `collect(path)`, `collect(path, #{…})`, `put(local, path)` and
+/// `checkpoint(name)`.
 fn register_artifacts(engine: &mut Engine, run: &Arc<Run>) {
     let r = run.clone();
     engine.register_fn(
@@ -393,6 +394,14 @@ fn register_artifacts(engine: &mut Engine, run: &Arc<Run>) {
                 .map_err(|m| script_error(m, ctx.call_position()))?;
             r.collect(path, max, junit)
                 .map(|c| collected_map(&c))
+                .map_err(|e| to_rhai(&r, e, ctx.call_position()))
+        },
+    );
+    let r = run.clone();
+    engine.register_fn(
+        "checkpoint",
+        move |ctx: NativeCallContext, name: &str| -> RhaiResult<String> {
+            r.checkpoint(name, false)
                 .map_err(|e| to_rhai(&r, e, ctx.call_position()))
         },
     );

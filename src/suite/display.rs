@@ -198,6 +198,34 @@ impl SuiteReporter for Console {
                 }
             }
             SuiteEvent::ProofNotRun { .. } => st.counts.not_run += 1,
+            SuiteEvent::SetupEnd(r) => {
+                let word = if r.passed() { "Setup" } else { "SETUP FAIL" };
+                let colour = if r.passed() { "1;32" } else { "1;31" };
+                let what = match &r.checkpoint {
+                    Some(c) if r.passed() => format!("checkpoint {c}; every proof forks it"),
+                    _ => r.not_run_reason(),
+                };
+                self.line(&format!(
+                    "{} [{:>8.3}s] {}  {}",
+                    self.paint(colour, &format!("{word:>9}")),
+                    r.duration_ms as f64 / 1000.0,
+                    text::inline(&r.script),
+                    text::inline(&what)
+                ));
+            }
+            SuiteEvent::CheckpointRemoved(r) => {
+                let what = if r.verified {
+                    "removed, verified gone"
+                } else {
+                    "NOT verified removed"
+                };
+                self.line(&format!(
+                    "{} checkpoint {}: {what} ({})",
+                    self.paint("1", &format!("{:>9}", "Cleanup")),
+                    text::inline(&r.checkpoint_id),
+                    text::inline(&r.detail)
+                ));
+            }
             SuiteEvent::End {
                 counts,
                 duration_ms,

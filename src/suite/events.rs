@@ -150,6 +150,10 @@ pub(crate) enum SuiteEvent {
         retries: u32,
         fail_fast: bool,
     },
+    /// The suite's setup ended (before any proof starts).
+    SetupEnd(super::setup::SetupResult),
+    /// A checkpoint of the setup removed at the suite's end.
+    CheckpointRemoved(crate::events::checkpoint_facts::CheckpointRemoved),
     /// A proof's attempt starts (attempt 1 is its first run).
     ProofStart { name: String, attempt: u32 },
     /// An attempt failed and the proof runs again.

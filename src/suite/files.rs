@@ -122,6 +122,12 @@ impl SuiteReporter for Files {
                 ix.reproducible = ix.not_reproducible.is_empty();
                 self.finish(&ix);
             }
+            SuiteEvent::SetupEnd(r) => ix.setup = Some(r.clone()),
+            SuiteEvent::CheckpointRemoved(r) => {
+                if let Some(s) = ix.setup.as_mut() {
+                    s.removed.push(r.clone());
+                }
+            }
             SuiteEvent::ProofStart { .. } | SuiteEvent::ProofRetry { .. } => {}
         }
     }
@@ -142,8 +148,9 @@ fn markdown(ix: &Index) -> String {
         )
     };
     let mut s = format!(
-        "# rfs test {}\n\n{warning}{}\n\nProvider {}, {} at a time, {:.1} s, exit {}.{}\n\n| proof | verdict | attempts | time | evidence |\n|---|---|---|---|---|\n",
+        "# rfs test {}\n\n{warning}{}{}\n\nProvider {}, {} at a time, {:.1} s, exit {}.{}\n\n| proof | verdict | attempts | time | evidence |\n|---|---|---|---|---|\n",
         esc(&ix.suite_id),
+        super::setup_view::markdown(ix.setup.as_ref()),
         summary_text(&ix.counts),
         code(&ix.provider),
         ix.jobs,

@@ -17,6 +17,9 @@ pub(super) struct Index {
     pub(super) counts: Counts,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) stopped: Option<String>,
+    /// The suite's setup run, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) setup: Option<super::setup::SetupResult>,
     pub(super) proofs: Vec<ProofResult>,
     pub(super) not_run: Vec<String>,
     /// Some proof shipped a working tree (`--allow-dirty`).

@@ -62,6 +62,7 @@ pub(crate) fn page(ix: &Index, dir: &Path) -> String {
     }
     counts(&mut s, ix);
     s.push_str("</header>\n");
+    super::setup_view::html(&mut s, ix.setup.as_ref());
     let failed: Vec<&ProofResult> = ix
         .proofs
         .iter()

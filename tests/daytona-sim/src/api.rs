@@ -31,6 +31,7 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         .route("/api/sandbox/{id}/start", post(start))
         .route("/api/sandbox/{id}/stop", post(stop))
         .route("/api/sandbox/{id}/labels", put(labels))
+        .route("/api/sandbox/{id}/fork", post(crate::fork::fork))
         .route("/api/sandbox/{id}/autostop/{min}", post(autostop))
         .route("/api/sandbox/{id}/autodelete/{min}", post(autodelete))
         .route("/api/sandbox/{id}/autoarchive/{min}", post(autoarchive))
@@ -104,7 +105,11 @@ struct CreateSandbox {
     network_allow_list: Option<String>,
 }
 
-fn find<'a>(list: &'a mut [Record], id_or_name: &str, now: Instant) -> Option<&'a mut Record> {
+pub(crate) fn find<'a>(
+    list: &'a mut [Record],
+    id_or_name: &str,
+    now: Instant,
+) -> Option<&'a mut Record> {
     list.iter_mut()
         .find(|r| !r.is_gone(now) && (r.id == id_or_name || r.name == id_or_name))
 }

@@ -623,6 +623,18 @@ pub enum Event {
     /// destination, allowed or refused and by which rule, bytes each way.
     #[serde(rename = "net.connect")]
     NetConnect(network_facts::Connection),
+    /// `checkpoint(name)`: the sandbox's state after the steps so far (#36).
+    #[serde(rename = "checkpoint")]
+    Checkpoint(checkpoint_facts::Checkpointed),
+    /// A checkpoint removed (verified gone, or why not).
+    #[serde(rename = "checkpoint.removed")]
+    CheckpointRemoved(checkpoint_facts::CheckpointRemoved),
+    /// The run's sandbox started from a setup run's checkpoint.
+    #[serde(rename = "placement.forked")]
+    PlacementForked(checkpoint_facts::Forked),
+    /// The source bound from the checkpoint the sandbox started from.
+    #[serde(rename = "source.from_checkpoint")]
+    SourceFromCheckpoint(checkpoint_facts::SourceFromCheckpoint),
     /// The run is over (last line).
     #[serde(rename = "run.end")]
     RunEnd {

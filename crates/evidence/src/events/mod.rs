@@ -20,6 +20,7 @@ mod reporter;
 
 #[cfg(test)]
 pub mod catalog;
+pub mod checkpoint_facts;
 pub mod network_facts;
 pub mod sandbox_facts;
 

@@ -65,7 +65,13 @@ pub(super) fn check_contents(s: &Subject) -> Result<String, Failure> {
             }
             if kind.is_dir() {
                 let top_dir = rel.is_empty()
-                    && ["steps", "terminal", crate::bundle::DIR].contains(&name.as_str());
+                    && [
+                        "steps",
+                        "terminal",
+                        crate::bundle::DIR,
+                        crate::checkpoint_link::SETUP_DIR,
+                    ]
+                    .contains(&name.as_str());
                 let artifacts_dir =
                     path == crate::out_dir::ARTIFACTS_DIR || collected.contains(&path);
                 if !top_dir
@@ -87,6 +93,8 @@ pub(super) fn check_contents(s: &Subject) -> Result<String, Failure> {
                 TOP_FILES.contains(&name.as_str())
             } else if path.starts_with(&format!("{}/", crate::bundle::DIR)) {
                 bundled.contains(&path)
+            } else if path.starts_with(&format!("{}/", crate::checkpoint_link::SETUP_DIR)) {
+                crate::checkpoint_link::SETUP_FILES.contains(&path.as_str())
             } else if path.starts_with(&format!("{}/", crate::out_dir::ARTIFACTS_DIR)) {
                 collected.contains(&path)
             } else {

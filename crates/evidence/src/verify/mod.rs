@@ -121,6 +121,10 @@ pub enum Failure {
     /// A bundled script or module differs from its journaled digest.
     #[error("{}", bounded(&.0.to_string()))]
     Bundle(#[from] crate::bundle::BundleMismatch),
+    /// The link to the setup run whose checkpoint the sandbox started
+    /// from does not hold (see [`crate::checkpoint_link`]).
+    #[error("{}", bounded(.0))]
+    CheckpointLink(String),
     /// `journal.sig` is missing, invalid, or not by an allowed signer.
     #[error("{}", bounded(&.0.to_string()))]
     Signature(#[from] crate::signing::SignatureError),
@@ -165,6 +169,11 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("artifacts", |s| check_artifacts(s).map(Into::into)),
     ("bundle", |s| check_bundle(s).map(Into::into)),
     ("signature", |s| check_signature(s).map(Into::into)),
+    ("checkpoint link", |s| {
+        crate::checkpoint_link::check(&s.out, &s.events, &s.trust)
+            .map(Into::into)
+            .map_err(Failure::CheckpointLink)
+    }),
     ("attestation", |s| check_attestation(s).map(Into::into)),
     // Last: it replays recordings, which only a bundle that passed every
     // other check deserves.

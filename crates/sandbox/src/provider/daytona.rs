@@ -26,6 +26,7 @@ pub mod config;
 mod dto;
 mod exec;
 mod follow;
+mod fork;
 pub mod http;
 mod log_watch;
 mod logs;
@@ -191,10 +192,79 @@ impl Drop for DaytonaProvider {
     }
 }
 
+impl DaytonaProvider {
+    /// A started sandbox made for `spec` (created, or forked): checked
+    /// against what `spec` asked (network, resources; destroyed, verified,
+    /// when it breaks them), its home asked of the toolbox, kept alive.
+    async fn adopt(&self, dto: SandboxDto, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
+        let asked_list = match network_fields::network_fields(&spec.isolation.network) {
+            Ok(network_fields::NetworkFields::AllowList(l)) => Some(l),
+            _ => None,
+        };
+        if asked_list.is_some() && dto.network_allow_list != asked_list {
+            let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
+                Ok(()) => "it was destroyed (verified gone)".to_owned(),
+                Err(d) => format!("destroying it could not be verified: {d}"),
+            };
+            return Err(ProviderError::Provision(format!(
+                "sandbox {} was created with networkAllowList {:?} although {:?} was asked for (the server ignored the field); {cleanup}",
+                dto.id, dto.network_allow_list, asked_list
+            )));
+        }
+        if !spec.isolation.network.has_route() && dto.network_block_all != Some(true) {
+            let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
+                Ok(()) => "it was destroyed (verified gone)".to_owned(),
+                Err(d) => format!("destroying it could not be verified: {d}"),
+            };
+            return Err(ProviderError::Provision(format!(
+                "sandbox {} was created without networkBlockAll although `network: false` asked for it (the server ignored the field); {cleanup}",
+                dto.id
+            )));
+        }
+        let want = resources::asked(&spec.isolation.limits);
+        if let Some(why) = resources::exceeded(&dto, &want) {
+            let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
+                Ok(()) => "it was destroyed (verified gone) before anything ran".to_owned(),
+                Err(d) => format!("destroying it could not be verified: {d}"),
+            };
+            return Err(ProviderError::Provision(format!(
+                "sandbox {} breaks the resource limits asked ({}): {why}. A Daytona sandbox gets its snapshot's resources (the API takes none with a snapshot): use a smaller snapshot (--snapshot) or ask for limits it fits; {cleanup}",
+                dto.id,
+                want.describe()
+            )));
+        }
+        let home = match self.api.home_dir(&dto.id).await {
+            Ok(h) => h,
+            Err(e) => {
+                let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
+                    Ok(()) => "it was destroyed (verified gone)".to_owned(),
+                    Err(d) => format!("destroying it could not be verified: {d}"),
+                };
+                return Err(ProviderError::Provision(format!(
+                    "sandbox {} started but its toolbox does not answer ({e}); {cleanup}",
+                    dto.id
+                )));
+            }
+        };
+        lock(&self.api.homes).insert(dto.id.clone(), home);
+        let lifetime = if spec.max_lifetime.is_zero() {
+            super::DEFAULT_MAX_LIFETIME
+        } else {
+            spec.max_lifetime
+        };
+        self.api.start_keep_alive(&dto.id, lifetime);
+        Ok(self.api.info(&dto))
+    }
+}
+
 #[async_trait]
 impl Provider for DaytonaProvider {
     fn name(&self) -> &str {
         "daytona"
+    }
+
+    fn forking(&self) -> Option<&dyn super::fork::Fork> {
+        Some(self)
     }
 
     /// Every byte goes over the network to Daytona: the source archive is
@@ -278,63 +348,7 @@ impl Provider for DaytonaProvider {
     async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
         let res = async {
             let dto = self.api.create_started(spec).await?;
-            let asked_list = match network_fields::network_fields(&spec.isolation.network) {
-                Ok(network_fields::NetworkFields::AllowList(l)) => Some(l),
-                _ => None,
-            };
-            if asked_list.is_some() && dto.network_allow_list != asked_list {
-                let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
-                    Ok(()) => "it was destroyed (verified gone)".to_owned(),
-                    Err(d) => format!("destroying it could not be verified: {d}"),
-                };
-                return Err(ProviderError::Provision(format!(
-                    "sandbox {} was created with networkAllowList {:?} although {:?} was asked for (the server ignored the field); {cleanup}",
-                    dto.id, dto.network_allow_list, asked_list
-                )));
-            }
-            if !spec.isolation.network.has_route() && dto.network_block_all != Some(true) {
-                let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
-                    Ok(()) => "it was destroyed (verified gone)".to_owned(),
-                    Err(d) => format!("destroying it could not be verified: {d}"),
-                };
-                return Err(ProviderError::Provision(format!(
-                    "sandbox {} was created without networkBlockAll although `network: false` asked for it (the server ignored the field); {cleanup}",
-                    dto.id
-                )));
-            }
-            let want = resources::asked(&spec.isolation.limits);
-            if let Some(why) = resources::exceeded(&dto, &want) {
-                let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
-                    Ok(()) => "it was destroyed (verified gone) before anything ran".to_owned(),
-                    Err(d) => format!("destroying it could not be verified: {d}"),
-                };
-                return Err(ProviderError::Provision(format!(
-                    "sandbox {} breaks the resource limits asked ({}): {why}. A Daytona sandbox gets its snapshot's resources (the API takes none with a snapshot): use a smaller snapshot (--snapshot) or ask for limits it fits; {cleanup}",
-                    dto.id,
-                    want.describe()
-                )));
-            }
-            let home = match self.api.home_dir(&dto.id).await {
-                Ok(h) => h,
-                Err(e) => {
-                    let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
-                        Ok(()) => "it was destroyed (verified gone)".to_owned(),
-                        Err(d) => format!("destroying it could not be verified: {d}"),
-                    };
-                    return Err(ProviderError::Provision(format!(
-                        "sandbox {} started but its toolbox does not answer ({e}); {cleanup}",
-                        dto.id
-                    )));
-                }
-            };
-            lock(&self.api.homes).insert(dto.id.clone(), home);
-            let lifetime = if spec.max_lifetime.is_zero() {
-                super::DEFAULT_MAX_LIFETIME
-            } else {
-                spec.max_lifetime
-            };
-            self.api.start_keep_alive(&dto.id, lifetime);
-            Ok(self.api.info(&dto))
+            self.adopt(dto, spec).await
         }
         .await;
         res.map_err(|e| self.redact(e))

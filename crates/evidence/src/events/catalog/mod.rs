@@ -77,9 +77,13 @@ fn ordinal(e: &Event) -> usize {
         Event::ServiceReady { .. } => 50,
         Event::ServiceWaitFailed { .. } => 51,
         Event::ServiceEnd { .. } => 52,
+        Event::Checkpoint(..) => 53,
+        Event::CheckpointRemoved(..) => 54,
+        Event::PlacementForked(..) => 55,
+        Event::SourceFromCheckpoint(..) => 56,
     }
 }
-const COUNT: usize = 53;
+const COUNT: usize = 57;
 
 /// An owned string (the samples' shorthand).
 fn s(x: &str) -> String {
@@ -94,6 +98,7 @@ pub fn samples() -> Vec<Event> {
         run_start_samples(),
         source_resolve_samples(),
         placement_samples(),
+        super::checkpoint_facts::samples(),
         source_sync_samples(),
         step_samples(),
         attach_samples(),

@@ -59,6 +59,14 @@ pub fn facts(s: &mut String, r: &RunSummary) {
         esc(&r.provider_reason)
     );
     let _ = writeln!(s, "- sandbox id: {}", opt(r.sandbox_id.as_deref()));
+    if let Some(f) = &r.checkpoints.started_from {
+        let _ = writeln!(
+            s,
+            "- started from: checkpoint {} of setup run {}",
+            code(&f.checkpoint_id),
+            code(&f.setup_run_id)
+        );
+    }
     if let Some(i) = &r.isolation {
         let _ = writeln!(s, "- isolation: {}", esc(i));
     }

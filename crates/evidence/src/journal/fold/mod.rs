@@ -69,6 +69,8 @@ pub struct RunSummary {
     pub services: Vec<super::services::ServiceRow>,
     /// Caches the run mounted (`cache.*`).
     pub caches: Vec<super::caches::CacheRow>,
+    /// Checkpoints made, and the one the sandbox started from.
+    pub checkpoints: super::checkpoints::Checkpoints,
     /// The network policy and every connection through rfs's proxy.
     pub network: super::network_view::NetworkSummary,
     /// Set when `--allow-dirty` shipped a working tree (the first one).
@@ -166,6 +168,10 @@ impl RunSummary {
             Event::CacheMount { .. } | Event::CacheEnd { .. } => {
                 super::caches::apply(&mut self.caches, e)
             }
+            Event::Checkpoint(..)
+            | Event::CheckpointRemoved(..)
+            | Event::PlacementForked(..)
+            | Event::SourceFromCheckpoint(..) => self.checkpoints.apply(e),
             Event::SpawnStart { .. }
             | Event::SpawnReady { .. }
             | Event::SpawnWaitFailed { .. }

@@ -212,7 +212,7 @@ impl Api {
 
     /// Poll until `started`; a failed state or the bound → destroy
     /// (verified) and refuse.
-    async fn wait_started(&self, mut dto: SandboxDto) -> ProviderResult<SandboxDto> {
+    pub(super) async fn wait_started(&self, mut dto: SandboxDto) -> ProviderResult<SandboxDto> {
         let id = dto.id.clone();
         let start_wait = self.http.config().start_wait;
         let deadline = Instant::now() + start_wait;
