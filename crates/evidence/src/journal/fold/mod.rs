@@ -140,23 +140,7 @@ impl RunSummary {
                 path: path.clone(),
                 sha256: sha256.clone(),
             }),
-            Event::Placement {
-                provider,
-                sandbox_id,
-                labels,
-                isolation,
-                home,
-                environment,
-                ..
-            } => {
-                self.environment = environment.as_deref().cloned();
-                self.provider.clone_from(provider);
-                self.sandbox_id = Some(sandbox_id.clone());
-                self.home = Some(home.clone());
-                self.isolation = isolation.as_ref().map(|i| i.describe());
-                self.network.policy = isolation.as_ref().and_then(|i| i.network_policy.clone());
-                self.labels = labels_of(labels);
-            }
+            Event::Placement { .. } => self.apply_placement(e),
             Event::SourceResolved { .. }
             | Event::SourceVerify { .. }
             | Event::SourcePin { .. }
@@ -214,6 +198,28 @@ impl RunSummary {
                 self.outcome = Some(run);
             }
             _ => {}
+        }
+    }
+
+    /// Fold in where the run's sandbox was placed.
+    fn apply_placement(&mut self, e: &Event) {
+        if let Event::Placement {
+            provider,
+            sandbox_id,
+            labels,
+            isolation,
+            home,
+            environment,
+            ..
+        } = e
+        {
+            self.environment = environment.as_deref().cloned();
+            self.provider.clone_from(provider);
+            self.sandbox_id = Some(sandbox_id.clone());
+            self.home = Some(home.clone());
+            self.isolation = isolation.as_ref().map(|i| i.describe());
+            self.network.policy = isolation.as_ref().and_then(|i| i.network_policy.clone());
+            self.labels = labels_of(labels);
         }
     }
 }
