@@ -185,11 +185,14 @@ impl Run {
             submodules: opts.submodules,
             dest: opts.dest.clone(),
         };
+        // After adopting, even the same commit is re-synced: what the
+        // setup wrote over tracked files is put back.
+        let adopted = self.adopt_checkpoint_source(&key)?;
         let bound = self.state().source.clone();
         if let Some(b) = bound {
             let same = b.pin.commit == resolved.commit.to_string()
                 && b.pin.tree_digest == resolved.tree.to_string();
-            if implicit || (same && b.request.same_place(&key)) {
+            if !adopted && (implicit || (same && b.request.same_place(&key))) {
                 return Ok(b.pin);
             }
             if b.request.same_place(&key) {
