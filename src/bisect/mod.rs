@@ -172,7 +172,7 @@ fn validate(a: &BisectArgs) -> Result<(PathBuf, Vec<String>, RunSettings), Error
     Ok((here, commits, probe))
 }
 
-/// Each lane's run error, said once (an interrupt is said by the caller).
+/// Say how each lane that failed ended (an interrupt is said once, after).
 fn say_lane_errors(reports: &[crate::runner::RunReport]) {
     for r in reports {
         if let Some(e) = &r.error {

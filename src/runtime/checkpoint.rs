@@ -94,7 +94,7 @@ impl Run {
             .block_on(fork.checkpoint(&sb.id, name, &l))
             .map_err(|e| self.refuse(format!("cannot checkpoint sandbox {}: {e}", sb.id)))?;
         let source = self.state().source.clone();
-        let ms = super::sync::ms(started.elapsed().as_millis());
+        let ms = super::ms(started.elapsed().as_millis());
         let fact = self.record_at_head(|head, lines| Checkpointed {
             name: name.to_owned(),
             checkpoint_id: cp.id.clone(),
@@ -166,7 +166,7 @@ impl Run {
         };
         let started = Instant::now();
         let forked = self.block_on(fork.fork(&from.made.checkpoint, spec))?;
-        let fork_ms = super::sync::ms(started.elapsed().as_millis());
+        let fork_ms = super::ms(started.elapsed().as_millis());
         self.state().sandbox = Some(forked.info.clone());
         let setup_journal = self.bundle_setup_journal(&from).map_err(|e| {
             crate::provider::ProviderError::Io(format!(

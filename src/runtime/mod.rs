@@ -20,6 +20,7 @@ pub(crate) mod service;
 pub(crate) mod spawn;
 pub(crate) mod spawn_wait;
 pub(crate) mod step;
+pub(crate) mod step_attempt;
 pub(crate) mod step_wrapper;
 pub(crate) mod sync;
 pub(crate) mod teardown;
@@ -44,7 +45,8 @@ use crate::secrets::Redactor;
 use crate::source::manifest::Manifest;
 
 pub(crate) use placement::SandboxOptions;
-pub(crate) use step::{StepOptions, StepResult};
+pub(crate) use step::StepOptions;
+pub(crate) use step_attempt::StepResult;
 pub(crate) use sync::SourcePin;
 
 /// Everything a run is configured with (validated settings).
@@ -515,4 +517,9 @@ impl Run {
         }
         warning
     }
+}
+
+/// Milliseconds for the journal.
+pub(crate) fn ms(ms: u128) -> u64 {
+    u64::try_from(ms).unwrap_or(u64::MAX)
 }

@@ -119,7 +119,9 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, OptionError> {
 
 /// `rfs check` (and `rfs run`, before anything runs): the literal limit
 /// values of a `sandbox(#{ … })` map that would be refused.
-pub(crate) fn limit_literals(entries: &[(rhai::Ident, rhai::Expr)]) -> Vec<super::lint::Problem> {
+pub(crate) fn limit_literals(
+    entries: &[(rhai::Ident, rhai::Expr)],
+) -> Vec<super::problem::Problem> {
     let mut out = vec![];
     for (k, v) in entries {
         let Some(kind) = crate::provider::limits::LimitKind::ALL
@@ -132,7 +134,7 @@ pub(crate) fn limit_literals(entries: &[(rhai::Ident, rhai::Expr)]) -> Vec<super
             continue;
         };
         if let Err(reason) = limit_value(kind, &value) {
-            out.push(super::lint::Problem {
+            out.push(super::problem::Problem {
                 pos: v.start_position(),
                 message: OptionError::Limit { reason }.to_string(),
                 help: None,

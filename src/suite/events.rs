@@ -211,3 +211,37 @@ impl SuiteReporter for JsonLines {
         let _ = out.flush();
     }
 }
+
+/// `40 proofs run: 38 passed, 1 flaky, 1 failed; 2 not run`.
+pub(crate) fn summary_text(c: &Counts) -> String {
+    let run = c.finished();
+    let mut parts = vec![format!("{} passed", c.passed)];
+    for (n, what) in [
+        (c.flaky, "flaky"),
+        (c.failed, "failed"),
+        (c.refused, "refused"),
+        (c.interrupted, "cancelled"),
+        (c.error, "rfs errors"),
+    ] {
+        if n > 0 {
+            parts.push(format!("{n} {what}"));
+        }
+    }
+    let mut s = format!(
+        "{run} {} run: {}",
+        plural(run, "proof", "proofs"),
+        parts.join(", ")
+    );
+    if c.not_run > 0 {
+        s.push_str(&format!("; {} not run", c.not_run));
+    }
+    s
+}
+
+pub(super) fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
+}

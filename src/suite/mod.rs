@@ -11,6 +11,7 @@
 pub(crate) mod display;
 pub(crate) mod events;
 pub(crate) mod files;
+mod index;
 mod page;
 pub(crate) mod plan;
 pub(crate) mod pool;

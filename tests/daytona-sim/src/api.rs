@@ -137,46 +137,10 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
         Ok(r) => r,
         Err(e) => return errors::api(400, &path, format!("Invalid request body: {e}")),
     };
-    if req.build_info.is_some() {
-        if req.snapshot.is_some() {
-            return errors::api(
-                400,
-                &path,
-                "Cannot specify a snapshot when using a build info entry",
-            );
-        }
-        return errors::api(
-            400,
-            &path,
-            "rfs-daytona-sim: building sandboxes from buildInfo (images) is not supported; use a snapshot",
-        );
-    }
-    if req.cpu.is_some() || req.gpu.is_some() || req.memory.is_some() || req.disk.is_some() {
-        return errors::api(
-            400,
-            &path,
-            "Cannot specify Sandbox resources when using a snapshot",
-        );
-    }
-    for (field, v) in [
-        ("autoStopInterval", req.auto_stop_interval),
-        ("autoArchiveInterval", req.auto_archive_interval),
-    ] {
-        if v.is_some_and(|v| v < 0) {
-            return errors::api(400, &path, format!("{field} must not be negative"));
-        }
-    }
-    let snapshot = req
-        .snapshot
-        .clone()
-        .unwrap_or_else(|| st.opts.default_snapshot.clone());
-    if snapshot != st.opts.default_snapshot && !st.opts.snapshots.contains(&snapshot) {
-        return errors::api(
-            400,
-            &path,
-            format!("Snapshot {snapshot} not found. Did you add it through the Daytona Dashboard?"),
-        );
-    }
+    let snapshot = match checked_snapshot(&st, &req, &path) {
+        Ok(s) => s,
+        Err(refused) => return refused,
+    };
     let id = uuid::Uuid::new_v4().to_string();
     let name = req.name.clone().unwrap_or_else(|| id.clone());
     {
@@ -259,6 +223,57 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
         tokio::time::sleep(delay).await;
     }
     Json(dto).into_response()
+}
+
+/// The snapshot a create asks for, or the server's refusal of the
+/// request (an image build, resources, negative intervals, an unknown
+/// snapshot), as Daytona words it.
+fn checked_snapshot(st: &AppState, req: &CreateSandbox, path: &str) -> Result<String, Response> {
+    if req.build_info.is_some() {
+        if req.snapshot.is_some() {
+            return Err(errors::api(
+                400,
+                path,
+                "Cannot specify a snapshot when using a build info entry",
+            ));
+        }
+        return Err(errors::api(
+            400,
+            path,
+            "rfs-daytona-sim: building sandboxes from buildInfo (images) is not supported; use a snapshot",
+        ));
+    }
+    if req.cpu.is_some() || req.gpu.is_some() || req.memory.is_some() || req.disk.is_some() {
+        return Err(errors::api(
+            400,
+            path,
+            "Cannot specify Sandbox resources when using a snapshot",
+        ));
+    }
+    for (field, v) in [
+        ("autoStopInterval", req.auto_stop_interval),
+        ("autoArchiveInterval", req.auto_archive_interval),
+    ] {
+        if v.is_some_and(|v| v < 0) {
+            return Err(errors::api(
+                400,
+                path,
+                format!("{field} must not be negative"),
+            ));
+        }
+    }
+    let snapshot = req
+        .snapshot
+        .clone()
+        .unwrap_or_else(|| st.opts.default_snapshot.clone());
+    if snapshot != st.opts.default_snapshot && !st.opts.snapshots.contains(&snapshot) {
+        return Err(errors::api(
+            400,
+            path,
+            format!("Snapshot {snapshot} not found. Did you add it through the Daytona Dashboard?"),
+        ));
+    }
+    Ok(snapshot)
 }
 
 async fn get_one(State(st): St, uri: Uri, Path(id): Path<String>) -> Response {

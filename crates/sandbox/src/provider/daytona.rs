@@ -23,14 +23,20 @@
 
 mod agent;
 pub mod config;
+mod dto;
 mod exec;
 mod follow;
 mod fork;
 pub mod http;
 mod log_watch;
+mod logs;
+mod network_fields;
+mod outcome;
 mod pty;
+mod relay;
 pub mod resources;
 pub mod sandbox;
+mod session;
 mod shell_text;
 mod toolbox;
 mod ws;
@@ -48,8 +54,8 @@ use super::{
     ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
 };
 pub use config::{Config, ConfigError};
+use dto::SandboxDto;
 use http::Http;
-use sandbox::SandboxDto;
 
 /// Home assumed for sandboxes rfs did not create in this process (listing
 /// only; rfs asks the toolbox for the real one of its own sandbox).
@@ -73,7 +79,7 @@ pub struct Api {
 impl Api {
     fn remember(&self, d: &SandboxDto) {
         if let Some(u) = d.toolbox_proxy_url.as_deref().filter(|u| !u.is_empty()) {
-            let base = format!("{}/{}", u.trim_end_matches('/'), sandbox::enc(&d.id));
+            let base = format!("{}/{}", u.trim_end_matches('/'), http::enc(&d.id));
             lock(&self.toolboxes).insert(d.id.clone(), base);
         }
     }
@@ -191,8 +197,8 @@ impl DaytonaProvider {
     /// against what `spec` asked (network, resources; destroyed, verified,
     /// when it breaks them), its home asked of the toolbox, kept alive.
     async fn adopt(&self, dto: SandboxDto, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
-        let asked_list = match sandbox::network_fields(&spec.isolation.network) {
-            Ok(sandbox::NetworkFields::AllowList(l)) => Some(l),
+        let asked_list = match network_fields::network_fields(&spec.isolation.network) {
+            Ok(network_fields::NetworkFields::AllowList(l)) => Some(l),
             _ => None,
         };
         if asked_list.is_some() && dto.network_allow_list != asked_list {
@@ -296,7 +302,7 @@ impl Provider for DaytonaProvider {
                 why: ": its sandboxes are always Daytona's".into(),
             });
         }
-        let (reason, enforced) = match sandbox::network_fields(&req.network) {
+        let (reason, enforced) = match network_fields::network_fields(&req.network) {
             Err(why) => {
                 return Err(IsolationError::NetworkPolicyUnsupported {
                     provider: "daytona".into(),
@@ -304,15 +310,15 @@ impl Provider for DaytonaProvider {
                     why,
                 })
             }
-            Ok(sandbox::NetworkFields::BlockAll) => (
+            Ok(network_fields::NetworkFields::BlockAll) => (
                 "a Daytona sandbox created with networkBlockAll".to_owned(),
                 Some("Daytona networkBlockAll".to_owned()),
             ),
-            Ok(sandbox::NetworkFields::AllowList(l)) => (
+            Ok(network_fields::NetworkFields::AllowList(l)) => (
                 format!("a Daytona sandbox created with networkAllowList {l}"),
                 Some(format!("Daytona networkAllowList ({l})")),
             ),
-            Ok(sandbox::NetworkFields::Open) => ("a Daytona sandbox".to_owned(), None),
+            Ok(network_fields::NetworkFields::Open) => ("a Daytona sandbox".to_owned(), None),
         };
         let mut network = crate::network::fact(&req.network, &req.network_by, enforced.as_deref());
         if enforced.is_none() {

@@ -44,6 +44,7 @@ mod exec;
 pub mod exec_script;
 mod fork;
 mod image;
+mod lane_probe;
 mod limits;
 mod own_copy;
 mod own_exe;

@@ -11,8 +11,9 @@ use async_trait::async_trait;
 use reqwest::Method;
 use serde_json::json;
 
-use super::http::{Call, Retry};
-use super::sandbox::{enc, sandbox_name, SandboxDto};
+use super::dto::SandboxDto;
+use super::http::{enc, Call, Retry};
+use super::sandbox::sandbox_name;
 use super::{Api, DaytonaProvider};
 use crate::provider::fork::{Checkpoint, Fork, Forked};
 use crate::provider::{CreateSpec, Labels, Provider, ProviderError, ProviderResult};
