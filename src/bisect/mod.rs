@@ -7,13 +7,15 @@
 //! - [`answer`]: what a bisect's bundle leads with;
 //! - [`range`]: the commits (first-parent path), resolved once;
 //! - [`search`]: which commit next, and what the results prove;
-//! - [`lane`]: one run testing the commits it is handed.
+//! - [`lane`]: one run testing the commits it is handed;
+//! - [`setup`]: `--setup FILE`, run once, every lane a fork of it.
 
 use answer::answer_phrase;
 pub(crate) use rfs_evidence::journal::bisect_answer as answer;
 pub(crate) mod lane;
 pub(crate) mod range;
 pub(crate) mod search;
+pub(crate) mod setup;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,37 +41,21 @@ pub(crate) struct BisectArgs {
     /// lanes the folder of their bundles).
     pub template: RunArgs,
     pub sign_key: Option<PathBuf>,
+    /// `--setup FILE`: run once; every lane starts from its checkpoint.
+    pub setup: Option<PathBuf>,
 }
 
 /// Run the bisection; the exit code: 0 found, 1 no change or only
 /// skipped commits left, 3 an end could not be tested, 130 interrupted.
 pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
-    let here = std::env::current_dir()
-        .map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
-    if a.jobs == 0 {
-        return Err(Error::Usage("--jobs must be at least 1".into()));
-    }
-    let range = range::resolve(&here, &a.good, &a.bad)
-        .map_err(|e| Error::Usage(format!("rfs bisect: {e}")))?;
-    let commits: Vec<String> = range.commits.iter().map(|c| c.to_string()).collect();
-    // Validate once (a misspelt provider is one usage error).
-    let probe = RunSettings::from_args(RunArgs {
-        script: a.proof.clone(),
-        out: None,
-        ..a.template.clone()
-    })?;
-    let max = crate::suite::max_jobs(probe.provider.kind());
-    if a.jobs > max {
-        return Err(Error::Usage(format!(
-            "refused: --jobs asks for {} lanes at once; at most {max} run here",
-            a.jobs
-        )));
-    }
+    let (here, commits, probe) = validate(&a)?;
     let lanes = a.jobs.min(commits.len());
-    let folder = match (&a.template.out, lanes) {
+    // With a setup, the folder holds `_setup/` and the lanes' bundles.
+    let nested = lanes > 1 || a.setup.is_some();
+    let folder = match (&a.template.out, nested) {
         (Some(o), _) => std::path::absolute(o).unwrap_or_else(|_| o.clone()),
-        (None, 1) => probe.state_dir.join("runs").join(&probe.run_id),
-        (None, _) => probe.state_dir.join("bisects").join(&probe.run_id),
+        (None, false) => probe.state_dir.join("runs").join(&probe.run_id),
+        (None, true) => probe.state_dir.join("bisects").join(&probe.run_id),
     };
     let coord = Arc::new(lane::Coordinator::new(
         commits.clone(),
@@ -94,10 +80,18 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
         },
         probe.provider.name
     );
+    let mut setup = match &a.setup {
+        None => None,
+        Some(f) => match setup::run(f, &folder, &a.template, key.clone(), &interrupt) {
+            Ok(s) => Some(s),
+            Err(code) => return Ok(code),
+        },
+    };
+    let start_from = setup.as_ref().map(|s| s.1.clone());
     let reports: Vec<crate::runner::RunReport> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..lanes)
             .map(|n| {
-                let out = if lanes == 1 {
+                let out = if !nested {
                     folder.clone()
                 } else {
                     folder.join(format!("lane-{}", n + 1))
@@ -109,7 +103,8 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
                 };
                 let (coord, key, token) = (coord.clone(), key.clone(), interrupt.child_token());
                 let ends = (commits[0].clone(), commits[commits.len() - 1].clone());
-                s.spawn(move || lane_run(args, coord, key, token, ends))
+                let from = start_from.clone();
+                s.spawn(move || lane_run(args, coord, key, token, ends, from))
             })
             .collect();
         handles
@@ -118,12 +113,18 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
             .collect::<Result<Vec<_>, Error>>()
     })?;
     say_lane_errors(&reports);
+    let removed = setup.as_mut().is_none_or(|s| setup::remove(&mut s.0));
     let bundles: Vec<String> = reports
         .iter()
         .map(|r| r.out_dir.display().to_string())
         .collect();
-    if lanes > 1 {
-        write_index(&folder, &coord, &bundles);
+    if nested {
+        write_index(
+            &folder,
+            &coord,
+            &bundles,
+            setup.as_ref().map(|s| &s.0.result),
+        );
     }
     if interrupt.is_cancelled()
         || reports
@@ -136,7 +137,39 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
     if let Some(r) = reports.iter().find(|r| r.exit_code != exit_code::SUCCESS) {
         return Ok(r.exit_code);
     }
-    Ok(conclude(&here, &coord, &folder, &a.proof))
+    let code = conclude(&here, &coord, &folder, &a.proof);
+    // A checkpoint not verified gone fails a bisection that found its commit.
+    Ok(if !removed && code == exit_code::SUCCESS {
+        exit_code::INTERNAL
+    } else {
+        code
+    })
+}
+
+/// The repository, the range's commits and the proof's settings (the
+/// provider validated once: a misspelt one is one usage error).
+fn validate(a: &BisectArgs) -> Result<(PathBuf, Vec<String>, RunSettings), Error> {
+    let here = std::env::current_dir()
+        .map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
+    if a.jobs == 0 {
+        return Err(Error::Usage("--jobs must be at least 1".into()));
+    }
+    let range = range::resolve(&here, &a.good, &a.bad)
+        .map_err(|e| Error::Usage(format!("rfs bisect: {e}")))?;
+    let commits: Vec<String> = range.commits.iter().map(|c| c.to_string()).collect();
+    let probe = RunSettings::from_args(RunArgs {
+        script: a.proof.clone(),
+        out: None,
+        ..a.template.clone()
+    })?;
+    let max = crate::suite::max_jobs(probe.provider.kind());
+    if a.jobs > max {
+        return Err(Error::Usage(format!(
+            "refused: --jobs asks for {} lanes at once; at most {max} run here",
+            a.jobs
+        )));
+    }
+    Ok((here, commits, probe))
 }
 
 /// Say how each lane that failed ended (an interrupt is said once, after).
@@ -160,6 +193,7 @@ fn lane_run(
     key: Option<Arc<crate::signing::SigningKey>>,
     interrupt: CancellationToken,
     ends: (String, String),
+    start_from: Option<Arc<crate::runtime::checkpoint::StartFrom>>,
 ) -> Result<crate::runner::RunReport, Error> {
     let settings = RunSettings::from_args(args)?;
     let watch = Arc::new(lane::Watch::default());
@@ -170,7 +204,11 @@ fn lane_run(
         ..Default::default()
     };
     let body = lane::body(coord, watch, settings.vars.clone(), ends);
-    Ok(crate::runner::run_with_body(settings, hooks, body))
+    let link = crate::runner::SetupLink {
+        start_from,
+        ..Default::default()
+    };
+    Ok(crate::runner::run_linked(settings, hooks, body, link))
 }
 
 /// Print the finding as `git bisect` does, then (for a merge) how to
@@ -264,7 +302,12 @@ fn conclude(
 }
 
 /// With several lanes: `bisect.json` beside their bundles.
-fn write_index(folder: &std::path::Path, coord: &lane::Coordinator, bundles: &[String]) {
+fn write_index(
+    folder: &std::path::Path,
+    coord: &lane::Coordinator,
+    bundles: &[String],
+    setup: Option<&crate::suite::setup::SetupResult>,
+) {
     let tested: Vec<_> = (0..coord.commits.len())
         .filter_map(|i| {
             coord
@@ -281,7 +324,10 @@ fn write_index(folder: &std::path::Path, coord: &lane::Coordinator, bundles: &[S
         Some(Found::Untestable(i)) => serde_json::json!({ "untestable": coord.commits[i] }),
         None => serde_json::Value::Null,
     };
-    let ix = serde_json::json!({ "found": found, "tested": tested, "lanes": bundles });
+    let mut ix = serde_json::json!({ "found": found, "tested": tested, "lanes": bundles });
+    if let Some(s) = setup {
+        ix["setup"] = serde_json::to_value(s).unwrap_or_default();
+    }
     if let Err(e) = std::fs::write(
         folder.join("bisect.json"),
         serde_json::to_string_pretty(&ix).unwrap_or_default() + "\n",

@@ -25,10 +25,20 @@ pub(crate) struct BisectCommand {
     /// Sign the journal with this key (as `rfs run`).
     #[arg(long, value_name = "PATH")]
     sign_key: Option<PathBuf>,
+    /// A setup script run once before any commit is tested (its bundle
+    /// in the evidence folder's `_setup/`); every lane's sandbox starts
+    /// from a fork of its checkpoint and moves its source to each commit
+    /// tested. rfs.toml's `setup` is not used: only this flag.
+    #[arg(long, value_name = "FILE")]
+    setup: Option<PathBuf>,
 }
 
 impl BisectCommand {
     pub(crate) fn exec(self) -> Result<i32, Error> {
+        let setup = match &self.setup {
+            Some(f) => Some(crate::suite::setup::given_file(f).map_err(Error::Usage)?),
+            None => None,
+        };
         crate::bisect::run(crate::bisect::BisectArgs {
             good: self.good,
             bad: self.bad,
@@ -37,6 +47,7 @@ impl BisectCommand {
             jobs: self.jobs,
             template: self.session.into_run_args(self.proof, false),
             sign_key: self.sign_key,
+            setup,
         })
     }
 }

@@ -50,6 +50,10 @@ pub(crate) struct StartFrom {
     pub(crate) setup_run_id: String,
     /// The setup run's bundle (its journal is copied from there).
     pub(crate) setup_out: PathBuf,
+    /// `rfs bisect --setup`: a `sync_source()` of another commit moves
+    /// the checkpoint's source there by a verified re-sync (see
+    /// [`Run::adopt_checkpoint_source`]) instead of being refused.
+    pub(crate) resync_to_other_commits: bool,
 }
 
 /// A checkpoint's name: what a script may call it.
@@ -267,6 +271,35 @@ impl Run {
         self.pin_and_bind(&sb.id, pin, bound, implicit).map(Some)
     }
 
+    /// `rfs bisect --setup`, the first `sync_source()` of a lane started
+    /// from a checkpoint holding a source (same place): bind the
+    /// checkpoint's source as it is, at the checkpoint's own commit
+    /// (`source.from_checkpoint` never names another), so that the bind
+    /// that follows moves it to the asked commit — even the same one — by
+    /// a re-sync: the differences shipped, the tracked files written since
+    /// hashed (the setup's writes over them put back), the result
+    /// verified, the sandbox destroyed on failure. Whether it adopted.
+    pub(super) fn adopt_checkpoint_source(
+        &self,
+        key: &super::sync::SyncRequestKey,
+    ) -> Result<bool> {
+        let Some(from) = self.cfg.start_from.clone() else {
+            return Ok(false);
+        };
+        let Some(src) = from.made.source.clone() else {
+            return Ok(false);
+        };
+        if !from.resync_to_other_commits
+            || !src.request.same_place(key)
+            || self.state().source.is_some()
+        {
+            return Ok(false);
+        }
+        let (c, t) = (src.pin.commit.clone(), src.pin.tree_digest.clone());
+        self.bind_from_checkpoint(&c, &t, &src.request, false)
+            .map(|_| true)
+    }
+
     /// At run end: remove the checkpoints this run made (a suite's setup
     /// hands them to the suite instead), each verified gone.
     pub(super) fn remove_own_checkpoints(&self) {
@@ -338,5 +371,6 @@ pub(crate) fn start_from(
         made,
         setup_run_id: setup_run_id.to_owned(),
         setup_out: setup_out.to_path_buf(),
+        resync_to_other_commits: false,
     })
 }

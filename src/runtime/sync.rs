@@ -162,11 +162,13 @@ impl Run {
             submodules: opts.submodules,
             dest: opts.dest.clone(),
         };
+        // Adopted: even the same commit re-syncs (setup's writes put back).
+        let adopted = self.adopt_checkpoint_source(&key)?;
         let bound = self.state().source.clone();
         if let Some(b) = bound {
             let same = b.pin.commit == resolved.commit.to_string()
                 && b.pin.tree_digest == resolved.tree.to_string();
-            if implicit || (same && b.request.same_place(&key)) {
+            if !adopted && (implicit || (same && b.request.same_place(&key))) {
                 return Ok(b.pin);
             }
             if b.request.same_place(&key) {
