@@ -204,7 +204,7 @@ fn lane_run(
         ..Default::default()
     };
     let body = lane::body(coord, watch, settings.vars.clone(), ends);
-    let link = crate::runner::SetupLink {
+    let link = crate::lifecycle::SetupLink {
         start_from,
         ..Default::default()
     };
