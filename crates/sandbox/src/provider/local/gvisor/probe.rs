@@ -64,19 +64,7 @@ fn probe_in(tmp: &std::path::Path) -> Result<String, String> {
     let state = tmp.join("runsc");
     let cid = format!("rfs-probe-{}", std::process::id());
     let g = super::GvisorSandbox::start(&cid, &dir, &state, None, [-1; 3], &[])?;
-    let said = (|| {
-        let (mut cmd, _) = g
-            .exec_command(
-                &["/bin/uname".into(), "-r".into()],
-                &[("PATH".into(), super::super::env::host_path().into())],
-                "/",
-                false,
-            )
-            .map_err(|e| e.to_string())?;
-        let out = cmd
-            .stdin(std::process::Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run runsc exec: {e}"))?;
+    let said = run_in(&g, &["/bin/uname", "-r"]).and_then(|out| {
         if !out.status.success() {
             return Err(format!(
                 "runsc exec failed ({}): {}{}",
@@ -85,10 +73,42 @@ fn probe_in(tmp: &std::path::Path) -> Result<String, String> {
                 super::sandbox::debug_hint()
             ));
         }
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    })();
+        let kernel = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        // Older runsc (Debian 12's 20221219) refuses statx(AT_NO_AUTOMOUNT), which
+        // coreutils' `ls` and `stat` use.
+        let ls = run_in(&g, &["/bin/ls", "/"])?;
+        Ok(if ls.status.success() {
+            kernel
+        } else {
+            format!(
+                "{kernel} (but `ls /` fails inside: {}; this runsc refuses statx with AT_NO_AUTOMOUNT; later gVisor releases accept it)",
+                String::from_utf8_lossy(&ls.stderr).trim()
+            )
+        })
+    });
     let gone = g.destroy();
     let said = said?;
     gone?;
     Ok(said)
+}
+
+/// Run `argv` in `g` and collect what it printed.
+fn run_in(g: &super::GvisorSandbox, argv: &[&str]) -> Result<std::process::Output, String> {
+    let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+    let (mut cmd, files) = g
+        .exec_command(
+            &argv,
+            &[("PATH".into(), super::super::env::host_path().into())],
+            "/",
+            false,
+        )
+        .map_err(|e| e.to_string())?;
+    let out = cmd
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run runsc exec: {e}"));
+    for f in files {
+        let _ = std::fs::remove_file(f);
+    }
+    out
 }

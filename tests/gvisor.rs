@@ -1,0 +1,231 @@
+//! `isolation: "gvisor"` on `local` (#35): steps run under gVisor's
+//! user-space kernel (real `runsc`), on the synced source at the mapped
+//! path, with uploads visible, terminals, the network policy of the
+//! namespaces sandbox, and nothing of runsc left afterwards; the mode is
+//! journaled with runsc's version, a script cannot weaken it, and where
+//! runsc is missing it is refused, naming why. Skipped (one line) where
+//! runsc is not usable, unless RFS_REQUIRE_GVISOR=1.
+
+mod common;
+use common::*;
+#[path = "common/netns.rs"]
+mod netns;
+use netns::*;
+
+/// What `runsc --version` says of itself (`0.0~20221219.0`).
+fn runsc_version() -> String {
+    let out = std::process::Command::new("runsc")
+        .arg("--version")
+        .output()
+        .expect("runsc runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .next()
+        .and_then(|l| l.strip_prefix("runsc version "))
+        .expect("runsc says its version")
+        .trim()
+        .to_owned()
+}
+
+/// The containers runsc still knows in rfs's state directory.
+fn runsc_containers(rfs: &Rfs) -> Vec<String> {
+    let root = rfs.state.path().join("local/runsc");
+    std::fs::read_dir(&root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".state"))
+        .collect()
+}
+
+#[test]
+fn a_step_under_gvisor_runs_in_its_kernel_on_the_synced_source_sees_uploads_and_leaves_no_container(
+) {
+    if gvisor_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("a.txt", "committed\n");
+    // Uploaded with put() from this machine, each over the same file.
+    repo.write("v1.txt", "first upload\n");
+    repo.write("v2.txt", "second upload, longer\n");
+    repo.commit("a");
+    let script = r#"sync_source();
+        let k = step("kernel", "dmesg | head -1; pwd; cat a.txt");
+        print(k.stdout);
+        put("v1.txt", "up/b.txt");
+        step("first", "cat up/b.txt");
+        put("v2.txt", "a.txt");
+        step("second", "cat a.txt");
+        let t = attach("sh");
+        t.send("echo screen-$((6*7)); stty size\n");
+        assert_screen(t, "screen-42");
+        assert_screen(t, "24 80");
+        t.close();"#;
+    let out = rfs.run_with(repo.path(), script, &["--isolation", "gvisor"]);
+    out.assert_code(0);
+    let kernel = lines(&out, "kernel");
+    assert!(kernel[0].contains("Starting gVisor"), "{kernel:?}");
+    let sandbox = out.sandbox_id();
+    let home = rfs
+        .state
+        .path()
+        .join("local/sandboxes")
+        .join(&sandbox)
+        .join("home/relayflows-source");
+    assert_eq!(kernel[1], home.display().to_string(), "the cwd is mapped");
+    assert_eq!(kernel[2], "committed");
+    // Host-side uploads, the second over a file gVisor has read (and may
+    // have cached).
+    assert_eq!(lines(&out, "first"), ["first upload"]);
+    assert_eq!(lines(&out, "second"), ["second upload, longer"]);
+    let asserts = out.entries("attach.assert");
+    assert_eq!(asserts.len(), 2, "{asserts:?}");
+    assert!(
+        asserts.iter().all(|a| a["outcome"] == "pass"),
+        "{asserts:?}"
+    );
+    let fact = &out.entries("placement")[0]["isolation"];
+    assert_eq!(fact["mode"], "gvisor", "{fact}");
+    assert_eq!(fact["requested"], "gvisor", "{fact}");
+    assert_eq!(fact["requested_by"], "--isolation flag", "{fact}");
+    let reason = fact["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("runsc {}", runsc_version())),
+        "{reason}"
+    );
+    // Nothing of runsc is left: no state, no process of the sandbox.
+    assert_eq!(runsc_containers(&rfs), Vec::<String>::new());
+    assert!(
+        !process_running(&sandbox),
+        "a runsc process of {sandbox} is left"
+    );
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn the_network_policy_holds_under_gvisor_as_under_namespaces() {
+    if gvisor_missing() {
+        return;
+    }
+    let public = TestNet::new("203.0.113", "hello from the public test server");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let proxied = format!(
+        r#"sandbox(#{{ isolation: "gvisor" }});
+        sync_source();
+        step("proxied", "curl -sS -m 5 {u}");
+        step("direct", "curl -sS -m 5 --noproxy '*' {u} 2>&1; echo exit=$?");"#,
+        u = public.url()
+    );
+    let out = rfs.run(repo.path(), &proxied);
+    out.assert_code(0);
+    assert_eq!(
+        lines(&out, "proxied"),
+        ["hello from the public test server"]
+    );
+    let direct = lines(&out, "direct").join("\n");
+    assert!(
+        direct.ends_with("exit=7"),
+        "no route but the proxy: {direct}"
+    );
+    let conns = out.entries("net.connect");
+    assert_eq!(conns.len(), 1, "{conns:?}");
+    assert_eq!(conns[0]["allowed"], true, "{conns:?}");
+    let off = format!(
+        r#"sandbox(#{{ isolation: "gvisor", network: false }});
+        sync_source();
+        step("none", "curl -sS -m 5 -x http://127.0.0.1:3128 {u} 2>&1; echo exit=$?");"#,
+        u = public.url()
+    );
+    let out = rfs.run(repo.path(), &off);
+    out.assert_code(0);
+    let none = lines(&out, "none").join("\n");
+    assert!(none.ends_with("exit=7"), "network false refuses: {none}");
+    assert!(out.entries("net.connect").is_empty());
+    let fact = &out.entries("placement")[0]["isolation"];
+    assert_eq!(fact["mode"], "gvisor", "{fact}");
+    assert_eq!(fact["network_policy"]["policy"], "off", "{fact}");
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn a_script_cannot_weaken_the_persons_isolation_gvisor_to_namespaces() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run_with(
+        repo.path(),
+        r#"sandbox(#{ isolation: "namespaces" });
+        sync_source();
+        step("never", "echo ran");"#,
+        &["--isolation", "gvisor"],
+    );
+    assert_ne!(out.code, 0);
+    assert!(!out.stdout.contains("ran"), "{}", out.stdout);
+    let err = &out.stderr;
+    assert!(
+        err.contains("would widen") && err.contains("--isolation namespaces"),
+        "{err}"
+    );
+    assert!(
+        err.contains("sandbox(#{ isolation"),
+        "at the script's span: {err}"
+    );
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn gvisor_is_refused_naming_why_where_runsc_is_missing_and_doctor_says_so() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let missing = [("RFS_RUNSC", "/nonexistent/runsc")];
+    let out = rfs.run_with_env(
+        repo.path(),
+        r#"sync_source(); step("never", "echo ran");"#,
+        &["--isolation", "gvisor"],
+        &missing,
+    );
+    assert_ne!(out.code, 0);
+    assert!(!out.stdout.contains("ran"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("isolation `gvisor`") && out.stderr.contains("/nonexistent/runsc"),
+        "{}",
+        out.stderr
+    );
+    rfs.assert_no_leftovers();
+    let doctor = |env: &[(&str, &str)]| {
+        let o = rfs
+            .cmd(repo.path())
+            .envs(env.iter().copied())
+            .arg("doctor")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let local = text
+            .lines()
+            .find(|l| l.starts_with("local"))
+            .unwrap_or("")
+            .to_owned();
+        (o.status.success(), local)
+    };
+    let (ok, local) = doctor(&[
+        ("RFS_RUNSC", "/nonexistent/runsc"),
+        ("RFS_LOCAL_ISOLATION", "gvisor"),
+    ]);
+    assert!(!ok, "{local}");
+    assert!(
+        local.contains("gVisor does not work here") && local.contains("/nonexistent/runsc"),
+        "{local}"
+    );
+    if gvisor_missing() {
+        return;
+    }
+    let (ok, local) = doctor(&[]);
+    assert!(ok, "{local}");
+    assert!(
+        local.contains(&format!("gVisor works here: runsc {}", runsc_version())),
+        "{local}"
+    );
+}
