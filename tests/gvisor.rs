@@ -48,39 +48,69 @@ fn a_step_under_gvisor_runs_in_its_kernel_on_the_synced_source_sees_uploads_and_
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
     repo.write("a.txt", "committed\n");
-    // Uploaded with put() from this machine, each over the same file.
-    repo.write("v1.txt", "first upload\n");
-    repo.write("v2.txt", "second upload, longer\n");
+    repo.write("v1.txt", "uploaded\n");
     repo.commit("a");
     let script = r#"sync_source();
         let k = step("kernel", "dmesg | head -1; pwd; cat a.txt");
         print(k.stdout);
         put("v1.txt", "up/b.txt");
-        step("first", "cat up/b.txt");
-        put("v2.txt", "a.txt");
-        step("second", "cat a.txt");
+        step("uploaded", "cat up/b.txt");
+        step("host-side", "for i in $(seq 200); do grep -q host a.txt && break; sleep 0.05; done; cat a.txt");
         let t = attach("sh");
         t.send("echo screen-$((6*7)); stty size\n");
         assert_screen(t, "screen-42");
         assert_screen(t, "24 80");
         t.close();"#;
-    let out = rfs.run_with(repo.path(), script, &["--isolation", "gvisor"]);
+    let (script_path, out_dir) = rfs.prepare(script);
+    let child = rfs
+        .cmd(repo.path())
+        .args(["run", "--isolation", "gvisor", "--out"])
+        .arg(&out_dir)
+        .arg(&script_path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once gVisor has read a.txt, the host rewrites it in place (as an
+    // upload or a re-sync does): the next step must see the new content.
+    wait_for_journal_entries(&out_dir, "step.end", 1);
+    let journal = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();
+    let id = journal
+        .split("\"sandbox_id\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_owned();
+    let synced = rfs
+        .state
+        .path()
+        .join("local/sandboxes")
+        .join(&id)
+        .join("home/relayflows-source");
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(synced.join("a.txt"))
+            .unwrap();
+        f.write_all(b"rewritten on the host, longer\n").unwrap();
+    }
+    let out = wait_bounded(child, out_dir);
     out.assert_code(0);
     let kernel = lines(&out, "kernel");
     assert!(kernel[0].contains("Starting gVisor"), "{kernel:?}");
     let sandbox = out.sandbox_id();
-    let home = rfs
-        .state
-        .path()
-        .join("local/sandboxes")
-        .join(&sandbox)
-        .join("home/relayflows-source");
-    assert_eq!(kernel[1], home.display().to_string(), "the cwd is mapped");
+    assert_eq!(sandbox, id);
+    assert_eq!(kernel[1], synced.display().to_string(), "the cwd is mapped");
     assert_eq!(kernel[2], "committed");
-    // Host-side uploads, the second over a file gVisor has read (and may
-    // have cached).
-    assert_eq!(lines(&out, "first"), ["first upload"]);
-    assert_eq!(lines(&out, "second"), ["second upload, longer"]);
+    assert_eq!(lines(&out, "uploaded"), ["uploaded"]);
+    assert_eq!(
+        lines(&out, "host-side"),
+        ["rewritten on the host, longer"],
+        "a host-side write over a file gVisor read is seen"
+    );
     let asserts = out.entries("attach.assert");
     assert_eq!(asserts.len(), 2, "{asserts:?}");
     assert!(

@@ -384,6 +384,29 @@ mod tests {
     }
 
     #[test]
+    fn gvisor_is_the_strongest_mode_a_script_may_ask_for_and_never_weaken() {
+        let person = IsolationRequest::from_settings(None, Some("namespaces")).unwrap();
+        let g = person
+            .narrowed(IsolationMode::Gvisor, "sandbox() option")
+            .unwrap();
+        assert_eq!(
+            (g.mode, g.source.as_str()),
+            (IsolationMode::Gvisor, "sandbox() option")
+        );
+        let flag = IsolationRequest::from_settings(Some("gvisor"), None).unwrap();
+        assert_eq!(flag.narrowed(IsolationMode::Gvisor, "x").unwrap(), flag);
+        for weaker in [
+            IsolationMode::Namespaces,
+            IsolationMode::Auto,
+            IsolationMode::None,
+        ] {
+            let e = flag.narrowed(weaker, "rfs.toml").unwrap_err().to_string();
+            assert!(e.contains(&format!("--isolation {weaker}")), "{e}");
+            assert!(e.contains("--isolation flag (`gvisor`)"), "{e}");
+        }
+    }
+
+    #[test]
     fn providers_without_options_refuse_them() {
         let mut r = IsolationRequest::default();
         assert!(only_defaults("x", &r).unwrap().network.unfiltered);

@@ -118,15 +118,16 @@ pub fn write(dir: &Path, spec: &BundleSpec) -> std::io::Result<PathBuf> {
     Ok(bundle)
 }
 
-/// The sandbox's first process: waits on its standard input, rfs's
-/// lifeline pipe. When rfs goes away (even killed with SIGKILL) the pipe
-/// reaches its end, the process exits and gVisor ends every process of
-/// the sandbox.
+/// The sandbox's first process: reaps orphans while a child of it waits
+/// on its standard input, rfs's lifeline pipe. When rfs goes away (even
+/// killed with SIGKILL) the pipe reaches its end, the process exits and
+/// gVisor ends every process of the sandbox.
 fn init_process() -> Value {
     json!({
         "terminal": false,
         "user": {"uid": 0, "gid": 0},
-        "args": ["/bin/sh", "-c", "read -r _ || true"],
+        // `wait` reaps every child, orphans of steps included.
+        "args": ["/bin/sh", "-c", "exec 3<&0; (read -r _ <&3) & wait"],
         "env": [format!("PATH={}", super::super::env::host_path())],
         "cwd": "/",
         "capabilities": no_capabilities(),

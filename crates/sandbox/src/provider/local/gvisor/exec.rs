@@ -14,16 +14,20 @@ use super::bundle;
 use super::sandbox::GvisorSandbox;
 
 /// A command started in a gVisor sandbox: the `runsc exec` client rfs
-/// waits for. Killed (a timeout, a cancel, a drop), the command inside
-/// gVisor is killed too (SIGKILL cannot be forwarded by the client).
+/// waits for. Killed (a timeout, a cancel, a drop), the command's process
+/// group inside gVisor is killed too (the client cannot forward SIGKILL).
+/// A command that ends by itself leaves what it started in the background
+/// running until the sandbox ends (killing its group would cost another
+/// `runsc exec` per step).
 #[derive(Debug)]
 pub struct GvisorChild {
     client: tokio::process::Child,
     /// The process file, and the file runsc writes the command's pid
     /// inside gVisor into; removed once the command has ended.
     files: [PathBuf; 2],
-    /// `runsc kill --pid PID <cid> KILL` without the pid.
-    kill: Vec<String>,
+    /// runsc's flags for this sandbox, and its container id.
+    flags: Vec<String>,
+    cid: String,
     runsc: PathBuf,
     ended: bool,
 }
@@ -39,10 +43,9 @@ impl GvisorChild {
         if !self.ended {
             self.ended = true;
             if status.signal().is_some() {
-                // rfs killed the client: the command goes with it.
-                let (runsc, args) = self.kill_inside();
-                if let Some(args) = args {
-                    let _ = tokio::process::Command::new(runsc)
+                // rfs killed the client: the command's group goes with it.
+                for args in self.kill_inside() {
+                    let _ = tokio::process::Command::new(&self.runsc)
                         .args(args)
                         .stdin(Stdio::null())
                         .stdout(Stdio::null())
@@ -56,19 +59,31 @@ impl GvisorChild {
         Ok(status)
     }
 
-    /// The `runsc kill` of the command inside (`None`: its pid is not
-    /// known, it never started).
-    fn kill_inside(&self) -> (PathBuf, Option<Vec<String>>) {
-        let pid = std::fs::read_to_string(&self.files[1])
+    /// The `runsc` calls that kill the command's process group inside
+    /// gVisor (it leads its group there), then the command itself (none:
+    /// its pid is not known, it never started).
+    fn kill_inside(&self) -> Vec<Vec<String>> {
+        let Some(pid) = std::fs::read_to_string(&self.files[1])
             .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok());
-        let args = pid.map(|p| {
-            let mut a = self.kill.clone();
-            let cid = a.pop().expect("the kill args end with the container id");
-            a.extend([format!("--pid={p}"), cid, "KILL".into()]);
-            a
-        });
-        (self.runsc.clone(), args)
+            .and_then(|s| s.trim().parse::<u32>().ok())
+        else {
+            return vec![];
+        };
+        let mut group = self.flags.clone();
+        group.extend(
+            ["exec", &self.cid, "/bin/kill", "-KILL", "--"]
+                .map(String::from)
+                .into_iter()
+                .chain([format!("-{pid}")]),
+        );
+        let mut leader = self.flags.clone();
+        leader.extend([
+            "kill".into(),
+            format!("--pid={pid}"),
+            self.cid.clone(),
+            "KILL".into(),
+        ]);
+        vec![group, leader]
     }
 
     fn remove_files(&self) {
@@ -84,11 +99,10 @@ impl Drop for GvisorChild {
             return;
         }
         let _ = self.client.start_kill();
-        let (runsc, args) = self.kill_inside();
-        let files = self.files.clone();
+        let (runsc, calls, files) = (self.runsc.clone(), self.kill_inside(), self.files.clone());
         std::thread::spawn(move || {
-            if let Some(args) = args {
-                let _ = std::process::Command::new(runsc)
+            for args in calls {
+                let _ = std::process::Command::new(&runsc)
                     .args(args)
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
@@ -138,12 +152,11 @@ impl GvisorSandbox {
 
     /// Wrap the spawned client of [`GvisorSandbox::exec_command`].
     pub(crate) fn child(&self, client: tokio::process::Child, files: [PathBuf; 2]) -> GvisorChild {
-        let mut kill: Vec<String> = self.runsc.flags(&self.state);
-        kill.extend(["kill".into(), self.cid.clone()]);
         GvisorChild {
             client,
             files,
-            kill,
+            flags: self.runsc.flags(&self.state),
+            cid: self.cid.clone(),
             runsc: self.runsc.path.clone(),
             ended: false,
         }

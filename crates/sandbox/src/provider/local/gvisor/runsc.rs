@@ -84,7 +84,8 @@ impl Runsc {
     /// `runsc` with the flags of every call: the state directory `root`,
     /// no cgroups of its own (the sandbox runs in rfs's, see
     /// [`super::sandbox`]), the host network of the namespace it is
-    /// started in (the sandbox's, with rfs's proxy), and the debug logs
+    /// started in (the sandbox's, with rfs's proxy), bind mounts
+    /// revalidated against the host (`shared`), and the debug logs
     /// when [`DEBUG_ENV`] names a directory.
     pub fn command(&self, root: &Path) -> Command {
         let mut cmd = Command::new(&self.path);
@@ -98,6 +99,9 @@ impl Runsc {
             format!("--root={}", root.display()),
             "--ignore-cgroups".into(),
             "--network=host".into(),
+            // The sandbox's directories are written from the host too
+            // (uploads, caches): gVisor must not trust its caches of them.
+            "--file-access-mounts=shared".into(),
         ];
         if let Some(dir) = std::env::var_os(DEBUG_ENV).filter(|v| !v.is_empty()) {
             flags.push("--debug".into());
