@@ -40,7 +40,7 @@ fn runsc_containers(rfs: &Rfs) -> Vec<String> {
 }
 
 #[test]
-fn a_step_under_gvisor_runs_in_its_kernel_on_the_synced_source_sees_uploads_and_leaves_no_container(
+fn a_step_under_gvisor_runs_in_its_kernel_on_the_synced_source_sees_uploads_and_resyncs_and_leaves_no_container(
 ) {
     if gvisor_missing() {
         return;
@@ -49,8 +49,10 @@ fn a_step_under_gvisor_runs_in_its_kernel_on_the_synced_source_sees_uploads_and_
     let repo = Repo::new();
     repo.write("a.txt", "committed\n");
     repo.write("v1.txt", "uploaded\n");
-    repo.commit("a");
-    let script = r#"sync_source();
+    let first = repo.commit("a");
+    repo.write("b.txt", "second commit\n");
+    repo.commit("b");
+    let script = r#"sync_source(#{ rev: "FIRST" });
         let k = step("kernel", "dmesg | head -1; pwd; cat a.txt");
         print(k.stdout);
         put("v1.txt", "up/b.txt");
@@ -60,8 +62,11 @@ fn a_step_under_gvisor_runs_in_its_kernel_on_the_synced_source_sees_uploads_and_
         t.send("echo screen-$((6*7)); stty size\n");
         assert_screen(t, "screen-42");
         assert_screen(t, "24 80");
-        t.close();"#;
-    let (script_path, out_dir) = rfs.prepare(script);
+        t.close();
+        sync_source();
+        step("resynced", "cat b.txt");"#
+        .replace("FIRST", &first);
+    let (script_path, out_dir) = rfs.prepare(&script);
     let child = rfs
         .cmd(repo.path())
         .args(["run", "--isolation", "gvisor", "--out"])
@@ -111,6 +116,9 @@ fn a_step_under_gvisor_runs_in_its_kernel_on_the_synced_source_sees_uploads_and_
         ["rewritten on the host, longer"],
         "a host-side write over a file gVisor read is seen"
     );
+    // A re-sync streams its delta into a command inside gVisor (regression:
+    // through a host FIFO, which gVisor cannot open).
+    assert_eq!(lines(&out, "resynced"), ["second commit"]);
     let asserts = out.entries("attach.assert");
     assert_eq!(asserts.len(), 2, "{asserts:?}");
     assert!(

@@ -16,6 +16,7 @@
 
 mod bundle;
 mod exec;
+mod input;
 mod probe;
 mod runsc;
 mod sandbox;
@@ -63,6 +64,21 @@ pub(super) fn start(
     env: &[(String, String)],
     own: Option<OwnProgram>,
 ) -> ProviderResult<(LocalChild, Output, Output)> {
+    let own_exe = own.is_some();
+    start_with_stdin(g, dir, id, req, env, own.map(|o| o.stdin), own_exe)
+}
+
+/// [`start`] with `stdin` as the command's standard input (`None`:
+/// `/dev/null`); `own_exe`: the program is rfs's own executable.
+pub(super) fn start_with_stdin(
+    g: &GvisorSandbox,
+    dir: &Path,
+    id: &str,
+    req: &ExecRequest,
+    env: &[(String, String)],
+    stdin: Option<std::os::fd::OwnedFd>,
+    own_exe: bool,
+) -> ProviderResult<(LocalChild, Output, Output)> {
     let prog = req.argv.first().map_or("", String::as_str);
     let cannot = |e: &dyn std::fmt::Display| {
         ProviderError::NotStarted(format!("cannot start {prog} in sandbox {id}: {e}"))
@@ -73,21 +89,17 @@ pub(super) fn start(
             req.cwd
         )));
     }
-    let argv = match &own {
-        Some(_) => g
-            .own_argv(&req.argv)
-            .ok_or_else(|| cannot(&"rfs's own executable is not bound into this gVisor sandbox"))?,
-        None => req.argv.clone(),
+    let argv = if own_exe {
+        g.own_argv(&req.argv)
+            .ok_or_else(|| cannot(&"rfs's own executable is not bound into this gVisor sandbox"))?
+    } else {
+        req.argv.clone()
     };
     let (cmd, files) = g
         .exec_command(&argv, env, &req.cwd, false)
         .map_err(|e| cannot(&e))?;
     let mut cmd = tokio::process::Command::from(cmd);
-    let stdin = match own {
-        Some(o) => Stdio::from(o.stdin),
-        None => Stdio::null(),
-    };
-    cmd.stdin(stdin)
+    cmd.stdin(stdin.map_or(Stdio::null(), Stdio::from))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
