@@ -62,9 +62,21 @@ cargo fmt --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Benchmarks are not tests: scripts/bench-*.sh and `cargo bench` run them.
 # --workspace: also the Daytona-API test server (tests/daytona-sim), which needs root and busybox-static.
-cargo test --workspace --locked --lib --bins --tests
+# cargo-nextest (on this machine kind; settings in .config/nextest.toml)
+# runs the tests of every binary side by side; without it, cargo test
+# runs the same tests one binary after another.
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --lib --bins --tests
+else
+  echo "scripts/test.sh: cargo-nextest not found; running the same tests with cargo test (slower)" >&2
+  cargo test --workspace --locked --lib --bins --tests
+fi
 cargo test --workspace --locked --doc
 # The Daytona provider tests again, with 50 ms added to every response and
 # WebSocket frame of the test server (they wait on the network, not the
 # CPU: more at once).
-RFS_TEST_DAYTONA_LATENCY_MS=50 cargo test --locked --tests daytona -- --test-threads 6
+if cargo nextest --version >/dev/null 2>&1; then
+  RFS_TEST_DAYTONA_LATENCY_MS=50 cargo nextest run --locked --tests --test-threads 6 daytona
+else
+  RFS_TEST_DAYTONA_LATENCY_MS=50 cargo test --locked --tests daytona -- --test-threads 6
+fi

@@ -59,7 +59,7 @@ impl Views {
             }
         }
         if let Some(path) = &self.junit {
-            let xml = crate::report::junit::xml(&bundle);
+            let xml = crate::report::junit::xml_of(out, &bundle);
             if let Err(source) = std::fs::write(path, xml) {
                 let e = ReportError::Write {
                     path: path.display().to_string(),

@@ -52,6 +52,8 @@ pub(crate) mod error_render;
 #[doc(hidden)]
 pub mod fuzzing;
 pub(crate) mod gc;
+pub(crate) mod lifecycle;
+pub mod limit_ceilings;
 pub(crate) mod logging;
 pub(crate) mod mcp;
 pub(crate) mod repl;

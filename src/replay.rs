@@ -111,6 +111,15 @@ pub(crate) fn read_bundle(out: &Path) -> Result<Original> {
             commit,
             environment,
             allow_other_image: false,
+            services: evs
+                .iter()
+                .filter_map(|e| match e {
+                    Event::ServiceStart {
+                        name, image_pin, ..
+                    } => Some((name.clone(), image_pin.clone())),
+                    _ => None,
+                })
+                .collect(),
         }),
         run_id: run_id.clone(),
         script: out.join(&manifest.script.path),
@@ -251,6 +260,8 @@ pub(crate) struct ReplayArgs {
     /// `--allow-other-image`: run on a different image than the
     /// original's (said, and journaled in `replay_of`).
     pub allow_other_image: bool,
+    /// The person's resource ceilings (never the original run's).
+    pub ceilings: crate::limit_ceilings::CeilingArgs,
 }
 
 /// What the replay's environment check found.
@@ -388,6 +399,7 @@ pub(crate) fn replay(
         out: a.out.clone(),
         vars,
         image: a.image.clone(),
+        ceilings: a.ceilings.clone(),
         ..Default::default()
     })?;
     settings.invocation_dir = invocation_dir;
@@ -470,6 +482,7 @@ mod tests {
             commit: "c".into(),
             environment: Some(env),
             allow_other_image: allow,
+            services: Default::default(),
         }
     }
 

@@ -16,7 +16,7 @@ pub use crate::source::repo::SETTINGS_FILE as FILE;
 const MAX_BYTES: u64 = 64 * 1024;
 
 /// What `rfs.toml` may set.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RepoConfig {
     /// `local`, `docker` or `daytona` (after `--provider` and
@@ -44,6 +44,11 @@ pub struct RepoConfig {
     /// refused otherwise. Redacted whatever their name.
     #[serde(default)]
     pub secrets: Vec<String>,
+    /// `[limits]`: the repository's default `memory`, `pids`, `disk`,
+    /// `cpus` for its sandboxes, under the person's ceilings (a value
+    /// above one is refused, naming the flag that would allow it); a
+    /// script may ask more, up to the ceiling.
+    pub limits: Option<crate::limit_ceilings::RepoLimits>,
 }
 
 /// Why `rfs.toml` was refused.

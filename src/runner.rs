@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 use crate::error::Error;
 use crate::events::{Reporter, Silent};
 use crate::exit_code;
-use crate::provider::{select, Provider};
-use crate::runtime::{Run, RunConfig};
+use crate::provider::Provider;
+use crate::runtime::Run;
 use crate::script::{self, Script};
 use crate::settings::RunSettings;
 use rhai::Engine;
@@ -86,37 +86,8 @@ pub(crate) fn run_with_body(settings: RunSettings, hooks: Hooks, body: Body) -> 
     run_journaled(&settings, hooks, body)
 }
 
-/// How a run's end went, beyond its outcome.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Ended {
-    /// The sandbox's removal could not be verified.
-    pub(crate) teardown_warning: Option<String>,
-    /// Sealing the bundle or drawing its report failed: the evidence is
-    /// incomplete.
-    pub(crate) seal_error: Option<(&'static str, String)>,
-}
-
-/// The one end of every run, whatever started it (`rfs run`, a suite's
-/// proof, a bisect lane, `--watch`, a replay, the REPL, an MCP session):
-/// open terminals closed, the sandbox torn down and verified gone,
-/// `run.end` journaled, then the bundle sealed (attestation, signature)
-/// and its report drawn. An entry point that ends a run any other way
-/// leaves a bundle `rfs verify` rejects.
-pub(crate) fn end_run(
-    run: &Run,
-    outcome: RunOutcome,
-    reason: Option<&str>,
-    key: Option<&crate::signing::SigningKey>,
-) -> Ended {
-    let teardown_warning = run.finish_with(outcome, reason);
-    let seal_error = seal_bundle(&run.cfg.out_dir, key).err();
-    Ended {
-        teardown_warning,
-        seal_error,
-    }
-}
-
-/// [`end_run`] for `rfs run`'s report: a sealing failure fails the run.
+/// [`crate::lifecycle::end_run`] for `rfs run`'s report: a sealing
+/// failure fails the run.
 fn end_into(
     report: &mut RunReport,
     run: &Run,
@@ -124,23 +95,14 @@ fn end_into(
     reason: Option<&str>,
     key: Option<&crate::signing::SigningKey>,
 ) {
-    let ended = end_run(run, outcome, reason, key);
+    into_report(report, crate::lifecycle::end_run(run, outcome, reason, key));
+}
+
+fn into_report(report: &mut RunReport, ended: crate::lifecycle::Ended) {
     report.teardown_warning = ended.teardown_warning;
     if let Some((what, e)) = ended.seal_error {
         failed_after(report, what, &e);
     }
-}
-
-/// After the journal is closed: the attestation (signed when there is a
-/// key) and `journal.sig`, then `report.html`, the bundle's view for
-/// people, made from the sealed bundle. Either failing fails the run (the
-/// evidence would be incomplete): the error says which.
-pub(crate) fn seal_bundle(
-    out_dir: &std::path::Path,
-    key: Option<&crate::signing::SigningKey>,
-) -> Result<(), (&'static str, String)> {
-    crate::seal::seal(out_dir, key).map_err(|e| ("sealing its evidence", e.to_string()))?;
-    crate::report::write_html(out_dir).map_err(|e| ("writing report.html", e.to_string()))
 }
 
 /// The run ended, then `what` failed: an internal error (after the run's
@@ -178,7 +140,7 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body) -> RunReport 
         Err(e) => return fail(report, Error::internal(e)),
     };
     let mut signals = if hooks.handle_signals {
-        Signals::install(&rt)
+        crate::lifecycle::Signals::install(&rt)
     } else {
         None
     };
@@ -195,22 +157,28 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body) -> RunReport 
         Ok(b) => b,
         Err(e) => return fail(report, e),
     };
-    let mut cfg = config(settings, hooks.provider, script.path.clone());
-    cfg.bundle = Some(Arc::new(bundle));
-    cfg.signer = hooks.signing_key.as_ref().map(|k| k.signer());
-    cfg.replay_of = hooks.replay_of.clone();
-    let run = match Run::start(cfg, rt.handle().clone(), hooks.reporter, &settings.vars) {
-        Ok(r) => r,
-        Err(e) => return fail(report, e),
+    let started = crate::lifecycle::start(
+        settings,
+        rt.handle().clone(),
+        crate::lifecycle::Start {
+            provider: hooks.provider,
+            script_path: script.path.clone(),
+            reporter: hooks.reporter,
+            bundle: Some(Arc::new(bundle)),
+            key: hooks.signing_key.clone(),
+            replay_of: hooks.replay_of.clone(),
+        },
+    );
+    let run = match started {
+        Ok(run) => run,
+        Err(not) => {
+            let mut report = fail(report, not.error);
+            if let Some(ended) = not.ended {
+                into_report(&mut report, ended);
+            }
+            return report;
+        }
     };
-    // A provider that cannot work at all (daemon down) refuses before
-    // anything else happens.
-    if let Err(e) = run.preflight() {
-        let reason = e.to_string();
-        let mut report = fail(report, e);
-        end_into(&mut report, &run, RunOutcome::Refused, Some(&reason), key);
-        return report;
-    }
     let engine = match script::run_engine(&run, &script, settings.vars.clone()) {
         Ok(e) => e,
         Err(e) => {
@@ -243,7 +211,7 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body) -> RunReport 
         tokio::select! {
             r = &mut rx => return r,
             _ = interrupt.cancelled() => {}
-            _ = wait_signal(signals.as_mut()) => {}
+            _ = crate::lifecycle::wait_signal(signals.as_mut()) => {}
         }
         r3.interrupt();
         rx.await
@@ -265,119 +233,5 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body) -> RunReport 
     report
 }
 
-/// The run configuration for validated settings: the injected provider or
-/// the chosen one.
-pub(crate) fn config(
-    settings: &RunSettings,
-    provider: Option<Arc<dyn Provider>>,
-    script_path: std::path::PathBuf,
-) -> RunConfig {
-    // A provider that cannot even be constructed still gets a run (output
-    // dir, journal); it refuses at preflight with the reason.
-    let provider = provider.unwrap_or_else(|| {
-        select::build_with_snapshot(
-            &settings.provider,
-            &settings.state_dir,
-            settings.image.clone(),
-            settings.snapshot.clone(),
-        )
-        .unwrap_or_else(|e| {
-            Arc::new(crate::provider::unavailable::Unavailable {
-                name: settings.provider.name.clone(),
-                message: e.to_string(),
-            })
-        })
-    });
-    RunConfig {
-        run_id: settings.run_id.clone(),
-        provider,
-        choice: settings.provider.clone(),
-        invocation_dir: settings.invocation_dir.clone(),
-        script_path,
-        out_dir: settings.out_dir.clone(),
-        scratch_dir: settings.state_dir.join("tmp"),
-        state_dir: settings.state_dir.clone(),
-        keep: settings.keep,
-        image: settings.image.clone(),
-        max_lifetime: settings.max_lifetime,
-        cleanup_deadline: settings.cleanup_deadline,
-        bundle: None,
-        signer: None,
-        replay_of: None,
-        isolation: settings.isolation.clone(),
-        secret_names: settings.secret_names.clone(),
-        allow_dirty: settings.allow_dirty,
-        allowed_repos: settings.allowed_repos.clone(),
-    }
-}
-
-/// Listeners for every terminating signal a terminal or a supervisor
-/// sends: SIGINT (Ctrl-C), SIGTERM (kill, systemd, docker stop), SIGHUP
-/// (terminal closed, SSH session lost) and SIGQUIT (Ctrl-\\). Installed
-/// before the run starts so that any of them, at any moment after the
-/// journal exists, is an orderly interrupt with verified cleanup.
-pub(crate) struct Signals {
-    listeners: Vec<tokio::signal::unix::Signal>,
-}
-
-/// The signals [`Signals`] turns into an interrupt.
-pub const INTERRUPT_SIGNALS: [&str; 4] = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"];
-
-impl Signals {
-    /// Install the listeners (must be called within the runtime).
-    pub(crate) fn install(rt: &tokio::runtime::Runtime) -> Option<Signals> {
-        use tokio::signal::unix::{signal, SignalKind};
-        let _guard = rt.enter();
-        let kinds = [
-            SignalKind::interrupt(),
-            SignalKind::terminate(),
-            SignalKind::hangup(),
-            SignalKind::quit(),
-        ];
-        let listeners = kinds
-            .into_iter()
-            .map(signal)
-            .collect::<std::io::Result<Vec<_>>>()
-            .ok()?;
-        Some(Signals { listeners })
-    }
-
-    /// Wait for one of [`INTERRUPT_SIGNALS`]; returns its name.
-    pub(crate) async fn recv(&mut self) -> &'static str {
-        let waits = self.listeners.iter_mut().map(|s| Box::pin(s.recv()));
-        let (_, index, _) = futures_util::future::select_all(waits).await;
-        INTERRUPT_SIGNALS[index]
-    }
-}
-
-/// Cancel `interrupt` on any of [`INTERRUPT_SIGNALS`], saying `what`
-/// happens then; the listeners live as long as the returned runtime (for
-/// commands that drive several runs, each with `handle_signals` off).
-pub(crate) fn cancel_on_signals(
-    interrupt: &CancellationToken,
-    what: &'static str,
-) -> Result<tokio::runtime::Runtime, Error> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .map_err(Error::internal)?;
-    if let Some(mut signals) = Signals::install(&rt) {
-        let token = interrupt.clone();
-        rt.spawn(async move {
-            let name = signals.recv().await;
-            errln!("{name}: {what}");
-            token.cancel();
-        });
-    }
-    Ok(rt)
-}
-
-async fn wait_signal(signals: Option<&mut Signals>) {
-    match signals {
-        Some(s) => {
-            s.recv().await;
-        }
-        None => std::future::pending().await,
-    }
-}
+/// The signals a run turns into an interrupt.
+pub use crate::lifecycle::INTERRUPT_SIGNALS;

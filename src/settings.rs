@@ -69,6 +69,9 @@ pub struct RunArgs {
     /// `--secret NAME`: environment variables handed to the run as
     /// secrets.
     pub secrets: Vec<String>,
+    /// `--max-memory`, `--max-pids`, `--max-disk`, `--max-cpus`: the
+    /// person's resource ceilings (else `RFS_MAX_*`).
+    pub ceilings: crate::limit_ceilings::CeilingArgs,
 }
 
 /// The state directory: `$RFS_STATE_DIR`, else `$XDG_STATE_HOME/rfs`,
@@ -197,6 +200,9 @@ impl RunSettings {
         )
         .map_err(|e| Error::Usage(e.to_string()))?;
         isolation.host_network_allowed_by = host_network_allowed_by(a.allow_host_network)?;
+        // The person's ceilings, then rfs.toml's `[limits]` under them.
+        isolation.limits =
+            crate::limit_ceilings::limits_request(&a.ceilings, file.limits.as_ref())?;
         // The repository's rfs.toml may only narrow what the person set.
         if let Some(m) = file.isolation.as_deref() {
             let refuse = |e: crate::provider::isolation::IsolationError| {

@@ -211,3 +211,289 @@ assert(end.group_gone, "group gone");
     assert!(text.contains("\"GET /index.html HTTP/1.1\" 200"), "{text}");
     assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
 }
+
+// ---- services (docker): a container sharing the sandbox's network ----
+
+/// The run id of a bundle (its first journal line).
+fn run_id_of(out: &RunOut) -> String {
+    out.journal()[0]["payload"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Containers of run `run_id` the docker engine still knows (running or
+/// not), by the label every sandbox and service carries.
+fn containers_of_run(run_id: &str) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-a", "-q", "--no-trunc", "--filter"])
+        .arg(format!("label=relayflows/run-id={run_id}"))
+        .output()
+        .expect("docker runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn docker_rfs() -> Option<Rfs> {
+    (!docker_missing()).then(|| Rfs::new(Prov::Docker))
+}
+
+fn test_image_id() -> String {
+    let out = std::process::Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", DOCKER_TEST_IMAGE])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn a_proof_reaches_a_service_on_the_sandbox_loopback_and_teardown_removes_it() {
+    let Some(rfs) = docker_rfs() else { return };
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        &format!(
+            r#"
+let web = service("web", #{{ image: "{DOCKER_TEST_IMAGE}", cmd: ["httpd", "-f", "-p", "127.0.0.1:8080", "-h", "/etc"], ready: #{{ port: 8080, timeout: 30 }} }});
+let r = step("hit", "busybox wget -Y off -q -O - http://127.0.0.1:8080/passwd");
+assert(r.stdout.contains("rfs:x:1000"), "served: " + r.stdout);
+assert(web.alive(), "alive while serving");
+let echo = service("echo", #{{ image: "{DOCKER_TEST_IMAGE}", env: #{{ GREETING: "hello-service" }}, cmd: "echo $GREETING; exec sleep 600", ready: #{{ line: "hello-service", timeout: 30 }} }});
+assert(echo.logs().contains("hello-service"), echo.logs());
+let e = echo.stop();
+assert(e.gone, "gone after stop()");
+assert(!echo.alive(), "alive after stop()");
+"#
+        ),
+    );
+    out.assert_code(0);
+    let sandbox = out.sandbox_id();
+    let start = out.entries("service.start");
+    assert_eq!(start.len(), 2, "{start:?}");
+    assert_eq!(start[0]["name"], "web");
+    assert_eq!(
+        start[0]["image_pin"]["id"],
+        test_image_id(),
+        "the journal names the image id"
+    );
+    assert_eq!(start[0]["network"], format!("container:{sandbox}"));
+    let ready = out.entries("service.ready");
+    assert_eq!(ready[0]["on"], "port");
+    assert_eq!(ready[0]["target"], "8080");
+    assert_eq!(ready[1]["on"], "line");
+    let end = out.entries("service.end");
+    let by: Vec<(&str, bool)> = end
+        .iter()
+        .map(|e| (e["by"].as_str().unwrap(), e["gone"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(by, [("stop()", true), ("teardown", true)], "{end:?}");
+    let log = end[0]["stdout_log"]["path"].as_str().unwrap();
+    assert!(
+        log.starts_with("steps/") && log.ends_with("-service-echo.stdout.log"),
+        "{log}"
+    );
+    let text = std::fs::read_to_string(out.out_dir.join(log)).unwrap();
+    assert_eq!(text, "hello-service\n");
+    let kinds = out.kinds();
+    let last_end = kinds.iter().rposition(|k| k == "service.end").unwrap();
+    let cleanup = kinds
+        .iter()
+        .position(|k| k.starts_with("cleanup."))
+        .unwrap();
+    assert!(
+        last_end < cleanup,
+        "services go before the sandbox: {kinds:?}"
+    );
+    assert_eq!(containers_of_run(&run_id_of(&out)), Vec::<String>::new());
+    let ev = out.evidence();
+    assert!(
+        ev.contains("## Services") && ev.contains(&test_image_id()),
+        "{ev}"
+    );
+    assert!(ev.contains("verified gone"), "{ev}");
+    let html = std::fs::read_to_string(out.out_dir.join("report.html")).unwrap();
+    assert!(html.contains("<h2>Services</h2>"));
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+}
+
+#[test]
+fn a_service_that_never_becomes_ready_fails_naming_it_and_the_timeout() {
+    let Some(rfs) = docker_rfs() else { return };
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        &format!(
+            r#"
+service("db", #{{ image: "{DOCKER_TEST_IMAGE}", cmd: "echo starting-db; exec sleep 600", ready: #{{ port: 5432, timeout: 1 }} }});
+step("never", "echo ran");
+"#
+        ),
+    );
+    out.assert_code(1);
+    for needle in [
+        "service `db` was not ready within its timeout of 1 s",
+        "port 5432",
+        "starting-db",
+        "service(\"db\"",
+    ] {
+        assert!(
+            out.stderr.contains(needle),
+            "{needle:?} not in:\n{}",
+            out.stderr
+        );
+    }
+    assert_eq!(out.entries("service.wait_failed").len(), 1);
+    let end = out.entries("service.end");
+    assert_eq!(end[0]["by"], "not ready");
+    assert_eq!(end[0]["gone"], true);
+    assert!(out.entries("step.start").is_empty());
+    assert_eq!(containers_of_run(&run_id_of(&out)), Vec::<String>::new());
+}
+
+/// A service shares the sandbox's network namespace, so it has exactly
+/// its network: under the default (filtered: rfs's proxy is the only way
+/// out) and with `network: false`, its loopback and no route.
+#[test]
+fn a_service_has_the_sandboxs_network_and_no_route_more() {
+    let Some(rfs) = docker_rfs() else { return };
+    let repo = Repo::new();
+    let ifaces = "echo ifaces: $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '); echo routes: $(tail -n +2 /proc/net/route | wc -l)";
+    for policy in ["", "sandbox(#{ network: false });"] {
+        let out = rfs.run(
+            repo.path(),
+            &format!(
+                r#"
+{policy}
+let s = service("net", #{{ image: "{DOCKER_TEST_IMAGE}", cmd: "{ifaces}; exec sleep 600", ready: #{{ line: "routes:", timeout: 30 }} }});
+let mine = step("mine", "{ifaces}");
+print("service: " + s.logs());
+print("sandbox: " + mine.stdout);
+"#
+            ),
+        );
+        out.assert_code(0);
+        let prints: Vec<String> = out
+            .entries("print")
+            .iter()
+            .map(|p| p["text"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            prints[0], "service: ifaces: lo\nroutes: 0\n",
+            "{policy}: {prints:?}"
+        );
+        assert_eq!(
+            prints[1], "sandbox: ifaces: lo\nroutes: 0\n",
+            "{policy}: {prints:?}"
+        );
+    }
+}
+
+/// An interrupted run removes its service (verified) before the sandbox.
+#[test]
+fn an_interrupted_run_removes_its_service_verified() {
+    let Some(rfs) = docker_rfs() else { return };
+    let repo = Repo::new();
+    let (child, out_dir) = rfs.spawn(
+        repo.path(),
+        &format!(
+            r#"
+service("idle", #{{ image: "{DOCKER_TEST_IMAGE}", cmd: "echo up; exec sleep 600", ready: #{{ line: "up", timeout: 30 }} }});
+step("wait", "sleep 600");
+"#
+        ),
+    );
+    wait_for_journal(&out_dir, "step.start");
+    sigint(&child);
+    let out = wait_bounded(child, out_dir);
+    out.assert_code(130);
+    let end = out.entries("service.end");
+    assert_eq!(end.len(), 1, "{end:?}");
+    assert_eq!(end[0]["by"], "interrupt");
+    assert_eq!(end[0]["gone"], true);
+    assert_eq!(containers_of_run(&run_id_of(&out)), Vec::<String>::new());
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+}
+
+/// A run killed while its service runs leaves the service's container to
+/// `rfs gc`, which finds it by the labels it shares with the sandbox.
+#[test]
+fn a_killed_runs_service_is_found_and_removed_by_gc() {
+    let Some(rfs) = docker_rfs() else { return };
+    let repo = Repo::new();
+    let (mut child, out_dir) = rfs.spawn(
+        repo.path(),
+        &format!(
+            r#"
+service("idle", #{{ image: "{DOCKER_TEST_IMAGE}", cmd: "exec sleep 600" }});
+step("wait", "sleep 600");
+"#
+        ),
+    );
+    wait_for_journal(&out_dir, "step.start");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let run_id = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(run_id.lines().next().unwrap()).unwrap();
+    let run_id = first["payload"]["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        containers_of_run(&run_id).len(),
+        2,
+        "the sandbox and its service"
+    );
+    let gc = rfs
+        .cmd(rfs.state.path())
+        .args(["gc", "--provider", "docker"])
+        .output()
+        .unwrap();
+    assert!(
+        gc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gc.stderr)
+    );
+    assert_eq!(containers_of_run(&run_id), Vec::<String>::new());
+}
+
+/// Providers without service containers refuse `service()` before
+/// anything runs, at the call's line.
+fn service_is_refused_before_anything_runs(rfs: &Rfs) {
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"
+step("first", "echo ran");
+let db = service("db", #{ image: "postgres:16" });
+"#,
+    );
+    out.assert_code(3);
+    let said = format!(
+        "provider `{}` cannot start service containers",
+        rfs.prov.name()
+    );
+    assert!(out.stderr.contains(&said), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("service(\"db\""),
+        "the call's span: {}",
+        out.stderr
+    );
+    assert!(out.entries("step.start").is_empty(), "nothing ran");
+    assert!(out.entries("placement").is_empty(), "no sandbox");
+}
+
+#[test]
+fn local_refuses_service_before_anything_runs() {
+    service_is_refused_before_anything_runs(&Rfs::new(Prov::Local));
+}
+
+#[test]
+fn daytona_refuses_service_before_anything_runs() {
+    let Some(rfs) = Rfs::daytona() else { return };
+    service_is_refused_before_anything_runs(&rfs);
+    rfs.finish();
+}

@@ -343,11 +343,24 @@ fn every_rhai_example_in_the_book_behaves_as_marked() {
         "no ```rhai examples found in {}",
         book_src().display()
     );
-    for ex in &examples {
-        if let Err(e) = check_example(ex) {
-            failures.push(format!("{}: {e}", ex.at()));
+    // Each example runs in its own state, scratch and repository, and
+    // mostly waits on its sandbox: four at a time.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let found = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(ex) = examples.get(i) else { break };
+                if let Err(e) = check_example(ex) {
+                    found.lock().unwrap().push((i, format!("{}: {e}", ex.at())));
+                }
+            });
         }
-    }
+    });
+    let mut found = found.into_inner().unwrap();
+    found.sort();
+    failures.extend(found.into_iter().map(|(_, f)| f));
     assert!(
         failures.is_empty(),
         "{} of {} book examples failed:\n\n{}",

@@ -158,3 +158,69 @@ fn rfs_verify_says_the_cause_once() {
         .unwrap();
     assert!(j.status.success());
 }
+
+/// `collect(path, #{ junit: true })`: each test case of the report the
+/// tests wrote is in `--junit`'s output, under a suite named after the
+/// proof and the report's suite, with the failure and its message.
+#[test]
+fn a_collected_junit_report_puts_each_test_case_into_the_runs_junit() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script = format!(
+        "{JUNIT_3_CASES_STEP}\nlet r = collect(\"reports/junit.xml\", #{{ junit: true }});\nassert(r.files == 1);\n"
+    );
+    let (out, xml, _) = ci_run(&rfs, &repo, &script);
+    out.assert_code(0);
+    for case in ["test_adds", "test_divides", "test_subtracts"] {
+        assert!(
+            xml.contains(&format!(
+                "<testcase name=\"{case}\" classname=\"tests.test_calc\""
+            )),
+            "{case} not in {xml}"
+        );
+    }
+    assert!(xml.contains("/ pytest\" tests=\"3\""), "{xml}");
+    assert!(
+        xml.contains("<failure message=\"ZeroDivisionError: division by zero\""),
+        "{xml}"
+    );
+    assert!(xml.contains("&gt;       assert 1 / 0"), "{xml}");
+    let c = &out.entries("artifact.collected")[0];
+    assert_eq!(c["junit"]["tests"], 3);
+    assert_eq!(c["junit"]["failures"], 1);
+    assert!(out
+        .evidence()
+        .contains("a JUnit report: 3 test case(s), 1 failed"));
+    // The view is the bundle's: `rfs verify` checks the copy it reads.
+    let (ok, text) = rfs_verify(&rfs, repo.path(), &out.out_dir);
+    assert!(ok, "{text}");
+}
+
+#[test]
+fn a_malformed_junit_report_fails_its_collect_and_nothing_is_kept() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"
+step("tests", "echo '<testsuite><testcase name=\"a\"></testsuite>' > junit.xml");
+collect("junit.xml", #{ junit: true });
+step("never", "true");
+"#,
+    );
+    out.assert_code(1);
+    assert!(
+        out.stderr
+            .contains("junit.xml is not a JUnit report rfs can read"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("collect(\"junit.xml\", #{ junit: true })"),
+        "the call's span: {}",
+        out.stderr
+    );
+    assert!(out.entries("artifact.collected").is_empty());
+    assert!(!out.out_dir.join("artifacts/junit.xml").exists());
+}

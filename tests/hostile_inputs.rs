@@ -502,6 +502,12 @@ const TRUST: &[Case] = &[
         "pass `--isolation none`",
     ),
     case(
+        "trust-script-raises-the-process-cap",
+        r#"sandbox(#{ pids: 100000 });"#,
+        3,
+        "pass --max-pids 100000 to allow it",
+    ),
+    case(
         "trust-script-asks-for-the-host-network",
         r#"sandbox(#{ network: "host" });"#,
         3,
@@ -529,6 +535,13 @@ const TRUST: &[Case] = &[
         "sync_source();",
         2,
         "pass `--isolation none`",
+    ),
+    shaped(
+        "trust-rfs-toml-raises-the-process-cap",
+        Shape::Config("[limits]\npids = 100000\n"),
+        "sync_source();",
+        2,
+        "pass --max-pids 100000 to allow it",
     ),
     shaped(
         "trust-rfs-toml-reads-a-host-variable",

@@ -281,3 +281,48 @@ fn a_local_placement_journals_the_host_fingerprint_and_a_replay_on_the_same_host
     verify(&rfs, repo.path(), &out.out_dir);
     rfs.assert_no_leftovers();
 }
+
+/// A service's image is pinned as the sandbox's is: a replay whose
+/// service image name now points at another image is refused naming both
+/// ids (the sandbox's image is the same), unless `--allow-other-image`.
+#[test]
+fn a_replayed_service_whose_image_was_retagged_is_refused_naming_both() {
+    if docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    let images = Images::new();
+    let original_id = image_id(&images.tag);
+    let script = format!(
+        "service(\"db\", #{{ image: \"{}\", cmd: \"exec sleep 600\" }}); step(\"hi\", \"echo hi\");",
+        images.tag
+    );
+    let original = rfs.run(repo.path(), &script);
+    original.assert_code(0);
+    assert_eq!(
+        original.entries("service.start")[0]["image_pin"]["id"],
+        original_id.as_str()
+    );
+    docker(&["tag", &images.other, &images.tag]);
+    let r = replay(&rfs, repo.path(), &original.out_dir, &[]);
+    r.assert_code(3);
+    assert!(
+        r.stderr.contains(&original_id) && r.stderr.contains(&images.other),
+        "names both images: {}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("service `db`"), "{}", r.stderr);
+    assert!(r.entries("step.start").is_empty(), "nothing ran");
+    assert_eq!(r.entries("service.end")[0]["by"], "refused");
+    assert_eq!(r.entries("service.end")[0]["gone"], true);
+    let r = replay(
+        &rfs,
+        repo.path(),
+        &original.out_dir,
+        &["--allow-other-image"],
+    );
+    r.assert_code(0);
+    assert!(r.stderr.contains("(--allow-other-image)"), "{}", r.stderr);
+    rfs.assert_no_leftovers();
+}

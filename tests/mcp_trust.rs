@@ -618,3 +618,43 @@ fn mcp_screen_redacts_secrets() {
     end_cleanly(m, 5);
     rfs.assert_no_leftovers();
 }
+
+/// `rfs mcp` takes the person's ceilings and the repository's rfs.toml
+/// `[limits]` as `rfs run` does: a client has no way to ask for more.
+#[test]
+fn mcp_sessions_get_the_persons_ceilings_and_the_repositorys_limits() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("rfs.toml", "[limits]\npids = 24\n");
+    repo.commit("limits");
+    let mut m = Mcp::start(&rfs, repo.path(), &["--max-memory", "64M"], &[]);
+    m.initialize();
+    let (err, text) = m.call(1, "step", json!({"name": "hello", "command": "echo hi"}));
+    assert!(!err, "{text}");
+    end_cleanly(m, 2);
+    let placed = journal_kinds(&only_run(&rfs))
+        .into_iter()
+        .find(|e| e["kind"] == "placement")
+        .expect("a placement");
+    let limits = &placed["payload"]["isolation"]["limits"]["enforced"];
+    let by = |kind: &str| {
+        let l = limits
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["kind"] == kind);
+        l.map(|l| {
+            (
+                l["value"].as_u64().unwrap(),
+                l["by"].as_str().unwrap().to_owned(),
+            )
+        })
+    };
+    assert_eq!(by("pids"), Some((24, "rfs.toml".into())), "{limits}");
+    assert_eq!(
+        by("memory"),
+        Some((64 << 20, "--max-memory flag".into())),
+        "{limits}"
+    );
+    rfs.assert_no_leftovers();
+}

@@ -340,3 +340,32 @@ fn rfs_toml_names_the_proofs_folder_and_the_jobs() {
         [("checks/only.rhai".to_owned(), "passed".to_owned())]
     );
 }
+
+/// `collect(path, #{ junit: true })` in a proof: each test case of the
+/// report is in the suite's JUnit, under `<proof> / <its suite>`.
+#[test]
+fn a_collected_junit_report_puts_each_test_case_into_the_suites_junit() {
+    let script =
+        format!("{JUNIT_3_CASES_STEP}\ncollect(\"reports/junit.xml\", #{{ junit: true }});\n");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = repo_with(&[("py.rhai", &script)]);
+    let junit = rfs.state.path().join("junit.xml");
+    let s = rfs_test(&rfs, repo.path(), &["--junit", junit.to_str().unwrap()]);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let x = std::fs::read_to_string(&junit).unwrap();
+    assert!(x.contains("<testsuite name=\"proofs/py.rhai\""), "{x}");
+    assert!(
+        x.contains("<testsuite name=\"proofs/py.rhai / pytest\" tests=\"3\" skipped=\"0\" errors=\"0\" failures=\"1\""),
+        "{x}"
+    );
+    for case in ["test_adds", "test_divides", "test_subtracts"] {
+        assert!(
+            x.contains(&format!("<testcase name=\"{case}\"")),
+            "{case} not in {x}"
+        );
+    }
+    assert!(
+        x.contains("<failure message=\"ZeroDivisionError: division by zero\""),
+        "{x}"
+    );
+}

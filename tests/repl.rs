@@ -70,3 +70,35 @@ fn repl_history_does_not_keep_typed_secrets() {
     assert!(!history.contains(secret), "{history}");
     rfs.assert_no_leftovers();
 }
+
+/// `rfs repl` with a provider that cannot work at all started the prompt
+/// anyway and failed at the first input that needed a sandbox (the REPL
+/// began its run its own way, without the provider's preflight); it now
+/// starts through the one lifecycle: refused before the prompt, ended
+/// and sealed like any run.
+#[test]
+fn repl_with_a_provider_that_cannot_work_refuses_before_the_prompt() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out_dir = rfs.state.path().join("out").join("repl-refused");
+    let o = rfs
+        .cmd(repo.path())
+        .env("DOCKER_HOST", "unix:///nonexistent/rfs-test-docker.sock")
+        .args(["repl", "--provider", "docker", "--out"])
+        .arg(&out_dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let out = finish(o, out_dir.clone());
+    assert_ne!(out.code, 0, "{}", out.stderr);
+    assert!(!out.stdout.contains("rfs> "), "{}", out.stdout);
+    assert!(out.stderr.contains("run refused"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("cannot reach the Docker daemon"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.entries("run.end")[0]["outcome"], "refused");
+    assert_eq!(out.entries("placement").len(), 0);
+    assert_bundle_verifies(&rfs, repo.path(), &out_dir);
+}

@@ -159,3 +159,142 @@ fn rfs_toml_secrets_are_passed_by_secret_flag_and_redacted() {
         out.stdout
     );
 }
+
+/// The limit of `kind` in force in a run's placement: (value, by).
+fn limit_in_force(out: &RunOut, kind: &str) -> Option<(u64, String)> {
+    let placed = &out.entries("placement")[0]["isolation"]["limits"]["enforced"];
+    placed
+        .as_array()?
+        .iter()
+        .find(|l| l["kind"] == kind)
+        .map(|l| {
+            (
+                l["value"].as_u64().unwrap(),
+                l["by"].as_str().unwrap().to_owned(),
+            )
+        })
+}
+
+/// `[limits]` in rfs.toml is the repository's default for its sandboxes;
+/// a script may ask for less, or for more up to the person's ceiling
+/// (rfs.toml is the repository's word, not the person's).
+#[test]
+fn rfs_toml_limits_are_the_repositorys_default_and_a_script_may_ask_up_to_the_ceiling() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write(
+        "rfs.toml",
+        "[limits]\nmemory = \"64M\"\npids = 32\ndisk = \"64M\"\n",
+    );
+    repo.commit("limits");
+    let out = run_in(&repo, &rfs, "step(\"x\", \"true\");", None, &[]);
+    out.assert_code(0);
+    assert_eq!(
+        limit_in_force(&out, "memory"),
+        Some((64 << 20, "rfs.toml".into()))
+    );
+    assert_eq!(limit_in_force(&out, "pids"), Some((32, "rfs.toml".into())));
+    assert_eq!(
+        limit_in_force(&out, "disk"),
+        Some((64 << 20, "rfs.toml".into()))
+    );
+    assert!(
+        out.evidence().contains("pids 32 (rfs.toml)"),
+        "{}",
+        out.evidence()
+    );
+    // The script lowers one and raises another, within rfs's default cap.
+    let out = run_in(
+        &repo,
+        &rfs,
+        "sandbox(#{ pids: 16, memory: \"128M\" });\nstep(\"x\", \"true\");",
+        None,
+        &[],
+    );
+    out.assert_code(0);
+    let script = "the script's sandbox() option".to_owned();
+    assert_eq!(limit_in_force(&out, "pids"), Some((16, script.clone())));
+    assert_eq!(limit_in_force(&out, "memory"), Some((128 << 20, script)));
+    assert_eq!(
+        limit_in_force(&out, "disk"),
+        Some((64 << 20, "rfs.toml".into()))
+    );
+    rfs.assert_no_leftovers();
+}
+
+/// rfs.toml cannot set a limit above the person's ceiling (rfs's default
+/// caps, or a flag's): refused before anything runs, naming the file and
+/// the flag that would allow it.
+#[test]
+fn rfs_toml_limits_cannot_exceed_the_persons_ceiling() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("rfs.toml", "[limits]\npids = 100000\n");
+    repo.commit("a pids cap above rfs's default");
+    let out = run_in(&repo, &rfs, "step(\"x\", \"true\");", None, &[]);
+    out.assert_code(2);
+    assert!(
+        out.stderr.contains("rfs.toml: [limits] pids: 100000 asked by rfs.toml exceeds this run's ceiling of 4096 (rfs's default); pass --max-pids 100000 to allow it"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.out_dir.join("journal.jsonl").exists());
+    let out = run_in(
+        &repo,
+        &rfs,
+        "step(\"x\", \"true\");",
+        None,
+        &["--max-pids", "100000"],
+    );
+    out.assert_code(0);
+    assert_eq!(
+        limit_in_force(&out, "pids"),
+        Some((100000, "rfs.toml".into()))
+    );
+    // Under a flag's ceiling, and its environment variable's.
+    repo.write("rfs.toml", "[limits]\nmemory = \"1G\"\n");
+    repo.commit("a memory limit");
+    let out = run_in(
+        &repo,
+        &rfs,
+        "step(\"x\", \"true\");",
+        None,
+        &["--max-memory", "256M"],
+    );
+    out.assert_code(2);
+    assert!(
+        out.stderr.contains("exceeds this run's ceiling of 256 MiB (--max-memory flag); pass --max-memory 1G to allow it"),
+        "{}",
+        out.stderr
+    );
+    let (path, out_dir) = rfs.prepare("step(\"x\", \"true\");");
+    let out = rfs
+        .cmd(repo.path())
+        .env("RFS_MAX_MEMORY", "512M")
+        .arg("run")
+        .arg(&path)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let out = finish(out, out_dir);
+    out.assert_code(2);
+    assert!(
+        out.stderr
+            .contains("(RFS_MAX_MEMORY environment variable); pass --max-memory 1G"),
+        "{}",
+        out.stderr
+    );
+    // A malformed value names the file.
+    repo.write("rfs.toml", "[limits]\nmemory = \"lots\"\n");
+    repo.commit("a bad size");
+    let out = run_in(&repo, &rfs, "step(\"x\", \"true\");", None, &[]);
+    out.assert_code(2);
+    assert!(
+        out.stderr
+            .contains("rfs.toml: [limits] `memory`: `lots` is not a size"),
+        "{}",
+        out.stderr
+    );
+    rfs.assert_no_leftovers();
+}

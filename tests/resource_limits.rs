@@ -151,6 +151,53 @@ mod enforced {
             rfs.assert_no_leftovers();
         }
 
+        fn a_flag_ceiling_is_the_limit_when_the_script_names_none(rfs: &Rfs) {
+            let repo = Repo::new();
+            // Apart from the fork bomb test's marker (they run at once).
+            let m = format!("{}.5", marker(rfs));
+            // On docker the container's own pids.max says it (a second fork
+            // bomb there at once with the other test only loads the daemon).
+            let script = match rfs.prov {
+                Prov::Local => format!(
+                    r#"let r = step("bomb", "i=0; while [ $i -lt 60 ]; do sleep {m} & i=$((i+1)); done; echo all-started", #{{ allow_failure: true }});
+                print(`ok=${{r.ok}}`);"#
+                ),
+                _ => r#"let r = step("max", "cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max"); print(`max=${r.stdout}`);"#.to_owned(),
+            };
+            let out = rfs.run_with_env(
+                repo.path(),
+                &script,
+                &["--max-pids", "32"],
+                &[("RFS_MAX_MEMORY", "256M")],
+            );
+            out.assert_code(0);
+            if rfs.prov == Prov::Local {
+                assert!(out.stdout.contains("ok=false"), "{}", out.stdout);
+                let end = &out.entries("step.end")[0];
+                assert_eq!(end["limit"], "process limit 32 reached", "{end}");
+            } else {
+                assert!(out.stdout.contains("max=32"), "{}", out.stdout);
+            }
+            let limits = &out.entries("placement")[0]["isolation"]["limits"];
+            let by = |kind: &str| {
+                limits["enforced"].as_array().unwrap().iter()
+                    .find(|l| l["kind"] == kind)
+                    .map(|l| (l["value"].as_u64().unwrap(), l["by"].as_str().unwrap().to_owned()))
+            };
+            assert_eq!(by("pids"), Some((32, "--max-pids flag".into())), "{limits}");
+            assert_eq!(
+                by("memory"),
+                Some((256 << 20, "RFS_MAX_MEMORY environment variable".into())),
+                "{limits}"
+            );
+            // The journal says the run's ceilings too, rfs's own included.
+            let ceilings = limits["ceilings"].to_string();
+            assert!(ceilings.contains("--max-pids flag"), "{limits}");
+            assert!(ceilings.contains("rfs's default"), "{limits}");
+            assert!(processes_with(&format!("sleep {m}")).is_empty());
+            rfs.assert_no_leftovers();
+        }
+
         fn the_default_process_cap_holds_when_a_script_names_no_limit(rfs: &Rfs) {
             let repo = Repo::new();
             let out = rfs.run(repo.path(), r#"step("one", "echo hi");"#);
@@ -212,7 +259,7 @@ mod refused {
             );
             out.assert_code(3);
             assert!(
-                out.stderr.contains("process limit 100000 asked by the script's sandbox() option is above the cap of 4096 set by default"),
+                out.stderr.contains("pids: 100000 asked by the script's sandbox() option exceeds this run's ceiling of 4096 (rfs's default); pass --max-pids 100000 to allow it"),
                 "{}",
                 out.stderr
             );
@@ -488,11 +535,67 @@ fn a_script_cannot_raise_the_disk_cap() {
     out.assert_code(3);
     assert!(
         out.stderr.contains(
-            "disk limit 100 TiB asked by the script's sandbox() option is above the cap of"
-        ),
+            "disk: 100 TiB asked by the script's sandbox() option exceeds this run's ceiling of"
+        ) && out
+            .stderr
+            .contains("(rfs's default); pass --max-disk 100T to allow it"),
         "{}",
         out.stderr
     );
     assert!(out.entries("step.start").is_empty());
+    rfs.assert_no_leftovers();
+}
+
+/// Regression: a script alone could lift rfs's default process and disk
+/// caps if nothing but its own ask decided. It cannot: asking more than
+/// either default is refused before anything runs, naming the flag that
+/// would allow it; with the person's flag the same ask runs.
+#[test]
+fn a_script_alone_cannot_raise_the_default_pids_or_disk_cap() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script =
+        "sandbox(#{ pids: 5000, disk: \"20G\" });\nstep(\"df\", \"df -k /tmp | tail -n 1\");";
+    let out = rfs.run(repo.path(), script);
+    out.assert_code(3);
+    assert!(
+        out.stderr.contains("pids: 5000 asked by the script's sandbox() option exceeds this run's ceiling of 4096 (rfs's default); pass --max-pids 5000 to allow it"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.entries("placement.intent").is_empty());
+    let out = rfs.run_with(repo.path(), script, &["--max-pids", "5000"]);
+    out.assert_code(3);
+    assert!(
+        out.stderr.contains(
+            "disk: 20 GiB asked by the script's sandbox() option exceeds this run's ceiling of"
+        ) && out.stderr.contains("pass --max-disk 20G to allow it"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.entries("step.start").is_empty());
+    let out = rfs.run_with(
+        repo.path(),
+        script,
+        &["--max-pids", "5000", "--max-disk", "20G"],
+    );
+    out.assert_code(0);
+    assert!(
+        out.stdout.contains(&(20u64 << 20).to_string()),
+        "{}",
+        out.stdout
+    );
+    let placed = &out.entries("placement")[0]["isolation"]["limits"]["enforced"];
+    let pids = placed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["kind"] == "pids");
+    assert_eq!(pids.unwrap()["value"], 5000, "{placed}");
+    assert_eq!(
+        pids.unwrap()["by"],
+        "the script's sandbox() option",
+        "{placed}"
+    );
     rfs.assert_no_leftovers();
 }

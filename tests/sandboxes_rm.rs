@@ -364,3 +364,32 @@ fn shell_in_a_kept_sandbox_without_network_has_no_network() {
     assert_eq!(rm.status.code(), Some(0), "{}", text(&rm.stderr));
     rfs.assert_no_leftovers();
 }
+
+/// `rfs shell` takes no limit flags: it enters a kept sandbox with the
+/// limits its run set (here the person's `--max-disk 16M` and
+/// `--max-pids 16`), never wider: the same disk, the same process cap.
+#[test]
+fn shell_in_a_kept_sandbox_keeps_the_limits_its_run_set() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let kept = rfs.run_with(
+        repo.path(),
+        r#"step("x", "true");"#,
+        &["--keep", "--max-disk", "16M", "--max-pids", "16"],
+    );
+    kept.assert_code(0);
+    let id = kept.sandbox_id();
+    let sh = rfs_in(
+        &rfs,
+        repo.path(),
+        &["shell", &id],
+        Some(b"df -k /tmp | tail -n 1; i=0; while [ $i -lt 40 ]; do sleep 31718 & i=$((i+1)); done; echo all-\"started\"; exit 0\n"),
+    );
+    let (stdout, stderr) = (text(&sh.stdout), text(&sh.stderr));
+    assert!(stdout.contains(" 16384 "), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("all-started"), "{stdout}\n{stderr}");
+    let rm = rfs_in(&rfs, repo.path(), &["rm", &id], None);
+    assert_eq!(rm.status.code(), Some(0), "{}", text(&rm.stderr));
+    assert!(!process_running("31718"));
+    rfs.assert_no_leftovers();
+}

@@ -348,3 +348,110 @@ fn jobs_without_a_bound_are_refused() {
     }
     rfs.assert_no_leftovers();
 }
+
+/// The limit of `kind` in force in a bundle's placement: (value, by).
+fn limit_in_force(out: &RunOut, kind: &str) -> Option<(u64, String)> {
+    let placed = &out.entries("placement")[0]["isolation"]["limits"]["enforced"];
+    placed
+        .as_array()?
+        .iter()
+        .find(|l| l["kind"] == kind)
+        .map(|l| {
+            (
+                l["value"].as_u64().unwrap(),
+                l["by"].as_str().unwrap().to_owned(),
+            )
+        })
+}
+
+/// `rfs test` and `rfs repl` take the person's ceilings as `rfs run`
+/// does (a larger ask is refused naming the flag), and the repository's
+/// rfs.toml `[limits]` and `isolation` as `rfs run` does.
+#[test]
+fn rfs_test_and_repl_honour_the_ceilings_and_rfs_toml() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write(
+        "proofs/big.rhai",
+        "sandbox(#{ memory: \"1G\" });\nstep(\"never\", \"echo never-ran\");\n",
+    );
+    repo.commit("a proof asking for 1G");
+    let says = "memory: 1 GiB asked by the script's sandbox() option exceeds this run's ceiling of 64 MiB (--max-memory flag); pass --max-memory 1G to allow it";
+    let out = rfs_in(&rfs, repo.path(), &["test", "--max-memory", "64M"], &[]);
+    out.assert_code(3);
+    assert!(
+        out.stdout.contains(says) || out.stderr.contains(says),
+        "{}{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(!out.stdout.contains("never-ran"), "{}", out.stdout);
+    let input = b"sandbox(#{ memory: \"1G\" });\n";
+    let out = rfs.repl(repo.path(), input, &[]);
+    assert!(!out.stderr.contains("ceiling"), "{}", out.stderr);
+    let out = rfs.repl(repo.path(), input, &["--max-memory", "64M"]);
+    assert!(out.stderr.contains(says), "{}", out.stderr);
+    assert!(out.entries("placement").is_empty());
+    // The repository's defaults reach the repl's sandbox.
+    repo.write("rfs.toml", "[limits]\npids = 24\n");
+    repo.commit("limits");
+    let out = rfs.repl(repo.path(), b"step(\"x\", \"true\");\n", &[]);
+    out.assert_code(0);
+    assert_eq!(limit_in_force(&out, "pids"), Some((24, "rfs.toml".into())));
+    // rfs.toml cannot turn isolation off for either.
+    repo.write("rfs.toml", "isolation = \"none\"\n");
+    repo.commit("widen");
+    for out in [
+        rfs_in(&rfs, repo.path(), &["test"], &[]),
+        rfs.repl(repo.path(), b"step(\"x\", \"true\");\n", &[]),
+    ] {
+        out.assert_code(2);
+        assert!(
+            out.stderr.contains("pass `--isolation none`"),
+            "{}",
+            out.stderr
+        );
+    }
+    rfs.assert_no_leftovers();
+}
+
+/// A bundle is not the person: its journal records the ceilings its run
+/// had (`--max-pids 5000`), and a replay holds its script to the
+/// replaying person's ceilings, never the original's.
+#[test]
+fn a_replayed_bundle_cannot_widen_the_persons_ceiling() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let original = rfs.run_with(
+        repo.path(),
+        "sandbox(#{ pids: 5000 });\nstep(\"x\", \"true\");",
+        &["--max-pids", "5000"],
+    );
+    original.assert_code(0);
+    let ceilings = original.entries("placement")[0]["isolation"]["limits"]["ceilings"].to_string();
+    assert!(ceilings.contains("--max-pids flag"), "{ceilings}");
+    let replay = |args: &[&str]| {
+        let out_dir = rfs.state.path().join("out").join(uuid_like());
+        let o = rfs
+            .cmd(repo.path())
+            .arg("replay")
+            .arg(&original.out_dir)
+            .arg("--out")
+            .arg(&out_dir)
+            .args(args)
+            .output()
+            .unwrap();
+        finish(o, out_dir)
+    };
+    let out = replay(&[]);
+    assert_ne!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("pids: 5000 asked by the script's sandbox() option exceeds this run's ceiling of 4096 (rfs's default); pass --max-pids 5000 to allow it"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.entries("step.start").is_empty());
+    let out = replay(&["--max-pids", "5000"]);
+    out.assert_code(0);
+    rfs.assert_no_leftovers();
+}

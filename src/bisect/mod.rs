@@ -78,7 +78,7 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
     ));
     let key = crate::signing::key::for_run(a.sign_key.as_deref())?;
     let interrupt = CancellationToken::new();
-    let _signals = crate::runner::cancel_on_signals(
+    let _signals = crate::lifecycle::cancel_on_signals(
         &interrupt,
         "rfs bisect: stopping; every sandbox is removed and verified gone",
     )?;

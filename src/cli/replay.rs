@@ -28,6 +28,10 @@ pub(crate) struct ReplayCommand {
     /// a different image under the same name is refused).
     #[arg(long)]
     allow_other_image: bool,
+    /// The replay's resource ceilings are this person's (these flags and
+    /// RFS_MAX_*), never the original run's.
+    #[command(flatten)]
+    ceilings: crate::limit_ceilings::CeilingArgs,
 }
 
 impl ReplayCommand {
@@ -41,6 +45,7 @@ impl ReplayCommand {
                 vars: self.vars,
                 image: self.image,
                 allow_other_image: self.allow_other_image,
+                ceilings: self.ceilings,
             },
             Arc::new(crate::reporter::Console::new(false).with_progress(super::progress(false))),
         )

@@ -57,6 +57,8 @@ pub(crate) struct SessionArgs {
     /// only this flag passes it). Repeatable.
     #[arg(long = "secret", value_name = "NAME")]
     secrets: Vec<String>,
+    #[command(flatten)]
+    ceilings: crate::limit_ceilings::CeilingArgs,
 }
 
 impl SessionArgs {
@@ -76,6 +78,7 @@ impl SessionArgs {
             allow_puts: self.allow_puts,
             allow_host_network: self.allow_host_network,
             secrets: self.secrets,
+            ceilings: self.ceilings,
         }
     }
 }

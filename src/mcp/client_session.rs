@@ -49,20 +49,21 @@ impl Session {
         rt: tokio::runtime::Handle,
     ) -> Result<Arc<Session>, Error> {
         // What a call returns goes to the client: the secrets of rfs's own
-        // environment (secret-named variables) are redacted there too.
-        let pairs: Vec<String> = settings
-            .vars
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        crate::secrets::learn_from_env(pairs.iter().map(String::as_str));
-        let cfg = crate::runner::config(settings, None, settings.script.clone());
-        // stdout is the protocol: nothing else may be printed there.
-        let run = Run::start(cfg, rt, Arc::new(crate::events::Silent), &settings.vars)?;
-        if let Err(e) = run.preflight() {
-            crate::runner::end_run(&run, RunOutcome::Refused, Some(&e.to_string()), None);
-            return Err(e);
-        }
+        // environment are redacted there too (the lifecycle's start learns
+        // them). stdout is the protocol: nothing else may be printed there.
+        let run = crate::lifecycle::start(
+            settings,
+            rt,
+            crate::lifecycle::Start {
+                provider: None,
+                script_path: settings.script.clone(),
+                reporter: Arc::new(crate::events::Silent),
+                bundle: None,
+                key: None,
+                replay_of: None,
+            },
+        )
+        .map_err(|not| not.error)?;
         let here = Script {
             path: settings.invocation_dir.join("<mcp>"),
             dir: settings.invocation_dir.clone(),
@@ -74,7 +75,7 @@ impl Session {
         let mut engine = match script::run_engine(&run, &here, settings.vars.clone()) {
             Ok(e) => e,
             Err(e) => {
-                crate::runner::end_run(&run, RunOutcome::Error, None, None);
+                crate::lifecycle::end_run(&run, RunOutcome::Error, None, None);
                 return Err(e);
             }
         };
@@ -88,7 +89,7 @@ impl Session {
             .stack_size(16 * 1024 * 1024)
             .spawn(move || worker::serve(r, engine, rx, t, c))
             .map_err(|e| {
-                crate::runner::end_run(&run, RunOutcome::Error, None, None);
+                crate::lifecycle::end_run(&run, RunOutcome::Error, None, None);
                 Error::internal(e)
             })?;
         Ok(Arc::new(Session {
@@ -123,7 +124,7 @@ impl Session {
         } else {
             RunOutcome::Completed
         };
-        let end = crate::runner::end_run(&self.run, outcome, None, None);
+        let end = crate::lifecycle::end_run(&self.run, outcome, None, None);
         let teardown_warning = end.teardown_warning;
         let seal_error = end
             .seal_error

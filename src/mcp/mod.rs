@@ -37,7 +37,7 @@ pub(crate) fn run(settings: RunSettings) -> Result<i32, Error> {
         .build()
         .map_err(Error::internal)?;
     let (ready, started) = tokio::sync::watch::channel::<tools::Started>(None);
-    let signals = crate::runner::Signals::install(&server_rt);
+    let signals = crate::lifecycle::Signals::install(&server_rt);
     // The client initializes first: one that leaves before that (or never
     // speaks MCP) has started nothing, so there is nothing to end or seal.
     let (service, framing) = server_rt.block_on(async {

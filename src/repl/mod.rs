@@ -57,17 +57,22 @@ pub(crate) fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<
         .enable_all()
         .build()
         .map_err(Error::internal)?;
-    let signals = crate::runner::Signals::install(&rt);
+    let signals = crate::lifecycle::Signals::install(&rt);
     // What the session shows (values, screens) has the secrets of rfs's
-    // own environment (secret-named variables, `--var`s) redacted.
-    let pairs: Vec<String> = settings
-        .vars
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    crate::secrets::learn_from_env(pairs.iter().map(String::as_str));
-    let cfg = crate::runner::config(&settings, None, settings.script.clone());
-    let run = Run::start(cfg, rt.handle().clone(), reporter, &settings.vars)?;
+    // own environment redacted: the lifecycle's start learns them.
+    let run = crate::lifecycle::start(
+        &settings,
+        rt.handle().clone(),
+        crate::lifecycle::Start {
+            provider: None,
+            script_path: settings.script.clone(),
+            reporter,
+            bundle: None,
+            key: None,
+            replay_of: None,
+        },
+    )
+    .map_err(|not| not.error)?;
     let engine = repl_engine(&run, &settings)?;
     // Ctrl-C while an evaluation runs (the terminal is not in raw mode
     // then) interrupts it; the other signals end the session.
@@ -132,7 +137,7 @@ fn repl_engine(run: &Arc<Run>, settings: &RunSettings) -> Result<Engine, Error> 
 /// also ends the session (see [`Ending`]).
 fn watch_signals(
     rt: &tokio::runtime::Runtime,
-    mut signals: crate::runner::Signals,
+    mut signals: crate::lifecycle::Signals,
     run: &Arc<Run>,
     ending: &Ending,
 ) {
@@ -230,13 +235,13 @@ fn conclude(run: &Run, unfinished: Option<&str>) -> i32 {
         );
         errln!("rfs: {why}");
         return sealed(
-            crate::runner::end_run(run, RunOutcome::Failed, Some(&why), None),
+            crate::lifecycle::end_run(run, RunOutcome::Failed, Some(&why), None),
             exit_code::SCRIPT_FAILED,
         );
     }
     // A teardown problem is reported (and journaled) but does not turn a
     // completed session into a failed one, as for `rfs run`.
-    let ended = crate::runner::end_run(run, RunOutcome::Completed, None, None);
+    let ended = crate::lifecycle::end_run(run, RunOutcome::Completed, None, None);
     if run.cfg.keep {
         let st = run.state();
         if let (Some(sb), false) = (&st.sandbox, st.destroyed) {
@@ -252,7 +257,7 @@ fn conclude(run: &Run, unfinished: Option<&str>) -> i32 {
 
 /// The session's exit code once its run ended: `code`, unless its
 /// evidence could not be sealed (then said, and an internal error).
-fn sealed(ended: crate::runner::Ended, code: i32) -> i32 {
+fn sealed(ended: crate::lifecycle::Ended, code: i32) -> i32 {
     match ended.seal_error {
         Some((what, e)) => {
             errln!("rfs: the session ended but {what} failed: {e}");
@@ -305,7 +310,7 @@ impl Ending {
         // The prompt may hold the terminal in raw mode: give it back first.
         self.terminal.restore();
         errln!("\r\nrfs: {sig}: ending the session");
-        let ended = crate::runner::end_run(
+        let ended = crate::lifecycle::end_run(
             run,
             RunOutcome::Interrupted,
             Some(&format!("{sig} received")),

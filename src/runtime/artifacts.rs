@@ -108,7 +108,7 @@ fn ancestors(parts: &[String]) -> Vec<String> {
 }
 
 /// One entry of a collected archive.
-enum Entry {
+pub(super) enum Entry {
     File { rel: String, bytes: Vec<u8> },
     Dir(String),
     Link { rel: String, target: String },
@@ -195,9 +195,17 @@ impl Run {
 
     /// `collect(path)`: copy a file or folder of the synced root into the
     /// bundle's `artifacts/`, journaled.
-    pub(crate) fn collect(&self, path: &str, max_bytes: Option<i64>) -> Result<Collected> {
+    pub(crate) fn collect(
+        &self,
+        path: &str,
+        max_bytes: Option<i64>,
+        junit: bool,
+    ) -> Result<Collected> {
         self.check_cancelled()?;
-        let what = format!("collect({path:?})");
+        let what = match junit {
+            true => format!("collect({path:?}, #{{ junit: true }})"),
+            false => format!("collect({path:?})"),
+        };
         let parts = sandbox_path(path).map_err(|m| self.refuse_early(&what, m))?;
         let rel = parts.join("/");
         let overlap = self.state().artifacts.collected.iter().find_map(|c| {
@@ -238,7 +246,11 @@ impl Run {
         if total > room {
             return Err(self.over_bound(&what, room));
         }
-        self.keep_collected(&what, &rel, entries, total)
+        let junit = match junit {
+            true => Some(self.junit_report(&what, &entries)?),
+            false => None,
+        };
+        self.keep_collected(&what, &rel, entries, total, junit)
     }
 
     fn over_bound(&self, what: &str, room: u64) -> Error {
@@ -322,6 +334,7 @@ impl Run {
         rel: &str,
         entries: Vec<Entry>,
         total: u64,
+        junit: Option<crate::events::JunitCounts>,
     ) -> Result<Collected> {
         let out = &self.cfg.out_dir;
         let redactor = self.state().redactor.clone();
@@ -392,6 +405,7 @@ impl Run {
             skipped,
             redacted,
             bytes: total,
+            junit,
         })?;
         let mut st = self.state();
         st.artifacts.bytes += total;

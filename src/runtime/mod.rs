@@ -11,9 +11,11 @@ pub(crate) mod caches;
 pub(crate) mod cwd;
 mod egress;
 pub(crate) mod exec_loop;
+mod junit_collect;
 pub(crate) mod output;
 pub(crate) mod placement;
 pub(crate) mod resync;
+pub(crate) mod service;
 pub(crate) mod spawn;
 pub(crate) mod spawn_wait;
 pub(crate) mod step;
@@ -122,6 +124,8 @@ pub(crate) struct RunState {
     pub artifacts: artifacts::Ledger,
     /// Background processes `spawn()` started (ended at run end).
     pub spawned: Vec<Arc<spawn::Spawned>>,
+    /// Services `service()` started (removed at run end, before the sandbox).
+    pub services: Vec<Arc<service::Service>>,
     /// Caches this run holds (locked until after teardown).
     pub caches: Vec<caches::HeldCache>,
 }
@@ -376,7 +380,7 @@ impl Run {
     /// End the run: tear down (unless kept), journal the end with why the
     /// run ended that way (`reason`, redacted) in `run.end`, rewrite the
     /// evidence, flush. Never fails the run for a teardown problem; returns
-    /// a warning text instead. Only [`crate::runner::end_run`] calls it,
+    /// a warning text instead. Only [`crate::lifecycle::end_run`] calls it,
     /// which then seals the bundle: every entry point ends a run there.
     /// A secret the run learnt may be written in the script itself: the
     /// bundled copy is redacted like everything else in the output
@@ -482,6 +486,10 @@ impl Run {
         let reason = reason.map(|r| self.state().redactor.redact_str(r));
         self.close_sessions();
         let stopped = self.stop_all_spawned();
+        let stopped = match (stopped, self.stop_all_services()) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
         let warning = self.block_on(teardown::finish(self));
         self.close_caches();
         let warning = match (stopped, warning) {

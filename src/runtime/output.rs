@@ -122,6 +122,13 @@ impl StepSink {
         }
     }
 
+    /// The same sink for a command that runs without rfs's in-sandbox
+    /// wrapper (a service's container): nothing on stderr is held back.
+    pub(crate) fn without_wrapper(mut self) -> Self {
+        self.gate = None;
+        self
+    }
+
     /// The same sink, every line also handed to `tap`.
     pub(crate) fn with_tap(mut self, tap: LineTap) -> Self {
         self.tap = Some(tap);

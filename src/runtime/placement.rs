@@ -21,7 +21,7 @@ pub(crate) struct SandboxOptions {
     pub isolation: Option<IsolationMode>,
     /// `network: false | true | "host" | #{ allow: [...] }` (#34).
     pub network: Option<crate::network::NetworkPolicy>,
-    /// `pids`, `memory`, `cpus`: may only lower the caps in force.
+    /// `pids`, `memory`, `cpus`, `disk`: at most the run's ceilings.
     pub limits: crate::provider::limits::Limits,
     /// Caches kept between runs: name → path under the home (`~/...`).
     pub caches: std::collections::BTreeMap<String, String>,
@@ -302,7 +302,10 @@ impl Run {
                 message: format!("not enforced: {n}"),
             })?;
         }
-        isolation.limits = Some(limits);
+        isolation.limits = Some(crate::provider::limits::LimitsFact {
+            ceilings: request.limits.ceilings.clone(),
+            ..limits
+        });
         if in_force.mode == "none" {
             // SAFETY: geteuid cannot fail.
             let uid = unsafe { libc::geteuid() };

@@ -59,7 +59,7 @@ pub(crate) struct Lines {
 }
 
 impl Lines {
-    fn push(&mut self, which: Stream, line: &str) {
+    pub(crate) fn push(&mut self, which: Stream, line: &str) {
         self.bytes += line.len() + 1;
         self.kept.push_back(line.to_owned());
         let s = match which {
@@ -453,8 +453,8 @@ impl Run {
         let group = sp.group();
         let group_gone = group.and_then(|g| self.group_gone(&sp.sandbox_id, g));
         let error = res.err().map(|e| e.to_string());
-        let stdout_log = self.spawn_log_digest(&format!("{}.stdout.log", sp.stem))?;
-        let stderr_log = self.spawn_log_digest(&format!("{}.stderr.log", sp.stem))?;
+        let stdout_log = self.log_digest(&format!("{}.stdout.log", sp.stem))?;
+        let stderr_log = self.log_digest(&format!("{}.stderr.log", sp.stem))?;
         let ended = Ended {
             exit: outcome.exit,
             signal: outcome.signal,
@@ -483,14 +483,5 @@ impl Run {
             error: error.clone(),
         })?;
         Ok((refusal, error))
-    }
-
-    fn spawn_log_digest(&self, name: &str) -> Result<Option<crate::events::FileDigest>> {
-        let rel = format!("steps/{name}");
-        match crate::journal::file_digest(&self.cfg.out_dir, &rel) {
-            Ok(d) => Ok(Some(d)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::Internal(format!("cannot hash log {rel}: {e}"))),
-        }
     }
 }

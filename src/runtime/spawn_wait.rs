@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::spawn::Spawned;
+use super::spawn::{Shared, Spawned};
 use super::Run;
 use crate::error::{Error, Result};
 use crate::events::Event;
@@ -23,14 +23,22 @@ pub(crate) enum WaitFor {
 }
 
 impl WaitFor {
-    fn on(&self) -> &'static str {
+    /// What it waits for, in words.
+    pub(crate) fn shown(&self) -> String {
+        match self {
+            WaitFor::Line(l) => format!("a line containing {l:?}"),
+            WaitFor::Port(p) => format!("port {p} to listen in the sandbox"),
+        }
+    }
+
+    pub(crate) fn on(&self) -> &'static str {
         match self {
             WaitFor::Line(_) => "line",
             WaitFor::Port(_) => "port",
         }
     }
 
-    fn target(&self) -> String {
+    pub(crate) fn target(&self) -> String {
         match self {
             WaitFor::Line(l) => l.clone(),
             WaitFor::Port(p) => p.to_string(),
@@ -143,6 +151,48 @@ impl Run {
         what: WaitFor,
         timeout: Duration,
     ) -> Result<()> {
+        let watched = Watched {
+            sandbox_id: &sp.sandbox_id,
+            shared: &sp.shared,
+            alive: &|| sp.alive(),
+        };
+        match self.watch_until(&watched, &what, timeout)? {
+            Ok(after_ms) => self.record(Event::SpawnReady {
+                name: sp.name.clone(),
+                on: what.on().into(),
+                target: self.state().redactor.redact_str(&what.target()),
+                after_ms,
+            }),
+            Err(why) => {
+                let tail = sp.shared.lines().tail();
+                self.record(Event::SpawnWaitFailed {
+                    name: sp.name.clone(),
+                    on: what.on().into(),
+                    target: self.state().redactor.redact_str(&what.target()),
+                    timeout_s: timeout.as_secs_f64(),
+                    why: why.clone(),
+                    output_tail: tail.clone(),
+                })?;
+                let msg = format!(
+                    "spawn `{}`: wait_for {}: {why}{}",
+                    sp.name,
+                    what.shown(),
+                    tail_text(tail.as_ref())
+                );
+                Err(Error::ScriptFailed(self.state().redactor.redact_str(&msg)))
+            }
+        }
+    }
+
+    /// Wait until `what` holds for `w` (its output, or a port probed in
+    /// its sandbox): `Ok(after ms)`, or why not (timed out, it ended
+    /// first, no table to probe).
+    pub(crate) fn watch_until(
+        &self,
+        w: &Watched<'_>,
+        what: &WaitFor,
+        timeout: Duration,
+    ) -> Result<std::result::Result<u64, String>> {
         let start = Instant::now();
         let deadline = start + timeout;
         let mut last_probe: Option<Instant> = None;
@@ -150,15 +200,15 @@ impl Run {
             self.check_cancelled()?;
             // Read before asking whether it still runs: a line printed
             // right before the end counts.
-            let running = sp.alive();
-            let held = match &what {
-                WaitFor::Line(l) => sp.shared.lines().contains(l),
+            let running = (w.alive)();
+            let held = match what {
+                WaitFor::Line(l) => w.shared.lines().contains(l),
                 WaitFor::Port(p) => {
                     let due = last_probe.is_none_or(|t| t.elapsed() >= Duration::from_millis(100));
                     if due {
                         last_probe = Some(Instant::now());
                         match self.probe(
-                            &sp.sandbox_id,
+                            w.sandbox_id,
                             PORT_PROBE,
                             &p.to_string(),
                             self.cancel_token(),
@@ -175,13 +225,7 @@ impl Run {
                 }
             };
             if held {
-                self.record(Event::SpawnReady {
-                    name: sp.name.clone(),
-                    on: what.on().into(),
-                    target: self.state().redactor.redact_str(&what.target()),
-                    after_ms: super::sync::ms(start.elapsed().as_millis()),
-                })?;
-                return Ok(());
+                return Ok(Ok(super::sync::ms(start.elapsed().as_millis())));
             }
             if !running {
                 break "it ended before that".to_owned();
@@ -191,38 +235,36 @@ impl Run {
             }
             std::thread::sleep(Duration::from_millis(10));
         };
-        let tail = sp.shared.lines().tail();
-        self.record(Event::SpawnWaitFailed {
-            name: sp.name.clone(),
-            on: what.on().into(),
-            target: self.state().redactor.redact_str(&what.target()),
-            timeout_s: timeout.as_secs_f64(),
-            why: why.clone(),
-            output_tail: tail.clone(),
-        })?;
-        let shown = match &what {
-            WaitFor::Line(l) => format!("a line containing {l:?}"),
-            WaitFor::Port(p) => format!("port {p} to listen in the sandbox"),
-        };
-        let output = match tail {
-            Some(t) => {
-                let mut s = String::new();
-                for (label, text) in [("stdout", &t.stdout), ("stderr", &t.stderr)] {
-                    if !text.is_empty() {
-                        s.push_str(&format!("\n--- its {label}, last lines ---\n{text}"));
-                    }
-                }
-                s
-            }
-            None => "\n(it printed nothing)".to_owned(),
-        };
-        Err(Error::ScriptFailed(self.state().redactor.redact_str(
-            &format!("spawn `{}`: wait_for {shown}: {why}{output}", sp.name),
-        )))
+        Ok(Err(why))
     }
 }
 
-fn secs(d: Duration) -> String {
+/// What [`Run::watch_until`] watches: a background process or a service.
+pub(crate) struct Watched<'a> {
+    /// The sandbox whose network a port is probed in.
+    pub sandbox_id: &'a str,
+    pub shared: &'a Shared,
+    /// Whether it still runs.
+    pub alive: &'a dyn Fn() -> bool,
+}
+
+/// The tail of an output for a failure's message.
+pub(crate) fn tail_text(tail: Option<&crate::events::OutputTail>) -> String {
+    match tail {
+        Some(t) => {
+            let mut s = String::new();
+            for (label, text) in [("stdout", &t.stdout), ("stderr", &t.stderr)] {
+                if !text.is_empty() {
+                    s.push_str(&format!("\n--- its {label}, last lines ---\n{text}"));
+                }
+            }
+            s
+        }
+        None => "\n(it printed nothing)".to_owned(),
+    }
+}
+
+pub(crate) fn secs(d: Duration) -> String {
     let s = d.as_secs_f64();
     if s.fract() == 0.0 {
         format!("{s:.0} s")

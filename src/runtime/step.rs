@@ -516,12 +516,12 @@ impl Run {
 
     /// The digest of step log `steps/NAME`, if it was written (silent
     /// streams leave none).
-    fn log_digest(&self, name: &str) -> Result<Option<crate::events::FileDigest>> {
+    pub(crate) fn log_digest(&self, name: &str) -> Result<Option<crate::events::FileDigest>> {
         let rel = format!("steps/{name}");
         match crate::journal::file_digest(&self.cfg.out_dir, &rel) {
             Ok(d) => Ok(Some(d)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::Internal(format!("cannot hash step log {rel}: {e}"))),
+            Err(e) => Err(Error::Internal(format!("cannot hash log {rel}: {e}"))),
         }
     }
 }

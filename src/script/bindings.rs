@@ -374,7 +374,7 @@ fn register_artifacts(engine: &mut Engine, run: &Arc<Run>) {
     engine.register_fn(
         "collect",
         move |ctx: NativeCallContext, path: &str| -> RhaiResult<Map> {
-            r.collect(path, None)
+            r.collect(path, None, false)
                 .map(|c| collected_map(&c))
                 .map_err(|e| to_rhai(&r, e, ctx.call_position()))
         },
@@ -384,11 +384,12 @@ fn register_artifacts(engine: &mut Engine, run: &Arc<Run>) {
         "collect",
         move |ctx: NativeCallContext, path: &str, opts: Map| -> RhaiResult<Map> {
             let mut o = Opts::new("collect()", opts);
-            let max = o
+            let (max, junit) = o
                 .int("max_bytes")
+                .and_then(|m| Ok((m, o.boolean("junit")?.unwrap_or(false))))
                 .and_then(|m| o.finish().map(|_| m))
                 .map_err(|m| script_error(m, ctx.call_position()))?;
-            r.collect(path, max)
+            r.collect(path, max, junit)
                 .map(|c| collected_map(&c))
                 .map_err(|e| to_rhai(&r, e, ctx.call_position()))
         },

@@ -19,7 +19,7 @@ fn lint_table_covers_every_run_binding() {
     })
     .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let cfg = crate::runner::config(&settings, None, script.clone());
+    let cfg = crate::lifecycle::start::config(&settings, None, script.clone());
     let run = crate::runtime::Run::start(
         cfg,
         rt.handle().clone(),

@@ -12,6 +12,7 @@ pub(crate) mod network_option;
 pub(crate) mod options;
 pub(crate) mod primitives;
 pub(crate) mod resolver;
+pub(crate) mod service_bindings;
 pub(crate) mod spawn_bindings;
 pub(crate) mod terminal_bindings;
 
@@ -186,6 +187,7 @@ pub(crate) fn run_engine(
     bindings::register(&mut e, run.clone(), vars);
     terminal_bindings::register(&mut e, run.clone());
     spawn_bindings::register(&mut e, run.clone());
+    service_bindings::register(&mut e, run.clone());
     let r = run.clone();
     e.on_print(move |text| {
         let text = r.state().redactor.redact_str(text);
@@ -209,6 +211,13 @@ pub(crate) fn run_engine(
 /// runtime's threads: native calls block on that runtime. Returns the
 /// classified error.
 pub(crate) fn execute(run: &Arc<Run>, script: &Script, engine: Engine, ast: &AST) -> Result<()> {
+    if let Some(pos) = services_refusal(run, ast) {
+        let refused = run.refuse(crate::runtime::service::unsupported(
+            run.cfg.provider.name(),
+        ));
+        let e = bindings::to_rhai(run, refused, pos);
+        return Err(script.source.runtime_error(&e, |m| classify(run, &e, m)));
+    }
     match engine.run_ast(ast) {
         Ok(()) => Ok(()),
         Err(e) => {
@@ -241,4 +250,31 @@ pub(crate) fn classify(run: &Run, e: &rhai::EvalAltResult, message: String) -> E
     } else {
         Error::ScriptFailed(message)
     }
+}
+
+/// Where the script calls `service()` when the run's provider cannot
+/// start services: refused there before anything runs (a call only an
+/// imported module makes is refused when it is made).
+pub(crate) fn services_refusal(run: &Run, ast: &AST) -> Option<rhai::Position> {
+    if run.cfg.provider.services().is_some()
+        || ast
+            .iter_functions()
+            .any(|f| f.name == "service" && f.params.len() == 2)
+    {
+        return None;
+    }
+    let mut at = None;
+    ast.walk(&mut |path: &[rhai::ASTNode]| {
+        let (call, pos) = match path.last() {
+            Some(rhai::ASTNode::Expr(rhai::Expr::FnCall(c, pos))) => (c, *pos),
+            Some(rhai::ASTNode::Stmt(rhai::Stmt::FnCall(c, pos))) => (c, *pos),
+            _ => return true,
+        };
+        if call.name == "service" && call.namespace.is_empty() && call.args.len() == 2 {
+            at = Some(pos);
+            return false;
+        }
+        true
+    });
+    at
 }

@@ -113,7 +113,7 @@ pub(crate) const PRIMITIVES: &[Primitive] = &[
     Primitive {
         name: "collect",
         arities: &[1, 2],
-        options: Some((1, &["max_bytes"])),
+        options: Some((1, &["max_bytes", "junit"])),
         returns: &["files", "bytes", "path"],
         summary: "copy a file or folder of the synced root into the bundle's artifacts/",
     },
@@ -138,9 +138,28 @@ pub(crate) const PRIMITIVES: &[Primitive] = &[
         returns: &[],
         summary: "wait until a background process prints a line or listens on a port",
     },
-    plain("alive", &[1], "whether a background process still runs"),
-    plain("logs", &[1], "a background process's output so far"),
-    plain("stop", &[1], "end a background process's group, verified"),
+    Primitive {
+        name: "service",
+        arities: &[2],
+        options: Some((1, &["image", "env", "ready", "cmd"])),
+        returns: &[],
+        summary: "start a service container sharing the sandbox's network (docker), with a handle",
+    },
+    plain(
+        "alive",
+        &[1],
+        "whether a background process or service still runs",
+    ),
+    plain(
+        "logs",
+        &[1],
+        "a background process's or service's output so far",
+    ),
+    plain(
+        "stop",
+        &[1],
+        "end a background process's group or remove a service, verified",
+    ),
     plain("assert", &[1, 2], "fail the run unless a condition holds"),
     plain("fail", &[1], "fail the run with a message"),
     plain("arg", &[1, 2], "a `--var` value (or a default)"),
@@ -156,7 +175,7 @@ pub(crate) const PRIMITIVES: &[Primitive] = &[
     plain(
         "to_string",
         &[1],
-        "a sandbox, terminal or process handle as text",
+        "a sandbox, terminal, process or service handle as text",
     ),
 ];
 

@@ -28,7 +28,7 @@ fn spawn_opts(map: Map) -> Result<SpawnOptions, OptionError> {
     Ok(SpawnOptions { cwd, env })
 }
 
-fn wait_opts(map: Map) -> Result<(WaitFor, std::time::Duration), String> {
+pub(super) fn wait_opts(map: Map) -> Result<(WaitFor, std::time::Duration), String> {
     let mut o = Opts::new("wait_for()", map);
     let e = |m: OptionError| m.to_string();
     let port = o.int("port").map_err(e)?;

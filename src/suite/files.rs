@@ -200,12 +200,17 @@ fn markdown(ix: &Index) -> String {
 fn junit(ix: &Index) -> String {
     let mut report = Report::new(format!("rfs test {}", ix.suite_id));
     for p in &ix.proofs {
-        let bundle = p
+        let out = p
             .last()
             .filter(|a| !a.out_dir.is_empty())
-            .and_then(|a| crate::report::FinishedRun::read(Path::new(&a.out_dir)).ok());
+            .map(|a| Path::new(&a.out_dir));
+        let bundle = out.and_then(|o| crate::report::FinishedRun::read(o).ok().map(|b| (o, b)));
+        let mut collected = vec![];
         let mut suite = match bundle {
-            Some(b) => crate::report::junit::test_suite(&b, p.name.clone()),
+            Some((o, b)) => {
+                collected = crate::report::junit::collected_suites(o, &b, &p.name);
+                crate::report::junit::test_suite(&b, p.name.clone())
+            }
             None => {
                 let mut s = TestSuite::new(p.name.clone());
                 s.add_test_case(proof_case(p));
@@ -215,6 +220,7 @@ fn junit(ix: &Index) -> String {
         suite.add_property(("verdict", p.verdict.word()));
         suite.add_property(("attempts", p.attempts.len().to_string().as_str()));
         report.add_test_suite(suite);
+        report.add_test_suites(collected);
     }
     for n in &ix.not_run {
         let mut s = TestSuite::new(n.clone());

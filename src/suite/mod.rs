@@ -116,7 +116,7 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
     };
     let fanout = events::Fanout(vec![Box::new(files.clone()), view]);
     let interrupt = CancellationToken::new();
-    let _signals = crate::runner::cancel_on_signals(
+    let _signals = crate::lifecycle::cancel_on_signals(
         &interrupt,
         "rfs test: cancelling every running proof and removing its sandbox",
     )?;

@@ -393,6 +393,10 @@ impl Rfs {
             "DAYTONA_ORGANIZATION_ID",
             "DAYTONA_TARGET",
             "RELAYFLOWS_SANDBOX_SNAPSHOT",
+            "RFS_MAX_MEMORY",
+            "RFS_MAX_PIDS",
+            "RFS_MAX_DISK",
+            "RFS_MAX_CPUS",
         ] {
             c.env_remove(k);
         }
@@ -935,3 +939,17 @@ pub fn assert_bundle_verifies(rfs: &Rfs, cwd: &Path, bundle: &Path) {
     let (ok, text) = rfs_verify(rfs, cwd, bundle);
     assert!(ok, "rfs verify {} failed:\n{text}", bundle.display());
 }
+
+/// A step that writes a JUnit report of 3 test cases, one failing (as
+/// pytest's `--junitxml` writes them), to `reports/junit.xml`.
+pub const JUNIT_3_CASES_STEP: &str = r#"step("pytest", `mkdir -p reports && cat > reports/junit.xml <<'EOF'
+<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="0" failures="1" skipped="0" tests="3">
+<testcase classname="tests.test_calc" name="test_adds" time="0.001"/>
+<testcase classname="tests.test_calc" name="test_divides" time="0.002"><failure message="ZeroDivisionError: division by zero">def test_divides():
+&gt;       assert 1 / 0
+E       ZeroDivisionError: division by zero</failure></testcase>
+<testcase classname="tests.test_calc" name="test_subtracts" time="0.001"/>
+</testsuite></testsuites>
+EOF`);
+"#;

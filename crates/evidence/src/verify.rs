@@ -412,6 +412,11 @@ fn journaled_files(events: &[Event]) -> Vec<&FileDigest> {
                 stdout_log,
                 stderr_log,
                 ..
+            }
+            | Event::ServiceEnd {
+                stdout_log,
+                stderr_log,
+                ..
             } => files.extend([stdout_log, stderr_log].into_iter().flatten()),
             Event::AttachAssert {
                 snapshot: Some(f), ..

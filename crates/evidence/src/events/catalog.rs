@@ -63,9 +63,13 @@ fn ordinal(e: &Event) -> usize {
         Event::CacheMount { .. } => 46,
         Event::CacheEnd { .. } => 47,
         Event::NetConnect(..) => 48,
+        Event::ServiceStart { .. } => 49,
+        Event::ServiceReady { .. } => 50,
+        Event::ServiceWaitFailed { .. } => 51,
+        Event::ServiceEnd { .. } => 52,
     }
 }
-const COUNT: usize = 49;
+const COUNT: usize = 53;
 
 /// An owned string (the samples' shorthand).
 fn s(x: &str) -> String {
@@ -136,6 +140,14 @@ fn run_start_samples() -> Vec<Event> {
                     host: None,
                 }),
                 allow_other_image: true,
+                services: [(
+                    s("db"),
+                    ImagePin {
+                        id: s("sha256:5e1c"),
+                        repo_digests: vec![],
+                    },
+                )]
+                .into(),
             })),
         },
         Event::ProviderReady {
@@ -377,6 +389,45 @@ fn step_samples() -> Vec<Event> {
             output_tail: OutputTail::of("Listening\n", ""),
             error: Some(s("the toolbox stopped answering")),
         },
+        Event::ServiceStart {
+            name: s("db"),
+            seq: 3,
+            image: s("postgres:16"),
+            image_pin: ImagePin {
+                id: s("sha256:5e1c"),
+                repo_digests: vec![],
+            },
+            container_id: s("c0ffee01"),
+            sandbox_id: s("local-1"),
+            network: s("container:local-1"),
+            env: vec![(s("POSTGRES_PASSWORD"), s("[REDACTED]"))],
+            cmd: Some(vec![s("postgres"), s("-c"), s("fsync=off")]),
+        },
+        Event::ServiceReady {
+            name: s("db"),
+            on: s("port"),
+            target: s("5432"),
+            after_ms: 800,
+        },
+        Event::ServiceWaitFailed {
+            name: s("db"),
+            on: s("line"),
+            target: s("ready to accept"),
+            timeout_s: 5.0,
+            why: s("timed out after 5 s"),
+            output_tail: OutputTail::of("initdb\n", ""),
+        },
+        Event::ServiceEnd {
+            name: s("db"),
+            by: s("teardown"),
+            exit: Some(0),
+            gone: true,
+            duration_ms: 2000,
+            stdout_log: fd("steps/003-service-db.stdout.log"),
+            stderr_log: None,
+            output_tail: OutputTail::of("ready to accept connections\n", ""),
+            error: Some(s("the engine said: container is restarting")),
+        },
         Event::Print { text: s("hi") },
         Event::Debug {
             text: s("dbg"),
@@ -536,6 +587,12 @@ fn late_samples() -> Vec<Event> {
             skipped: vec![s("artifacts/out/fifo")],
             redacted: vec![],
             bytes: 7,
+            junit: Some(JunitCounts {
+                tests: 3,
+                failures: 1,
+                errors: 0,
+                skipped: 0,
+            }),
         },
         Event::ArtifactPut {
             local: s("fixtures/data.bin"),

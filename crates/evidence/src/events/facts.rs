@@ -191,6 +191,10 @@ pub struct ReplayOf {
     /// different image than the original's (said when it does).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_other_image: bool,
+    /// The images the original's services ran, by service name: the
+    /// replay's service of that name must run the same image.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub services: std::collections::BTreeMap<String, ImagePin>,
 }
 
 /// What a sandbox's environment is, by content (`placement`): what
@@ -303,4 +307,13 @@ impl DigestKind {
             DigestKind::Entries => "tar-entries-sha256",
         }
     }
+}
+
+/// The counts of a JUnit report `collect(path, #{ junit: true })` read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JunitCounts {
+    pub tests: u64,
+    pub failures: u64,
+    pub errors: u64,
+    pub skipped: u64,
 }

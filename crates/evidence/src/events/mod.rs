@@ -477,6 +477,11 @@ pub enum Event {
         /// Files whose kept copy had a secret redacted.
         redacted: Vec<String>,
         bytes: u64,
+        /// `collect(path, #{ junit: true })`: the file is a JUnit report
+        /// the tests wrote (read when collected; its cases go into rfs's
+        /// JUnit views), with its counts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        junit: Option<JunitCounts>,
     },
     /// `put(local, path)` shipped the file `local` (not in the commit) to
     /// `path` under the synced root; kept in the bundle at `bundled`
@@ -549,6 +554,63 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output_tail: Option<OutputTail>,
         /// What the provider said when it could not run or wait on it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// `service(name, #{ image, env, ready, cmd })` started a container
+    /// of `image` (pinned by content: `image_pin`, as the sandbox's image
+    /// is) as `container_id`, in sandbox `sandbox_id`'s network namespace
+    /// (`network`, the engine's words); `seq` numbers its logs
+    /// (`steps/NNN-service-NAME.*.log`) with the steps'.
+    #[serde(rename = "service.start")]
+    ServiceStart {
+        name: String,
+        seq: u32,
+        image: String,
+        image_pin: ImagePin,
+        container_id: String,
+        sandbox_id: String,
+        network: String,
+        env: Vec<(String, String)>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cmd: Option<Vec<String>>,
+    },
+    /// The service's `ready` condition held: `on` is `line` (a line of
+    /// its output contained `target`) or `port` (a probe in the sandbox,
+    /// whose network it shares, found port `target` listening).
+    #[serde(rename = "service.ready")]
+    ServiceReady {
+        name: String,
+        on: String,
+        target: String,
+        after_ms: u64,
+    },
+    /// The service never became ready: `why`, with its output's tail.
+    #[serde(rename = "service.wait_failed")]
+    ServiceWaitFailed {
+        name: String,
+        on: String,
+        target: String,
+        timeout_s: f64,
+        why: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_tail: Option<OutputTail>,
+    },
+    /// The service is over: `by` says who ended it (`stop()`,
+    /// `teardown`, `interrupt`, `not ready`, `refused`), `exit` its container's exit
+    /// code, `gone` whether the engine no longer knows its container
+    /// (removed and verified).
+    #[serde(rename = "service.end")]
+    ServiceEnd {
+        name: String,
+        by: String,
+        exit: Option<i32>,
+        gone: bool,
+        duration_ms: u64,
+        stdout_log: Option<FileDigest>,
+        stderr_log: Option<FileDigest>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_tail: Option<OutputTail>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },

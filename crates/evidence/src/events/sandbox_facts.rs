@@ -158,8 +158,16 @@ impl Limit {
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct LimitsFact {
-    /// Enforced, with who set each.
+    /// Enforced, with who set each: `default` (rfs's own cap), the
+    /// person (`--max-pids flag`, `RFS_MAX_PIDS environment variable`),
+    /// the repository (`rfs.toml`) or the script (`the script's sandbox()
+    /// option`).
     pub enforced: Vec<Limit>,
+    /// The run's ceilings, which nothing the repository or a script asked
+    /// could exceed: the person's (`--max-pids flag`, ...) and rfs's
+    /// default caps (`rfs's default`). Absent in older journals.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ceilings: Vec<Limit>,
     /// How (`cgroup v1`, `container`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub by: String,

@@ -56,6 +56,7 @@ impl Evidence {
         steps(&mut s, r);
         sessions(&mut s, r);
         super::spawns::evidence(&mut s, &r.spawns);
+        super::services::evidence(&mut s, &r.services);
         super::caches::evidence(&mut s, &r.caches);
         prints(&mut s, r);
         artifacts(&mut s, r);
@@ -392,6 +393,7 @@ fn artifacts(s: &mut String, r: &RunSummary) {
                 links,
                 skipped,
                 bytes,
+                junit,
             } => {
                 let _ = writeln!(
                     s,
@@ -399,6 +401,13 @@ fn artifacts(s: &mut String, r: &RunSummary) {
                     code(path),
                     files.len()
                 );
+                if let Some(j) = junit {
+                    let _ = writeln!(
+                        s,
+                        "  - a JUnit report: {} test case(s), {} failed, {} error(s), {} skipped (in the run's JUnit)",
+                        j.tests, j.failures, j.errors, j.skipped
+                    );
+                }
                 for f in files {
                     let _ = writeln!(s, "  - {} sha256 {}", code(&f.path), code(&f.sha256));
                 }

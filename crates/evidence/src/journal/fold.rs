@@ -214,6 +214,8 @@ pub struct RunSummary {
     pub artifacts: Vec<ArtifactRow>,
     /// Background processes `spawn()` started (`spawn.*`).
     pub spawns: Vec<super::spawns::SpawnRow>,
+    /// Service containers `service()` started (`service.*`).
+    pub services: Vec<super::services::ServiceRow>,
     /// Caches the run mounted (`cache.*`).
     pub caches: Vec<super::caches::CacheRow>,
     /// The network policy and every connection through rfs's proxy.
@@ -234,6 +236,8 @@ pub enum ArtifactRow {
         links: Vec<crate::events::ArtifactLink>,
         skipped: Vec<String>,
         bytes: u64,
+        /// Set for a JUnit report (`collect(path, #{ junit: true })`).
+        junit: Option<crate::events::JunitCounts>,
     },
     Put {
         local: String,
@@ -355,6 +359,7 @@ impl RunSummary {
                 links,
                 skipped,
                 bytes,
+                junit,
                 ..
             } => self.artifacts.push(ArtifactRow::Collected {
                 path: path.clone(),
@@ -362,6 +367,7 @@ impl RunSummary {
                 links: links.clone(),
                 skipped: skipped.clone(),
                 bytes: *bytes,
+                junit: *junit,
             }),
             Event::ArtifactPut {
                 local,
@@ -445,6 +451,14 @@ impl RunSummary {
             | Event::SpawnReady { .. }
             | Event::SpawnWaitFailed { .. }
             | Event::SpawnEnd { .. } => super::spawns::apply(&mut self.spawns, e),
+            Event::ServiceStart { .. }
+            | Event::ServiceReady { .. }
+            | Event::ServiceWaitFailed { .. }
+            | Event::ServiceEnd { .. } => {
+                if let Some(row) = super::services::apply(&mut self.services, e) {
+                    self.services.push(row);
+                }
+            }
             Event::StepStart { .. }
             | Event::StepAttempt { .. }
             | Event::StepProviderError { .. }

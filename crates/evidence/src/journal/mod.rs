@@ -11,6 +11,7 @@ pub mod fold;
 pub mod head;
 pub mod inert_markdown;
 pub mod network_view;
+pub mod services;
 pub mod spawns;
 
 use std::fs::{File, OpenOptions};

@@ -70,6 +70,7 @@ pub fn page(b: &FinishedRun, sessions: &[SessionView]) -> String {
     steps(&mut s, r);
     terminal(&mut s, r, sessions);
     spawns(&mut s, r);
+    services(&mut s, r);
     prints(&mut s, r);
     crate::journal::network_view::html(&mut s, &r.network, &|t| h(t).to_string());
     refusals(&mut s, r);
@@ -566,4 +567,17 @@ pub fn push_screen(s: &mut String, shot: Option<&Screenshot>) {
         }
         None => s.push_str("<p>(no screen was recorded)</p>"),
     }
+}
+
+/// Services, briefly: the image by content, when it was ready, how it
+/// ended.
+fn services(s: &mut String, r: &RunSummary) {
+    if r.services.is_empty() {
+        return;
+    }
+    s.push_str("<section id=\"services\"><h2>Services</h2><ul>\n");
+    for (name, text) in crate::journal::services::html_lines(&r.services) {
+        let _ = writeln!(s, "<li><code>{}</code>: {}</li>", h(&name), h(&text));
+    }
+    s.push_str("</ul></section>\n");
 }

@@ -4,13 +4,14 @@
 //! failing (a refused sync, an interrupt) adds a failing `run` case, so
 //! the XML never reads green for a run that was not.
 
+use std::path::Path;
 use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::FinishedRun;
 use crate::journal::evidence::{script_shown, step_outcome_text};
-use crate::journal::fold::{RunOutcome, StepOutcome, StepRecord};
+use crate::journal::fold::{ArtifactRow, RunOutcome, StepOutcome, StepRecord};
 
 /// The XML text for `b`.
 pub fn xml(b: &FinishedRun) -> String {
@@ -18,6 +19,56 @@ pub fn xml(b: &FinishedRun) -> String {
     let mut report = Report::new("rfs");
     report.add_test_suite(test_suite(b, format!("rfs {script}")));
     to_xml(&report)
+}
+
+/// The XML text for the bundle `b` in `out`: its own suite and, after
+/// it, the test cases of every JUnit report it collected.
+pub fn xml_of(out: &Path, b: &FinishedRun) -> String {
+    let script = script_shown(&b.summary);
+    let name = format!("rfs {script}");
+    let mut report = Report::new("rfs");
+    report.add_test_suite(test_suite(b, name.clone()));
+    report.add_test_suites(collected_suites(out, b, &name));
+    to_xml(&report)
+}
+
+/// The suites of the JUnit reports the bundle in `out` collected
+/// (`collect(path, #{ junit: true })`), each named `<proof> / <its
+/// suite>`, read from the bundle's copies; one that cannot be read any
+/// more is a suite with one error case saying why (never green).
+pub fn collected_suites(out: &Path, b: &FinishedRun, proof: &str) -> Vec<TestSuite> {
+    let mut all = vec![];
+    for a in &b.summary.artifacts {
+        let ArtifactRow::Collected {
+            path,
+            files,
+            junit: Some(_),
+            ..
+        } = a
+        else {
+            continue;
+        };
+        for f in files {
+            let read =
+                crate::out_dir::read_regular(out, &f.path, super::junit_in::MAX_BYTES as u64)
+                    .map_err(|e| e.to_string())
+                    .and_then(|bytes| super::junit_in::parse(&bytes).map_err(|e| e.to_string()));
+            match read {
+                Ok(suites) => all.extend(super::junit_in::test_suites(proof, path, &suites)),
+                Err(why) => {
+                    let mut s = TestSuite::new(format!("{proof} / {path}"));
+                    let mut st = TestCaseStatus::non_success(NonSuccessKind::Error);
+                    st.set_message(format!(
+                        "the collected JUnit report {} cannot be read: {why}",
+                        f.path
+                    ));
+                    s.add_test_case(TestCase::new("junit", st));
+                    all.push(s);
+                }
+            }
+        }
+    }
+    all
 }
 
 /// The report's XML (a comment saying why when it cannot be made).

@@ -9,6 +9,7 @@
 pub mod html;
 pub mod html_text;
 pub mod junit;
+pub mod junit_in;
 pub mod markdown;
 pub mod terminal;
 

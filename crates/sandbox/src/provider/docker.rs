@@ -47,6 +47,7 @@ mod limits;
 mod own_copy;
 mod own_exe;
 mod pty;
+mod service;
 mod stdin_fifo;
 mod upload;
 mod usage;
@@ -245,6 +246,11 @@ impl Provider for DockerProvider {
     /// the sandbox's stream lane or over the exec's attached connection:
     /// never written to a file on either side.
     fn streaming(&self) -> Option<&dyn StreamInput> {
+        Some(self)
+    }
+
+    /// Service containers in a sandbox's network namespace.
+    fn services(&self) -> Option<&dyn super::Services> {
         Some(self)
     }
 
@@ -548,4 +554,32 @@ pub fn connect_default(image: Option<String>) -> ProviderResult<DockerProvider> 
         user: None,
         home: DEFAULT_HOME.to_string(),
     })
+}
+
+#[async_trait]
+impl super::Services for DockerProvider {
+    async fn start_service(
+        &self,
+        sandbox_id: &str,
+        spec: &super::ServiceSpec,
+    ) -> ProviderResult<super::ServiceStarted> {
+        service::start(&self.client, sandbox_id, spec).await
+    }
+
+    async fn follow_service(
+        &self,
+        id: &str,
+        sink: &mut dyn OutputSink,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> ProviderResult<ExecOutcome> {
+        service::follow(&self.client, id, sink, cancel).await
+    }
+
+    async fn service_running(&self, id: &str) -> ProviderResult<bool> {
+        service::running(&self.client, id).await
+    }
+
+    async fn remove_service(&self, id: &str) -> ProviderResult<ExecOutcome> {
+        service::remove(&self.client, id).await
+    }
 }

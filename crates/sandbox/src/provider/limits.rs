@@ -1,7 +1,8 @@
 //! Resource limits of a sandbox: `sandbox(#{ pids, memory, cpus, disk })`,
 //! with a process cap and a disk cap that exist even when nobody names one. Sizes read as
-//! Docker reads them (`64M` = 64 MiB). What the person running rfs set (the
-//! defaults) is the cap: a script may only lower a limit, never raise it.
+//! Docker reads them (`64M` = 64 MiB). What the person running rfs set
+//! (`--max-pids`, ...; else rfs's defaults) is the ceiling: `rfs.toml` and
+//! a script may ask for any limit under it, never above it.
 //! A provider enforces each limit or refuses it before anything runs.
 
 pub use rfs_evidence::events::sandbox_facts::{
@@ -46,8 +47,8 @@ pub enum LimitsError {
     /// A malformed value.
     #[error("`{kind}`: {why}")]
     Malformed { kind: LimitKind, why: String },
-    /// A script asked for more than the person's cap.
-    #[error("{} {asked} asked by {by} is above the cap of {cap} set by {set_by}; a script may only lower a limit", .kind.noun(), asked = .kind.show(*.asked), cap = .kind.show(*.cap))]
+    /// A script or `rfs.toml` asked for more than the person's ceiling.
+    #[error("{kind}: {asked} asked by {by} exceeds this run's ceiling of {cap} ({set_by}); pass {flag} {flag_value} to allow it", asked = .kind.show(*.asked), cap = .kind.show(*.cap), flag = ceiling_flag(*.kind), flag_value = flag_value(*.kind, *.asked))]
     Widens {
         kind: LimitKind,
         asked: u64,
@@ -214,45 +215,138 @@ impl Limits {
     }
 }
 
-/// The limits a sandbox is asked for, each with who set it.
+/// The limits a sandbox is asked for, each with who set it, and the
+/// ceilings they must stay under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitsRequest {
+    /// What is enforced: a ceiling the person set (or rfs's default cap)
+    /// until `rfs.toml` or a script lowers it.
     pub limits: Vec<Limit>,
+    /// The person's ceilings (`--max-pids`, `RFS_MAX_PIDS`, ...), and
+    /// rfs's own default caps (by `rfs's default`) where no flag names
+    /// one: nothing a repository or script asks may exceed them.
+    pub ceilings: Vec<Limit>,
 }
+
+/// Who set a ceiling that is rfs's own default.
+pub const RFS_DEFAULT: &str = "rfs's default";
 
 impl Default for LimitsRequest {
     /// rfs's defaults: a process cap and a disk cap, nothing else.
     fn default() -> Self {
-        LimitsRequest {
-            limits: vec![
-                Limit {
-                    kind: LimitKind::Pids,
-                    value: DEFAULT_PIDS,
-                    by: "default".into(),
-                },
-                Limit {
-                    kind: LimitKind::Disk,
-                    value: default_disk(),
-                    by: "default".into(),
-                },
-            ],
+        LimitsRequest::with_ceilings(vec![])
+    }
+}
+
+/// The flag that sets a limit's ceiling (`--max-pids`).
+pub fn ceiling_flag(kind: LimitKind) -> String {
+    format!("--max-{kind}")
+}
+
+/// The environment variable that sets it (`RFS_MAX_PIDS`).
+pub fn ceiling_env(kind: LimitKind) -> String {
+    format!("RFS_MAX_{}", kind.to_string().to_ascii_uppercase())
+}
+
+/// rfs's own ceiling where the person names none (pids, disk).
+pub fn rfs_default(kind: LimitKind) -> Option<u64> {
+    match kind {
+        LimitKind::Pids => Some(DEFAULT_PIDS),
+        LimitKind::Disk => Some(default_disk()),
+        LimitKind::Memory | LimitKind::Cpus => None,
+    }
+}
+
+/// Parse a value as a flag or `rfs.toml` writes it (`512M`, `256`,
+/// `1.5`).
+pub fn parse_limit(kind: LimitKind, s: &str) -> Result<u64, LimitsError> {
+    let malformed = |why: String| LimitsError::Malformed { kind, why };
+    match kind {
+        LimitKind::Memory => parse_memory(s),
+        LimitKind::Disk => parse_disk(s),
+        LimitKind::Pids => {
+            let n = s
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| malformed(format!("`{s}` is not a number of processes")))?;
+            check(kind, n)
+        }
+        LimitKind::Cpus => parse_cpus(
+            s.trim()
+                .parse::<f64>()
+                .map_err(|_| malformed(format!("`{s}` is not a number of cpus")))?,
+        ),
+    }
+}
+
+/// A value as a flag takes it (`500G`, `256`, `1.5`).
+pub fn flag_value(kind: LimitKind, v: u64) -> String {
+    match kind {
+        LimitKind::Pids => v.to_string(),
+        LimitKind::Cpus => (v as f64 / 1000.0).to_string(),
+        LimitKind::Memory | LimitKind::Disk => {
+            for (unit, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
+                if v >= 1 << shift && v.is_multiple_of(1 << shift) {
+                    return format!("{}{unit}", v >> shift);
+                }
+            }
+            v.to_string()
         }
     }
 }
 
 impl LimitsRequest {
+    /// The request of a run whose person set `person` (each with who set
+    /// it: `--max-pids flag`, ...): those are the ceilings, and rfs's
+    /// default caps where none is given (pids, disk). Each ceiling is also
+    /// the limit in force until a repository or script lowers it.
+    pub fn with_ceilings(person: Vec<Limit>) -> Self {
+        let mut ceilings = person;
+        for kind in LimitKind::ALL {
+            if ceilings.iter().all(|c| c.kind != kind) {
+                if let Some(value) = rfs_default(kind) {
+                    ceilings.push(Limit {
+                        kind,
+                        value,
+                        by: RFS_DEFAULT.into(),
+                    });
+                }
+            }
+        }
+        ceilings.sort_by_key(|l| l.kind);
+        let limits = ceilings
+            .iter()
+            .map(|c| Limit {
+                by: if c.by == RFS_DEFAULT {
+                    "default".into()
+                } else {
+                    c.by.clone()
+                },
+                ..c.clone()
+            })
+            .collect();
+        LimitsRequest { limits, ceilings }
+    }
+
     pub fn get(&self, kind: LimitKind) -> Option<&Limit> {
         self.limits.iter().find(|l| l.kind == kind)
     }
 
-    /// The request with `asked` lowering it, asked by `by` (a script's
-    /// `sandbox()` options): a value at or below the cap in force replaces
-    /// it; one above is refused (only the person running rfs sets caps).
+    /// The ceiling of `kind`, if any.
+    pub fn ceiling(&self, kind: LimitKind) -> Option<&Limit> {
+        self.ceilings.iter().find(|l| l.kind == kind)
+    }
+
+    /// The request with `asked` in force, asked by `by` (a repository's
+    /// `rfs.toml`, a script's `sandbox()` options): a value at or below
+    /// the person's ceiling replaces the limit in force (a script may ask
+    /// more than `rfs.toml`'s value, which is the repository's default,
+    /// never more than the person's ceiling); one above is refused.
     pub fn narrowed(&self, asked: &Limits, by: &str) -> Result<Self, LimitsError> {
         let mut out = self.clone();
         for kind in LimitKind::ALL {
             let Some(v) = asked.get(kind) else { continue };
-            if let Some(cap) = self.get(kind) {
+            if let Some(cap) = self.ceiling(kind) {
                 if v > cap.value {
                     return Err(LimitsError::Widens {
                         kind,
@@ -376,6 +470,10 @@ mod tests {
             "{e}"
         );
         assert_eq!(
+            e.to_string(),
+            "pids: 4097 asked by the script exceeds this run's ceiling of 4096 (rfs's default); pass --max-pids 4097 to allow it"
+        );
+        assert_eq!(
             LimitHit {
                 kind: LimitKind::Memory,
                 value: 64 << 20
@@ -383,5 +481,68 @@ mod tests {
             .describe(),
             "killed: memory limit 64 MiB reached"
         );
+    }
+
+    #[test]
+    fn the_persons_ceiling_is_the_default_and_bounds_rfs_toml_and_the_script() {
+        let flag = |kind, value| Limit {
+            kind,
+            value,
+            by: format!("{} flag", ceiling_flag(kind)),
+        };
+        let person = LimitsRequest::with_ceilings(vec![
+            flag(LimitKind::Memory, 256 << 20),
+            flag(LimitKind::Pids, 20_000),
+        ]);
+        // The flag's ceilings are in force when nobody names a limit;
+        // rfs's default disk cap stays.
+        assert_eq!(
+            person.get(LimitKind::Memory).unwrap().by,
+            "--max-memory flag"
+        );
+        assert_eq!(person.get(LimitKind::Pids).unwrap().value, 20_000);
+        assert_eq!(person.get(LimitKind::Disk).unwrap().by, "default");
+        assert_eq!(person.ceiling(LimitKind::Disk).unwrap().by, RFS_DEFAULT);
+        // rfs.toml lowers; a script may ask more than rfs.toml's value,
+        // up to the person's ceiling, never above it.
+        let repo = person
+            .narrowed(
+                &Limits {
+                    memory: Some(64 << 20),
+                    ..Limits::default()
+                },
+                "rfs.toml",
+            )
+            .unwrap();
+        let script = repo
+            .narrowed(
+                &Limits {
+                    memory: Some(128 << 20),
+                    ..Limits::default()
+                },
+                "the script",
+            )
+            .unwrap();
+        assert_eq!(script.get(LimitKind::Memory).unwrap().value, 128 << 20);
+        let e = repo
+            .narrowed(
+                &Limits {
+                    memory: Some(1 << 30),
+                    ..Limits::default()
+                },
+                "the script",
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "memory: 1 GiB asked by the script exceeds this run's ceiling of 256 MiB (--max-memory flag); pass --max-memory 1G to allow it"
+        );
+        assert_eq!(flag_value(LimitKind::Disk, 500 << 30), "500G");
+        assert_eq!(flag_value(LimitKind::Memory, (1 << 20) + 1), "1048577");
+        assert_eq!(flag_value(LimitKind::Cpus, 1500), "1.5");
+        assert_eq!(ceiling_env(LimitKind::Disk), "RFS_MAX_DISK");
+        assert_eq!(parse_limit(LimitKind::Memory, "64M"), Ok(64 << 20));
+        assert_eq!(parse_limit(LimitKind::Cpus, "1.5"), Ok(1500));
+        assert!(parse_limit(LimitKind::Pids, "lots").is_err());
     }
 }

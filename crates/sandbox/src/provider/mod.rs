@@ -16,6 +16,7 @@ pub mod owner;
 pub mod process_group;
 pub mod registry;
 pub mod select;
+pub mod services;
 pub mod supervisor;
 pub mod traced;
 pub mod unavailable;
@@ -29,6 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub use labels::Labels;
+pub use services::{ServiceSpec, ServiceStarted, Services};
 
 /// Result type of provider calls. A failure is a kind a caller can match,
 /// with the provider's message; the runtime decides whether it is a
@@ -469,6 +471,12 @@ pub trait Provider: Send + Sync {
     /// produces it (`None`: syncs upload a file and verify it, the
     /// default).
     fn streaming(&self) -> Option<&dyn StreamInput> {
+        None
+    }
+
+    /// The capability to start service containers next to a sandbox,
+    /// in its network (`None`: `service()` is refused, the default).
+    fn services(&self) -> Option<&dyn Services> {
         None
     }
 }

@@ -96,6 +96,10 @@ impl Provider for Traced {
         self.0.streaming().map(|_| self as &dyn StreamInput)
     }
 
+    fn services(&self) -> Option<&dyn super::Services> {
+        self.0.services()
+    }
+
     fn isolation(&self, req: &IsolationRequest) -> Result<IsolationInForce, IsolationError> {
         self.0.isolation(req)
     }

@@ -56,6 +56,7 @@ pub fn decide(req: &LimitsRequest) -> Result<LimitsFact, LimitsError> {
         enforced: vec![],
         by: BY.into(),
         not_enforced: vec![],
+        ceilings: vec![],
     };
     for l in &req.limits {
         if l.is_default() {
@@ -149,6 +150,7 @@ mod tests {
                 value,
                 by: "the script".into(),
             }],
+            ceilings: vec![],
         }
     }
 

@@ -350,7 +350,10 @@ pub(super) async fn main_pid(client: &Client, id: &str) -> ProviderResult<i64> {
 }
 
 /// Inspect a container; `None` when the daemon does not know it.
-async fn inspect(client: &Client, id: &str) -> ProviderResult<Option<ContainerInspectResponse>> {
+pub(super) async fn inspect(
+    client: &Client,
+    id: &str,
+) -> ProviderResult<Option<ContainerInspectResponse>> {
     let api = client.api().await?;
     match api
         .inspect_container(id, None::<InspectContainerOptions>)

@@ -172,7 +172,7 @@ pub(super) async fn run_collect(
 }
 
 /// Send one output item to the sink.
-fn route_plain(item: LogOutput, sink: &mut dyn OutputSink) {
+pub(super) fn route_plain(item: LogOutput, sink: &mut dyn OutputSink) {
     match item {
         LogOutput::StdOut { message } | LogOutput::Console { message } => sink.stdout(&message),
         LogOutput::StdErr { message } => sink.stderr(&message),

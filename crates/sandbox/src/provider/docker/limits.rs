@@ -27,6 +27,7 @@ pub(super) fn decide(req: &LimitsRequest) -> Result<LimitsFact, LimitsError> {
         enforced: vec![],
         by: "the container's limits".into(),
         not_enforced: vec![],
+        ceilings: vec![],
     };
     for l in &req.limits {
         match l.kind {
@@ -110,8 +111,13 @@ impl Seen {
 }
 
 /// (forks refused at the process limit, oom kills) as the container's
-/// cgroup files say.
+/// cgroup files say: read on this host where the daemon keeps them there,
+/// else by an exec in the container (which a container still full at its
+/// process limit may refuse: the hit then goes unnamed).
 async fn counters(client: &Client, id: &str) -> Option<(u64, u64)> {
+    if let Some(c) = super::usage::limit_counters(id) {
+        return Some(c);
+    }
     let spec = ExecSpec {
         argv: [
             "cat",

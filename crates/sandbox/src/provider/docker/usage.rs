@@ -59,6 +59,34 @@ fn read_under(root: &Path, id: &str, reset: bool) -> Option<Usage> {
     })
 }
 
+/// Container `id`'s (forks refused at its process limit, oom kills) as
+/// this host's cgroup files say (`pids.events` `max`, `memory.oom_control`
+/// `oom_kill`): no exec in the container, which at its process limit has
+/// no pid left for one. `None` when this host has neither cgroup of it.
+pub(super) fn limit_counters(id: &str) -> Option<(u64, u64)> {
+    limit_counters_under(Path::new(ROOT), id)
+}
+
+fn limit_counters_under(root: &Path, id: &str) -> Option<(u64, u64)> {
+    let field = |file: Option<PathBuf>, key: &str| -> u64 {
+        let text = file.and_then(|f| std::fs::read_to_string(f).ok());
+        text.as_deref()
+            .unwrap_or("")
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let pids = dir(root, "pids", id);
+    let mem = dir(root, "memory", id);
+    if pids.is_none() && mem.is_none() {
+        return None;
+    }
+    Some((
+        field(pids.map(|d| d.join("pids.events")), "max "),
+        field(mem.map(|d| d.join("memory.oom_control")), "oom_kill "),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +110,13 @@ mod tests {
         let again = std::fs::read_to_string(mem.join("memory.max_usage_in_bytes")).unwrap();
         assert_eq!(again, "0");
         assert_eq!(read_under(root.path(), &"cd".repeat(32), false), None);
+        std::fs::write(pids.join("pids.events"), "max 7\n").unwrap();
+        std::fs::write(
+            mem.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+        )
+        .unwrap();
+        assert_eq!(limit_counters_under(root.path(), &id), Some((7, 2)));
+        assert_eq!(limit_counters_under(root.path(), &"cd".repeat(32)), None);
     }
 }

@@ -1,0 +1,114 @@
+//! The start of every run: [`start`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::end::{end_run, Ended};
+use crate::error::Error;
+use crate::events::Reporter;
+use crate::outcome::RunOutcome;
+use crate::provider::{select, Provider};
+use crate::runtime::{Run, RunConfig};
+use crate::settings::RunSettings;
+
+/// What a run's start needs besides its settings.
+pub(crate) struct Start {
+    /// Use this provider instead of building the chosen one.
+    pub(crate) provider: Option<Arc<dyn Provider>>,
+    /// The script (or `<repl>`, `<mcp>`) the run is of.
+    pub(crate) script_path: PathBuf,
+    pub(crate) reporter: Arc<dyn Reporter>,
+    /// The script and its modules, copied into the bundle.
+    pub(crate) bundle: Option<Arc<crate::bundle::ScriptBundle>>,
+    /// The key the journal and the attestation are signed with.
+    pub(crate) key: Option<Arc<crate::signing::SigningKey>>,
+    /// Set by `rfs replay`: the run replayed.
+    pub(crate) replay_of: Option<crate::events::ReplayOf>,
+}
+
+/// A run that did not start: why, and — once its journal existed — how
+/// its end went (it was ended and sealed as refused).
+pub(crate) struct NotStarted {
+    pub(crate) error: Error,
+    pub(crate) ended: Option<Ended>,
+}
+
+/// Start a run: the secrets of rfs's own environment (secret-named
+/// variables, `--var`s) learned so that nothing shows them, the output
+/// directory and journal opened, then the provider's preflight. A
+/// provider that cannot work at all (daemon down, isolation or limits it
+/// cannot give) refuses here, before anything is provisioned; that run is
+/// ended and sealed, so its bundle verifies too.
+pub(crate) fn start(
+    settings: &RunSettings,
+    rt: tokio::runtime::Handle,
+    s: Start,
+) -> Result<Arc<Run>, Box<NotStarted>> {
+    let pairs: Vec<String> = settings
+        .vars
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    crate::secrets::learn_from_env(pairs.iter().map(String::as_str));
+    let mut cfg = config(settings, s.provider, s.script_path);
+    cfg.bundle = s.bundle;
+    cfg.signer = s.key.as_ref().map(|k| k.signer());
+    cfg.replay_of = s.replay_of;
+    let run = Run::start(cfg, rt, s.reporter, &settings.vars)
+        .map_err(|error| Box::new(NotStarted { error, ended: None }))?;
+    if let Err(error) = run.preflight() {
+        let reason = error.to_string();
+        let ended = end_run(&run, RunOutcome::Refused, Some(&reason), s.key.as_deref());
+        return Err(Box::new(NotStarted {
+            error,
+            ended: Some(ended),
+        }));
+    }
+    Ok(run)
+}
+
+/// The run configuration for validated settings: the injected provider or
+/// the chosen one.
+pub(crate) fn config(
+    settings: &RunSettings,
+    provider: Option<Arc<dyn Provider>>,
+    script_path: std::path::PathBuf,
+) -> RunConfig {
+    // A provider that cannot even be constructed still gets a run (output
+    // dir, journal); it refuses at preflight with the reason.
+    let provider = provider.unwrap_or_else(|| {
+        select::build_with_snapshot(
+            &settings.provider,
+            &settings.state_dir,
+            settings.image.clone(),
+            settings.snapshot.clone(),
+        )
+        .unwrap_or_else(|e| {
+            Arc::new(crate::provider::unavailable::Unavailable {
+                name: settings.provider.name.clone(),
+                message: e.to_string(),
+            })
+        })
+    });
+    RunConfig {
+        run_id: settings.run_id.clone(),
+        provider,
+        choice: settings.provider.clone(),
+        invocation_dir: settings.invocation_dir.clone(),
+        script_path,
+        out_dir: settings.out_dir.clone(),
+        scratch_dir: settings.state_dir.join("tmp"),
+        state_dir: settings.state_dir.clone(),
+        keep: settings.keep,
+        image: settings.image.clone(),
+        max_lifetime: settings.max_lifetime,
+        cleanup_deadline: settings.cleanup_deadline,
+        bundle: None,
+        signer: None,
+        replay_of: None,
+        isolation: settings.isolation.clone(),
+        secret_names: settings.secret_names.clone(),
+        allow_dirty: settings.allow_dirty,
+        allowed_repos: settings.allowed_repos.clone(),
+    }
+}
