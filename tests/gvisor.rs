@@ -267,3 +267,28 @@ fn gvisor_is_refused_naming_why_where_runsc_is_missing_and_doctor_says_so() {
         "{local}"
     );
 }
+
+#[test]
+fn a_process_limit_below_what_gvisor_itself_needs_is_refused_naming_it() {
+    if gvisor_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"sandbox(#{ isolation: "gvisor", pids: 64 });
+        sync_source();
+        step("never", "echo ran");"#,
+    );
+    assert_ne!(out.code, 0);
+    assert!(!out.stdout.contains("ran"), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("process limit 64 is below the 128 a gVisor sandbox needs"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(runsc_containers(&rfs), Vec::<String>::new());
+    rfs.assert_no_leftovers();
+}

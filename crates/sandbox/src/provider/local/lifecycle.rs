@@ -45,6 +45,9 @@ impl LocalProvider {
         let limits = limits_decision(&spec.isolation.limits)
             .map_err(|e| ProviderError::Provision(e.to_string()))?;
         let (values, disk_cap) = limit_values(&limits);
+        if gvisor {
+            super::gvisor::check_pids(values.pids).map_err(ProviderError::Provision)?;
+        }
         make_dir(&dir, disk_cap)?;
         let cg = self.make_cgroup(&id, &dir, &values)?;
         if isolated {

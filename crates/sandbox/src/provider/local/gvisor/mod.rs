@@ -36,6 +36,21 @@ use crate::provider::{ExecRequest, ProviderError, ProviderResult};
 /// The mode name in the journal and `meta.json`.
 pub const MODE: &str = "gvisor";
 
+/// The smallest process limit a gVisor sandbox can run under: the
+/// sandbox's cgroups hold gVisor itself (about 35 threads for its kernel
+/// and file server, and a dozen more a process on the ptrace platform).
+pub const MIN_PIDS: u64 = 128;
+
+/// Refuse a process limit gVisor itself would exceed.
+pub fn check_pids(pids: Option<u64>) -> Result<(), String> {
+    match pids {
+        Some(p) if p < MIN_PIDS => Err(format!(
+            "process limit {p} is below the {MIN_PIDS} a gVisor sandbox needs (under isolation `gvisor` the limit counts gVisor's own threads: about 35, and a dozen more a process); raise `pids` or use isolation `namespaces`"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Start the gVisor sandbox of the sandbox `id` (in `dir`) over its
 /// namespace `init`, in the cgroups `cgroup`. Blocking.
 pub(super) fn attach(
