@@ -65,13 +65,16 @@ cat > "$bundle/config.json" <<'EOF'
  "linux":{"namespaces":[{"type":"pid"},{"type":"mount"}]}}
 EOF
 state="$work/runsc"; cid="rfs-bench-$$"
-exec 7< <(sleep 3600)
+# Its first process waits on fd 7 (a pipe whose writer sleeps), as on rfs's lifeline.
+exec 7< <(exec sleep 3600 2>/dev/null); sleeper=$!
 runsc --root="$state" --network=none --ignore-cgroups run --detach --bundle "$bundle" "$cid" <&7 >/dev/null 2>&1
+exec 7<&-
 for i in $(seq 1 "$runs"); do
   t0=$(now); for _ in $(seq 1 "$n"); do runsc --root="$state" exec "$cid" /bin/true; done; t1=$(now)
   raw+=("$(elapsed "$t0" "$t1")")
 done
 runsc --root="$state" delete --force "$cid" >/dev/null 2>&1 || true
+kill "$sleeper" 2>/dev/null || true
 b=$(printf '%s\n' "${base[@]}" | median); g=$(printf '%s\n' "${gv[@]}" | median)
 s=$(printf '%s\n' "${ns[@]}" | median); r=$(printf '%s\n' "${raw[@]}" | median)
 echo "   sh -c true:                 $(per_step "$b") ms a step (median of $runs)"
