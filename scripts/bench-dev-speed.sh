@@ -24,7 +24,10 @@ pick() { # tree kind
   case $k in
     cli) echo "$t/src/cli/mod.rs" ;;
     provider) [ -d "$t/crates/sandbox" ] && echo "$t/crates/sandbox/src/provider/local/commands.rs" || echo "$t/src/provider/local/commands.rs" ;;
-    evidence) [ -d "$t/crates/evidence" ] && echo "$t/crates/evidence/src/journal/fold.rs" || echo "$t/src/journal/summary.rs" ;;
+    evidence)
+      if [ -d "$t/crates/evidence/src/journal/fold" ]; then echo "$t/crates/evidence/src/journal/fold/mod.rs"
+      elif [ -d "$t/crates/evidence" ]; then echo "$t/crates/evidence/src/journal/fold.rs"
+      else echo "$t/src/journal/summary.rs"; fi ;;
   esac
 }
 run_test() { (cd "$1" && cargo test -q --test cli_conventions >/dev/null 2>&1); }

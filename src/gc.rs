@@ -119,7 +119,7 @@ pub(crate) async fn collect_older_than(
             provider: p.name().to_owned(),
             source,
         })?;
-    let mut out = vec![];
+    let mut out = collect_checkpoints(p, dry_run, older_than).await?;
     for s in list {
         let liveness = match owner_liveness(&s.labels) {
             Liveness::Unknown(why) => judge_unknown(why, &s.labels, older_than),
@@ -144,6 +144,52 @@ pub(crate) async fn collect_older_than(
             provider: p.name().to_owned(),
             run_id: s.labels.get(labels::RUN_ID).cloned().unwrap_or_default(),
             id: s.id,
+            action,
+        });
+    }
+    Ok(out)
+}
+
+/// The checkpoints (#36) a provider keeps apart from its sandboxes
+/// (a local folder, a docker image), judged by their owner as sandboxes
+/// are, removed and verified gone.
+async fn collect_checkpoints(
+    p: &dyn Provider,
+    dry_run: bool,
+    older_than: Option<Duration>,
+) -> Result<Vec<GcEntry>, ListError> {
+    let Some(fork) = p.forking() else {
+        return Ok(vec![]);
+    };
+    let list = fork.list_checkpoints().await.map_err(|source| ListError {
+        provider: p.name().to_owned(),
+        source,
+    })?;
+    let mut out = vec![];
+    for (id, l) in list {
+        let liveness = match owner_liveness(&l) {
+            Liveness::Unknown(why) => judge_unknown(why, &l, older_than),
+            other => other,
+        };
+        let action = match liveness {
+            Liveness::Alive => GcAction::KeptAlive,
+            Liveness::Unknown(why) => GcAction::KeptUnknown(why),
+            Liveness::Gone(why) if dry_run => GcAction::WouldDestroy(format!("checkpoint: {why}")),
+            Liveness::Gone(why) => {
+                let r =
+                    crate::runtime::checkpoint::remove_verified(p, &id, Duration::from_secs(60))
+                        .await;
+                if r.verified {
+                    GcAction::Destroyed(format!("checkpoint: {why}; {}", r.detail))
+                } else {
+                    GcAction::Failed(format!("checkpoint {id}: {}", r.detail))
+                }
+            }
+        };
+        out.push(GcEntry {
+            provider: p.name().to_owned(),
+            run_id: l.get(labels::RUN_ID).cloned().unwrap_or_default(),
+            id,
             action,
         });
     }

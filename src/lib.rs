@@ -75,8 +75,8 @@ pub use rfs_sandbox::{network, procfs, provider, source};
 
 // The evidence crate's modules, under the names the rest of rfs uses.
 pub use rfs_evidence::{
-    attestation, bundle, error, events, exit_code, journal, out_dir, outcome, plural, report, seal,
-    secrets, signing, validate, verify,
+    attestation, bundle, checkpoint_link, error, events, exit_code, journal, out_dir, outcome,
+    plural, report, seal, secrets, signing, validate, verify,
 };
 
 /// Verified teardown (destroy, then poll get-by-id and the inventory until

@@ -84,6 +84,15 @@ pub(crate) fn read_bundle(out: &Path) -> Result<Original> {
             "{path} held a secret and was redacted in the bundle, so it cannot replay as it ran; run the original script instead"
         )));
     }
+    if let Some(f) = evs.iter().find_map(|e| match e {
+        Event::PlacementForked(f) => Some(f),
+        _ => None,
+    }) {
+        return Err(Error::Refused(format!(
+            "this run's sandbox started from checkpoint {} of setup run {} (a suite's setup), which a replay of the proof alone cannot recreate; run the suite again with its setup (`rfs test --setup`) at the pinned commit",
+            f.checkpoint_id, f.setup_run_id
+        )));
+    }
     let mut commit = None;
     let mut invocation_rel = None;
     let environment = evs.iter().find_map(|e| match e {
@@ -372,26 +381,7 @@ pub(crate) fn replay(
         }
         _ => root.clone(),
     };
-    // Variables: the original values, except redacted ones, which must be
-    // given again.
-    let given = crate::settings::parse_vars(&a.vars)?;
-    let mut vars = Vec::new();
-    for (k, v) in &original.vars {
-        match given.get(k) {
-            Some(g) => vars.push(format!("{k}={g}")),
-            None if v == crate::secrets::REDACTED => {
-                return Err(Error::Usage(format!(
-                    "the original run's variable `{k}` was redacted in its journal; give it with --var {k}=VALUE"
-                )))
-            }
-            None => vars.push(format!("{k}={v}")),
-        }
-    }
-    for (k, v) in &given {
-        if !original.vars.iter().any(|(o, _)| o == k) {
-            vars.push(format!("{k}={v}"));
-        }
-    }
+    let vars = replay_vars(&original.vars, &a.vars)?;
     let signing_key = crate::signing::key::for_run(None)?;
     let mut settings = crate::settings::RunSettings::from_args(crate::settings::RunArgs {
         script: original.script.clone(),
@@ -452,6 +442,30 @@ pub(crate) fn replay(
         outln!("steps that differ: {}", differ.join(", "));
         Ok(exit_code::SCRIPT_FAILED)
     }
+}
+
+/// The replay's `--var`s: the original values, except redacted ones,
+/// which must be `given` again, and any new variable `given`.
+fn replay_vars(original: &[(String, String)], given: &[String]) -> Result<Vec<String>> {
+    let given = crate::settings::parse_vars(given)?;
+    let mut vars = Vec::new();
+    for (k, v) in original {
+        match given.get(k) {
+            Some(g) => vars.push(format!("{k}={g}")),
+            None if v == crate::secrets::REDACTED => {
+                return Err(Error::Usage(format!(
+                    "the original run's variable `{k}` was redacted in its journal; give it with --var {k}=VALUE"
+                )))
+            }
+            None => vars.push(format!("{k}={v}")),
+        }
+    }
+    for (k, v) in &given {
+        if !original.iter().any(|(o, _)| o == k) {
+            vars.push(format!("{k}={v}"));
+        }
+    }
+    Ok(vars)
 }
 
 /// The replayed run's own error, shown before the comparison.

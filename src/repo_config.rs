@@ -35,6 +35,10 @@ pub struct RepoConfig {
     /// The folder `rfs test` runs when given no path, relative to this
     /// file (default `proofs`).
     pub proofs: Option<String>,
+    /// The suite's setup script `rfs test` runs once before its proofs
+    /// (after `--setup`), relative to this file: a file inside the
+    /// repository.
+    pub setup: Option<String>,
     /// How many proofs `rfs test` runs at once (after `--jobs` and
     /// `RFS_JOBS`).
     pub jobs: Option<usize>,

@@ -46,6 +46,16 @@ pub struct Hooks {
     pub replay_of: Option<crate::events::ReplayOf>,
 }
 
+/// How a run is tied to a suite's setup (#36).
+#[derive(Default)]
+pub(crate) struct SetupLink {
+    /// A suite's setup run: its checkpoints go here (the suite removes
+    /// them).
+    pub(crate) checkpoint_sink: Option<Arc<crate::runtime::checkpoint::CheckpointSink>>,
+    /// A suite's proof: its sandbox starts from this checkpoint.
+    pub(crate) start_from: Option<Arc<crate::runtime::checkpoint::StartFrom>>,
+}
+
 impl Default for Hooks {
     fn default() -> Self {
         Hooks {
@@ -83,7 +93,18 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
 
 /// [`run`] with `body` in place of running the script once.
 pub(crate) fn run_with_body(settings: RunSettings, hooks: Hooks, body: Body) -> RunReport {
-    run_journaled(&settings, hooks, body)
+    run_journaled(&settings, hooks, body, SetupLink::default())
+}
+
+/// [`run_with_body`] for a suite's setup or proof, tied to the setup by
+/// `link`.
+pub(crate) fn run_linked(
+    settings: RunSettings,
+    hooks: Hooks,
+    body: Body,
+    link: SetupLink,
+) -> RunReport {
+    run_journaled(&settings, hooks, body, link)
 }
 
 /// [`crate::lifecycle::end_run`] for `rfs run`'s report: a sealing
@@ -116,7 +137,7 @@ fn failed_after(report: &mut RunReport, what: &str, e: &dyn std::fmt::Display) {
     report.error = Some(Error::Internal(msg));
 }
 
-fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body) -> RunReport {
+fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body, link: SetupLink) -> RunReport {
     let key = hooks.signing_key.clone();
     let key = key.as_deref();
     let report = RunReport {
@@ -167,6 +188,7 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body) -> RunReport 
             bundle: Some(Arc::new(bundle)),
             key: hooks.signing_key.clone(),
             replay_of: hooks.replay_of.clone(),
+            link,
         },
     );
     let run = match started {

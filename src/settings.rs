@@ -168,26 +168,7 @@ impl RunSettings {
             .filter(|s| !s.trim().is_empty())
             .or_else(crate::provider::docker::image_from_env)
             .or(file.image.clone().filter(|s| !s.trim().is_empty()));
-        let lifetime_origin = if a.max_lifetime_secs.is_some() {
-            "--max-lifetime"
-        } else {
-            "rfs.toml's `max_lifetime`"
-        };
-        let max_lifetime = match a.max_lifetime_secs.or(file.max_lifetime) {
-            Some(0) => {
-                return Err(Error::Usage(format!(
-                    "{lifetime_origin} must be at least 1 second"
-                )))
-            }
-            Some(s) if s > MAX_MAX_LIFETIME.as_secs() => {
-                return Err(Error::Usage(format!(
-                    "{lifetime_origin} must be at most {} seconds (30 days), not {s}",
-                    MAX_MAX_LIFETIME.as_secs()
-                )))
-            }
-            Some(s) => Duration::from_secs(s),
-            None => DEFAULT_MAX_LIFETIME,
-        };
+        let max_lifetime = max_lifetime(a.max_lifetime_secs, file.max_lifetime)?;
         // RFS_LOCAL_ISOLATION is the local provider's setting only.
         let isolation_env = provider
             .kind()
@@ -246,6 +227,31 @@ impl RunSettings {
             cleanup_deadline: Duration::from_secs(60),
         })
     }
+}
+
+/// The run's bound on its sandbox's life: `--max-lifetime` (`flag`),
+/// else rfs.toml's `max_lifetime` (`file`), else the default.
+fn max_lifetime(flag: Option<u64>, file: Option<u64>) -> Result<Duration> {
+    let lifetime_origin = if flag.is_some() {
+        "--max-lifetime"
+    } else {
+        "rfs.toml's `max_lifetime`"
+    };
+    Ok(match flag.or(file) {
+        Some(0) => {
+            return Err(Error::Usage(format!(
+                "{lifetime_origin} must be at least 1 second"
+            )))
+        }
+        Some(s) if s > MAX_MAX_LIFETIME.as_secs() => {
+            return Err(Error::Usage(format!(
+                "{lifetime_origin} must be at most {} seconds (30 days), not {s}",
+                MAX_MAX_LIFETIME.as_secs()
+            )))
+        }
+        Some(s) => Duration::from_secs(s),
+        None => DEFAULT_MAX_LIFETIME,
+    })
 }
 
 /// Who let scripts ask for `network: "host"`: `--allow-host-network`,

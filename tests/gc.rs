@@ -369,3 +369,39 @@ fn gc_keeps_a_live_owner_whose_start_time_is_unknown() {
     }
     rfs.assert_no_leftovers();
 }
+
+/// A checkpoint (#36) left by an rfs that died (its owner pid gone) is
+/// found by `rfs gc` and removed, verified gone; one of a live owner is
+/// kept.
+#[test]
+fn gc_removes_a_dead_owners_checkpoint_and_keeps_a_live_ones() {
+    let rfs = Rfs::new(Prov::Local);
+    let p = local(&rfs);
+    let id = create_with(&rfs, "r-ckpt", Labels::new());
+    let fork = p.forking().expect("local can checkpoint");
+    let mut dead = rfs::provider::owner::owner_labels();
+    let gone = std::process::Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id();
+    let mut gone = gone;
+    gone.wait().unwrap();
+    dead.insert(labels::OWNER_PID.into(), gone_pid.to_string());
+    dead.insert(labels::CREATED_BY.into(), labels::CREATED_BY_VALUE.into());
+    dead.insert(labels::RUN_ID.into(), "r-dead".into());
+    let orphan = block_on(fork.checkpoint(&id, "orphan", &dead)).unwrap();
+    let mut live = rfs::provider::owner::owner_labels();
+    live.insert(labels::RUN_ID.into(), "r-live".into());
+    let kept = block_on(fork.checkpoint(&id, "kept", &live)).unwrap();
+    block_on(p.destroy(&id)).unwrap();
+    let g = gc(&rfs, &[]);
+    let line = g.line_for(&orphan.id);
+    assert!(
+        line.contains("destroyed") && line.contains("checkpoint"),
+        "{line}"
+    );
+    assert!(g.line_for(&kept.id).contains("kept"), "{}", g.stdout);
+    let dir = rfs.state.path().join("local/checkpoints");
+    assert!(!dir.join(&orphan.id).exists());
+    assert!(dir.join(&kept.id).exists());
+    block_on(fork.remove_checkpoint(&kept.id)).unwrap();
+    rfs.assert_no_leftovers();
+}

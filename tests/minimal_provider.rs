@@ -212,6 +212,22 @@ assert(r.stdout.contains("42"));"#,
     assert_eq!(cleanup["get_by_id"], "not found");
 }
 
+/// A provider without the fork capability refuses `checkpoint()` clearly,
+/// naming itself, at the script's line (exit 3), and leaves nothing.
+#[test]
+fn checkpoint_on_a_provider_without_forks_is_refused_naming_it() {
+    let repo = Repo::new();
+    let (out, _state) = run_on_shelf(&repo, "step(\"a\", \"true\");\ncheckpoint(\"deps\");");
+    out.assert_code(3);
+    assert!(
+        out.stderr
+            .contains("cannot checkpoint a sandbox or start one from a checkpoint"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.entries("checkpoint").is_empty());
+}
+
 #[test]
 fn a_minimal_provider_keeps_the_timeout_contract() {
     let repo = Repo::new();

@@ -6,6 +6,9 @@
 mod common;
 use common::*;
 
+#[path = "proof_suites/setup_fork.rs"]
+mod setup_fork;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

@@ -607,3 +607,103 @@ fn bundled_script_holding_a_secret_is_redacted_and_still_verifies() {
     assert_eq!(o.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&o.stderr).contains("was redacted in the bundle"));
 }
+
+/// Setup once, fork per proof (#36), signed: each proof's bundle carries
+/// the setup's journal with its signature, checked against the same
+/// allowed signers; a setup signature by another key, or a proof journal
+/// re-chained to name another setup head (EVIDENCE.md drawn again, as a
+/// forger would), fails the checkpoint link.
+#[test]
+fn a_signed_suites_proof_carries_the_setups_signature_and_a_forged_link_fails() {
+    let rfs = Rfs::new(Prov::Local);
+    let keys = tempfile::tempdir().unwrap();
+    let key = keygen(keys.path(), "k", "");
+    let other = keygen(keys.path(), "other", "");
+    let ok = allowed(keys.path(), "me@rfs.test", &key);
+    let repo = Repo::new();
+    repo.write(
+        "proofs/_setup.rhai",
+        "sync_source();\nstep(\"s\", \"echo s > s.txt\");",
+    );
+    repo.write(
+        "proofs/p.rhai",
+        "sync_source();\nstep(\"p\", \"cat s.txt\");",
+    );
+    repo.commit("suite");
+    let suite = rfs.state.path().join("suite");
+    let out = rfs
+        .cmd(repo.path())
+        .args(["test", "--setup", "proofs/_setup.rhai", "--sign-key"])
+        .arg(&key)
+        .arg("--out")
+        .arg(&suite)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let b = suite.join("proofs-p");
+    assert!(b.join("setup/journal.sig").is_file());
+    let v = rfs_verify(&b, Some(&ok), Some("me@rfs.test")).unwrap();
+    assert!(v.contains("setup signature: valid SSH signature"), "{v}");
+    // The setup's signature by another key.
+    let copy = rfs.state.path().join("copy");
+    copy_tree(&b, &copy);
+    let sig = Command::new("ssh-keygen")
+        .args(["-Y", "sign", "-n", "rfs", "-f"])
+        .arg(&other)
+        .stdin(std::fs::File::open(copy.join("setup/journal.jsonl")).unwrap())
+        .output()
+        .unwrap();
+    std::fs::write(copy.join("setup/journal.sig"), &sig.stdout).unwrap();
+    let e = rfs_verify(&copy, Some(&ok), Some("me@rfs.test")).unwrap_err();
+    assert!(e.contains("checkpoint link"), "{e}");
+    // An unsigned proof bundle whose journal names another setup head,
+    // re-chained with its views drawn again.
+    let forged = rfs.state.path().join("forged");
+    copy_tree(&b, &forged);
+    for f in [
+        "journal.sig",
+        "setup/journal.sig",
+        "attestation.intoto.json",
+    ] {
+        let _ = std::fs::remove_file(forged.join(f));
+    }
+    let j = forged.join("journal.jsonl");
+    let text = std::fs::read_to_string(&j).unwrap();
+    let head = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["kind"] == "placement.forked")
+        .unwrap()["payload"]["setup_journal_head"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let text: String = text
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if v["kind"] == "run.start" {
+                v["payload"].as_object_mut().unwrap().remove("signing_key");
+            }
+            format!("{}\n", serde_json::to_string(&v).unwrap())
+        })
+        .collect::<String>()
+        .replace(&head, &"f".repeat(64));
+    std::fs::write(&j, text).unwrap();
+    rechain(&j);
+    let e = rfs_verify(&forged, None, None).unwrap_err();
+    assert!(e.contains("checkpoint link"), "{e}");
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}

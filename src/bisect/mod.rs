@@ -117,17 +117,7 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
             .filter_map(|h| h.join().ok())
             .collect::<Result<Vec<_>, Error>>()
     })?;
-    for r in &reports {
-        if let Some(e) = &r.error {
-            if !matches!(e, Error::Interrupted) {
-                errln!(
-                    "rfs bisect: {} ended: {}",
-                    r.out_dir.display(),
-                    crate::reporter::text::block(&e.to_string())
-                );
-            }
-        }
-    }
+    say_lane_errors(&reports);
     let bundles: Vec<String> = reports
         .iter()
         .map(|r| r.out_dir.display().to_string())
@@ -147,6 +137,21 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
         return Ok(r.exit_code);
     }
     Ok(conclude(&here, &coord, &folder, &a.proof))
+}
+
+/// Say how each lane that failed ended (an interrupt is said once, after).
+fn say_lane_errors(reports: &[crate::runner::RunReport]) {
+    for r in reports {
+        if let Some(e) = &r.error {
+            if !matches!(e, Error::Interrupted) {
+                errln!(
+                    "rfs bisect: {} ended: {}",
+                    r.out_dir.display(),
+                    crate::reporter::text::block(&e.to_string())
+                );
+            }
+        }
+    }
 }
 
 fn lane_run(

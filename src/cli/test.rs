@@ -36,6 +36,10 @@ pub(crate) struct TestCommand {
     /// Also write JUnit XML (a test suite per proof, a case per step).
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
+    /// Run this script once before the proofs (default: rfs.toml's
+    /// `setup`); every proof starts from a fork of its checkpoint.
+    #[arg(long, value_name = "FILE")]
+    setup: Option<PathBuf>,
     /// Sign every proof's journal with this key (as `rfs run`).
     #[arg(long, value_name = "PATH")]
     sign_key: Option<PathBuf>,
@@ -59,6 +63,7 @@ impl TestCommand {
             json: self.json,
             template: self.session.into_run_args(PathBuf::new(), false),
             sign_key: self.sign_key,
+            setup: self.setup,
             terminal,
             color,
         })

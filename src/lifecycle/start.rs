@@ -24,6 +24,8 @@ pub(crate) struct Start {
     pub(crate) key: Option<Arc<crate::signing::SigningKey>>,
     /// Set by `rfs replay`: the run replayed.
     pub(crate) replay_of: Option<crate::events::ReplayOf>,
+    /// A suite's setup or proof: how the run is tied to the setup (#36).
+    pub(crate) link: crate::runner::SetupLink,
 }
 
 /// A run that did not start: why, and — once its journal existed — how
@@ -54,6 +56,8 @@ pub(crate) fn start(
     cfg.bundle = s.bundle;
     cfg.signer = s.key.as_ref().map(|k| k.signer());
     cfg.replay_of = s.replay_of;
+    cfg.checkpoint_sink = s.link.checkpoint_sink;
+    cfg.start_from = s.link.start_from;
     let run = Run::start(cfg, rt, s.reporter, &settings.vars)
         .map_err(|error| Box::new(NotStarted { error, ended: None }))?;
     if let Err(error) = run.preflight() {
@@ -110,5 +114,7 @@ pub(crate) fn config(
         secret_names: settings.secret_names.clone(),
         allow_dirty: settings.allow_dirty,
         allowed_repos: settings.allowed_repos.clone(),
+        checkpoint_sink: None,
+        start_from: None,
     }
 }

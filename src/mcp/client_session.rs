@@ -61,6 +61,7 @@ impl Session {
                 bundle: None,
                 key: None,
                 replay_of: None,
+                link: Default::default(),
             },
         )
         .map_err(|not| not.error)?;

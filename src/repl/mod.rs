@@ -70,6 +70,7 @@ pub(crate) fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<
             bundle: None,
             key: None,
             replay_of: None,
+            link: Default::default(),
         },
     )
     .map_err(|not| not.error)?;

@@ -91,116 +91,145 @@ impl Reporter for Console {
                 sandbox_id, error, ..
             } => format!("rfs: warning: teardown of sandbox {sandbox_id} not verified: {error}"),
             _ if self.quiet => return,
-            Event::RunStart {
-                run_id,
-                provider,
-                provider_reason,
-                out_dir,
-                ..
-            } => format!(
-                "rfs: run {run_id} on provider `{provider}` ({provider_reason}); evidence in {out_dir}"
-            ),
-            Event::Placement {
-                sandbox_id,
-                provider,
-                ..
-            } => format!("rfs: sandbox {sandbox_id} ({provider})"),
-            Event::SourcePin {
-                commit,
-                tree_digest,
-                files,
-                workdir,
-                ..
-            } => format!(
-                "rfs: synced commit {commit} (tree {tree_digest}, {} verified) to {workdir}",
-                crate::plural::count(*files, "file", "files")
-            ),
-            Event::SourceResync {
-                from_commit,
-                commit,
-                shipped,
-                removed,
-                kept_untracked,
-                sync_ms,
-                ..
-            } => format!(
-                "rfs: re-synced {from_commit} -> {commit}: {} shipped, {removed} removed, {kept_untracked} untracked kept, verified ({sync_ms} ms)",
-                crate::plural::count(*shipped, "file", "files")
-            ),
-            Event::StepStart {
-                name, cwd_remote, ..
-            } => format!(
-                "rfs: step `{}` in {}",
-                text::inline(name),
-                text::inline(cwd_remote)
-            ),
-            Event::StepAttempt {
-                name,
-                attempt,
-                exit,
-                ..
-            } if *exit != Some(0) => {
-                format!(
-                    "rfs: step `{}` attempt {attempt} ended with {}",
-                    text::inline(name),
-                    crate::exit_code::ExitText(*exit)
-                )
-            }
-            Event::StepProviderError {
-                name,
-                attempt,
-                error,
-                ..
-            } => format!(
-                "rfs: step `{}` attempt {attempt}: provider error: {error}",
-                text::inline(name)
-            ),
-            Event::StepEnd {
-                name, ok, summary, ..
-            } => format!(
-                "rfs: step `{}` {} ({})",
-                text::inline(name),
-                if *ok { "ok" } else { "FAILED" },
-                text::inline(summary)
-            ),
-            // The refusal itself is the run's error, said once at the end
-            // with the script line that asked for it.
-            Event::StepRefused { name, .. } => {
-                format!("rfs: step `{}` REFUSED", text::inline(name))
-            }
-            Event::CleanupVerified {
-                sandbox_id,
-                elapsed_ms,
-                saw_present_before: true,
-                ..
-            } => format!("rfs: sandbox {sandbox_id} destroyed, verified gone in {elapsed_ms} ms"),
-            Event::CleanupVerified {
-                sandbox_id,
-                elapsed_ms,
-                ..
-            } => format!(
-                "rfs: sandbox {sandbox_id} was already gone (ended outside rfs; not destroyed by rfs), verified gone in {elapsed_ms} ms"
-            ),
-            Event::SandboxLost {
-                sandbox_id, how, ..
-            } => format!("rfs: sandbox {sandbox_id} {how}"),
-            Event::CleanupKept { sandbox_id, .. } => {
-                format!("rfs: sandbox {sandbox_id} kept (--keep)")
-            }
             Event::RunEnd { outcome, .. } => {
-                let dir = self.out_dir.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let dir = self
+                    .out_dir
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
                 let evidence = std::path::Path::new(dir.as_deref().unwrap_or("."));
                 format!(
                     "rfs: run {outcome}; evidence: {}",
                     evidence.join("EVIDENCE.md").display()
                 )
             }
-            _ => return,
+            _ => match progress_line(event) {
+                Some(line) => line,
+                None => return,
+            },
         };
         // Every line about the run holds text from the script, the
         // repository or the sandbox (names, messages).
         self.print(false, &text::block(&line));
     }
+}
+
+/// The line that says how the run goes (not said with `--quiet`), if
+/// `event` has one.
+fn progress_line(event: &Event) -> Option<String> {
+    let line = match event {
+        Event::RunStart {
+            run_id,
+            provider,
+            provider_reason,
+            out_dir,
+            ..
+        } => format!(
+            "rfs: run {run_id} on provider `{provider}` ({provider_reason}); evidence in {out_dir}"
+        ),
+        Event::Placement {
+            sandbox_id,
+            provider,
+            ..
+        } => format!("rfs: sandbox {sandbox_id} ({provider})"),
+        Event::SourcePin {
+            commit,
+            tree_digest,
+            files,
+            workdir,
+            ..
+        } => format!(
+            "rfs: synced commit {commit} (tree {tree_digest}, {} verified) to {workdir}",
+            crate::plural::count(*files, "file", "files")
+        ),
+        Event::SourceResync {
+            from_commit,
+            commit,
+            shipped,
+            removed,
+            kept_untracked,
+            sync_ms,
+            ..
+        } => format!(
+            "rfs: re-synced {from_commit} -> {commit}: {} shipped, {removed} removed, {kept_untracked} untracked kept, verified ({sync_ms} ms)",
+            crate::plural::count(*shipped, "file", "files")
+        ),
+        Event::StepStart { .. }
+        | Event::StepAttempt { .. }
+        | Event::StepProviderError { .. }
+        | Event::StepEnd { .. }
+        | Event::StepRefused { .. } => return step_line(event),
+        Event::CleanupVerified {
+            sandbox_id,
+            elapsed_ms,
+            saw_present_before: true,
+            ..
+        } => format!("rfs: sandbox {sandbox_id} destroyed, verified gone in {elapsed_ms} ms"),
+        Event::CleanupVerified {
+            sandbox_id,
+            elapsed_ms,
+            ..
+        } => format!(
+            "rfs: sandbox {sandbox_id} was already gone (ended outside rfs; not destroyed by rfs), verified gone in {elapsed_ms} ms"
+        ),
+        Event::SandboxLost {
+            sandbox_id, how, ..
+        } => format!("rfs: sandbox {sandbox_id} {how}"),
+        Event::CleanupKept { sandbox_id, .. } => {
+            format!("rfs: sandbox {sandbox_id} kept (--keep)")
+        }
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// The line that says how a step goes, if `event` has one.
+fn step_line(event: &Event) -> Option<String> {
+    let line = match event {
+        Event::StepStart {
+            name, cwd_remote, ..
+        } => format!(
+            "rfs: step `{}` in {}",
+            text::inline(name),
+            text::inline(cwd_remote)
+        ),
+        Event::StepAttempt {
+            name,
+            attempt,
+            exit,
+            ..
+        } if *exit != Some(0) => {
+            format!(
+                "rfs: step `{}` attempt {attempt} ended with {}",
+                text::inline(name),
+                crate::exit_code::ExitText(*exit)
+            )
+        }
+        Event::StepProviderError {
+            name,
+            attempt,
+            error,
+            ..
+        } => format!(
+            "rfs: step `{}` attempt {attempt}: provider error: {error}",
+            text::inline(name)
+        ),
+        Event::StepEnd {
+            name, ok, summary, ..
+        } => format!(
+            "rfs: step `{}` {} ({})",
+            text::inline(name),
+            if *ok { "ok" } else { "FAILED" },
+            text::inline(summary)
+        ),
+        // The refusal itself is the run's error, said once at the end
+        // with the script line that asked for it.
+        Event::StepRefused { name, .. } => {
+            format!("rfs: step `{}` REFUSED", text::inline(name))
+        }
+        _ => return None,
+    };
+    Some(line)
 }
 
 /// What a resolved source warns of: a shipped working tree (not

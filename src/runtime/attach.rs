@@ -64,34 +64,7 @@ impl Run {
         env.push(("TERM".into(), o.term.clone()));
         let pl = self.place_command(&what, o.cwd.as_deref(), &env)?;
         let p = self.cfg.provider.clone();
-        // The same wrapper as steps, run once without a terminal so a bad
-        // cwd is refused before the program starts.
-        let mut probe = Collect::default();
-        let nonce = super::step_wrapper::nonce();
-        let check = ExecRequest {
-            argv: pl.argv("true", &nonce),
-            cwd: super::step_wrapper::START_DIR.into(),
-            env: pl.env.clone(),
-            timeout: Some(Duration::from_secs(60)),
-            cancel: self.cancel_token(),
-        };
-        let outcome = self
-            .block_on(p.exec(&pl.sandbox_id, &check, &mut probe))
-            .map_err(|e| Error::StepFailed {
-                name: what.clone(),
-                reason: format!("the provider could not check the cwd: {e}"),
-            })?;
-        let mut gate = super::step_wrapper::Gate::new(&nonce);
-        let _ = gate.stderr(&probe.stderr);
-        if let Err(r) = gate.finish(outcome.exit) {
-            let msg = pl.refusal_message(&r, &what);
-            let msg = self.state().redactor.redact_str(&msg);
-            let _ = self.record(Event::AttachRefused {
-                command: what.clone(),
-                reason: msg.clone(),
-            });
-            return Err(self.refuse(msg));
-        }
+        self.check_attach_cwd(&pl, &what)?;
         let index = {
             let mut st = self.state();
             st.session_seq += 1;
@@ -153,6 +126,38 @@ impl Run {
         });
         self.state().sessions.push(a.clone());
         Ok(a)
+    }
+
+    /// Run the same wrapper as steps once without a terminal, so that a
+    /// bad cwd is refused before the program starts.
+    fn check_attach_cwd(&self, pl: &super::step_wrapper::Placement, what: &str) -> Result<()> {
+        let mut probe = Collect::default();
+        let nonce = super::step_wrapper::nonce();
+        let check = ExecRequest {
+            argv: pl.argv("true", &nonce),
+            cwd: super::step_wrapper::START_DIR.into(),
+            env: pl.env.clone(),
+            timeout: Some(Duration::from_secs(60)),
+            cancel: self.cancel_token(),
+        };
+        let outcome = self
+            .block_on(self.cfg.provider.exec(&pl.sandbox_id, &check, &mut probe))
+            .map_err(|e| Error::StepFailed {
+                name: what.to_owned(),
+                reason: format!("the provider could not check the cwd: {e}"),
+            })?;
+        let mut gate = super::step_wrapper::Gate::new(&nonce);
+        let _ = gate.stderr(&probe.stderr);
+        if let Err(r) = gate.finish(outcome.exit) {
+            let msg = pl.refusal_message(&r, what);
+            let msg = self.state().redactor.redact_str(&msg);
+            let _ = self.record(Event::AttachRefused {
+                command: what.to_owned(),
+                reason: msg.clone(),
+            });
+            return Err(self.refuse(msg));
+        }
+        Ok(())
     }
 
     /// Type into a session; the journal gets the text with secrets redacted.
@@ -229,7 +234,7 @@ impl Run {
             assert: k,
             pattern: desc,
             outcome: outcome.as_str().to_owned(),
-            elapsed_ms: super::sync::ms(elapsed.as_millis()),
+            elapsed_ms: super::ms(elapsed.as_millis()),
             screen_digest,
             snapshot,
         })?;
@@ -282,7 +287,7 @@ impl Run {
             how: how.to_owned(),
             exit: o.exit,
             signal: o.signal,
-            duration_ms: super::sync::ms(a.started.elapsed().as_millis()),
+            duration_ms: super::ms(a.started.elapsed().as_millis()),
             recording_error,
             recording,
         })

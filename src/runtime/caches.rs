@@ -85,7 +85,7 @@ impl Run {
                 files: at_mount.files,
                 bytes: at_mount.bytes,
                 lock: LOCK.into(),
-                waited_ms: super::sync::ms(waited.as_millis()),
+                waited_ms: super::ms(waited.as_millis()),
             })?;
             mounts.push(CacheMount {
                 name: name.clone(),

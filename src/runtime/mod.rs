@@ -8,6 +8,7 @@
 pub(crate) mod artifacts;
 pub(crate) mod attach;
 pub(crate) mod caches;
+pub(crate) mod checkpoint;
 pub(crate) mod cwd;
 mod egress;
 pub(crate) mod exec_loop;
@@ -19,6 +20,7 @@ pub(crate) mod service;
 pub(crate) mod spawn;
 pub(crate) mod spawn_wait;
 pub(crate) mod step;
+pub(crate) mod step_attempt;
 pub(crate) mod step_wrapper;
 pub(crate) mod sync;
 pub(crate) mod teardown;
@@ -43,7 +45,8 @@ use crate::secrets::Redactor;
 use crate::source::manifest::Manifest;
 
 pub(crate) use placement::SandboxOptions;
-pub(crate) use step::{StepOptions, StepResult};
+pub(crate) use step::StepOptions;
+pub(crate) use step_attempt::StepResult;
 pub(crate) use sync::SourcePin;
 
 /// Everything a run is configured with (validated settings).
@@ -83,6 +86,10 @@ pub(crate) struct RunConfig {
     pub allow_dirty: bool,
     /// The repositories a script may ship (`--allow-repo`).
     pub allowed_repos: crate::source::allowed_repos::AllowedRepos,
+    /// A suite's setup run: its checkpoints go to the suite.
+    pub checkpoint_sink: Option<Arc<checkpoint::CheckpointSink>>,
+    /// The checkpoint the run's sandbox starts from (a suite's proof).
+    pub start_from: Option<Arc<checkpoint::StartFrom>>,
 }
 
 /// The source bound to the run.
@@ -128,6 +135,8 @@ pub(crate) struct RunState {
     pub services: Vec<Arc<service::Service>>,
     /// Caches this run holds (locked until after teardown).
     pub caches: Vec<caches::HeldCache>,
+    /// Checkpoints this run made and removes at its end.
+    pub checkpoints: Vec<checkpoint::MadeCheckpoint>,
 }
 
 /// One run of a script.
@@ -491,6 +500,7 @@ impl Run {
             (a, b) => a.or(b),
         };
         let warning = self.block_on(teardown::finish(self));
+        self.remove_own_checkpoints();
         self.close_caches();
         let warning = match (stopped, warning) {
             (Some(a), Some(b)) => Some(format!("{a}; {b}")),
@@ -507,4 +517,9 @@ impl Run {
         }
         warning
     }
+}
+
+/// Milliseconds for the journal.
+pub(crate) fn ms(ms: u128) -> u64 {
+    u64::try_from(ms).unwrap_or(u64::MAX)
 }

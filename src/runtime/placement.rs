@@ -263,39 +263,17 @@ impl Run {
         tree: Option<String>,
     ) -> Result<SandboxInfo> {
         let p = self.cfg.provider.clone();
-        let mut l = opts.labels.clone();
-        l.insert(labels::CREATED_BY.into(), labels::CREATED_BY_VALUE.into());
-        l.insert(labels::RUN_ID.into(), self.cfg.run_id.clone());
-        l.insert(
-            labels::SOURCE_COMMIT.into(),
-            commit.unwrap_or_else(|| labels::UNBOUND.into()),
-        );
-        l.insert(
-            labels::TREE_DIGEST.into(),
-            tree.unwrap_or_else(|| labels::UNBOUND.into()),
-        );
-        l.extend(crate::provider::owner::owner_labels());
-        l.insert(labels::STARTED_AT.into(), crate::journal::now_rfc3339());
+        let l = self.placement_labels(&opts, commit, tree);
         let image = opts.image.clone().or_else(|| self.cfg.image.clone());
         let reason = self.cfg.choice.reason.to_string();
         let base = self.base(p.name(), p.profile().starts_from, image.as_ref(), &opts)?;
         let request = self.isolation_request(&opts)?;
         let in_force = p.isolation(&request).map_err(|why| {
-            let msg = format!("provider `{}` refuses: {why}", p.name());
-            let _ = self.record(Event::PlacementFailed {
-                provider: p.name().to_owned(),
-                reason: msg.clone(),
-            });
-            self.refuse(msg)
+            self.placement_failed(p.name(), format!("provider `{}` refuses: {why}", p.name()))
         })?;
         let mut isolation = in_force.fact(&request);
         let limits = p.limits(&request.limits).map_err(|why| {
-            let msg = format!("provider `{}` refuses: {why}", p.name());
-            let _ = self.record(Event::PlacementFailed {
-                provider: p.name().to_owned(),
-                reason: msg.clone(),
-            });
-            self.refuse(msg)
+            self.placement_failed(p.name(), format!("provider `{}` refuses: {why}", p.name()))
         })?;
         for n in &limits.not_enforced {
             self.record(Event::PlacementWarning {
@@ -342,16 +320,12 @@ impl Run {
             isolation: request,
             caches,
         };
-        let info = self.block_on(p.create(&spec)).map_err(|e| {
+        let info = self.create_or_fork(&spec).map_err(|e| {
             let msg = format!(
                 "could not provision a sandbox on provider `{}`: {e}",
                 p.name()
             );
-            let _ = self.record(Event::PlacementFailed {
-                provider: p.name().to_owned(),
-                reason: msg.clone(),
-            });
-            self.refuse(msg)
+            self.placement_failed(p.name(), msg)
         })?;
         {
             let mut st = self.state();
@@ -370,6 +344,39 @@ impl Run {
         })?;
         self.check_replayed_environment(environment.as_ref())?;
         Ok(info)
+    }
+
+    /// The labels of the run's sandbox: the script's, rfs's own, the
+    /// source it will hold (`commit`, `tree`, or `unbound`) and its owner.
+    fn placement_labels(
+        &self,
+        opts: &SandboxOptions,
+        commit: Option<String>,
+        tree: Option<String>,
+    ) -> crate::provider::Labels {
+        let mut l = opts.labels.clone();
+        l.insert(labels::CREATED_BY.into(), labels::CREATED_BY_VALUE.into());
+        l.insert(labels::RUN_ID.into(), self.cfg.run_id.clone());
+        l.insert(
+            labels::SOURCE_COMMIT.into(),
+            commit.unwrap_or_else(|| labels::UNBOUND.into()),
+        );
+        l.insert(
+            labels::TREE_DIGEST.into(),
+            tree.unwrap_or_else(|| labels::UNBOUND.into()),
+        );
+        l.extend(crate::provider::owner::owner_labels());
+        l.insert(labels::STARTED_AT.into(), crate::journal::now_rfc3339());
+        l
+    }
+
+    /// Journal `placement.failed` and refuse the run with `msg`.
+    fn placement_failed(&self, provider: &str, msg: String) -> Error {
+        let _ = self.record(Event::PlacementFailed {
+            provider: provider.to_owned(),
+            reason: msg.clone(),
+        });
+        self.refuse(msg)
     }
 
     /// The sandbox's environment by content (fails closed: a provider

@@ -8,7 +8,8 @@
 use std::io::{BufWriter, Write as _};
 use std::time::Instant;
 
-use super::sync::{ms, SourcePin, SyncRequestKey};
+use super::ms;
+use super::sync::{SourcePin, SyncRequestKey};
 use super::{BoundSource, Run};
 use crate::error::{Error, Result};
 use crate::events::Event;
@@ -58,12 +59,7 @@ impl Run {
         // 1. What the sandbox holds now: the listing, and the content of
         // the tracked files written since the last sync.
         let t_inspect = Instant::now();
-        let seen = rs.inspect(&bound.physical_root, bound.manifest.entries.len())?;
-        let before = rs.hash(
-            &plan_mod::candidates(&bound.manifest, &next, &seen),
-            &next.manifest,
-            "hashing the tracked files written since the last sync",
-        )?;
+        let (seen, before) = rs.inspect_and_hash(&bound, &next)?;
         let inspect_ms = t_inspect.elapsed().as_millis();
 
         // 2. What to remove and ship; the delta archive.
@@ -81,21 +77,7 @@ impl Run {
         let t_apply = Instant::now();
         let mut after = rs.apply(&plan, &next, &delta, seen.entries.entries.len())?;
         // Tracked files something else wrote meanwhile are compared too.
-        let meanwhile: Vec<Vec<u8>> = after
-            .newer
-            .iter()
-            .filter(|p| {
-                matches!(next.manifest.entries.get(*p), Some(Entry::File { .. }))
-                    && !after.hashed.contains_key(*p)
-            })
-            .cloned()
-            .collect();
-        let meanwhile = rs.hash(
-            &meanwhile,
-            &next.manifest,
-            "hashing the tracked files written during the change",
-        )?;
-        after.hashed.extend(meanwhile);
+        rs.hash_written_meanwhile(&mut after, &next.manifest)?;
         let apply_ms = t_apply.elapsed().as_millis();
 
         // 4. Verify against the new tree.
@@ -415,6 +397,43 @@ impl<'a> Resync<'a> {
                 })?
                 .map_err(|e| self.fail(format!("upload: {e}")))?;
         }
+        Ok(())
+    }
+
+    /// What the sandbox holds now: the listing of the synced root, and the
+    /// content hash of the tracked files written since the last sync.
+    fn inspect_and_hash(
+        &self,
+        bound: &BoundSource,
+        next: &NextTree,
+    ) -> Result<(Listing, std::collections::BTreeMap<Vec<u8>, String>)> {
+        let seen = self.inspect(&bound.physical_root, bound.manifest.entries.len())?;
+        let before = self.hash(
+            &plan_mod::candidates(&bound.manifest, next, &seen),
+            &next.manifest,
+            "hashing the tracked files written since the last sync",
+        )?;
+        Ok((seen, before))
+    }
+
+    /// Hash the tracked files of `manifest` that something else wrote
+    /// while the change was applied, into `after`.
+    fn hash_written_meanwhile(&self, after: &mut Listing, manifest: &Manifest) -> Result<()> {
+        let meanwhile: Vec<Vec<u8>> = after
+            .newer
+            .iter()
+            .filter(|p| {
+                matches!(manifest.entries.get(*p), Some(Entry::File { .. }))
+                    && !after.hashed.contains_key(*p)
+            })
+            .cloned()
+            .collect();
+        let meanwhile = self.hash(
+            &meanwhile,
+            manifest,
+            "hashing the tracked files written during the change",
+        )?;
+        after.hashed.extend(meanwhile);
         Ok(())
     }
 

@@ -342,7 +342,7 @@ impl Run {
             by: by.to_owned(),
             exit,
             gone,
-            duration_ms: super::sync::ms(sv.started.elapsed().as_millis()),
+            duration_ms: super::ms(sv.started.elapsed().as_millis()),
             stdout_log: log("stdout")?,
             stderr_log: log("stderr")?,
             output_tail: sv.shared.lines().tail(),

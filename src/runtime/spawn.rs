@@ -476,7 +476,7 @@ impl Run {
             signal: outcome.signal,
             group,
             group_gone,
-            duration_ms: super::sync::ms(sp.started.elapsed().as_millis()),
+            duration_ms: super::ms(sp.started.elapsed().as_millis()),
             stdout_log,
             stderr_log,
             output_tail: sp.shared.lines().tail(),

@@ -225,7 +225,7 @@ impl Run {
                 }
             };
             if held {
-                return Ok(Ok(super::sync::ms(start.elapsed().as_millis())));
+                return Ok(Ok(super::ms(start.elapsed().as_millis())));
             }
             if !running {
                 break "it ended before that".to_owned();

@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::Instant;
 
+use super::ms;
 use super::transfer::SyncTarget;
 use super::{BoundSource, Run};
 use crate::error::{Error, Result};
@@ -152,31 +153,7 @@ impl Run {
         let opts = self.effective(opts);
         validate_rev(&opts.rev).map_err(|e| self.refuse(e.to_string()))?;
         validate_dest(&opts.dest).map_err(|e| self.refuse(e.to_string()))?;
-        if opts.repo != self.cfg.invocation_dir {
-            let written = opts
-                .repo
-                .strip_prefix(&self.cfg.invocation_dir)
-                .unwrap_or(&opts.repo)
-                .display()
-                .to_string();
-            self.cfg
-                .allowed_repos
-                .check(&self.cfg.invocation_dir, &opts.repo, &written)
-                .map_err(|why| {
-                    let _ = self.record(Event::SourceRefused {
-                        reason: why.clone(),
-                    });
-                    self.refuse(why)
-                })?;
-        }
-        let resolved = repo::resolve(&opts).map_err(|e| {
-            // The rev may be a secret (`rev: arg("TOKEN")`).
-            let msg = (self.state().redactor).redact_str(&format!("cannot bind the source: {e}"));
-            let _ = self.record(Event::SourceRefused {
-                reason: msg.clone(),
-            });
-            self.refuse(msg)
-        })?;
+        let resolved = self.resolve_source(&opts)?;
         let key = SyncRequestKey {
             repo_root: resolved.repo_root.clone(),
             rev: opts.rev.clone(),
@@ -222,6 +199,9 @@ impl Run {
                 .collect(),
             working_tree: working_tree_of(&resolved),
         })?;
+        if let Some(pin) = self.bind_from_checkpoint(&commit, &tree, &key, implicit)? {
+            return Ok(pin);
+        }
 
         let p = self.cfg.provider.clone();
         let started = Instant::now();
@@ -265,6 +245,36 @@ impl Run {
             },
             implicit,
         )
+    }
+
+    /// The commit and tree `opts` name, once its repository is one the
+    /// person allowed; a refusal is journaled (`source.refused`).
+    fn resolve_source(&self, opts: &SourceOptions) -> Result<repo::ResolvedSource> {
+        if opts.repo != self.cfg.invocation_dir {
+            let written = opts
+                .repo
+                .strip_prefix(&self.cfg.invocation_dir)
+                .unwrap_or(&opts.repo)
+                .display()
+                .to_string();
+            self.cfg
+                .allowed_repos
+                .check(&self.cfg.invocation_dir, &opts.repo, &written)
+                .map_err(|why| {
+                    let _ = self.record(Event::SourceRefused {
+                        reason: why.clone(),
+                    });
+                    self.refuse(why)
+                })?;
+        }
+        repo::resolve(opts).map_err(|e| {
+            // The rev may be a secret (`rev: arg("TOKEN")`).
+            let msg = (self.state().redactor).redact_str(&format!("cannot bind the source: {e}"));
+            let _ = self.record(Event::SourceRefused {
+                reason: msg.clone(),
+            });
+            self.refuse(msg)
+        })
     }
 
     /// The tail every bind shares (a first sync and a re-sync): journal the
@@ -366,11 +376,6 @@ fn validate_rev(rev: &str) -> std::result::Result<(), SourceError> {
         return Err(SourceError::NotARevision { rev: rev.into() });
     }
     Ok(())
-}
-
-/// Milliseconds for the journal.
-pub(crate) fn ms(ms: u128) -> u64 {
-    u64::try_from(ms).unwrap_or(u64::MAX)
 }
 
 /// The `source.verify` fact of a first sync: what was sent, how, and what

@@ -158,7 +158,7 @@ pub(crate) async fn destroy_and_record(run: &Run, id: &str, why: &str) -> Option
                 in_inventory: false,
                 inventory_count: proof.inventory_count,
                 polls: proof.polls,
-                elapsed_ms: super::sync::ms(proof.elapsed_ms),
+                elapsed_ms: super::ms(proof.elapsed_ms),
                 saw_present_before: proof.saw_present_before,
             });
             None

@@ -119,7 +119,9 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, OptionError> {
 
 /// `rfs check` (and `rfs run`, before anything runs): the literal limit
 /// values of a `sandbox(#{ … })` map that would be refused.
-pub(crate) fn limit_literals(entries: &[(rhai::Ident, rhai::Expr)]) -> Vec<super::lint::Problem> {
+pub(crate) fn limit_literals(
+    entries: &[(rhai::Ident, rhai::Expr)],
+) -> Vec<super::problem::Problem> {
     let mut out = vec![];
     for (k, v) in entries {
         let Some(kind) = crate::provider::limits::LimitKind::ALL
@@ -132,7 +134,7 @@ pub(crate) fn limit_literals(entries: &[(rhai::Ident, rhai::Expr)]) -> Vec<super
             continue;
         };
         if let Err(reason) = limit_value(kind, &value) {
-            out.push(super::lint::Problem {
+            out.push(super::problem::Problem {
                 pos: v.start_position(),
                 message: OptionError::Limit { reason }.to_string(),
                 help: None,
@@ -368,7 +370,8 @@ fn collected_map(c: &crate::runtime::artifacts::Collected) -> Map {
     m
 }
 
-/// `collect(path)`, `collect(path, #{…})` and `put(local, path)`.
+/// `collect(path)`, `collect(path, #{…})`, `put(local, path)` and
+/// `checkpoint(name)`.
 fn register_artifacts(engine: &mut Engine, run: &Arc<Run>) {
     let r = run.clone();
     engine.register_fn(
@@ -391,6 +394,14 @@ fn register_artifacts(engine: &mut Engine, run: &Arc<Run>) {
                 .map_err(|m| script_error(m, ctx.call_position()))?;
             r.collect(path, max, junit)
                 .map(|c| collected_map(&c))
+                .map_err(|e| to_rhai(&r, e, ctx.call_position()))
+        },
+    );
+    let r = run.clone();
+    engine.register_fn(
+        "checkpoint",
+        move |ctx: NativeCallContext, name: &str| -> RhaiResult<String> {
+            r.checkpoint(name, false)
                 .map_err(|e| to_rhai(&r, e, ctx.call_position()))
         },
     );

@@ -42,7 +42,7 @@ impl ScriptSource {
 
     /// What [`super::lint`] found (at least one problem): the first at its
     /// span, the others listed with their line and column.
-    pub(crate) fn lint_error(&self, problems: &[super::lint::Problem]) -> Error {
+    pub(crate) fn lint_error(&self, problems: &[super::problem::Problem]) -> Error {
         let first = &problems[0];
         let mut err = self.error(
             first.message.clone(),

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rhai::{ASTNode, Engine, Expr, Position, AST};
 
 use super::primitives::PRIMITIVES;
+use super::problem::Problem;
 
 /// Rhai's keyword functions (not in the engine's signature list).
 const KEYWORD_FNS: &[&str] = &[
@@ -30,14 +31,6 @@ const KEYWORD_FNS: &[&str] = &[
     "is_shared",
     "eval",
 ];
-
-/// One problem found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Problem {
-    pub pos: Position,
-    pub message: String,
-    pub help: Option<String>,
-}
 
 /// Which functions exist, with the argument counts they accept (`None`:
 /// any count, e.g. keyword functions).
@@ -234,46 +227,49 @@ pub(crate) fn check(known: &Known, ast: &AST, source: &str) -> Vec<Problem> {
                 }
             }
         }
-        for (f, idx, keys) in PRIMITIVES
-            .iter()
-            .filter_map(|p| p.options.map(|(i, k)| (p.name, i, k)))
-        {
-            if f != name {
-                continue;
-            }
-            let arg = if method {
-                idx.checked_sub(1)
-            } else {
-                Some(idx)
-            };
-            if let Some(Expr::Map(m, _)) = arg.and_then(|i| call.args.get(i)) {
-                if name == "sandbox" {
-                    problems.extend(super::bindings::limit_literals(&m.0));
-                    problems.extend(super::network_option::network_literals(&m.0));
-                }
-                for (k, _) in &m.0 {
-                    if !keys.contains(&k.name.as_str()) {
-                        problems.push(Problem {
-                            pos: k.pos,
-                            message: format!("{name}(): unknown option `{}`", k.name),
-                            help: Some(
-                                match suggest(&k.name, keys.iter().map(|s| s.to_string())) {
-                                    Some(s) => format!(
-                                        "did you mean `{s}`? (options: {})",
-                                        keys.join(", ")
-                                    ),
-                                    None => format!("options: {}", keys.join(", ")),
-                                },
-                            ),
-                        });
-                    }
-                }
-            }
-        }
+        option_problems(call, name, method, &mut problems);
         true
     });
     problems.sort_by_key(|p| (p.pos.line(), p.pos.position()));
     problems
+}
+
+/// The problems of the options map `call` (of primitive `name`) gives
+/// literally: unknown options, and `sandbox()`'s limits and network.
+fn option_problems(call: &rhai::FnCallExpr, name: &str, method: bool, problems: &mut Vec<Problem>) {
+    for (f, idx, keys) in PRIMITIVES
+        .iter()
+        .filter_map(|p| p.options.map(|(i, k)| (p.name, i, k)))
+    {
+        if f != name {
+            continue;
+        }
+        let arg = if method {
+            idx.checked_sub(1)
+        } else {
+            Some(idx)
+        };
+        if let Some(Expr::Map(m, _)) = arg.and_then(|i| call.args.get(i)) {
+            if name == "sandbox" {
+                problems.extend(super::bindings::limit_literals(&m.0));
+                problems.extend(super::network_option::network_literals(&m.0));
+            }
+            for (k, _) in &m.0 {
+                if !keys.contains(&k.name.as_str()) {
+                    problems.push(Problem {
+                        pos: k.pos,
+                        message: format!("{name}(): unknown option `{}`", k.name),
+                        help: Some(match suggest(&k.name, keys.iter().map(|s| s.to_string())) {
+                            Some(s) => {
+                                format!("did you mean `{s}`? (options: {})", keys.join(", "))
+                            }
+                            None => format!("options: {}", keys.join(", ")),
+                        }),
+                    });
+                }
+            }
+        }
+    }
 }
 
 fn unknown(pos: Position, name: &str, candidates: impl Iterator<Item = String>) -> Problem {

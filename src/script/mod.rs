@@ -11,6 +11,7 @@ mod lint_coverage;
 pub(crate) mod network_option;
 pub(crate) mod options;
 pub(crate) mod primitives;
+mod problem;
 pub(crate) mod resolver;
 pub(crate) mod service_bindings;
 pub(crate) mod spawn_bindings;

@@ -53,7 +53,9 @@ pub(crate) fn network_value(v: &Dynamic) -> Result<NetworkPolicy, String> {
 
 /// `rfs check` (and `rfs run`, before anything runs): a literal `network`
 /// value of a `sandbox(#{ … })` map that would be refused.
-pub(crate) fn network_literals(entries: &[(rhai::Ident, rhai::Expr)]) -> Vec<super::lint::Problem> {
+pub(crate) fn network_literals(
+    entries: &[(rhai::Ident, rhai::Expr)],
+) -> Vec<super::problem::Problem> {
     let mut out = vec![];
     for (k, v) in entries {
         if k.name.as_str() != "network" {
@@ -63,7 +65,7 @@ pub(crate) fn network_literals(entries: &[(rhai::Ident, rhai::Expr)]) -> Vec<sup
             continue;
         };
         if let Err(reason) = network_value(&value) {
-            out.push(super::lint::Problem {
+            out.push(super::problem::Problem {
                 pos: v.start_position(),
                 message: super::options::OptionError::Network { reason }.to_string(),
                 help: None,

@@ -124,6 +124,11 @@ pub(crate) const PRIMITIVES: &[Primitive] = &[
         returns: &["sha256", "bytes", "path"],
         summary: "ship a file of the working tree into the synced root, kept in the bundle",
     },
+    plain(
+        "checkpoint",
+        &[1],
+        "keep the sandbox's state after the steps so far (a suite's proofs start from it)",
+    ),
     Primitive {
         name: "spawn",
         arities: &[2, 3],

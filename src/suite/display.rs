@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::events::{Counts, ProofResult, SuiteEvent, SuiteReporter, Verdict};
+use super::events::{
+    plural, summary_text, Counts, ProofResult, SuiteEvent, SuiteReporter, Verdict,
+};
+use super::files::{INDEX_HTML, INDEX_MD};
 use crate::reporter::text;
 
 /// The console view; `bar` only on a terminal.
@@ -195,6 +198,34 @@ impl SuiteReporter for Console {
                 }
             }
             SuiteEvent::ProofNotRun { .. } => st.counts.not_run += 1,
+            SuiteEvent::SetupEnd(r) => {
+                let word = if r.passed() { "Setup" } else { "SETUP FAIL" };
+                let colour = if r.passed() { "1;32" } else { "1;31" };
+                let what = match &r.checkpoint {
+                    Some(c) if r.passed() => format!("checkpoint {c}; every proof forks it"),
+                    _ => r.not_run_reason(),
+                };
+                self.line(&format!(
+                    "{} [{:>8.3}s] {}  {}",
+                    self.paint(colour, &format!("{word:>9}")),
+                    r.duration_ms as f64 / 1000.0,
+                    text::inline(&r.script),
+                    text::inline(&what)
+                ));
+            }
+            SuiteEvent::CheckpointRemoved(r) => {
+                let what = if r.verified {
+                    "removed, verified gone"
+                } else {
+                    "NOT verified removed"
+                };
+                self.line(&format!(
+                    "{} checkpoint {}: {what} ({})",
+                    self.paint("1", &format!("{:>9}", "Cleanup")),
+                    text::inline(&r.checkpoint_id),
+                    text::inline(&r.detail)
+                ));
+            }
             SuiteEvent::End {
                 counts,
                 duration_ms,
@@ -217,50 +248,16 @@ impl SuiteReporter for Console {
                 self.line(&format!(
                     "          index: {}/{}",
                     text::inline(&st.out_dir),
-                    super::files::INDEX_MD
+                    INDEX_MD
                 ));
                 self.line(&format!(
                     "           page: {}/{}",
                     text::inline(&st.out_dir),
-                    super::page::INDEX_HTML
+                    INDEX_HTML
                 ));
                 return;
             }
         }
         self.refresh(&st);
-    }
-}
-
-/// `40 proofs run: 38 passed, 1 flaky, 1 failed; 2 not run`.
-pub(crate) fn summary_text(c: &Counts) -> String {
-    let run = c.finished();
-    let mut parts = vec![format!("{} passed", c.passed)];
-    for (n, what) in [
-        (c.flaky, "flaky"),
-        (c.failed, "failed"),
-        (c.refused, "refused"),
-        (c.interrupted, "cancelled"),
-        (c.error, "rfs errors"),
-    ] {
-        if n > 0 {
-            parts.push(format!("{n} {what}"));
-        }
-    }
-    let mut s = format!(
-        "{run} {} run: {}",
-        plural(run, "proof", "proofs"),
-        parts.join(", ")
-    );
-    if c.not_run > 0 {
-        s.push_str(&format!("; {} not run", c.not_run));
-    }
-    s
-}
-
-fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
-    if n == 1 {
-        one
-    } else {
-        many
     }
 }

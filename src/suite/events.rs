@@ -150,6 +150,10 @@ pub(crate) enum SuiteEvent {
         retries: u32,
         fail_fast: bool,
     },
+    /// The suite's setup ended (before any proof starts).
+    SetupEnd(super::setup::SetupResult),
+    /// A checkpoint of the setup removed at the suite's end.
+    CheckpointRemoved(crate::events::checkpoint_facts::CheckpointRemoved),
     /// A proof's attempt starts (attempt 1 is its first run).
     ProofStart { name: String, attempt: u32 },
     /// An attempt failed and the proof runs again.
@@ -205,5 +209,39 @@ impl SuiteReporter for JsonLines {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{}", serde_json::to_string(event).unwrap_or_default());
         let _ = out.flush();
+    }
+}
+
+/// `40 proofs run: 38 passed, 1 flaky, 1 failed; 2 not run`.
+pub(crate) fn summary_text(c: &Counts) -> String {
+    let run = c.finished();
+    let mut parts = vec![format!("{} passed", c.passed)];
+    for (n, what) in [
+        (c.flaky, "flaky"),
+        (c.failed, "failed"),
+        (c.refused, "refused"),
+        (c.interrupted, "cancelled"),
+        (c.error, "rfs errors"),
+    ] {
+        if n > 0 {
+            parts.push(format!("{n} {what}"));
+        }
+    }
+    let mut s = format!(
+        "{run} {} run: {}",
+        plural(run, "proof", "proofs"),
+        parts.join(", ")
+    );
+    if c.not_run > 0 {
+        s.push_str(&format!("; {} not run", c.not_run));
+    }
+    s
+}
+
+pub(super) fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 {
+        one
+    } else {
+        many
     }
 }

@@ -10,14 +10,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use super::events::{summary_text, ProofResult, SuiteEvent, SuiteReporter, Verdict};
+use super::index::Index;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-use serde::Serialize;
-
-use super::events::{Counts, ProofResult, SuiteEvent, SuiteReporter, Verdict};
 
 pub(crate) const EVENTS: &str = "suite.jsonl";
 pub(crate) const INDEX_JSON: &str = "index.json";
 pub(crate) const INDEX_MD: &str = "index.md";
+/// The suite's page (see [`super::page`]).
+pub(crate) const INDEX_HTML: &str = "index.html";
 
 /// The files consumer.
 pub(crate) struct Files {
@@ -27,26 +28,6 @@ pub(crate) struct Files {
     index: Mutex<Index>,
     /// What could not be written (the suite then fails).
     pub(crate) errors: Mutex<Vec<String>>,
-}
-
-/// `index.json`.
-#[derive(Debug, Default, Serialize)]
-pub(super) struct Index {
-    pub(super) suite_id: String,
-    pub(super) provider: String,
-    pub(super) jobs: usize,
-    pub(super) rfs_version: &'static str,
-    pub(super) exit_code: i32,
-    pub(super) duration_ms: u64,
-    pub(super) counts: Counts,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) stopped: Option<String>,
-    pub(super) proofs: Vec<ProofResult>,
-    pub(super) not_run: Vec<String>,
-    /// Some proof shipped a working tree (`--allow-dirty`).
-    pub(super) reproducible: bool,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(super) not_reproducible: Vec<String>,
 }
 
 impl Files {
@@ -82,8 +63,8 @@ impl Files {
             self.failed(INDEX_MD, e);
         }
         let html = super::page::page(ix, &self.dir);
-        if let Err(e) = std::fs::write(self.dir.join(super::page::INDEX_HTML), html) {
-            self.failed(super::page::INDEX_HTML, e);
+        if let Err(e) = std::fs::write(self.dir.join(INDEX_HTML), html) {
+            self.failed(INDEX_HTML, e);
         }
         if let Some(path) = &self.junit {
             if let Err(e) = std::fs::write(path, junit(ix)) {
@@ -141,6 +122,12 @@ impl SuiteReporter for Files {
                 ix.reproducible = ix.not_reproducible.is_empty();
                 self.finish(&ix);
             }
+            SuiteEvent::SetupEnd(r) => ix.setup = Some(r.clone()),
+            SuiteEvent::CheckpointRemoved(r) => {
+                if let Some(s) = ix.setup.as_mut() {
+                    s.removed.push(r.clone());
+                }
+            }
             SuiteEvent::ProofStart { .. } | SuiteEvent::ProofRetry { .. } => {}
         }
     }
@@ -161,9 +148,10 @@ fn markdown(ix: &Index) -> String {
         )
     };
     let mut s = format!(
-        "# rfs test {}\n\n{warning}{}\n\nProvider {}, {} at a time, {:.1} s, exit {}.{}\n\n| proof | verdict | attempts | time | evidence |\n|---|---|---|---|---|\n",
+        "# rfs test {}\n\n{warning}{}{}\n\nProvider {}, {} at a time, {:.1} s, exit {}.{}\n\n| proof | verdict | attempts | time | evidence |\n|---|---|---|---|---|\n",
         esc(&ix.suite_id),
-        super::display::summary_text(&ix.counts),
+        super::setup_view::markdown(ix.setup.as_ref()),
+        summary_text(&ix.counts),
         code(&ix.provider),
         ix.jobs,
         ix.duration_ms as f64 / 1000.0,

@@ -11,9 +11,12 @@
 pub(crate) mod display;
 pub(crate) mod events;
 pub(crate) mod files;
+mod index;
 mod page;
 pub(crate) mod plan;
 pub(crate) mod pool;
+pub(crate) mod setup;
+mod setup_view;
 mod tail;
 
 use std::path::PathBuf;
@@ -47,6 +50,8 @@ pub(crate) struct SuiteArgs {
     /// Every proof's run arguments but its script and folder.
     pub(crate) template: RunArgs,
     pub(crate) sign_key: Option<PathBuf>,
+    /// `--setup FILE`: run once, every proof forks its checkpoint.
+    pub(crate) setup: Option<PathBuf>,
     /// Draw the progress bar and colours (a terminal).
     pub(crate) terminal: bool,
     pub(crate) color: bool,
@@ -68,6 +73,19 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
         },
         None => None,
     };
+    let setup = match (&a.setup, file.as_ref()) {
+        (Some(f), _) => {
+            Some(setup::given_file(f).map_err(|why| Error::Usage(format!("refused: {why}")))?)
+        }
+        (None, Some((path, c))) => match &c.setup {
+            Some(s) => Some(
+                setup::configured_file(path.parent().unwrap_or(&here), s)
+                    .map_err(|why| Error::Usage(format!("refused: {}: {why}", path.display())))?,
+            ),
+            None => None,
+        },
+        (None, None) => None,
+    };
     let file = file.map(|(_, c)| c).unwrap_or_default();
     // Given no path, the suite is the repository's wherever in it rfs
     // starts (as git and cargo find their root): `rfs.toml`'s folder, else
@@ -78,8 +96,17 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
         (true, None) => (Some(root.join(plan::DEFAULT_FOLDER)), root),
         (false, c) => (c, here.clone()),
     };
-    let proofs = plan::plan(&a.paths, configured.as_deref(), &base, &a.filters)
+    let mut proofs = plan::plan(&a.paths, configured.as_deref(), &base, &a.filters)
         .map_err(|e| Error::Usage(format!("rfs test: {e}")))?;
+    if let Some(s) = &setup {
+        // The setup is not a proof of the suite, wherever it lies.
+        let same =
+            |p: &std::path::Path| std::fs::canonicalize(p).ok() == std::fs::canonicalize(s).ok();
+        proofs.retain(|p| !same(&p.path));
+        if proofs.is_empty() {
+            return Err(Error::Usage("rfs test: no proofs besides the setup".into()));
+        }
+    }
     // Every proof's settings are validated before the first one runs (a
     // misspelt provider is one usage error, not forty refusals).
     let first = RunSettings::from_args(RunArgs {
@@ -130,6 +157,7 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
         fail_fast: a.fail_fast,
         template: a.template,
         signing_key,
+        setup,
     };
     let done = pool.run(&fanout, &interrupt);
     let errors = files

@@ -14,12 +14,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::events::{Attempt, ProofResult, Verdict};
-use super::files::Index;
+use super::index::Index;
 use crate::report::html::{csp_hash, CSS};
 use crate::report::html_text::{h, h_inline};
-
-/// The file's name in the suite's folder.
-pub(crate) const INDEX_HTML: &str = "index.html";
 
 /// Who drew the page (its `<meta name="generator">`).
 const GENERATOR: &str = concat!("rfs ", env!("CARGO_PKG_VERSION"), " suite/1");
@@ -65,6 +62,7 @@ pub(crate) fn page(ix: &Index, dir: &Path) -> String {
     }
     counts(&mut s, ix);
     s.push_str("</header>\n");
+    super::setup_view::html(&mut s, ix.setup.as_ref());
     let failed: Vec<&ProofResult> = ix
         .proofs
         .iter()
@@ -140,7 +138,7 @@ fn counts(s: &mut String, ix: &Index) {
     let _ = writeln!(
         s,
         "<p id=\"summary\">{}</p>",
-        h(&super::display::summary_text(c))
+        h(&super::events::summary_text(c))
     );
     let cells = [
         ("passed", c.passed),

@@ -28,6 +28,8 @@ pub(crate) struct Pool {
     /// Every proof's run arguments but its script and folder.
     pub(crate) template: RunArgs,
     pub(crate) signing_key: Option<Arc<crate::signing::SigningKey>>,
+    /// The suite's setup, run once before the proofs (#36).
+    pub(crate) setup: Option<PathBuf>,
 }
 
 /// How the suite ended.
@@ -43,6 +45,8 @@ struct Shared<'a> {
     stop: Mutex<Option<String>>,
     interrupt: &'a CancellationToken,
     reporter: &'a dyn SuiteReporter,
+    /// The setup's checkpoint every proof starts from.
+    start_from: Option<Arc<crate::runtime::checkpoint::StartFrom>>,
 }
 
 impl Pool {
@@ -62,12 +66,18 @@ impl Pool {
             retries: self.retries,
             fail_fast: self.fail_fast,
         });
+        let mut setup = self.setup(reporter, interrupt);
+        let blocked = setup
+            .as_ref()
+            .filter(|s| !s.result.passed())
+            .map(|s| (s.result.not_run_reason(), s.result.exit_code));
         let shared = Shared {
             queue: Mutex::new(self.proofs.iter().cloned().collect()),
             results: Mutex::default(),
-            stop: Mutex::default(),
+            stop: Mutex::new(blocked.as_ref().map(|(why, _)| why.clone())),
             interrupt,
             reporter,
+            start_from: setup.as_ref().and_then(|s| s.start_from.clone()),
         };
         let workers = self.jobs.clamp(1, self.proofs.len().max(1));
         std::thread::scope(|s| {
@@ -75,6 +85,9 @@ impl Pool {
                 s.spawn(|| self.worker(&shared));
             }
         });
+        let removal_failed = setup
+            .as_mut()
+            .is_some_and(|s| !remove_checkpoints(s, reporter));
         let interrupted = interrupt.is_cancelled();
         let stopped = lock(&shared.stop).clone().or_else(|| {
             interrupted.then(|| "interrupted: every running proof was cancelled".to_owned())
@@ -94,7 +107,18 @@ impl Pool {
         for r in &results {
             counts.add(r.verdict);
         }
-        let exit_code = counts.exit_code(interrupted);
+        let mut exit_code = counts.exit_code(interrupted);
+        if let Some((_, code)) = blocked.filter(|_| !interrupted) {
+            // The setup's own failure is the suite's (never a green suite
+            // of proofs that did not run).
+            exit_code = if code == crate::exit_code::SUCCESS {
+                crate::exit_code::INTERNAL
+            } else {
+                code
+            };
+        } else if removal_failed && exit_code == crate::exit_code::SUCCESS {
+            exit_code = crate::exit_code::INTERNAL;
+        }
         reporter.event(&SuiteEvent::End {
             counts,
             exit_code,
@@ -102,6 +126,24 @@ impl Pool {
             stopped,
         });
         Finished { exit_code }
+    }
+
+    /// The suite's setup, when it has one, run before any proof.
+    fn setup(
+        &self,
+        reporter: &dyn SuiteReporter,
+        interrupt: &CancellationToken,
+    ) -> Option<super::setup::SetupRun> {
+        let script = self.setup.as_ref()?;
+        let s = super::setup::run(
+            script,
+            &self.out_dir,
+            &self.template,
+            self.signing_key.clone(),
+            interrupt,
+        );
+        reporter.event(&SuiteEvent::SetupEnd(s.result.clone()));
+        Some(s)
     }
 
     fn worker(&self, shared: &Shared<'_>) {
@@ -134,7 +176,7 @@ impl Pool {
                 name: proof.name.clone(),
                 attempt: n,
             });
-            let (attempt, t) = self.attempt(proof, n, shared.interrupt);
+            let (attempt, t) = self.attempt(proof, n, shared);
             tail = t;
             let code = attempt.exit_code;
             attempts.push(attempt);
@@ -168,12 +210,8 @@ impl Pool {
     }
 
     /// One `rfs run` of the proof, into its own folder of the suite's.
-    fn attempt(
-        &self,
-        proof: &Proof,
-        n: u32,
-        interrupt: &CancellationToken,
-    ) -> (Attempt, Vec<String>) {
+    fn attempt(&self, proof: &Proof, n: u32, shared: &Shared<'_>) -> (Attempt, Vec<String>) {
+        let interrupt = shared.interrupt;
         let started = Instant::now();
         let folder = match n {
             1 => proof.slug.clone(),
@@ -206,7 +244,12 @@ impl Pool {
             signing_key: self.signing_key.clone(),
             ..Default::default()
         };
-        let report = crate::runner::run(settings, hooks);
+        let link = crate::runner::SetupLink {
+            start_from: shared.start_from.clone(),
+            ..Default::default()
+        };
+        let report =
+            crate::runner::run_linked(settings, hooks, Box::new(crate::script::execute), link);
         // A run refused before its journal began leaves no bundle.
         let bundle = report.out_dir.join("journal.jsonl").exists();
         let a = Attempt {
@@ -224,6 +267,17 @@ impl Pool {
         };
         (a, tail.lines())
     }
+}
+
+/// Remove the setup's checkpoints, each reported; whether every one was
+/// verified gone.
+fn remove_checkpoints(s: &mut super::setup::SetupRun, reporter: &dyn SuiteReporter) -> bool {
+    let mut all = true;
+    for r in s.remove_checkpoints() {
+        all &= r.verified;
+        reporter.event(&SuiteEvent::CheckpointRemoved(r));
+    }
+    all
 }
 
 /// An error as `rfs run` prints it (with the script's source span).

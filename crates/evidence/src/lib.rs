@@ -14,6 +14,7 @@
 
 pub mod attestation;
 pub mod bundle;
+pub mod checkpoint_link;
 pub mod error;
 pub mod events;
 pub mod exit_code;

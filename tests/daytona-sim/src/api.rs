@@ -31,6 +31,7 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         .route("/api/sandbox/{id}/start", post(start))
         .route("/api/sandbox/{id}/stop", post(stop))
         .route("/api/sandbox/{id}/labels", put(labels))
+        .route("/api/sandbox/{id}/fork", post(crate::fork::fork))
         .route("/api/sandbox/{id}/autostop/{min}", post(autostop))
         .route("/api/sandbox/{id}/autodelete/{min}", post(autodelete))
         .route("/api/sandbox/{id}/autoarchive/{min}", post(autoarchive))
@@ -104,7 +105,11 @@ struct CreateSandbox {
     network_allow_list: Option<String>,
 }
 
-fn find<'a>(list: &'a mut [Record], id_or_name: &str, now: Instant) -> Option<&'a mut Record> {
+pub(crate) fn find<'a>(
+    list: &'a mut [Record],
+    id_or_name: &str,
+    now: Instant,
+) -> Option<&'a mut Record> {
     list.iter_mut()
         .find(|r| !r.is_gone(now) && (r.id == id_or_name || r.name == id_or_name))
 }
@@ -132,46 +137,10 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
         Ok(r) => r,
         Err(e) => return errors::api(400, &path, format!("Invalid request body: {e}")),
     };
-    if req.build_info.is_some() {
-        if req.snapshot.is_some() {
-            return errors::api(
-                400,
-                &path,
-                "Cannot specify a snapshot when using a build info entry",
-            );
-        }
-        return errors::api(
-            400,
-            &path,
-            "rfs-daytona-sim: building sandboxes from buildInfo (images) is not supported; use a snapshot",
-        );
-    }
-    if req.cpu.is_some() || req.gpu.is_some() || req.memory.is_some() || req.disk.is_some() {
-        return errors::api(
-            400,
-            &path,
-            "Cannot specify Sandbox resources when using a snapshot",
-        );
-    }
-    for (field, v) in [
-        ("autoStopInterval", req.auto_stop_interval),
-        ("autoArchiveInterval", req.auto_archive_interval),
-    ] {
-        if v.is_some_and(|v| v < 0) {
-            return errors::api(400, &path, format!("{field} must not be negative"));
-        }
-    }
-    let snapshot = req
-        .snapshot
-        .clone()
-        .unwrap_or_else(|| st.opts.default_snapshot.clone());
-    if snapshot != st.opts.default_snapshot && !st.opts.snapshots.contains(&snapshot) {
-        return errors::api(
-            400,
-            &path,
-            format!("Snapshot {snapshot} not found. Did you add it through the Daytona Dashboard?"),
-        );
-    }
+    let snapshot = match checked_snapshot(&st, &req, &path) {
+        Ok(s) => s,
+        Err(refused) => return refused,
+    };
     let id = uuid::Uuid::new_v4().to_string();
     let name = req.name.clone().unwrap_or_else(|| id.clone());
     {
@@ -254,6 +223,57 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
         tokio::time::sleep(delay).await;
     }
     Json(dto).into_response()
+}
+
+/// The snapshot a create asks for, or the server's refusal of the
+/// request (an image build, resources, negative intervals, an unknown
+/// snapshot), as Daytona words it.
+fn checked_snapshot(st: &AppState, req: &CreateSandbox, path: &str) -> Result<String, Response> {
+    if req.build_info.is_some() {
+        if req.snapshot.is_some() {
+            return Err(errors::api(
+                400,
+                path,
+                "Cannot specify a snapshot when using a build info entry",
+            ));
+        }
+        return Err(errors::api(
+            400,
+            path,
+            "rfs-daytona-sim: building sandboxes from buildInfo (images) is not supported; use a snapshot",
+        ));
+    }
+    if req.cpu.is_some() || req.gpu.is_some() || req.memory.is_some() || req.disk.is_some() {
+        return Err(errors::api(
+            400,
+            path,
+            "Cannot specify Sandbox resources when using a snapshot",
+        ));
+    }
+    for (field, v) in [
+        ("autoStopInterval", req.auto_stop_interval),
+        ("autoArchiveInterval", req.auto_archive_interval),
+    ] {
+        if v.is_some_and(|v| v < 0) {
+            return Err(errors::api(
+                400,
+                path,
+                format!("{field} must not be negative"),
+            ));
+        }
+    }
+    let snapshot = req
+        .snapshot
+        .clone()
+        .unwrap_or_else(|| st.opts.default_snapshot.clone());
+    if snapshot != st.opts.default_snapshot && !st.opts.snapshots.contains(&snapshot) {
+        return Err(errors::api(
+            400,
+            path,
+            format!("Snapshot {snapshot} not found. Did you add it through the Daytona Dashboard?"),
+        ));
+    }
+    Ok(snapshot)
 }
 
 async fn get_one(State(st): St, uri: Uri, Path(id): Path<String>) -> Response {

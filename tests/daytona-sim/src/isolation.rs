@@ -240,6 +240,40 @@ impl SandboxBox {
         }
     }
 
+    /// A new sandbox `id` (not started, its root not yet filled) with
+    /// this one's network setting: a fork's, filled by
+    /// [`SandboxBox::copy_files_of`].
+    pub fn fork_dir(&self, base: &Path, id: &str) -> std::io::Result<SandboxBox> {
+        let dir = base.join(id);
+        std::fs::create_dir_all(&dir)?;
+        Ok(SandboxBox {
+            id: id.to_string(),
+            root: dir.join("root"),
+            dir,
+            init: Mutex::new(None),
+            network_blocked: self.network_blocked,
+        })
+    }
+
+    /// Fill this (fresh) sandbox's root with a copy of `source`'s
+    /// filesystem, owners, modes and links kept.
+    pub fn copy_files_of(&self, source: &SandboxBox) -> std::io::Result<()> {
+        let out = Command::new("cp")
+            .args(["-a", "--no-target-directory"])
+            .arg(&source.root)
+            .arg(&self.root)
+            .output()?;
+        if out.status.success() {
+            // The source's init removed its `.oldroot` after pivot_root.
+            std::fs::create_dir_all(self.root.join(".oldroot"))
+        } else {
+            Err(std::io::Error::other(format!(
+                "cp -a failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        }
+    }
+
     /// Stop and remove the sandbox's directory.
     pub fn destroy(&self) {
         self.stop();

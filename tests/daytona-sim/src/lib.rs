@@ -11,6 +11,7 @@
 mod api;
 mod errors;
 mod faults;
+mod fork;
 mod isolation;
 mod server;
 mod state;

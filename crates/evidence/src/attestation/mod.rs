@@ -72,35 +72,12 @@ pub fn statement(journal: &[u8]) -> Result<Value, AttestationError> {
         return Err(AttestationError::NoRunStart);
     };
     let run = RunSummary::of(&evs);
-    let mut steps = vec![];
-    let (mut passed, mut warned, mut failed) = (vec![], vec![], vec![]);
-    for st in &run.steps {
-        let result = match &st.outcome {
-            StepOutcome::Passed => {
-                passed.push(st.name.clone());
-                "passed"
-            }
-            StepOutcome::Failed { allowed: true, .. } => {
-                warned.push(st.name.clone());
-                "failed-allowed"
-            }
-            StepOutcome::Failed { .. } => {
-                failed.push(st.name.clone());
-                "failed"
-            }
-            StepOutcome::Refused { .. } => {
-                failed.push(st.name.clone());
-                steps.push(json!({ "name": st.name, "result": "refused", "exit": null }));
-                continue;
-            }
-            // Never ended: not a test result (the run's outcome says why).
-            _ => continue,
-        };
-        steps.push(json!({
-            "name": st.name, "result": result, "exit": st.exit, "timedOut": st.timed_out,
-            "attempts": st.attempts, "durationMs": st.duration_ms,
-        }));
-    }
+    let TestResults {
+        steps,
+        passed,
+        warned,
+        failed,
+    } = test_results(&run);
     let outcome = run.outcome.map_or(Value::Null, |o| json!(o.as_str()));
     let script_digest = run.script_sha256.as_ref().map(|d| json!({ "sha256": d }));
     let configuration: Vec<Value> = run
@@ -115,19 +92,7 @@ pub fn statement(journal: &[u8]) -> Result<Value, AttestationError> {
     } else {
         "PASSED"
     };
-    let subject = match run.pins.first() {
-        Some(pin) => {
-            let name = run
-                .repo
-                .as_deref()
-                .and_then(|r| Path::new(r).file_name())
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "source".into());
-            json!({ "name": name, "digest": { "gitCommit": pin.commit, "gitTree": pin.tree_digest } })
-        }
-        // No source was bound: the script is what the run is about.
-        None => json!({ "name": script, "digest": script_digest.clone().unwrap_or(json!({})) }),
-    };
+    let subject = subject(&run, script, script_digest.clone());
     let sandbox_id = run.sandbox_id;
     let lines = text.split_terminator('\n').collect::<Vec<_>>();
     let head = lines
@@ -171,6 +136,71 @@ pub fn statement(journal: &[u8]) -> Result<Value, AttestationError> {
             json!({ "gitCommit": w.base_commit, "uncommittedPaths": w.uncommitted_paths });
     }
     Ok(st)
+}
+
+/// Each ended step as the statement lists it, and the names of those
+/// that passed, failed but were allowed to, and failed.
+struct TestResults {
+    steps: Vec<Value>,
+    passed: Vec<String>,
+    warned: Vec<String>,
+    failed: Vec<String>,
+}
+
+fn test_results(run: &RunSummary) -> TestResults {
+    let mut steps = vec![];
+    let (mut passed, mut warned, mut failed) = (vec![], vec![], vec![]);
+    for st in &run.steps {
+        let result = match &st.outcome {
+            StepOutcome::Passed => {
+                passed.push(st.name.clone());
+                "passed"
+            }
+            StepOutcome::Failed { allowed: true, .. } => {
+                warned.push(st.name.clone());
+                "failed-allowed"
+            }
+            StepOutcome::Failed { .. } => {
+                failed.push(st.name.clone());
+                "failed"
+            }
+            StepOutcome::Refused { .. } => {
+                failed.push(st.name.clone());
+                steps.push(json!({ "name": st.name, "result": "refused", "exit": null }));
+                continue;
+            }
+            // Never ended: not a test result (the run's outcome says why).
+            _ => continue,
+        };
+        steps.push(json!({
+            "name": st.name, "result": result, "exit": st.exit, "timedOut": st.timed_out,
+            "attempts": st.attempts, "durationMs": st.duration_ms,
+        }));
+    }
+    TestResults {
+        steps,
+        passed,
+        warned,
+        failed,
+    }
+}
+
+/// What the run is about: the pinned source's commit and tree, or the
+/// script when no source was bound.
+fn subject(run: &RunSummary, script: &str, script_digest: Option<Value>) -> Value {
+    match run.pins.first() {
+        Some(pin) => {
+            let name = run
+                .repo
+                .as_deref()
+                .and_then(|r| Path::new(r).file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "source".into());
+            json!({ "name": name, "digest": { "gitCommit": pin.commit, "gitTree": pin.tree_digest } })
+        }
+        // No source was bound: the script is what the run is about.
+        None => json!({ "name": script, "digest": script_digest.unwrap_or(json!({})) }),
+    }
 }
 
 /// The docker image of the run's placement as an in-toto resource

@@ -317,3 +317,20 @@ pub struct JunitCounts {
     pub errors: u64,
     pub skipped: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::OutputTail;
+
+    #[test]
+    fn a_tail_keeps_the_last_lines_within_its_bounds() {
+        let text: String = (1..=40).map(|i| format!("line {i}\n")).collect();
+        let t = OutputTail::of(&text, "").unwrap();
+        assert_eq!(t.stdout.lines().count(), OutputTail::LINES);
+        assert!(t.stdout.starts_with("line 26\n") && t.stdout.ends_with("line 40"));
+        let long = "é".repeat(OutputTail::BYTES);
+        let t = OutputTail::of("", &long).unwrap();
+        assert!(t.stderr.len() <= OutputTail::BYTES && t.stderr.chars().all(|c| c == 'é'));
+        assert_eq!(OutputTail::of("", ""), None);
+    }
+}

@@ -6,6 +6,7 @@
 pub mod bisect_answer;
 pub mod caches;
 pub mod chain;
+pub mod checkpoints;
 pub mod evidence;
 pub mod fold;
 pub mod head;

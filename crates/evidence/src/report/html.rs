@@ -147,6 +147,9 @@ fn header(s: &mut String, r: &RunSummary) {
     if let Some(i) = &r.isolation {
         facts.push(("isolation", i.clone()));
     }
+    if let Some(f) = r.checkpoints.started_from_text() {
+        facts.push(("started from", f));
+    }
     // A bisect re-syncs once per commit tested: those pins fold away.
     let shown = if answer.is_some() { 1 } else { r.pins.len() };
     for (i, p) in r.pins.iter().take(shown).enumerate() {

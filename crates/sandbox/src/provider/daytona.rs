@@ -23,13 +23,20 @@
 
 mod agent;
 pub mod config;
+mod dto;
 mod exec;
 mod follow;
+mod fork;
 pub mod http;
 mod log_watch;
+mod logs;
+mod network_fields;
+mod outcome;
 mod pty;
+mod relay;
 pub mod resources;
 pub mod sandbox;
+mod session;
 mod shell_text;
 mod toolbox;
 mod ws;
@@ -47,8 +54,8 @@ use super::{
     ProviderResult, PtyChannel, PtyRequest, SandboxInfo,
 };
 pub use config::{Config, ConfigError};
+use dto::SandboxDto;
 use http::Http;
-use sandbox::SandboxDto;
 
 /// Home assumed for sandboxes rfs did not create in this process (listing
 /// only; rfs asks the toolbox for the real one of its own sandbox).
@@ -72,7 +79,7 @@ pub struct Api {
 impl Api {
     fn remember(&self, d: &SandboxDto) {
         if let Some(u) = d.toolbox_proxy_url.as_deref().filter(|u| !u.is_empty()) {
-            let base = format!("{}/{}", u.trim_end_matches('/'), sandbox::enc(&d.id));
+            let base = format!("{}/{}", u.trim_end_matches('/'), http::enc(&d.id));
             lock(&self.toolboxes).insert(d.id.clone(), base);
         }
     }
@@ -185,10 +192,79 @@ impl Drop for DaytonaProvider {
     }
 }
 
+impl DaytonaProvider {
+    /// A started sandbox made for `spec` (created, or forked): checked
+    /// against what `spec` asked (network, resources; destroyed, verified,
+    /// when it breaks them), its home asked of the toolbox, kept alive.
+    async fn adopt(&self, dto: SandboxDto, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
+        let asked_list = match network_fields::network_fields(&spec.isolation.network) {
+            Ok(network_fields::NetworkFields::AllowList(l)) => Some(l),
+            _ => None,
+        };
+        if asked_list.is_some() && dto.network_allow_list != asked_list {
+            let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
+                Ok(()) => "it was destroyed (verified gone)".to_owned(),
+                Err(d) => format!("destroying it could not be verified: {d}"),
+            };
+            return Err(ProviderError::Provision(format!(
+                "sandbox {} was created with networkAllowList {:?} although {:?} was asked for (the server ignored the field); {cleanup}",
+                dto.id, dto.network_allow_list, asked_list
+            )));
+        }
+        if !spec.isolation.network.has_route() && dto.network_block_all != Some(true) {
+            let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
+                Ok(()) => "it was destroyed (verified gone)".to_owned(),
+                Err(d) => format!("destroying it could not be verified: {d}"),
+            };
+            return Err(ProviderError::Provision(format!(
+                "sandbox {} was created without networkBlockAll although `network: false` asked for it (the server ignored the field); {cleanup}",
+                dto.id
+            )));
+        }
+        let want = resources::asked(&spec.isolation.limits);
+        if let Some(why) = resources::exceeded(&dto, &want) {
+            let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
+                Ok(()) => "it was destroyed (verified gone) before anything ran".to_owned(),
+                Err(d) => format!("destroying it could not be verified: {d}"),
+            };
+            return Err(ProviderError::Provision(format!(
+                "sandbox {} breaks the resource limits asked ({}): {why}. A Daytona sandbox gets its snapshot's resources (the API takes none with a snapshot): use a smaller snapshot (--snapshot) or ask for limits it fits; {cleanup}",
+                dto.id,
+                want.describe()
+            )));
+        }
+        let home = match self.api.home_dir(&dto.id).await {
+            Ok(h) => h,
+            Err(e) => {
+                let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
+                    Ok(()) => "it was destroyed (verified gone)".to_owned(),
+                    Err(d) => format!("destroying it could not be verified: {d}"),
+                };
+                return Err(ProviderError::Provision(format!(
+                    "sandbox {} started but its toolbox does not answer ({e}); {cleanup}",
+                    dto.id
+                )));
+            }
+        };
+        lock(&self.api.homes).insert(dto.id.clone(), home);
+        let lifetime = if spec.max_lifetime.is_zero() {
+            super::DEFAULT_MAX_LIFETIME
+        } else {
+            spec.max_lifetime
+        };
+        self.api.start_keep_alive(&dto.id, lifetime);
+        Ok(self.api.info(&dto))
+    }
+}
+
 #[async_trait]
 impl Provider for DaytonaProvider {
     fn name(&self) -> &str {
         "daytona"
+    }
+
+    fn forking(&self) -> Option<&dyn super::fork::Fork> {
+        Some(self)
     }
 
     /// Every byte goes over the network to Daytona: the source archive is
@@ -226,7 +302,7 @@ impl Provider for DaytonaProvider {
                 why: ": its sandboxes are always Daytona's".into(),
             });
         }
-        let (reason, enforced) = match sandbox::network_fields(&req.network) {
+        let (reason, enforced) = match network_fields::network_fields(&req.network) {
             Err(why) => {
                 return Err(IsolationError::NetworkPolicyUnsupported {
                     provider: "daytona".into(),
@@ -234,15 +310,15 @@ impl Provider for DaytonaProvider {
                     why,
                 })
             }
-            Ok(sandbox::NetworkFields::BlockAll) => (
+            Ok(network_fields::NetworkFields::BlockAll) => (
                 "a Daytona sandbox created with networkBlockAll".to_owned(),
                 Some("Daytona networkBlockAll".to_owned()),
             ),
-            Ok(sandbox::NetworkFields::AllowList(l)) => (
+            Ok(network_fields::NetworkFields::AllowList(l)) => (
                 format!("a Daytona sandbox created with networkAllowList {l}"),
                 Some(format!("Daytona networkAllowList ({l})")),
             ),
-            Ok(sandbox::NetworkFields::Open) => ("a Daytona sandbox".to_owned(), None),
+            Ok(network_fields::NetworkFields::Open) => ("a Daytona sandbox".to_owned(), None),
         };
         let mut network = crate::network::fact(&req.network, &req.network_by, enforced.as_deref());
         if enforced.is_none() {
@@ -272,63 +348,7 @@ impl Provider for DaytonaProvider {
     async fn create(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
         let res = async {
             let dto = self.api.create_started(spec).await?;
-            let asked_list = match sandbox::network_fields(&spec.isolation.network) {
-                Ok(sandbox::NetworkFields::AllowList(l)) => Some(l),
-                _ => None,
-            };
-            if asked_list.is_some() && dto.network_allow_list != asked_list {
-                let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
-                    Ok(()) => "it was destroyed (verified gone)".to_owned(),
-                    Err(d) => format!("destroying it could not be verified: {d}"),
-                };
-                return Err(ProviderError::Provision(format!(
-                    "sandbox {} was created with networkAllowList {:?} although {:?} was asked for (the server ignored the field); {cleanup}",
-                    dto.id, dto.network_allow_list, asked_list
-                )));
-            }
-            if !spec.isolation.network.has_route() && dto.network_block_all != Some(true) {
-                let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
-                    Ok(()) => "it was destroyed (verified gone)".to_owned(),
-                    Err(d) => format!("destroying it could not be verified: {d}"),
-                };
-                return Err(ProviderError::Provision(format!(
-                    "sandbox {} was created without networkBlockAll although `network: false` asked for it (the server ignored the field); {cleanup}",
-                    dto.id
-                )));
-            }
-            let want = resources::asked(&spec.isolation.limits);
-            if let Some(why) = resources::exceeded(&dto, &want) {
-                let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
-                    Ok(()) => "it was destroyed (verified gone) before anything ran".to_owned(),
-                    Err(d) => format!("destroying it could not be verified: {d}"),
-                };
-                return Err(ProviderError::Provision(format!(
-                    "sandbox {} breaks the resource limits asked ({}): {why}. A Daytona sandbox gets its snapshot's resources (the API takes none with a snapshot): use a smaller snapshot (--snapshot) or ask for limits it fits; {cleanup}",
-                    dto.id,
-                    want.describe()
-                )));
-            }
-            let home = match self.api.home_dir(&dto.id).await {
-                Ok(h) => h,
-                Err(e) => {
-                    let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
-                        Ok(()) => "it was destroyed (verified gone)".to_owned(),
-                        Err(d) => format!("destroying it could not be verified: {d}"),
-                    };
-                    return Err(ProviderError::Provision(format!(
-                        "sandbox {} started but its toolbox does not answer ({e}); {cleanup}",
-                        dto.id
-                    )));
-                }
-            };
-            lock(&self.api.homes).insert(dto.id.clone(), home);
-            let lifetime = if spec.max_lifetime.is_zero() {
-                super::DEFAULT_MAX_LIFETIME
-            } else {
-                spec.max_lifetime
-            };
-            self.api.start_keep_alive(&dto.id, lifetime);
-            Ok(self.api.info(&dto))
+            self.adopt(dto, spec).await
         }
         .await;
         res.map_err(|e| self.redact(e))

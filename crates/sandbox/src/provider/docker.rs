@@ -42,7 +42,9 @@ mod container;
 mod egress;
 mod exec;
 pub mod exec_script;
+mod fork;
 mod image;
+mod lane_probe;
 mod limits;
 mod own_copy;
 mod own_exe;
@@ -245,6 +247,10 @@ impl Provider for DockerProvider {
     /// The source archive streams into the verification's stdin, through
     /// the sandbox's stream lane or over the exec's attached connection:
     /// never written to a file on either side.
+    fn forking(&self) -> Option<&dyn super::fork::Fork> {
+        Some(self)
+    }
+
     fn streaming(&self) -> Option<&dyn StreamInput> {
         Some(self)
     }

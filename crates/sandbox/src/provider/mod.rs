@@ -6,6 +6,7 @@
 
 pub mod daytona;
 pub mod docker;
+pub mod fork;
 pub mod input;
 pub mod isolation;
 pub mod labels;
@@ -471,6 +472,12 @@ pub trait Provider: Send + Sync {
     /// produces it (`None`: syncs upload a file and verify it, the
     /// default).
     fn streaming(&self) -> Option<&dyn StreamInput> {
+        None
+    }
+
+    /// The capability to checkpoint a sandbox and start sandboxes from
+    /// the checkpoint (`None`: refused, see [`fork::unsupported`]).
+    fn forking(&self) -> Option<&dyn fork::Fork> {
         None
     }
 

@@ -96,6 +96,10 @@ impl Provider for Traced {
         self.0.streaming().map(|_| self as &dyn StreamInput)
     }
 
+    fn forking(&self) -> Option<&dyn super::fork::Fork> {
+        self.0.forking()
+    }
+
     fn services(&self) -> Option<&dyn super::Services> {
         self.0.services()
     }

@@ -130,54 +130,7 @@ impl Extraction<'_> {
                 std::os::unix::fs::symlink(OsStr::from_bytes(&target), &path).map_err(io)?;
             }
             tar::EntryType::Regular | tar::EntryType::Continuous => {
-                let mtime = entry.header().mtime().map_err(ExtractError::Malformed)?;
-                // Readable too: the read-back reads it through this
-                // descriptor, so it reads the very file created here.
-                let mut f = std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .mode(mode & 0o777)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                    .open(&path)
-                    .map_err(io)?;
-                // A follower that cannot start or fails leaves the file to
-                // the read-back thread.
-                let follower = (entry.size() >= FOLLOW)
-                    .then(|| Follower::start(&path).ok())
-                    .flatten();
-                let mut written = 0;
-                loop {
-                    let n = match entry.read(&mut self.buf) {
-                        Ok(0) => break,
-                        Ok(n) => n,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(ExtractError::Malformed(e)),
-                    };
-                    f.write_all(&self.buf[..n]).map_err(io)?;
-                    written += n as u64;
-                    if let Some(fw) = &follower {
-                        fw.written(written);
-                    }
-                }
-                let want = self.file_mode(mode);
-                if want != mode & 0o777 & !self.umask {
-                    f.set_permissions(std::fs::Permissions::from_mode(want))
-                        .map_err(io)?;
-                }
-                let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime);
-                f.set_modified(at).map_err(io)?;
-                let mut name = b"./".to_vec();
-                name.extend_from_slice(&rel);
-                let done = match follower.map(Follower::finish) {
-                    Some(Ok(read_back)) => Extracted::Followed { name, read_back },
-                    // A follower that failed leaves the file to the
-                    // read-back thread.
-                    _ => Extracted::File { name, file: f },
-                };
-                self.read_back
-                    .send(done)
-                    .map_err(|_| ExtractError::ReadBackStopped)?;
+                self.file(entry, &rel, mode, &path, &io)?;
             }
             other => {
                 return Err(ExtractError::Unsupported {
@@ -186,6 +139,67 @@ impl Extraction<'_> {
                 })
             }
         }
+        Ok(())
+    }
+
+    /// Write a regular file's content (hand it to the read-back, or a
+    /// follower that reads it back as it is written), mode and time.
+    fn file(
+        &mut self,
+        entry: &mut tar::Entry<'_, &mut dyn Read>,
+        rel: &[u8],
+        mode: u32,
+        path: &Path,
+        io: &dyn Fn(io::Error) -> ExtractError,
+    ) -> Result<(), ExtractError> {
+        let mtime = entry.header().mtime().map_err(ExtractError::Malformed)?;
+        // Readable too: the read-back reads it through this
+        // descriptor, so it reads the very file created here.
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(mode & 0o777)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(io)?;
+        // A follower that cannot start or fails leaves the file to
+        // the read-back thread.
+        let follower = (entry.size() >= FOLLOW)
+            .then(|| Follower::start(path).ok())
+            .flatten();
+        let mut written = 0;
+        loop {
+            let n = match entry.read(&mut self.buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(ExtractError::Malformed(e)),
+            };
+            f.write_all(&self.buf[..n]).map_err(io)?;
+            written += n as u64;
+            if let Some(fw) = &follower {
+                fw.written(written);
+            }
+        }
+        let want = self.file_mode(mode);
+        if want != mode & 0o777 & !self.umask {
+            f.set_permissions(std::fs::Permissions::from_mode(want))
+                .map_err(io)?;
+        }
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime);
+        f.set_modified(at).map_err(io)?;
+        let mut name = b"./".to_vec();
+        name.extend_from_slice(rel);
+        let done = match follower.map(Follower::finish) {
+            Some(Ok(read_back)) => Extracted::Followed { name, read_back },
+            // A follower that failed leaves the file to the
+            // read-back thread.
+            _ => Extracted::File { name, file: f },
+        };
+        self.read_back
+            .send(done)
+            .map_err(|_| ExtractError::ReadBackStopped)?;
         Ok(())
     }
 

@@ -442,3 +442,58 @@ async fn shutdown_leaves_no_process_and_no_directory() {
         "no init left"
     );
 }
+
+/// `POST /sandbox/{id}/fork`: the answer is the new sandbox in state
+/// `forking`, then `started`, with the source's labels and a copy of its
+/// filesystem; the two sandboxes' writes stay their own; a name in use
+/// is a 409 and an unknown source a 404.
+#[tokio::test]
+async fn a_fork_is_forking_then_started_with_a_copy_of_the_filesystem() {
+    let t = T::start(fast());
+    let src = t
+        .create(json!({ "name": "parent", "labels": { "relayflows/run": "r1" } }))
+        .await;
+    assert_eq!(t.exec(&src, "echo setup > /home/daytona/made").await.0, 0);
+    let r = t
+        .api(
+            Method::POST,
+            &format!("/sandbox/{src}/fork"),
+            Some(json!({ "name": "child" })),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let dto = r.json();
+    assert_eq!(dto["state"], "forking");
+    assert_eq!(dto["name"], "child");
+    assert_eq!(dto["labels"]["relayflows/run"], "r1");
+    let child = dto["id"].as_str().unwrap().to_owned();
+    assert_ne!(child, src);
+    let started = eventually(Duration::from_secs(10), || async {
+        t.api(Method::GET, &format!("/sandbox/{child}"), None)
+            .await
+            .json()["state"]
+            == "started"
+    })
+    .await;
+    assert!(started, "the fork ends started");
+    let (code, out) = t.exec(&child, "cat /home/daytona/made").await;
+    assert_eq!((code, out.trim()), (0, "setup"));
+    assert_eq!(t.exec(&child, "echo child > /home/daytona/own").await.0, 0);
+    assert_ne!(
+        t.exec(&src, "cat /home/daytona/own").await.0,
+        0,
+        "the parent sees the child's write"
+    );
+    let again = t
+        .api(
+            Method::POST,
+            &format!("/sandbox/{src}/fork"),
+            Some(json!({ "name": "child" })),
+        )
+        .await;
+    assert_eq!(again.status, 409);
+    let missing = t
+        .api(Method::POST, "/sandbox/nope/fork", Some(json!({})))
+        .await;
+    assert_eq!(missing.status, 404);
+}

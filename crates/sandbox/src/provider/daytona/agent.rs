@@ -33,11 +33,12 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::exec::{Relay, SIGKILL};
-use super::follow::StreamDemux;
+use super::http::enc;
 use super::http::Call;
 use super::log_watch::{note_unended, How, Pieces, Watching};
-use super::sandbox::enc;
+use super::logs::{end_lines, EndScan, StreamDemux};
+use super::outcome::SIGKILL;
+use super::relay::Relay;
 use super::ws::Ws;
 use super::{lock, shell_text, Api};
 use crate::provider::{ExecOutcome, ExecRequest, OutputSink, ProviderResult};
@@ -126,72 +127,6 @@ impl EchoFilter {
 #[serde(rename_all = "camelCase")]
 struct Started {
     cmd_id: Option<String>,
-}
-
-/// Shell text printing the end line `rfs-daytona:TOKEN:end:CODE` (CODE:
-/// the status of what ran before it) on stdout, then on stderr, leaving
-/// that status as `$rfs_r`. The marker is built by `printf` from the
-/// token, so the command line itself (and any echo of it) never holds it.
-pub fn end_lines(token: &str) -> String {
-    format!(
-        "rfs_r=$?; printf 'rfs-daytona:%s:end:%s\\n' {t} \"$rfs_r\"; printf 'rfs-daytona:%s:end:%s\\n' {t} \"$rfs_r\" >&2",
-        t = shell_text::quote(token)
-    )
-}
-
-/// Finds the end line of one stream (`rfs-daytona:TOKEN:end:CODE\n`),
-/// passing on everything before it and holding back what may be its start.
-#[derive(Debug)]
-pub struct EndScan {
-    marker: Vec<u8>,
-    held: Vec<u8>,
-    code: Option<i32>,
-}
-
-impl EndScan {
-    pub fn new(token: &str) -> EndScan {
-        EndScan {
-            marker: format!("rfs-daytona:{token}:end:").into_bytes(),
-            held: vec![],
-            code: None,
-        }
-    }
-
-    /// The exit code, once the end line was seen.
-    pub fn code(&self) -> Option<i32> {
-        self.code
-    }
-
-    /// The bytes of `b` that are output (none after the end line).
-    pub fn push(&mut self, b: &[u8]) -> Vec<u8> {
-        if self.code.is_some() {
-            return vec![];
-        }
-        self.held.extend_from_slice(b);
-        let m = &self.marker;
-        if let Some(pos) = self.held.windows(m.len()).position(|w| w == &m[..]) {
-            let after = &self.held[pos + m.len()..];
-            let out = self.held[..pos].to_vec();
-            if let Some(nl) = after.iter().position(|&c| c == b'\n') {
-                let code = String::from_utf8_lossy(&after[..nl])
-                    .trim()
-                    .parse()
-                    .unwrap_or(-1);
-                self.code = Some(code);
-                self.held.clear();
-            } else {
-                self.held.drain(..pos);
-            }
-            return out;
-        }
-        // Hold the longest tail that may begin the marker.
-        let keep = (1..m.len().min(self.held.len() + 1))
-            .rev()
-            .find(|&n| self.held.ends_with(&m[..n]))
-            .unwrap_or(0);
-        let cut = self.held.len() - keep;
-        self.held.drain(..cut).collect()
-    }
 }
 
 impl Agent {
@@ -515,29 +450,6 @@ fn unechoed(pieces: Vec<(bool, Vec<u8>)>, echo: &mut EchoFilter) -> Vec<(bool, V
         .collect()
 }
 
-/// Pass stream pieces through the end scanners to the relay.
-pub fn feed(
-    pieces: Vec<(bool, Vec<u8>)>,
-    out: &mut EndScan,
-    err: &mut EndScan,
-    relay: &mut Relay,
-    sink: &mut dyn OutputSink,
-) {
-    for (is_err, b) in pieces {
-        if is_err {
-            let b = err.push(&b);
-            if !b.is_empty() {
-                relay.stderr(&b, sink);
-            }
-        } else {
-            let b = out.push(&b);
-            if !b.is_empty() {
-                relay.stdout(&b, sink);
-            }
-        }
-    }
-}
-
 /// The agents of one sandbox.
 #[derive(Default)]
 pub struct Pool {
@@ -569,27 +481,5 @@ mod tests {
         f.expect(b"QUJD\n");
         assert_eq!(f.push(b"QU"), b"");
         assert_eq!(f.push(b"Z"), b"QUZ");
-    }
-
-    #[test]
-    fn the_end_line_is_found_across_chunks_and_never_passed_on() {
-        let mut s = EndScan::new("tk");
-        let mut got = s.push(b"hello rfs-day");
-        assert_eq!(got, b"hello ");
-        got = s.push(b"tona:tk:e");
-        assert!(got.is_empty());
-        assert_eq!(s.code(), None);
-        got = s.push(b"nd:42");
-        assert!(got.is_empty());
-        got = s.push(b"\nnext step's bytes");
-        assert!(got.is_empty());
-        assert_eq!(s.code(), Some(42));
-        let mut s = EndScan::new("tk");
-        assert_eq!(
-            s.push(b"rfs-daytona:other:end:1\nx"),
-            b"rfs-daytona:other:end:1\nx"
-        );
-        assert_eq!(s.push(b"rfs-daytona:tk:end:0\n"), b"");
-        assert_eq!(s.code(), Some(0));
     }
 }

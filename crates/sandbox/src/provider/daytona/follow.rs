@@ -2,7 +2,7 @@
 //! `…/logs?follow=true` WebSocket streams the multiplexed log as it grows
 //! (frames of `\x01\x01\x01` stdout / `\x02\x02\x02` stderr lines). The
 //! command prints end lines with its exit code on both streams (see
-//! [`super::agent::end_lines`]): once both are in, the step is over and rfs
+//! [`super::logs::end_lines`]): once both are in, the step is over and rfs
 //! closes the stream itself. The daemon would close it only about a
 //! second after the last output (it looks for the exit code after 50
 //! empty reads 20 ms apart: apps/daemon/internal/util/log_reader.go).
@@ -16,62 +16,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::agent::{feed, EndScan};
-use super::exec::Relay;
+use super::http::enc;
 use super::log_watch::{note_unended, How, Pieces, Watching, LOG_GRACE};
-use super::sandbox::enc;
+use super::logs::{EndScan, StreamDemux};
+use super::relay::{feed, Relay};
 use super::ws::Ws;
 use super::Api;
 use crate::provider::{ExecRequest, OutputSink, ProviderResult};
-
-const OUT: &[u8] = b"\x01\x01\x01";
-const ERR: &[u8] = b"\x02\x02\x02";
-
-/// Splits a streamed multiplexed log into stdout/stderr pieces, in
-/// order, whatever the frame boundaries (a marker may be cut in two).
-#[derive(Debug, Default)]
-pub(super) struct StreamDemux {
-    to_err: bool,
-    pending: Vec<u8>,
-}
-
-impl StreamDemux {
-    /// The pieces of `chunk` (`true` = stderr).
-    pub(super) fn push(&mut self, chunk: &[u8]) -> Vec<(bool, Vec<u8>)> {
-        let mut buf = std::mem::take(&mut self.pending);
-        buf.extend_from_slice(chunk);
-        let mut pieces: Vec<(bool, Vec<u8>)> = vec![];
-        let mut i = 0;
-        while i < buf.len() {
-            let rest = &buf[i..];
-            if rest.starts_with(OUT) || rest.starts_with(ERR) {
-                self.to_err = rest[0] == ERR[0];
-                i += 3;
-                continue;
-            }
-            if rest.len() < 3 && (OUT.starts_with(rest) || ERR.starts_with(rest)) {
-                self.pending = rest.to_vec();
-                break;
-            }
-            match pieces.last_mut() {
-                Some((e, p)) if *e == self.to_err => p.push(buf[i]),
-                _ => pieces.push((self.to_err, vec![buf[i]])),
-            }
-            i += 1;
-        }
-        pieces
-    }
-
-    /// Bytes held back as a possible marker, once the stream ended.
-    pub(super) fn finish(&mut self) -> Vec<(bool, Vec<u8>)> {
-        let rest = std::mem::take(&mut self.pending);
-        if rest.is_empty() {
-            vec![]
-        } else {
-            vec![(self.to_err, rest)]
-        }
-    }
-}
 
 /// Which command: toolbox base, sandbox, session, command id, wrapper token.
 #[derive(Clone, Copy)]
@@ -181,27 +132,5 @@ impl Api {
 impl Pieces for StreamDemux {
     fn pieces(&mut self, frame: &[u8]) -> Vec<(bool, Vec<u8>)> {
         self.push(frame)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn markers_cut_across_frames_still_split_the_streams() {
-        let mut d = StreamDemux::default();
-        let mut got = d.push(b"\x01\x01\x01out\0a\x02");
-        got.extend(d.push(b"\x02"));
-        got.extend(d.push(b"\x02err\x01"));
-        got.extend(d.finish());
-        assert_eq!(
-            got,
-            vec![
-                (false, b"out\0a".to_vec()),
-                (true, b"err".to_vec()),
-                (true, b"\x01".to_vec())
-            ]
-        );
     }
 }

@@ -405,7 +405,7 @@ pub fn route_template(url: &str, sandbox: Option<&str>) -> String {
         Ok(u) => u.path().to_owned(),
         Err(_) => return "(unparsable URL)".into(),
     };
-    let sandbox = sandbox.map(super::sandbox::enc);
+    let sandbox = sandbox.map(enc);
     path.split('/')
         .map(|seg| {
             if Some(seg) == sandbox.as_deref() || seg.bytes().any(|b| b.is_ascii_digit()) {
@@ -431,6 +431,19 @@ fn transport_message(e: &reqwest::Error) -> String {
         src = s.source();
     }
     parts.join(": ")
+}
+
+/// Percent-encode one path segment.
+pub fn enc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -513,6 +526,11 @@ mod tests {
             Call::new("x", None, Method::POST, "u".into()).retry,
             Retry::Never
         );
+    }
+
+    #[test]
+    fn path_segments_are_percent_encoded() {
+        assert_eq!(enc("a/b c"), "a%2Fb%20c");
     }
 
     #[test]

@@ -11,8 +11,10 @@ use futures_util::StreamExt;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::agent::{feed, EndScan};
-use super::exec::{RecordedExit, Relay, KILL_GRACE};
+use super::logs::EndScan;
+use super::outcome::KILL_GRACE;
+use super::relay::{feed, Relay};
+use super::session::RecordedExit;
 use super::ws::Ws;
 use super::Api;
 use crate::provider::supervisor::{Intervention, Supervisor};

@@ -18,8 +18,8 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 
+use super::http::enc;
 use super::http::Call;
-use super::sandbox::enc;
 use super::shell_text;
 use super::Api;
 use crate::provider::{

@@ -11,7 +11,7 @@
 //! more than the limit, and the sandbox is destroyed (verified) and the run
 //! refused, naming both. `pids` has no Daytona field and stays refused.
 
-use super::sandbox::SandboxDto;
+use super::dto::SandboxDto;
 use crate::provider::limits::{Limit, LimitKind, Limits, LimitsError, LimitsFact, LimitsRequest};
 
 const GIB: u64 = 1 << 30;

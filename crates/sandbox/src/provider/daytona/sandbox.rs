@@ -6,11 +6,13 @@
 use std::time::Duration;
 
 use reqwest::Method;
-use serde::Deserialize;
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::dto::{ListPage, Next, SandboxDto};
+use super::http::enc;
 use super::http::{Call, HttpError, Retry};
+use super::network_fields::{network_fields, NetworkFields};
 use super::Api;
 use crate::provider::{labels, CreateSpec, Labels, ProviderError, ProviderResult};
 
@@ -28,99 +30,6 @@ pub const GONE_WAIT: Duration = Duration::from_secs(120);
 const PAGE_LIMIT: u32 = 100;
 /// A list never follows more pages than this.
 const MAX_PAGES: u32 = 1000;
-
-/// The parts of Daytona's `Sandbox` / `SandboxListItem` rfs reads; every
-/// other field is ignored and unknown states are kept as text.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct SandboxDto {
-    pub id: String,
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub labels: Option<Labels>,
-    #[serde(default)]
-    pub state: Option<String>,
-    #[serde(default)]
-    pub desired_state: Option<String>,
-    #[serde(default)]
-    pub error_reason: Option<String>,
-    #[serde(default)]
-    pub toolbox_proxy_url: Option<String>,
-    #[serde(default)]
-    pub user: Option<String>,
-    #[serde(default)]
-    pub network_block_all: Option<bool>,
-    #[serde(default)]
-    pub network_allow_list: Option<String>,
-    /// Cpus reserved for it (a JSON number; kept as sent, so an
-    /// unexpected value never breaks reading the sandbox).
-    #[serde(default)]
-    pub cpu: Option<serde_json::Value>,
-    /// GiB of memory reserved for it.
-    #[serde(default)]
-    pub memory: Option<serde_json::Value>,
-    /// GiB of disk.
-    #[serde(default)]
-    pub disk: Option<serde_json::Value>,
-}
-
-impl SandboxDto {
-    pub fn state(&self) -> &str {
-        self.state.as_deref().unwrap_or("unknown")
-    }
-    pub fn labels(&self) -> Labels {
-        self.labels.clone().unwrap_or_default()
-    }
-}
-
-/// One page of `GET /sandbox`: `{items, nextCursor}` (v0.180+, also with
-/// `total/page/totalPages`), or a bare array (older servers).
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum ListPage {
-    Paged {
-        items: Vec<SandboxDto>,
-        #[serde(default, rename = "nextCursor")]
-        next_cursor: Option<String>,
-        #[serde(default)]
-        page: Option<u64>,
-        #[serde(default, rename = "totalPages")]
-        total_pages: Option<u64>,
-    },
-    Bare(Vec<SandboxDto>),
-}
-
-/// Where the next page is, if any.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Next {
-    Cursor(String),
-    Page(u64),
-    Done,
-}
-
-impl ListPage {
-    /// The page's items and where to go next.
-    pub fn split(self) -> (Vec<SandboxDto>, Next) {
-        match self {
-            ListPage::Bare(items) => (items, Next::Done),
-            ListPage::Paged {
-                items,
-                next_cursor,
-                page,
-                total_pages,
-            } => {
-                let next = match (next_cursor.filter(|c| !c.is_empty()), page, total_pages) {
-                    _ if items.is_empty() => Next::Done,
-                    (Some(c), _, _) => Next::Cursor(c),
-                    (None, Some(p), Some(t)) if p < t => Next::Page(p + 1),
-                    _ => Next::Done,
-                };
-                (items, next)
-            }
-        }
-    }
-}
 
 /// States from which a sandbox will not become usable.
 fn failed_state(state: &str) -> bool {
@@ -303,7 +212,7 @@ impl Api {
 
     /// Poll until `started`; a failed state or the bound → destroy
     /// (verified) and refuse.
-    async fn wait_started(&self, mut dto: SandboxDto) -> ProviderResult<SandboxDto> {
+    pub(super) async fn wait_started(&self, mut dto: SandboxDto) -> ProviderResult<SandboxDto> {
         let id = dto.id.clone();
         let start_wait = self.http.config().start_wait;
         let deadline = Instant::now() + start_wait;
@@ -486,58 +395,9 @@ fn create_refusal(e: HttpError, snapshot: Option<&str>) -> ProviderError {
     e.into()
 }
 
-/// Percent-encode one path segment.
-pub fn enc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(s: &str) -> (Vec<String>, Next) {
-        let p: ListPage = serde_json::from_str(s).unwrap();
-        let (items, next) = p.split();
-        (items.into_iter().map(|i| i.id).collect(), next)
-    }
-
-    #[test]
-    fn both_list_shapes_parse_with_paging() {
-        assert_eq!(
-            parse(
-                r#"{"items":[{"id":"a","state":"started","labels":{"k":"v"}}],"nextCursor":"c2"}"#
-            ),
-            (vec!["a".into()], Next::Cursor("c2".into()))
-        );
-        assert_eq!(
-            parse(r#"{"items":[{"id":"a"}],"nextCursor":null}"#),
-            (vec!["a".into()], Next::Done)
-        );
-        assert_eq!(
-            parse(r#"{"items":[{"id":"a"}],"total":3,"page":1,"totalPages":3}"#),
-            (vec!["a".into()], Next::Page(2))
-        );
-        assert_eq!(
-            parse(r#"{"items":[{"id":"a"}],"total":3,"page":3,"totalPages":3}"#),
-            (vec!["a".into()], Next::Done)
-        );
-        assert_eq!(
-            parse(r#"{"items":[],"nextCursor":"loop"}"#),
-            (vec![], Next::Done)
-        );
-        assert_eq!(
-            parse(r#"[{"id":"a","labels":null,"state":"some_future_state"},{"id":"b"}]"#),
-            (vec!["a".into(), "b".into()], Next::Done)
-        );
-    }
 
     #[test]
     fn labels_query_is_a_json_object() {
@@ -556,7 +416,6 @@ mod tests {
             "rfs-20261130t181705z-ab12cd34"
         );
         assert_ne!(sandbox_name("r1"), sandbox_name("r2"));
-        assert_eq!(enc("a/b c"), "a%2Fb%20c");
     }
 
     #[test]
@@ -572,53 +431,5 @@ mod tests {
         };
         let m = create_refusal(e, Some("nope-snap")).to_string();
         assert!(m.contains("snapshot `nope-snap` is not known"), "{m}");
-    }
-}
-
-/// What a network policy asks of Daytona's create request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum NetworkFields {
-    /// `networkBlockAll: true` (`network: false`).
-    BlockAll,
-    /// `networkAllowList`: comma-separated CIDRs (an allow list of
-    /// addresses and ranges).
-    AllowList(String),
-    /// Neither: Daytona's own network (the default, `true`, `"host"`).
-    Open,
-}
-
-/// The create request's network fields for `policy`, or why Daytona
-/// cannot enforce it (names, ports: its allow list holds CIDRs only).
-pub(crate) fn network_fields(
-    policy: &crate::network::NetworkPolicy,
-) -> Result<NetworkFields, String> {
-    use crate::network::{policy::Target, NetworkPolicy};
-    match policy {
-        NetworkPolicy::Off => Ok(NetworkFields::BlockAll),
-        NetworkPolicy::Public | NetworkPolicy::Host => Ok(NetworkFields::Open),
-        NetworkPolicy::Allow(rules) => {
-            let mut cidrs = vec![];
-            for r in rules {
-                match (&r.target, r.port) {
-                    (Target::Net(c), None) => cidrs.push(format!("{}/{}", c.addr, c.prefix)),
-                    (Target::Net(_), Some(_)) => {
-                        return Err(format!(
-                            "`{}`: Daytona's networkAllowList holds CIDRs without ports, so a port cannot be enforced",
-                            r.text
-                        ))
-                    }
-                    _ => {
-                        return Err(format!(
-                            "`{}`: Daytona's networkAllowList holds CIDRs only, so a host name cannot be enforced there (list its addresses, or use the local provider)",
-                            r.text
-                        ))
-                    }
-                }
-            }
-            if cidrs.is_empty() {
-                return Ok(NetworkFields::BlockAll);
-            }
-            Ok(NetworkFields::AllowList(cidrs.join(",")))
-        }
     }
 }

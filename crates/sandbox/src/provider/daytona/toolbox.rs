@@ -9,8 +9,8 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::http::enc;
 use super::http::{Call, Retry};
-use super::sandbox::enc;
 use super::Api;
 use crate::provider::{ProviderError, ProviderResult};
 

@@ -154,6 +154,43 @@ async fn create_started(
         }
         Err(e) => return Err(client.error(e)),
     };
+    let body = container_body(options, spec, image, lane, proxied)?;
+    let created = api
+        .create_container(None::<CreateContainerOptions>, body)
+        .await
+        .map_err(|e| client.error(e))?;
+    // A limit the daemon dropped (a kernel without its cgroup) is refused,
+    // never ignored.
+    if let Some(refusal) = dropped_limits(&created.warnings) {
+        let _ = destroy(client, &created.id).await;
+        return Err(refusal);
+    }
+    let owner = options.user.clone().or_else(|| {
+        image_info
+            .config
+            .and_then(|c| c.user)
+            .filter(|u| !u.is_empty())
+    });
+    match start_and_prepare(client, options, &created.id, owner.as_deref()).await {
+        Ok(info) => Ok(info),
+        Err(e) => {
+            // Leave nothing behind; the creation error is what matters.
+            let _ = destroy(client, &created.id).await;
+            Err(e)
+        }
+    }
+}
+
+/// The container rfs creates for `spec`: `image` kept alive by `sleep`
+/// for the sandbox's lifetime, its env, labels, limits, network and mounts
+/// (the home volume, the lane, the caches).
+fn container_body(
+    options: &DockerOptions,
+    spec: &CreateSpec,
+    image: &str,
+    lane: Option<&Lane>,
+    proxied: bool,
+) -> ProviderResult<ContainerCreateBody> {
     let mut env = spec
         .env
         .iter()
@@ -166,7 +203,7 @@ async fn create_started(
     }
     // The resource limits (accepted by `Provider::limits`).
     let limits = super::limits::host_config(&spec.isolation.limits.values());
-    let body = ContainerCreateBody {
+    Ok(ContainerCreateBody {
         image: Some(image.to_string()),
         entrypoint: Some(vec![
             "sleep".into(),
@@ -197,15 +234,13 @@ async fn create_started(
             ..limits
         }),
         ..Default::default()
-    };
-    let created = api
-        .create_container(None::<CreateContainerOptions>, body)
-        .await
-        .map_err(|e| client.error(e))?;
-    // A limit the daemon dropped (a kernel without its cgroup) is refused,
-    // never ignored.
-    let dropped: Vec<&String> = created
-        .warnings
+    })
+}
+
+/// The refusal for resource limits the daemon said it did not apply
+/// (its create warnings), if any.
+fn dropped_limits(warnings: &[String]) -> Option<ProviderError> {
+    let dropped: Vec<&String> = warnings
         .iter()
         .filter(|w| {
             let w = w.to_ascii_lowercase();
@@ -214,31 +249,16 @@ async fn create_started(
                 .any(|k| w.contains(k))
         })
         .collect();
-    if !dropped.is_empty() {
-        let _ = destroy(client, &created.id).await;
-        return Err(ProviderError::Provision(format!(
+    (!dropped.is_empty()).then(|| {
+        ProviderError::Provision(format!(
             "the Docker daemon did not apply the sandbox's resource limits: {}",
             dropped
                 .iter()
                 .map(|w| w.as_str())
                 .collect::<Vec<_>>()
                 .join("; ")
-        )));
-    }
-    let owner = options.user.clone().or_else(|| {
-        image_info
-            .config
-            .and_then(|c| c.user)
-            .filter(|u| !u.is_empty())
-    });
-    match start_and_prepare(client, options, &created.id, owner.as_deref()).await {
-        Ok(info) => Ok(info),
-        Err(e) => {
-            // Leave nothing behind; the creation error is what matters.
-            let _ = destroy(client, &created.id).await;
-            Err(e)
-        }
-    }
+        ))
+    })
 }
 
 /// Whether a failed [`create`] was the daemon refusing a bind mount (its

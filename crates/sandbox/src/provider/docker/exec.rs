@@ -247,28 +247,15 @@ pub(super) async fn run_with_input(
     input: Option<(InputStream, Feed<'_>)>,
     sink: &mut dyn OutputSink,
 ) -> ProviderResult<ExecOutcome> {
-    let program = req
-        .argv
-        .first()
-        .ok_or_else(|| ProviderError::Invalid("cannot run an empty command".into()))?;
-    check_cwd(&req.cwd)?;
+    let program = checked_program(req)?;
     if req.cancel.is_cancelled() {
         return Ok(ExecOutcome {
             cancelled: true,
             ..ExecOutcome::default()
         });
     }
-    let token = exec_script::token();
-    let lane_path = matches!(input, Some((_, Feed::Lane(_)))).then(Lane::sandbox_fifo);
-    let spec = ExecSpec {
-        argv: exec_script::exec_argv(&token, lane_path.as_deref(), &req.argv),
-        cwd: &req.cwd,
-        env: &req.env,
-        user,
-        tty: false,
-        stdin: input.is_some() && lane_path.is_none(),
-    };
-    let started = start(client, id, spec).await?;
+    let feeds = input.as_ref().map(|(_, f)| *f);
+    let (token, started) = start_wrapped(client, id, user, req, feeds).await?;
     let Started {
         exec_id,
         mut output,
@@ -329,18 +316,7 @@ pub(super) async fn run_with_input(
         }
         sup.killed();
     }
-    let exit = match failure {
-        None if ended => exit_code(client, &exec_id).await,
-        None => Ok(None),
-        Some(e) => Err(e),
-    };
-    let exit = match exit {
-        Ok(exit) => exit,
-        Err(e) => {
-            let _ = kill_group(client, id, &token).await;
-            return Err(e);
-        }
-    };
+    let exit = exit_after(client, id, &exec_id, &token, failure, ended).await?;
     if sup.stop().is_some() {
         router.flush(sink);
         return Ok(stopped_outcome(
@@ -358,6 +334,63 @@ pub(super) async fn run_with_input(
         exit,
         ..ExecOutcome::default()
     })
+}
+
+/// Start `req` in container `id` under the exec script's wrapper (its
+/// token returned), stdin attached when `feed` is over the exec's own
+/// connection.
+async fn start_wrapped(
+    client: &Client,
+    id: &str,
+    user: Option<&str>,
+    req: &ExecRequest,
+    feed: Option<Feed<'_>>,
+) -> ProviderResult<(String, Started)> {
+    let token = exec_script::token();
+    let lane_path = matches!(feed, Some(Feed::Lane(_))).then(Lane::sandbox_fifo);
+    let spec = ExecSpec {
+        argv: exec_script::exec_argv(&token, lane_path.as_deref(), &req.argv),
+        cwd: &req.cwd,
+        env: &req.env,
+        user,
+        tty: false,
+        stdin: feed.is_some() && lane_path.is_none(),
+    };
+    let started = start(client, id, spec).await?;
+    Ok((token, started))
+}
+
+/// The command's program, once the request is one rfs can run (a
+/// command, an absolute working directory).
+fn checked_program(req: &ExecRequest) -> ProviderResult<&String> {
+    let program = req
+        .argv
+        .first()
+        .ok_or_else(|| ProviderError::Invalid("cannot run an empty command".into()))?;
+    check_cwd(&req.cwd)?;
+    Ok(program)
+}
+
+/// The command's exit code once its output ended (`None` when rfs stopped
+/// reading first); after a `failure` its group is killed, so that an error
+/// mid-command leaves nothing running.
+async fn exit_after(
+    client: &Client,
+    id: &str,
+    exec_id: &str,
+    token: &str,
+    failure: Option<ProviderError>,
+    ended: bool,
+) -> ProviderResult<Option<i32>> {
+    let exit = match failure {
+        None if ended => exit_code(client, exec_id).await,
+        None => Ok(None),
+        Some(e) => Err(e),
+    };
+    if exit.is_err() {
+        let _ = kill_group(client, id, token).await;
+    }
+    exit
 }
 
 /// The outcome of a command rfs stopped: killed means no exit code and

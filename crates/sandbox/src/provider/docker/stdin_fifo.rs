@@ -28,16 +28,12 @@ use std::time::Duration;
 use bollard::models::{Mount, MountType};
 use tokio::time::Instant;
 
-use super::client::Client;
-use super::exec::{self, Feed};
-use crate::provider::{Collect, ExecRequest, InputStream, ProviderError, ProviderResult};
+use crate::provider::{InputStream, ProviderError, ProviderResult};
 
 /// Where the lane's directory is mounted in the container.
 pub(super) const TARGET: &str = "/.rfs-stream";
 /// The FIFO's name in that directory.
 const FIFO: &str = "in";
-/// How long the probe of a lane may take.
-const PROBE_DEADLINE: Duration = Duration::from_secs(10);
 /// How long a command may take to open the lane before rfs gives up.
 const OPEN_DEADLINE: Duration = Duration::from_secs(30);
 /// The copy's buffer.
@@ -48,7 +44,7 @@ const CHUNK: usize = 1 << 20;
 pub(super) struct Lane {
     root: tempfile::TempDir,
     /// The probe's outcome, decided once however many ask at once.
-    probed: tokio::sync::OnceCell<Result<(), String>>,
+    pub(super) probed: tokio::sync::OnceCell<Result<(), String>>,
 }
 
 /// The start of a lane directory's name; the owning process's pid and
@@ -173,80 +169,6 @@ impl Lane {
         // A command that closed its input ends the copy quietly.
         input.copy_into(&mut fifo, CHUNK).await.map(drop)
     }
-}
-
-impl Lane {
-    /// Whether sandbox `id` (as `user`) reads this lane: [`probe`]d on the
-    /// first call, however many ask at once; the outcome is kept.
-    pub(super) async fn ready(
-        &self,
-        client: &Client,
-        id: &str,
-        user: Option<&str>,
-    ) -> Result<(), String> {
-        self.probed
-            .get_or_init(|| async {
-                let r = probe(client, id, user, self).await;
-                if let Err(why) = &r {
-                    tracing::info!(sandbox = id, "streaming over the exec's connection: {why}");
-                }
-                r
-            })
-            .await
-            .clone()
-    }
-}
-
-/// Write a nonce into `lane`; sandbox `id` (as `user`) must read it back
-/// out within [`PROBE_DEADLINE`]. A daemon that does not share this
-/// machine's kernel gives the container a FIFO of its own, which nothing
-/// ever writes to: the probe then times out.
-async fn probe(client: &Client, id: &str, user: Option<&str>, lane: &Lane) -> Result<(), String> {
-    let nonce = format!("rfs-lane-{}\n", uuid::Uuid::new_v4().simple());
-    let req = ExecRequest {
-        argv: vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            r#"read -r l && printf '%s\n' "$l""#.into(),
-        ],
-        cwd: "/".into(),
-        env: vec![],
-        timeout: Some(PROBE_DEADLINE),
-        cancel: Default::default(),
-    };
-    let input = InputStream::new(std::io::Cursor::new(nonce.clone().into_bytes()));
-    let mut out = Collect::default();
-    let outcome = exec::run_with_input(
-        client,
-        id,
-        user,
-        &req,
-        Some((input, Feed::Lane(lane))),
-        &mut out,
-    )
-    .await
-    .map_err(|e| format!("its probe failed: {e}"))?;
-    if outcome.timed_out {
-        return Err(format!(
-            "the sandbox read nothing from it within {}s (the daemon does not share this \
-             machine's pipes)",
-            PROBE_DEADLINE.as_secs()
-        ));
-    }
-    if !outcome.success() {
-        return Err(format!(
-            "its probe ended with {}: {}",
-            crate::exit_code::ExitText(outcome.exit),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    if out.stdout != nonce.as_bytes() {
-        return Err(format!(
-            "the sandbox read something else from it ({:?})",
-            String::from_utf8_lossy(&out.stdout[..out.stdout.len().min(80)])
-        ));
-    }
-    Ok(())
 }
 
 /// Remove the lanes in `tmp` whose owning rfs process is gone (killed

@@ -31,6 +31,19 @@ fn limit_values(limits: &LimitsFact) -> (Limits, Option<u64>) {
 
 impl LocalProvider {
     pub(super) async fn create_sandbox(&self, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
+        self.create_sandbox_from(spec, None)
+            .await
+            .map(|(info, _)| info)
+    }
+
+    /// A new sandbox; with `from` (a checkpoint's folder) its home and
+    /// /tmp start as the checkpoint's (see [`super::fork`]), and how is
+    /// returned.
+    pub(super) async fn create_sandbox_from(
+        &self,
+        spec: &CreateSpec,
+        from: Option<&Path>,
+    ) -> ProviderResult<(SandboxInfo, Option<String>)> {
         self.ensure_inventory()?;
         let id = format!("local-{}", uuid::Uuid::new_v4().simple());
         let dir = self.dir(&id)?;
@@ -49,6 +62,16 @@ impl LocalProvider {
             super::gvisor::check_pids(values.pids).map_err(ProviderError::Provision)?;
         }
         make_dir(&dir, disk_cap)?;
+        let how = match from {
+            Some(lower) => match super::fork::layer(&dir, lower) {
+                Ok(how) => Some(how),
+                Err(e) => {
+                    remove_dir(&dir);
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
         let cg = self.make_cgroup(&id, &dir, &values)?;
         if isolated {
             if let Err(e) = self.isolate(&id, &dir, spec, cg.as_ref(), gvisor).await {
@@ -74,8 +97,10 @@ impl LocalProvider {
             disk: disk_cap,
         };
         meta.write(&dir)?;
-        self.read(&id)?
-            .ok_or_else(|| ProviderError::Provision(format!("sandbox {id} vanished after create")))
+        let info = self.read(&id)?.ok_or_else(|| {
+            ProviderError::Provision(format!("sandbox {id} vanished after create"))
+        })?;
+        Ok((info, how))
     }
 
     /// The sandbox's cgroups (`None`: no limit needs one), kept by id.
@@ -180,7 +205,9 @@ impl LocalProvider {
         // could not end its step) die with it.
         kill_processes_under(&dir);
         self.remove_cgroups(id).await?;
-        // Its disk goes with it (nothing is left to remove inside).
+        // Its disk goes with it (nothing is left to remove inside), a
+        // fork's overlays first.
+        super::fork::unlayer(&dir);
         disk::unmount(&dir)
             .map_err(|e| ProviderError::Io(format!("destroying sandbox {id}: {e}")))?;
         let trash = self.root.join("trash");

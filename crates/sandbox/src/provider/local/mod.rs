@@ -55,6 +55,7 @@ mod egress;
 mod env;
 mod errors;
 mod fingerprint;
+mod fork;
 pub mod gvisor;
 mod idmap;
 mod input_feed;
@@ -173,6 +174,10 @@ impl Provider for LocalProvider {
     }
 
     fn streaming(&self) -> Option<&dyn StreamInput> {
+        Some(self)
+    }
+
+    fn forking(&self) -> Option<&dyn crate::provider::fork::Fork> {
         Some(self)
     }
 

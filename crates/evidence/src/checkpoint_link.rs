@@ -1,0 +1,250 @@
+//! The `checkpoint link` check of `rfs verify` (#36): a run whose
+//! sandbox started from a setup run's checkpoint (`placement.forked`)
+//! carries that setup run's journal as `setup/journal.jsonl`; the check
+//! holds the link — the copy is the one journaled (sha256), its chain is
+//! intact and complete, it is the named setup run's, it has the named
+//! checkpoint whose recorded head is the head of the line before it and
+//! the head the fork names, and, when the setup run was signed, its
+//! signature (`setup/journal.sig`) is valid against the same trust.
+
+use std::path::Path;
+
+use crate::events::checkpoint_facts::Forked;
+use crate::events::Event;
+use crate::journal::{self, GENESIS};
+use crate::seal::Trust;
+
+/// The folder of a bundle that holds the setup run's journal.
+pub const SETUP_DIR: &str = "setup";
+/// The files [`SETUP_DIR`] may hold.
+pub const SETUP_FILES: [&str; 2] = ["setup/journal.jsonl", "setup/journal.sig"];
+
+/// Check the link of a run's journal `events` (bundle `out`) to its
+/// setup run; `Err` says what does not hold.
+pub fn check(out: &Path, events: &[Event], trust: &Trust) -> Result<String, String> {
+    let forks: Vec<&Forked> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::PlacementForked(f) => Some(f),
+            _ => None,
+        })
+        .collect();
+    let f = match forks.as_slice() {
+        [] if out.join(SETUP_DIR).exists() => {
+            return Err(format!(
+                "{SETUP_DIR}/ is in the output directory but no placement.forked fact names a setup run (added after the run)"
+            ))
+        }
+        [] => return Ok("none (the run's sandbox did not start from a checkpoint)".into()),
+        [f] => *f,
+        _ => return Err("more than one placement.forked fact: a run has one sandbox".into()),
+    };
+    if f.setup_journal.path != SETUP_FILES[0] {
+        return Err(format!(
+            "placement.forked names {:?} as the setup's journal; it is always {}",
+            f.setup_journal.path, SETUP_FILES[0]
+        ));
+    }
+    let now = journal::file_digest_at_most(out, SETUP_FILES[0], f.setup_journal.bytes)
+        .map_err(|e| format!("cannot read {}: {e}", SETUP_FILES[0]))?;
+    if now.sha256 != f.setup_journal.sha256 || now.bytes != f.setup_journal.bytes {
+        return Err(format!(
+            "{} is not the setup journal the fork journaled (sha256 {}, {} bytes; now {}, {} bytes)",
+            SETUP_FILES[0], f.setup_journal.sha256, f.setup_journal.bytes, now.sha256, now.bytes
+        ));
+    }
+    let chain = journal::chain::verify(&out.join(SETUP_FILES[0]))
+        .map_err(|e| format!("{}: {e}", SETUP_FILES[0]))?;
+    if !chain.complete {
+        return Err(format!(
+            "{} does not end with run.end: the setup run had not ended",
+            SETUP_FILES[0]
+        ));
+    }
+    let text = crate::out_dir::read_regular(out, SETUP_FILES[0], crate::out_dir::MAX_RECORD_BYTES)
+        .map_err(|e| format!("cannot read {}: {e}", SETUP_FILES[0]))?;
+    let text = String::from_utf8(text).map_err(|e| format!("{}: {e}", SETUP_FILES[0]))?;
+    let (setup_events, heads) = parse(&text)?;
+    let Some(Event::RunStart {
+        run_id,
+        signing_key,
+        ..
+    }) = setup_events.first()
+    else {
+        return Err(format!("{} does not start with run.start", SETUP_FILES[0]));
+    };
+    if *run_id != f.setup_run_id {
+        return Err(format!(
+            "the fork names setup run {} but {} is run {run_id}'s",
+            f.setup_run_id, SETUP_FILES[0]
+        ));
+    }
+    let at = setup_events
+        .iter()
+        .position(|e| matches!(e, Event::Checkpoint(c) if c.checkpoint_id == f.checkpoint_id));
+    let Some(at) = at else {
+        return Err(format!(
+            "setup run {run_id} made no checkpoint {}",
+            f.checkpoint_id
+        ));
+    };
+    let Event::Checkpoint(c) = &setup_events[at] else {
+        unreachable!("found above")
+    };
+    let before = if at == 0 { GENESIS } else { &heads[at - 1] };
+    if c.journal_head != before || c.journal_lines != at as u64 {
+        return Err(format!(
+            "checkpoint {} records journal head {} ({} lines) but the setup journal's head before it is {before} ({at} lines)",
+            c.checkpoint_id, c.journal_head, c.journal_lines
+        ));
+    }
+    if f.setup_journal_head != c.journal_head
+        || f.checkpoint_name != c.name
+        || f.provider != c.provider
+    {
+        return Err(format!(
+            "the fork names checkpoint {} ({}) on {} at setup journal head {}, but the setup journal records it as ({}) on {} at head {}",
+            f.checkpoint_id, f.checkpoint_name, f.provider, f.setup_journal_head, c.name, c.provider, c.journal_head
+        ));
+    }
+    let signed = crate::seal::check_signature(
+        &out.join(SETUP_DIR),
+        text.as_bytes(),
+        signing_key.as_deref(),
+        trust,
+    )
+    .map_err(|e| format!("the setup run's signature ({}): {e}", SETUP_FILES[1]))?;
+    Ok(format!(
+        "started from checkpoint {} of setup run {run_id} at its journal head {}; {} chains intact and ended; setup signature: {signed}",
+        f.checkpoint_id, c.journal_head, SETUP_FILES[0]
+    ))
+}
+
+/// The events of a journal's text and the hash of each line.
+fn parse(text: &str) -> Result<(Vec<Event>, Vec<String>), String> {
+    let mut events = vec![];
+    let mut heads = vec![];
+    for (i, raw) in text.split_terminator('\n').enumerate() {
+        let line: journal::Line = serde_json::from_str(raw)
+            .map_err(|e| format!("{} line {}: {e}", SETUP_FILES[0], i + 1))?;
+        let e = Event::from_kind_payload(&line.kind, &line.payload)
+            .map_err(|e| format!("{} line {}: {e}", SETUP_FILES[0], i + 1))?;
+        events.push(e);
+        heads.push(journal::line_hash(raw));
+    }
+    Ok((events, heads))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::checkpoint_facts::Checkpointed;
+
+    fn run_start() -> Event {
+        match crate::events::catalog::samples().remove(0) {
+            Event::RunStart {
+                run_id,
+                script,
+                invocation_dir,
+                out_dir,
+                provider,
+                provider_reason,
+                rfs_version,
+                vars,
+                keep,
+                ..
+            } => Event::RunStart {
+                run_id,
+                script,
+                invocation_dir,
+                out_dir,
+                provider,
+                provider_reason,
+                rfs_version,
+                vars,
+                keep,
+                bundle: None,
+                signing_key: None,
+                replay_of: None,
+            },
+            e => panic!("the first sample is run.start, not {e:?}"),
+        }
+    }
+
+    /// A bundle whose `setup/journal.jsonl` records checkpoint `cp-1`
+    /// with head `recorded` (None: the true head), and the fork's fact.
+    fn bundle(recorded: Option<&str>) -> (tempfile::TempDir, Forked) {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join(SETUP_DIR)).unwrap();
+        let mut j = journal::Journal::create(&d.path().join(SETUP_FILES[0])).unwrap();
+        j.append(&run_start()).unwrap();
+        j.append(&Event::ProviderReady {
+            provider: "local".into(),
+        })
+        .unwrap();
+        let head = j.head().to_owned();
+        j.append(&Event::Checkpoint(Checkpointed {
+            name: "deps".into(),
+            checkpoint_id: "cp-1".into(),
+            provider: "local".into(),
+            sandbox_id: "local-1".into(),
+            how: "copy".into(),
+            journal_head: recorded.unwrap_or(&head).to_owned(),
+            journal_lines: 2,
+            commit: None,
+            tree_digest: None,
+            implicit: false,
+            ms: 1,
+        }))
+        .unwrap();
+        j.append(&Event::RunEnd {
+            outcome: "completed".into(),
+            reason: None,
+            teardown_warning: None,
+        })
+        .unwrap();
+        let fork = Forked {
+            sandbox_id: "local-2".into(),
+            checkpoint_id: "cp-1".into(),
+            checkpoint_name: "deps".into(),
+            provider: "local".into(),
+            setup_run_id: "r1".into(),
+            setup_journal_head: recorded.unwrap_or(&head).to_owned(),
+            setup_journal: journal::file_digest(d.path(), SETUP_FILES[0]).unwrap(),
+            how: "overlayfs".into(),
+            fork_ms: 1,
+        };
+        (d, fork)
+    }
+
+    #[test]
+    fn a_fork_whose_setup_journal_holds_its_checkpoint_at_its_head_is_linked() {
+        let (d, f) = bundle(None);
+        let ok = check(d.path(), &[Event::PlacementForked(f)], &Trust::default()).unwrap();
+        assert!(ok.contains("checkpoint cp-1 of setup run r1"), "{ok}");
+    }
+
+    #[test]
+    fn a_checkpoint_recording_a_head_its_journal_never_had_is_a_forged_link() {
+        let forged = "f".repeat(64);
+        let (d, f) = bundle(Some(&forged));
+        let e = check(d.path(), &[Event::PlacementForked(f)], &Trust::default()).unwrap_err();
+        assert!(e.contains("records journal head"), "{e}");
+    }
+
+    #[test]
+    fn a_fork_naming_another_head_run_or_checkpoint_is_a_forged_link() {
+        for forge in [
+            |f: &mut Forked| f.setup_journal_head = "0".repeat(64),
+            |f: &mut Forked| f.setup_run_id = "r2".into(),
+            |f: &mut Forked| f.checkpoint_id = "cp-2".into(),
+        ] {
+            let (d, mut f) = bundle(None);
+            forge(&mut f);
+            assert!(check(d.path(), &[Event::PlacementForked(f)], &Trust::default()).is_err());
+        }
+        let (d, _) = bundle(None);
+        let e = check(d.path(), &[], &Trust::default()).unwrap_err();
+        assert!(e.contains("no placement.forked"), "{e}");
+    }
+}

@@ -1,0 +1,246 @@
+//! Setup once, fork per proof (#36): `rfs test --setup` / `rfs.toml`'s
+//! `setup` runs once, every proof starts from a fork of its checkpoint
+//! in its own sandbox, the link is in each proof's evidence and checked
+//! by `rfs verify`, and the checkpoint is gone at the end — on every
+//! provider.
+
+use super::*;
+
+/// The setup: syncs the commit, installs "dependencies" into the synced
+/// tree and the home, ends with an explicit checkpoint.
+const SETUP: &str = r#"
+sync_source();
+step("install", "mkdir -p deps && echo installed > deps/marker && echo from-setup > $HOME/.setup-home");
+checkpoint("deps");
+"#;
+
+/// A proof: sees the setup's writes, none of another proof's, then
+/// writes its own in the tree, the home and /tmp.
+fn proof(n: &str) -> String {
+    format!(
+        r#"
+sync_source();
+let r = step("see", "cat deps/marker $HOME/.setup-home; ls own-* $HOME/own-* /tmp/own-* 2>/dev/null | wc -l");
+assert(r.stdout.contains("installed") && r.stdout.contains("from-setup"), "the setup's writes: " + r.stdout);
+assert(r.stdout.trimmed().ends_with("0"), "another proof's writes: " + r.stdout);
+step("write", "echo {n} > own-{n} && echo {n} > $HOME/own-{n} && echo {n} > /tmp/own-{n}");
+"#
+    )
+}
+
+fn fork_repo() -> Repo {
+    let repo = Repo::new();
+    repo.write("proofs/_setup.rhai", SETUP);
+    for n in ["a", "b", "c"] {
+        repo.write(&format!("proofs/{n}.rhai"), &proof(n));
+    }
+    repo.commit("suite with a setup");
+    repo
+}
+
+fn journal(bundle: &Path) -> Vec<Value> {
+    std::fs::read_to_string(bundle.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn facts<'a>(j: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    j.iter()
+        .filter(|e| e["kind"] == kind)
+        .map(|e| &e["payload"])
+        .collect()
+}
+
+/// Whether checkpoint `id` still exists, asked of the provider's own
+/// inventory (not of rfs).
+fn checkpoint_exists(rfs: &Rfs, id: &str) -> bool {
+    match rfs.prov {
+        Prov::Local => rfs.state.path().join("local/checkpoints").join(id).exists(),
+        Prov::Docker => std::process::Command::new("docker")
+            .args(["image", "inspect", id])
+            .output()
+            .unwrap()
+            .status
+            .success(),
+        Prov::Daytona => rfs.sim().inventory().iter().any(|s| s.id == id),
+    }
+}
+
+provider_tests! {
+    fn setup_runs_once_and_every_proof_forks_its_checkpoint_without_seeing_the_others(rfs: &Rfs) {
+        let repo = fork_repo();
+        let s = rfs_test(rfs, repo.path(), &["--setup", "proofs/_setup.rhai", "--jobs", "2"]);
+        assert_eq!(s.code, 0, "{}", s.stderr);
+        assert_eq!(s.verdicts().len(), 3, "the setup is not a proof: {:?}", s.verdicts());
+        // Once: one setup run, one checkpoint, named by every proof.
+        let ix = s.index();
+        let setup = &ix["setup"];
+        let setup_dir = PathBuf::from(setup["out_dir"].as_str().unwrap());
+        let sj = journal(&setup_dir);
+        let made = facts(&sj, "checkpoint");
+        assert_eq!(made.len(), 1, "{sj:?}");
+        let cp = made[0]["checkpoint_id"].as_str().unwrap().to_owned();
+        assert_eq!(setup["checkpoint"], cp.as_str());
+        assert_eq!(made[0]["name"], "deps");
+        assert_eq!(made[0]["implicit"], false);
+        assert!(made[0]["commit"].is_string(), "the pin in force: {:?}", made[0]);
+        let setup_run = setup["run_id"].as_str().unwrap();
+        for n in ["a", "b", "c"] {
+            let b = s.bundle(&format!("proofs/{n}.rhai"));
+            let j = journal(&b);
+            let f = facts(&j, "placement.forked");
+            assert_eq!(f.len(), 1, "{j:?}");
+            assert_eq!(f[0]["checkpoint_id"], cp.as_str());
+            assert_eq!(f[0]["setup_run_id"], setup_run);
+            assert_eq!(f[0]["setup_journal_head"], made[0]["journal_head"]);
+            // The source came from the checkpoint: nothing shipped again.
+            assert_eq!(facts(&j, "source.from_checkpoint").len(), 1, "{j:?}");
+            assert!(facts(&j, "source.verify").is_empty(), "re-shipped: {j:?}");
+            let ev = std::fs::read_to_string(b.join("EVIDENCE.md")).unwrap();
+            assert!(ev.contains(&format!("started from: checkpoint `{cp}` of setup run `{setup_run}`")), "{ev}");
+            assert_bundle_verifies(rfs, repo.path(), &b);
+        }
+        let md = std::fs::read_to_string(s.dir.join("index.md")).unwrap();
+        assert!(md.contains("Setup `proofs/_setup.rhai`") && md.contains(setup_run), "{md}");
+        let html = std::fs::read_to_string(s.dir.join("index.html")).unwrap();
+        assert!(html.contains("id=\"setup-run\"") && html.contains(setup_run), "{html}");
+        // Removed at the end, verified, and gone in the provider's inventory.
+        assert_eq!(setup["removed"][0]["verified"], true, "{setup}");
+        assert!(!checkpoint_exists(rfs, &cp), "checkpoint {cp} left behind");
+        rfs.assert_no_leftovers();
+    }
+
+    fn a_forged_checkpoint_link_fails_verify(rfs: &Rfs) {
+        let repo = fork_repo();
+        let one = rfs_test(rfs, repo.path(), &["--setup", "proofs/_setup.rhai", "-k", "a.rhai"]);
+        assert_eq!(one.code, 0, "{}", one.stderr);
+        let two = rfs_test(rfs, repo.path(), &["--setup", "proofs/_setup.rhai", "-k", "a.rhai"]);
+        assert_eq!(two.code, 0, "{}", two.stderr);
+        let b = one.bundle("proofs/a.rhai");
+        // Another (valid, ended) setup run's journal in place of its own.
+        std::fs::copy(
+            two.bundle("proofs/a.rhai").join("setup/journal.jsonl"),
+            b.join("setup/journal.jsonl"),
+        )
+        .unwrap();
+        let (ok, text) = rfs_verify(rfs, repo.path(), &b);
+        assert!(!ok && text.contains("checkpoint link"), "{text}");
+        // No setup journal at all.
+        std::fs::remove_dir_all(b.join("setup")).unwrap();
+        let (ok, text) = rfs_verify(rfs, repo.path(), &b);
+        assert!(!ok && text.contains("checkpoint link"), "{text}");
+        rfs.assert_no_leftovers();
+    }
+}
+
+/// A setup that fails: no proof runs, each says why, the suite fails
+/// with the setup's exit, and the checkpoint it made before failing is
+/// removed (verified gone).
+#[test]
+fn a_failing_setup_fails_the_suite_and_no_proof_runs() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = repo_with(&[
+        (
+            "_setup.rhai",
+            "checkpoint(\"half\");\nstep(\"install\", \"echo broken; exit 3\");",
+        ),
+        ("a.rhai", r#"step("x", "true");"#),
+        ("b.rhai", r#"step("x", "true");"#),
+    ]);
+    let s = rfs_test(&rfs, repo.path(), &["--setup", "proofs/_setup.rhai"]);
+    assert_eq!(s.code, 1, "{}", s.stderr);
+    let ix = s.index();
+    assert_eq!(
+        ix["not_run"],
+        serde_json::json!(["proofs/a.rhai", "proofs/b.rhai"])
+    );
+    assert_eq!(ix["proofs"], serde_json::json!([]));
+    assert!(s.stderr.contains("SETUP FAIL"), "{}", s.stderr);
+    let md = std::fs::read_to_string(s.dir.join("index.md")).unwrap();
+    assert!(
+        md.contains("**FAILED**") && md.contains("No proof ran"),
+        "{md}"
+    );
+    assert_eq!(ix["setup"]["removed"][0]["verified"], true, "{ix}");
+    let left: Vec<_> = std::fs::read_dir(rfs.state.path().join("local/checkpoints"))
+        .unwrap()
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    rfs.assert_no_leftovers();
+}
+
+/// `rfs.toml`'s `setup` names the setup (implicit checkpoint at its
+/// end); a committed value that leaves the repository or goes through a
+/// link is refused before anything runs; a proof asking another commit
+/// than the checkpoint's is refused, never served the checkpoint's tree.
+#[test]
+fn rfs_toml_names_the_setup_validated_and_another_commit_is_refused() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let first = repo.git(&["rev-parse", "HEAD"]);
+    repo.write(
+        "proofs/_setup.rhai",
+        "sync_source();\nstep(\"s\", \"echo s > s.txt\");",
+    );
+    repo.write(
+        "proofs/same.rhai",
+        r#"sync_source(); step("x", "cat s.txt");"#,
+    );
+    repo.write(
+        "proofs/other.rhai",
+        &format!("sync_source(#{{ rev: \"{first}\" }}); step(\"x\", \"true\");"),
+    );
+    repo.write("rfs.toml", "setup = \"proofs/_setup.rhai\"\n");
+    repo.commit("setup in rfs.toml");
+    let s = rfs_test(&rfs, repo.path(), &[]);
+    assert_eq!(s.code, 3, "{}", s.stderr);
+    assert_eq!(
+        s.verdicts(),
+        [
+            ("proofs/other.rhai".to_owned(), "refused".to_owned()),
+            ("proofs/same.rhai".into(), "passed".into())
+        ]
+    );
+    let sj = journal(Path::new(s.index()["setup"]["out_dir"].as_str().unwrap()));
+    assert_eq!(facts(&sj, "checkpoint")[0]["implicit"], true);
+    let j = journal(&s.bundle("proofs/other.rhai"));
+    let refused = facts(&j, "source.refused");
+    assert!(
+        refused[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("binds the checkpoint's source"),
+        "{refused:?}"
+    );
+    // A proof that started from a checkpoint is not replayed alone.
+    let replay = rfs
+        .cmd(repo.path())
+        .arg("replay")
+        .arg(s.bundle("proofs/same.rhai"))
+        .output()
+        .unwrap();
+    assert_eq!(replay.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&replay.stderr);
+    assert!(
+        err.contains("a replay of the proof alone cannot recreate"),
+        "{err}"
+    );
+    for bad in ["../outside.rhai", "/etc/passwd"] {
+        repo.write("rfs.toml", &format!("setup = {bad:?}\n"));
+        let s = rfs_test(&rfs, repo.path(), &[]);
+        assert_eq!(s.code, 2, "{}", s.stderr);
+        assert!(
+            s.stderr.contains("refused") && s.stderr.contains("setup"),
+            "{}",
+            s.stderr
+        );
+    }
+    std::os::unix::fs::symlink("/etc/hostname", repo.path().join("proofs/link.rhai")).unwrap();
+    repo.write("rfs.toml", "setup = \"proofs/link.rhai\"\n");
+    let s = rfs_test(&rfs, repo.path(), &[]);
+    assert_eq!(s.code, 2, "{}", s.stderr);
+    assert!(s.stderr.contains("symlink"), "{}", s.stderr);
+    rfs.assert_no_leftovers();
+}
