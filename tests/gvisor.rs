@@ -191,6 +191,10 @@ fn the_network_policy_holds_under_gvisor_as_under_namespaces() {
 
 #[test]
 fn a_script_cannot_weaken_the_persons_isolation_gvisor_to_namespaces() {
+    // (Without runsc, `--isolation gvisor` itself is refused first.)
+    if gvisor_missing() {
+        return;
+    }
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
     let out = rfs.run_with(
