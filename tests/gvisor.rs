@@ -296,3 +296,48 @@ fn a_process_limit_below_what_gvisor_itself_needs_is_refused_naming_it() {
     assert_eq!(runsc_containers(&rfs), Vec::<String>::new());
     rfs.assert_no_leftovers();
 }
+
+#[test]
+fn an_rfs_killed_mid_run_leaves_no_gvisor_process_and_gc_removes_its_runsc_state() {
+    if gvisor_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let (mut child, out_dir) = rfs.spawn(
+        repo.path(),
+        r#"sandbox(#{ isolation: "gvisor" });
+        sync_source();
+        step("long", "sleep 600");"#,
+    );
+    wait_for_journal(&out_dir, "step.start");
+    let journal = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();
+    let id = journal
+        .split("\"sandbox_id\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_owned();
+    assert!(process_running(&id), "gVisor runs the sandbox {id}");
+    child.kill().unwrap();
+    let _ = child.wait();
+    // The lifeline closed: gVisor's sandbox and file server end by
+    // themselves; runsc keeps only its state until gc.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while process_running(&id) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !process_running(&id),
+        "a runsc process of {id} outlived rfs"
+    );
+    assert_eq!(runsc_containers(&rfs).len(), 1);
+    let gc = rfs.cmd(repo.path()).arg("gc").output().unwrap();
+    assert!(
+        gc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gc.stderr)
+    );
+    assert_eq!(runsc_containers(&rfs), Vec::<String>::new());
+    rfs.assert_no_leftovers();
+}
