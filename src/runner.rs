@@ -46,16 +46,6 @@ pub struct Hooks {
     pub replay_of: Option<crate::events::ReplayOf>,
 }
 
-/// How a run is tied to a suite's setup (#36).
-#[derive(Default)]
-pub(crate) struct SetupLink {
-    /// A suite's setup run: its checkpoints go here (the suite removes
-    /// them).
-    pub(crate) checkpoint_sink: Option<Arc<crate::runtime::checkpoint::CheckpointSink>>,
-    /// A suite's proof: its sandbox starts from this checkpoint.
-    pub(crate) start_from: Option<Arc<crate::runtime::checkpoint::StartFrom>>,
-}
-
 impl Default for Hooks {
     fn default() -> Self {
         Hooks {
@@ -93,7 +83,12 @@ pub fn run(settings: RunSettings, hooks: Hooks) -> RunReport {
 
 /// [`run`] with `body` in place of running the script once.
 pub(crate) fn run_with_body(settings: RunSettings, hooks: Hooks, body: Body) -> RunReport {
-    run_journaled(&settings, hooks, body, SetupLink::default())
+    run_journaled(
+        &settings,
+        hooks,
+        body,
+        crate::lifecycle::SetupLink::default(),
+    )
 }
 
 /// [`run_with_body`] for a suite's setup or proof, tied to the setup by
@@ -102,7 +97,7 @@ pub(crate) fn run_linked(
     settings: RunSettings,
     hooks: Hooks,
     body: Body,
-    link: SetupLink,
+    link: crate::lifecycle::SetupLink,
 ) -> RunReport {
     run_journaled(&settings, hooks, body, link)
 }
@@ -137,7 +132,28 @@ fn failed_after(report: &mut RunReport, what: &str, e: &dyn std::fmt::Display) {
     report.error = Some(Error::Internal(msg));
 }
 
-fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body, link: SetupLink) -> RunReport {
+/// A script, compiled and collected before anything else: a broken
+/// script provisions nothing.
+fn load(settings: &RunSettings) -> Result<(Script, rhai::AST, crate::bundle::ScriptBundle), Error> {
+    let script = Script::load(&settings.script)?;
+    let ast = script::base_engine(&script.dir).and_then(|e| script::compile(&e, &script))?;
+    let bundle = script::collect::bundle(&script)?;
+    Ok((script, ast, bundle))
+}
+
+/// `report` failed with `e`.
+fn fail(mut r: RunReport, e: Error) -> RunReport {
+    r.exit_code = e.exit_code();
+    r.error = Some(e);
+    r
+}
+
+fn run_journaled(
+    settings: &RunSettings,
+    hooks: Hooks,
+    body: Body,
+    link: crate::lifecycle::SetupLink,
+) -> RunReport {
     let key = hooks.signing_key.clone();
     let key = key.as_deref();
     let report = RunReport {
@@ -147,11 +163,6 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body, link: SetupLi
         error: None,
         teardown_warning: None,
     };
-    let fail = |mut r: RunReport, e: Error| {
-        r.exit_code = e.exit_code();
-        r.error = Some(e);
-        r
-    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -160,22 +171,13 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body, link: SetupLi
         Ok(rt) => rt,
         Err(e) => return fail(report, Error::internal(e)),
     };
-    let mut signals = if hooks.handle_signals {
+    let signals = if hooks.handle_signals {
         crate::lifecycle::Signals::install(&rt)
     } else {
         None
     };
-    let script = match Script::load(&settings.script) {
-        Ok(s) => s,
-        Err(e) => return fail(report, e),
-    };
-    // Compile before anything else: a broken script provisions nothing.
-    let ast = match script::base_engine(&script.dir).and_then(|e| script::compile(&e, &script)) {
-        Ok(ast) => ast,
-        Err(e) => return fail(report, e),
-    };
-    let bundle = match script::collect::bundle(&script) {
-        Ok(b) => b,
+    let (script, ast, bundle) = match load(settings) {
+        Ok(loaded) => loaded,
         Err(e) => return fail(report, e),
     };
     let started = crate::lifecycle::start(
@@ -201,32 +203,62 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body, link: SetupLi
             return report;
         }
     };
-    let engine = match script::run_engine(&run, &script, settings.vars.clone()) {
-        Ok(e) => e,
-        Err(e) => {
-            let mut report = fail(report, e);
-            end_into(&mut report, &run, RunOutcome::Error, None, key);
-            return report;
-        }
+    // An engine that cannot be built, or a script thread that cannot be
+    // started, is rfs's error (no reason of the script's).
+    let engine = script::run_engine(&run, &script, settings.vars.clone());
+    let result = engine.and_then(|engine| {
+        let interrupt = hooks.interrupt.clone();
+        spawn_body(&run, &script, (engine, ast), body)
+            .map(|rx| wait_body(&rt, &run, rx, interrupt, signals))
+    });
+    let (outcome, reason) = match &result {
+        Ok(Ok(())) => (RunOutcome::Completed, None),
+        Ok(Err(e)) => (e.outcome(), Some(e.to_string())),
+        Err(_) => (RunOutcome::Error, None),
     };
+    let result = result.and_then(|r| r);
+    let mut report = match result {
+        Ok(()) => report,
+        Err(e) => fail(report, e),
+    };
+    end_into(&mut report, &run, outcome, reason.as_deref(), key);
+    drop(run);
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    report
+}
 
-    // The script runs on its own thread; this thread waits for it or for
-    // an interrupt, which cancels the run (steps are killed, the script is
-    // terminated at its next operation) and then waits for it to stop.
+/// The body's outcome, from its own thread (the script's).
+type BodyResult = tokio::sync::oneshot::Receiver<Result<(), Error>>;
+
+/// Start the body on its own thread, with the script's stack.
+fn spawn_body(
+    run: &Arc<Run>,
+    script: &Script,
+    (engine, ast): (Engine, rhai::AST),
+    body: Body,
+) -> Result<BodyResult, Error> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let (r2, s2) = (run.clone(), script.clone());
-    let spawned = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("rfs-script".into())
         .stack_size(SCRIPT_STACK)
         .spawn(move || {
             let _ = tx.send(body(&r2, &s2, engine, &ast));
-        });
-    if let Err(e) = spawned {
-        let mut report = fail(report, Error::internal(e));
-        end_into(&mut report, &run, RunOutcome::Error, None, key);
-        return report;
-    }
-    let interrupt = hooks.interrupt.clone();
+        })
+        .map_err(Error::internal)?;
+    Ok(rx)
+}
+
+/// Wait for the body or for an interrupt, which cancels the run (steps
+/// are killed, the script is terminated at its next operation), then
+/// wait for the body to stop.
+fn wait_body(
+    rt: &tokio::runtime::Runtime,
+    run: &Arc<Run>,
+    rx: BodyResult,
+    interrupt: CancellationToken,
+    mut signals: Option<crate::lifecycle::Signals>,
+) -> Result<(), Error> {
     let r3 = run.clone();
     let result = rt.block_on(async move {
         let mut rx = rx;
@@ -238,21 +270,7 @@ fn run_journaled(settings: &RunSettings, hooks: Hooks, body: Body, link: SetupLi
         r3.interrupt();
         rx.await
     });
-    let result =
-        result.unwrap_or_else(|_| Err(Error::Internal("the script thread vanished".into())));
-    let outcome = match &result {
-        Ok(()) => RunOutcome::Completed,
-        Err(e) => e.outcome(),
-    };
-    let reason = result.as_ref().err().map(|e| e.to_string());
-    let mut report = match result {
-        Ok(()) => report,
-        Err(e) => fail(report, e),
-    };
-    end_into(&mut report, &run, outcome, reason.as_deref(), key);
-    drop(run);
-    rt.shutdown_timeout(std::time::Duration::from_secs(2));
-    report
+    result.unwrap_or_else(|_| Err(Error::Internal("the script thread vanished".into())))
 }
 
 /// The signals a run turns into an interrupt.

@@ -22,4 +22,4 @@ pub(crate) mod start;
 pub(crate) use end::{end_run, Ended};
 pub use signals::INTERRUPT_SIGNALS;
 pub(crate) use signals::{cancel_on_signals, wait_signal, Signals};
-pub(crate) use start::{start, Start};
+pub(crate) use start::{start, SetupLink, Start};

@@ -25,7 +25,17 @@ pub(crate) struct Start {
     /// Set by `rfs replay`: the run replayed.
     pub(crate) replay_of: Option<crate::events::ReplayOf>,
     /// A suite's setup or proof: how the run is tied to the setup (#36).
-    pub(crate) link: crate::runner::SetupLink,
+    pub(crate) link: SetupLink,
+}
+
+/// How a run is tied to a suite's setup (#36).
+#[derive(Default)]
+pub(crate) struct SetupLink {
+    /// A suite's setup run: its checkpoints go here (the suite removes
+    /// them).
+    pub(crate) checkpoint_sink: Option<Arc<crate::runtime::checkpoint::CheckpointSink>>,
+    /// A suite's proof: its sandbox starts from this checkpoint.
+    pub(crate) start_from: Option<Arc<crate::runtime::checkpoint::StartFrom>>,
 }
 
 /// A run that did not start: why, and — once its journal existed — how

@@ -101,6 +101,93 @@ impl Console {
         }
     }
 
+    /// A proof ended: its line, and it is kept when it did not pass.
+    fn proof_end(&self, st: &mut State, r: &super::events::ProofResult) {
+        st.running.retain(|n| n != &r.name);
+        st.counts.add(r.verdict);
+        let mut text = format!(
+            "{} [{:>8.3}s] {}",
+            self.verdict_word(r.verdict),
+            r.duration_ms as f64 / 1000.0,
+            text::inline(&r.name)
+        );
+        if !r.verdict.passed() {
+            text.push_str(&format!("  exit {}", r.exit_code));
+        }
+        if r.attempts.len() > 1 {
+            text.push_str(&format!("  ({} attempts)", r.attempts.len()));
+        }
+        self.line(&text);
+        if !r.verdict.passed() {
+            st.not_passed.push(r.clone());
+        }
+    }
+
+    /// The setup ran: its line, with its checkpoint or why no proof runs.
+    fn setup_end(&self, r: &super::setup::SetupResult) {
+        let word = if r.passed() { "Setup" } else { "SETUP FAIL" };
+        let colour = if r.passed() { "1;32" } else { "1;31" };
+        let what = match &r.checkpoint {
+            Some(c) if r.passed() => format!("checkpoint {c}; every proof forks it"),
+            _ => r.not_run_reason(),
+        };
+        self.line(&format!(
+            "{} [{:>8.3}s] {}  {}",
+            self.paint(colour, &format!("{word:>9}")),
+            r.duration_ms as f64 / 1000.0,
+            text::inline(&r.script),
+            text::inline(&what)
+        ));
+    }
+
+    /// A checkpoint of the suite was removed (or not verified so).
+    fn checkpoint_removed(&self, r: &crate::events::checkpoint_facts::CheckpointRemoved) {
+        let what = if r.verified {
+            "removed, verified gone"
+        } else {
+            "NOT verified removed"
+        };
+        self.line(&format!(
+            "{} checkpoint {}: {what} ({})",
+            self.paint("1", &format!("{:>9}", "Cleanup")),
+            text::inline(&r.checkpoint_id),
+            text::inline(&r.detail)
+        ));
+    }
+
+    /// The suite ended: what did not pass, the summary and its files.
+    fn end(
+        &self,
+        st: &State,
+        counts: &super::events::Counts,
+        duration_ms: u64,
+        stopped: Option<&str>,
+    ) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+        self.failures(st);
+        if let Some(s) = stopped {
+            self.line(&format!("  stopped early: {}", text::inline(s)));
+        }
+        self.line(&format!(
+            "{} [{:>8.3}s] {}",
+            self.paint("1", &format!("{:>9}", "Summary")),
+            duration_ms as f64 / 1000.0,
+            summary_text(counts)
+        ));
+        self.line(&format!(
+            "          index: {}/{}",
+            text::inline(&st.out_dir),
+            INDEX_MD
+        ));
+        self.line(&format!(
+            "           page: {}/{}",
+            text::inline(&st.out_dir),
+            INDEX_HTML
+        ));
+    }
+
     fn failures(&self, st: &State) {
         if st.not_passed.is_empty() {
             return;
@@ -177,85 +264,17 @@ impl SuiteReporter for Console {
                     text::inline(name),
                 ));
             }
-            SuiteEvent::ProofEnd(r) => {
-                st.running.retain(|n| n != &r.name);
-                st.counts.add(r.verdict);
-                let mut text = format!(
-                    "{} [{:>8.3}s] {}",
-                    self.verdict_word(r.verdict),
-                    r.duration_ms as f64 / 1000.0,
-                    text::inline(&r.name)
-                );
-                if !r.verdict.passed() {
-                    text.push_str(&format!("  exit {}", r.exit_code));
-                }
-                if r.attempts.len() > 1 {
-                    text.push_str(&format!("  ({} attempts)", r.attempts.len()));
-                }
-                self.line(&text);
-                if !r.verdict.passed() {
-                    st.not_passed.push(r.clone());
-                }
-            }
+            SuiteEvent::ProofEnd(r) => self.proof_end(&mut st, r),
             SuiteEvent::ProofNotRun { .. } => st.counts.not_run += 1,
-            SuiteEvent::SetupEnd(r) => {
-                let word = if r.passed() { "Setup" } else { "SETUP FAIL" };
-                let colour = if r.passed() { "1;32" } else { "1;31" };
-                let what = match &r.checkpoint {
-                    Some(c) if r.passed() => format!("checkpoint {c}; every proof forks it"),
-                    _ => r.not_run_reason(),
-                };
-                self.line(&format!(
-                    "{} [{:>8.3}s] {}  {}",
-                    self.paint(colour, &format!("{word:>9}")),
-                    r.duration_ms as f64 / 1000.0,
-                    text::inline(&r.script),
-                    text::inline(&what)
-                ));
-            }
-            SuiteEvent::CheckpointRemoved(r) => {
-                let what = if r.verified {
-                    "removed, verified gone"
-                } else {
-                    "NOT verified removed"
-                };
-                self.line(&format!(
-                    "{} checkpoint {}: {what} ({})",
-                    self.paint("1", &format!("{:>9}", "Cleanup")),
-                    text::inline(&r.checkpoint_id),
-                    text::inline(&r.detail)
-                ));
-            }
+            SuiteEvent::SetupEnd(r) => self.setup_end(r),
+            SuiteEvent::CheckpointRemoved(r) => self.checkpoint_removed(r),
             SuiteEvent::End {
                 counts,
                 duration_ms,
                 stopped,
                 ..
             } => {
-                if let Some(b) = &self.bar {
-                    b.finish_and_clear();
-                }
-                self.failures(&st);
-                if let Some(s) = stopped {
-                    self.line(&format!("  stopped early: {}", text::inline(s)));
-                }
-                self.line(&format!(
-                    "{} [{:>8.3}s] {}",
-                    self.paint("1", &format!("{:>9}", "Summary")),
-                    *duration_ms as f64 / 1000.0,
-                    summary_text(counts)
-                ));
-                self.line(&format!(
-                    "          index: {}/{}",
-                    text::inline(&st.out_dir),
-                    INDEX_MD
-                ));
-                self.line(&format!(
-                    "           page: {}/{}",
-                    text::inline(&st.out_dir),
-                    INDEX_HTML
-                ));
-                return;
+                return self.end(&st, counts, *duration_ms, stopped.as_deref());
             }
         }
         self.refresh(&st);

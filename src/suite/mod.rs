@@ -63,29 +63,7 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
         .map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
     let file =
         crate::repo_config::find(&here).map_err(|e| Error::Usage(format!("refused: {e}")))?;
-    let configured = match file.as_ref() {
-        Some((path, c)) => match &c.proofs {
-            Some(p) => Some(
-                configured_folder(path.parent().unwrap_or(&here), p)
-                    .map_err(|why| Error::Usage(format!("refused: {}: {why}", path.display())))?,
-            ),
-            None => None,
-        },
-        None => None,
-    };
-    let setup = match (&a.setup, file.as_ref()) {
-        (Some(f), _) => {
-            Some(setup::given_file(f).map_err(|why| Error::Usage(format!("refused: {why}")))?)
-        }
-        (None, Some((path, c))) => match &c.setup {
-            Some(s) => Some(
-                setup::configured_file(path.parent().unwrap_or(&here), s)
-                    .map_err(|why| Error::Usage(format!("refused: {}: {why}", path.display())))?,
-            ),
-            None => None,
-        },
-        (None, None) => None,
-    };
+    let (configured, setup) = configured_proofs_and_setup(&a, &here, file.as_ref())?;
     let file = file.map(|(_, c)| c).unwrap_or_default();
     // Given no path, the suite is the repository's wherever in it rfs
     // starts (as git and cargo find their root): `rfs.toml`'s folder, else
@@ -116,14 +94,7 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
     })?;
     let jobs = jobs(a.jobs, first.provider.kind(), file.jobs)?;
     let suite_id = settings::new_run_id();
-    let out_dir = match &a.out {
-        Some(o) => {
-            let o = std::path::absolute(o).unwrap_or_else(|_| o.clone());
-            crate::out_dir::check(&o, &here).map_err(|r| Error::Usage(format!("refused: {r}")))?;
-            o
-        }
-        None => first.state_dir.join("suites").join(&suite_id),
-    };
+    let out_dir = suite_out_dir(&a, &first, &suite_id, &here)?;
     if let Some(j) = &a.junit {
         crate::ci::Views::from_args(Some(j.clone()))?;
     }
@@ -175,6 +146,57 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
         }
     }
     Ok(done.exit_code)
+}
+
+/// The proofs folder and the setup `rfs.toml` names (each checked to be a
+/// plain path inside the repository), the setup `--setup` gives first.
+fn configured_proofs_and_setup(
+    a: &SuiteArgs,
+    here: &std::path::Path,
+    file: Option<&(std::path::PathBuf, crate::repo_config::RepoConfig)>,
+) -> Result<(Option<std::path::PathBuf>, Option<std::path::PathBuf>), Error> {
+    let configured = match file.as_ref() {
+        Some((path, c)) => match &c.proofs {
+            Some(p) => Some(
+                configured_folder(path.parent().unwrap_or(here), p)
+                    .map_err(|why| Error::Usage(format!("refused: {}: {why}", path.display())))?,
+            ),
+            None => None,
+        },
+        None => None,
+    };
+    let setup = match (&a.setup, file.as_ref()) {
+        (Some(f), _) => {
+            Some(setup::given_file(f).map_err(|why| Error::Usage(format!("refused: {why}")))?)
+        }
+        (None, Some((path, c))) => match &c.setup {
+            Some(s) => Some(
+                setup::configured_file(path.parent().unwrap_or(here), s)
+                    .map_err(|why| Error::Usage(format!("refused: {}: {why}", path.display())))?,
+            ),
+            None => None,
+        },
+        (None, None) => None,
+    };
+    Ok((configured, setup))
+}
+
+/// Where the suite's files go: `--out` (checked), else the state
+/// directory's `suites/<id>`.
+fn suite_out_dir(
+    a: &SuiteArgs,
+    first: &RunSettings,
+    suite_id: &str,
+    here: &std::path::Path,
+) -> Result<std::path::PathBuf, Error> {
+    Ok(match &a.out {
+        Some(o) => {
+            let o = std::path::absolute(o).unwrap_or_else(|_| o.clone());
+            crate::out_dir::check(&o, here).map_err(|r| Error::Usage(format!("refused: {r}")))?;
+            o
+        }
+        None => first.state_dir.join("suites").join(suite_id),
+    })
 }
 
 /// `rfs.toml`'s `proofs` folder, under `dir` (the file's folder): a plain

@@ -244,7 +244,7 @@ impl Pool {
             signing_key: self.signing_key.clone(),
             ..Default::default()
         };
-        let link = crate::runner::SetupLink {
+        let link = crate::lifecycle::SetupLink {
             start_from: shared.start_from.clone(),
             ..Default::default()
         };

@@ -117,7 +117,7 @@ pub(crate) fn run(
         signing_key,
         ..Default::default()
     };
-    let link = crate::runner::SetupLink {
+    let link = crate::lifecycle::SetupLink {
         checkpoint_sink: Some(sink.clone()),
         ..Default::default()
     };

@@ -186,7 +186,7 @@ impl Fork for LocalProvider {
         .await
         .map_err(|e| ProviderError::Io(e.to_string()))?;
         if let Err(why) = made {
-            super::inventory::make_writable(&partial);
+            super::removal::make_writable(&partial);
             let _ = std::fs::remove_dir_all(&partial);
             return Err(ProviderError::Provision(format!(
                 "cannot checkpoint sandbox {id}: {why}"
@@ -224,7 +224,7 @@ impl Fork for LocalProvider {
             Err(e) => return Err(io_err(&format!("removing checkpoint {id}"), e)),
         }
         tokio::task::spawn_blocking(move || {
-            super::inventory::make_writable(&gone);
+            super::removal::make_writable(&gone);
             std::fs::remove_dir_all(&gone)
         })
         .await

@@ -5,10 +5,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::inventory::{make_dir, make_writable, remove_dir, Meta};
+use super::inventory::{make_dir, remove_dir, Meta};
 use super::limits::limits_decision;
 use super::namespace_init::Init;
 use super::processes::kill_processes_under;
+use super::removal::make_writable;
 use super::{cgroup, disk, egress, io_err, mount_plan, probe, LocalProvider, SetupError};
 use super::{SandboxInfo, CACHES_NEED_NAMESPACES};
 use crate::provider::limits::{LimitKind, Limits, LimitsFact};

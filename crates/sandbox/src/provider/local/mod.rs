@@ -70,12 +70,13 @@ mod probe;
 mod processes;
 pub mod pty;
 mod reentry;
+mod removal;
 mod stream_input;
 mod sys;
 
 pub use errors::{SetupError, SpawnError};
-pub use mount_plan::HOSTNAME;
 pub use namespace_init::reaper_main;
+pub use private_etc::HOSTNAME;
 pub use probe::{availability, doctor_line, DoctorRefusal};
 
 use std::collections::HashMap;

@@ -7,6 +7,7 @@ use libc::c_ulong;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
+use super::private_etc::HOSTNAME;
 use super::{errors::*, sys::*};
 
 /// System directories bound read-only into every isolated sandbox (those
@@ -469,9 +470,6 @@ fn bind_home(
     Ok(())
 }
 
-/// The hostname of every isolated sandbox (its own UTS namespace: the
-/// host's name is neither seen nor changed).
-pub const HOSTNAME: &str = "rfs-sandbox";
 /// Parts of the sandbox's `/proc` that reach the host kernel (its
 /// settings, interrupt and bus tables, the SysRq trigger): bound
 /// read-only over themselves, as container runtimes do. Even a step that

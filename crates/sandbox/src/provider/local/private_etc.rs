@@ -14,7 +14,10 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 use super::errors::*;
-use super::mount_plan::HOSTNAME;
+
+/// The hostname of every isolated sandbox (its own UTS namespace: the
+/// host's name is neither seen nor changed).
+pub const HOSTNAME: &str = "rfs-sandbox";
 
 /// Host files copied into the sandbox's `/etc` (those that exist and
 /// that any user may read; a symlink is recreated as it is).
