@@ -107,7 +107,7 @@ pub fn write(dir: &Path, spec: &BundleSpec) -> std::io::Result<PathBuf> {
         "ociVersion": "1.0.0",
         "process": init_process(),
         "root": {"path": "rootfs", "readonly": true},
-        "hostname": super::super::mount_plan::HOSTNAME,
+        "hostname": super::super::private_etc::HOSTNAME,
         "mounts": mounts,
         "linux": {"namespaces": namespaces},
     });
