@@ -19,6 +19,8 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v chromium >/dev/null || need+=(chromium)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v docker >/dev/null || need+=(docker.io)
+# `isolation: "gvisor"` runs sandboxes under gVisor's runsc.
+command -v runsc >/dev/null || need+=(runsc)
 # Signing tests: the real ssh-keygen/ssh-agent, and an independent DSSE
 # verifier in Python (`cryptography`).
 command -v ssh-keygen >/dev/null && command -v ssh-agent >/dev/null || need+=(openssh-client)
@@ -55,6 +57,7 @@ export RFS_REQUIRE_DOCKER=1
 export RFS_REQUIRE_DAYTONA=1
 export RFS_REQUIRE_CHROMIUM=1
 export RFS_REQUIRE_MCP=1
+export RFS_REQUIRE_GVISOR=1
 cargo fmt --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Benchmarks are not tests: scripts/bench-*.sh and `cargo bench` run them.

@@ -60,6 +60,19 @@ pub(crate) fn local(state_dir: &Path) -> Health {
         Ok(iso) => (usable, format!("{detail}; {iso}")),
         Err(why) => (false, format!("{detail}; {why}")),
     };
+    // gVisor, tried for real (a throwaway sandbox running a command):
+    // whether `--isolation gvisor` would work here, and why not.
+    let (usable, detail) = match crate::provider::local::gvisor::doctor_probe() {
+        Ok(works) => (usable, format!("{detail}; {works}")),
+        Err(why) => {
+            let wanted = std::env::var(crate::provider::isolation::ISOLATION_ENV)
+                .is_ok_and(|m| m.trim() == "gvisor");
+            (
+                usable && !wanted,
+                format!("{detail}; gVisor does not work here: {why}"),
+            )
+        }
+    };
     Health {
         provider: ProviderKind::Local.name().into(),
         usable,

@@ -27,7 +27,7 @@ pub(crate) struct SessionArgs {
     /// Maximum sandbox lifetime in seconds (dead-man switch).
     #[arg(long, value_name = "SECS")]
     max_lifetime: Option<u64>,
-    /// Isolation of local sandboxes: auto (default), namespaces, none.
+    /// Isolation of local sandboxes: auto (default), namespaces, gvisor, none.
     /// Also RFS_LOCAL_ISOLATION.
     #[arg(long, value_name = "MODE")]
     isolation: Option<String>,

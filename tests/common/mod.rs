@@ -161,6 +161,31 @@ pub fn docker_missing() -> bool {
     }
 }
 
+/// Whether the gVisor tests must be skipped: no usable `runsc` here
+/// (`rfs::provider::local::gvisor`'s check). Says so once per test binary,
+/// in one line. With `RFS_REQUIRE_GVISOR=1` (set by scripts/test.sh, which
+/// installs runsc) a missing runsc fails instead.
+pub fn gvisor_missing() -> bool {
+    static STATE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let missing = STATE.get_or_init(|| {
+        let why = rfs::provider::local::gvisor::unusable()?;
+        if std::env::var("RFS_REQUIRE_GVISOR").is_ok_and(|v| v == "1") {
+            return Some(format!("RFS_REQUIRE_GVISOR=1 but gVisor is not usable: {why}"));
+        }
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: gVisor is not usable here ({why}); skipping the gvisor tests (set RFS_REQUIRE_GVISOR=1 to fail instead)"
+        );
+        Some(String::new())
+    });
+    match missing {
+        Some(m) if !m.is_empty() => panic!("{m}"),
+        Some(_) => true,
+        None => false,
+    }
+}
+
 /// Whether `RFS_REQUIRE_DAYTONA=1` (set by scripts/test.sh, hence CI):
 /// a machine that cannot run the Daytona-API test server fails the
 /// daytona suites instead of skipping them.

@@ -272,12 +272,16 @@ impl Provider for DockerProvider {
     ) -> Result<super::isolation::IsolationInForce, super::isolation::IsolationError> {
         use super::isolation::{IsolationError, IsolationInForce, IsolationMode};
         req.check_host_reach()?;
-        if req.mode == IsolationMode::None {
+        if matches!(req.mode, IsolationMode::None | IsolationMode::Gvisor) {
             return Err(IsolationError::ModeUnsupported {
                 provider: "docker".into(),
                 mode: req.mode,
                 by: req.source.clone(),
-                why: ": its sandboxes are always containers".into(),
+                why: match req.mode {
+                    IsolationMode::Gvisor => ": its sandboxes are containers of the engine's own runtime (gVisor is the `local` provider's)",
+                    _ => ": its sandboxes are always containers",
+                }
+                .into(),
             });
         }
         use crate::network::NetworkPolicy;

@@ -13,7 +13,7 @@ pub const ISOLATION_ENV: &str = "RFS_LOCAL_ISOLATION";
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum IsolationError {
-    #[error("unknown isolation mode `{0}` (known: auto, namespaces, none)")]
+    #[error("unknown isolation mode `{0}` (known: auto, namespaces, gvisor, none)")]
     UnknownMode(String),
     /// A malformed setting, with where it came from (`--isolation`, ...).
     #[error("{origin}: {error}")]
@@ -35,6 +35,8 @@ pub enum IsolationError {
     NetworkNeedsNamespaces { by: String },
     #[error("isolation `namespaces` (requested by {by}) is not available: {why}")]
     NamespacesUnavailable { by: String, why: String },
+    #[error("isolation `gvisor` (requested by {by}) is not available: {why}")]
+    GvisorUnavailable { by: String, why: String },
     #[error("`network: false` needs namespaces, which are not available: {why}")]
     NetworkWithoutNamespaces { why: String },
     /// A script (or `rfs.toml`, an MCP client) asked for the host's
@@ -78,6 +80,9 @@ pub enum IsolationMode {
     Namespaces,
     /// No isolation: commands run on the host (local's old behaviour).
     None,
+    /// gVisor's user-space kernel (`runsc`) over the namespaces sandbox,
+    /// or refuse before anything runs (local).
+    Gvisor,
 }
 
 impl IsolationMode {
@@ -86,6 +91,7 @@ impl IsolationMode {
             "auto" => Ok(IsolationMode::Auto),
             "namespaces" => Ok(IsolationMode::Namespaces),
             "none" => Ok(IsolationMode::None),
+            "gvisor" => Ok(IsolationMode::Gvisor),
             other => Err(IsolationError::UnknownMode(other.to_owned())),
         }
     }
@@ -93,12 +99,14 @@ impl IsolationMode {
 
 impl IsolationMode {
     /// How much of the host a mode keeps out: `none` < `auto` (namespaces
-    /// where the kernel permits, else none) < `namespaces`.
+    /// where the kernel permits, else none) < `namespaces` < `gvisor`
+    /// (the host kernel is not shared either).
     fn strength(self) -> u8 {
         match self {
             IsolationMode::None => 0,
             IsolationMode::Auto => 1,
             IsolationMode::Namespaces => 2,
+            IsolationMode::Gvisor => 3,
         }
     }
 }
@@ -109,6 +117,7 @@ impl fmt::Display for IsolationMode {
             IsolationMode::Auto => "auto",
             IsolationMode::Namespaces => "namespaces",
             IsolationMode::None => "none",
+            IsolationMode::Gvisor => "gvisor",
         })
     }
 }
@@ -351,7 +360,7 @@ mod tests {
         );
         assert_eq!(
             e.to_string(),
-            "--isolation: unknown isolation mode `vm` (known: auto, namespaces, none)"
+            "--isolation: unknown isolation mode `vm` (known: auto, namespaces, gvisor, none)"
         );
     }
 
@@ -372,6 +381,29 @@ mod tests {
         assert!(e.to_string().contains("--isolation auto"), "{e}");
         let none = IsolationRequest::from_settings(Some("none"), None).unwrap();
         assert_eq!(none.narrowed(IsolationMode::None, "x").unwrap(), none);
+    }
+
+    #[test]
+    fn gvisor_is_the_strongest_mode_a_script_may_ask_for_and_never_weaken() {
+        let person = IsolationRequest::from_settings(None, Some("namespaces")).unwrap();
+        let g = person
+            .narrowed(IsolationMode::Gvisor, "sandbox() option")
+            .unwrap();
+        assert_eq!(
+            (g.mode, g.source.as_str()),
+            (IsolationMode::Gvisor, "sandbox() option")
+        );
+        let flag = IsolationRequest::from_settings(Some("gvisor"), None).unwrap();
+        assert_eq!(flag.narrowed(IsolationMode::Gvisor, "x").unwrap(), flag);
+        for weaker in [
+            IsolationMode::Namespaces,
+            IsolationMode::Auto,
+            IsolationMode::None,
+        ] {
+            let e = flag.narrowed(weaker, "rfs.toml").unwrap_err().to_string();
+            assert!(e.contains(&format!("--isolation {weaker}")), "{e}");
+            assert!(e.contains("--isolation flag (`gvisor`)"), "{e}");
+        }
     }
 
     #[test]

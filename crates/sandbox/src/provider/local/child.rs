@@ -111,6 +111,8 @@ impl Drop for SandboxChild {
 pub enum LocalChild {
     Host(tokio::process::Child),
     Sandbox(SandboxChild),
+    /// A `runsc exec` client (isolation `gvisor`).
+    Gvisor(super::gvisor::GvisorChild),
 }
 
 impl LocalChild {
@@ -119,6 +121,7 @@ impl LocalChild {
         match self {
             LocalChild::Host(c) => c.id(),
             LocalChild::Sandbox(c) => Some(c.id()),
+            LocalChild::Gvisor(c) => c.id(),
         }
     }
 
@@ -126,6 +129,7 @@ impl LocalChild {
         match self {
             LocalChild::Host(c) => c.wait().await,
             LocalChild::Sandbox(c) => c.wait().await,
+            LocalChild::Gvisor(c) => c.wait().await,
         }
     }
 }

@@ -47,6 +47,9 @@ impl LocalProvider {
         let cannot = |e: &dyn std::fmt::Display| {
             ProviderError::NotStarted(format!("cannot start {prog} in sandbox {id}: {e}"))
         };
+        if let Some(g) = init.as_ref().and_then(|i| i.gvisor.get()) {
+            return gvisor::start(g, &self.dir(id)?, id, req, &env, own);
+        }
         Ok(match &init {
             Some(init) => {
                 let pipe = || crate::provider::input::pipe_cloexec().map_err(|e| cannot(&e));

@@ -50,7 +50,8 @@ impl LocalProvider {
         let dir = self.dir(&id)?;
         let in_force =
             probe::decide(&spec.isolation).map_err(|e| ProviderError::Provision(e.to_string()))?;
-        let isolated = in_force.mode == "namespaces";
+        let gvisor = in_force.mode == super::gvisor::MODE;
+        let isolated = in_force.mode == "namespaces" || gvisor;
         if !isolated && !spec.caches.is_empty() {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(ProviderError::Unsupported(CACHES_NEED_NAMESPACES.into()));
@@ -58,6 +59,9 @@ impl LocalProvider {
         let limits = limits_decision(&spec.isolation.limits)
             .map_err(|e| ProviderError::Provision(e.to_string()))?;
         let (values, disk_cap) = limit_values(&limits);
+        if gvisor {
+            super::gvisor::check_pids(values.pids).map_err(ProviderError::Provision)?;
+        }
         make_dir(&dir, disk_cap)?;
         let how = match from {
             Some(lower) => match super::fork::layer(&dir, lower) {
@@ -71,7 +75,7 @@ impl LocalProvider {
         };
         let cg = self.make_cgroup(&id, &dir, &values)?;
         if isolated {
-            if let Err(e) = self.isolate(&id, &dir, spec, cg.as_ref()).await {
+            if let Err(e) = self.isolate(&id, &dir, spec, cg.as_ref(), gvisor).await {
                 if let Some(cg) = self.cgroups.lock().expect("cgroups lock").remove(&id) {
                     let _ = cg.remove();
                 }
@@ -127,28 +131,41 @@ impl LocalProvider {
     }
 
     /// Start the namespace init that owns the sandbox's namespaces (its
-    /// root, caches and proxy), in its cgroups.
+    /// root, caches and proxy), in its cgroups; with `gvisor`, the gVisor
+    /// sandbox in them.
     async fn isolate(
         &self,
         id: &str,
         dir: &Path,
         spec: &CreateSpec,
         cg: Option<&Arc<cgroup::Cgroup>>,
+        gvisor: bool,
     ) -> ProviderResult<()> {
         std::fs::create_dir(mount_plan::root_dir(dir))
             .map_err(|e| io_err("creating sandbox root", e))?;
         let (d, network) = (dir.to_path_buf(), spec.isolation.network.clone());
         let caches = spec.caches.clone();
         let log = self.egress_log(id);
+        let gv = gvisor.then(|| (id.to_owned(), super::gvisor::state_dir(&self.root)));
+        let cg_fds = cg.map_or([-1; 3], |c| c.procs_fds());
         let init = tokio::task::spawn_blocking(move || {
             let init = Init::for_sandbox_with_caches(&d, &network, &caches)?;
             egress::serve(&init, &network, log)?;
+            if let Some((id, state)) = gv {
+                let host = network == crate::network::NetworkPolicy::Host;
+                super::gvisor::attach(&id, &d, &state, &init, host, cg_fds, &caches)?;
+            }
             Ok::<_, SetupError>(init)
         })
         .await
         .map_err(|e| ProviderError::Io(e.to_string()))?
         .map_err(|e| {
-            ProviderError::Provision(format!("cannot isolate sandbox {id} in namespaces: {e}"))
+            let how = if gvisor {
+                "under gVisor"
+            } else {
+                "in namespaces"
+            };
+            ProviderError::Provision(format!("cannot isolate sandbox {id} {how}: {e}"))
         })?;
         if let Some(cg) = cg {
             let _ = init.cgroup.set(cg.clone());
@@ -167,11 +184,24 @@ impl LocalProvider {
         self.infos.lock().expect("infos lock").remove(id);
         let init = self.inits.lock().expect("inits lock").remove(id);
         self.egress_logs.lock().expect("egress lock").remove(id);
+        let mut gvisor_left = Ok(());
         if let Some(init) = init {
-            tokio::task::spawn_blocking(move || init.kill())
+            gvisor_left = tokio::task::spawn_blocking(move || {
+                let gone = init.gvisor.get().map_or(Ok(()), |g| g.destroy());
+                init.kill();
+                gone
+            })
+            .await
+            .map_err(|e| ProviderError::Io(e.to_string()))?;
+        }
+        // A gVisor sandbox of an rfs that ended without destroying it.
+        let state = super::gvisor::state_dir(&self.root);
+        let id_owned = id.to_owned();
+        let leftover =
+            tokio::task::spawn_blocking(move || super::gvisor::remove_leftover(&state, &id_owned))
                 .await
                 .map_err(|e| ProviderError::Io(e.to_string()))?;
-        }
+        gvisor_left = gvisor_left.and(leftover);
         // Processes left running in the sandbox (an rfs killed with SIGKILL
         // could not end its step) die with it.
         kill_processes_under(&dir);
@@ -195,7 +225,8 @@ impl LocalProvider {
         })
         .await
         .map_err(|e| ProviderError::Io(e.to_string()))?;
-        res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))
+        res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))?;
+        gvisor_left.map_err(|e| ProviderError::Io(format!("destroying sandbox {id}: {e}")))
     }
 
     /// Its cgroups go with it (what is left in them is killed), and are

@@ -56,6 +56,7 @@ mod env;
 mod errors;
 mod fingerprint;
 mod fork;
+pub mod gvisor;
 mod idmap;
 mod input_feed;
 mod inventory;
@@ -192,7 +193,7 @@ impl Provider for LocalProvider {
     /// namespace: see [`cache_mounts`]).
     fn cache_mounts(&self, req: &IsolationRequest) -> Result<(), String> {
         match probe::decide(req) {
-            Ok(f) if f.mode == "namespaces" => Ok(()),
+            Ok(f) if f.mode == "namespaces" || f.mode == gvisor::MODE => Ok(()),
             Ok(_) => Err(CACHES_NEED_NAMESPACES.into()),
             Err(e) => Err(e.to_string()),
         }
@@ -320,6 +321,9 @@ impl Provider for LocalProvider {
         let mut env = base_env(&info.home, init.as_deref());
         env.append(&mut req.env);
         req.env = env;
+        if let Some(g) = init.as_ref().and_then(|i| i.gvisor.get()) {
+            return pty::spawn_local_pty_in(&gvisor::pty_request(g, &req)?, None, [-1; 3]).await;
+        }
         let cg = self.cgroup_of(id)?;
         pty::spawn_local_pty_in(&req, init, cg.map_or([-1; 3], |c| c.procs_fds())).await
     }

@@ -40,6 +40,9 @@ pub struct Init {
     pub(super) egress_listener: std::sync::Mutex<Option<std::net::TcpListener>>,
     /// rfs's egress proxy serving it (stops with the sandbox).
     pub(super) egress: std::sync::OnceLock<crate::network::proxy::EgressProxy>,
+    /// The gVisor sandbox running in these namespaces (isolation
+    /// `gvisor`), which every command enters instead; ends first.
+    pub(super) gvisor: std::sync::OnceLock<std::sync::Arc<super::gvisor::GvisorSandbox>>,
 }
 
 impl std::fmt::Debug for Init {
@@ -167,6 +170,7 @@ impl Init {
             cgroup: std::sync::OnceLock::new(),
             egress_listener: None.into(),
             egress: std::sync::OnceLock::new(),
+            gvisor: std::sync::OnceLock::new(),
         };
         let mut file = std::fs::File::from(report_r);
         let mut ready = false;
@@ -236,10 +240,20 @@ impl Init {
         started
     }
 
-    /// Kill the sandbox's PID namespace and wait until it is gone.
+    /// The path of the sandbox's network namespace (its own only when
+    /// its network is not the host's).
+    pub(super) fn netns_path(&self) -> std::path::PathBuf {
+        format!("/proc/{}/ns/net", self.pid).into()
+    }
+
+    /// Kill the sandbox's PID namespace (and the gVisor sandbox in it)
+    /// and wait until it is gone.
     pub fn kill(&self) {
         if self.killed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return;
+        }
+        if let Some(g) = self.gvisor.get() {
+            let _ = g.destroy();
         }
         // Without its lifeline the init exits by itself.
         drop(self.lifeline.lock().map(|mut l| l.take()));

@@ -101,6 +101,7 @@ pub(super) fn decide(
                 why: why.to_string(),
             }),
         },
+        IsolationMode::Gvisor => super::gvisor::decide(req, net(in_namespaces(&req.network))),
         IsolationMode::Auto => match availability() {
             Ok(()) => Ok(ns(format!(
                 "auto ({by}): the kernel permits unprivileged user namespaces"

@@ -25,7 +25,11 @@ impl LocalProvider {
             Some(k) => Some(k),
             None => self.read_meta(id).ok().flatten(),
         };
-        let Some(known) = known.filter(|k| k.isolation.as_deref() == Some("namespaces")) else {
+        let gvisor = known
+            .as_ref()
+            .is_some_and(|k| k.isolation.as_deref() == Some(super::gvisor::MODE));
+        let Some(known) = known.filter(|k| k.isolation.as_deref() == Some("namespaces") || gvisor)
+        else {
             return Ok(None);
         };
         match owner_liveness(&known.info.labels) {
@@ -50,9 +54,17 @@ impl LocalProvider {
                 return Err(io_err("creating sandbox root", e));
             }
         }
+        let cg = self.cgroup_of(id)?;
         let init = Init::for_sandbox(&dir, &known.network)
             .and_then(|init| {
                 egress::serve(&init, &known.network, self.egress_log(id))?;
+                if gvisor {
+                    // A fresh gVisor sandbox: the run's ended with it.
+                    let state = super::gvisor::state_dir(&self.root);
+                    let host = known.network == crate::network::NetworkPolicy::Host;
+                    let fds = cg.as_ref().map_or([-1; 3], |c| c.procs_fds());
+                    super::gvisor::attach(id, &dir, &state, &init, host, fds, &[])?;
+                }
                 Ok(init)
             })
             .map_err(|e| {
@@ -60,7 +72,7 @@ impl LocalProvider {
                     "cannot re-enter the namespaces of kept sandbox {id}: {e}"
                 ))
             })?;
-        if let Some(cg) = self.cgroup_of(id)? {
+        if let Some(cg) = cg {
             let _ = init.cgroup.set(cg);
         }
         let init = Arc::new(init);

@@ -28,6 +28,9 @@ impl StreamInput for LocalProvider {
         input: InputStream,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
+        if let Some(g) = self.gvisor_of(id)? {
+            return self.gvisor_exec_with_input(id, &g, req, input, sink).await;
+        }
         let info = self.info(id)?;
         let fifo = Path::new(&info.home)
             .with_file_name("tmp")

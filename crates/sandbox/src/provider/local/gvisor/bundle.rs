@@ -1,0 +1,157 @@
+//! The OCI bundle of a gVisor sandbox (`dir/gvisor`): a read-only empty
+//! root holding only mount points, and the mounts of the namespaces
+//! sandbox's plan ([`super::super::mount_plan`]) as gVisor mounts: the
+//! system directories read-only, the private `/etc` rfs composed
+//! ([`super::super::private_etc`]) read-only with the host's CA
+//! certificates, the sandbox's `tmp` as `/tmp`, its home read-write at
+//! the same absolute path as on the host, caches over folders of the
+//! home; `/proc`, `/sys` and `/dev` are gVisor's own (its kernel's, not
+//! the host's).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::provider::CacheMount;
+
+/// Where rfs's own executable is inside a gVisor sandbox (bound
+/// read-only), for the native verifier.
+pub const OWN_EXE_INSIDE: &str = "/run/rfs/rfs";
+
+/// The bundle directory of the sandbox living in `dir`.
+pub fn bundle_dir(dir: &Path) -> PathBuf {
+    dir.join("gvisor")
+}
+
+/// What the bundle holds besides the plan's mounts.
+pub struct BundleSpec<'a> {
+    /// The network namespace to join (`None`: the host's).
+    pub netns: Option<PathBuf>,
+    /// rfs's own executable, bound at [`OWN_EXE_INSIDE`].
+    pub own_exe: Option<PathBuf>,
+    pub caches: &'a [CacheMount],
+}
+
+/// Write the bundle of the sandbox in `dir` (its `home`, `tmp` and the
+/// composed `etc` exist); returns the bundle's directory.
+pub fn write(dir: &Path, spec: &BundleSpec) -> std::io::Result<PathBuf> {
+    let bundle = bundle_dir(dir);
+    let rootfs = bundle.join("rootfs");
+    std::fs::create_dir_all(&rootfs)?;
+    let mut mounts = vec![
+        json!({"destination": "/proc", "type": "proc", "source": "proc"}),
+        json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+               "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]}),
+        json!({"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+               "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]}),
+        json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
+               "options": ["nosuid", "noexec", "nodev", "mode=1777"]}),
+        json!({"destination": "/sys", "type": "sysfs", "source": "sysfs",
+               "options": ["nosuid", "noexec", "nodev", "ro"]}),
+    ];
+    for p in ["proc", "dev", "sys", "etc", "tmp"] {
+        std::fs::create_dir_all(rootfs.join(p))?;
+    }
+    let bind = |src: &Path, dst: &Path, ro: bool| {
+        let mut options = vec!["rbind"];
+        options.push(if ro { "ro" } else { "rw" });
+        json!({"destination": dst, "type": "bind", "source": src, "options": options})
+    };
+    for d in super::super::mount_plan::SYSTEM_DIRS {
+        let p = Path::new(d);
+        let Ok(meta) = std::fs::symlink_metadata(p) else {
+            continue;
+        };
+        let inside = rootfs.join(d.trim_start_matches('/'));
+        if meta.file_type().is_symlink() {
+            let _ = std::fs::remove_file(&inside);
+            std::os::unix::fs::symlink(std::fs::read_link(p)?, &inside)?;
+        } else if meta.is_dir() {
+            std::fs::create_dir_all(&inside)?;
+            mounts.push(bind(p, p, true));
+        }
+    }
+    let etc = super::super::private_etc::etc_dir(dir);
+    mounts.push(bind(&etc, Path::new("/etc"), true));
+    for d in super::super::private_etc::BOUND {
+        // Their mount points were made in the composed /etc.
+        let host = Path::new("/etc").join(d);
+        if etc.join(d).is_dir() && !etc.join(d).is_symlink() {
+            mounts.push(bind(&host, &host, true));
+        }
+    }
+    mounts.push(bind(&dir.join("tmp"), Path::new("/tmp"), false));
+    let home = dir.join("home");
+    std::fs::create_dir_all(rootfs.join(home.strip_prefix("/").unwrap_or(&home)))?;
+    mounts.push(bind(&home, &home, false));
+    for c in spec.caches {
+        // Mount points made in the home by the namespaces plan.
+        mounts.push(bind(&c.host_dir, &home.join(&c.home_relative), false));
+    }
+    if let Some(exe) = &spec.own_exe {
+        let inside = rootfs.join(OWN_EXE_INSIDE.trim_start_matches('/'));
+        std::fs::create_dir_all(inside.parent().expect("has a parent"))?;
+        std::fs::File::create(&inside)?;
+        mounts.push(bind(exe, Path::new(OWN_EXE_INSIDE), true));
+    }
+    let mut namespaces = vec![
+        json!({"type": "pid"}),
+        json!({"type": "ipc"}),
+        json!({"type": "uts"}),
+        json!({"type": "mount"}),
+    ];
+    if let Some(ns) = &spec.netns {
+        namespaces.push(json!({"type": "network", "path": ns}));
+    }
+    let config = json!({
+        "ociVersion": "1.0.0",
+        "process": init_process(),
+        "root": {"path": "rootfs", "readonly": true},
+        "hostname": super::super::private_etc::HOSTNAME,
+        "mounts": mounts,
+        "linux": {"namespaces": namespaces},
+    });
+    std::fs::write(
+        bundle.join("config.json"),
+        serde_json::to_vec_pretty(&config).map_err(std::io::Error::other)?,
+    )?;
+    Ok(bundle)
+}
+
+/// The sandbox's first process: reaps orphans while a child of it waits
+/// on its standard input, rfs's lifeline pipe. When rfs goes away (even
+/// killed with SIGKILL) the pipe reaches its end, the process exits and
+/// gVisor ends every process of the sandbox.
+fn init_process() -> Value {
+    json!({
+        "terminal": false,
+        "user": {"uid": 0, "gid": 0},
+        // `wait` reaps every child, orphans of steps included.
+        "args": ["/bin/sh", "-c", "exec 3<&0; (read -r _ <&3) & wait"],
+        "env": [format!("PATH={}", super::super::env::host_path())],
+        "cwd": "/",
+        "capabilities": no_capabilities(),
+        "noNewPrivileges": true,
+    })
+}
+
+/// No capability in any set: a step is uid 0 in gVisor but cannot
+/// override file permissions, change owners or mount.
+pub fn no_capabilities() -> Value {
+    json!({"bounding": [], "effective": [], "inheritable": [], "permitted": [], "ambient": []})
+}
+
+/// The `--process` file of one command: `argv` with exactly `env`, in
+/// `cwd`, under a terminal or not.
+pub fn process(argv: &[String], env: &[(String, String)], cwd: &str, terminal: bool) -> Value {
+    let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    json!({
+        "terminal": terminal,
+        "user": {"uid": 0, "gid": 0},
+        "args": argv,
+        "env": env,
+        "cwd": cwd,
+        "capabilities": no_capabilities(),
+        "noNewPrivileges": true,
+    })
+}

@@ -1,0 +1,66 @@
+//! Commands of a gVisor sandbox fed a stream: through the `runsc exec`
+//! client's standard input, which becomes the command's (a FIFO on the
+//! host, as namespaces use, cannot be opened from inside gVisor).
+
+use std::sync::Arc;
+
+use super::super::commands::wait_streaming;
+use super::super::env::base_env;
+use super::super::input_feed::{fed_while_running, feed_into};
+use super::super::LocalProvider;
+use super::GvisorSandbox;
+use crate::provider::{
+    ExecOutcome, ExecRequest, InputStream, OutputSink, ProviderError, ProviderResult,
+};
+
+impl LocalProvider {
+    /// The gVisor sandbox of `id`, when it runs under gVisor.
+    pub(in crate::provider::local) fn gvisor_of(
+        &self,
+        id: &str,
+    ) -> ProviderResult<Option<Arc<GvisorSandbox>>> {
+        Ok(self.init_of(id)?.and_then(|i| i.gvisor.get().cloned()))
+    }
+
+    /// [`crate::provider::StreamInput::exec_with_input`] in gVisor
+    /// sandbox `g`: `input`'s pipe, or a pipe rfs copies `input` into,
+    /// is the command's standard input.
+    pub(in crate::provider::local) async fn gvisor_exec_with_input(
+        &self,
+        id: &str,
+        g: &GvisorSandbox,
+        req: &ExecRequest,
+        input: InputStream,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
+        let info = self.info(id)?;
+        let init = self.init_of(id)?;
+        let mut env = base_env(&info.home, init.as_deref());
+        env.extend(req.env.iter().cloned());
+        let dir = self.dir(id)?;
+        let cannot = |e: &dyn std::fmt::Display| {
+            ProviderError::NotStarted(format!("cannot feed a command in sandbox {id}: {e}"))
+        };
+        let (stdin, feed) = match input.into_pipe() {
+            Ok(rx) => (rx, None),
+            Err(input) => {
+                let (rx, tx) = crate::provider::input::pipe_cloexec().map_err(|e| cannot(&e))?;
+                nix::fcntl::fcntl(
+                    std::os::fd::AsRawFd::as_raw_fd(&tx),
+                    nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+                )
+                .map_err(|e| cannot(&e))?;
+                let tx =
+                    tokio::net::unix::pipe::Sender::from_owned_fd(tx).map_err(|e| cannot(&e))?;
+                (rx, Some(feed_into(tx, input)))
+            }
+        };
+        let (child, out, err) =
+            super::start_with_stdin(g, &dir, id, req, &env, Some(stdin), false)?;
+        let run = wait_streaming(child, out, err, req, sink);
+        match feed {
+            Some(feed) => fed_while_running(feed, run).await,
+            None => run.await,
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! One running gVisor sandbox: started once per rfs sandbox (`runsc run
+//! --detach` of its bundle, in the sandbox's cgroups and network
+//! namespace), entered by every command (`runsc exec`), and at the end
+//! killed, deleted and verified gone.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex;
+
+use super::bundle::{self, BundleSpec};
+use super::runsc::{runsc, Runsc, DEBUG_ENV};
+
+/// A running gVisor sandbox (its container id is the rfs sandbox's id).
+#[derive(Debug)]
+pub struct GvisorSandbox {
+    pub(crate) runsc: &'static Runsc,
+    /// runsc's state directory (`<state>/local/runsc`).
+    pub(crate) state: PathBuf,
+    pub(crate) cid: String,
+    /// The bundle directory (`dir/gvisor`): process files live there.
+    pub(crate) bundle: PathBuf,
+    /// rfs's end of the pipe the sandbox's first process waits on.
+    lifeline: Mutex<Option<OwnedFd>>,
+    /// Whether rfs's own executable is bound in ([`bundle::OWN_EXE_INSIDE`]).
+    pub(crate) own_exe: bool,
+    destroyed: std::sync::atomic::AtomicBool,
+}
+
+/// Where the states of rfs's gVisor sandboxes live, for the local
+/// provider rooted at `local_root` (`<state>/local`).
+pub fn state_dir(local_root: &Path) -> PathBuf {
+    local_root.join("runsc")
+}
+
+impl GvisorSandbox {
+    /// Start the gVisor sandbox of the rfs sandbox `cid` living in `dir`:
+    /// in the network namespace `netns` (`None`: the host's) and the
+    /// cgroups whose `cgroup.procs` are `cgroup` (`-1`: none). Blocking.
+    pub fn start(
+        cid: &str,
+        dir: &Path,
+        state: &Path,
+        netns: Option<PathBuf>,
+        cgroup: [std::os::fd::RawFd; 3],
+        caches: &[crate::provider::CacheMount],
+    ) -> Result<GvisorSandbox, String> {
+        let runsc = runsc()?;
+        let own_exe = crate::provider::own_executable::executable()
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .filter(|p| p.is_file());
+        let spec = BundleSpec {
+            netns,
+            own_exe: own_exe.clone(),
+            caches,
+        };
+        let bundle = bundle::write(dir, &spec)
+            .map_err(|e| format!("cannot write its OCI bundle in {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(state)
+            .map_err(|e| format!("cannot create runsc's state directory: {e}"))?;
+        // A kept sandbox's gVisor sandbox ended with its run: its state
+        // goes before a fresh one takes the name.
+        remove_leftover(state, cid)?;
+        let (life_r, life_w) = crate::provider::input::pipe_cloexec()
+            .map_err(|e| format!("cannot make its lifeline pipe: {e}"))?;
+        let errors = bundle.join("runsc-run.log");
+        let log = std::fs::File::create(&errors)
+            .map_err(|e| format!("cannot create {}: {e}", errors.display()))?;
+        let mut cmd = runsc.command(state);
+        // The sandbox keeps these as its first process's standard streams:
+        // stdin is the lifeline, the others a file (a pipe would stay open).
+        cmd.args(["run", "--detach", "--bundle"])
+            .arg(&bundle)
+            .arg(cid)
+            .current_dir("/")
+            .env_clear()
+            .env("PATH", super::super::env::host_path())
+            .stdin(Stdio::from(life_r))
+            .stdout(Stdio::from(log.try_clone().map_err(|e| e.to_string())?))
+            .stderr(Stdio::from(log));
+        join_cgroups(&mut cmd, cgroup);
+        let status = cmd
+            .status()
+            .map_err(|e| format!("cannot run {}: {e}", runsc.path.display()))?;
+        let sandbox = GvisorSandbox {
+            runsc,
+            state: state.to_path_buf(),
+            cid: cid.to_owned(),
+            bundle,
+            lifeline: Mutex::new(Some(life_w)),
+            own_exe: own_exe.is_some(),
+            destroyed: false.into(),
+        };
+        if !status.success() {
+            let said = std::fs::read_to_string(&errors).unwrap_or_default();
+            let _ = sandbox.destroy();
+            return Err(format!(
+                "runsc {} could not start it ({status}): {}{}",
+                runsc.version,
+                said.trim(),
+                debug_hint()
+            ));
+        }
+        Ok(sandbox)
+    }
+
+    /// `runsc` with rfs's flags for this sandbox.
+    pub(crate) fn command(&self) -> std::process::Command {
+        self.runsc.command(&self.state)
+    }
+
+    /// Kill and delete the sandbox, then check runsc no longer knows it.
+    /// Blocking (gVisor's sandbox takes a second or two to end).
+    pub fn destroy(&self) -> Result<(), String> {
+        if self
+            .destroyed
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Ok(());
+        }
+        drop(self.lifeline.lock().expect("lifeline lock").take());
+        let quiet = |mut c: std::process::Command| {
+            c.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .output()
+        };
+        let mut kill = self.command();
+        kill.args(["kill", &self.cid, "KILL"]);
+        let _ = quiet(kill);
+        let mut delete = self.command();
+        delete.args(["delete", "--force", &self.cid]);
+        let deleted = quiet(delete).map_err(|e| format!("cannot run runsc delete: {e}"))?;
+        if self.known() {
+            return Err(format!(
+                "gVisor sandbox {} is still there after runsc delete: {}",
+                self.cid,
+                String::from_utf8_lossy(&deleted.stderr).trim()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether runsc still has a state for this sandbox.
+    pub fn known(&self) -> bool {
+        known(&self.state, &self.cid)
+    }
+}
+
+/// Delete what runsc still has of container `cid` (a sandbox whose rfs
+/// ended without destroying it), and check it is gone.
+pub fn remove_leftover(state: &Path, cid: &str) -> Result<(), String> {
+    if !known(state, cid) {
+        return Ok(());
+    }
+    let runsc = runsc()?;
+    let out = runsc
+        .command(state)
+        .args(["delete", "--force", cid])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run runsc delete: {e}"))?;
+    if known(state, cid) {
+        return Err(format!(
+            "gVisor sandbox {cid} is still there after runsc delete: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether runsc's state directory `state` holds container `cid`.
+pub fn known(state: &Path, cid: &str) -> bool {
+    std::fs::read_dir(state).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(&format!("_sandbox:{cid}.state"))
+                || name.ends_with(&format!("_sandbox:{cid}.lock"))
+        })
+    })
+}
+
+/// The processes `cmd` starts join the cgroups `fds` (`-1`: none).
+pub(crate) fn join_cgroups(cmd: &mut std::process::Command, fds: [std::os::fd::RawFd; 3]) {
+    use std::os::unix::process::CommandExt as _;
+    if fds.iter().all(|&f| f < 0) {
+        return;
+    }
+    // SAFETY: only write(2) runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if super::super::cgroup::join(&fds) {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
+/// What to do to see why runsc failed.
+pub(crate) fn debug_hint() -> String {
+    if std::env::var_os(DEBUG_ENV).is_some_and(|v| !v.is_empty()) {
+        String::new()
+    } else {
+        format!(" (set {DEBUG_ENV}=DIR for runsc's debug logs)")
+    }
+}

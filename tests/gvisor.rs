@@ -1,0 +1,343 @@
+//! `isolation: "gvisor"` on `local` (#35): steps run under gVisor's
+//! user-space kernel (real `runsc`), on the synced source at the mapped
+//! path, with uploads visible, terminals, the network policy of the
+//! namespaces sandbox, and nothing of runsc left afterwards; the mode is
+//! journaled with runsc's version, a script cannot weaken it, and where
+//! runsc is missing it is refused, naming why. Skipped (one line) where
+//! runsc is not usable, unless RFS_REQUIRE_GVISOR=1.
+
+mod common;
+use common::*;
+#[path = "common/netns.rs"]
+mod netns;
+use netns::*;
+
+/// What `runsc --version` says of itself (`0.0~20221219.0`).
+fn runsc_version() -> String {
+    let out = std::process::Command::new("runsc")
+        .arg("--version")
+        .output()
+        .expect("runsc runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .next()
+        .and_then(|l| l.strip_prefix("runsc version "))
+        .expect("runsc says its version")
+        .trim()
+        .to_owned()
+}
+
+/// The containers runsc still knows in rfs's state directory.
+fn runsc_containers(rfs: &Rfs) -> Vec<String> {
+    let root = rfs.state.path().join("local/runsc");
+    std::fs::read_dir(&root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".state"))
+        .collect()
+}
+
+#[test]
+fn a_step_under_gvisor_runs_in_its_kernel_on_the_synced_source_sees_uploads_and_resyncs_and_leaves_no_container(
+) {
+    if gvisor_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("a.txt", "committed\n");
+    repo.write("v1.txt", "uploaded\n");
+    let first = repo.commit("a");
+    repo.write("b.txt", "second commit\n");
+    repo.commit("b");
+    let script = r#"sync_source(#{ rev: "FIRST" });
+        let k = step("kernel", "dmesg | head -1; pwd; cat a.txt");
+        print(k.stdout);
+        put("v1.txt", "up/b.txt");
+        step("uploaded", "cat up/b.txt");
+        step("host-side", "for i in $(seq 200); do grep -q host a.txt && break; sleep 0.05; done; cat a.txt");
+        let t = attach("sh");
+        t.send("echo screen-$((6*7)); stty size\n");
+        assert_screen(t, "screen-42");
+        assert_screen(t, "24 80");
+        t.close();
+        sync_source();
+        step("resynced", "cat b.txt");"#
+        .replace("FIRST", &first);
+    let (script_path, out_dir) = rfs.prepare(&script);
+    let child = rfs
+        .cmd(repo.path())
+        .args(["run", "--isolation", "gvisor", "--out"])
+        .arg(&out_dir)
+        .arg(&script_path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once gVisor has read a.txt, the host rewrites it in place (as an
+    // upload or a re-sync does): the next step must see the new content.
+    wait_for_journal_entries(&out_dir, "step.end", 1);
+    let journal = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();
+    let id = journal
+        .split("\"sandbox_id\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_owned();
+    let synced = rfs
+        .state
+        .path()
+        .join("local/sandboxes")
+        .join(&id)
+        .join("home/relayflows-source");
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(synced.join("a.txt"))
+            .unwrap();
+        f.write_all(b"rewritten on the host, longer\n").unwrap();
+    }
+    let out = wait_bounded(child, out_dir);
+    out.assert_code(0);
+    let kernel = lines(&out, "kernel");
+    assert!(kernel[0].contains("Starting gVisor"), "{kernel:?}");
+    let sandbox = out.sandbox_id();
+    assert_eq!(sandbox, id);
+    assert_eq!(kernel[1], synced.display().to_string(), "the cwd is mapped");
+    assert_eq!(kernel[2], "committed");
+    assert_eq!(lines(&out, "uploaded"), ["uploaded"]);
+    assert_eq!(
+        lines(&out, "host-side"),
+        ["rewritten on the host, longer"],
+        "a host-side write over a file gVisor read is seen"
+    );
+    // A re-sync streams its delta into a command inside gVisor (regression:
+    // through a host FIFO, which gVisor cannot open).
+    assert_eq!(lines(&out, "resynced"), ["second commit"]);
+    let asserts = out.entries("attach.assert");
+    assert_eq!(asserts.len(), 2, "{asserts:?}");
+    assert!(
+        asserts.iter().all(|a| a["outcome"] == "pass"),
+        "{asserts:?}"
+    );
+    let fact = &out.entries("placement")[0]["isolation"];
+    assert_eq!(fact["mode"], "gvisor", "{fact}");
+    assert_eq!(fact["requested"], "gvisor", "{fact}");
+    assert_eq!(fact["requested_by"], "--isolation flag", "{fact}");
+    let reason = fact["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("runsc {}", runsc_version())),
+        "{reason}"
+    );
+    // Nothing of runsc is left: no state, no process of the sandbox.
+    assert_eq!(runsc_containers(&rfs), Vec::<String>::new());
+    assert!(
+        !process_running(&sandbox),
+        "a runsc process of {sandbox} is left"
+    );
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn the_network_policy_holds_under_gvisor_as_under_namespaces() {
+    if gvisor_missing() {
+        return;
+    }
+    let public = TestNet::new("203.0.113", "hello from the public test server");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let proxied = format!(
+        r#"sandbox(#{{ isolation: "gvisor" }});
+        sync_source();
+        step("proxied", "curl -sS -m 5 {u}");
+        step("direct", "curl -sS -m 5 --noproxy '*' {u} 2>&1; echo exit=$?");"#,
+        u = public.url()
+    );
+    let out = rfs.run(repo.path(), &proxied);
+    out.assert_code(0);
+    assert_eq!(
+        lines(&out, "proxied"),
+        ["hello from the public test server"]
+    );
+    let direct = lines(&out, "direct").join("\n");
+    assert!(
+        direct.ends_with("exit=7"),
+        "no route but the proxy: {direct}"
+    );
+    let conns = out.entries("net.connect");
+    assert_eq!(conns.len(), 1, "{conns:?}");
+    assert_eq!(conns[0]["allowed"], true, "{conns:?}");
+    let off = format!(
+        r#"sandbox(#{{ isolation: "gvisor", network: false }});
+        sync_source();
+        step("none", "curl -sS -m 5 -x http://127.0.0.1:3128 {u} 2>&1; echo exit=$?");"#,
+        u = public.url()
+    );
+    let out = rfs.run(repo.path(), &off);
+    out.assert_code(0);
+    let none = lines(&out, "none").join("\n");
+    assert!(none.ends_with("exit=7"), "network false refuses: {none}");
+    assert!(out.entries("net.connect").is_empty());
+    let fact = &out.entries("placement")[0]["isolation"];
+    assert_eq!(fact["mode"], "gvisor", "{fact}");
+    assert_eq!(fact["network_policy"]["policy"], "off", "{fact}");
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn a_script_cannot_weaken_the_persons_isolation_gvisor_to_namespaces() {
+    // (Without runsc, `--isolation gvisor` itself is refused first.)
+    if gvisor_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run_with(
+        repo.path(),
+        r#"sandbox(#{ isolation: "namespaces" });
+        sync_source();
+        step("never", "echo ran");"#,
+        &["--isolation", "gvisor"],
+    );
+    assert_ne!(out.code, 0);
+    assert!(!out.stdout.contains("ran"), "{}", out.stdout);
+    let err = &out.stderr;
+    assert!(
+        err.contains("would widen") && err.contains("--isolation namespaces"),
+        "{err}"
+    );
+    assert!(
+        err.contains("sandbox(#{ isolation"),
+        "at the script's span: {err}"
+    );
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn gvisor_is_refused_naming_why_where_runsc_is_missing_and_doctor_says_so() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let missing = [("RFS_RUNSC", "/nonexistent/runsc")];
+    let out = rfs.run_with_env(
+        repo.path(),
+        r#"sync_source(); step("never", "echo ran");"#,
+        &["--isolation", "gvisor"],
+        &missing,
+    );
+    assert_ne!(out.code, 0);
+    assert!(!out.stdout.contains("ran"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("isolation `gvisor`") && out.stderr.contains("/nonexistent/runsc"),
+        "{}",
+        out.stderr
+    );
+    rfs.assert_no_leftovers();
+    let doctor = |env: &[(&str, &str)]| {
+        let o = rfs
+            .cmd(repo.path())
+            .envs(env.iter().copied())
+            .arg("doctor")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let local = text
+            .lines()
+            .find(|l| l.starts_with("local"))
+            .unwrap_or("")
+            .to_owned();
+        (o.status.success(), local)
+    };
+    let (ok, local) = doctor(&[
+        ("RFS_RUNSC", "/nonexistent/runsc"),
+        ("RFS_LOCAL_ISOLATION", "gvisor"),
+    ]);
+    assert!(!ok, "{local}");
+    assert!(
+        local.contains("gVisor does not work here") && local.contains("/nonexistent/runsc"),
+        "{local}"
+    );
+    if gvisor_missing() {
+        return;
+    }
+    let (ok, local) = doctor(&[]);
+    assert!(ok, "{local}");
+    assert!(
+        local.contains(&format!("gVisor works here: runsc {}", runsc_version())),
+        "{local}"
+    );
+}
+
+#[test]
+fn a_process_limit_below_what_gvisor_itself_needs_is_refused_naming_it() {
+    if gvisor_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"sandbox(#{ isolation: "gvisor", pids: 64 });
+        sync_source();
+        step("never", "echo ran");"#,
+    );
+    assert_ne!(out.code, 0);
+    assert!(!out.stdout.contains("ran"), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("process limit 64 is below the 128 a gVisor sandbox needs"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(runsc_containers(&rfs), Vec::<String>::new());
+    rfs.assert_no_leftovers();
+}
+
+#[test]
+fn an_rfs_killed_mid_run_leaves_no_gvisor_process_and_gc_removes_its_runsc_state() {
+    if gvisor_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let (mut child, out_dir) = rfs.spawn(
+        repo.path(),
+        r#"sandbox(#{ isolation: "gvisor" });
+        sync_source();
+        step("long", "sleep 600");"#,
+    );
+    wait_for_journal(&out_dir, "step.start");
+    let journal = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();
+    let id = journal
+        .split("\"sandbox_id\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_owned();
+    assert!(process_running(&id), "gVisor runs the sandbox {id}");
+    child.kill().unwrap();
+    let _ = child.wait();
+    // The lifeline closed: gVisor's sandbox and file server end by
+    // themselves; runsc keeps only its state until gc.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while process_running(&id) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !process_running(&id),
+        "a runsc process of {id} outlived rfs"
+    );
+    assert_eq!(runsc_containers(&rfs).len(), 1);
+    let gc = rfs.cmd(repo.path()).arg("gc").output().unwrap();
+    assert!(
+        gc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gc.stderr)
+    );
+    assert_eq!(runsc_containers(&rfs), Vec::<String>::new());
+    rfs.assert_no_leftovers();
+}
