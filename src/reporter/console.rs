@@ -142,7 +142,7 @@ fn progress_line(event: &Event) -> Option<String> {
             "rfs: synced commit {commit} (tree {tree_digest}, {} verified) to {workdir}",
             crate::plural::count(*files, "file", "files")
         ),
-        Event::SourceResync {
+        Event::SourceResync(crate::events::SourceResynced {
             from_commit,
             commit,
             shipped,
@@ -150,7 +150,7 @@ fn progress_line(event: &Event) -> Option<String> {
             kept_untracked,
             sync_ms,
             ..
-        } => format!(
+        }) => format!(
             "rfs: re-synced {from_commit} -> {commit}: {} shipped, {removed} removed, {kept_untracked} untracked kept, verified ({sync_ms} ms)",
             crate::plural::count(*shipped, "file", "files")
         ),

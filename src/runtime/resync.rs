@@ -103,7 +103,7 @@ impl Run {
             files: manifest.file_count(),
             workdir: rs.dest.clone(),
         };
-        self.record(Event::SourceResync {
+        self.record(Event::SourceResync(crate::events::SourceResynced {
             sandbox_id: sb.id.clone(),
             from_commit: bound.pin.commit.clone(),
             from_tree_digest: bound.pin.tree_digest.clone(),
@@ -129,7 +129,7 @@ impl Run {
             upload_ms: ms(upload_ms),
             apply_ms: ms(apply_ms),
             sync_ms: ms(started.elapsed().as_millis()),
-        })?;
+        }))?;
         self.pin_and_bind(
             &sb.id,
             pin,

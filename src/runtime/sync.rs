@@ -389,7 +389,7 @@ fn verify_event(
     report: &super::transfer::Checked,
     started: Instant,
 ) -> Event {
-    Event::SourceVerify {
+    Event::SourceVerify(crate::events::SourceVerified {
         sandbox_id: sandbox_id.to_owned(),
         archive_sha256_local: sent.built.sha256.clone(),
         archive_sha256_sandbox: report.archive_sha256.clone(),
@@ -419,5 +419,5 @@ fn verify_event(
         stream_route: plan.route().map(|r| r.via.clone()),
         stream_fallback: plan.route().and_then(|r| r.fallback.clone()),
         archive_digest: plan.digest_kind(),
-    }
+    })
 }

@@ -100,51 +100,7 @@ pub enum Event {
     PlacementLabelsUnbound { sandbox_id: String, reason: String },
     /// The sandbox's report on the uploaded source matched.
     #[serde(rename = "source.verify")]
-    SourceVerify {
-        sandbox_id: String,
-        archive_sha256_local: String,
-        archive_sha256_sandbox: String,
-        archive_bytes: u64,
-        entries_compared: usize,
-        file_set_equal: bool,
-        content_equal: bool,
-        build_ms: u64,
-        upload_ms: u64,
-        verify_ms: u64,
-        /// `stream` (built while the sandbox extracts) or `file`.
-        transfer: Transfer,
-        /// `gzip` or `none`.
-        compression: Compression,
-        /// Bytes sent to the sandbox (compressed size when compressed).
-        #[serde(default)]
-        wire_bytes: u64,
-        /// Sum of the synced files' sizes.
-        #[serde(default)]
-        tree_bytes: u64,
-        /// The whole sync: build, provisioning, transfer, verification.
-        #[serde(default)]
-        sync_ms: u64,
-        /// What verified inside the sandbox: `native` (rfs's own
-        /// executable) or `posix` (the shell script with POSIX tools).
-        verifier: Verifier,
-        /// Why the native verifier the provider offers was not used (it
-        /// did not start in the sandbox, say): absent when it was, or when
-        /// the provider offers none.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        verifier_fallback: Option<String>,
-        /// How a streamed archive reached the verifier's standard input:
-        /// `stdin` (the provider's command channel) or `fifo` (a pipe this
-        /// machine shares with the sandbox); absent for a file transfer.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        stream_route: Option<String>,
-        /// Why a faster route for the stream was tried and not taken.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        stream_fallback: Option<String>,
-        /// What `archive_sha256_local`/`_sandbox` are: `sha256` (of the
-        /// whole tar stream) or `tar-entries-sha256` (the stream with each
-        /// entry's content replaced by its SHA-256; the native verifier's).
-        archive_digest: DigestKind,
-    },
+    SourceVerify(SourceVerified),
     /// The source is bound.
     #[serde(rename = "source.pin")]
     SourcePin {
@@ -160,50 +116,7 @@ pub enum Event {
     /// in the same sandbox, shipping only what differs; verified inside the
     /// sandbox (a `source.pin` with the new commit follows).
     #[serde(rename = "source.resync")]
-    SourceResync {
-        sandbox_id: String,
-        /// The commit and tree the sandbox held before.
-        from_commit: String,
-        from_tree_digest: String,
-        commit: String,
-        tree_digest: String,
-        /// Files and symlinks the diff between the two trees added,
-        /// modified and deleted.
-        added: usize,
-        modified: usize,
-        deleted: usize,
-        /// Files and symlinks shipped: what the diff added or modified,
-        /// plus tracked ones the sandbox held otherwise (`rewritten`: the
-        /// same in both commits, but steps changed their content, mode,
-        /// type or target, or removed them). Without such steps, exactly
-        /// `git diff --name-status`'s A, M and T paths.
-        shipped: usize,
-        rewritten: usize,
-        /// Files and symlinks removed because the new commit does not track
-        /// them (the sandbox held them): `git diff`'s D paths.
-        removed: usize,
-        /// The paths of `shipped`, `rewritten` and `removed`, in byte order.
-        #[serde(default)]
-        shipped_paths: Vec<String>,
-        #[serde(default)]
-        rewritten_paths: Vec<String>,
-        #[serde(default)]
-        removed_paths: Vec<String>,
-        /// Untracked files and symlinks (steps' outputs) left in place.
-        kept_untracked: usize,
-        archive_sha256_local: String,
-        archive_sha256_sandbox: String,
-        archive_bytes: u64,
-        /// Entries of the new tree checked in the sandbox (type, mode,
-        /// symlink target), and files whose content it hashed.
-        entries_compared: usize,
-        contents_compared: usize,
-        inspect_ms: u64,
-        build_ms: u64,
-        upload_ms: u64,
-        apply_ms: u64,
-        sync_ms: u64,
-    },
+    SourceResync(SourceResynced),
     /// Upload or verification failed; the sandbox is destroyed next.
     #[serde(rename = "source.sync_failed")]
     SourceSyncFailed {

@@ -23,10 +23,12 @@ pub mod catalog;
 pub mod checkpoint_facts;
 pub mod network_facts;
 pub mod sandbox_facts;
+pub mod source_facts;
 
 pub use event::Event;
 pub use facts::*;
 pub use reporter::{Reporter, Silent};
+pub use source_facts::{SourceResynced, SourceVerified};
 
 impl Event {
     /// The journal `kind` and `payload` (keys sorted).

@@ -118,7 +118,7 @@ pub(super) fn late_samples() -> Vec<Event> {
             bytes: 3,
             bundled: Some(s("bundle/put/data.bin")),
         },
-        Event::SourceResync {
+        Event::SourceResync(crate::events::SourceResynced {
             sandbox_id: s("local-1"),
             from_commit: s("c0ffee"),
             from_tree_digest: s("7ree"),
@@ -144,7 +144,7 @@ pub(super) fn late_samples() -> Vec<Event> {
             upload_ms: 4,
             apply_ms: 30,
             sync_ms: 60,
-        },
+        }),
         Event::RunEnd {
             outcome: s("failed"),
             reason: Some(s("step `x` failed")),

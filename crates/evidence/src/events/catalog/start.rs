@@ -134,7 +134,7 @@ pub(super) fn placement_samples() -> Vec<Event> {
 /// The first sync of the source: verified, pinned, or failed.
 pub(super) fn source_sync_samples() -> Vec<Event> {
     vec![
-        Event::SourceVerify {
+        Event::SourceVerify(crate::events::SourceVerified {
             sandbox_id: s("local-1"),
             archive_sha256_local: s("aa"),
             archive_sha256_sandbox: s("aa"),
@@ -155,7 +155,7 @@ pub(super) fn source_sync_samples() -> Vec<Event> {
             stream_route: Some(s("stdin")),
             stream_fallback: Some(s("the sandbox read nothing from it")),
             archive_digest: DigestKind::Entries,
-        },
+        }),
         Event::SourcePin {
             sandbox_id: s("local-1"),
             commit: s("c0ffee"),

@@ -142,9 +142,9 @@ impl RunSummary {
             }),
             Event::Placement { .. } => self.apply_placement(e),
             Event::SourceResolved { .. }
-            | Event::SourceVerify { .. }
+            | Event::SourceVerify(..)
             | Event::SourcePin { .. }
-            | Event::SourceResync { .. } => self.apply_source(e),
+            | Event::SourceResync(..) => self.apply_source(e),
             Event::ArtifactCollected { .. } | Event::ArtifactPut { .. } => self.apply_artifact(e),
             Event::BisectStart { .. } | Event::BisectCommit { .. } | Event::BisectEnd { .. } => {
                 self.apply_bisect(e)

@@ -19,7 +19,7 @@ impl RunSummary {
                     self.not_reproducible.clone_from(working_tree);
                 }
             }
-            Event::SourceVerify { archive_digest, .. } => {
+            Event::SourceVerify(crate::events::SourceVerified { archive_digest, .. }) => {
                 self.archive_digest_kind = Some(*archive_digest);
             }
             Event::SourcePin {
@@ -36,12 +36,12 @@ impl RunSummary {
                 files: *files,
                 workdir: workdir.clone(),
             }),
-            Event::SourceResync {
+            Event::SourceResync(crate::events::SourceResynced {
                 from_commit,
                 commit,
                 shipped,
                 ..
-            } => self.resyncs.push(Resync {
+            }) => self.resyncs.push(Resync {
                 from_commit: from_commit.clone(),
                 commit: commit.clone(),
                 shipped: *shipped,
