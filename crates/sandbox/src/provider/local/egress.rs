@@ -112,19 +112,3 @@ pub(super) fn receive(chan: &OwnedFd) -> std::io::Result<std::net::TcpListener> 
         Ok(std::net::TcpListener::from_raw_fd(fd))
     }
 }
-
-/// Start rfs's egress proxy on `init`'s listener (a sandbox with a
-/// filtered network policy); nothing to do for other policies.
-pub(super) fn serve(
-    init: &super::namespace_init::Init,
-    policy: &crate::network::NetworkPolicy,
-    log: std::sync::Arc<crate::network::EgressLog>,
-) -> Result<(), super::SetupError> {
-    let Some(l) = init.egress_listener.lock().expect("egress lock").take() else {
-        return Ok(());
-    };
-    let proxy = crate::network::proxy::EgressProxy::start(l, policy.clone(), log)
-        .map_err(|e| super::errors::io_setup("starting rfs's egress proxy", e))?;
-    let _ = init.egress.set(proxy);
-    Ok(())
-}

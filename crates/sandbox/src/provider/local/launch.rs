@@ -5,7 +5,29 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 
+use super::spawn_stacks::{Stacks, SPARE_STACKS};
 use super::{child::*, errors::*, namespace_init::*, sys::*};
+
+impl Init {
+    /// Start a command inside the sandbox (see the module documentation).
+    /// Returns once the command runs (its `exec` succeeded), or why it
+    /// could not start; the command is then rfs's own child.
+    pub fn spawn(&self, spec: &SpawnSpec<'_>) -> Result<SandboxChild, SpawnError> {
+        let spare = self.spare_stacks.lock().map(|mut s| s.pop());
+        let stacks = match spare {
+            Ok(Some(s)) => s,
+            _ => Stacks::new()?,
+        };
+        let launch = Launch::prepare(self, spec, stacks)?;
+        let (started, stacks) = launch.run();
+        if let Ok(mut spare) = self.spare_stacks.lock() {
+            if spare.len() < SPARE_STACKS {
+                spare.push(stacks);
+            }
+        }
+        started
+    }
+}
 
 /// A command to start inside a sandbox.
 #[derive(Debug)]
@@ -36,79 +58,6 @@ pub(super) const STAGE_TERMINAL: u32 = 6;
 pub(super) const STAGE_CWD: u32 = 7;
 pub(super) const STAGE_EXEC: u32 = 8;
 pub(super) const STAGE_CGROUP: u32 = 9;
-
-/// Stack of each spawn child (they run only the functions below; Rust's
-/// stack probes touch pages of it, so it is generous for debug builds).
-pub(super) const SPAWN_STACK: usize = 256 * 1024;
-
-/// How many unused pairs of spawn stacks an init keeps (one per command
-/// started at the same time).
-pub(super) const SPARE_STACKS: usize = 4;
-
-/// Two stacks with a guard page below each, unmapped when dropped.
-pub(super) struct Stacks {
-    base: *mut libc::c_void,
-    len: usize,
-}
-
-// SAFETY: `Stacks` owns its private mapping outright (nothing else holds
-// the pointer once a start has returned), so it may move between threads.
-unsafe impl Send for Stacks {}
-
-impl Stacks {
-    pub(super) fn new() -> Result<Stacks, SpawnError> {
-        let page = 4096;
-        let len = 2 * (page + SPAWN_STACK);
-        // SAFETY: a fresh private anonymous mapping; nothing else uses it.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(SpawnError::Os {
-                what: "allocating the start's stacks".into(),
-                errno: errno(),
-            });
-        }
-        let stacks = Stacks { base, len };
-        for i in 0..2 {
-            // SAFETY: a page inside the mapping above.
-            if unsafe { libc::mprotect(stacks.at(i).cast(), page, libc::PROT_NONE) } != 0 {
-                return Err(SpawnError::Os {
-                    what: "guarding the start's stacks".into(),
-                    errno: errno(),
-                });
-            }
-        }
-        Ok(stacks)
-    }
-
-    /// The bottom (guard page) of stack `i`.
-    fn at(&self, i: usize) -> *mut u8 {
-        // SAFETY: within the mapping.
-        unsafe { self.base.cast::<u8>().add(i * (4096 + SPAWN_STACK)) }
-    }
-
-    /// The top of stack `i` (stacks grow down; 16-byte aligned).
-    fn top(&self, i: usize) -> *mut libc::c_void {
-        // SAFETY: one past the end of stack `i`, still within the mapping
-        // or its end.
-        unsafe { self.at(i).add(4096 + SPAWN_STACK).cast() }
-    }
-}
-
-impl Drop for Stacks {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping, no child uses it any more.
-        unsafe { libc::munmap(self.base, self.len) };
-    }
-}
 
 /// Everything the spawn children need, prepared before the `clone`, and
 /// what they report back (they share rfs's memory).

@@ -10,7 +10,7 @@ use super::limits::limits_decision;
 use super::namespace_init::Init;
 use super::processes::kill_processes_under;
 use super::removal::make_writable;
-use super::{cgroup, disk, egress, io_err, mount_plan, probe, LocalProvider, SetupError};
+use super::{cgroup, disk, io_err, mount_plan, probe, LocalProvider, SetupError};
 use super::{SandboxInfo, CACHES_NEED_NAMESPACES};
 use crate::provider::limits::{LimitKind, Limits, LimitsFact};
 use crate::provider::{CreateSpec, ProviderError, ProviderResult};
@@ -150,7 +150,7 @@ impl LocalProvider {
         let cg_fds = cg.map_or([-1; 3], |c| c.procs_fds());
         let init = tokio::task::spawn_blocking(move || {
             let init = Init::for_sandbox_with_caches(&d, &network, &caches)?;
-            egress::serve(&init, &network, log)?;
+            init.serve_egress(&network, log)?;
             if let Some((id, state)) = gv {
                 let host = network == crate::network::NetworkPolicy::Host;
                 super::gvisor::attach(&id, &d, &state, &init, host, cg_fds, &caches)?;

@@ -71,6 +71,7 @@ mod processes;
 pub mod pty;
 mod reentry;
 mod removal;
+mod spawn_stacks;
 mod stream_input;
 mod sys;
 

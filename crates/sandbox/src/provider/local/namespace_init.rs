@@ -5,7 +5,8 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
-use super::{child::*, errors::*, launch::*, mount_plan::*, sys::*};
+use super::spawn_stacks::Stacks;
+use super::{errors::*, mount_plan::*, sys::*};
 
 /// Messages on the report pipe: (kind, a, b), 12 bytes, written atomically.
 pub(super) const MSG_PID: u32 = 1;
@@ -221,23 +222,20 @@ impl Init {
         Ok(init)
     }
 
-    /// Start a command inside the sandbox (see the module documentation).
-    /// Returns once the command runs (its `exec` succeeded), or why it
-    /// could not start; the command is then rfs's own child.
-    pub fn spawn(&self, spec: &SpawnSpec<'_>) -> Result<SandboxChild, SpawnError> {
-        let spare = self.spare_stacks.lock().map(|mut s| s.pop());
-        let stacks = match spare {
-            Ok(Some(s)) => s,
-            _ => Stacks::new()?,
+    /// Start rfs's egress proxy on this init's listener (a sandbox with a
+    /// filtered network policy); nothing to do for other policies.
+    pub(super) fn serve_egress(
+        &self,
+        policy: &crate::network::NetworkPolicy,
+        log: std::sync::Arc<crate::network::EgressLog>,
+    ) -> Result<(), super::SetupError> {
+        let Some(l) = self.egress_listener.lock().expect("egress lock").take() else {
+            return Ok(());
         };
-        let launch = Launch::prepare(self, spec, stacks)?;
-        let (started, stacks) = launch.run();
-        if let Ok(mut spare) = self.spare_stacks.lock() {
-            if spare.len() < SPARE_STACKS {
-                spare.push(stacks);
-            }
-        }
-        started
+        let proxy = crate::network::proxy::EgressProxy::start(l, policy.clone(), log)
+            .map_err(|e| super::errors::io_setup("starting rfs's egress proxy", e))?;
+        let _ = self.egress.set(proxy);
+        Ok(())
     }
 
     /// The path of the sandbox's network namespace (its own only when

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::namespace_init::Init;
-use super::{egress, io_err, mount_plan, LocalProvider};
+use super::{io_err, mount_plan, LocalProvider};
 use crate::provider::owner::{owner_liveness, Liveness};
 use crate::provider::{labels, ProviderError, ProviderResult};
 
@@ -57,7 +57,7 @@ impl LocalProvider {
         let cg = self.cgroup_of(id)?;
         let init = Init::for_sandbox(&dir, &known.network)
             .and_then(|init| {
-                egress::serve(&init, &known.network, self.egress_log(id))?;
+                init.serve_egress(&known.network, self.egress_log(id))?;
                 if gvisor {
                     // A fresh gVisor sandbox: the run's ended with it.
                     let state = super::gvisor::state_dir(&self.root);
