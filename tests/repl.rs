@@ -98,6 +98,13 @@ fn repl_with_a_provider_that_cannot_work_refuses_before_the_prompt() {
         "{}",
         out.stderr
     );
+    // The refusal said "provider docker is unavailable: " twice over.
+    assert_eq!(
+        out.stderr.matches("is unavailable").count(),
+        1,
+        "{}",
+        out.stderr
+    );
     assert_eq!(out.entries("run.end")[0]["outcome"], "refused");
     assert_eq!(out.entries("placement").len(), 0);
     assert_bundle_verifies(&rfs, repo.path(), &out_dir);

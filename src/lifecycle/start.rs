@@ -100,7 +100,11 @@ pub(crate) fn config(
         .unwrap_or_else(|e| {
             Arc::new(crate::provider::unavailable::Unavailable {
                 name: settings.provider.name.clone(),
-                message: e.to_string(),
+                // Its refusal says "provider X is unavailable: …" once.
+                message: match e {
+                    crate::provider::ProviderError::Unavailable { message, .. } => message,
+                    other => other.to_string(),
+                },
             })
         })
     });
