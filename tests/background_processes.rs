@@ -395,6 +395,31 @@ print("sandbox: " + mine.stdout);
     }
 }
 
+/// Bug: a service container had none of the sandbox's resource limits, so
+/// a script could run unbounded processes and memory in it past the
+/// person's `--max-pids` (and the script's own `memory`). It now has the
+/// sandbox's.
+#[test]
+fn a_service_is_bounded_by_the_sandboxs_resource_limits() {
+    let Some(rfs) = docker_rfs() else { return };
+    let repo = Repo::new();
+    let read = "echo pids=$(cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max) mem=$(cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes)";
+    let out = rfs.run_with(
+        repo.path(),
+        &format!(
+            r#"
+sandbox(#{{ memory: "64M" }});
+let s = service("bounded", #{{ image: "{DOCKER_TEST_IMAGE}", cmd: "{read}; exec sleep 600", ready: #{{ line: "pids=", timeout: 30 }} }});
+print(s.logs());
+"#
+        ),
+        &["--max-pids", "32"],
+    );
+    out.assert_code(0);
+    let printed = out.entries("print")[0]["text"].as_str().unwrap().to_owned();
+    assert_eq!(printed, format!("pids=32 mem={}\n", 64u64 << 20));
+}
+
 /// An interrupted run removes its service (verified) before the sandbox.
 #[test]
 fn an_interrupted_run_removes_its_service_verified() {

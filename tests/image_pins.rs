@@ -285,8 +285,10 @@ fn a_local_placement_journals_the_host_fingerprint_and_a_replay_on_the_same_host
 /// A service's image is pinned as the sandbox's is: a replay whose
 /// service image name now points at another image is refused naming both
 /// ids (the sandbox's image is the same), unless `--allow-other-image`.
+/// Bug: the other image's container was created and started (its own
+/// command ran) before the refusal; now nothing of it is created.
 #[test]
-fn a_replayed_service_whose_image_was_retagged_is_refused_naming_both() {
+fn a_replayed_service_whose_image_was_retagged_is_refused_before_its_container_starts() {
     if docker_missing() {
         return;
     }
@@ -314,8 +316,11 @@ fn a_replayed_service_whose_image_was_retagged_is_refused_naming_both() {
     );
     assert!(r.stderr.contains("service `db`"), "{}", r.stderr);
     assert!(r.entries("step.start").is_empty(), "nothing ran");
-    assert_eq!(r.entries("service.end")[0]["by"], "refused");
-    assert_eq!(r.entries("service.end")[0]["gone"], true);
+    assert!(
+        r.entries("service.start").is_empty() && r.entries("service.end").is_empty(),
+        "refused before its container was created: {:?}",
+        r.kinds()
+    );
     let r = replay(
         &rfs,
         repo.path(),

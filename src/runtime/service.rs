@@ -115,14 +115,18 @@ impl Run {
             .as_ref()
             .map(|s| s.labels.clone())
             .unwrap_or_default();
+        let services = p.services().expect("checked above");
+        let pin = self
+            .block_on(services.service_image(image, name))
+            .map_err(|e| self.start_error(&what, e))?;
+        self.check_replayed_service(name, &pin)?;
         let spec = ServiceSpec {
             name: name.clone(),
-            image: image.to_owned(),
+            image: pin.id.clone(),
             env: opts.env.clone(),
             cmd: opts.cmd.clone(),
             labels,
         };
-        let services = p.services().expect("checked above");
         let started = self
             .block_on(services.start_service(&pl.sandbox_id, &spec))
             .map_err(|e| self.start_error(&what, e))?;
@@ -148,7 +152,6 @@ impl Run {
         })?;
         let sv = self.follow_service(name, &started.id, &pl.sandbox_id, seq);
         self.state().services.push(sv.clone());
-        self.check_replayed_service(&sv, &started.image)?;
         if let Some((wait, timeout)) = &opts.ready {
             self.await_ready(&sv, wait, *timeout)?;
         }
@@ -195,25 +198,18 @@ impl Run {
     }
 
     /// In a replay, the service's image against the original's service of
-    /// that name (as the sandbox's image is checked): a different one is
-    /// removed and refused unless `--allow-other-image`.
-    fn check_replayed_service(
-        &self,
-        sv: &Arc<Service>,
-        now: &crate::events::ImagePin,
-    ) -> Result<()> {
+    /// that name (as the sandbox's image is checked), before it starts: a
+    /// different one is refused unless `--allow-other-image`.
+    fn check_replayed_service(&self, name: &str, now: &crate::events::ImagePin) -> Result<()> {
         let Some(of) = &self.cfg.replay_of else {
             return Ok(());
         };
-        let check = service_image_check(of, &sv.name, now);
+        let check = service_image_check(of, name, now);
         for message in check.warnings {
             self.record(Event::PlacementWarning { message })?;
         }
         match check.refused {
-            Some(why) => {
-                let _ = self.end_service(sv, "refused");
-                Err(self.refuse(why))
-            }
+            Some(why) => Err(self.refuse(why)),
             None => Ok(()),
         }
     }

@@ -127,7 +127,6 @@ pub fn ended_text(e: &ServiceEndRow) -> String {
         "teardown" => "still running at the run's end: stopped at teardown".to_owned(),
         "interrupt" => "ended by the run's interrupt".to_owned(),
         "not ready" => "removed: it never became ready".to_owned(),
-        "refused" => "removed: refused (a replay's image differs from the original's)".to_owned(),
         other => format!("stopped by {other}"),
     };
     let gone = if e.gone {

@@ -581,8 +581,12 @@ impl super::Services for DockerProvider {
         service::follow(&self.client, id, sink, cancel).await
     }
 
-    async fn service_running(&self, id: &str) -> ProviderResult<bool> {
-        service::running(&self.client, id).await
+    async fn service_image(
+        &self,
+        image: &str,
+        service: &str,
+    ) -> ProviderResult<crate::events::ImagePin> {
+        service::image(&self.client, image, service).await
     }
 
     async fn remove_service(&self, id: &str) -> ProviderResult<ExecOutcome> {

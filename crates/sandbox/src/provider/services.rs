@@ -16,7 +16,8 @@ use crate::events::ImagePin;
 pub struct ServiceSpec {
     /// Its name in the script (for messages and a label).
     pub name: String,
-    /// An image present on the engine (never pulled), by name or id.
+    /// An image present on the engine (never pulled): the id
+    /// [`Services::service_image`] gave.
     pub image: String,
     /// Environment, in order.
     pub env: Vec<(String, String)>,
@@ -48,8 +49,8 @@ pub const SERVICE_OF_LABEL: &str = "relayflows/service-of";
 #[async_trait]
 pub trait Services: Send + Sync {
     /// Create and start a service for sandbox `sandbox_id`, in its network
-    /// namespace (no other network); refused when the image is not on the
-    /// engine. Nothing is left behind when it fails.
+    /// namespace (no other network) and within the sandbox's resource
+    /// limits. Nothing is left behind when it fails.
     async fn start_service(
         &self,
         sandbox_id: &str,
@@ -65,8 +66,11 @@ pub trait Services: Send + Sync {
         cancel: CancellationToken,
     ) -> ProviderResult<ExecOutcome>;
 
-    /// Whether the service's container still runs.
-    async fn service_running(&self, id: &str) -> ProviderResult<bool>;
+    /// The image `image` names on the engine, by content (a service is
+    /// then started from its id, so what was checked is what runs);
+    /// refused when it is not there (never pulled). `service`: its name,
+    /// for the message.
+    async fn service_image(&self, image: &str, service: &str) -> ProviderResult<ImagePin>;
 
     /// Stop and remove the service's container (its anonymous volumes
     /// with it) and verify the engine no longer knows it; how it ended.

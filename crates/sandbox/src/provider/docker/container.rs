@@ -239,7 +239,7 @@ fn container_body(
 
 /// The refusal for resource limits the daemon said it did not apply
 /// (its create warnings), if any.
-fn dropped_limits(warnings: &[String]) -> Option<ProviderError> {
+pub(super) fn dropped_limits(warnings: &[String]) -> Option<ProviderError> {
     let dropped: Vec<&String> = warnings
         .iter()
         .filter(|w| {

@@ -12,7 +12,7 @@ use crate::provider::{ProviderError, ProviderResult};
 
 /// True for an image id as the daemon reports it (`sha256:` and 64
 /// lowercase hex digits).
-fn is_image_id(id: &str) -> bool {
+pub(super) fn is_image_id(id: &str) -> bool {
     id.strip_prefix("sha256:").is_some_and(|h| {
         h.len() == 64
             && h.bytes()

@@ -33,7 +33,41 @@ fn shared_network(id: &str) -> String {
     format!("container:{id}")
 }
 
-/// Create and start the service; removed again if anything fails.
+/// The image `image` names on the daemon, by content; refused when it is
+/// not there (rfs never pulls).
+pub(super) async fn image(
+    client: &Client,
+    image: &str,
+    service: &str,
+) -> ProviderResult<crate::events::ImagePin> {
+    let api = client.api().await?;
+    let info = match api.inspect_image(image).await {
+        Ok(info) => info,
+        Err(e) if client::status(&e) == Some(404) => {
+            return Err(ProviderError::Provision(format!(
+                "docker image `{image}` of service `{service}` is not present on the daemon at {}; rfs never pulls images: build, load or pull it first",
+                client.host()
+            )))
+        }
+        Err(e) => return Err(client.error(e)),
+    };
+    let id = info
+        .id
+        .filter(|i| super::image::is_image_id(i))
+        .ok_or_else(|| {
+            ProviderError::Provision(format!(
+                "the docker daemon at {} does not say which image `{image}` is",
+                client.host()
+            ))
+        })?;
+    let mut repo_digests = info.repo_digests.unwrap_or_default();
+    repo_digests.sort();
+    Ok(crate::events::ImagePin { id, repo_digests })
+}
+
+/// Create and start the service; removed again if anything fails. It
+/// gets the sandbox's resource limits (memory, processes, cpus): a
+/// service is bounded as the sandbox is, never more.
 pub(super) async fn start(
     client: &Client,
     sandbox_id: &str,
@@ -41,28 +75,16 @@ pub(super) async fn start(
 ) -> ProviderResult<ServiceStarted> {
     check_id(sandbox_id)?;
     let api = client.api().await?;
-    match api.inspect_image(&spec.image).await {
-        Ok(_) => {}
-        Err(e) if client::status(&e) == Some(404) => {
-            return Err(ProviderError::Provision(format!(
-                "docker image `{}` of service `{}` is not present on the daemon at {}; rfs never pulls images: build, load or pull it first",
-                spec.image,
-                spec.name,
-                client.host()
-            )))
-        }
-        Err(e) => return Err(client.error(e)),
-    }
-    let running = inspect(client, sandbox_id)
+    let sandbox = inspect(client, sandbox_id)
         .await?
-        .and_then(|c| c.state.and_then(|s| s.running))
-        .unwrap_or(false);
-    if !running {
-        return Err(ProviderError::NotRunning(format!(
-            "sandbox container {sandbox_id} is not running: service `{}` cannot join its network",
-            spec.name
-        )));
-    }
+        .filter(|c| c.state.as_ref().and_then(|s| s.running) == Some(true))
+        .ok_or_else(|| {
+            ProviderError::NotRunning(format!(
+                "sandbox container {sandbox_id} is not running: service `{}` cannot join its network",
+                spec.name
+            ))
+        })?;
+    let limits = sandbox.host_config.unwrap_or_default();
     let mut labels: HashMap<String, String> = spec.labels.clone().into_iter().collect();
     labels.insert(SERVICE_LABEL.into(), spec.name.clone());
     labels.insert(SERVICE_OF_LABEL.into(), sandbox_id.into());
@@ -76,6 +98,10 @@ pub(super) async fn start(
             network_mode: Some(shared_network(sandbox_id)),
             security_opt: Some(vec!["no-new-privileges".into()]),
             privileged: Some(false),
+            memory: limits.memory,
+            memory_swap: limits.memory_swap,
+            pids_limit: limits.pids_limit,
+            nano_cpus: limits.nano_cpus,
             ..Default::default()
         }),
         ..Default::default()
@@ -84,13 +110,15 @@ pub(super) async fn start(
         .create_container(None::<CreateContainerOptions>, body)
         .await
         .map_err(|e| client.error(e))?;
-    match started(client, sandbox_id, &created.id, spec).await {
-        Ok(s) => Ok(s),
-        Err(e) => {
-            let _ = destroy(client, &created.id).await;
-            Err(e)
-        }
+    // A limit the daemon dropped is refused, as the sandbox's is.
+    let checked = match super::container::dropped_limits(&created.warnings) {
+        Some(refusal) => Err(refusal),
+        None => started(client, sandbox_id, &created.id, spec).await,
+    };
+    if checked.is_err() {
+        let _ = destroy(client, &created.id).await;
     }
+    checked
 }
 
 /// Start it, check it has the sandbox's network and pin its image.
@@ -175,15 +203,6 @@ async fn ended(client: &Client, id: &str) -> ProviderResult<ExecOutcome> {
         }
     }
     Ok(ExecOutcome::default())
-}
-
-/// Whether it still runs.
-pub(super) async fn running(client: &Client, id: &str) -> ProviderResult<bool> {
-    check_id(id)?;
-    Ok(inspect(client, id)
-        .await?
-        .and_then(|c| c.state.and_then(|s| s.running))
-        .unwrap_or(false))
 }
 
 /// Stop it (SIGTERM, then SIGKILL after [`STOP_GRACE_S`]), remove it
