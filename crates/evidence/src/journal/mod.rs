@@ -3,6 +3,7 @@
 //! previous line, so any edited, dropped or reordered line is detected.
 //! Every line is written and flushed before the call returns.
 
+mod background;
 pub mod bisect_answer;
 pub mod caches;
 pub mod chain;

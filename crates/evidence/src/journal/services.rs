@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use super::background::{last_named, log_paths, provider_said, Details};
 use super::inert_markdown::{code, esc};
 use crate::events::{Event, OutputTail};
 
@@ -39,10 +40,7 @@ pub struct ServiceEndRow {
 }
 
 /// Fold a `service.*` fact into `rows` (other facts are ignored).
-pub fn apply(rows: &mut [ServiceRow], e: &Event) -> Option<ServiceRow> {
-    let last = |rows: &mut [ServiceRow], n: &str| -> Option<usize> {
-        rows.iter().rposition(|r| r.name == n)
-    };
+pub fn apply(rows: &mut Vec<ServiceRow>, e: &Event) {
     match e {
         Event::ServiceStart {
             name,
@@ -51,25 +49,23 @@ pub fn apply(rows: &mut [ServiceRow], e: &Event) -> Option<ServiceRow> {
             container_id,
             network,
             ..
-        } => {
-            return Some(ServiceRow {
-                name: name.clone(),
-                image: image.clone(),
-                image_id: image_pin.id.clone(),
-                repo_digests: image_pin.repo_digests.clone(),
-                container_id: container_id.clone(),
-                network: network.clone(),
-                ..Default::default()
-            })
-        }
+        } => rows.push(ServiceRow {
+            name: name.clone(),
+            image: image.clone(),
+            image_id: image_pin.id.clone(),
+            repo_digests: image_pin.repo_digests.clone(),
+            container_id: container_id.clone(),
+            network: network.clone(),
+            ..Default::default()
+        }),
         Event::ServiceReady {
             name,
             on,
             target,
             after_ms,
         } => {
-            if let Some(i) = last(rows, name) {
-                rows[i].ready.push((on.clone(), target.clone(), *after_ms));
+            if let Some(r) = last_named(rows, name, |r| &r.name) {
+                r.ready.push((on.clone(), target.clone(), *after_ms));
             }
         }
         Event::ServiceWaitFailed {
@@ -79,9 +75,8 @@ pub fn apply(rows: &mut [ServiceRow], e: &Event) -> Option<ServiceRow> {
             why,
             ..
         } => {
-            if let Some(i) = last(rows, name) {
-                rows[i]
-                    .wait_failed
+            if let Some(r) = last_named(rows, name, |r| &r.name) {
+                r.wait_failed
                     .push((on.clone(), target.clone(), why.clone()));
             }
         }
@@ -96,17 +91,13 @@ pub fn apply(rows: &mut [ServiceRow], e: &Event) -> Option<ServiceRow> {
             output_tail,
             error,
         } => {
-            if let Some(i) = last(rows, name) {
-                rows[i].end = Some(ServiceEndRow {
+            if let Some(r) = last_named(rows, name, |r| &r.name) {
+                r.end = Some(ServiceEndRow {
                     by: by.clone(),
                     exit: *exit,
                     gone: *gone,
                     duration_ms: *duration_ms,
-                    logs: [stdout_log, stderr_log]
-                        .into_iter()
-                        .flatten()
-                        .map(|f| f.path.clone())
-                        .collect(),
+                    logs: log_paths(stdout_log, stderr_log),
                     tail: output_tail.clone(),
                     error: error.clone(),
                 });
@@ -114,7 +105,6 @@ pub fn apply(rows: &mut [ServiceRow], e: &Event) -> Option<ServiceRow> {
         }
         _ => {}
     }
-    None
 }
 
 /// How a service ended, in words.
@@ -134,11 +124,7 @@ pub fn ended_text(e: &ServiceEndRow) -> String {
     } else {
         "; its container was NOT verified gone"
     };
-    let err = e
-        .error
-        .as_ref()
-        .map(|m| format!("; the provider said: {m}"))
-        .unwrap_or_default();
+    let err = provider_said(&e.error);
     format!("{by} ({how}, after {} ms){gone}{err}", e.duration_ms)
 }
 
@@ -166,23 +152,13 @@ pub fn evidence(s: &mut String, rows: &[ServiceRow]) {
             code(&r.container_id),
             code(&r.network)
         );
-        for (on, target, ms) in &r.ready {
-            let _ = writeln!(s, "  - ready: {on} {} after {ms} ms", code(target));
+        Details {
+            wait: "ready",
+            ready: &r.ready,
+            wait_failed: &r.wait_failed,
+            end: r.end.as_ref().map(|e| (ended_text(e), &e.logs[..])),
         }
-        for (on, target, why) in &r.wait_failed {
-            let _ = writeln!(s, "  - ready {on} {} FAILED: {}", code(target), esc(why));
-        }
-        match &r.end {
-            Some(e) => {
-                let _ = writeln!(s, "  - {}", esc(&ended_text(e)));
-                for l in &e.logs {
-                    let _ = writeln!(s, "  - log: {}", code(l));
-                }
-            }
-            None => {
-                let _ = writeln!(s, "  - (still running)");
-            }
-        }
+        .write(s);
     }
 }
 

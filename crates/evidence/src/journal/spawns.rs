@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::inert_markdown::{code, esc};
+use super::background::{last_named, log_paths, provider_said, Details};
+use super::inert_markdown::code;
 use crate::events::{Event, OutputTail};
 
 /// One background process of a run.
@@ -36,7 +37,6 @@ pub struct SpawnEndRow {
 
 /// Fold a `spawn.*` fact into `rows` (other facts are ignored).
 pub fn apply(rows: &mut Vec<SpawnRow>, e: &Event) {
-    let find = |rows: &mut Vec<SpawnRow>, n: &str| rows.iter_mut().rev().position(|r| r.name == n);
     match e {
         Event::SpawnStart {
             name, command, cwd, ..
@@ -52,9 +52,8 @@ pub fn apply(rows: &mut Vec<SpawnRow>, e: &Event) {
             target,
             after_ms,
         } => {
-            if let Some(i) = find(rows, name) {
-                let n = rows.len() - 1 - i;
-                rows[n].ready.push((on.clone(), target.clone(), *after_ms));
+            if let Some(r) = last_named(rows, name, |r| &r.name) {
+                r.ready.push((on.clone(), target.clone(), *after_ms));
             }
         }
         Event::SpawnWaitFailed {
@@ -64,10 +63,8 @@ pub fn apply(rows: &mut Vec<SpawnRow>, e: &Event) {
             why,
             ..
         } => {
-            if let Some(i) = find(rows, name) {
-                let n = rows.len() - 1 - i;
-                rows[n]
-                    .wait_failed
+            if let Some(r) = last_named(rows, name, |r| &r.name) {
+                r.wait_failed
                     .push((on.clone(), target.clone(), why.clone()));
             }
         }
@@ -84,20 +81,15 @@ pub fn apply(rows: &mut Vec<SpawnRow>, e: &Event) {
             output_tail,
             error,
         } => {
-            if let Some(i) = find(rows, name) {
-                let n = rows.len() - 1 - i;
-                rows[n].end = Some(SpawnEndRow {
+            if let Some(r) = last_named(rows, name, |r| &r.name) {
+                r.end = Some(SpawnEndRow {
                     by: by.clone(),
                     exit: *exit,
                     signal: *signal,
                     group: *group,
                     group_gone: *group_gone,
                     duration_ms: *duration_ms,
-                    logs: [stdout_log, stderr_log]
-                        .into_iter()
-                        .flatten()
-                        .map(|f| f.path.clone())
-                        .collect(),
+                    logs: log_paths(stdout_log, stderr_log),
                     tail: output_tail.clone(),
                     error: error.clone(),
                 });
@@ -133,11 +125,7 @@ pub fn ended_text(e: &SpawnEndRow) -> String {
         ),
         (None, _) => "; its process group was not known (no /proc in the sandbox)".to_owned(),
     };
-    let err = e
-        .error
-        .as_ref()
-        .map(|m| format!("; the provider said: {m}"))
-        .unwrap_or_default();
+    let err = provider_said(&e.error);
     format!("{by} ({how}, after {} ms){group}{err}", e.duration_ms)
 }
 
@@ -156,22 +144,12 @@ pub fn evidence(s: &mut String, rows: &[SpawnRow]) {
             code(&r.command),
             code(cwd)
         );
-        for (on, target, ms) in &r.ready {
-            let _ = writeln!(s, "  - ready: {on} {} after {ms} ms", code(target));
+        Details {
+            wait: "wait_for",
+            ready: &r.ready,
+            wait_failed: &r.wait_failed,
+            end: r.end.as_ref().map(|e| (ended_text(e), &e.logs[..])),
         }
-        for (on, target, why) in &r.wait_failed {
-            let _ = writeln!(s, "  - wait_for {on} {} FAILED: {}", code(target), esc(why));
-        }
-        match &r.end {
-            Some(e) => {
-                let _ = writeln!(s, "  - {}", esc(&ended_text(e)));
-                for l in &e.logs {
-                    let _ = writeln!(s, "  - log: {}", code(l));
-                }
-            }
-            None => {
-                let _ = writeln!(s, "  - (still running)");
-            }
-        }
+        .write(s);
     }
 }

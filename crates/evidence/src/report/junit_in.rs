@@ -17,6 +17,8 @@ use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
 use quick_xml::events::{BytesStart, Event as Xml};
 use quick_xml::Reader;
 
+use crate::events::JunitCounts;
+
 /// The largest JUnit file rfs reads.
 pub const MAX_BYTES: usize = 16 << 20;
 /// The most test cases rfs reads from one file.
@@ -57,15 +59,6 @@ pub struct Case {
 pub struct Suite {
     pub name: String,
     pub cases: Vec<Case>,
-}
-
-/// Counts over a file, for the journal and EVIDENCE.md.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
-    pub tests: u64,
-    pub failures: u64,
-    pub errors: u64,
-    pub skipped: u64,
 }
 
 /// Why a file is not JUnit rfs can read.
@@ -273,9 +266,9 @@ impl Parser {
     }
 }
 
-/// Counts over `suites`.
-pub fn counts(suites: &[Suite]) -> Counts {
-    let mut n = Counts::default();
+/// Counts over `suites`, as the journal carries them.
+pub fn counts(suites: &[Suite]) -> JunitCounts {
+    let mut n = JunitCounts::default();
     for c in suites.iter().flat_map(|s| &s.cases) {
         n.tests += 1;
         match c.outcome {
@@ -376,7 +369,7 @@ E       assert 1 == 2</failure></testcase><testcase classname="tests.test_a" nam
         assert!(d.text.contains(">       assert 1 == 2"), "{}", d.text);
         assert_eq!(
             counts(&s),
-            Counts {
+            JunitCounts {
                 tests: 3,
                 failures: 1,
                 errors: 0,

@@ -163,11 +163,7 @@ impl RunSummary {
             Event::ServiceStart { .. }
             | Event::ServiceReady { .. }
             | Event::ServiceWaitFailed { .. }
-            | Event::ServiceEnd { .. } => {
-                if let Some(row) = super::services::apply(&mut self.services, e) {
-                    self.services.push(row);
-                }
-            }
+            | Event::ServiceEnd { .. } => super::services::apply(&mut self.services, e),
             Event::StepStart { .. }
             | Event::StepAttempt { .. }
             | Event::StepProviderError { .. }
