@@ -7,6 +7,7 @@
 
 pub(crate) mod artifacts;
 pub(crate) mod attach;
+pub(crate) mod background;
 pub(crate) mod caches;
 pub(crate) mod checkpoint;
 pub(crate) mod cwd;

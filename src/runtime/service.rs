@@ -15,15 +15,12 @@
 //! end before the sandbox is destroyed (`service.end`); a run that died
 //! leaves it to `rfs gc`, which finds it by the sandbox's labels.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-
+use super::background::Background;
 use super::output::StepSink;
-use super::spawn::Shared;
-use super::spawn_wait::{tail_text, WaitFor, Watched};
+use super::spawn_wait::{tail_text, WaitFor};
 use super::Run;
 use crate::error::{Error, Result};
 use crate::events::Event;
@@ -52,36 +49,18 @@ pub(crate) struct ServiceEnded {
     pub gone: bool,
 }
 
-/// One service of the run.
+/// One service of the run: its container, followed as a background
+/// thing is.
 pub(crate) struct Service {
-    pub name: String,
     pub container_id: String,
-    pub sandbox_id: String,
-    stem: String,
-    started: Instant,
-    cancel: CancellationToken,
-    task: Mutex<Option<JoinHandle<Followed>>>,
-    pub(crate) shared: Arc<Shared>,
-    ended: Mutex<Option<ServiceEnded>>,
+    followed: Background<Followed, ServiceEnded>,
 }
 
-impl Service {
-    /// Whether its container still runs (its log stream has not ended).
-    pub(crate) fn alive(&self) -> bool {
-        self.task
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .is_some_and(|t| !t.is_finished())
-    }
+impl std::ops::Deref for Service {
+    type Target = Background<Followed, ServiceEnded>;
 
-    /// Its output so far (the last part), one line each.
-    pub(crate) fn logs(&self) -> String {
-        self.shared.lines().text()
-    }
-
-    pub(crate) fn ended(&self) -> Option<ServiceEnded> {
-        self.ended.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    fn deref(&self) -> &Self::Target {
+        &self.followed
     }
 }
 
@@ -161,20 +140,8 @@ impl Run {
     /// Start following the service's output on the run's runtime.
     fn follow_service(&self, name: &str, id: &str, sandbox_id: &str, seq: u32) -> Arc<Service> {
         let stem = format!("{seq:03}-service-{}", super::step::file_stem(name));
-        let shared = Arc::new(Shared::default());
-        let tap_shared = shared.clone();
-        let mut sink = StepSink::new(
-            name,
-            &self.cfg.out_dir.join("steps"),
-            &stem,
-            &super::step_wrapper::nonce(),
-            self.state().redactor.clone(),
-            self.reporter.clone(),
-        )
-        .without_wrapper()
-        .with_tap(Arc::new(move |which, line| {
-            tap_shared.lines().push(which, line)
-        }));
+        let (sink, shared) = self.background_sink(name, &stem, &super::step_wrapper::nonce());
+        let mut sink = sink.without_wrapper();
         let cancel = self.cancel_token().child_token();
         let (provider, cid, c) = (self.cfg.provider.clone(), id.to_owned(), cancel.clone());
         let task = self.rt.spawn(async move {
@@ -185,15 +152,8 @@ impl Run {
             (r, sink)
         });
         Arc::new(Service {
-            name: name.to_owned(),
             container_id: id.to_owned(),
-            sandbox_id: sandbox_id.to_owned(),
-            stem,
-            started: Instant::now(),
-            cancel,
-            task: Mutex::new(Some(task)),
-            shared,
-            ended: Mutex::new(None),
+            followed: Background::new(name, sandbox_id, stem, cancel, task, shared),
         })
     }
 
@@ -229,13 +189,8 @@ impl Run {
     /// Wait until the service is ready; when it is not, it is removed
     /// (verified) and the script fails naming it and the timeout.
     fn await_ready(&self, sv: &Arc<Service>, what: &WaitFor, timeout: Duration) -> Result<()> {
-        let watched = Watched {
-            sandbox_id: &sv.sandbox_id,
-            shared: &sv.shared,
-            alive: &|| sv.alive(),
-        };
         let target = self.state().redactor.redact_str(&what.target());
-        match self.watch_until(&watched, what, timeout)? {
+        match self.watch_until(sv, what, timeout)? {
             Ok(after_ms) => self.record(Event::ServiceReady {
                 name: sv.name.clone(),
                 on: what.on().into(),
@@ -301,14 +256,14 @@ impl Run {
             Some(s) => self.block_on(s.remove_service(&sv.container_id)),
             None => Err(ProviderError::Unsupported(unsupported(p.name()))),
         };
-        let task = sv.task.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let task = sv.take_task();
         let followed = task.and_then(|t| {
             let joined = self.block_on(async {
                 let mut t = t;
                 match tokio::time::timeout(FOLLOW_END_BOUND, &mut t).await {
                     Ok(j) => j.ok(),
                     Err(_) => {
-                        sv.cancel.cancel();
+                        sv.cancel();
                         t.await.ok()
                     }
                 }
@@ -331,16 +286,16 @@ impl Run {
             Err(e) => (followed_exit, false, Some(e.to_string())),
         };
         let ended = ServiceEnded { exit, gone };
-        *sv.ended.lock().unwrap_or_else(|p| p.into_inner()) = Some(ended.clone());
-        let log = |s: &str| self.log_digest(&format!("{}.{s}.log", sv.stem));
+        sv.set_ended(ended.clone());
+        let (stdout_log, stderr_log) = self.background_logs(sv)?;
         self.record(Event::ServiceEnd {
             name: sv.name.clone(),
             by: by.to_owned(),
             exit,
             gone,
-            duration_ms: super::ms(sv.started.elapsed().as_millis()),
-            stdout_log: log("stdout")?,
-            stderr_log: log("stderr")?,
+            duration_ms: sv.duration_ms(),
+            stdout_log,
+            stderr_log,
             output_tail: sv.shared.lines().tail(),
             error: error.map(|e| self.state().redactor.redact_str(&e)),
         })?;

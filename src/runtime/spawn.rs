@@ -14,17 +14,14 @@
 //! stopped the same way before the sandbox is destroyed (`spawn.end`,
 //! `by: teardown`).
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-
+use super::background::{Background, Shared};
 use super::output::StepSink;
 use super::Run;
 use crate::error::{Error, Result};
-use crate::events::{Event, OutputTail, Stream};
+use crate::events::Event;
 use crate::provider::{ExecOutcome, ExecRequest, OutputSink, ProviderResult};
 
 /// Options of `spawn(name, command, opts)`.
@@ -35,10 +32,6 @@ pub(crate) struct SpawnOptions {
     pub env: Vec<(String, String)>,
 }
 
-/// Bytes of a background process's output its handle keeps (the last
-/// ones; the logs have all of it).
-const KEPT_BYTES: usize = 1024 * 1024;
-
 /// How long `spawn()` waits for the command to start (the wrapper's
 /// checks passed, or refused) before it gives up.
 const START_BOUND: Duration = Duration::from_secs(60);
@@ -46,86 +39,9 @@ const START_BOUND: Duration = Duration::from_secs(60);
 /// How long `stop()` waits for the provider to end the command.
 const STOP_BOUND: Duration = Duration::from_secs(30);
 
-/// The lines a background process printed, as its handle sees them.
-#[derive(Default)]
-pub(crate) struct Lines {
-    kept: VecDeque<String>,
-    bytes: usize,
-    /// Lines dropped from the front (over [`KEPT_BYTES`]).
-    dropped: u64,
-    /// Stdout and stderr, for the output tail.
-    stdout: String,
-    stderr: String,
-}
-
-impl Lines {
-    pub(crate) fn push(&mut self, which: Stream, line: &str) {
-        self.bytes += line.len() + 1;
-        self.kept.push_back(line.to_owned());
-        let s = match which {
-            Stream::Stdout => &mut self.stdout,
-            Stream::Stderr => &mut self.stderr,
-        };
-        s.push_str(line);
-        s.push('\n');
-        if s.len() > 2 * OutputTail::BYTES {
-            let cut = s.len() - OutputTail::BYTES;
-            let cut = (cut..s.len()).find(|&i| s.is_char_boundary(i)).unwrap_or(0);
-            s.drain(..cut);
-        }
-        while self.bytes > KEPT_BYTES {
-            let Some(l) = self.kept.pop_front() else {
-                break;
-            };
-            self.bytes -= l.len() + 1;
-            self.dropped += 1;
-        }
-    }
-
-    /// Whether a kept line contains `needle`.
-    pub(crate) fn contains(&self, needle: &str) -> bool {
-        self.kept.iter().any(|l| l.contains(needle))
-    }
-
-    /// Everything kept, one line each.
-    pub(crate) fn text(&self) -> String {
-        let mut s = String::new();
-        if self.dropped > 0 {
-            s.push_str(&format!(
-                "[rfs: {} earlier line(s) are only in the logs]\n",
-                self.dropped
-            ));
-        }
-        for l in &self.kept {
-            s.push_str(l);
-            s.push('\n');
-        }
-        s
-    }
-
-    pub(crate) fn tail(&self) -> Option<OutputTail> {
-        OutputTail::of(&self.stdout, &self.stderr)
-    }
-}
-
-/// What the command's task and the handle share.
-#[derive(Default)]
-pub(crate) struct Shared {
-    pub(crate) lines: Mutex<Lines>,
-    /// Set once the wrapper's shell said which group it leads (or that
-    /// it could not tell: `None` inside).
-    pub(crate) started: OnceLock<Option<i32>>,
-}
-
-impl Shared {
-    pub(crate) fn lines(&self) -> std::sync::MutexGuard<'_, Lines> {
-        self.lines.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
 /// The sink of a background process: its first stdout line is the
 /// wrapper shell's group line (held back), the rest a step's output.
-struct SpawnSink {
+pub(crate) struct SpawnSink {
     inner: StepSink,
     marker: String,
     /// Stdout held until the group line ended (`None`: passed on).
@@ -168,7 +84,7 @@ impl OutputSink for SpawnSink {
 }
 
 /// What the command's task hands back when the command ended.
-type Done = (ProviderResult<ExecOutcome>, SpawnSink);
+pub(crate) type Done = (ProviderResult<ExecOutcome>, SpawnSink);
 
 /// How a background process ended, once journaled.
 #[derive(Debug, Clone)]
@@ -179,38 +95,11 @@ pub(crate) struct Ended {
 }
 
 /// One background process of the run.
-pub(crate) struct Spawned {
-    pub name: String,
-    pub sandbox_id: String,
-    stem: String,
-    started: Instant,
-    cancel: CancellationToken,
-    task: Mutex<Option<JoinHandle<Done>>>,
-    pub(crate) shared: Arc<Shared>,
-    ended: Mutex<Option<Ended>>,
-}
+pub(crate) type Spawned = Background<Done, Ended>;
 
 impl Spawned {
-    /// Whether its command has not ended (rfs still waits on it).
-    pub(crate) fn alive(&self) -> bool {
-        self.task
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .is_some_and(|t| !t.is_finished())
-    }
-
-    /// Its output so far (the last [`KEPT_BYTES`]), one line each.
-    pub(crate) fn logs(&self) -> String {
-        self.shared.lines().text()
-    }
-
     pub(crate) fn group(&self) -> Option<i32> {
         self.shared.started.get().copied().flatten()
-    }
-
-    pub(crate) fn ended(&self) -> Option<Ended> {
-        self.ended.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -285,19 +174,7 @@ impl Run {
             timeout: None,
             cancel: cancel.clone(),
         };
-        let shared = Arc::new(Shared::default());
-        let tap_shared = shared.clone();
-        let inner = StepSink::new(
-            name,
-            &self.cfg.out_dir.join("steps"),
-            &stem,
-            &nonce,
-            self.state().redactor.clone(),
-            self.reporter.clone(),
-        )
-        .with_tap(Arc::new(move |which, line| {
-            tap_shared.lines().push(which, line)
-        }));
+        let (inner, shared) = self.background_sink(name, &stem, &nonce);
         let mut sink = SpawnSink {
             inner,
             marker,
@@ -310,16 +187,14 @@ impl Run {
             let r = provider.exec(&id, &req, &mut sink).await;
             (r, sink)
         });
-        let sp = Arc::new(Spawned {
-            name: name.to_owned(),
-            sandbox_id: pl.sandbox_id.clone(),
+        let sp = Arc::new(Spawned::new(
+            name,
+            &pl.sandbox_id,
             stem,
-            started: Instant::now(),
             cancel,
-            task: Mutex::new(Some(task)),
+            task,
             shared,
-            ended: Mutex::new(None),
-        });
+        ));
         self.state().spawned.push(sp.clone());
         self.await_start(&sp, &pl, &what)?;
         Ok(sp)
@@ -428,8 +303,8 @@ impl Run {
         by: &str,
         pl: Option<&super::step_wrapper::Placement>,
     ) -> Result<(Option<String>, Option<String>)> {
-        sp.cancel.cancel();
-        let task = sp.task.lock().unwrap_or_else(|p| p.into_inner()).take();
+        sp.cancel();
+        let task = sp.take_task();
         let Some(task) = task else {
             return Ok((None, None));
         };
@@ -453,14 +328,13 @@ impl Run {
         let group = sp.group();
         let group_gone = group.and_then(|g| self.group_gone(&sp.sandbox_id, g));
         let error = res.err().map(|e| e.to_string());
-        let stdout_log = self.log_digest(&format!("{}.stdout.log", sp.stem))?;
-        let stderr_log = self.log_digest(&format!("{}.stderr.log", sp.stem))?;
+        let (stdout_log, stderr_log) = self.background_logs(sp)?;
         let ended = Ended {
             exit: outcome.exit,
             signal: outcome.signal,
             group_gone,
         };
-        *sp.ended.lock().unwrap_or_else(|p| p.into_inner()) = Some(ended);
+        sp.set_ended(ended);
         let refusal = match (refused, pl) {
             (Some(r), Some(pl)) => Some(pl.refusal_message(&r, &format!("spawn `{}`", sp.name))),
             _ => None,
@@ -476,7 +350,7 @@ impl Run {
             signal: outcome.signal,
             group,
             group_gone,
-            duration_ms: super::ms(sp.started.elapsed().as_millis()),
+            duration_ms: sp.duration_ms(),
             stdout_log,
             stderr_log,
             output_tail: sp.shared.lines().tail(),

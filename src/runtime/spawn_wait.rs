@@ -7,7 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::spawn::{Shared, Spawned};
+use super::background::Background;
+use super::spawn::Spawned;
 use super::Run;
 use crate::error::{Error, Result};
 use crate::events::Event;
@@ -151,12 +152,7 @@ impl Run {
         what: WaitFor,
         timeout: Duration,
     ) -> Result<()> {
-        let watched = Watched {
-            sandbox_id: &sp.sandbox_id,
-            shared: &sp.shared,
-            alive: &|| sp.alive(),
-        };
-        match self.watch_until(&watched, &what, timeout)? {
+        match self.watch_until(sp, &what, timeout)? {
             Ok(after_ms) => self.record(Event::SpawnReady {
                 name: sp.name.clone(),
                 on: what.on().into(),
@@ -187,9 +183,9 @@ impl Run {
     /// Wait until `what` holds for `w` (its output, or a port probed in
     /// its sandbox): `Ok(after ms)`, or why not (timed out, it ended
     /// first, no table to probe).
-    pub(crate) fn watch_until(
+    pub(crate) fn watch_until<D, E: Clone>(
         &self,
-        w: &Watched<'_>,
+        w: &Background<D, E>,
         what: &WaitFor,
         timeout: Duration,
     ) -> Result<std::result::Result<u64, String>> {
@@ -200,7 +196,7 @@ impl Run {
             self.check_cancelled()?;
             // Read before asking whether it still runs: a line printed
             // right before the end counts.
-            let running = (w.alive)();
+            let running = w.alive();
             let held = match what {
                 WaitFor::Line(l) => w.shared.lines().contains(l),
                 WaitFor::Port(p) => {
@@ -208,7 +204,7 @@ impl Run {
                     if due {
                         last_probe = Some(Instant::now());
                         match self.probe(
-                            w.sandbox_id,
+                            &w.sandbox_id,
                             PORT_PROBE,
                             &p.to_string(),
                             self.cancel_token(),
@@ -237,15 +233,6 @@ impl Run {
         };
         Ok(Err(why))
     }
-}
-
-/// What [`Run::watch_until`] watches: a background process or a service.
-pub(crate) struct Watched<'a> {
-    /// The sandbox whose network a port is probed in.
-    pub sandbox_id: &'a str,
-    pub shared: &'a Shared,
-    /// Whether it still runs.
-    pub alive: &'a dyn Fn() -> bool,
 }
 
 /// The tail of an output for a failure's message.
