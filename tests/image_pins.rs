@@ -107,6 +107,35 @@ fn replay(rfs: &Rfs, cwd: &Path, bundle: &Path, args: &[&str]) -> RunOut {
     finish(o, out_dir)
 }
 
+/// The original run of `script` (`TAG` in it: the test's tag), whose
+/// journal pins (`pin`) the tag's image; then the tag is moved onto the
+/// other image. The original run and the image id it ran on.
+fn run_then_retag(
+    rfs: &Rfs,
+    repo: &Repo,
+    images: &Images,
+    script: &str,
+    pin: impl Fn(&RunOut) -> Value,
+) -> (RunOut, String) {
+    let original_id = image_id(&images.tag);
+    let original = rfs.run(repo.path(), &script.replace("TAG", &images.tag));
+    original.assert_code(0);
+    assert_eq!(pin(&original), original_id.as_str());
+    // Same name, other image.
+    docker(&["tag", &images.other, &images.tag]);
+    (original, original_id)
+}
+
+/// A replay refused (exit 3) naming the original image and the other.
+fn assert_refused_naming_both(r: &RunOut, original_id: &str, other: &str) {
+    r.assert_code(3);
+    assert!(
+        r.stderr.contains(original_id) && r.stderr.contains(other),
+        "names both images: {}",
+        r.stderr
+    );
+}
+
 #[test]
 fn a_docker_placement_names_the_image_id_and_the_attestation_lists_it() {
     if docker_missing() {
@@ -145,27 +174,15 @@ fn a_replay_after_the_name_was_retagged_to_another_image_is_refused_naming_both(
     let rfs = Rfs::new(Prov::Docker);
     let repo = Repo::new();
     let images = Images::new();
-    let original_id = image_id(&images.tag);
-    let script = format!(
-        "sandbox(#{{ image: \"{}\" }}); step(\"hi\", \"echo hi\");",
-        images.tag
+    let (original, original_id) = run_then_retag(
+        &rfs,
+        &repo,
+        &images,
+        "sandbox(#{ image: \"TAG\" }); step(\"hi\", \"echo hi\");",
+        |o| o.entries("placement")[0]["environment"]["image"]["id"].clone(),
     );
-    let original = rfs.run(repo.path(), &script);
-    original.assert_code(0);
-    assert_eq!(
-        original.entries("placement")[0]["environment"]["image"]["id"],
-        original_id.as_str()
-    );
-
-    // Same name, other image.
-    docker(&["tag", &images.other, &images.tag]);
     let r = replay(&rfs, repo.path(), &original.out_dir, &[]);
-    r.assert_code(3);
-    assert!(
-        r.stderr.contains(&original_id) && r.stderr.contains(&images.other),
-        "names both images: {}",
-        r.stderr
-    );
+    assert_refused_naming_both(&r, &original_id, &images.other);
     assert!(r.stderr.contains("--allow-other-image"), "{}", r.stderr);
     assert!(r.entries("step.start").is_empty(), "nothing ran");
     assert_eq!(
@@ -295,25 +312,15 @@ fn a_replayed_service_whose_image_was_retagged_is_refused_before_its_container_s
     let rfs = Rfs::new(Prov::Docker);
     let repo = Repo::new();
     let images = Images::new();
-    let original_id = image_id(&images.tag);
-    let script = format!(
-        "service(\"db\", #{{ image: \"{}\", cmd: \"exec sleep 600\" }}); step(\"hi\", \"echo hi\");",
-        images.tag
+    let (original, original_id) = run_then_retag(
+        &rfs,
+        &repo,
+        &images,
+        "service(\"db\", #{ image: \"TAG\", cmd: \"exec sleep 600\" }); step(\"hi\", \"echo hi\");",
+        |o| o.entries("service.start")[0]["image_pin"]["id"].clone(),
     );
-    let original = rfs.run(repo.path(), &script);
-    original.assert_code(0);
-    assert_eq!(
-        original.entries("service.start")[0]["image_pin"]["id"],
-        original_id.as_str()
-    );
-    docker(&["tag", &images.other, &images.tag]);
     let r = replay(&rfs, repo.path(), &original.out_dir, &[]);
-    r.assert_code(3);
-    assert!(
-        r.stderr.contains(&original_id) && r.stderr.contains(&images.other),
-        "names both images: {}",
-        r.stderr
-    );
+    assert_refused_naming_both(&r, &original_id, &images.other);
     assert!(r.stderr.contains("service `db`"), "{}", r.stderr);
     assert!(r.entries("step.start").is_empty(), "nothing ran");
     assert!(
