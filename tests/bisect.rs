@@ -367,3 +367,40 @@ fn bisect_with_a_setup_runs_it_once_and_every_lane_forks_its_checkpoint() {
     );
     rfs.assert_no_leftovers();
 }
+
+/// Bug: a lane refused after the setup passed (here its folder is a
+/// link) ended `rfs bisect` before the setup's checkpoint was removed,
+/// leaving it behind.
+#[test]
+fn bisect_whose_lane_is_refused_after_its_setup_still_removes_the_checkpoint() {
+    let rfs = Rfs::new(Prov::Local);
+    let (repo, ids) = counting_repo(3);
+    let setup = proof(&rfs, r#"step("s", "true");"#);
+    let p = proof(&rfs, r#"step("check", "true");"#);
+    let out = rfs.state.path().join("out-with-a-linked-lane");
+    std::fs::create_dir_all(&out).unwrap();
+    std::os::unix::fs::symlink(rfs.state.path().join("elsewhere"), out.join("lane-1")).unwrap();
+    let o = rfs
+        .cmd(repo.path())
+        .arg("bisect")
+        .args([&ids[0], "HEAD"])
+        .arg(&p)
+        .arg("--setup")
+        .arg(&setup)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("lane-1"), "{stderr}");
+    assert!(
+        stderr.contains("removed, verified gone"),
+        "the setup's checkpoint was not removed: {stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(rfs.state.path().join("local/checkpoints"))
+        .unwrap()
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    rfs.assert_no_leftovers();
+}

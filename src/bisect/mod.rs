@@ -88,7 +88,7 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
         },
     };
     let start_from = setup.as_ref().map(|s| s.1.clone());
-    let reports: Vec<crate::runner::RunReport> = std::thread::scope(|s| {
+    let ended: Result<Vec<crate::runner::RunReport>, Error> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..lanes)
             .map(|n| {
                 let out = if !nested {
@@ -111,7 +111,17 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
             .into_iter()
             .filter_map(|h| h.join().ok())
             .collect::<Result<Vec<_>, Error>>()
-    })?;
+    });
+    let reports = match ended {
+        Ok(r) => r,
+        Err(e) => {
+            // A lane refused before it ran: the setup's checkpoints go too.
+            if let Some(s) = setup.as_mut() {
+                setup::remove(&mut s.0);
+            }
+            return Err(e);
+        }
+    };
     say_lane_errors(&reports);
     let removed = setup.as_mut().is_none_or(|s| setup::remove(&mut s.0));
     let bundles: Vec<String> = reports

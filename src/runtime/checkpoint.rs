@@ -107,7 +107,17 @@ impl Run {
             tree_digest: source.as_ref().map(|s| s.pin.tree_digest.clone()),
             implicit,
             ms,
-        })?;
+        });
+        let fact = match fact {
+            Ok(f) => f,
+            Err(e) => {
+                // Not journaled: not kept either (nothing would remove it).
+                let p = self.cfg.provider.clone();
+                let deadline = self.cfg.cleanup_deadline;
+                self.block_on(remove_verified(p.as_ref(), &cp.id, deadline));
+                return Err(e);
+            }
+        };
         let made = MadeCheckpoint {
             checkpoint: cp.clone(),
             fact,

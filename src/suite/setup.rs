@@ -165,36 +165,35 @@ impl SetupRun {
         let Some(settings) = &self.settings else {
             return vec![];
         };
-        if self.made.is_empty() {
+        let made = std::mem::take(&mut self.made);
+        if made.is_empty() {
             return vec![];
         }
-        let provider = crate::lifecycle::start::config(settings, None, PathBuf::new()).provider;
-        let rt = match tokio::runtime::Builder::new_current_thread()
+        let provider = crate::provider::select::build_with_snapshot(
+            &settings.provider,
+            &settings.state_dir,
+            settings.image.clone(),
+            settings.snapshot.clone(),
+        )
+        .map_err(|e| format!("cannot reach its provider to remove it: {e}"));
+        let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-        {
-            Ok(rt) => rt,
-            Err(e) => {
-                return self
-                    .made
-                    .iter()
-                    .map(|m| CheckpointRemoved {
-                        checkpoint_id: m.checkpoint.id.clone(),
-                        verified: false,
-                        detail: format!("cannot start a runtime to remove it: {e}"),
-                    })
-                    .collect()
-            }
-        };
+            .map_err(|e| format!("cannot start a runtime to remove it: {e}"));
         let deadline = settings.cleanup_deadline;
-        let removed: Vec<_> = std::mem::take(&mut self.made)
+        let removed: Vec<_> = made
             .iter()
-            .map(|m| {
-                rt.block_on(crate::runtime::checkpoint::remove_verified(
-                    provider.as_ref(),
+            .map(|m| match (&provider, &rt) {
+                (Ok(p), Ok(rt)) => rt.block_on(crate::runtime::checkpoint::remove_verified(
+                    p.as_ref(),
                     &m.checkpoint.id,
                     deadline,
-                ))
+                )),
+                (Err(why), _) | (_, Err(why)) => CheckpointRemoved {
+                    checkpoint_id: m.checkpoint.id.clone(),
+                    verified: false,
+                    detail: why.clone(),
+                },
             })
             .collect();
         self.result.removed.clone_from(&removed);

@@ -9,8 +9,10 @@
 
 use std::path::Path;
 
-use crate::events::checkpoint_facts::Forked;
-use crate::events::Event;
+use sha2::{Digest, Sha256};
+
+use crate::events::checkpoint_facts::{Checkpointed, Forked};
+use crate::events::{Event, FileDigest};
 use crate::journal::{self, GENESIS};
 use crate::seal::Trust;
 
@@ -35,36 +37,25 @@ pub fn check(out: &Path, events: &[Event], trust: &Trust) -> Result<String, Stri
                 "{SETUP_DIR}/ is in the output directory but no placement.forked fact names a setup run (added after the run)"
             ))
         }
+        [] if events.iter().any(|e| matches!(e, Event::SourceFromCheckpoint(_))) => {
+            return Err(
+                "a source.from_checkpoint fact but no placement.forked: the run's sandbox did not start from a checkpoint".into(),
+            )
+        }
         [] => return Ok("none (the run's sandbox did not start from a checkpoint)".into()),
         [f] => *f,
         _ => return Err("more than one placement.forked fact: a run has one sandbox".into()),
     };
-    if f.setup_journal.path != SETUP_FILES[0] {
-        return Err(format!(
-            "placement.forked names {:?} as the setup's journal; it is always {}",
-            f.setup_journal.path, SETUP_FILES[0]
-        ));
-    }
-    let now = journal::file_digest_at_most(out, SETUP_FILES[0], f.setup_journal.bytes)
-        .map_err(|e| format!("cannot read {}: {e}", SETUP_FILES[0]))?;
-    if now.sha256 != f.setup_journal.sha256 || now.bytes != f.setup_journal.bytes {
-        return Err(format!(
-            "{} is not the setup journal the fork journaled (sha256 {}, {} bytes; now {}, {} bytes)",
-            SETUP_FILES[0], f.setup_journal.sha256, f.setup_journal.bytes, now.sha256, now.bytes
-        ));
-    }
-    let chain = journal::chain::verify(&out.join(SETUP_FILES[0]))
-        .map_err(|e| format!("{}: {e}", SETUP_FILES[0]))?;
+    let text = journaled_setup(out, &f.setup_journal)?;
+    let (chain, heads) =
+        journal::chain::verify_text(&text).map_err(|e| format!("{}: {e}", SETUP_FILES[0]))?;
     if !chain.complete {
         return Err(format!(
             "{} does not end with run.end: the setup run had not ended",
             SETUP_FILES[0]
         ));
     }
-    let text = crate::out_dir::read_regular(out, SETUP_FILES[0], crate::out_dir::MAX_RECORD_BYTES)
-        .map_err(|e| format!("cannot read {}: {e}", SETUP_FILES[0]))?;
-    let text = String::from_utf8(text).map_err(|e| format!("{}: {e}", SETUP_FILES[0]))?;
-    let (setup_events, heads) = parse(&text)?;
+    let setup_events = parse(&text)?;
     let Some(Event::RunStart {
         run_id,
         signing_key,
@@ -79,17 +70,63 @@ pub fn check(out: &Path, events: &[Event], trust: &Trust) -> Result<String, Stri
             f.setup_run_id, SETUP_FILES[0]
         ));
     }
-    let at = setup_events
-        .iter()
-        .position(|e| matches!(e, Event::Checkpoint(c) if c.checkpoint_id == f.checkpoint_id));
-    let Some(at) = at else {
+    let c = forked_checkpoint(f, &setup_events, &heads)?;
+    check_source_binding(events, c)?;
+    let signed = crate::seal::check_signature(
+        &out.join(SETUP_DIR),
+        text.as_bytes(),
+        signing_key.as_deref(),
+        trust,
+    )
+    .map_err(|e| format!("the setup run's signature ({}): {e}", SETUP_FILES[1]))?;
+    Ok(format!(
+        "started from checkpoint {} of setup run {run_id} at its journal head {}; {} chains intact and ended; setup signature: {signed}",
+        f.checkpoint_id, c.journal_head, SETUP_FILES[0]
+    ))
+}
+
+/// `setup/journal.jsonl`, read once: the text the fork journaled
+/// (`journaled`: its sha256 and size), or why it is not.
+fn journaled_setup(out: &Path, journaled: &FileDigest) -> Result<String, String> {
+    if journaled.path != SETUP_FILES[0] {
         return Err(format!(
-            "setup run {run_id} made no checkpoint {}",
-            f.checkpoint_id
+            "placement.forked names {:?} as the setup's journal; it is always {}",
+            journaled.path, SETUP_FILES[0]
         ));
-    };
-    let Event::Checkpoint(c) = &setup_events[at] else {
-        unreachable!("found above")
+    }
+    let max = journaled.bytes.min(crate::out_dir::MAX_RECORD_BYTES);
+    let bytes = crate::out_dir::read_regular(out, SETUP_FILES[0], max)
+        .map_err(|e| format!("cannot read {}: {e}", SETUP_FILES[0]))?;
+    let sha256 = hex::encode(Sha256::digest(&bytes));
+    if sha256 != journaled.sha256 || bytes.len() as u64 != journaled.bytes {
+        return Err(format!(
+            "{} is not the setup journal the fork journaled (sha256 {}, {} bytes; now {sha256}, {} bytes)",
+            SETUP_FILES[0],
+            journaled.sha256,
+            journaled.bytes,
+            bytes.len()
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("{}: {e}", SETUP_FILES[0]))
+}
+
+/// The setup journal's `checkpoint` fact the fork names, once it holds:
+/// recorded at the head of the line before it, and named by the fork
+/// with that head, name and provider.
+fn forked_checkpoint<'a>(
+    f: &Forked,
+    setup_events: &'a [Event],
+    heads: &[String],
+) -> Result<&'a Checkpointed, String> {
+    let found = setup_events.iter().enumerate().find_map(|(at, e)| match e {
+        Event::Checkpoint(c) if c.checkpoint_id == f.checkpoint_id => Some((at, c)),
+        _ => None,
+    });
+    let Some((at, c)) = found else {
+        return Err(format!(
+            "setup run {} made no checkpoint {}",
+            f.setup_run_id, f.checkpoint_id
+        ));
     };
     let before = if at == 0 { GENESIS } else { &heads[at - 1] };
     if c.journal_head != before || c.journal_lines != at as u64 {
@@ -107,38 +144,51 @@ pub fn check(out: &Path, events: &[Event], trust: &Trust) -> Result<String, Stri
             f.checkpoint_id, f.checkpoint_name, f.provider, f.setup_journal_head, c.name, c.provider, c.journal_head
         ));
     }
-    let signed = crate::seal::check_signature(
-        &out.join(SETUP_DIR),
-        text.as_bytes(),
-        signing_key.as_deref(),
-        trust,
-    )
-    .map_err(|e| format!("the setup run's signature ({}): {e}", SETUP_FILES[1]))?;
-    Ok(format!(
-        "started from checkpoint {} of setup run {run_id} at its journal head {}; {} chains intact and ended; setup signature: {signed}",
-        f.checkpoint_id, c.journal_head, SETUP_FILES[0]
-    ))
+    Ok(c)
 }
 
-/// The events of a journal's text and the hash of each line.
-fn parse(text: &str) -> Result<(Vec<Event>, Vec<String>), String> {
-    let mut events = vec![];
-    let mut heads = vec![];
-    for (i, raw) in text.split_terminator('\n').enumerate() {
-        let line: journal::Line = serde_json::from_str(raw)
-            .map_err(|e| format!("{} line {}: {e}", SETUP_FILES[0], i + 1))?;
-        let e = Event::from_kind_payload(&line.kind, &line.payload)
-            .map_err(|e| format!("{} line {}: {e}", SETUP_FILES[0], i + 1))?;
-        events.push(e);
-        heads.push(journal::line_hash(raw));
+/// Every `source.from_checkpoint` of the run binds the checkpoint `c`
+/// the sandbox started from, at the commit and tree the setup journal
+/// records for it (never another commit passed off over its tree).
+fn check_source_binding(events: &[Event], c: &Checkpointed) -> Result<(), String> {
+    for e in events {
+        let Event::SourceFromCheckpoint(s) = e else {
+            continue;
+        };
+        let holds = s.checkpoint_id == c.checkpoint_id
+            && c.commit.as_deref() == Some(s.commit.as_str())
+            && c.tree_digest.as_deref() == Some(s.tree_digest.as_str());
+        if !holds {
+            return Err(format!(
+                "source.from_checkpoint binds commit {} (tree {}) from checkpoint {}, but the setup journal records checkpoint {} at commit {} (tree {})",
+                s.commit,
+                s.tree_digest,
+                s.checkpoint_id,
+                c.checkpoint_id,
+                c.commit.as_deref().unwrap_or("none (no source bound)"),
+                c.tree_digest.as_deref().unwrap_or("none")
+            ));
+        }
     }
-    Ok((events, heads))
+    Ok(())
+}
+
+/// The events of a journal's text.
+fn parse(text: &str) -> Result<Vec<Event>, String> {
+    text.split_terminator('\n')
+        .enumerate()
+        .map(|(i, raw)| {
+            let line: journal::Line = serde_json::from_str(raw)
+                .map_err(|e| format!("{} line {}: {e}", SETUP_FILES[0], i + 1))?;
+            Event::from_kind_payload(&line.kind, &line.payload)
+                .map_err(|e| format!("{} line {}: {e}", SETUP_FILES[0], i + 1))
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::checkpoint_facts::Checkpointed;
 
     fn run_start() -> Event {
         match crate::events::catalog::samples().remove(0) {
@@ -191,8 +241,8 @@ mod tests {
             how: "copy".into(),
             journal_head: recorded.unwrap_or(&head).to_owned(),
             journal_lines: 2,
-            commit: None,
-            tree_digest: None,
+            commit: Some("c0ffee".into()),
+            tree_digest: Some("7ree".into()),
             implicit: false,
             ms: 1,
         }))
@@ -245,6 +295,47 @@ mod tests {
         }
         let (d, _) = bundle(None);
         let e = check(d.path(), &[], &Trust::default()).unwrap_err();
+        assert!(e.contains("no placement.forked"), "{e}");
+    }
+
+    /// A `source.from_checkpoint` fact binding `commit` (tree `tree`)
+    /// from checkpoint `cp-1`.
+    fn from_checkpoint(commit: &str, tree: &str) -> Event {
+        Event::SourceFromCheckpoint(crate::events::checkpoint_facts::SourceFromCheckpoint {
+            sandbox_id: "local-2".into(),
+            checkpoint_id: "cp-1".into(),
+            commit: commit.into(),
+            tree_digest: tree.into(),
+            files: 1,
+            workdir: "/home/src".into(),
+        })
+    }
+
+    #[test]
+    fn a_source_bound_from_the_checkpoint_at_another_commit_is_a_forged_link() {
+        let (d, f) = bundle(None);
+        let linked = |e: Event| {
+            check(
+                d.path(),
+                &[Event::PlacementForked(f.clone()), e],
+                &Trust::default(),
+            )
+        };
+        assert!(linked(from_checkpoint("c0ffee", "7ree")).is_ok());
+        for (commit, tree) in [("bad", "7ree"), ("c0ffee", "bad")] {
+            let e = linked(from_checkpoint(commit, tree)).unwrap_err();
+            assert!(
+                e.contains("setup journal records checkpoint cp-1 at commit c0ffee"),
+                "{e}"
+            );
+        }
+        let bare = tempfile::tempdir().unwrap();
+        let e = check(
+            bare.path(),
+            &[from_checkpoint("c0ffee", "7ree")],
+            &Trust::default(),
+        )
+        .unwrap_err();
         assert!(e.contains("no placement.forked"), "{e}");
     }
 }

@@ -15,7 +15,6 @@ use serde_json::{json, Value};
 use crate::errors;
 use crate::isolation::SandboxBox;
 use crate::state::{now_rfc3339, AppState, Record};
-use crate::toolbox::ToolboxState;
 use crate::ListShape;
 
 type St = State<Arc<AppState>>;
@@ -168,38 +167,18 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
         Ok(Err(e)) => return errors::api(500, &path, format!("Sandbox failed to start: {e}")),
         Err(e) => return errors::api(500, &path, format!("Sandbox failed to start: {e}")),
     };
-    let now_s = now_rfc3339();
     let mut rec = Record {
-        id: id.clone(),
-        name,
         labels: req.labels,
         env: req.env,
         snapshot,
         user: req.user.unwrap_or_else(|| "daytona".into()),
         target: req.target.unwrap_or_else(|| "us".into()),
-        state: "started",
-        desired_state: "started",
         auto_stop: req.auto_stop_interval.unwrap_or(15),
         auto_archive: req.auto_archive_interval.unwrap_or(10080),
         auto_delete: req.auto_delete_interval.unwrap_or(-1),
         network_block_all: req.network_block_all,
         network_allow_list: req.network_allow_list.clone(),
-        // Every snapshot of the sim is `daytona-small`'s size (as the
-        // server's defaults on the image path: cpu 1, memory 1, disk 3).
-        cpu: 1,
-        memory: 1,
-        disk: 3,
-        created_at: now_s.clone(),
-        updated_at: now_s.clone(),
-        last_activity_at: now_s,
-        last_activity: Instant::now(),
-        stopped_at: None,
-        deleted_at: None,
-        gone_at: None,
-        timeline: Vec::new(),
-        toolbox: Arc::new(ToolboxState::new(sandbox.clone())),
-        sandbox,
-        seq: st.next_seq(),
+        ..Record::fresh(id.clone(), name, sandbox, st.next_seq())
     };
     let ends_in = st.faults.take_create_ends_in();
     if let Some(state) = ends_in {

@@ -18,7 +18,6 @@ use serde_json::{json, Value};
 use crate::api::find;
 use crate::errors;
 use crate::state::{now_rfc3339, AppState, Record};
-use crate::toolbox::ToolboxState;
 
 pub(crate) async fn fork(
     State(st): State<Arc<AppState>>,
@@ -61,21 +60,17 @@ pub(crate) async fn fork(
                 ),
             );
         }
-        let now_s = now_rfc3339();
         let sandbox = match src.sandbox.fork_dir(&st.base_dir, &new_id) {
             Ok(b) => Arc::new(b),
             Err(e) => return errors::api(500, &path, format!("Fork failed: {e}")),
         };
         let mut rec = Record {
-            id: new_id.clone(),
-            name,
             labels: src.labels.clone(),
             env: src.env.clone(),
             snapshot: src.snapshot.clone(),
             user: src.user.clone(),
             target: src.target.clone(),
             state: "forking",
-            desired_state: "started",
             auto_stop: src.auto_stop,
             auto_archive: src.auto_archive,
             auto_delete: src.auto_delete,
@@ -84,17 +79,7 @@ pub(crate) async fn fork(
             cpu: src.cpu,
             memory: src.memory,
             disk: src.disk,
-            created_at: now_s.clone(),
-            updated_at: now_s.clone(),
-            last_activity_at: now_s,
-            last_activity: Instant::now(),
-            stopped_at: None,
-            deleted_at: None,
-            gone_at: None,
-            timeline: Vec::new(),
-            toolbox: Arc::new(ToolboxState::new(sandbox.clone())),
-            sandbox,
-            seq: st.next_seq(),
+            ..Record::fresh(new_id.clone(), name, sandbox, st.next_seq())
         };
         rec.push_view(Instant::now(), Some("forking"));
         (src.sandbox.clone(), rec)

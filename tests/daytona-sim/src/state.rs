@@ -64,6 +64,44 @@ pub(crate) struct Record {
 }
 
 impl Record {
+    /// A new sandbox's record, started, with the server's defaults (those
+    /// of a create that names nothing); its maker sets what differs.
+    pub(crate) fn fresh(id: String, name: String, sandbox: Arc<SandboxBox>, seq: u64) -> Record {
+        let now_s = now_rfc3339();
+        Record {
+            id,
+            name,
+            labels: BTreeMap::new(),
+            env: BTreeMap::new(),
+            snapshot: String::new(),
+            user: "daytona".into(),
+            target: "us".into(),
+            state: "started",
+            desired_state: "started",
+            auto_stop: 15,
+            auto_archive: 10080,
+            auto_delete: -1,
+            network_block_all: false,
+            network_allow_list: None,
+            // Every snapshot of the sim is `daytona-small`'s size (as the
+            // server's defaults on the image path: cpu 1, memory 1, disk 3).
+            cpu: 1,
+            memory: 1,
+            disk: 3,
+            created_at: now_s.clone(),
+            updated_at: now_s.clone(),
+            last_activity_at: now_s,
+            last_activity: Instant::now(),
+            stopped_at: None,
+            deleted_at: None,
+            gone_at: None,
+            timeline: Vec::new(),
+            toolbox: Arc::new(ToolboxState::new(sandbox.clone())),
+            sandbox,
+            seq,
+        }
+    }
+
     pub fn is_gone(&self, now: Instant) -> bool {
         self.gone_at.is_some_and(|g| now >= g)
     }

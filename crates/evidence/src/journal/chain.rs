@@ -71,6 +71,38 @@ pub fn verify(path: &Path) -> Result<Verified, ChainError> {
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
         })
         .map_err(ChainError::Unreadable)?;
+    let (chained, hashes) = verify_text(&text)?;
+    let matches_recorded_head = path
+        .parent()
+        .and_then(super::head::read)
+        .map(|super::head::RecordedHead { lines, head }| {
+            // EVIDENCE.md is rewritten after journal lines: a run killed
+            // in between leaves a journal that runs past the recorded head
+            // (consistent), never one that stops short of it.
+            let at = usize::try_from(lines).ok().and_then(|l| l.checked_sub(1));
+            match at.and_then(|i| hashes.get(i)) {
+                Some(h) if *h == head => Ok(lines == chained.lines),
+                Some(_) => Err(ChainError::HeadMismatch { line: lines }),
+                None => Err(ChainError::Truncated {
+                    recorded: lines,
+                    actual: chained.lines,
+                }),
+            }
+        })
+        .transpose()?;
+    if matches_recorded_head == Some(false) && chained.complete {
+        return Err(ChainError::AddedAfterRecordedEnd);
+    }
+    Ok(Verified {
+        matches_recorded_head,
+        ..chained
+    })
+}
+
+/// Verify the chain of a journal's `text` (read already), without a
+/// recorded head to compare (`matches_recorded_head` is `None`); with
+/// the hash of each line, in order.
+pub fn verify_text(text: &str) -> Result<(Verified, Vec<String>), ChainError> {
     let mut prev = GENESIS.to_owned();
     let mut n = 0u64;
     let mut last_kind = String::new();
@@ -120,31 +152,13 @@ pub fn verify(path: &Path) -> Result<Verified, ChainError> {
     if n == 0 {
         return Err(ChainError::Empty);
     }
-    let matches_recorded_head = path
-        .parent()
-        .and_then(super::head::read)
-        .map(|super::head::RecordedHead { lines, head }| {
-            // EVIDENCE.md is rewritten after journal lines: a run killed
-            // in between leaves a journal that runs past the recorded head
-            // (consistent), never one that stops short of it.
-            let at = usize::try_from(lines).ok().and_then(|l| l.checked_sub(1));
-            match at.and_then(|i| hashes.get(i)) {
-                Some(h) if *h == head => Ok(lines == n),
-                Some(_) => Err(ChainError::HeadMismatch { line: lines }),
-                None => Err(ChainError::Truncated {
-                    recorded: lines,
-                    actual: n,
-                }),
-            }
-        })
-        .transpose()?;
-    if matches_recorded_head == Some(false) && last_kind == "run.end" {
-        return Err(ChainError::AddedAfterRecordedEnd);
-    }
-    Ok(Verified {
-        lines: n,
-        head: prev,
-        complete: last_kind == "run.end",
-        matches_recorded_head,
-    })
+    Ok((
+        Verified {
+            lines: n,
+            head: prev,
+            complete: last_kind == "run.end",
+            matches_recorded_head: None,
+        },
+        hashes,
+    ))
 }

@@ -202,20 +202,14 @@ impl DaytonaProvider {
             _ => None,
         };
         if asked_list.is_some() && dto.network_allow_list != asked_list {
-            let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
-                Ok(()) => "it was destroyed (verified gone)".to_owned(),
-                Err(d) => format!("destroying it could not be verified: {d}"),
-            };
+            let cleanup = self.api.destroy_unused(&dto.id).await;
             return Err(ProviderError::Provision(format!(
                 "sandbox {} was created with networkAllowList {:?} although {:?} was asked for (the server ignored the field); {cleanup}",
                 dto.id, dto.network_allow_list, asked_list
             )));
         }
         if !spec.isolation.network.has_route() && dto.network_block_all != Some(true) {
-            let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
-                Ok(()) => "it was destroyed (verified gone)".to_owned(),
-                Err(d) => format!("destroying it could not be verified: {d}"),
-            };
+            let cleanup = self.api.destroy_unused(&dto.id).await;
             return Err(ProviderError::Provision(format!(
                 "sandbox {} was created without networkBlockAll although `network: false` asked for it (the server ignored the field); {cleanup}",
                 dto.id
@@ -236,10 +230,7 @@ impl DaytonaProvider {
         let home = match self.api.home_dir(&dto.id).await {
             Ok(h) => h,
             Err(e) => {
-                let cleanup = match self.api.destroy_gone(&dto.id, sandbox::GONE_WAIT).await {
-                    Ok(()) => "it was destroyed (verified gone)".to_owned(),
-                    Err(d) => format!("destroying it could not be verified: {d}"),
-                };
+                let cleanup = self.api.destroy_unused(&dto.id).await;
                 return Err(ProviderError::Provision(format!(
                     "sandbox {} started but its toolbox does not answer ({e}); {cleanup}",
                     dto.id

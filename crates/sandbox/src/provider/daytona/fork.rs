@@ -51,10 +51,7 @@ impl Api {
     /// Label fork `id` with `labels`, or destroy it (verified) and say why.
     async fn label_or_destroy(&self, id: &str, labels: &Labels) -> ProviderResult<()> {
         if let Err(e) = self.set_labels(id, labels).await {
-            let cleanup = match self.destroy_gone(id, super::sandbox::GONE_WAIT).await {
-                Ok(()) => "it was destroyed (verified gone)".to_owned(),
-                Err(d) => format!("destroying it could not be verified: {d}"),
-            };
+            let cleanup = self.destroy_unused(id).await;
             return Err(ProviderError::Provision(format!(
                 "cannot label fork {id}: {e}; {cleanup}"
             )));

@@ -240,10 +240,7 @@ impl Api {
                 None
             };
             if let Some(why) = why {
-                let cleanup = match self.destroy_gone(&id, GONE_WAIT).await {
-                    Ok(()) => "it was destroyed (verified gone)".to_owned(),
-                    Err(e) => format!("destroying it could not be verified: {e}"),
-                };
+                let cleanup = self.destroy_unused(&id).await;
                 return Err(ProviderError::Provision(format!("{why}; {cleanup}")));
             }
             tokio::time::sleep(wait).await;
@@ -286,6 +283,15 @@ impl Api {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+    }
+
+    /// Destroy sandbox `id` that rfs will not use, verified gone within
+    /// [`GONE_WAIT`]; how that went, to end the refusal that says why.
+    pub(super) async fn destroy_unused(&self, id: &str) -> String {
+        match self.destroy_gone(id, GONE_WAIT).await {
+            Ok(()) => "it was destroyed (verified gone)".to_owned(),
+            Err(e) => format!("destroying it could not be verified: {e}"),
         }
     }
 
