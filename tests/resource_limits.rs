@@ -590,3 +590,36 @@ fn a_script_alone_cannot_raise_the_default_pids_or_disk_cap() {
     );
     rfs.assert_no_leftovers();
 }
+
+/// `checkpoint()` copied the sandbox's files to this machine outside its
+/// disk limit, as often as a script asked: a script could fill the host
+/// past the person's `--max-disk` by checkpointing again and again. A
+/// run's checkpoints now keep at most its disk limit together; the one
+/// that would exceed it is removed and refused, naming the flag.
+#[test]
+fn checkpoints_cannot_keep_more_host_disk_than_the_runs_disk_limit() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script = "sandbox(#{ disk: \"64M\" });\n\
+         step(\"fill\", \"dd if=/dev/zero of=$HOME/big bs=1M count=40 2>/dev/null\");\n\
+         checkpoint(\"one\");\n\
+         checkpoint(\"two\");\n\
+         step(\"never\", \"true\");";
+    let out = rfs.run(repo.path(), script);
+    out.assert_code(3);
+    assert!(
+        out.stderr.contains("checkpoint \"two\" refused")
+            && out.stderr.contains("disk limit 64 MiB")
+            && out.stderr.contains("--max-disk"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.entries("checkpoint").len(), 1);
+    assert!(out.entries("step.start").len() == 1, "{}", out.stderr);
+    let kept = rfs.state.path().join("local").join("checkpoints");
+    let left: Vec<_> = std::fs::read_dir(&kept)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "checkpoints left: {left:?}");
+    rfs.assert_no_leftovers();
+}

@@ -93,6 +93,12 @@ impl Run {
         let cp = self
             .block_on(fork.checkpoint(&sb.id, name, &l))
             .map_err(|e| self.refuse(format!("cannot checkpoint sandbox {}: {e}", sb.id)))?;
+        if let Err(e) = self.within_disk_limit(name, &cp) {
+            let p = self.cfg.provider.clone();
+            let deadline = self.cfg.cleanup_deadline;
+            self.block_on(remove_verified(p.as_ref(), &cp.id, deadline));
+            return Err(e);
+        }
         let source = self.state().source.clone();
         let ms = super::ms(started.elapsed().as_millis());
         let fact = self.record_at_head(|head, lines| Checkpointed {
@@ -128,6 +134,48 @@ impl Run {
             None => self.state().checkpoints.push(made),
         }
         Ok(cp.id)
+    }
+
+    /// A run's checkpoints are disk on this machine beyond its sandbox:
+    /// together they may keep no more than the run's disk limit (the
+    /// person's `--max-disk`, or rfs's default cap, or less as the script
+    /// asks), or a script could fill the host by checkpointing again and
+    /// again.
+    fn within_disk_limit(&self, name: &str, new: &Checkpoint) -> Result<()> {
+        use crate::provider::limits::{ceiling_flag, LimitKind};
+        let Some(bytes) = new.host_bytes else {
+            return Ok(());
+        };
+        let opts = self.state().sandbox_opts.clone().unwrap_or_default();
+        let limits = self.isolation_request(&opts)?.limits;
+        let Some(limit) = limits.get(LimitKind::Disk) else {
+            return Ok(());
+        };
+        let kept: u64 = self
+            .made_checkpoints()
+            .iter()
+            .filter_map(|m| m.checkpoint.host_bytes)
+            .fold(bytes, u64::saturating_add);
+        if kept <= limit.value {
+            return Ok(());
+        }
+        Err(self.refuse(format!(
+            "checkpoint {name:?} refused: this run's checkpoints would keep {} on this machine, \
+             more than its {} ({}); a larger disk limit allows more, up to {} (pass it to raise the ceiling)",
+            crate::events::sandbox_facts::show_used(kept),
+            limit.describe(),
+            limit.by,
+            ceiling_flag(LimitKind::Disk)
+        )))
+    }
+
+    /// The checkpoints this run made so far (a setup's are in the suite's
+    /// sink).
+    fn made_checkpoints(&self) -> Vec<MadeCheckpoint> {
+        match &self.cfg.checkpoint_sink {
+            Some(sink) => sink.all(),
+            None => self.state().checkpoints.clone(),
+        }
     }
 
     /// The end of a suite's setup: a checkpoint named `setup` unless the

@@ -158,7 +158,7 @@ impl Run {
 
     /// The isolation the run's sandbox is asked for: the run's setting,
     /// overridden by `sandbox()` options.
-    fn isolation_request(&self, opts: &SandboxOptions) -> Result<IsolationRequest> {
+    pub(super) fn isolation_request(&self, opts: &SandboxOptions) -> Result<IsolationRequest> {
         let mut req = self.cfg.isolation.clone();
         if let Some(m) = opts.isolation {
             req = req

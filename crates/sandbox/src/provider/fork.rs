@@ -18,6 +18,10 @@ pub struct Checkpoint {
     pub how: String,
     /// The home of the sandbox it was taken from.
     pub home: String,
+    /// The disk it keeps on this machine (`None`: it is kept elsewhere,
+    /// as a Daytona fork is): a run's checkpoints count against its disk
+    /// limit.
+    pub host_bytes: Option<u64>,
 }
 
 /// A sandbox started from a checkpoint.

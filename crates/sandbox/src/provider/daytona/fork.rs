@@ -79,6 +79,7 @@ impl Fork for DaytonaProvider {
                 id: dto.id,
                 how: "a fork of the sandbox (Daytona's fork API: a copy of its filesystem), kept until the suite ends".into(),
                 home,
+                host_bytes: None,
             })
         }
         .await;

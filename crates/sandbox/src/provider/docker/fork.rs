@@ -86,6 +86,16 @@ impl Fork for DockerProvider {
             ))
         })?;
         let image = made.id;
+        let host_bytes = match api.inspect_image(&image).await {
+            Ok(i) => i.size.map(|s| s.max(0) as u64),
+            Err(e) => {
+                let _ = self.remove_checkpoint(&image).await;
+                return Err(ProviderError::Provision(format!(
+                    "cannot read the size of checkpoint image {image}: {}",
+                    self.client.error(e)
+                )));
+            }
+        };
         // The copy in the setup's own layer is not needed any more.
         let _ = self
             .as_root(id, r#"rm -rf "$2""#, "remove the home's copy")
@@ -94,6 +104,9 @@ impl Fork for DockerProvider {
             id: image,
             how: "an image committed from the container (docker commit), its home volume copied into it".into(),
             home: self.options.home.clone(),
+            // An image whose size the daemon does not say counts as
+            // unbounded: the run's disk limit refuses it.
+            host_bytes: Some(host_bytes.unwrap_or(u64::MAX)),
         })
     }
 

@@ -54,6 +54,23 @@ impl LocalProvider {
 
 /// Copy `from` to `to` (which must not exist) keeping owners, modes,
 /// links and times; copy-on-write where the filesystem can.
+/// The bytes the files under `dir` take (links not followed; a block
+/// per file at least, as a filesystem spends them).
+fn tree_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.path().symlink_metadata() {
+            Ok(m) if m.is_dir() => m.blocks() * 512 + tree_bytes(&e.path()),
+            Ok(m) => (m.blocks() * 512).max(m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
 fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
     let out = std::process::Command::new("cp")
         .args(["-a", "--reflink=auto", "--no-target-directory"])
@@ -181,21 +198,27 @@ impl Fork for LocalProvider {
                 serde_json::to_vec_pretty(&meta).expect("meta serialises"),
             )
             .map_err(|e| format!("writing the checkpoint's meta.json: {e}"))?;
-            std::fs::rename(&p2, &d2).map_err(|e| format!("{}: {e}", d2.display()))
+            let bytes = tree_bytes(&p2);
+            std::fs::rename(&p2, &d2).map_err(|e| format!("{}: {e}", d2.display()))?;
+            Ok::<_, String>(bytes)
         })
         .await
         .map_err(|e| ProviderError::Io(e.to_string()))?;
-        if let Err(why) = made {
-            super::removal::make_writable(&partial);
-            let _ = std::fs::remove_dir_all(&partial);
-            return Err(ProviderError::Provision(format!(
-                "cannot checkpoint sandbox {id}: {why}"
-            )));
-        }
+        let bytes = match made {
+            Ok(bytes) => bytes,
+            Err(why) => {
+                super::removal::make_writable(&partial);
+                let _ = std::fs::remove_dir_all(&partial);
+                return Err(ProviderError::Provision(format!(
+                    "cannot checkpoint sandbox {id}: {why}"
+                )));
+            }
+        };
         Ok(Checkpoint {
             id: cid,
             how: "a frozen copy of the sandbox's home and /tmp (cp -a --reflink=auto), forked through overlayfs".into(),
             home: info.home,
+            host_bytes: Some(bytes),
         })
     }
 
