@@ -2,7 +2,6 @@
 //! sandbox's tmp ([`StreamInput`]) or, for rfs's own executable, a pipe
 //! ([`NativeVerifier`]).
 
-use std::os::fd::AsRawFd as _;
 use std::path::Path;
 
 use async_trait::async_trait;
@@ -96,25 +95,12 @@ impl NativeVerifier for LocalProvider {
         // A pipe's read end becomes the program's standard input as it is
         // (its producer writes straight into the program); any other
         // stream is copied into a pipe of our own.
-        let input = match input.into_pipe() {
-            Ok(stdin) => {
-                let own = OwnProgram { path, exe, stdin };
-                return self.run(id, req, Some(own), sink).await;
-            }
-            Err(input) => input,
-        };
-        let (rx, tx) = crate::provider::input::pipe_cloexec().map_err(|e| cannot(&e))?;
-        nix::fcntl::fcntl(
-            tx.as_raw_fd(),
-            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-        )
-        .map_err(|e| cannot(&e))?;
-        let tx = tokio::net::unix::pipe::Sender::from_owned_fd(tx).map_err(|e| cannot(&e))?;
-        let own = OwnProgram {
-            path,
-            exe,
-            stdin: rx,
-        };
-        fed_while_running(feed_into(tx, input), self.run(id, req, Some(own), sink)).await
+        let (stdin, feed) = piped(input).map_err(|e| cannot(&e))?;
+        let own = OwnProgram { path, exe, stdin };
+        let run = self.run(id, req, Some(own), sink);
+        match feed {
+            Some(feed) => fed_while_running(feed, run).await,
+            None => run.await,
+        }
     }
 }

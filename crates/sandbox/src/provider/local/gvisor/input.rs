@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::super::commands::wait_streaming;
 use super::super::env::base_env;
-use super::super::input_feed::{fed_while_running, feed_into};
+use super::super::input_feed::{fed_while_running, piped};
 use super::super::LocalProvider;
 use super::GvisorSandbox;
 use crate::provider::{
@@ -41,20 +41,7 @@ impl LocalProvider {
         let cannot = |e: &dyn std::fmt::Display| {
             ProviderError::NotStarted(format!("cannot feed a command in sandbox {id}: {e}"))
         };
-        let (stdin, feed) = match input.into_pipe() {
-            Ok(rx) => (rx, None),
-            Err(input) => {
-                let (rx, tx) = crate::provider::input::pipe_cloexec().map_err(|e| cannot(&e))?;
-                nix::fcntl::fcntl(
-                    std::os::fd::AsRawFd::as_raw_fd(&tx),
-                    nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-                )
-                .map_err(|e| cannot(&e))?;
-                let tx =
-                    tokio::net::unix::pipe::Sender::from_owned_fd(tx).map_err(|e| cannot(&e))?;
-                (rx, Some(feed_into(tx, input)))
-            }
-        };
+        let (stdin, feed) = piped(input).map_err(|e| cannot(&e))?;
         let (child, out, err) =
             super::start_with_stdin(g, &dir, id, req, &env, Some(stdin), false)?;
         let run = wait_streaming(child, out, err, req, sink);
