@@ -168,7 +168,7 @@ impl SetupRun {
         if self.made.is_empty() {
             return vec![];
         }
-        let provider = crate::lifecycle::start::config(settings, None, PathBuf::new()).provider;
+        let provider = crate::lifecycle::start::provider_of(settings);
         let rt = match tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
