@@ -160,21 +160,6 @@ fn rfs_toml_secrets_are_passed_by_secret_flag_and_redacted() {
     );
 }
 
-/// The limit of `kind` in force in a run's placement: (value, by).
-fn limit_in_force(out: &RunOut, kind: &str) -> Option<(u64, String)> {
-    let placed = &out.entries("placement")[0]["isolation"]["limits"]["enforced"];
-    placed
-        .as_array()?
-        .iter()
-        .find(|l| l["kind"] == kind)
-        .map(|l| {
-            (
-                l["value"].as_u64().unwrap(),
-                l["by"].as_str().unwrap().to_owned(),
-            )
-        })
-}
-
 /// `[limits]` in rfs.toml is the repository's default for its sandboxes;
 /// a script may ask for less, or for more up to the person's ceiling
 /// (rfs.toml is the repository's word, not the person's).
@@ -190,12 +175,12 @@ fn rfs_toml_limits_are_the_repositorys_default_and_a_script_may_ask_up_to_the_ce
     let out = run_in(&repo, &rfs, "step(\"x\", \"true\");", None, &[]);
     out.assert_code(0);
     assert_eq!(
-        limit_in_force(&out, "memory"),
+        out.limit_in_force("memory"),
         Some((64 << 20, "rfs.toml".into()))
     );
-    assert_eq!(limit_in_force(&out, "pids"), Some((32, "rfs.toml".into())));
+    assert_eq!(out.limit_in_force("pids"), Some((32, "rfs.toml".into())));
     assert_eq!(
-        limit_in_force(&out, "disk"),
+        out.limit_in_force("disk"),
         Some((64 << 20, "rfs.toml".into()))
     );
     assert!(
@@ -213,10 +198,10 @@ fn rfs_toml_limits_are_the_repositorys_default_and_a_script_may_ask_up_to_the_ce
     );
     out.assert_code(0);
     let script = "the script's sandbox() option".to_owned();
-    assert_eq!(limit_in_force(&out, "pids"), Some((16, script.clone())));
-    assert_eq!(limit_in_force(&out, "memory"), Some((128 << 20, script)));
+    assert_eq!(out.limit_in_force("pids"), Some((16, script.clone())));
+    assert_eq!(out.limit_in_force("memory"), Some((128 << 20, script)));
     assert_eq!(
-        limit_in_force(&out, "disk"),
+        out.limit_in_force("disk"),
         Some((64 << 20, "rfs.toml".into()))
     );
     rfs.assert_no_leftovers();
@@ -248,7 +233,7 @@ fn rfs_toml_limits_cannot_exceed_the_persons_ceiling() {
     );
     out.assert_code(0);
     assert_eq!(
-        limit_in_force(&out, "pids"),
+        out.limit_in_force("pids"),
         Some((100000, "rfs.toml".into()))
     );
     // Under a flag's ceiling, and its environment variable's.

@@ -179,14 +179,13 @@ mod enforced {
                 assert!(out.stdout.contains("max=32"), "{}", out.stdout);
             }
             let limits = &out.entries("placement")[0]["isolation"]["limits"];
-            let by = |kind: &str| {
-                limits["enforced"].as_array().unwrap().iter()
-                    .find(|l| l["kind"] == kind)
-                    .map(|l| (l["value"].as_u64().unwrap(), l["by"].as_str().unwrap().to_owned()))
-            };
-            assert_eq!(by("pids"), Some((32, "--max-pids flag".into())), "{limits}");
             assert_eq!(
-                by("memory"),
+                out.limit_in_force("pids"),
+                Some((32, "--max-pids flag".into())),
+                "{limits}"
+            );
+            assert_eq!(
+                out.limit_in_force("memory"),
                 Some((256 << 20, "RFS_MAX_MEMORY environment variable".into())),
                 "{limits}"
             );
@@ -585,17 +584,9 @@ fn a_script_alone_cannot_raise_the_default_pids_or_disk_cap() {
         "{}",
         out.stdout
     );
-    let placed = &out.entries("placement")[0]["isolation"]["limits"]["enforced"];
-    let pids = placed
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["kind"] == "pids");
-    assert_eq!(pids.unwrap()["value"], 5000, "{placed}");
     assert_eq!(
-        pids.unwrap()["by"],
-        "the script's sandbox() option",
-        "{placed}"
+        out.limit_in_force("pids"),
+        Some((5000, "the script's sandbox() option".into()))
     );
     rfs.assert_no_leftovers();
 }

@@ -349,21 +349,6 @@ fn jobs_without_a_bound_are_refused() {
     rfs.assert_no_leftovers();
 }
 
-/// The limit of `kind` in force in a bundle's placement: (value, by).
-fn limit_in_force(out: &RunOut, kind: &str) -> Option<(u64, String)> {
-    let placed = &out.entries("placement")[0]["isolation"]["limits"]["enforced"];
-    placed
-        .as_array()?
-        .iter()
-        .find(|l| l["kind"] == kind)
-        .map(|l| {
-            (
-                l["value"].as_u64().unwrap(),
-                l["by"].as_str().unwrap().to_owned(),
-            )
-        })
-}
-
 /// `rfs test` and `rfs repl` take the person's ceilings as `rfs run`
 /// does (a larger ask is refused naming the flag), and the repository's
 /// rfs.toml `[limits]` and `isolation` as `rfs run` does.
@@ -396,7 +381,7 @@ fn rfs_test_and_repl_honour_the_ceilings_and_rfs_toml() {
     out.assert_code(0);
     assert!(!out.stderr.contains("ceiling"), "{}", out.stderr);
     assert_eq!(
-        limit_in_force(&out, "memory").map(|(v, _)| v),
+        out.limit_in_force("memory").map(|(v, _)| v),
         Some(1 << 30),
         "the ask within rfs's ceiling is what the sandbox got"
     );
@@ -408,7 +393,7 @@ fn rfs_test_and_repl_honour_the_ceilings_and_rfs_toml() {
     repo.commit("limits");
     let out = rfs.repl(repo.path(), b"step(\"x\", \"true\");\n", &[]);
     out.assert_code(0);
-    assert_eq!(limit_in_force(&out, "pids"), Some((24, "rfs.toml".into())));
+    assert_eq!(out.limit_in_force("pids"), Some((24, "rfs.toml".into())));
     // rfs.toml cannot turn isolation off for either.
     repo.write("rfs.toml", "isolation = \"none\"\n");
     repo.commit("widen");

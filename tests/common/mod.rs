@@ -289,6 +289,21 @@ impl RunOut {
             .collect()
     }
 
+    /// The limit of `kind` in force in the run's placement: (value, by).
+    pub fn limit_in_force(&self, kind: &str) -> Option<(u64, String)> {
+        let placed = &self.entries("placement")[0]["isolation"]["limits"]["enforced"];
+        placed
+            .as_array()?
+            .iter()
+            .find(|l| l["kind"] == kind)
+            .map(|l| {
+                (
+                    l["value"].as_u64().unwrap(),
+                    l["by"].as_str().unwrap().to_owned(),
+                )
+            })
+    }
+
     /// The sandbox id the journal's placement names.
     pub fn sandbox_id(&self) -> String {
         self.entries("placement")[0]["sandbox_id"]

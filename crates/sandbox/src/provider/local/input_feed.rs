@@ -34,6 +34,38 @@ pub(super) async fn fed_while_running(
     Ok(outcome)
 }
 
+/// The standard input of a command fed `input`: its pipe's read end as
+/// it is (its producer writes straight into the command), else the read
+/// end of a pipe of rfs's own, with the copy of `input` into it to run
+/// while the command does ([`run_fed`]).
+pub(super) fn stdin_pipe(
+    input: InputStream,
+) -> std::io::Result<(
+    OwnedFd,
+    Option<impl std::future::Future<Output = ProviderResult<()>>>,
+)> {
+    let input = match input.into_pipe() {
+        Ok(rx) => return Ok((rx, None)),
+        Err(input) => input,
+    };
+    let (rx, tx) = crate::provider::input::pipe_cloexec()?;
+    // Sets O_NONBLOCK on the write end (the command's read end stays
+    // blocking).
+    let tx = tokio::net::unix::pipe::Sender::from_owned_fd(tx)?;
+    Ok((rx, Some(feed_into(tx, input))))
+}
+
+/// Run `exec`, while `feed` (of [`stdin_pipe`]) feeds its input if any.
+pub(super) async fn run_fed(
+    feed: Option<impl std::future::Future<Output = ProviderResult<()>>>,
+    exec: impl std::future::Future<Output = ProviderResult<ExecOutcome>>,
+) -> ProviderResult<ExecOutcome> {
+    match feed {
+        Some(feed) => fed_while_running(feed, exec).await,
+        None => exec.await,
+    }
+}
+
 /// Copy `input` into the FIFO at `path` once a reader has opened it. A
 /// reader that goes away ends the feed without error (the command's
 /// outcome says why); an error reading `input` is returned.
@@ -63,26 +95,4 @@ async fn feed_into(
     mut input: InputStream,
 ) -> ProviderResult<()> {
     input.copy_into(&mut tx, 256 * 1024).await.map(drop)
-}
-
-/// `input` as a command's standard input: its own pipe's read end when it
-/// is one (its producer writes straight into the command, no feed), else
-/// the read end of a new close-on-exec pipe and the feed that copies
-/// `input` into it.
-pub(super) fn piped(
-    input: InputStream,
-) -> std::io::Result<(
-    OwnedFd,
-    Option<impl std::future::Future<Output = ProviderResult<()>>>,
-)> {
-    match input.into_pipe() {
-        Ok(rx) => Ok((rx, None)),
-        Err(input) => {
-            let (rx, tx) = crate::provider::input::pipe_cloexec()?;
-            // Sets O_NONBLOCK on the write end (the command's read end
-            // stays blocking).
-            let tx = tokio::net::unix::pipe::Sender::from_owned_fd(tx)?;
-            Ok((rx, Some(feed_into(tx, input))))
-        }
-    }
 }

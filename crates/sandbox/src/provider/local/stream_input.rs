@@ -92,15 +92,8 @@ impl NativeVerifier for LocalProvider {
             .clone()
             .ok_or_else(|| cannot(&"this process declared no rfs executable"))?;
         let exe = own_executable(&path).map_err(|e| cannot(&e))?;
-        // A pipe's read end becomes the program's standard input as it is
-        // (its producer writes straight into the program); any other
-        // stream is copied into a pipe of our own.
-        let (stdin, feed) = piped(input).map_err(|e| cannot(&e))?;
+        let (stdin, feed) = stdin_pipe(input).map_err(|e| cannot(&e))?;
         let own = OwnProgram { path, exe, stdin };
-        let run = self.run(id, req, Some(own), sink);
-        match feed {
-            Some(feed) => fed_while_running(feed, run).await,
-            None => run.await,
-        }
+        run_fed(feed, self.run(id, req, Some(own), sink)).await
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::super::commands::wait_streaming;
 use super::super::env::base_env;
-use super::super::input_feed::{fed_while_running, piped};
+use super::super::input_feed::{run_fed, stdin_pipe};
 use super::super::LocalProvider;
 use super::GvisorSandbox;
 use crate::provider::{
@@ -38,16 +38,11 @@ impl LocalProvider {
         let mut env = base_env(&info.home, init.as_deref());
         env.extend(req.env.iter().cloned());
         let dir = self.dir(id)?;
-        let cannot = |e: &dyn std::fmt::Display| {
+        let (stdin, feed) = stdin_pipe(input).map_err(|e| {
             ProviderError::NotStarted(format!("cannot feed a command in sandbox {id}: {e}"))
-        };
-        let (stdin, feed) = piped(input).map_err(|e| cannot(&e))?;
+        })?;
         let (child, out, err) =
             super::start_with_stdin(g, &dir, id, req, &env, Some(stdin), false)?;
-        let run = wait_streaming(child, out, err, req, sink);
-        match feed {
-            Some(feed) => fed_while_running(feed, run).await,
-            None => run.await,
-        }
+        run_fed(feed, wait_streaming(child, out, err, req, sink)).await
     }
 }

@@ -23,8 +23,8 @@ mod sandbox;
 
 pub use exec::GvisorChild;
 pub use probe::{decide, doctor_probe};
-pub use runsc::{runsc, unusable, Runsc, DEBUG_ENV, RUNSC_ENV};
-pub use sandbox::{known, remove_leftover, state_dir, GvisorSandbox};
+pub use runsc::{unusable, DEBUG_ENV, RUNSC_ENV};
+pub use sandbox::{remove_leftover, state_dir, GvisorSandbox};
 
 use std::path::Path;
 use std::process::Stdio;
