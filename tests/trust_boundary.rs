@@ -372,8 +372,19 @@ fn rfs_test_and_repl_honour_the_ceilings_and_rfs_toml() {
     );
     assert!(!out.stdout.contains("never-ran"), "{}", out.stdout);
     let input = b"sandbox(#{ memory: \"1G\" });\n";
-    let out = rfs.repl(repo.path(), input, &[]);
+    // Within rfs's own ceiling the same ask places a sandbox with it.
+    let out = rfs.repl(
+        repo.path(),
+        b"sandbox(#{ memory: \"1G\" });\nstep(\"x\", \"true\");\n",
+        &[],
+    );
+    out.assert_code(0);
     assert!(!out.stderr.contains("ceiling"), "{}", out.stderr);
+    assert_eq!(
+        out.limit_in_force("memory").map(|(v, _)| v),
+        Some(1 << 30),
+        "the ask within rfs's ceiling is what the sandbox got"
+    );
     let out = rfs.repl(repo.path(), input, &["--max-memory", "64M"]);
     assert!(out.stderr.contains(says), "{}", out.stderr);
     assert!(out.entries("placement").is_empty());

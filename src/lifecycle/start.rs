@@ -56,12 +56,9 @@ pub(crate) fn start(
     rt: tokio::runtime::Handle,
     s: Start,
 ) -> Result<Arc<Run>, Box<NotStarted>> {
-    let pairs: Vec<String> = settings
-        .vars
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    crate::secrets::learn_from_env(pairs.iter().map(String::as_str));
+    // The secret-named `--var`s are learned by the run's own redactor
+    // (`Run::start`, which teaches the process too).
+    crate::secrets::learn_from_env(std::iter::empty());
     let mut cfg = config(settings, s.provider, s.script_path);
     cfg.bundle = s.bundle;
     cfg.signer = s.key.as_ref().map(|k| k.signer());
@@ -88,26 +85,7 @@ pub(crate) fn config(
     provider: Option<Arc<dyn Provider>>,
     script_path: std::path::PathBuf,
 ) -> RunConfig {
-    // A provider that cannot even be constructed still gets a run (output
-    // dir, journal); it refuses at preflight with the reason.
-    let provider = provider.unwrap_or_else(|| {
-        select::build_with_snapshot(
-            &settings.provider,
-            &settings.state_dir,
-            settings.image.clone(),
-            settings.snapshot.clone(),
-        )
-        .unwrap_or_else(|e| {
-            Arc::new(crate::provider::unavailable::Unavailable {
-                name: settings.provider.name.clone(),
-                // Its refusal says "provider X is unavailable: …" once.
-                message: match e {
-                    crate::provider::ProviderError::Unavailable { message, .. } => message,
-                    other => other.to_string(),
-                },
-            })
-        })
-    });
+    let provider = provider.unwrap_or_else(|| provider_of(settings));
     RunConfig {
         run_id: settings.run_id.clone(),
         provider,
@@ -131,4 +109,26 @@ pub(crate) fn config(
         checkpoint_sink: None,
         start_from: None,
     }
+}
+
+/// The provider `settings` chose. One that cannot even be constructed
+/// still gets a run (output dir, journal): it refuses at preflight with
+/// the reason.
+fn provider_of(settings: &RunSettings) -> Arc<dyn Provider> {
+    select::build_with_snapshot(
+        &settings.provider,
+        &settings.state_dir,
+        settings.image.clone(),
+        settings.snapshot.clone(),
+    )
+    .unwrap_or_else(|e| {
+        Arc::new(crate::provider::unavailable::Unavailable {
+            name: settings.provider.name.clone(),
+            // Its refusal says "provider X is unavailable: …" once.
+            message: match e {
+                crate::provider::ProviderError::Unavailable { message, .. } => message,
+                other => other.to_string(),
+            },
+        })
+    })
 }

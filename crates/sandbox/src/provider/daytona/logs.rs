@@ -8,10 +8,6 @@ use serde::Deserialize;
 
 use super::shell_text;
 
-/// Marker bytes the toolbox puts before stdout / stderr chunks in raw logs.
-const STDOUT_MARK: &[u8] = b"\x01\x01\x01";
-const STDERR_MARK: &[u8] = b"\x02\x02\x02";
-
 /// A command's output so far.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Logs {
@@ -30,26 +26,15 @@ struct JsonLogs {
 }
 
 /// Split raw multiplexed output at the toolbox's markers (unmarked output
-/// is stdout).
+/// is stdout): [`StreamDemux`] over the whole of it.
 pub(super) fn demux(raw: &[u8]) -> Logs {
+    let mut d = StreamDemux::default();
+    let mut pieces = d.push(raw);
+    pieces.extend(d.finish());
     let mut l = Logs::default();
-    let mut to_err = false;
-    let mut i = 0;
-    while i < raw.len() {
-        if raw[i..].starts_with(STDOUT_MARK) {
-            to_err = false;
-            i += 3;
-        } else if raw[i..].starts_with(STDERR_MARK) {
-            to_err = true;
-            i += 3;
-        } else {
-            if to_err {
-                l.stderr.push(raw[i]);
-            } else {
-                l.stdout.push(raw[i]);
-            }
-            i += 1;
-        }
+    for (to_err, piece) in pieces {
+        let to = if to_err { &mut l.stderr } else { &mut l.stdout };
+        to.extend_from_slice(&piece);
     }
     l
 }
@@ -84,6 +69,7 @@ pub(super) fn before_end(logs: &Logs, token: &str) -> Logs {
     }
 }
 
+/// Marker bytes the toolbox puts before stdout / stderr chunks in raw logs.
 const OUT: &[u8] = b"\x01\x01\x01";
 const ERR: &[u8] = b"\x02\x02\x02";
 

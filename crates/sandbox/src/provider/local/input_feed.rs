@@ -16,7 +16,7 @@ impl Drop for RemoveOnDrop {
 /// is dropped with `feed`, a feed that failed reading its input fails the
 /// call (the command saw a truncated stream).
 pub(super) async fn fed_while_running(
-    feed: impl std::future::Future<Output = std::io::Result<()>>,
+    feed: impl std::future::Future<Output = ProviderResult<()>>,
     exec: impl std::future::Future<Output = ProviderResult<ExecOutcome>>,
 ) -> ProviderResult<ExecOutcome> {
     tokio::pin!(feed);
@@ -29,9 +29,7 @@ pub(super) async fn fed_while_running(
         }
     };
     if let Some(Err(e)) = fed {
-        return Err(ProviderError::Io(format!(
-            "the input stream broke before its end: {e}"
-        )));
+        return Err(e);
     }
     Ok(outcome)
 }
@@ -44,25 +42,22 @@ pub(super) fn stdin_pipe(
     input: InputStream,
 ) -> std::io::Result<(
     OwnedFd,
-    Option<impl std::future::Future<Output = std::io::Result<()>>>,
+    Option<impl std::future::Future<Output = ProviderResult<()>>>,
 )> {
     let input = match input.into_pipe() {
         Ok(rx) => return Ok((rx, None)),
         Err(input) => input,
     };
     let (rx, tx) = crate::provider::input::pipe_cloexec()?;
-    nix::fcntl::fcntl(
-        tx.as_raw_fd(),
-        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-    )
-    .map_err(std::io::Error::from)?;
+    // Sets O_NONBLOCK on the write end (the command's read end stays
+    // blocking).
     let tx = tokio::net::unix::pipe::Sender::from_owned_fd(tx)?;
     Ok((rx, Some(feed_into(tx, input))))
 }
 
 /// Run `exec`, while `feed` (of [`stdin_pipe`]) feeds its input if any.
 pub(super) async fn run_fed(
-    feed: Option<impl std::future::Future<Output = std::io::Result<()>>>,
+    feed: Option<impl std::future::Future<Output = ProviderResult<()>>>,
     exec: impl std::future::Future<Output = ProviderResult<ExecOutcome>>,
 ) -> ProviderResult<ExecOutcome> {
     match feed {
@@ -72,9 +67,9 @@ pub(super) async fn run_fed(
 }
 
 /// Copy `input` into the FIFO at `path` once a reader has opened it. A
-/// reader that goes away (broken pipe) ends the feed without error (the
-/// command's outcome says why); an error reading `input` is returned.
-pub(super) async fn feed_fifo(path: PathBuf, input: InputStream) -> std::io::Result<()> {
+/// reader that goes away ends the feed without error (the command's
+/// outcome says why); an error reading `input` is returned.
+pub(super) async fn feed_fifo(path: PathBuf, input: InputStream) -> ProviderResult<()> {
     // Opening for writing without a reader fails (ENXIO) instead of
     // blocking; poll until the command has opened its end.
     let tx = loop {
@@ -83,29 +78,21 @@ pub(super) async fn feed_fifo(path: PathBuf, input: InputStream) -> std::io::Res
             Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
                 tokio::time::sleep(Duration::from_millis(2)).await
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                return Err(ProviderError::Io(format!(
+                    "the input stream broke before its end: {e}"
+                )))
+            }
         }
     };
     feed_into(tx, input).await
 }
 
-/// Copy `input` into `tx`; a reader that went away ends the feed without
-/// error, an error reading `input` is returned.
-pub(super) async fn feed_into(
+/// Copy `input` into `tx` ([`InputStream::copy_into`]): a reader that went
+/// away ends the feed without error, an error reading `input` is returned.
+async fn feed_into(
     mut tx: tokio::net::unix::pipe::Sender,
     mut input: InputStream,
-) -> std::io::Result<()> {
-    use tokio::io::AsyncWriteExt;
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = input.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        match tx.write_all(&buf[..n]).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-            Err(e) => return Err(e),
-        }
-    }
+) -> ProviderResult<()> {
+    input.copy_into(&mut tx, 256 * 1024).await.map(drop)
 }
