@@ -45,6 +45,24 @@ pub(crate) struct NotStarted {
     pub(crate) ended: Option<Ended>,
 }
 
+impl NotStarted {
+    /// The error an entry point without a report of its own (the REPL,
+    /// an MCP session) ends with: a seal that failed after the refusal is
+    /// said with it, a teardown that could not be verified is warned of.
+    pub(crate) fn into_error(self) -> Error {
+        let Some(ended) = self.ended else {
+            return self.error;
+        };
+        if let Some(w) = &ended.teardown_warning {
+            errln!("rfs: warning: {w}");
+        }
+        match ended.seal_error {
+            Some((what, e)) => Error::Internal(format!("{}; then {what} failed: {e}", self.error)),
+            None => self.error,
+        }
+    }
+}
+
 /// Start a run: the secrets of rfs's own environment (secret-named
 /// variables, `--var`s) learned so that nothing shows them, the output
 /// directory and journal opened, then the provider's preflight. A

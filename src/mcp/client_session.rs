@@ -64,7 +64,7 @@ impl Session {
                 link: Default::default(),
             },
         )
-        .map_err(|not| not.error)?;
+        .map_err(|not| not.into_error())?;
         let here = Script {
             path: settings.invocation_dir.join("<mcp>"),
             dir: settings.invocation_dir.clone(),

@@ -73,7 +73,7 @@ pub(crate) fn run(settings: RunSettings, reporter: Arc<dyn Reporter>) -> Result<
             link: Default::default(),
         },
     )
-    .map_err(|not| not.error)?;
+    .map_err(|not| not.into_error())?;
     let engine = repl_engine(&run, &settings)?;
     // Ctrl-C while an evaluation runs (the terminal is not in raw mode
     // then) interrupts it; the other signals end the session.

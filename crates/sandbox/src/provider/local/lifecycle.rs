@@ -97,7 +97,11 @@ impl LocalProvider {
             cgroups: cg.as_ref().map(|c| c.parts()).unwrap_or_default(),
             disk: disk_cap,
         };
-        meta.write(&dir)?;
+        if let Err(e) = meta.write(&dir) {
+            // Its init, cgroups, disk and layers go as a sandbox's do.
+            let _ = self.destroy_sandbox(&id).await;
+            return Err(e);
+        }
         let info = self.read(&id)?.ok_or_else(|| {
             ProviderError::Provision(format!("sandbox {id} vanished after create"))
         })?;
