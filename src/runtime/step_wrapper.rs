@@ -26,25 +26,21 @@
 //! line, so even a command that learns the nonce cannot turn its own
 //! failure into a refusal. Both lines are rfs's own and never reach the
 //! step's logs, the console or the script.
+//!
+//! The script itself is the sandbox crate's ([`crate::provider::wrapper`]):
+//! a provider may do its checks without a shell, saying the same lines
+//! with the same exit codes (`local` in namespaces does: one shell per
+//! command instead of two).
 
 /// Exit code when a check failed (root, cwd or home missing).
-pub(crate) const EXIT_CWD_MISSING: i32 = 121;
+pub(crate) const EXIT_CWD_MISSING: i32 = crate::provider::wrapper::EXIT_REFUSED;
 /// Exit code when the cwd resolves outside the synced root.
-pub(crate) const EXIT_CWD_ESCAPE: i32 = 122;
-
-const SCRIPT: &str = r#"__rfs_no() { printf 'rfs-refused:%s:%s\n' "$2" "$1" >&2; exit 121; }
-[ -z "${HOME-}" ] || [ -d "$HOME" ] || __rfs_no home "$4"
-[ -d "$2" ] || __rfs_no root "$4"
-cd -P -- "$1" 2>/dev/null || __rfs_no cwd "$4"
-case "$PWD/" in "$2"/*) ;; *) printf 'rfs-refused:%s:escape:%s\n' "$4" "$PWD" >&2; exit 122;; esac
-[ -z "$4" ] || printf 'rfs-started:%s\n' "$4" >&2
-unset -f __rfs_no
-exec /bin/sh -c -- "$3" sh"#;
+pub(crate) const EXIT_CWD_ESCAPE: i32 = crate::provider::wrapper::EXIT_ESCAPE;
 
 /// The directory a wrapped command is started in (the wrapper then
 /// enters the mapped cwd): it exists in every sandbox, so a removed home
 /// or root is named by the wrapper instead of failing the start.
-pub(crate) const START_DIR: &str = "/";
+pub(crate) const START_DIR: &str = crate::provider::wrapper::START_DIR;
 
 /// Where a command runs, resolved and checked (by `Run::place_command`).
 #[derive(Debug, Clone)]
@@ -77,16 +73,7 @@ impl Placement {
     /// argv running `command` through the wrapper, confined to the root;
     /// the wrapper's signals carry `nonce` (see [`Gate`]).
     pub(crate) fn argv(&self, command: &str, nonce: &str) -> Vec<String> {
-        vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            SCRIPT.into(),
-            "rfs-wrapper".into(),
-            self.remote_dir.clone(),
-            self.physical_root.clone(),
-            command.into(),
-            nonce.into(),
-        ]
+        crate::provider::wrapper::argv(&self.remote_dir, &self.physical_root, command, nonce)
     }
 
     /// argv for a terminal session: the same checks, no start line (it

@@ -2,6 +2,7 @@
 //! (in the sandbox's namespaces or on the host), the wait, the group's end.
 
 use super::*;
+use crate::provider::wrapper::{self, Wrapped};
 
 impl LocalProvider {
     /// Start `req` (or, with `own`, rfs's own executable with `req.argv`
@@ -55,8 +56,13 @@ impl LocalProvider {
                 let pipe = || crate::provider::input::pipe_cloexec().map_err(|e| cannot(&e));
                 let ((out_r, out_w), (err_r, err_w)) = (pipe()?, pipe()?);
                 let null = std::fs::File::open("/dev/null").map_err(|e| cannot(&e))?;
+                // A wrapped command starts as its own shell, the wrapper's
+                // checks done by its start (see `confine`).
+                let wrapped = Wrapped::parse(&req.argv)
+                    .filter(|_| own.is_none() && req.cwd == wrapper::START_DIR);
+                let command_argv = wrapped.map(|w| w.command_argv());
                 let spec = launch::SpawnSpec {
-                    argv: &req.argv,
+                    argv: command_argv.as_deref().unwrap_or(&req.argv),
                     env: &env,
                     cwd: &req.cwd,
                     stdio: [
@@ -66,6 +72,7 @@ impl LocalProvider {
                     ],
                     terminal: false,
                     exec_fd: own.as_ref().map(|o| o.exe.as_fd()),
+                    confine: wrapped,
                 };
                 // A step that reached the process limit leaves processes
                 // that are being killed and reaped: a start refused at

@@ -5,8 +5,10 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 
+use super::confine::Confine;
 use super::spawn_stacks::{Stacks, SPARE_STACKS};
 use super::{child::*, errors::*, namespace_init::*, sys::*};
+use crate::provider::wrapper::Wrapped;
 
 impl Init {
     /// Start a command inside the sandbox (see the module documentation).
@@ -46,6 +48,9 @@ pub struct SpawnSpec<'a> {
     /// Execute this file (a descriptor of at least 3, close-on-exec, e.g.
     /// rfs's own executable) instead of looking `argv[0]` up.
     pub exec_fd: Option<BorrowedFd<'a>>,
+    /// The in-sandbox wrapper's checks, done before `argv` (the wrapped
+    /// command's own, [`Wrapped::command_argv`]) runs: see [`super::confine`].
+    pub confine: Option<Wrapped<'a>>,
 }
 
 /// Where a start failed (`Launch::stage`); 0: it did not.
@@ -77,6 +82,8 @@ pub(super) struct Launch {
     exec_fd: RawFd,
     /// The sandbox's `cgroup.procs` to join first; -1: none.
     cgroup: [RawFd; 3],
+    /// The wrapper's checks, done by the command's process before its exec.
+    confine: Option<Confine>,
     stacks: Stacks,
     /// Written by the children.
     pid: std::sync::atomic::AtomicI32,
@@ -105,6 +112,16 @@ impl Launch {
         for (k, v) in spec.env {
             env.insert(k.as_str(), v.as_str());
         }
+        let confine = spec
+            .confine
+            .map(|w| Confine::prepare(&w, spec.env))
+            .transpose()?;
+        if confine.is_some() {
+            // What the wrapper's `cd` exports: the physical cwd (written
+            // by the check) and where it started.
+            env.remove("PWD");
+            env.insert("OLDPWD", spec.cwd);
+        }
         let mut envp = vec![];
         for (k, v) in &env {
             if k.is_empty() || k.contains('=') {
@@ -114,6 +131,7 @@ impl Launch {
             envp.push(kv.as_ptr());
             strings.push(kv);
         }
+        envp.extend(confine.as_ref().map(Confine::pwd_entry));
         envp.push(std::ptr::null());
         // As execvp does, with the command's own PATH.
         let programs = if program.contains('/') || spec.exec_fd.is_some() {
@@ -147,6 +165,7 @@ impl Launch {
             terminal: spec.terminal,
             exec_fd,
             cgroup: init.cgroup.get().map_or([-1; 3], |c| c.procs_fds()),
+            confine,
             stacks,
             pid: 0.into(),
             stage: 0.into(),
@@ -319,6 +338,9 @@ extern "C" fn launch_inner(arg: *mut libc::c_void) -> libc::c_int {
             return fail(STAGE_CWD);
         }
         drop_capabilities();
+        if let Some(c) = &l.confine {
+            c.check();
+        }
         // Nothing of rfs's beyond stdio reaches the command (a file to
         // execute stays open until the exec, which closes it).
         if l.exec_fd >= 3 {
@@ -395,6 +417,7 @@ mod tests {
                 stdio: [null.as_fd(), null.as_fd(), null.as_fd()],
                 terminal: false,
                 exec_fd: None,
+                confine: None,
             };
             let mut child = init.spawn(&spec).unwrap();
             let status = rt.block_on(child.wait()).unwrap();

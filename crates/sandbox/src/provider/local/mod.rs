@@ -36,6 +36,10 @@
 //! terminal), with no capabilities and `no_new_privs`. rfs waits for it
 //! through a pidfd; the group kills of the runtime reach it directly.
 //!
+//! A command wrapped by rfs's in-sandbox wrapper ([`crate::provider::wrapper`])
+//! starts as its own shell directly: the second child does the
+//! wrapper's checks itself, as the command's process ([`confine`]).
+//!
 //! Code between `fork`/`clone` and `exec`/`_exit` only makes raw system
 //! calls on data prepared before (no allocation, no locks): the spawn
 //! children share rfs's memory while rfs's other threads keep running.
@@ -50,6 +54,7 @@ mod cache_mounts;
 mod cgroup;
 mod child;
 mod commands;
+mod confine;
 mod disk;
 mod egress;
 mod env;

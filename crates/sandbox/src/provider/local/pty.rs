@@ -76,6 +76,7 @@ pub async fn spawn_local_pty_in(
                 stdio: [slave, slave, slave],
                 terminal: true,
                 exec_fd: None,
+                confine: None,
             };
             LocalChild::Sandbox(init.spawn(&spec).map_err(|e| cannot(&e))?)
         }
