@@ -138,6 +138,9 @@ pub(crate) struct RunState {
     pub caches: Vec<caches::HeldCache>,
     /// Checkpoints this run made and removes at its end.
     pub checkpoints: Vec<checkpoint::MadeCheckpoint>,
+    /// The default cwd as [`Run::default_cwd`] worked it out: the bound
+    /// source's root and subdirectory, and the invocation directory in it.
+    pub default_cwd: Option<(std::path::PathBuf, Option<String>, Option<String>)>,
 }
 
 /// One run of a script.

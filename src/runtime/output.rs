@@ -171,7 +171,13 @@ impl StepSink {
 
     /// Flush partial lines and the logs; returns the (stdout, stderr)
     /// captures and which log files exist.
-    pub(crate) fn finish(mut self) -> std::io::Result<(String, String)> {
+    pub(crate) fn finish(self) -> std::io::Result<(String, String)> {
+        self.finish_logged().map(|(out, err, _)| (out, err))
+    }
+
+    /// [`StepSink::finish`], and whether each log file (stdout, stderr)
+    /// was written (a silent stream leaves none).
+    pub(crate) fn finish_logged(mut self) -> std::io::Result<(String, String, [bool; 2])> {
         for s in [&mut self.out, &mut self.err] {
             if !s.line.is_empty() {
                 let line = std::mem::take(&mut s.line);
@@ -191,7 +197,8 @@ impl StepSink {
                 return Err(e);
             }
         }
-        Ok((self.out.captured(), self.err.captured()))
+        let logged = [self.out.log.is_some(), self.err.log.is_some()];
+        Ok((self.out.captured(), self.err.captured(), logged))
     }
 
     /// Once the command ended with `exit`: what the in-sandbox wrapper

@@ -86,20 +86,24 @@ impl Run {
                 });
             }
         }
-        let src = self.state().source.clone().expect("bound above");
-        let rel = match cwd_opt {
-            Some(c) => cwd::resolve(c, &src.manifest),
-            None => cwd::default_relative(
-                &self.cfg.invocation_dir,
-                &src.request.repo_root,
-                src.request.subdir.as_deref(),
-            )
-            .and_then(|r| match r {
-                Some(r) => cwd::resolve(&r, &src.manifest),
-                None => Ok(String::new()),
-            }),
-        }
-        .map_err(|e| {
+        let default = match cwd_opt {
+            Some(_) => Ok(None),
+            None => self.default_cwd(),
+        };
+        // What the placement needs of the bound source (never its whole
+        // manifest: a copy per command grew with the tree).
+        let (rel, pin, physical_root) = {
+            let st = self.state();
+            let src = st.source.as_ref().expect("bound above");
+            let rel = match (cwd_opt, default) {
+                (Some(c), _) => cwd::resolve(c, &src.manifest),
+                (None, Ok(Some(r))) => cwd::resolve(&r, &src.manifest),
+                (None, Ok(None)) => Ok(String::new()),
+                (None, Err(e)) => Err(e),
+            };
+            (rel, src.pin.clone(), src.physical_root.clone())
+        };
+        let rel = rel.map_err(|e| {
             let m = self.state().redactor.redact_str(&e.to_string());
             let _ = self.record(Event::CwdRefused {
                 what: what.to_owned(),
@@ -109,16 +113,16 @@ impl Run {
         })?;
         let sb = self.ensure_sandbox()?;
         let remote_dir = if rel.is_empty() {
-            src.pin.workdir.clone()
+            pin.workdir.clone()
         } else {
-            format!("{}/{}", src.pin.workdir, rel)
+            format!("{}/{}", pin.workdir, rel)
         };
         let mut env = user_env.to_vec();
         env.extend([
             (BINDING_VARS[0].into(), sb.id.clone()),
-            (BINDING_VARS[1].into(), src.pin.commit.clone()),
-            (BINDING_VARS[2].into(), src.pin.tree_digest.clone()),
-            (BINDING_VARS[3].into(), src.pin.workdir.clone()),
+            (BINDING_VARS[1].into(), pin.commit),
+            (BINDING_VARS[2].into(), pin.tree_digest),
+            (BINDING_VARS[3].into(), pin.workdir),
             (BINDING_VARS[4].into(), self.cfg.run_id.clone()),
         ]);
         Ok(Placement {
@@ -126,9 +130,28 @@ impl Run {
             home: sb.home,
             rel,
             remote_dir,
-            physical_root: src.physical_root,
+            physical_root,
             env,
         })
+    }
+
+    /// The invocation directory relative to the bound source's root
+    /// (`None`: outside it), worked out once per binding: it canonicalizes
+    /// host paths, the same for every command.
+    fn default_cwd(&self) -> std::result::Result<Option<String>, cwd::CwdError> {
+        let key = {
+            let st = self.state();
+            let r = &st.source.as_ref().expect("bound").request;
+            if let Some((root, sub, rel)) = &st.default_cwd {
+                if *root == r.repo_root && *sub == r.subdir {
+                    return Ok(rel.clone());
+                }
+            }
+            (r.repo_root.clone(), r.subdir.clone())
+        };
+        let rel = cwd::default_relative(&self.cfg.invocation_dir, &key.0, key.1.as_deref())?;
+        self.state().default_cwd = Some((key.0, key.1, rel.clone()));
+        Ok(rel)
     }
 
     /// Run one step.

@@ -75,12 +75,17 @@ impl Run {
             Ok(o) => sink.close_wrapper(o.exit),
             Err(_) => sink.close_wrapper(None),
         };
-        let (stdout, stderr) = sink
-            .finish()
+        let (stdout, stderr, logged) = sink
+            .finish_logged()
             .map_err(|e| Error::Internal(format!("cannot write step log: {e}")))?;
         let elapsed = super::ms(t.elapsed().as_millis());
-        let stdout_log = self.log_digest(&format!("{stem_n}.stdout.log"))?;
-        let stderr_log = self.log_digest(&format!("{stem_n}.stderr.log"))?;
+        // A silent stream has no log to hash.
+        let digest = |written: bool, s: &str| match written {
+            true => self.log_digest(&format!("{stem_n}.{s}.log")),
+            false => Ok(None),
+        };
+        let stdout_log = digest(logged[0], "stdout")?;
+        let stderr_log = digest(logged[1], "stderr")?;
         if let Some(how) = stalled {
             let msg = format!(
                 "step `{name}`: sandbox {} {how} during the step; rfs stopped waiting for the command",

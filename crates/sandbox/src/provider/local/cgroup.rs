@@ -91,7 +91,18 @@ pub(super) struct Cgroup {
     parts: Vec<(LimitKind, u64, PathBuf, OwnedFd)>,
     /// The counters as last read (pids.events `max`, oom kills).
     seen: Mutex<(u64, u64)>,
+    /// The files of [`COUNTERS`] there are, open: each read after every
+    /// command is one `pread` (no path lookup, no open and close).
+    counters: Vec<(&'static str, std::fs::File)>,
 }
+
+/// The files read after every command.
+const COUNTERS: [(LimitKind, &str); 4] = [
+    (LimitKind::Pids, "pids.events"),
+    (LimitKind::Pids, "pids.peak"),
+    (LimitKind::Memory, "memory.oom_control"),
+    (LimitKind::Memory, "memory.max_usage_in_bytes"),
+];
 
 impl Cgroup {
     /// Create the cgroups of sandbox `id` and set `limits` in them.
@@ -99,6 +110,7 @@ impl Cgroup {
         let mut cg = Cgroup {
             parts: vec![],
             seen: Mutex::new((0, 0)),
+            counters: vec![],
         };
         for kind in LimitKind::ALL {
             let Some(v) = limits.get(kind).filter(|_| kind != LimitKind::Disk) else {
@@ -143,7 +155,28 @@ impl Cgroup {
                 return Err(e);
             }
         }
+        cg.open_counters();
         Ok(cg)
+    }
+
+    fn open_counters(&mut self) {
+        for (kind, file) in COUNTERS {
+            let Some(dir) = self.parts.iter().find(|p| p.0 == kind).map(|p| &p.2) else {
+                continue;
+            };
+            if let Ok(f) = std::fs::File::open(dir.join(file)) {
+                self.counters.push((file, f));
+            }
+        }
+    }
+
+    /// The text of counter file `file` now.
+    fn counter(&self, file: &str) -> Option<String> {
+        use std::os::unix::fs::FileExt;
+        let f = &self.counters.iter().find(|c| c.0 == file)?.1;
+        let mut buf = [0u8; 512];
+        let n = f.read_at(&mut buf, 0).ok()?;
+        Some(String::from_utf8_lossy(&buf[..n]).into_owned())
     }
 
     /// The cgroups recorded in `meta.json`, opened again; `Err` when one
@@ -152,6 +185,7 @@ impl Cgroup {
         let mut cg = Cgroup {
             parts: vec![],
             seen: Mutex::new((0, 0)),
+            counters: vec![],
         };
         for p in parts {
             let procs = std::fs::OpenOptions::new()
@@ -161,6 +195,7 @@ impl Cgroup {
             cg.parts
                 .push((p.kind, p.value, p.dir.clone(), procs.into()));
         }
+        cg.open_counters();
         let _ = cg.reached();
         Ok(cg)
     }
@@ -196,10 +231,8 @@ impl Cgroup {
         fds
     }
 
-    fn read(&self, kind: LimitKind, file: &str, key: &str) -> Option<u64> {
-        let dir = &self.parts.iter().find(|p| p.0 == kind)?.2;
-        let text = std::fs::read_to_string(dir.join(file)).ok()?;
-        text.lines().find_map(|l| {
+    fn read(&self, file: &str, key: &str) -> Option<u64> {
+        self.counter(file)?.lines().find_map(|l| {
             let (k, v) = l.split_once(' ')?;
             (k == key).then(|| v.trim().parse().ok()).flatten()
         })
@@ -209,23 +242,21 @@ impl Cgroup {
     /// again from the current use (cgroup v1's `pids.peak` cannot be
     /// reset: it is the sandbox's peak so far).
     pub(super) fn peaks(&self, reset: bool) -> (Option<u64>, Option<u64>) {
-        let dir = |kind| self.parts.iter().find(|p| p.0 == kind).map(|p| &p.2);
-        let num = |p: Option<PathBuf>| std::fs::read_to_string(p?).ok()?.trim().parse::<u64>().ok();
-        let mem_file = dir(LimitKind::Memory).map(|d| d.join("memory.max_usage_in_bytes"));
-        let memory = num(mem_file.clone());
+        let num = |file| self.counter(file)?.trim().parse::<u64>().ok();
+        let memory = num("memory.max_usage_in_bytes");
         if reset {
-            if let Some(f) = mem_file {
-                let _ = std::fs::write(f, "0");
+            if let Some(p) = self.parts.iter().find(|p| p.0 == LimitKind::Memory) {
+                let _ = std::fs::write(p.2.join("memory.max_usage_in_bytes"), "0");
             }
         }
-        let pids = num(dir(LimitKind::Pids).map(|d| d.join("pids.peak")));
+        let pids = num("pids.peak");
         (memory, pids)
     }
 
     /// The limits reached since this was last asked.
     pub(super) fn reached(&self) -> Vec<LimitHit> {
-        let forks = self.read(LimitKind::Pids, "pids.events", "max");
-        let ooms = self.read(LimitKind::Memory, "memory.oom_control", "oom_kill");
+        let forks = self.read("pids.events", "max");
+        let ooms = self.read("memory.oom_control", "oom_kill");
         let mut guard = self.seen.lock().expect("cgroup counters");
         let seen = &mut *guard;
         let mut hits = vec![];

@@ -55,7 +55,7 @@ impl LocalProvider {
             Some(init) => {
                 let pipe = || crate::provider::input::pipe_cloexec().map_err(|e| cannot(&e));
                 let ((out_r, out_w), (err_r, err_w)) = (pipe()?, pipe()?);
-                let null = std::fs::File::open("/dev/null").map_err(|e| cannot(&e))?;
+                let null = self.dev_null().map_err(|e| cannot(&e))?;
                 // A wrapped command starts as its own shell, the wrapper's
                 // checks done by its start (see `confine`).
                 let wrapped = Wrapped::parse(&req.argv)
@@ -92,13 +92,18 @@ impl LocalProvider {
                     e => cannot(&e),
                 })?;
                 // The command holds its own copies now.
-                drop(null);
                 drop(own);
                 drop(out_w);
                 drop(err_w);
-                let reader = |fd| -> ProviderResult<Output> {
+                let reader = |fd: OwnedFd| -> ProviderResult<Output> {
+                    // A pipe's read end of ours (its flags are ours to set).
+                    // SAFETY: fcntl on a descriptor we own.
+                    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0
+                    {
+                        return Err(cannot(&std::io::Error::last_os_error()));
+                    }
                     Ok(Box::pin(
-                        tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
+                        tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(fd)
                             .map_err(|e| cannot(&e))?,
                     ))
                 };
@@ -173,7 +178,9 @@ pub(super) async fn wait_streaming(
 ) -> ProviderResult<ExecOutcome> {
     let pgid = child.id().map(|p| p as i32);
     let mut sup = Supervisor::new(req, KILL_AFTER_PIPES_CLOSED);
-    let (mut obuf, mut ebuf) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+    // Read into spare capacity: nothing to zero for a command that
+    // prints little or nothing.
+    let (mut obuf, mut ebuf) = (Vec::with_capacity(64 * 1024), Vec::with_capacity(64 * 1024));
     let (mut odone, mut edone) = (false, false);
     let mut outcome = ExecOutcome::default();
     // The command's exit is watched with its output: a background
@@ -186,13 +193,19 @@ pub(super) async fn wait_streaming(
         let mut wait = std::pin::pin!(child.wait());
         while !(odone && edone) {
             tokio::select! {
-                n = out.read(&mut obuf), if !odone => match n {
+                n = out.read_buf(&mut obuf), if !odone => match n {
                     Ok(0) | Err(_) => odone = true,
-                    Ok(n) => sink.stdout(&obuf[..n]),
+                    Ok(_) => {
+                        sink.stdout(&obuf);
+                        obuf.clear();
+                    }
                 },
-                n = err.read(&mut ebuf), if !edone => match n {
+                n = err.read_buf(&mut ebuf), if !edone => match n {
                     Ok(0) | Err(_) => edone = true,
-                    Ok(n) => sink.stderr(&ebuf[..n]),
+                    Ok(_) => {
+                        sink.stderr(&ebuf);
+                        ebuf.clear();
+                    }
                 },
                 s = &mut wait, if exited.is_none() => {
                     exited = Some(s);

@@ -33,12 +33,17 @@ impl LocalProvider {
         Ok(Some(cg))
     }
 
-    /// The disk limit of sandbox `id` when its disk is full.
-    pub(super) fn disk_full(&self, id: &str) -> Option<crate::provider::limits::LimitHit> {
-        let cap = match self.infos.lock().expect("infos lock").get(id) {
+    /// The size of sandbox `id`'s own disk (`None`: it has none).
+    pub(super) fn disk_cap(&self, id: &str) -> Option<u64> {
+        match self.infos.lock().expect("infos lock").get(id) {
             Some(k) => k.disk,
             None => self.read_meta(id).ok().flatten().and_then(|k| k.disk),
-        }?;
+        }
+    }
+
+    /// The disk limit of sandbox `id` when its disk is full.
+    pub(super) fn disk_full(&self, id: &str) -> Option<crate::provider::limits::LimitHit> {
+        let cap = self.disk_cap(id)?;
         let (_, full) = disk::usage(&self.dir(id).ok()?)?;
         full.then_some(crate::provider::limits::LimitHit {
             kind: crate::provider::limits::LimitKind::Disk,

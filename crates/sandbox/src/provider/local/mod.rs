@@ -124,6 +124,8 @@ pub struct LocalProvider {
     cgroups: Arc<Mutex<HashMap<String, Arc<cgroup::Cgroup>>>>,
     /// The egress records of sandboxes behind rfs's proxy, by id.
     egress_logs: Arc<Mutex<HashMap<String, Arc<crate::network::EgressLog>>>>,
+    /// `/dev/null`, the standard input of every command, opened once.
+    dev_null: Arc<std::sync::OnceLock<std::fs::File>>,
 }
 
 impl LocalProvider {
@@ -136,7 +138,17 @@ impl LocalProvider {
             own_exe: crate::provider::own_executable::executable().map(Path::to_path_buf),
             cgroups: Arc::default(),
             egress_logs: Arc::default(),
+            dev_null: Arc::default(),
         }
+    }
+
+    /// `/dev/null`, open for reading.
+    pub(super) fn dev_null(&self) -> std::io::Result<&std::fs::File> {
+        if let Some(f) = self.dev_null.get() {
+            return Ok(f);
+        }
+        let f = std::fs::File::open("/dev/null")?;
+        Ok(self.dev_null.get_or_init(|| f))
     }
 
     /// The same, running `exe` (an rfs executable) as its own executable
@@ -248,9 +260,10 @@ impl Provider for LocalProvider {
             _ => (None, None),
         };
         let dir = self.dir(id).ok()?;
-        let disk_used = disk::is_mounted(&dir)
-            .then(|| disk::usage(&dir).map(|u| u.0))
-            .flatten();
+        // Its own disk, mounted at its creation (as `disk_full` reads it).
+        let disk_used = self
+            .disk_cap(id)
+            .and_then(|_| disk::usage(&dir).map(|u| u.0));
         Some(crate::provider::limits::Usage {
             memory_peak,
             pids_peak,
