@@ -63,6 +63,7 @@ pub(super) const STAGE_TERMINAL: u32 = 6;
 pub(super) const STAGE_CWD: u32 = 7;
 pub(super) const STAGE_EXEC: u32 = 8;
 pub(super) const STAGE_CGROUP: u32 = 9;
+pub(super) const STAGE_AFFINITY: u32 = 10;
 
 /// Everything the spawn children need, prepared before the `clone`, and
 /// what they report back (they share rfs's memory).
@@ -84,6 +85,9 @@ pub(super) struct Launch {
     cgroup: [RawFd; 3],
     /// The wrapper's checks, done by the command's process before its exec.
     confine: Option<Confine>,
+    /// The CPUs the starting thread may run on (`None`: unknown), which
+    /// the command gets back (see [`Launch::start`]).
+    cpus: Option<libc::cpu_set_t>,
     stacks: Stacks,
     /// Written by the children.
     pid: std::sync::atomic::AtomicI32,
@@ -166,6 +170,7 @@ impl Launch {
             exec_fd,
             cgroup: init.cgroup.get().map_or([-1; 3], |c| c.procs_fds()),
             confine,
+            cpus: allowed_cpus(),
             stacks,
             pid: 0.into(),
             stage: 0.into(),
@@ -193,6 +198,12 @@ impl Launch {
             let mut old: libc::sigset_t = std::mem::zeroed();
             libc::sigfillset(&mut all);
             libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+            // The children run on this CPU, which this thread leaves for
+            // them (CLONE_VFORK): placed on another one, busy, a new
+            // child waited there for its turn (a millisecond and more
+            // per child on a loaded machine). The command gets every CPU
+            // back before its exec, this thread right after.
+            let pinned = self.cpus.is_some() && pin_to_this_cpu();
             let c1 = libc::clone(
                 launch_outer,
                 self.stacks.top(0),
@@ -200,6 +211,9 @@ impl Launch {
                 arg,
             );
             let e = errno();
+            if let (true, Some(cpus)) = (pinned, &self.cpus) {
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), cpus);
+            }
             libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
             (c1, e)
         };
@@ -231,6 +245,7 @@ impl Launch {
                 STAGE_SESSION => "making it a session of its own".into(),
                 STAGE_TERMINAL => "giving it its terminal".into(),
                 STAGE_CGROUP => "putting it in the sandbox's cgroups (its limits)".into(),
+                STAGE_AFFINITY => "giving it back the CPUs rfs may use".into(),
                 _ => format!("executing {}", self.programs[0].to_string_lossy()),
             };
             return Err(SpawnError::Os { what, errno });
@@ -250,6 +265,28 @@ impl Launch {
         self.errno.store(errno(), SeqCst);
         self.stage.store(stage, SeqCst);
     }
+}
+
+/// The CPUs the calling thread may run on.
+fn allowed_cpus() -> Option<libc::cpu_set_t> {
+    // SAFETY: sched_getaffinity fills a set of the size given.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0)
+            .then_some(set)
+    }
+}
+
+/// Restrict the calling thread to the CPU it runs on; `false`: it was
+/// not (nothing to undo).
+unsafe fn pin_to_this_cpu() -> bool {
+    let cpu = libc::sched_getcpu();
+    if cpu < 0 {
+        return false;
+    }
+    let mut one: libc::cpu_set_t = std::mem::zeroed();
+    libc::CPU_SET(cpu as usize, &mut one);
+    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) == 0
 }
 
 /// The first spawn child (rfs's memory, fd table; own fs): join the
@@ -295,6 +332,11 @@ extern "C" fn launch_inner(arg: *mut libc::c_void) -> libc::c_int {
             l.fail(stage);
             libc::_exit(127)
         };
+        if let Some(cpus) = &l.cpus {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), cpus) != 0 {
+                return fail(STAGE_AFFINITY);
+            }
+        }
         // rfs's handlers must not run here (the mask is still full).
         for sig in 1..libc::SIGRTMAX() {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {
@@ -424,5 +466,58 @@ mod tests {
             assert_eq!(status.code(), Some(code));
             assert_eq!(init.spare_stacks.lock().unwrap().len(), 1);
         }
+    }
+
+    fn allowed(status: &str) -> String {
+        status
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list:"))
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The start runs its children on the starting thread's CPU: the
+    /// command and the thread itself get every CPU they had back (a
+    /// command pinned to one CPU would run `make -j` on one).
+    #[test]
+    fn a_command_and_the_thread_that_started_it_keep_every_cpu() {
+        if availability().is_err() {
+            eprintln!("skipped: namespaces unavailable here");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["home", "tmp", "root"] {
+            std::fs::create_dir(dir.path().join(d)).unwrap();
+        }
+        let init = Init::for_sandbox(dir.path(), &crate::network::NetworkPolicy::Host).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let own = || allowed(&std::fs::read_to_string("/proc/thread-self/status").unwrap());
+        let before = own();
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let (out_r, out_w) = crate::provider::input::pipe_cloexec().unwrap();
+        let argv = vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            "cat /proc/self/status".into(),
+        ];
+        let spec = SpawnSpec {
+            argv: &argv,
+            env: &[],
+            cwd: "/",
+            stdio: [null.as_fd(), out_w.as_fd(), null.as_fd()],
+            terminal: false,
+            exec_fd: None,
+            confine: None,
+        };
+        let mut child = init.spawn(&spec).unwrap();
+        drop(out_w);
+        assert_eq!(own(), before, "the starting thread kept one CPU");
+        let mut status = String::new();
+        std::io::Read::read_to_string(&mut std::fs::File::from(out_r), &mut status).unwrap();
+        assert!(rt.block_on(child.wait()).unwrap().success());
+        assert_eq!(allowed(&status), before, "the command runs on fewer CPUs");
     }
 }
