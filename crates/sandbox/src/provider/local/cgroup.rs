@@ -3,8 +3,15 @@
 //! under rfs's own cgroup where rfs may write there (root), and removed
 //! with the sandbox (verified gone). Every command of the sandbox joins
 //! it before it runs anything (the start writes `0` into the cgroups'
-//! `cgroup.procs`, see [`super::launch`]), so what it forks is counted
-//! from its first instruction.
+//! `tasks`, see [`super::launch`]), so what it forks is counted from its
+//! first instruction.
+//!
+//! `tasks`, not `cgroup.procs`: the process that joins is a child between
+//! `fork`/`clone` and `exec`, one thread, so moving that thread moves all
+//! of it, and a thread's move skips the lock a whole thread group's move
+//! takes. That lock waits for an RCU grace period whenever no other move
+//! happened in the last few milliseconds: 5 to 15 ms for every command of
+//! a run whose commands are not back to back.
 //!
 //! cgroup v2 (a delegated subtree) is not supported yet: a limit someone
 //! asked for is refused there, naming why.
@@ -87,7 +94,7 @@ pub(super) struct Part {
 /// A sandbox's cgroups, one per hierarchy a limit needs.
 #[derive(Debug)]
 pub(super) struct Cgroup {
-    /// (limit, its cgroup directory, its `cgroup.procs` open for writing).
+    /// (limit, its cgroup directory, its `tasks` open for writing).
     parts: Vec<(LimitKind, u64, PathBuf, OwnedFd)>,
     /// The counters as last read (pids.events `max`, oom kills).
     seen: Mutex<(u64, u64)>,
@@ -121,8 +128,8 @@ impl Cgroup {
                 .map_err(|e| format!("cannot create cgroup {}: {e}", dir.display()))?;
             let procs = std::fs::OpenOptions::new()
                 .write(true)
-                .open(dir.join("cgroup.procs"))
-                .map_err(|e| format!("cannot open {}/cgroup.procs: {e}", dir.display()));
+                .open(dir.join("tasks"))
+                .map_err(|e| format!("cannot open {}/tasks: {e}", dir.display()));
             let procs = match procs {
                 Ok(p) => OwnedFd::from(p),
                 Err(e) => {
@@ -190,7 +197,7 @@ impl Cgroup {
         for p in parts {
             let procs = std::fs::OpenOptions::new()
                 .write(true)
-                .open(p.dir.join("cgroup.procs"))
+                .open(p.dir.join("tasks"))
                 .map_err(|e| format!("its cgroup {} is gone ({e})", p.dir.display()))?;
             cg.parts
                 .push((p.kind, p.value, p.dir.clone(), procs.into()));
@@ -222,7 +229,7 @@ impl Cgroup {
         Ok(())
     }
 
-    /// The `cgroup.procs` descriptors a start writes `0` into.
+    /// The `tasks` descriptors a start writes `0` into.
     pub(super) fn procs_fds(&self) -> [RawFd; 3] {
         let mut fds = [-1; 3];
         for (slot, p) in fds.iter_mut().zip(&self.parts) {
@@ -318,7 +325,8 @@ fn remove_dir(dir: &Path, deadline: Instant) -> Result<(), String> {
 }
 
 /// In a child between `fork`/`clone` and `exec`: join the cgroups whose
-/// `cgroup.procs` descriptors are `fds` (-1: none). Raw system calls only.
+/// `tasks` descriptors are `fds` (-1: none); the calling process must
+/// have one thread (it alone moves). Raw system calls only.
 /// `false`: a write failed (errno says why).
 pub(super) fn join(fds: &[RawFd; 3]) -> bool {
     for &fd in fds.iter().filter(|f| **f >= 0) {

@@ -81,7 +81,7 @@ pub(super) struct Launch {
     terminal: bool,
     /// [`SpawnSpec::exec_fd`]; -1: none.
     exec_fd: RawFd,
-    /// The sandbox's `cgroup.procs` to join first; -1: none.
+    /// The sandbox's cgroups (their `tasks`) to join first; -1: none.
     cgroup: [RawFd; 3],
     /// The wrapper's checks, done by the command's process before its exec.
     confine: Option<Confine>,

@@ -36,7 +36,7 @@ pub fn state_dir(local_root: &Path) -> PathBuf {
 impl GvisorSandbox {
     /// Start the gVisor sandbox of the rfs sandbox `cid` living in `dir`:
     /// in the network namespace `netns` (`None`: the host's) and the
-    /// cgroups whose `cgroup.procs` are `cgroup` (`-1`: none). Blocking.
+    /// cgroups whose `tasks` are `cgroup` (`-1`: none). Blocking.
     pub fn start(
         cid: &str,
         dir: &Path,
