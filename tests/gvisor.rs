@@ -341,3 +341,63 @@ fn an_rfs_killed_mid_run_leaves_no_gvisor_process_and_gc_removes_its_runsc_state
     assert_eq!(runsc_containers(&rfs), Vec::<String>::new());
     rfs.assert_no_leftovers();
 }
+
+/// Removes a directory the test made on the host.
+struct Remove(std::path::PathBuf);
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// gVisor checks permissions itself, on the owners its file server
+/// reports: served with the host's owners, a root-only file or directory
+/// of a system directory was a root step's own. The step (uid 0 inside)
+/// reads only what the host's unprivileged users may, as under
+/// namespaces; world-readable files beside still read.
+#[test]
+fn a_root_step_under_gvisor_cannot_read_a_root_only_host_file() {
+    use std::os::unix::fs::PermissionsExt;
+    if gvisor_missing() {
+        return;
+    }
+    let dir = std::path::Path::new("/opt").join(format!("rfs-gvisor-test-{}", uuid_like()));
+    std::fs::create_dir_all(dir.join("private")).unwrap();
+    let _remove = Remove(dir.clone());
+    let mode = |p: &str, m: u32| {
+        std::fs::set_permissions(dir.join(p), std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    std::fs::write(dir.join("secret"), "host-secret\n").unwrap();
+    mode("secret", 0o600);
+    std::fs::write(dir.join("private/inner"), "private-inner\n").unwrap();
+    mode("private/inner", 0o644);
+    mode("private", 0o700);
+    std::fs::write(dir.join("public"), "host-public\n").unwrap();
+    mode("public", 0o644);
+    mode(".", 0o755);
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        &format!(
+            r#"sandbox(#{{ isolation: "gvisor" }});
+            sync_source();
+            step("probe", "id -u; cat {d}/secret || echo secret-refused; find {d}/private -mindepth 1 || echo list-refused; cat {d}/private/inner || echo inner-refused; cat {d}/public");"#,
+            d = dir.display()
+        ),
+    );
+    out.assert_code(0);
+    let probe = lines(&out, "probe");
+    assert_eq!(
+        probe.first(),
+        Some(&"0"),
+        "the step is root inside: {probe:?}"
+    );
+    for refused in ["secret-refused", "list-refused", "inner-refused"] {
+        assert!(probe.contains(&refused), "{refused}: {probe:?}");
+    }
+    assert!(!out.stdout.contains("host-secret"), "{}", out.stdout);
+    assert!(!out.stdout.contains("private-inner"), "{}", out.stdout);
+    assert!(probe.contains(&"host-public"), "{probe:?}");
+    rfs.assert_no_leftovers();
+}

@@ -30,6 +30,9 @@ pub struct BundleSpec<'a> {
     /// rfs's own executable, bound at [`OWN_EXE_INSIDE`].
     pub own_exe: Option<PathBuf>,
     pub caches: &'a [CacheMount],
+    /// The host directories bound read-only at their own paths
+    /// ([`super::host_view::host_dirs`]: the system directories first).
+    pub host_dirs: Vec<PathBuf>,
 }
 
 /// Write the bundle of the sandbox in `dir` (its `home`, `tmp` and the
@@ -59,26 +62,23 @@ pub fn write(dir: &Path, spec: &BundleSpec) -> std::io::Result<PathBuf> {
     };
     for d in super::super::mount_plan::SYSTEM_DIRS {
         let p = Path::new(d);
-        let Ok(meta) = std::fs::symlink_metadata(p) else {
-            continue;
-        };
-        let inside = rootfs.join(d.trim_start_matches('/'));
-        if meta.file_type().is_symlink() {
+        if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) {
+            let inside = rootfs.join(d.trim_start_matches('/'));
             let _ = std::fs::remove_file(&inside);
             std::os::unix::fs::symlink(std::fs::read_link(p)?, &inside)?;
-        } else if meta.is_dir() {
-            std::fs::create_dir_all(&inside)?;
-            mounts.push(bind(p, p, true));
         }
+    }
+    let (under_etc, system): (Vec<&PathBuf>, _) =
+        spec.host_dirs.iter().partition(|d| d.starts_with("/etc"));
+    for host in system {
+        std::fs::create_dir_all(rootfs.join(host.strip_prefix("/").unwrap_or(host)))?;
+        mounts.push(bind(host, host, true));
     }
     let etc = super::super::private_etc::etc_dir(dir);
     mounts.push(bind(&etc, Path::new("/etc"), true));
-    for d in super::super::private_etc::BOUND {
-        // Their mount points were made in the composed /etc.
-        let host = Path::new("/etc").join(d);
-        if etc.join(d).is_dir() && !etc.join(d).is_symlink() {
-            mounts.push(bind(&host, &host, true));
-        }
+    // Their mount points were made in the composed /etc.
+    for host in under_etc {
+        mounts.push(bind(host, host, true));
     }
     mounts.push(bind(&dir.join("tmp"), Path::new("/tmp"), false));
     let home = dir.join("home");

@@ -16,6 +16,7 @@
 
 mod bundle;
 mod exec;
+mod host_view;
 mod input;
 mod probe;
 mod runsc;

@@ -49,10 +49,14 @@ impl GvisorSandbox {
         let own_exe = crate::provider::own_executable::executable()
             .and_then(|p| std::fs::canonicalize(p).ok())
             .filter(|p| p.is_file());
+        let host_dirs = super::host_view::host_dirs(dir);
+        // Before anything of the sandbox exists: refused here, nothing runs.
+        let id_mapped = super::host_view::prepare(&host_dirs)?;
         let spec = BundleSpec {
             netns,
             own_exe: own_exe.clone(),
             caches,
+            host_dirs,
         };
         let bundle = bundle::write(dir, &spec)
             .map_err(|e| format!("cannot write its OCI bundle in {}: {e}", dir.display()))?;
@@ -79,9 +83,13 @@ impl GvisorSandbox {
             .stdout(Stdio::from(log.try_clone().map_err(|e| e.to_string())?))
             .stderr(Stdio::from(log));
         join_cgroups(&mut cmd, cgroup);
-        let status = cmd
-            .status()
-            .map_err(|e| format!("cannot run {}: {e}", runsc.path.display()))?;
+        id_mapped.apply(&mut cmd);
+        let status = cmd.status().map_err(|e| {
+            format!(
+                "cannot run {} (in a mount namespace of its own, over id-mapped copies of the system directories): {e}",
+                runsc.path.display()
+            )
+        })?;
         let sandbox = GvisorSandbox {
             runsc,
             state: state.to_path_buf(),
