@@ -27,19 +27,9 @@
 //! failure into a refusal. Both lines are rfs's own and never reach the
 //! step's logs, the console or the script.
 
-/// Exit code when a check failed (root, cwd or home missing).
-pub(crate) const EXIT_CWD_MISSING: i32 = 121;
-/// Exit code when the cwd resolves outside the synced root.
-pub(crate) const EXIT_CWD_ESCAPE: i32 = 122;
-
-const SCRIPT: &str = r#"__rfs_no() { printf 'rfs-refused:%s:%s\n' "$2" "$1" >&2; exit 121; }
-[ -z "${HOME-}" ] || [ -d "$HOME" ] || __rfs_no home "$4"
-[ -d "$2" ] || __rfs_no root "$4"
-cd -P -- "$1" 2>/dev/null || __rfs_no cwd "$4"
-case "$PWD/" in "$2"/*) ;; *) printf 'rfs-refused:%s:escape:%s\n' "$4" "$PWD" >&2; exit 122;; esac
-[ -z "$4" ] || printf 'rfs-started:%s\n' "$4" >&2
-unset -f __rfs_no
-exec /bin/sh -c -- "$3" sh"#;
+// The wrapper's text and exit codes live with the providers, which may
+// do its checks natively (isolation `gvisor`'s agent).
+use crate::provider::wrapper::{EXIT_CWD_ESCAPE, EXIT_CWD_MISSING, SCRIPT};
 
 /// The directory a wrapped command is started in (the wrapper then
 /// enters the mapped cwd): it exists in every sandbox, so a removed home
@@ -81,7 +71,7 @@ impl Placement {
             "/bin/sh".into(),
             "-c".into(),
             SCRIPT.into(),
-            "rfs-wrapper".into(),
+            crate::provider::wrapper::NAME.into(),
             self.remote_dir.clone(),
             self.physical_root.clone(),
             command.into(),

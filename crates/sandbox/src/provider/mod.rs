@@ -21,6 +21,7 @@ pub mod services;
 pub mod supervisor;
 pub mod traced;
 pub mod unavailable;
+pub mod wrapper;
 
 use std::collections::BTreeMap;
 use std::path::Path;

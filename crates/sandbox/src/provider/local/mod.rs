@@ -95,7 +95,6 @@ use self::env::*;
 use self::inventory::Known;
 use self::limits::limits_decision;
 use self::namespace_init::Init;
-use self::processes::*;
 use crate::provider::isolation::{IsolationInForce, IsolationRequest};
 use crate::provider::supervisor::Supervisor;
 use crate::provider::{

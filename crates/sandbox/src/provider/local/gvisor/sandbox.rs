@@ -6,8 +6,10 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use super::agent_client::Agent;
 use super::bundle::{self, BundleSpec};
 use super::runsc::{runsc, Runsc, DEBUG_ENV};
 
@@ -20,12 +22,20 @@ pub struct GvisorSandbox {
     pub(crate) cid: String,
     /// The bundle directory (`dir/gvisor`): process files live there.
     pub(crate) bundle: PathBuf,
-    /// rfs's end of the pipe the sandbox's first process waits on.
+    /// rfs's end of the pipe the sandbox's first process waits on (when
+    /// that is not the agent).
     lifeline: Mutex<Option<OwnedFd>>,
+    /// rfs's agent inside, which starts commands without `runsc exec`
+    /// (where rfs's own executable is bound in).
+    pub(crate) agent: Option<Arc<Agent>>,
     /// Whether rfs's own executable is bound in ([`bundle::OWN_EXE_INSIDE`]).
     pub(crate) own_exe: bool,
     destroyed: std::sync::atomic::AtomicBool,
 }
+
+/// How long the agent may take to say it runs (its process start under
+/// gVisor; seconds on a loaded machine).
+const AGENT_WITHIN: Duration = Duration::from_secs(20);
 
 /// Where the states of rfs's gVisor sandboxes live, for the local
 /// provider rooted at `local_root` (`<state>/local`).
@@ -65,14 +75,27 @@ impl GvisorSandbox {
         // A kept sandbox's gVisor sandbox ended with its run: its state
         // goes before a fresh one takes the name.
         remove_leftover(state, cid)?;
-        let (life_r, life_w) = crate::provider::input::pipe_cloexec()
-            .map_err(|e| format!("cannot make its lifeline pipe: {e}"))?;
+        let pipe = || {
+            crate::provider::input::pipe_cloexec()
+                .map_err(|e| format!("cannot make its lifeline pipe: {e}"))
+        };
+        let (life_r, life_w) = pipe()?;
+        // The agent's answers (its standard output).
+        let answers = own_exe.is_some().then(pipe).transpose()?;
         let errors = bundle.join("runsc-run.log");
         let log = std::fs::File::create(&errors)
             .map_err(|e| format!("cannot create {}: {e}", errors.display()))?;
         let mut cmd = runsc.command(state);
         // The sandbox keeps these as its first process's standard streams:
-        // stdin is the lifeline, the others a file (a pipe would stay open).
+        // stdin is the lifeline (the agent's requests), stdout the agent's
+        // answers, else a file as stderr is (a pipe would stay open).
+        let (answers_r, stdout) = match answers {
+            Some((r, w)) => (Some(r), Stdio::from(w)),
+            None => (
+                None,
+                Stdio::from(log.try_clone().map_err(|e| e.to_string())?),
+            ),
+        };
         cmd.args(["run", "--detach", "--bundle"])
             .arg(&bundle)
             .arg(cid)
@@ -80,7 +103,7 @@ impl GvisorSandbox {
             .env_clear()
             .env("PATH", super::super::env::host_path())
             .stdin(Stdio::from(life_r))
-            .stdout(Stdio::from(log.try_clone().map_err(|e| e.to_string())?))
+            .stdout(stdout)
             .stderr(Stdio::from(log));
         join_cgroups(&mut cmd, cgroup);
         id_mapped.apply(&mut cmd);
@@ -90,12 +113,15 @@ impl GvisorSandbox {
                 runsc.path.display()
             )
         })?;
-        let sandbox = GvisorSandbox {
+        // rfs's copies of the sandbox's ends: closed, only gVisor holds them.
+        drop(cmd);
+        let mut sandbox = GvisorSandbox {
             runsc,
             state: state.to_path_buf(),
             cid: cid.to_owned(),
             bundle,
             lifeline: Mutex::new(Some(life_w)),
+            agent: None,
             own_exe: own_exe.is_some(),
             destroyed: false.into(),
         };
@@ -108,6 +134,22 @@ impl GvisorSandbox {
                 said.trim(),
                 debug_hint()
             ));
+        }
+        if let Some(answers) = answers_r {
+            let requests = sandbox.lifeline.lock().expect("lifeline").take();
+            let requests = requests.expect("the lifeline is rfs's until the end");
+            match Agent::connect(requests, answers, AGENT_WITHIN) {
+                Ok(agent) => sandbox.agent = Some(agent),
+                Err(why) => {
+                    let _ = sandbox.destroy();
+                    let said = std::fs::read_to_string(&errors).unwrap_or_default();
+                    return Err(format!(
+                        "rfs's agent did not start in it ({why}): {}{}",
+                        said.trim(),
+                        debug_hint()
+                    ));
+                }
+            }
         }
         Ok(sandbox)
     }
@@ -127,6 +169,9 @@ impl GvisorSandbox {
             return Ok(());
         }
         drop(self.lifeline.lock().expect("lifeline lock").take());
+        if let Some(agent) = &self.agent {
+            agent.close();
+        }
         let quiet = |mut c: std::process::Command| {
             c.stdin(Stdio::null())
                 .stdout(Stdio::null())

@@ -1,0 +1,84 @@
+//! The in-sandbox wrapper every step goes through (the runtime builds
+//! its argv and reads its signals, see `rfs`'s `runtime::step_wrapper`),
+//! which a provider starting commands from a process of its own inside
+//! the sandbox may do natively (isolation `gvisor`'s agent): the command
+//! then starts with one shell instead of two, and what it sees and what
+//! rfs reads off its stderr are the same.
+//!
+//! `/bin/sh -c SCRIPT rfs-wrapper DIR ROOT COMMAND NONCE` started in `/`:
+//! `$HOME` (when set) and the synced root `ROOT` must be directories,
+//! `cd -P -- DIR` must succeed and its physical path lie inside `ROOT`;
+//! then `rfs-started:NONCE` (when `NONCE` is not empty) goes to stderr
+//! and the shell becomes `/bin/sh -c -- COMMAND sh`. A failed check writes
+//! `rfs-refused:NONCE:WHAT` and exits [`EXIT_CWD_MISSING`] (an escape:
+//! `rfs-refused:NONCE:escape:PATH`, [`EXIT_CWD_ESCAPE`]).
+
+/// Exit code when a check failed (root, cwd or home missing).
+pub const EXIT_CWD_MISSING: i32 = 121;
+/// Exit code when the cwd resolves outside the synced root.
+pub const EXIT_CWD_ESCAPE: i32 = 122;
+/// The wrapper's `$0`.
+pub const NAME: &str = "rfs-wrapper";
+
+/// The wrapper (its positional parameters: DIR ROOT COMMAND NONCE).
+pub const SCRIPT: &str = r#"__rfs_no() { printf 'rfs-refused:%s:%s\n' "$2" "$1" >&2; exit 121; }
+[ -z "${HOME-}" ] || [ -d "$HOME" ] || __rfs_no home "$4"
+[ -d "$2" ] || __rfs_no root "$4"
+cd -P -- "$1" 2>/dev/null || __rfs_no cwd "$4"
+case "$PWD/" in "$2"/*) ;; *) printf 'rfs-refused:%s:escape:%s\n' "$4" "$PWD" >&2; exit 122;; esac
+[ -z "$4" ] || printf 'rfs-started:%s\n' "$4" >&2
+unset -f __rfs_no
+exec /bin/sh -c -- "$3" sh"#;
+
+/// A wrapped command's argv, taken apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wrapped<'a> {
+    pub dir: &'a str,
+    pub root: &'a str,
+    pub command: &'a str,
+    pub nonce: &'a str,
+}
+
+impl<'a> Wrapped<'a> {
+    /// `argv` taken apart when it is exactly the wrapper's.
+    pub fn parse(argv: &'a [String]) -> Option<Wrapped<'a>> {
+        match argv {
+            [sh, c, script, name, dir, root, command, nonce]
+                if sh == "/bin/sh" && c == "-c" && script == SCRIPT && name == NAME =>
+            {
+                Some(Wrapped {
+                    dir,
+                    root,
+                    command,
+                    nonce,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(dir: &str, root: &str) -> Vec<String> {
+        ["/bin/sh", "-c", SCRIPT, NAME, dir, root, "echo hi", "n1"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    #[test]
+    fn only_the_wrappers_exact_argv_is_taken_apart() {
+        let a = argv("/tmp", "/tmp");
+        let w = Wrapped::parse(&a).unwrap();
+        assert_eq!(
+            (w.dir, w.root, w.command, w.nonce),
+            ("/tmp", "/tmp", "echo hi", "n1")
+        );
+        let mut other = a.clone();
+        other[2].push(' ');
+        assert_eq!(Wrapped::parse(&other), None);
+        assert_eq!(Wrapped::parse(&a[..7]), None);
+    }
+}
