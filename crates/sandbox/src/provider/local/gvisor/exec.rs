@@ -1,4 +1,6 @@
-//! Commands in a gVisor sandbox: each one is `runsc exec --process FILE`
+//! Commands in a gVisor sandbox that rfs's agent does not start
+//! (terminals, commands fed a stream, rfs's own executable, a sandbox
+//! without the agent): each one is `runsc exec --process FILE`
 //! (a process file written in the bundle: exactly the command's argv,
 //! environment and working directory, no capabilities), a child of rfs
 //! whose standard streams become the command's. The command runs in the

@@ -10,8 +10,11 @@
 //! the namespaces root, [`bundle`]) in that network namespace
 //! (`--network=host`: gVisor's sockets are the namespace's, so the
 //! network policy holds exactly as under namespaces) and in the
-//! sandbox's cgroups. Every command enters it with `runsc exec`
-//! ([`exec`]); the end kills and deletes it and checks runsc no longer
+//! sandbox's cgroups. Its first process is rfs's agent ([`agent`],
+//! rfs's own executable bound in), which starts commands on rfs's
+//! request without a `runsc` per command ([`run`]); terminals, commands
+//! fed a stream and rfs's own executable enter with `runsc exec`
+//! ([`exec`]). The end kills and deletes it and checks runsc no longer
 //! knows it.
 
 mod agent;

@@ -1,7 +1,8 @@
 //! One running gVisor sandbox: started once per rfs sandbox (`runsc run
 //! --detach` of its bundle, in the sandbox's cgroups and network
-//! namespace), entered by every command (`runsc exec`), and at the end
-//! killed, deleted and verified gone.
+//! namespace) with rfs's agent as its first process, entered by commands
+//! through the agent or `runsc exec`, and at the end killed, deleted and
+//! verified gone.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
