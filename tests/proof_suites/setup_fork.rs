@@ -133,6 +133,31 @@ provider_tests! {
         assert!(!ok && text.contains("checkpoint link"), "{text}");
         rfs.assert_no_leftovers();
     }
+
+    // A setup needs the network (to install), its proofs must not have
+    // it: a proof asking `network: false` gets only a loopback in its
+    // fork. On daytona a fork kept its checkpoint's network, so such a
+    // proof was refused ("the server ignored the field"); the fork is now
+    // given the proof's network (`POST /sandbox/{id}/network-settings`)
+    // and checked as a created sandbox is.
+    fn a_proof_forked_from_a_setup_with_a_network_gets_its_own_network_false(rfs: &Rfs) {
+        let repo = Repo::new();
+        repo.write("proofs/_setup.rhai", "sync_source();\nstep(\"install\", \"echo installed > marker\");\ncheckpoint(\"deps\");\n");
+        repo.write(
+            "proofs/offline.rhai",
+            r#"sandbox(#{ network: false });
+sync_source();
+let r = step("ifaces", "cat marker; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+assert(r.stdout == "installed\nlo\n", "interfaces: " + r.stdout);
+"#,
+        );
+        repo.commit("a networked setup, an offline proof");
+        let s = rfs_test(rfs, repo.path(), &["--setup", "proofs/_setup.rhai"]);
+        assert_eq!(s.code, 0, "{}", s.stderr);
+        let j = journal(&s.bundle("proofs/offline.rhai"));
+        assert_eq!(facts(&j, "placement.forked").len(), 1, "{j:?}");
+        rfs.assert_no_leftovers();
+    }
 }
 
 /// A setup that fails: no proof runs, each says why, the suite fails
