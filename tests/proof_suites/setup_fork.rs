@@ -53,21 +53,6 @@ fn facts<'a>(j: &'a [Value], kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-/// Whether checkpoint `id` still exists, asked of the provider's own
-/// inventory (not of rfs).
-fn checkpoint_exists(rfs: &Rfs, id: &str) -> bool {
-    match rfs.prov {
-        Prov::Local => rfs.state.path().join("local/checkpoints").join(id).exists(),
-        Prov::Docker => std::process::Command::new("docker")
-            .args(["image", "inspect", id])
-            .output()
-            .unwrap()
-            .status
-            .success(),
-        Prov::Daytona => rfs.sim().inventory().iter().any(|s| s.id == id),
-    }
-}
-
 provider_tests! {
     fn setup_runs_once_and_every_proof_forks_its_checkpoint_without_seeing_the_others(rfs: &Rfs) {
         let repo = fork_repo();
@@ -108,7 +93,7 @@ provider_tests! {
         assert!(html.contains("id=\"setup-run\"") && html.contains(setup_run), "{html}");
         // Removed at the end, verified, and gone in the provider's inventory.
         assert_eq!(setup["removed"][0]["verified"], true, "{setup}");
-        assert!(!checkpoint_exists(rfs, &cp), "checkpoint {cp} left behind");
+        assert!(!rfs.checkpoint_exists(&cp), "checkpoint {cp} left behind");
         rfs.assert_no_leftovers();
     }
 
