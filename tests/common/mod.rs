@@ -434,6 +434,8 @@ impl Rfs {
             "RFS_MAX_PIDS",
             "RFS_MAX_DISK",
             "RFS_MAX_CPUS",
+            "RFS_NETWORK",
+            "RFS_ALLOW_HOST_NETWORK",
         ] {
             c.env_remove(k);
         }
