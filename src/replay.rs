@@ -271,6 +271,8 @@ pub(crate) struct ReplayArgs {
     pub allow_other_image: bool,
     /// The person's resource ceilings (never the original run's).
     pub ceilings: crate::limit_ceilings::CeilingArgs,
+    /// `--network`: the person's network (never the original run's).
+    pub network: Option<String>,
 }
 
 /// What the replay's environment check found.
@@ -390,6 +392,7 @@ pub(crate) fn replay(
         vars,
         image: a.image.clone(),
         ceilings: a.ceilings.clone(),
+        network: a.network.clone(),
         ..Default::default()
     })?;
     settings.invocation_dir = invocation_dir;

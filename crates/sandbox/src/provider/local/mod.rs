@@ -46,6 +46,7 @@
 //! [`child`] (waiting for and killing it), [`pty`] (terminals), with
 //! [`errors`] and the raw system calls of [`sys`].
 
+mod cache_layers;
 mod cache_mounts;
 mod cgroup;
 mod child;
@@ -118,6 +119,9 @@ pub struct LocalProvider {
     cgroups: Arc<Mutex<HashMap<String, Arc<cgroup::Cgroup>>>>,
     /// The egress records of sandboxes behind rfs's proxy, by id.
     egress_logs: Arc<Mutex<HashMap<String, Arc<crate::network::EgressLog>>>>,
+    /// The cache overlays of this process's sandboxes, by id: written
+    /// into their caches when the sandbox is destroyed.
+    cache_layers: Arc<Mutex<HashMap<String, Vec<cache_layers::Layer>>>>,
 }
 
 impl LocalProvider {
@@ -130,6 +134,7 @@ impl LocalProvider {
             own_exe: crate::provider::own_executable::executable().map(Path::to_path_buf),
             cgroups: Arc::default(),
             egress_logs: Arc::default(),
+            cache_layers: Arc::default(),
         }
     }
 
