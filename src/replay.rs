@@ -266,12 +266,10 @@ pub(crate) struct ReplayArgs {
     /// Values for variables the original journal redacted.
     pub vars: Vec<String>,
     pub image: Option<String>,
-    /// `--allow-other-image`: run on a different image than the
-    /// original's (said, and journaled in `replay_of`).
+    /// `--allow-other-image`: another image than the original's (said, in `replay_of`).
     pub allow_other_image: bool,
-    /// The person's resource ceilings (never the original run's).
+    /// The person's resource ceilings and `--network` (never the original run's).
     pub ceilings: crate::limit_ceilings::CeilingArgs,
-    /// `--network`: the person's network (never the original run's).
     pub network: Option<String>,
 }
 
