@@ -3,8 +3,10 @@
 # run on this machine:
 #   1. a trivial step's cost: N x step("x","true") under --isolation
 #      gvisor and namespaces vs N x `sh -c true` spawns (per step, in ms;
-#      target: <= 30 ms a step under gvisor), and the floor under it: N x
-#      `runsc exec <sandbox> /bin/true` by hand;
+#      target: <= 30 ms a step under gvisor), and the floors under it: N x
+#      `runsc exec <sandbox> /bin/true` by hand (what a step cost before
+#      rfs's agent), and N x `sh -c true` started by a shell already inside
+#      gVisor (a process start under gVisor's kernel, which every step pays);
 #   2. provisioning (placement.intent -> placement) and teardown
 #      (cleanup.verified's elapsed_ms) with gvisor vs namespaces.
 # Needs root and runsc (apt-get install runsc). Not a test: never in CI.
@@ -69,18 +71,25 @@ state="$work/runsc"; cid="rfs-bench-$$"
 exec 7< <(exec sleep 3600 2>/dev/null); sleeper=$!
 runsc --root="$state" --network=none --ignore-cgroups run --detach --bundle "$bundle" "$cid" <&7 >/dev/null 2>&1
 exec 7<&-
+inner=()
 for i in $(seq 1 "$runs"); do
   t0=$(now); for _ in $(seq 1 "$n"); do runsc --root="$state" exec "$cid" /bin/true; done; t1=$(now)
   raw+=("$(elapsed "$t0" "$t1")")
+  t0=$(now)
+  runsc --root="$state" exec "$cid" /bin/sh -c "i=0; while [ \$i -lt $n ]; do /bin/sh -c true; i=\$((i+1)); done"
+  t1=$(now)
+  inner+=("$(elapsed "$t0" "$t1")")
 done
 runsc --root="$state" delete --force "$cid" >/dev/null 2>&1 || true
 kill "$sleeper" 2>/dev/null || true
 b=$(printf '%s\n' "${base[@]}" | median); g=$(printf '%s\n' "${gv[@]}" | median)
 s=$(printf '%s\n' "${ns[@]}" | median); r=$(printf '%s\n' "${raw[@]}" | median)
+in=$(printf '%s\n' "${inner[@]}" | median)
 echo "   sh -c true:                 $(per_step "$b") ms a step (median of $runs)"
 echo "   rfs step, namespaces:       $(per_step "$s") ms a step  ($(ratio "$s" "$b")x sh -c)"
 echo "   rfs step, gvisor:           $(per_step "$g") ms a step  ($(ratio "$g" "$b")x sh -c; target <= 30 ms)"
 echo "   runsc exec /bin/true alone: $(per_step "$r") ms a call"
+echo "   sh -c true inside gVisor:   $(per_step "$in") ms a start  ($(ratio "$in" "$b")x sh -c)"
 
 echo "== 2. provisioning and teardown (ms, each run)"
 for mode in gvisor namespaces; do

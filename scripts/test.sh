@@ -2,7 +2,8 @@
 # The whole test suite, on a fresh machine: installs what the tests need
 # (git, tmux, chromium for the report test, Debian's busybox-static for
 # the tiny local Docker image,
-# openssh-client and python3-cryptography for the signing tests),
+# openssh-client and python3-cryptography for the signing tests, Debian's
+# cargo for the book's Rust walkthrough),
 # makes sure the Docker engine answers, builds the test image, then runs
 # formatting, lints and every test.
 set -euo pipefail
@@ -24,14 +25,24 @@ command -v runsc >/dev/null || need+=(runsc)
 # Signing tests: the real ssh-keygen/ssh-agent, and an independent DSSE
 # verifier in Python (`cryptography`).
 command -v ssh-keygen >/dev/null && command -v ssh-agent >/dev/null || need+=(openssh-client)
+# The book's Rust walkthrough runs cargo inside a local sandbox, which
+# sees the system's folders but not rustup's ~/.cargo: Debian's cargo.
+[ -x /usr/bin/cargo ] || need+=(cargo)
 python3 -c 'import cryptography' 2>/dev/null || /usr/bin/python3 -c 'import cryptography' 2>/dev/null \
   || need+=(python3 python3-cryptography)
 command -v pip3 >/dev/null || python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+# The cargo that builds rfs stays the one found now (rustup's, where the
+# PATH would otherwise find Debian's first once it is installed).
+build_cargo=$(command -v cargo || true)
 if [ ${#need[@]} -gt 0 ]; then
   echo "scripts/test.sh: installing ${need[*]}" >&2
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if [ -n "$build_cargo" ] && [ "$(command -v cargo)" != "$build_cargo" ]; then
+  PATH="$(dirname "$build_cargo"):$PATH"
 fi
 
 # `rfs mcp` is tested with the official Python MCP SDK as its client.
@@ -58,6 +69,7 @@ export RFS_REQUIRE_DAYTONA=1
 export RFS_REQUIRE_CHROMIUM=1
 export RFS_REQUIRE_MCP=1
 export RFS_REQUIRE_GVISOR=1
+export RFS_REQUIRE_SYSTEM_CARGO=1
 cargo fmt --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Benchmarks are not tests: scripts/bench-*.sh and `cargo bench` run them.

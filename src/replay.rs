@@ -266,11 +266,11 @@ pub(crate) struct ReplayArgs {
     /// Values for variables the original journal redacted.
     pub vars: Vec<String>,
     pub image: Option<String>,
-    /// `--allow-other-image`: run on a different image than the
-    /// original's (said, and journaled in `replay_of`).
+    /// `--allow-other-image`: another image than the original's (said, in `replay_of`).
     pub allow_other_image: bool,
-    /// The person's resource ceilings (never the original run's).
+    /// The person's resource ceilings and `--network` (never the original run's).
     pub ceilings: crate::limit_ceilings::CeilingArgs,
+    pub network: Option<String>,
 }
 
 /// What the replay's environment check found.
@@ -390,6 +390,7 @@ pub(crate) fn replay(
         vars,
         image: a.image.clone(),
         ceilings: a.ceilings.clone(),
+        network: a.network.clone(),
         ..Default::default()
     })?;
     settings.invocation_dir = invocation_dir;

@@ -66,6 +66,9 @@ pub struct RunArgs {
     pub allow_puts: Vec<PathBuf>,
     /// `--allow-host-network`: scripts may ask for `network: "host"`.
     pub allow_host_network: bool,
+    /// `--network POLICY` (else `RFS_NETWORK`): the run's network and the
+    /// most a script may ask for.
+    pub network: Option<String>,
     /// `--secret NAME`: environment variables handed to the run as
     /// secrets.
     pub secrets: Vec<String>,
@@ -181,6 +184,9 @@ impl RunSettings {
         )
         .map_err(|e| Error::Usage(e.to_string()))?;
         isolation.host_network_allowed_by = host_network_allowed_by(a.allow_host_network)?;
+        if let Some((policy, by)) = person_network(a.network.as_deref())? {
+            isolation = isolation.with_person_network(policy, &by);
+        }
         // The person's ceilings, then rfs.toml's `[limits]` under them.
         isolation.limits =
             crate::limit_ceilings::limits_request(&a.ceilings, file.limits.as_ref())?;
@@ -252,6 +258,23 @@ fn max_lifetime(flag: Option<u64>, file: Option<u64>) -> Result<Duration> {
         Some(s) => Duration::from_secs(s),
         None => DEFAULT_MAX_LIFETIME,
     })
+}
+
+/// The network the person running rfs set: `--network`, else
+/// `RFS_NETWORK` (empty: unset), with who set it.
+fn person_network(flag: Option<&str>) -> Result<Option<(crate::network::NetworkPolicy, String)>> {
+    let env = std::env::var(crate::network::NETWORK_ENV).ok();
+    let (value, by) = match (flag.map(str::trim).filter(|v| !v.is_empty()), env) {
+        (Some(f), _) => (f.to_owned(), "--network flag".to_owned()),
+        (None, Some(e)) if !e.trim().is_empty() => (
+            e,
+            format!("{} environment variable", crate::network::NETWORK_ENV),
+        ),
+        _ => return Ok(None),
+    };
+    crate::network::policy::parse_flag(&value)
+        .map(|p| Some((p, by.clone())))
+        .map_err(|e| Error::Usage(format!("{by}: {e}")))
 }
 
 /// Who let scripts ask for `network: "host"`: `--allow-host-network`,

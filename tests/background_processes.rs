@@ -522,3 +522,65 @@ fn daytona_refuses_service_before_anything_runs() {
     service_is_refused_before_anything_runs(&rfs);
     rfs.finish();
 }
+
+/// A service's container lived on after its sandbox's --max-lifetime when
+/// rfs was killed (only `rfs gc` ended it): it is in the sandbox's PID
+/// namespace now, so when the sandbox's lifetime ends the service's
+/// processes end with it.
+#[test]
+fn a_killed_runs_service_does_not_outlive_its_sandboxs_lifetime() {
+    let Some(rfs) = docker_rfs() else { return };
+    let repo = Repo::new();
+    let (script, out_dir) = rfs.prepare(&format!(
+        r#"
+service("idle", #{{ image: "{DOCKER_TEST_IMAGE}", cmd: "echo up; exec sleep 600", ready: #{{ line: "up", timeout: 30 }} }});
+step("wait", "sleep 600");
+"#
+    ));
+    let mut child = rfs
+        .cmd(repo.path())
+        .arg("run")
+        .arg(&script)
+        .args(["--max-lifetime", "8", "--out"])
+        .arg(&out_dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_journal(&out_dir, "step.start");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let journal = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(journal.lines().next().unwrap()).unwrap();
+    let run_id = first["payload"]["run_id"].as_str().unwrap().to_owned();
+    let running = || {
+        let out = std::process::Command::new("docker")
+            .args(["ps", "-q", "--filter"])
+            .arg(format!("label=relayflows/run-id={run_id}"))
+            .output()
+            .expect("docker runs");
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    // (Not asserted that both still run here: another test's `rfs gc` may
+    // remove a killed run's containers at any time.)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while running() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    assert_eq!(
+        running(),
+        0,
+        "a container of the run outlived its 8 s lifetime"
+    );
+    let gc = rfs
+        .cmd(rfs.state.path())
+        .args(["gc", "--provider", "docker"])
+        .output()
+        .unwrap();
+    assert!(
+        gc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gc.stderr)
+    );
+    assert_eq!(containers_of_run(&run_id), Vec::<String>::new());
+}

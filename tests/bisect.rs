@@ -279,93 +279,91 @@ fn payloads<'a>(j: &'a [Value], kind: &str) -> Vec<&'a Value> {
 /// by a re-sync that puts the commit's tree back (the tampered `v`
 /// included), so the first bad commit is found; each lane's bundle names
 /// the checkpoint and verifies; the checkpoint is gone at the end.
-#[test]
-fn bisect_with_a_setup_runs_it_once_and_every_lane_forks_its_checkpoint() {
-    let rfs = Rfs::new(Prov::Local);
-    let (repo, ids) = counting_repo(17);
-    let setup = proof(
-        &rfs,
-        r#"step("tool", "printf '#!/bin/sh\ntest $(cat v) -lt 9\n' > $HOME/check && chmod +x $HOME/check && echo 0 > v");"#,
-    );
-    let p = proof(&rfs, r#"step("check", "$HOME/check");"#);
-    let out = bisect(
-        &rfs,
-        repo.path(),
-        &[
-            &ids[0],
-            "HEAD",
-            p.to_str().unwrap(),
-            "--jobs",
-            "2",
-            "--setup",
-            setup.to_str().unwrap(),
-        ],
-    );
-    out.assert_code(0);
-    assert!(
-        out.stdout
-            .starts_with(&format!("{} is the first bad commit", ids[9])),
-        "{}\n{}",
-        out.stdout,
-        out.stderr
-    );
-    let ix: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.out_dir.join("bisect.json")).unwrap())
-            .unwrap();
-    // Once: one setup run, one checkpoint, removed and verified gone.
-    let cp = ix["setup"]["checkpoint"].as_str().unwrap().to_owned();
-    let setup_j = lane_journal(&out.out_dir.join("_setup"));
-    assert_eq!(payloads(&setup_j, "checkpoint").len(), 1);
-    assert_eq!(payloads(&setup_j, "step.start").len(), 1);
-    assert_eq!(ix["setup"]["removed"][0]["verified"], true, "{ix}");
-    assert!(!rfs
-        .state
-        .path()
-        .join("local/checkpoints")
-        .join(&cp)
-        .exists());
-    let lanes = ix["lanes"].as_array().unwrap();
-    assert_eq!(lanes.len(), 2);
-    let mut tested = 0;
-    for l in lanes {
-        let lane = Path::new(l.as_str().unwrap());
-        let j = lane_journal(lane);
-        let forked = payloads(&j, "placement.forked");
-        assert_eq!(forked.len(), 1, "one fork per lane");
-        assert_eq!(forked[0]["checkpoint_id"], cp.as_str());
-        assert!(lane.join("setup/journal.jsonl").is_file());
-        // The checkpoint's source is bound at its own commit only, then
-        // moved by a re-sync to each commit, whose steps ran there.
-        let from = payloads(&j, "source.from_checkpoint");
-        assert_eq!(from.len(), 1);
-        assert_eq!(from[0]["commit"], ids[16].as_str());
-        let commits: Vec<&Value> = payloads(&j, "bisect.commit")
-            .into_iter()
-            .filter(|c| c["result"] != "skipped")
-            .collect();
-        assert_eq!(payloads(&j, "source.resync").len(), commits.len());
-        let steps: Vec<&Value> = payloads(&j, "step.start")
-            .iter()
-            .map(|s| &s["commit"])
-            .collect();
-        assert_eq!(
-            steps,
-            commits.iter().map(|c| &c["commit"]).collect::<Vec<_>>()
+mod with_setup {
+    use super::*;
+    provider_tests! {
+    fn bisect_with_a_setup_runs_it_once_and_every_lane_forks_its_checkpoint(rfs: &Rfs) {
+        let (repo, ids) = counting_repo(17);
+        let setup = proof(
+            rfs,
+            r#"step("tool", "printf '#!/bin/sh\ntest $(cat v) -lt 9\n' > $HOME/check && chmod +x $HOME/check && echo 0 > v");"#,
         );
-        tested += commits.len();
-        let v = rfs
-            .cmd(repo.path())
-            .arg("verify")
-            .arg(lane)
-            .output()
-            .unwrap();
-        assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+        let p = proof(rfs, r#"step("check", "$HOME/check");"#);
+        let out = bisect(
+            rfs,
+            repo.path(),
+            &[
+                &ids[0],
+                "HEAD",
+                p.to_str().unwrap(),
+                "--jobs",
+                "2",
+                "--setup",
+                setup.to_str().unwrap(),
+            ],
+        );
+        out.assert_code(0);
+        assert!(
+            out.stdout
+                .starts_with(&format!("{} is the first bad commit", ids[9])),
+            "{}\n{}",
+            out.stdout,
+            out.stderr
+        );
+        let ix: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.out_dir.join("bisect.json")).unwrap())
+                .unwrap();
+        // Once: one setup run, one checkpoint, removed and verified gone.
+        let cp = ix["setup"]["checkpoint"].as_str().unwrap().to_owned();
+        let setup_j = lane_journal(&out.out_dir.join("_setup"));
+        assert_eq!(payloads(&setup_j, "checkpoint").len(), 1);
+        assert_eq!(payloads(&setup_j, "step.start").len(), 1);
+        assert_eq!(ix["setup"]["removed"][0]["verified"], true, "{ix}");
+        assert!(!rfs.checkpoint_exists(&cp), "checkpoint {cp} left behind");
+        let lanes = ix["lanes"].as_array().unwrap();
+        assert_eq!(lanes.len(), 2);
+        let mut tested = 0;
+        for l in lanes {
+            let lane = Path::new(l.as_str().unwrap());
+            let j = lane_journal(lane);
+            let forked = payloads(&j, "placement.forked");
+            assert_eq!(forked.len(), 1, "one fork per lane");
+            assert_eq!(forked[0]["checkpoint_id"], cp.as_str());
+            assert!(lane.join("setup/journal.jsonl").is_file());
+            // The checkpoint's source is bound at its own commit only, then
+            // moved by a re-sync to each commit, whose steps ran there.
+            let from = payloads(&j, "source.from_checkpoint");
+            assert_eq!(from.len(), 1);
+            assert_eq!(from[0]["commit"], ids[16].as_str());
+            let commits: Vec<&Value> = payloads(&j, "bisect.commit")
+                .into_iter()
+                .filter(|c| c["result"] != "skipped")
+                .collect();
+            assert_eq!(payloads(&j, "source.resync").len(), commits.len());
+            let steps: Vec<&Value> = payloads(&j, "step.start")
+                .iter()
+                .map(|s| &s["commit"])
+                .collect();
+            assert_eq!(
+                steps,
+                commits.iter().map(|c| &c["commit"]).collect::<Vec<_>>()
+            );
+            tested += commits.len();
+            let v = rfs
+                .cmd(repo.path())
+                .arg("verify")
+                .arg(lane)
+                .output()
+                .unwrap();
+            assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+        }
+        assert!(
+            tested <= 8,
+            "{tested} of 17 commits tested: a search, not a walk"
+        );
+        rfs.assert_no_leftovers();
     }
-    assert!(
-        tested <= 8,
-        "{tested} of 17 commits tested: a search, not a walk"
-    );
-    rfs.assert_no_leftovers();
+    }
 }
 
 /// Bug: a lane refused after the setup passed (here its folder is a

@@ -26,6 +26,8 @@ use std::time::Instant;
 
 #[path = "book_examples/real_projects.rs"]
 mod real_projects;
+#[path = "book_examples/test_names.rs"]
+mod test_names;
 // `Path`, `PathBuf`, `Duration`, `Arc` and `Mutex` are imported by the book
 // snippets at the end of this file (they must stay self-contained).
 

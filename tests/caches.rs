@@ -152,3 +152,44 @@ fn a_replayed_bundle_cannot_use_this_repositorys_caches() {
     );
     rfs.assert_no_leftovers();
 }
+
+/// A cache is this machine's folder: without the overlay on the
+/// sandbox's disk, a step could write past the person's disk limit into
+/// it (a 3000 MB write against `disk: "32M"` filled the host's disk).
+/// The write stops at the limit, named; the cache keeps at most the
+/// limit; a later run finds what was written and can delete it, and the
+/// deletion reaches the cache.
+#[test]
+fn a_step_cannot_fill_this_machines_disk_past_the_disk_limit_through_a_cache() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let fill = rfs.run(
+        repo.path(),
+        r#"sandbox(#{ disk: "32M", caches: #{ big: "~/.cache/big" } });
+let r = step("fill", "dd if=/dev/zero of=$HOME/.cache/big/blob bs=1M count=3000", #{ allow_failure: true });
+print(`ok=${r.ok}`);"#,
+    );
+    fill.assert_code(0);
+    assert!(fill.stdout.contains("ok=false"), "{}", fill.stdout);
+    assert_eq!(
+        fill.entries("step.end")[0]["limit"],
+        "disk limit 32 MiB full"
+    );
+    let end = &fill.entries("cache.end")[0];
+    let kept = end["bytes"].as_u64().unwrap();
+    assert!(kept > 0 && kept <= 32 << 20, "the cache kept {kept} bytes");
+
+    let clean = rfs.run(
+        repo.path(),
+        r#"sandbox(#{ caches: #{ big: "~/.cache/big" } });
+step("rm", "test -s ~/.cache/big/blob && rm ~/.cache/big/blob && mkdir ~/.cache/big/d && echo x > ~/.cache/big/d/f");"#,
+    );
+    clean.assert_code(0);
+    let end = &clean.entries("cache.end")[0];
+    assert_eq!(
+        (end["files"].as_u64(), end["bytes"].as_u64()),
+        (Some(1), Some(2)),
+        "{end}"
+    );
+    rfs.assert_no_leftovers();
+}

@@ -341,3 +341,149 @@ fn an_rfs_killed_mid_run_leaves_no_gvisor_process_and_gc_removes_its_runsc_state
     assert_eq!(runsc_containers(&rfs), Vec::<String>::new());
     rfs.assert_no_leftovers();
 }
+
+/// Removes a directory the test made on the host.
+struct Remove(std::path::PathBuf);
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// gVisor checks permissions itself, on the owners its file server
+/// reports: served with the host's owners, a root-only file or directory
+/// of a system directory was a root step's own. The step (uid 0 inside)
+/// reads only what the host's unprivileged users may, as under
+/// namespaces; world-readable files beside still read.
+#[test]
+fn a_root_step_under_gvisor_cannot_read_a_root_only_host_file() {
+    use std::os::unix::fs::PermissionsExt;
+    if gvisor_missing() {
+        return;
+    }
+    let dir = std::path::Path::new("/opt").join(format!("rfs-gvisor-test-{}", uuid_like()));
+    std::fs::create_dir_all(dir.join("private")).unwrap();
+    let _remove = Remove(dir.clone());
+    let mode = |p: &str, m: u32| {
+        std::fs::set_permissions(dir.join(p), std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    std::fs::write(dir.join("secret"), "host-secret\n").unwrap();
+    mode("secret", 0o600);
+    std::fs::write(dir.join("private/inner"), "private-inner\n").unwrap();
+    mode("private/inner", 0o644);
+    mode("private", 0o700);
+    std::fs::write(dir.join("public"), "host-public\n").unwrap();
+    mode("public", 0o644);
+    mode(".", 0o755);
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        &format!(
+            r#"sandbox(#{{ isolation: "gvisor" }});
+            sync_source();
+            step("probe", "id -u; cat {d}/secret || echo secret-refused; find {d}/private -mindepth 1 || echo list-refused; cat {d}/private/inner || echo inner-refused; cat {d}/public");"#,
+            d = dir.display()
+        ),
+    );
+    out.assert_code(0);
+    let probe = lines(&out, "probe");
+    assert_eq!(
+        probe.first(),
+        Some(&"0"),
+        "the step is root inside: {probe:?}"
+    );
+    for refused in ["secret-refused", "list-refused", "inner-refused"] {
+        assert!(probe.contains(&refused), "{refused}: {probe:?}");
+    }
+    assert!(!out.stdout.contains("host-secret"), "{}", out.stdout);
+    assert!(!out.stdout.contains("private-inner"), "{}", out.stdout);
+    assert!(probe.contains(&"host-public"), "{probe:?}");
+    rfs.assert_no_leftovers();
+}
+
+/// A step counting the `sleep 3..` processes of the gVisor sandbox.
+const COUNT_SLEEPS: &str = r"n=0; for p in /proc/[0-9]*; do case $(tr '\\0' ' ' < $p/cmdline 2>/dev/null) in 'sleep 3'*) n=$((n+1));; esac; done; echo sleeps=$n";
+
+/// A step that times out, and one that ends leaving a background child
+/// in its group, leave nothing of their group running (as under
+/// namespaces); a process that left the group (`setsid`) keeps running.
+#[test]
+fn a_step_under_gvisor_that_ends_or_times_out_leaves_nothing_of_its_process_group() {
+    if gvisor_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        &format!(
+            r#"sandbox(#{{ isolation: "gvisor" }});
+            sync_source();
+            let r = step("slow", "sleep 301 & sleep 302", #{{ timeout: 1, allow_failure: true }});
+            assert(r.timed_out && !r.ok && r.exit == ());
+            step("after-timeout", "{COUNT_SLEEPS}");
+            step("bg", "sleep 303 >/dev/null 2>&1 & (setsid sleep 304 >/dev/null 2>&1 &); echo started; sleep 1");
+            step("after-end", "{COUNT_SLEEPS}");
+            let k = step("killed", "kill -9 $$", #{{ allow_failure: true }});
+            assert(!k.ok && k.exit == ());"#
+        ),
+    );
+    out.assert_code(0);
+    assert_eq!(lines(&out, "after-timeout"), ["sleeps=0"]);
+    assert_eq!(lines(&out, "bg"), ["started"]);
+    assert_eq!(
+        lines(&out, "after-end"),
+        ["sleeps=1"],
+        "only the setsid one is left"
+    );
+    assert!(
+        out.stderr.contains("killed by signal 9"),
+        "a signal is reported as such (not as exit 137): {}",
+        out.stderr
+    );
+    assert_eq!(runsc_containers(&rfs), Vec::<String>::new());
+    rfs.assert_no_leftovers();
+}
+
+/// Commands start through rfs's agent inside the sandbox: a step (uid 0
+/// without capabilities) can neither read nor write the agent's channel
+/// to rfs through `/proc/1/fd`, nor stop or kill the agent; the run goes
+/// on as if nothing was tried.
+#[test]
+fn a_step_under_gvisor_cannot_reach_or_stop_rfs_agent() {
+    if gvisor_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"sandbox(#{ isolation: "gvisor" });
+        sync_source();
+        step("probe", "id -u; grep -E '^Cap(Prm|Eff|Bnd)' /proc/self/status; tr '\\0' ' ' < /proc/1/cmdline; echo; for f in 0 1; do cat /proc/1/fd/$f </dev/null >/dev/null 2>&1 && echo read-$f || echo no-read-$f; (echo forged > /proc/1/fd/$f) 2>/dev/null && echo wrote-$f || echo no-write-$f; done; kill -STOP 1 2>/dev/null && echo stopped || echo no-stop; kill -KILL 1 2>/dev/null && echo killed || echo no-kill");
+        step("after", "echo still-here");"#,
+    );
+    out.assert_code(0);
+    let probe = lines(&out, "probe");
+    assert_eq!(probe[0], "0", "{probe:?}");
+    for cap in ["CapPrm", "CapEff", "CapBnd"] {
+        assert!(
+            probe.contains(&format!("{cap}:\t0000000000000000").as_str()),
+            "{cap}: {probe:?}"
+        );
+    }
+    assert!(probe[4].contains("rfs-gvisor-agent"), "{probe:?}");
+    for no in [
+        "no-read-0",
+        "no-write-0",
+        "no-read-1",
+        "no-write-1",
+        "no-stop",
+        "no-kill",
+    ] {
+        assert!(probe.contains(&no), "{no}: {probe:?}");
+    }
+    assert_eq!(lines(&out, "after"), ["still-here"]);
+    rfs.assert_no_leftovers();
+}

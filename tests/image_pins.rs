@@ -338,3 +338,35 @@ fn a_replayed_service_whose_image_was_retagged_is_refused_before_its_container_s
     assert!(r.stderr.contains("(--allow-other-image)"), "{}", r.stderr);
     rfs.assert_no_leftovers();
 }
+
+/// A service's image is a dependency of the run as the sandbox's image
+/// is: the attestation lists both by content (it listed the sandbox's
+/// only, so a service's software was missing from the provenance).
+#[test]
+fn the_attestation_lists_a_services_image_by_content_after_the_sandboxs() {
+    if docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    let id = image_id(DOCKER_TEST_IMAGE);
+    let out = rfs.run(
+        repo.path(),
+        &format!(
+            "service(\"db\", #{{ image: \"{DOCKER_TEST_IMAGE}\", cmd: \"exec sleep 600\" }}); step(\"hi\", \"echo hi\");"
+        ),
+    );
+    out.assert_code(0);
+    let deps = &statement(&out.out_dir)["predicate"]["run"]["resolvedDependencies"];
+    assert_eq!(deps.as_array().map(Vec::len), Some(2), "{deps}");
+    assert!(deps[0]["annotations"]["service"].is_null(), "{deps}");
+    assert_eq!(deps[1]["annotations"]["service"], "db", "{deps}");
+    assert_eq!(deps[1]["name"], DOCKER_TEST_IMAGE);
+    assert_eq!(deps[1]["uri"], format!("docker-image:{id}").as_str());
+    assert_eq!(
+        deps[1]["digest"]["sha256"],
+        id.strip_prefix("sha256:").unwrap()
+    );
+    verify(&rfs, repo.path(), &out.out_dir);
+    rfs.assert_no_leftovers();
+}

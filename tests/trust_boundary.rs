@@ -19,6 +19,46 @@ fn other_repository() -> Repo {
 }
 
 provider_tests! {
+    // The person running rfs could not take a stranger's script offline:
+    // only the script could ask for `network: false`. `--network off` is
+    // the run's network when the script names none, and a script asking
+    // for more is refused before anything runs, naming the flag.
+    fn the_persons_network_off_holds_and_a_script_cannot_widen_it(rfs: &Rfs) {
+        let repo = Repo::new();
+        let ifaces = "step(\"ifaces\", \"tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '\");";
+        let quiet = rfs.run_with(repo.path(), ifaces, &["--network", "off"]);
+        quiet.assert_code(0);
+        let placed = &quiet.entries("placement")[0]["isolation"]["network_policy"];
+        assert_eq!(placed["policy"], "off", "{placed}");
+        assert_eq!(quiet.entries("step.end")[0]["exit"], 0);
+        assert!(quiet.stdout.contains("lo") && !quiet.stdout.contains("eth"), "{}", quiet.stdout);
+        for (asked, name) in [("true", "`public`"), ("#{ allow: [\"example.org\"] }", "allow [example.org]")] {
+            let out = rfs.run_with(
+                repo.path(),
+                &format!("sandbox(#{{ network: {asked} }});\nstep(\"x\", \"echo ran\");"),
+                &["--network", "off"],
+            );
+            out.assert_code(3);
+            assert!(
+                out.stderr.contains(&format!("network {name} asked by the script's sandbox() option would widen the boundary set by --network flag (network `off`)"))
+                    && out.stderr.contains("pass `--network "),
+                "{}",
+                out.stderr
+            );
+            assert!(out.entries("placement").is_empty(), "a sandbox was placed");
+            assert!(out.entries("step.start").is_empty());
+        }
+        // The same ceiling from the environment, and narrower is fine.
+        let out = rfs.run_with_env(
+            repo.path(),
+            "sandbox(#{ network: false });\nstep(\"x\", \"true\");",
+            &[],
+            &[("RFS_NETWORK", "off")],
+        );
+        out.assert_code(0);
+        rfs.assert_no_leftovers();
+    }
+
     fn a_script_cannot_turn_isolation_off(rfs: &Rfs) {
         let repo = Repo::new();
         let marker = repo.path().join("host-marker");
@@ -449,5 +489,54 @@ fn a_replayed_bundle_cannot_widen_the_persons_ceiling() {
     assert!(out.entries("step.start").is_empty());
     let out = replay(&["--max-pids", "5000"]);
     out.assert_code(0);
+    rfs.assert_no_leftovers();
+}
+
+/// An allow list the person set is the most a script may ask: a subset
+/// of its entries runs, an entry beyond it is refused naming the flag
+/// (and its value that would allow it), as is the public internet.
+#[test]
+fn a_script_may_narrow_the_persons_allow_list_but_not_add_to_it() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let flag = ["--network", "example.org,10.1.2.0/24:443"];
+    let ok = rfs.run_with(
+        repo.path(),
+        "sandbox(#{ network: #{ allow: [\"10.1.2.0/24:443\"] } });\nstep(\"x\", \"true\");",
+        &flag,
+    );
+    ok.assert_code(0);
+    let placed = &ok.entries("placement")[0]["isolation"]["network_policy"];
+    assert_eq!(placed["policy"], "allow", "{placed}");
+    let more = rfs.run_with(
+        repo.path(),
+        "sandbox(#{ network: #{ allow: [\"example.org\", \"pypi.org\"] } });\nstep(\"x\", \"echo ran\");",
+        &flag,
+    );
+    more.assert_code(3);
+    assert!(
+        more.stderr.contains("network allow [example.org, pypi.org] asked by the script's sandbox() option would widen the boundary set by --network flag (network allow [example.org, 10.1.2.0/24:443])")
+            && more.stderr.contains("pass `--network example.org,pypi.org`"),
+        "{}",
+        more.stderr
+    );
+    assert!(more.entries("step.start").is_empty());
+    let default = rfs.run_with(repo.path(), "step(\"x\", \"true\");", &flag);
+    default.assert_code(0);
+    assert_eq!(
+        default.entries("placement")[0]["isolation"]["network_policy"]["policy"],
+        "allow"
+    );
+    let bad = rfs.run_with(
+        repo.path(),
+        "step(\"x\", \"true\");",
+        &["--network", "exa mple"],
+    );
+    bad.assert_code(2);
+    assert!(
+        bad.stderr.contains("--network flag: network allow entry"),
+        "{}",
+        bad.stderr
+    );
     rfs.assert_no_leftovers();
 }

@@ -142,6 +142,10 @@ pub fn run() -> i32 {
         if let Some(code) = crate::provider::local::reaper_main(&argv0, &rest) {
             return code;
         }
+        // rfs's agent inside a gVisor sandbox: no CLI, logging or runtime.
+        if let Some(code) = crate::provider::local::gvisor::agent_main(&rest) {
+            return code;
+        }
     }
     // The in-sandbox verifier: no CLI parsing, logging or runtime.
     let mut args = std::env::args_os().skip(1);

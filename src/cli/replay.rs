@@ -32,6 +32,10 @@ pub(crate) struct ReplayCommand {
     /// RFS_MAX_*), never the original run's.
     #[command(flatten)]
     ceilings: crate::limit_ceilings::CeilingArgs,
+    /// The replay's network and the most the bundle's script may ask for
+    /// (as for `run`). Also RFS_NETWORK.
+    #[arg(long, value_name = "POLICY")]
+    network: Option<String>,
 }
 
 impl ReplayCommand {
@@ -46,6 +50,7 @@ impl ReplayCommand {
                 image: self.image,
                 allow_other_image: self.allow_other_image,
                 ceilings: self.ceilings,
+                network: self.network,
             },
             Arc::new(crate::reporter::Console::new(false).with_progress(super::progress(false))),
         )

@@ -52,6 +52,13 @@ pub(crate) struct SessionArgs {
     /// internet only, through rfs. Also RFS_ALLOW_HOST_NETWORK=1.
     #[arg(long)]
     allow_host_network: bool,
+    /// The network of this run's sandboxes and the most a script may ask
+    /// for: `off` (only the sandbox's loopback), `public` (the default:
+    /// the public internet, through rfs), `host`, or a comma-separated
+    /// allow list (`pypi.org,10.0.0.0/8:443`). A script asking for more is
+    /// refused. Also RFS_NETWORK.
+    #[arg(long, value_name = "POLICY")]
+    network: Option<String>,
     /// Hand the environment variable NAME to the run as `arg(NAME)`,
     /// redacted as a secret (a repository's rfs.toml may ask for it, but
     /// only this flag passes it). Repeatable.
@@ -77,6 +84,7 @@ impl SessionArgs {
             allow_repos: self.allow_repos,
             allow_puts: self.allow_puts,
             allow_host_network: self.allow_host_network,
+            network: self.network,
             secrets: self.secrets,
             ceilings: self.ceilings,
         }

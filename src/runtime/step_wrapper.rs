@@ -29,13 +29,10 @@
 //!
 //! The script itself is the sandbox crate's ([`crate::provider::wrapper`]):
 //! a provider may do its checks without a shell, saying the same lines
-//! with the same exit codes (`local` in namespaces does: one shell per
-//! command instead of two).
+//! with the same exit codes (isolation `gvisor`'s agent and `local` in
+//! namespaces do: one shell per command instead of two).
 
-/// Exit code when a check failed (root, cwd or home missing).
-pub(crate) const EXIT_CWD_MISSING: i32 = crate::provider::wrapper::EXIT_REFUSED;
-/// Exit code when the cwd resolves outside the synced root.
-pub(crate) const EXIT_CWD_ESCAPE: i32 = crate::provider::wrapper::EXIT_ESCAPE;
+use crate::provider::wrapper::{EXIT_CWD_ESCAPE, EXIT_CWD_MISSING};
 
 /// The directory a wrapped command is started in (the wrapper then
 /// enters the mapped cwd): it exists in every sandbox, so a removed home

@@ -83,8 +83,13 @@ pub(crate) fn run(
     interrupt: &CancellationToken,
 ) -> SetupRun {
     let started = Instant::now();
+    // Named as the proofs are: relative to where rfs was started.
+    let shown = std::env::current_dir()
+        .ok()
+        .and_then(|here| script.strip_prefix(here).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| script.to_path_buf());
     let mut result = SetupResult {
-        script: script.display().to_string(),
+        script: shown.display().to_string(),
         out_dir: String::new(),
         run_id: String::new(),
         exit_code: crate::exit_code::SUCCESS,

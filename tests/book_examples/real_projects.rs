@@ -5,6 +5,7 @@
 //! |-------------------------------|---------------------------------------------|
 //! | ```` ```LANG file=PATH ````   | writes the block to PATH in the project     |
 //! | ```` ```console ````          | runs each `$ ` line with `sh` in the project, in order; the lines after it are its output |
+//! | `project=NAME` after either   | the block belongs to project NAME (the Rust walkthrough's `adder`), not to `calc` |
 //!
 //! Expected output is matched line by line against what the
 //! command printed (stdout, then stderr): `…` stands for anything, runs
@@ -19,8 +20,24 @@ use std::process::Command;
 
 #[derive(Debug)]
 enum Block {
-    File { path: String, body: String },
-    Console { line: usize, body: String },
+    File {
+        path: String,
+        body: String,
+        project: Option<String>,
+    },
+    Console {
+        line: usize,
+        body: String,
+        project: Option<String>,
+    },
+}
+
+impl Block {
+    fn project(&self) -> Option<&str> {
+        match self {
+            Block::File { project, .. } | Block::Console { project, .. } => project.as_deref(),
+        }
+    }
 }
 
 /// The walkthrough's blocks, in order.
@@ -36,18 +53,23 @@ fn blocks(text: &str) -> Vec<Block> {
             }
             Some((info, start, body)) => {
                 if line == "```" {
-                    let file = info
-                        .split_whitespace()
-                        .find_map(|w| w.strip_prefix("file="));
-                    if let Some(path) = file {
+                    let word = |key: &str| {
+                        info.split_whitespace()
+                            .find_map(|w| w.strip_prefix(key))
+                            .map(str::to_owned)
+                    };
+                    let project = word("project=");
+                    if let Some(path) = word("file=") {
                         out.push(Block::File {
-                            path: path.to_owned(),
+                            path,
                             body: std::mem::take(body),
+                            project,
                         });
-                    } else if info == "console" {
+                    } else if info.split_whitespace().next() == Some("console") {
                         out.push(Block::Console {
                             line: *start,
                             body: std::mem::take(body),
+                            project,
                         });
                     }
                     open = None;
@@ -156,34 +178,48 @@ fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-#[test]
-fn real_projects_chapter_runs_as_written() {
+/// Write the file blocks of `project` (`None`: `calc`) into `dir` (a
+/// fresh repository) and run its console blocks there, in order; how
+/// many of each.
+fn walk(blocks: &[Block], project: Option<&str>, dir: &Path, state: &Path) -> (usize, usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "-q"]);
+    let (mut files, mut consoles) = (0, 0);
+    for b in blocks.iter().filter(|b| b.project() == project) {
+        match b {
+            Block::File { path, body, .. } => {
+                let to = dir.join(path);
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                std::fs::write(to, body).unwrap();
+                files += 1;
+            }
+            Block::Console { line, body, .. } => {
+                run_console(dir, state, *line, body).unwrap_or_else(|e| panic!("{e}"));
+                consoles += 1;
+            }
+        }
+    }
+    (files, consoles)
+}
+
+/// The chapter's text and its blocks, checked to be in the book.
+fn chapter() -> (String, Vec<Block>) {
     let text = std::fs::read_to_string(book_src().join("real-projects.md")).unwrap();
     let summary = std::fs::read_to_string(book_src().join("SUMMARY.md")).unwrap();
     assert!(summary.contains("(real-projects.md)"), "not in SUMMARY.md");
     let blocks = blocks(&text);
+    (text, blocks)
+}
+
+#[test]
+fn real_projects_chapter_runs_as_written() {
+    let (text, blocks) = chapter();
     let root = tempfile::Builder::new()
         .prefix("rfs-book-real-")
         .tempdir()
         .unwrap();
     let (project, state) = (root.path().join("calc"), root.path().join("state"));
-    std::fs::create_dir_all(&project).unwrap();
-    git(&project, &["init", "-q"]);
-    let (mut files, mut consoles) = (0, 0);
-    for b in &blocks {
-        match b {
-            Block::File { path, body } => {
-                let to = project.join(path);
-                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-                std::fs::write(to, body).unwrap();
-                files += 1;
-            }
-            Block::Console { line, body } => {
-                run_console(&project, &state, *line, body).unwrap_or_else(|e| panic!("{e}"));
-                consoles += 1;
-            }
-        }
-    }
+    let (files, consoles) = walk(&blocks, None, &project, &state);
     assert!(
         files >= 9 && consoles >= 3,
         "{files} files, {consoles} consoles"
@@ -262,4 +298,44 @@ fn console_lines_match_with_ellipses() {
     assert!(output_shows(&["a", "b…"], "a\nx\nbc\n").is_ok());
     assert!(output_shows(&["b…", "a"], "a\nx\nbc\n").is_ok());
     assert!(output_shows(&["a…", "a…"], "a\nx\nbc\n").is_err());
+}
+
+/// The Rust walkthrough (`project=adder`), with the system's cargo the
+/// sandbox sees (`scripts/test.sh` installs Debian's `cargo`; without it a
+/// plain `cargo test` skips this with one line).
+#[test]
+fn real_projects_rust_walkthrough_runs_as_written() {
+    if !Path::new("/usr/bin/cargo").exists() {
+        assert!(
+            std::env::var_os("RFS_REQUIRE_SYSTEM_CARGO").is_none(),
+            "RFS_REQUIRE_SYSTEM_CARGO is set but /usr/bin/cargo is missing"
+        );
+        eprintln!("skipped: no system-wide cargo (/usr/bin/cargo) for the Rust walkthrough; `apt-get install cargo` or run scripts/test.sh");
+        return;
+    }
+    let (_, blocks) = chapter();
+    let root = tempfile::Builder::new()
+        .prefix("rfs-book-rust-")
+        .tempdir()
+        .unwrap();
+    let (project, state) = (root.path().join("adder"), root.path().join("state"));
+    let (files, consoles) = walk(&blocks, Some("adder"), &project, &state);
+    assert!(
+        files >= 7 && consoles >= 1,
+        "{files} files, {consoles} consoles"
+    );
+    let suite = root.path().join("adder-run");
+    let index = json(&suite.join("index.json"));
+    assert_eq!(index["counts"]["passed"], 1, "{index}");
+    let ckpt = index["setup"]["checkpoint"].as_str().unwrap().to_owned();
+    let journal = std::fs::read_to_string(suite.join("proofs-tests/journal.jsonl")).unwrap();
+    assert!(
+        journal.contains("placement.forked") && journal.contains(&ckpt),
+        "the proof did not fork {ckpt}"
+    );
+    // As the chapter says: the crate itself is compiled again in a local
+    // fork (its path is the fork's own).
+    let log =
+        std::fs::read_to_string(suite.join("proofs-tests/steps/001-test.stderr.log")).unwrap();
+    assert!(log.contains("Compiling adder"), "{log}");
 }

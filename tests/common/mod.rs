@@ -371,6 +371,28 @@ impl Rfs {
         self.sim.as_ref().expect("a daytona environment")
     }
 
+    /// Whether checkpoint `id` (of `checkpoint()` or a setup) still
+    /// exists, asked of the provider's own inventory (not of rfs): a local
+    /// checkpoint folder, a docker image, a Daytona sandbox.
+    #[allow(dead_code)]
+    pub fn checkpoint_exists(&self, id: &str) -> bool {
+        match self.prov {
+            Prov::Local => self
+                .state
+                .path()
+                .join("local/checkpoints")
+                .join(id)
+                .exists(),
+            Prov::Docker => std::process::Command::new("docker")
+                .args(["image", "inspect", id])
+                .output()
+                .unwrap()
+                .status
+                .success(),
+            Prov::Daytona => self.sim().inventory().iter().any(|s| s.id == id),
+        }
+    }
+
     /// This environment's provider, built in-process.
     pub fn provider(&self) -> std::sync::Arc<dyn rfs::provider::Provider> {
         use rfs::provider::daytona::config::{Config, Credential, Secret};
@@ -412,6 +434,8 @@ impl Rfs {
             "RFS_MAX_PIDS",
             "RFS_MAX_DISK",
             "RFS_MAX_CPUS",
+            "RFS_NETWORK",
+            "RFS_ALLOW_HOST_NETWORK",
         ] {
             c.env_remove(k);
         }

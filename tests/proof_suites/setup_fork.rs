@@ -53,21 +53,6 @@ fn facts<'a>(j: &'a [Value], kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-/// Whether checkpoint `id` still exists, asked of the provider's own
-/// inventory (not of rfs).
-fn checkpoint_exists(rfs: &Rfs, id: &str) -> bool {
-    match rfs.prov {
-        Prov::Local => rfs.state.path().join("local/checkpoints").join(id).exists(),
-        Prov::Docker => std::process::Command::new("docker")
-            .args(["image", "inspect", id])
-            .output()
-            .unwrap()
-            .status
-            .success(),
-        Prov::Daytona => rfs.sim().inventory().iter().any(|s| s.id == id),
-    }
-}
-
 provider_tests! {
     fn setup_runs_once_and_every_proof_forks_its_checkpoint_without_seeing_the_others(rfs: &Rfs) {
         let repo = fork_repo();
@@ -108,7 +93,7 @@ provider_tests! {
         assert!(html.contains("id=\"setup-run\"") && html.contains(setup_run), "{html}");
         // Removed at the end, verified, and gone in the provider's inventory.
         assert_eq!(setup["removed"][0]["verified"], true, "{setup}");
-        assert!(!checkpoint_exists(rfs, &cp), "checkpoint {cp} left behind");
+        assert!(!rfs.checkpoint_exists(&cp), "checkpoint {cp} left behind");
         rfs.assert_no_leftovers();
     }
 
@@ -131,6 +116,31 @@ provider_tests! {
         std::fs::remove_dir_all(b.join("setup")).unwrap();
         let (ok, text) = rfs_verify(rfs, repo.path(), &b);
         assert!(!ok && text.contains("checkpoint link"), "{text}");
+        rfs.assert_no_leftovers();
+    }
+
+    // A setup needs the network (to install), its proofs must not have
+    // it: a proof asking `network: false` gets only a loopback in its
+    // fork. On daytona a fork kept its checkpoint's network, so such a
+    // proof was refused ("the server ignored the field"); the fork is now
+    // given the proof's network (`POST /sandbox/{id}/network-settings`)
+    // and checked as a created sandbox is.
+    fn a_proof_forked_from_a_setup_with_a_network_gets_its_own_network_false(rfs: &Rfs) {
+        let repo = Repo::new();
+        repo.write("proofs/_setup.rhai", "sync_source();\nstep(\"install\", \"echo installed > marker\");\ncheckpoint(\"deps\");\n");
+        repo.write(
+            "proofs/offline.rhai",
+            r#"sandbox(#{ network: false });
+sync_source();
+let r = step("ifaces", "cat marker; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+assert(r.stdout == "installed\nlo\n", "interfaces: " + r.stdout);
+"#,
+        );
+        repo.commit("a networked setup, an offline proof");
+        let s = rfs_test(rfs, repo.path(), &["--setup", "proofs/_setup.rhai"]);
+        assert_eq!(s.code, 0, "{}", s.stderr);
+        let j = journal(&s.bundle("proofs/offline.rhai"));
+        assert_eq!(facts(&j, "placement.forked").len(), 1, "{j:?}");
         rfs.assert_no_leftovers();
     }
 }

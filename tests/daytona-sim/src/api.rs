@@ -31,6 +31,10 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         .route("/api/sandbox/{id}/stop", post(stop))
         .route("/api/sandbox/{id}/labels", put(labels))
         .route("/api/sandbox/{id}/fork", post(crate::fork::fork))
+        .route(
+            "/api/sandbox/{id}/network-settings",
+            post(crate::network_settings::update),
+        )
         .route("/api/sandbox/{id}/autostop/{min}", post(autostop))
         .route("/api/sandbox/{id}/autodelete/{min}", post(autodelete))
         .route("/api/sandbox/{id}/autoarchive/{min}", post(autoarchive))

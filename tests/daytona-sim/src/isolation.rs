@@ -96,7 +96,7 @@ pub(crate) struct SandboxBox {
     root: PathBuf,
     init: Mutex<Option<(Child, i32)>>,
     /// `networkBlockAll`: a network namespace of its own (loopback only).
-    network_blocked: bool,
+    network_blocked: std::sync::atomic::AtomicBool,
 }
 
 impl SandboxBox {
@@ -161,8 +161,25 @@ impl SandboxBox {
             dir,
             root,
             init: Mutex::new(None),
-            network_blocked,
+            network_blocked: network_blocked.into(),
         })
+    }
+
+    /// Block (or open) the sandbox's network: a started sandbox's init is
+    /// restarted in the namespaces that say so (its files kept).
+    pub fn set_network_blocked(&self, blocked: bool) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.network_blocked.swap(blocked, SeqCst) == blocked {
+            return Ok(());
+        }
+        let started = self.init.lock().unwrap().is_some();
+        if started {
+            self.stop();
+            // Its init removed `.oldroot` after pivot_root.
+            std::fs::create_dir_all(self.root.join(".oldroot"))?;
+            self.start()?;
+        }
+        Ok(())
     }
 
     /// Start the sandbox's init (namespaces, pivot_root). Idempotent.
@@ -172,7 +189,10 @@ impl SandboxBox {
             return Ok(());
         }
         let mut child = Command::new("unshare");
-        if self.network_blocked {
+        if self
+            .network_blocked
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
             child.arg("--net");
         }
         let mut child = child
@@ -251,7 +271,10 @@ impl SandboxBox {
             root: dir.join("root"),
             dir,
             init: Mutex::new(None),
-            network_blocked: self.network_blocked,
+            network_blocked: self
+                .network_blocked
+                .load(std::sync::atomic::Ordering::SeqCst)
+                .into(),
         })
     }
 
@@ -383,7 +406,11 @@ impl SandboxBox {
         let mut cmd = Command::new("nsenter");
         cmd.arg("-t")
             .arg(pid1.to_string())
-            .args(self.network_blocked.then_some("-n"))
+            .args(
+                self.network_blocked
+                    .load(std::sync::atomic::Ordering::SeqCst)
+                    .then_some("-n"),
+            )
             .args([
                 "-m", "-p", "-u", "-r", "-w", "-S", "1000", "-G", "1000", "--",
             ])

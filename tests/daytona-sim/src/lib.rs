@@ -13,6 +13,7 @@ mod errors;
 mod faults;
 mod fork;
 mod isolation;
+mod network_settings;
 mod server;
 mod state;
 mod toolbox;

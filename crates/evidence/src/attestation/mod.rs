@@ -203,16 +203,39 @@ fn subject(run: &RunSummary, script: &str, script_digest: Option<Value>) -> Valu
     }
 }
 
-/// The docker image of the run's placement as an in-toto resource
-/// descriptor: the name it was asked for, its id's sha256 and, where the
-/// daemon knows any, its repository digests.
+/// The docker images the run used, as in-toto resource descriptors: the
+/// placement's (the sandbox's) first, then each service's (`service.start`,
+/// annotated with the service's name) — the name asked for, the id's
+/// sha256 and, where the daemon knows any, its repository digests.
 fn resolved_dependencies(evs: &[Event]) -> Option<Value> {
-    let (name, pin) = evs.iter().find_map(|e| match e {
+    let placement = evs.iter().find_map(|e| match e {
         Event::Placement {
             image, environment, ..
-        } => Some((image.clone(), environment.as_ref()?.image.clone()?)),
+        } => Some(image_dependency(
+            image.clone(),
+            environment.as_ref()?.image.as_ref()?,
+        )),
         _ => None,
-    })?;
+    });
+    let services = evs.iter().filter_map(|e| match e {
+        Event::ServiceStart {
+            name,
+            image,
+            image_pin,
+            ..
+        } => {
+            let mut dep = image_dependency(Some(image.clone()), image_pin);
+            dep["annotations"]["service"] = json!(name);
+            Some(dep)
+        }
+        _ => None,
+    });
+    let deps: Vec<Value> = placement.into_iter().chain(services).collect();
+    (!deps.is_empty()).then(|| json!(deps))
+}
+
+/// One docker image as an in-toto resource descriptor.
+fn image_dependency(name: Option<String>, pin: &crate::events::ImagePin) -> Value {
     let hex = pin.id.strip_prefix("sha256:").unwrap_or(&pin.id);
     let mut dep = json!({
         "name": name.unwrap_or_else(|| pin.id.clone()),
@@ -222,7 +245,7 @@ fn resolved_dependencies(evs: &[Event]) -> Option<Value> {
     if !pin.repo_digests.is_empty() {
         dep["annotations"] = json!({ "repoDigests": pin.repo_digests });
     }
-    Some(json!([dep]))
+    dep
 }
 
 /// Build the attestation for `journal` (the exact bytes of `out_dir`'s

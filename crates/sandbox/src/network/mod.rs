@@ -32,6 +32,9 @@ pub fn proxy_env() -> Vec<(String, String)> {
 /// The env var that lets scripts ask for `network: "host"` (like
 /// `--allow-host-network`).
 pub const ALLOW_HOST_NETWORK_ENV: &str = "RFS_ALLOW_HOST_NETWORK";
+/// The person's network for a run (`--network`): `off`, `public`, `host` or an
+/// allow list.
+pub const NETWORK_ENV: &str = "RFS_NETWORK";
 
 /// The network fact for `policy` set by `by`, enforced by `enforced_by`
 /// (`None`: nothing enforces it, the sandbox has the network unfiltered).

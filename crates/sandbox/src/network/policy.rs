@@ -24,6 +24,57 @@ pub enum NetworkPolicy {
     Host,
 }
 
+/// Whether `asked` is no wider than `ceiling` (the person's `--network`):
+/// `off` is within everything; an allow list is within `public` and
+/// `host`, and within an allow list holding each of its entries; `public`
+/// is within `public` and `host`; `host` only within `host`.
+pub fn within(asked: &NetworkPolicy, ceiling: &NetworkPolicy) -> bool {
+    use NetworkPolicy::*;
+    match (asked, ceiling) {
+        (Off, _) | (_, Host) => true,
+        (Allow(_), Public) | (Public, Public) => true,
+        (Allow(a), Allow(c)) => a
+            .iter()
+            .all(|r| c.iter().any(|x| x.target == r.target && x.port == r.port)),
+        _ => false,
+    }
+}
+
+/// The `--network` value that names `p`: `off`, `public`, `host`, or the
+/// allow list's entries joined by commas.
+pub fn flag_text(p: &NetworkPolicy) -> String {
+    match p {
+        NetworkPolicy::Allow(_) => p.entries().join(","),
+        other => other.kind().to_owned(),
+    }
+}
+
+/// `--network`'s value (`RFS_NETWORK`): `off`, `public`, `host`, or a
+/// comma-separated allow list.
+pub fn parse_flag(v: &str) -> Result<NetworkPolicy, PolicyError> {
+    match v.trim() {
+        "off" | "false" | "none" => Ok(NetworkPolicy::Off),
+        "public" | "true" => Ok(NetworkPolicy::Public),
+        "host" => Ok(NetworkPolicy::Host),
+        list => {
+            let entries: Vec<String> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .map(str::to_owned)
+                .collect();
+            if entries.is_empty() {
+                return Err(PolicyError {
+                    entry: v.to_owned(),
+                    why: "not a network (off, public, host, or a comma-separated allow list)"
+                        .into(),
+                });
+            }
+            NetworkPolicy::allow(&entries)
+        }
+    }
+}
+
 /// One entry of an allow list: a name, `*.suffix`, an address or a CIDR,
 /// each optionally with `:port`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -347,6 +398,25 @@ fn refused_range(addr: IpAddr, own: &[IpAddr]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+
+    /// The person's `--network` is the most a script may ask for.
+    #[test]
+    fn a_policy_is_within_the_persons_network_only_when_no_wider() {
+        let p = |v: &str| parse_flag(v).unwrap();
+        let (off, public, host) = (p("off"), p("public"), p("host"));
+        let list = p("pypi.org,10.0.0.0/8:443");
+        assert!(within(&off, &off) && within(&off, &list) && within(&off, &public));
+        assert!(within(&p("10.0.0.0/8:443"), &list));
+        assert!(
+            !within(&p("10.0.0.0/8"), &list),
+            "the port was part of the entry"
+        );
+        assert!(!within(&p("pypi.org,example.org"), &list));
+        assert!(!within(&public, &list) && !within(&public, &off) && !within(&list, &off));
+        assert!(within(&list, &public) && !within(&host, &public) && within(&host, &host));
+        assert!(parse_flag(" ").is_err() && parse_flag("exa mple").is_err());
+        assert_eq!(flag_text(&list), "pypi.org,10.0.0.0/8:443");
+    }
     use super::*;
 
     fn ip(s: &str) -> IpAddr {

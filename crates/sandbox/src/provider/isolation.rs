@@ -59,6 +59,17 @@ pub enum IsolationError {
         policy: String,
         why: String,
     },
+    /// A script (an MCP client, a bundle) asked for more network than the
+    /// person running rfs set with `--network`.
+    #[error("network {asked} asked by {by} would widen the boundary set by {set_by} (network {set}); only the person running rfs can widen it: pass `--network {flag}` (or RFS_NETWORK={flag})")]
+    NetworkWidens {
+        asked: String,
+        by: String,
+        set: String,
+        set_by: String,
+        /// The `--network` value that would allow it.
+        flag: String,
+    },
     /// A repository's `rfs.toml` or a script asked for weaker isolation
     /// than the person running rfs set: only they may lower it.
     #[error("isolation `{asked}` asked by {by} would widen the boundary set by {set_by} (`{set}`); only the person running rfs can lower it: pass `--isolation {asked}` (or RFS_LOCAL_ISOLATION={asked})")]
@@ -136,6 +147,10 @@ pub struct IsolationRequest {
     /// Who let scripts ask for `network: "host"` (`--allow-host-network`,
     /// `RFS_ALLOW_HOST_NETWORK`); `None`: nobody, it is refused.
     pub host_network_allowed_by: Option<String>,
+    /// The network the person running rfs set (`--network`,
+    /// `RFS_NETWORK`) with who set it: the most a script may ask for;
+    /// `None`: the default's rules (anything but the host itself).
+    pub network_ceiling: Option<(crate::network::NetworkPolicy, String)>,
     /// Resource limits, each with who set it (rfs's default process cap
     /// when nobody named one).
     pub limits: super::limits::LimitsRequest,
@@ -149,6 +164,7 @@ impl Default for IsolationRequest {
             network: Default::default(),
             network_by: "default".into(),
             host_network_allowed_by: None,
+            network_ceiling: None,
             limits: Default::default(),
         }
     }
@@ -252,11 +268,45 @@ impl IsolationRequest {
         if policy == crate::network::NetworkPolicy::Host && self.host_network_allowed_by.is_none() {
             return Err(IsolationError::HostNetworkNotAllowed { by: by.to_owned() });
         }
+        if let Some((ceiling, set_by)) = &self.network_ceiling {
+            if !crate::network::policy::within(&policy, ceiling) {
+                let describe = |p: &crate::network::NetworkPolicy| match p {
+                    crate::network::NetworkPolicy::Allow(_) => {
+                        format!("allow [{}]", p.entries().join(", "))
+                    }
+                    other => format!("`{}`", other.kind()),
+                };
+                return Err(IsolationError::NetworkWidens {
+                    asked: describe(&policy),
+                    by: by.to_owned(),
+                    set: describe(ceiling),
+                    set_by: set_by.clone(),
+                    flag: crate::network::policy::flag_text(&policy),
+                });
+            }
+        }
         Ok(IsolationRequest {
             network: policy,
             network_by: by.to_owned(),
             ..self.clone()
         })
+    }
+}
+
+impl IsolationRequest {
+    /// The request with the network the person running rfs set
+    /// (`--network POLICY`, `RFS_NETWORK`), by `by`: the run's network when
+    /// the script names none, and the most it may ask for (see
+    /// [`IsolationRequest::with_network`]). `host` also lets scripts ask
+    /// for the host's network, as `--allow-host-network` does.
+    pub fn with_person_network(mut self, policy: crate::network::NetworkPolicy, by: &str) -> Self {
+        if policy == crate::network::NetworkPolicy::Host && self.host_network_allowed_by.is_none() {
+            self.host_network_allowed_by = Some(by.to_owned());
+        }
+        self.network = policy.clone();
+        self.network_by = by.to_owned();
+        self.network_ceiling = Some((policy, by.to_owned()));
+        self
     }
 }
 

@@ -1,37 +1,32 @@
-//! The in-sandbox wrapper every command of a run goes through (steps,
-//! background processes, attached sessions): its shell script and argv,
-//! which any provider runs as it runs any command, and what a provider
-//! that can do the wrapper's checks itself needs to recognise it
-//! ([`Wrapped::parse`]; `local` in namespaces, saving a shell per
-//! command, see [`super::local`]).
+//! The in-sandbox wrapper every step goes through (the runtime builds
+//! its argv and reads its signals, see `rfs`'s `runtime::step_wrapper`),
+//! which a provider may do natively (isolation `gvisor`'s agent; `local`
+//! in namespaces, whose command start does the checks, see
+//! `local::confine`): the command then starts with one shell instead of
+//! two, and what it sees and what rfs reads off its stderr are the same.
 //!
-//! `/bin/sh -c WRAPPER rfs-wrapper DIR ROOT COMMAND NONCE` (never a login
-//! shell) starts in [`START_DIR`] (which exists in every sandbox), checks
-//! that `$HOME` and the synced root exist, enters the mapped cwd, checks
-//! that its physical path is inside the root, then replaces itself
-//! (`exec`, same process) with `/bin/sh -c COMMAND sh`
-//! ([`Wrapped::command_argv`]). On stderr it says `rfs-refused:NONCE:WHAT`
-//! (exit [`EXIT_REFUSED`], [`EXIT_ESCAPE`] for an escape) or, right
-//! before the command, `rfs-started:NONCE` (see the runtime's gate).
+//! `/bin/sh -c SCRIPT rfs-wrapper DIR ROOT COMMAND NONCE` started in `/`:
+//! `$HOME` (when set) and the synced root `ROOT` must be directories,
+//! `cd -P -- DIR` must succeed and its physical path lie inside `ROOT`;
+//! then `rfs-started:NONCE` (when `NONCE` is not empty) goes to stderr
+//! and the shell becomes `/bin/sh -c -- COMMAND sh`. A failed check writes
+//! `rfs-refused:NONCE:WHAT` and exits [`EXIT_CWD_MISSING`] (an escape:
+//! `rfs-refused:NONCE:escape:PATH`, [`EXIT_CWD_ESCAPE`]).
 
 /// Exit code when a check failed (root, cwd or home missing).
-pub const EXIT_REFUSED: i32 = 121;
+pub const EXIT_CWD_MISSING: i32 = 121;
 /// Exit code when the cwd resolves outside the synced root.
-pub const EXIT_ESCAPE: i32 = 122;
+pub const EXIT_CWD_ESCAPE: i32 = 122;
+/// The wrapper's `$0`.
+pub const NAME: &str = "rfs-wrapper";
 
 /// The directory a wrapped command is started in: it exists in every
 /// sandbox, so a removed home or root is named by the wrapper instead of
 /// failing the start.
 pub const START_DIR: &str = "/";
 
-/// The wrapper's `$0`.
-const NAME: &str = "rfs-wrapper";
-
-/// The wrapper. A provider doing its checks itself must do exactly these,
-/// in this order, as the command's process (no privilege the command
-/// lacks), and leave the command the environment this leaves it: `PWD`
-/// the physical cwd and `OLDPWD` the start directory (`cd` exports both).
-const SCRIPT: &str = r#"__rfs_no() { printf 'rfs-refused:%s:%s\n' "$2" "$1" >&2; exit 121; }
+/// The wrapper (its positional parameters: DIR ROOT COMMAND NONCE).
+pub const SCRIPT: &str = r#"__rfs_no() { printf 'rfs-refused:%s:%s\n' "$2" "$1" >&2; exit 121; }
 [ -z "${HOME-}" ] || [ -d "$HOME" ] || __rfs_no home "$4"
 [ -d "$2" ] || __rfs_no root "$4"
 cd -P -- "$1" 2>/dev/null || __rfs_no cwd "$4"
@@ -56,7 +51,7 @@ pub fn argv(dir: &str, root: &str, command: &str, nonce: &str) -> Vec<String> {
     ]
 }
 
-/// A command wrapped by [`argv`], taken apart.
+/// A wrapped command's argv, taken apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wrapped<'a> {
     pub dir: &'a str,
@@ -66,7 +61,7 @@ pub struct Wrapped<'a> {
 }
 
 impl<'a> Wrapped<'a> {
-    /// `argv` if it is exactly what [`argv`] makes (the same script).
+    /// `argv` taken apart when it is exactly the wrapper's.
     pub fn parse(argv: &'a [String]) -> Option<Wrapped<'a>> {
         match argv {
             [sh, c, script, name, dir, root, command, nonce]
@@ -85,13 +80,9 @@ impl<'a> Wrapped<'a> {
 
     /// What the wrapper replaces itself with once its checks passed.
     pub fn command_argv(&self) -> Vec<String> {
-        vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            "--".into(),
-            self.command.into(),
-            "sh".into(),
-        ]
+        ["/bin/sh", "-c", "--", self.command, "sh"]
+            .map(String::from)
+            .to_vec()
     }
 }
 
@@ -100,18 +91,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_wrappers_own_argv_is_taken_apart() {
-        let a = argv("/h/src/sub", "/h/src", "make test", "n1");
+    fn only_the_wrappers_exact_argv_is_taken_apart() {
+        let a = argv("/tmp", "/tmp", "echo hi", "n1");
         let w = Wrapped::parse(&a).unwrap();
         assert_eq!(
             (w.dir, w.root, w.command, w.nonce),
-            ("/h/src/sub", "/h/src", "make test", "n1")
+            ("/tmp", "/tmp", "echo hi", "n1")
         );
-        assert_eq!(w.command_argv(), ["/bin/sh", "-c", "--", "make test", "sh"]);
         let mut other = a.clone();
         other[2].push(' ');
         assert_eq!(Wrapped::parse(&other), None);
         assert_eq!(Wrapped::parse(&a[..7]), None);
-        assert_eq!(Wrapped::parse(&["/bin/sh".into(), "-c".into()]), None);
+        assert_eq!(w.command_argv(), ["/bin/sh", "-c", "--", "echo hi", "sh"]);
     }
 }

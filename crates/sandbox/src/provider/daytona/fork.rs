@@ -4,8 +4,9 @@
 //! the source's. A checkpoint is such a fork of the setup's sandbox, kept
 //! running (and alive) until the suite removes it, labelled as rfs's and
 //! as a checkpoint (so `rfs gc` finds one a crashed rfs left); a proof's
-//! sandbox is a fork of the checkpoint, relabelled as the proof's and
-//! checked against what the proof asked, as a created one is.
+//! sandbox is a fork of the checkpoint, relabelled as the proof's, given
+//! the proof's network (a fork keeps its source's) and checked against
+//! what the proof asked, as a created one is.
 
 use async_trait::async_trait;
 use reqwest::Method;
@@ -46,6 +47,57 @@ impl Api {
             .await
             .map(|_| ())
             .map_err(Into::into)
+    }
+
+    /// Give fork `dto` the network `policy` asks (a fork keeps its
+    /// source's: `POST /sandbox/{id}/network-settings`), or destroy it
+    /// (verified) and say why; the sandbox as it is now. What the answer
+    /// says is checked by [`DaytonaProvider::adopt`], as a created
+    /// sandbox's fields are.
+    async fn network_or_destroy(
+        &self,
+        dto: SandboxDto,
+        policy: &crate::network::NetworkPolicy,
+    ) -> ProviderResult<SandboxDto> {
+        use super::network_fields::{network_fields, NetworkFields};
+        let (block_all, allow_list) = match network_fields(policy) {
+            Ok(NetworkFields::BlockAll) => (true, None),
+            Ok(NetworkFields::AllowList(l)) => (false, Some(l)),
+            // Refused before anything ran (the create's check).
+            Ok(NetworkFields::Open) | Err(_) => (false, None),
+        };
+        let has = (
+            dto.network_block_all == Some(true),
+            dto.network_allow_list.clone().filter(|l| !l.is_empty()),
+        );
+        if has == (block_all, allow_list.clone()) {
+            return Ok(dto);
+        }
+        let url = format!(
+            "{}/sandbox/{}/network-settings",
+            self.http.config().api_url,
+            enc(&dto.id)
+        );
+        let call = Call::new(
+            "set the network of sandbox",
+            Some(&dto.id),
+            Method::POST,
+            url,
+        );
+        let body = json!({
+            "networkBlockAll": block_all,
+            "networkAllowList": allow_list.unwrap_or_default(),
+        });
+        match self.http.json::<SandboxDto>(&call, |r| r.json(&body)).await {
+            Ok(now) => Ok(now),
+            Err(e) => {
+                let cleanup = self.destroy_unused(&dto.id).await;
+                Err(ProviderError::Provision(format!(
+                    "cannot give fork {} the proof's network (it has its checkpoint's): {e}; {cleanup}",
+                    dto.id
+                )))
+            }
+        }
     }
 
     /// Label fork `id` with `labels`, or destroy it (verified) and say why.
@@ -93,7 +145,10 @@ impl Fork for DaytonaProvider {
                 .fork_started(&checkpoint.id, &sandbox_name(&spec.run_id))
                 .await?;
             self.api.label_or_destroy(&dto.id, &spec.labels).await?;
-            let mut dto = dto;
+            let mut dto = self
+                .api
+                .network_or_destroy(dto, &spec.isolation.network)
+                .await?;
             dto.labels = Some(spec.labels.clone());
             let info = self.adopt(dto, spec).await?;
             Ok(Forked {

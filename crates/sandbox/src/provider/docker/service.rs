@@ -28,7 +28,8 @@ use crate::provider::{ExecOutcome, OutputSink, ProviderError, ProviderResult};
 /// How long a service is given to end on SIGTERM before it is killed.
 const STOP_GRACE_S: i32 = 5;
 
-/// The network mode that puts a container in sandbox `id`'s namespace.
+/// The network (and PID) mode that puts a container in sandbox `id`'s
+/// namespace.
 fn shared_network(id: &str) -> String {
     format!("container:{id}")
 }
@@ -94,7 +95,12 @@ pub(super) async fn start(
         env: Some(super::exec::env_entries(&spec.env)?),
         labels: Some(labels),
         host_config: Some(HostConfig {
-            init: Some(true),
+            // In the sandbox's PID namespace, whose init (the sandbox's
+            // `sleep` of --max-lifetime, under docker-init) reaps it: when
+            // the sandbox ends — its lifetime over though rfs was killed —
+            // every process of the service is killed with it.
+            init: Some(false),
+            pid_mode: Some(shared_network(sandbox_id)),
             network_mode: Some(shared_network(sandbox_id)),
             security_opt: Some(vec!["no-new-privileges".into()]),
             privileged: Some(false),

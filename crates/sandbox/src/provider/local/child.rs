@@ -115,6 +115,29 @@ pub enum LocalChild {
     Gvisor(super::gvisor::GvisorChild),
 }
 
+/// What kills a started command's process group (taken before the wait:
+/// a reaped host child has no pid any more).
+#[derive(Debug)]
+pub enum Group {
+    /// A process group of the host (a `runsc exec` client's: killed, it
+    /// kills the command's group inside gVisor).
+    Host(i32),
+    /// A command of rfs's agent in a gVisor sandbox.
+    Agent(super::gvisor::AgentGroup),
+    None,
+}
+
+impl Group {
+    /// SIGKILL the group; it being gone already is fine.
+    pub fn kill(&self) {
+        match self {
+            Group::Host(pgid) => super::processes::kill_group(*pgid),
+            Group::Agent(g) => g.kill(),
+            Group::None => {}
+        }
+    }
+}
+
 impl LocalChild {
     /// Its pid (= its process group id), while it has not been reaped.
     pub fn id(&self) -> Option<u32> {
@@ -122,6 +145,14 @@ impl LocalChild {
             LocalChild::Host(c) => c.id(),
             LocalChild::Sandbox(c) => Some(c.id()),
             LocalChild::Gvisor(c) => c.id(),
+        }
+    }
+
+    /// What kills its process group.
+    pub fn group(&self) -> Group {
+        match self {
+            LocalChild::Gvisor(super::gvisor::GvisorChild::Agent(c)) => Group::Agent(c.group()),
+            c => c.id().map_or(Group::None, |p| Group::Host(p as i32)),
         }
     }
 

@@ -14,6 +14,9 @@ impl LocalProvider {
         own: Option<OwnProgram>,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
+        if let Some(g) = self.gvisor_of(id)? {
+            return self.gvisor_run(id, &g, req, own, sink).await;
+        }
         let (child, out, err) = self.start(id, req, own)?;
         wait_streaming(child, out, err, req, sink).await
     }
@@ -48,9 +51,6 @@ impl LocalProvider {
         let cannot = |e: &dyn std::fmt::Display| {
             ProviderError::NotStarted(format!("cannot start {prog} in sandbox {id}: {e}"))
         };
-        if let Some(g) = init.as_ref().and_then(|i| i.gvisor.get()) {
-            return gvisor::start(g, &self.dir(id)?, id, req, &env, own);
-        }
         Ok(match &init {
             Some(init) => {
                 let pipe = || crate::provider::input::pipe_cloexec().map_err(|e| cannot(&e));
@@ -176,7 +176,7 @@ pub(super) async fn wait_streaming(
     req: &ExecRequest,
     sink: &mut dyn OutputSink,
 ) -> ProviderResult<ExecOutcome> {
-    let pgid = child.id().map(|p| p as i32);
+    let group = child.group();
     let mut sup = Supervisor::new(req, KILL_AFTER_PIPES_CLOSED);
     // Read into spare capacity: nothing to zero for a command that
     // prints little or nothing.
@@ -220,9 +220,7 @@ pub(super) async fn wait_streaming(
     outcome.timed_out = sup.timed_out();
     outcome.cancelled = sup.cancelled();
     if sup.stop().is_some() {
-        if let Some(pgid) = pgid {
-            kill_group(pgid);
-        }
+        group.kill();
     }
     // Bound the wait: a command that closed its pipes but ignores
     // the end of its group is killed as well.
@@ -231,18 +229,14 @@ pub(super) async fn wait_streaming(
         None => match tokio::time::timeout(KILL_AFTER_PIPES_CLOSED, child.wait()).await {
             Ok(s) => s,
             Err(_) => {
-                if let Some(pgid) = pgid {
-                    kill_group(pgid);
-                }
+                group.kill();
                 child.wait().await
             }
         },
     }
     .map_err(|e| io_err("waiting for command", e))?;
     // Orphans of the command's group must not outlive the step.
-    if let Some(pgid) = pgid {
-        kill_group(pgid);
-    }
+    group.kill();
     use std::os::unix::process::ExitStatusExt;
     outcome.exit = status.code();
     outcome.signal = status.signal();

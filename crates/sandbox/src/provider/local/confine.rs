@@ -14,7 +14,7 @@ use std::cell::UnsafeCell;
 use std::ffi::CString;
 
 use super::errors::SpawnError;
-use crate::provider::wrapper::{Wrapped, EXIT_ESCAPE, EXIT_REFUSED};
+use crate::provider::wrapper::{Wrapped, EXIT_CWD_ESCAPE, EXIT_CWD_MISSING};
 
 /// The longest physical cwd (`PATH_MAX`, with its NUL).
 const PATH_MAX: usize = 4096;
@@ -92,24 +92,24 @@ impl Confine {
     pub(super) unsafe fn check(&self) {
         if let Some(home) = &self.home {
             if !is_dir(home) {
-                self.refuse(b"home", &[], EXIT_REFUSED);
+                self.refuse(b"home", &[], EXIT_CWD_MISSING);
             }
         }
         if !is_dir(&self.root) {
-            self.refuse(b"root", &[], EXIT_REFUSED);
+            self.refuse(b"root", &[], EXIT_CWD_MISSING);
         }
         if libc::chdir(self.dir.as_ptr()) != 0 {
-            self.refuse(b"cwd", &[], EXIT_REFUSED);
+            self.refuse(b"cwd", &[], EXIT_CWD_MISSING);
         }
         let buf = &mut *self.pwd.get();
         let n = libc::syscall(libc::SYS_getcwd, buf[4..].as_mut_ptr(), PATH_MAX);
         if n <= 0 || buf[4] != b'/' {
-            self.refuse(b"cwd", &[], EXIT_REFUSED);
+            self.refuse(b"cwd", &[], EXIT_CWD_MISSING);
         }
         // With its NUL.
         let pwd = &buf[4..4 + n as usize - 1];
         if !inside(pwd, self.root.as_bytes()) {
-            self.refuse(b"escape:", pwd, EXIT_ESCAPE);
+            self.refuse(b"escape:", pwd, EXIT_CWD_ESCAPE);
         }
         if !self.started.is_empty() {
             write_all(&[&self.started]);

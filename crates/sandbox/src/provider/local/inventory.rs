@@ -164,6 +164,7 @@ pub(super) fn make_dir(dir: &Path, disk: Option<u64>) -> ProviderResult<()> {
 /// Remove a sandbox directory that never became a sandbox (its disk
 /// unmounted first).
 pub(super) fn remove_dir(dir: &Path) {
+    super::cache_layers::unmount(dir);
     super::fork::unlayer(dir);
     let _ = disk::unmount(dir);
     let _ = std::fs::remove_dir_all(dir);

@@ -76,6 +76,10 @@ impl LocalProvider {
         let cg = self.make_cgroup(&id, &dir, &values)?;
         if isolated {
             if let Err(e) = self.isolate(&id, &dir, spec, cg.as_ref(), gvisor).await {
+                self.cache_layers
+                    .lock()
+                    .expect("cache layers lock")
+                    .remove(&id);
                 if let Some(cg) = self.cgroups.lock().expect("cgroups lock").remove(&id) {
                     let _ = cg.remove();
                 }
@@ -149,10 +153,17 @@ impl LocalProvider {
             .map_err(|e| io_err("creating sandbox root", e))?;
         let (d, network) = (dir.to_path_buf(), spec.isolation.network.clone());
         let caches = spec.caches.clone();
+        let (layers, id_owned) = (self.cache_layers.clone(), id.to_owned());
         let log = self.egress_log(id);
         let gv = gvisor.then(|| (id.to_owned(), super::gvisor::state_dir(&self.root)));
         let cg_fds = cg.map_or([-1; 3], |c| c.procs_fds());
         let init = tokio::task::spawn_blocking(move || {
+            // Held by the sandbox's disk (see [`super::cache_layers`]).
+            let (caches, layered) = super::cache_layers::mount(&d, &caches)?;
+            layers
+                .lock()
+                .expect("cache layers lock")
+                .insert(id_owned, layered);
             let init = Init::for_sandbox_with_caches(&d, &network, &caches)?;
             init.serve_egress(&network, log)?;
             if let Some((id, state)) = gv {
@@ -210,8 +221,12 @@ impl LocalProvider {
         // could not end its step) die with it.
         kill_processes_under(&dir);
         self.remove_cgroups(id).await?;
-        // Its disk goes with it (nothing is left to remove inside), a
-        // fork's overlays first.
+        // What it wrote into its caches reaches them now that nothing of
+        // it runs.
+        self.write_back_caches(id).await;
+        // Its disk goes with it (nothing is left to remove inside), the
+        // overlays of its caches and a fork's first.
+        super::cache_layers::unmount(&dir);
         super::fork::unlayer(&dir);
         disk::unmount(&dir)
             .map_err(|e| ProviderError::Io(format!("destroying sandbox {id}: {e}")))?;
@@ -231,6 +246,26 @@ impl LocalProvider {
         .map_err(|e| ProviderError::Io(e.to_string()))?;
         res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))?;
         gvisor_left.map_err(|e| ProviderError::Io(format!("destroying sandbox {id}: {e}")))
+    }
+
+    /// Write the changes sandbox `id` made to its caches into them (see
+    /// [`super::cache_layers`]); a cache whose changes could not all be
+    /// written was emptied (its `cache.end` says it holds nothing), and
+    /// the log says why.
+    async fn write_back_caches(&self, id: &str) {
+        let Some(layers) = self
+            .cache_layers
+            .lock()
+            .expect("cache layers lock")
+            .remove(id)
+        else {
+            return;
+        };
+        let emptied =
+            tokio::task::spawn_blocking(move || super::cache_layers::write_back(&layers)).await;
+        for (name, why) in emptied.unwrap_or_default() {
+            tracing::warn!(sandbox = id, "cache `{name}` emptied: {why}");
+        }
     }
 
     /// Its cgroups go with it (what is left in them is killed), and are

@@ -50,6 +50,7 @@
 //! [`child`] (waiting for and killing it), [`pty`] (terminals), with
 //! [`errors`] and the raw system calls of [`sys`].
 
+mod cache_layers;
 mod cache_mounts;
 mod cgroup;
 mod child;
@@ -100,7 +101,6 @@ use self::env::*;
 use self::inventory::Known;
 use self::limits::limits_decision;
 use self::namespace_init::Init;
-use self::processes::*;
 use crate::provider::isolation::{IsolationInForce, IsolationRequest};
 use crate::provider::supervisor::Supervisor;
 use crate::provider::{
@@ -126,6 +126,9 @@ pub struct LocalProvider {
     egress_logs: Arc<Mutex<HashMap<String, Arc<crate::network::EgressLog>>>>,
     /// `/dev/null`, the standard input of every command, opened once.
     dev_null: Arc<std::sync::OnceLock<std::fs::File>>,
+    /// The cache overlays of this process's sandboxes, by id: written
+    /// into their caches when the sandbox is destroyed.
+    cache_layers: Arc<Mutex<HashMap<String, Vec<cache_layers::Layer>>>>,
 }
 
 impl LocalProvider {
@@ -139,6 +142,7 @@ impl LocalProvider {
             cgroups: Arc::default(),
             egress_logs: Arc::default(),
             dev_null: Arc::default(),
+            cache_layers: Arc::default(),
         }
     }
 

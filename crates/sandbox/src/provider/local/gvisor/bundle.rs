@@ -30,6 +30,9 @@ pub struct BundleSpec<'a> {
     /// rfs's own executable, bound at [`OWN_EXE_INSIDE`].
     pub own_exe: Option<PathBuf>,
     pub caches: &'a [CacheMount],
+    /// The host directories bound read-only at their own paths
+    /// ([`super::host_view::host_dirs`]: the system directories first).
+    pub host_dirs: Vec<PathBuf>,
 }
 
 /// Write the bundle of the sandbox in `dir` (its `home`, `tmp` and the
@@ -59,26 +62,23 @@ pub fn write(dir: &Path, spec: &BundleSpec) -> std::io::Result<PathBuf> {
     };
     for d in super::super::mount_plan::SYSTEM_DIRS {
         let p = Path::new(d);
-        let Ok(meta) = std::fs::symlink_metadata(p) else {
-            continue;
-        };
-        let inside = rootfs.join(d.trim_start_matches('/'));
-        if meta.file_type().is_symlink() {
+        if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) {
+            let inside = rootfs.join(d.trim_start_matches('/'));
             let _ = std::fs::remove_file(&inside);
             std::os::unix::fs::symlink(std::fs::read_link(p)?, &inside)?;
-        } else if meta.is_dir() {
-            std::fs::create_dir_all(&inside)?;
-            mounts.push(bind(p, p, true));
         }
+    }
+    let (under_etc, system): (Vec<&PathBuf>, _) =
+        spec.host_dirs.iter().partition(|d| d.starts_with("/etc"));
+    for host in system {
+        std::fs::create_dir_all(rootfs.join(host.strip_prefix("/").unwrap_or(host)))?;
+        mounts.push(bind(host, host, true));
     }
     let etc = super::super::private_etc::etc_dir(dir);
     mounts.push(bind(&etc, Path::new("/etc"), true));
-    for d in super::super::private_etc::BOUND {
-        // Their mount points were made in the composed /etc.
-        let host = Path::new("/etc").join(d);
-        if etc.join(d).is_dir() && !etc.join(d).is_symlink() {
-            mounts.push(bind(&host, &host, true));
-        }
+    // Their mount points were made in the composed /etc.
+    for host in under_etc {
+        mounts.push(bind(host, host, true));
     }
     mounts.push(bind(&dir.join("tmp"), Path::new("/tmp"), false));
     let home = dir.join("home");
@@ -105,7 +105,7 @@ pub fn write(dir: &Path, spec: &BundleSpec) -> std::io::Result<PathBuf> {
     }
     let config = json!({
         "ociVersion": "1.0.0",
-        "process": init_process(),
+        "process": init_process(spec.own_exe.is_some()),
         "root": {"path": "rootfs", "readonly": true},
         "hostname": super::super::private_etc::HOSTNAME,
         "mounts": mounts,
@@ -118,19 +118,38 @@ pub fn write(dir: &Path, spec: &BundleSpec) -> std::io::Result<PathBuf> {
     Ok(bundle)
 }
 
-/// The sandbox's first process: reaps orphans while a child of it waits
-/// on its standard input, rfs's lifeline pipe. When rfs goes away (even
-/// killed with SIGKILL) the pipe reaches its end, the process exits and
-/// gVisor ends every process of the sandbox.
-fn init_process() -> Value {
+/// The sandbox's first process: rfs's agent ([`super::agent`]) where
+/// rfs's executable is bound in (`agent`), else a shell that reaps
+/// orphans while a child of it waits on its standard input. Either ends
+/// when rfs's end of that pipe closes (rfs went away, even killed with
+/// SIGKILL), and gVisor ends every process of the sandbox with it.
+fn init_process(agent: bool) -> Value {
+    let args = if agent {
+        json!([OWN_EXE_INSIDE, super::agent::ARG])
+    } else {
+        // `wait` reaps every child, orphans of steps included.
+        json!(["/bin/sh", "-c", "exec 3<&0; (read -r _ <&3) & wait"])
+    };
+    // The agent is a user of its own, able only to make commands uid 0
+    // and kill them: with an empty bounding set, their exec as root gains
+    // nothing.
+    let (id, capabilities) = if agent {
+        let caps = json!(["CAP_SETUID", "CAP_SETGID", "CAP_KILL"]);
+        (
+            super::agent::AGENT_UID,
+            json!({"bounding": [], "effective": caps, "permitted": caps,
+                   "inheritable": [], "ambient": []}),
+        )
+    } else {
+        (0, no_capabilities())
+    };
     json!({
         "terminal": false,
-        "user": {"uid": 0, "gid": 0},
-        // `wait` reaps every child, orphans of steps included.
-        "args": ["/bin/sh", "-c", "exec 3<&0; (read -r _ <&3) & wait"],
+        "user": {"uid": id, "gid": id},
+        "args": args,
         "env": [format!("PATH={}", super::super::env::host_path())],
         "cwd": "/",
-        "capabilities": no_capabilities(),
+        "capabilities": capabilities,
         "noNewPrivileges": true,
     })
 }

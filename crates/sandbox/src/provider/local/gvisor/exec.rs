@@ -1,4 +1,6 @@
-//! Commands in a gVisor sandbox: each one is `runsc exec --process FILE`
+//! Commands in a gVisor sandbox that rfs's agent does not start
+//! (terminals, commands fed a stream, rfs's own executable, a sandbox
+//! without the agent): each one is `runsc exec --process FILE`
 //! (a process file written in the bundle: exactly the command's argv,
 //! environment and working directory, no capabilities), a child of rfs
 //! whose standard streams become the command's. The command runs in the
@@ -20,7 +22,7 @@ use super::sandbox::GvisorSandbox;
 /// running until the sandbox ends (killing its group would cost another
 /// `runsc exec` per step).
 #[derive(Debug)]
-pub struct GvisorChild {
+pub struct ExecChild {
     client: tokio::process::Child,
     /// The process file, and the file runsc writes the command's pid
     /// inside gVisor into; removed once the command has ended.
@@ -32,7 +34,7 @@ pub struct GvisorChild {
     ended: bool,
 }
 
-impl GvisorChild {
+impl ExecChild {
     /// The client's pid (= its process group id), while not reaped.
     pub fn id(&self) -> Option<u32> {
         self.client.id()
@@ -93,7 +95,7 @@ impl GvisorChild {
     }
 }
 
-impl Drop for GvisorChild {
+impl Drop for ExecChild {
     fn drop(&mut self) {
         if self.ended {
             return;
@@ -151,8 +153,8 @@ impl GvisorSandbox {
     }
 
     /// Wrap the spawned client of [`GvisorSandbox::exec_command`].
-    pub(crate) fn child(&self, client: tokio::process::Child, files: [PathBuf; 2]) -> GvisorChild {
-        GvisorChild {
+    pub(crate) fn child(&self, client: tokio::process::Child, files: [PathBuf; 2]) -> ExecChild {
+        ExecChild {
             client,
             files,
             flags: self.runsc.flags(&self.state),

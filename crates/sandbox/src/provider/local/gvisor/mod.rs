@@ -10,18 +10,28 @@
 //! the namespaces root, [`bundle`]) in that network namespace
 //! (`--network=host`: gVisor's sockets are the namespace's, so the
 //! network policy holds exactly as under namespaces) and in the
-//! sandbox's cgroups. Every command enters it with `runsc exec`
-//! ([`exec`]); the end kills and deletes it and checks runsc no longer
+//! sandbox's cgroups. Its first process is rfs's agent ([`agent`],
+//! rfs's own executable bound in), which starts commands on rfs's
+//! request without a `runsc` per command ([`run`]); terminals, commands
+//! fed a stream and rfs's own executable enter with `runsc exec`
+//! ([`exec`]). The end kills and deletes it and checks runsc no longer
 //! knows it.
 
+mod agent;
+mod agent_client;
+mod agent_spawn;
 mod bundle;
 mod exec;
+mod frames;
+mod host_view;
 mod input;
 mod probe;
+mod run;
 mod runsc;
 mod sandbox;
 
-pub use exec::GvisorChild;
+pub use agent::main_if_agent as agent_main;
+pub use agent_client::AgentGroup;
 pub use probe::{decide, doctor_probe};
 pub use runsc::{unusable, DEBUG_ENV, RUNSC_ENV};
 pub use sandbox::{remove_leftover, state_dir, GvisorSandbox};
@@ -32,6 +42,34 @@ use std::process::Stdio;
 use super::child::LocalChild;
 use super::commands::{Output, OwnProgram};
 use crate::provider::{ExecRequest, ProviderError, ProviderResult};
+
+/// A command started in a gVisor sandbox.
+#[derive(Debug)]
+pub enum GvisorChild {
+    /// Through `runsc exec`: terminals, commands fed a stream or running
+    /// rfs's own executable, every command where the agent is not there.
+    Exec(Box<exec::ExecChild>),
+    /// Through rfs's agent inside ([`agent`]).
+    Agent(agent_client::AgentChild),
+}
+
+impl GvisorChild {
+    /// The host pid (= process group id) of a `runsc exec` client, while
+    /// not reaped; none for the agent's commands (see [`AgentGroup`]).
+    pub fn id(&self) -> Option<u32> {
+        match self {
+            GvisorChild::Exec(c) => c.id(),
+            GvisorChild::Agent(_) => None,
+        }
+    }
+
+    pub async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            GvisorChild::Exec(c) => c.wait().await,
+            GvisorChild::Agent(c) => c.wait().await,
+        }
+    }
+}
 
 /// The mode name in the journal and `meta.json`.
 pub const MODE: &str = "gvisor";
@@ -122,7 +160,11 @@ pub(super) fn start_with_stdin(
     let mut client = cmd.spawn().map_err(|e| cannot(&e))?;
     let out: Output = Box::pin(client.stdout.take().expect("piped"));
     let err: Output = Box::pin(client.stderr.take().expect("piped"));
-    Ok((LocalChild::Gvisor(g.child(client, files)), out, err))
+    Ok((
+        LocalChild::Gvisor(GvisorChild::Exec(Box::new(g.child(client, files)))),
+        out,
+        err,
+    ))
 }
 
 /// The [`crate::provider::PtyRequest`] that runs `req` (with exactly

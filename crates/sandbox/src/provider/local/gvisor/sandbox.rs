@@ -1,13 +1,16 @@
 //! One running gVisor sandbox: started once per rfs sandbox (`runsc run
 //! --detach` of its bundle, in the sandbox's cgroups and network
-//! namespace), entered by every command (`runsc exec`), and at the end
-//! killed, deleted and verified gone.
+//! namespace) with rfs's agent as its first process, entered by commands
+//! through the agent or `runsc exec`, and at the end killed, deleted and
+//! verified gone.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use super::agent_client::Agent;
 use super::bundle::{self, BundleSpec};
 use super::runsc::{runsc, Runsc, DEBUG_ENV};
 
@@ -20,12 +23,20 @@ pub struct GvisorSandbox {
     pub(crate) cid: String,
     /// The bundle directory (`dir/gvisor`): process files live there.
     pub(crate) bundle: PathBuf,
-    /// rfs's end of the pipe the sandbox's first process waits on.
+    /// rfs's end of the pipe the sandbox's first process waits on (when
+    /// that is not the agent).
     lifeline: Mutex<Option<OwnedFd>>,
+    /// rfs's agent inside, which starts commands without `runsc exec`
+    /// (where rfs's own executable is bound in).
+    pub(crate) agent: Option<Arc<Agent>>,
     /// Whether rfs's own executable is bound in ([`bundle::OWN_EXE_INSIDE`]).
     pub(crate) own_exe: bool,
     destroyed: std::sync::atomic::AtomicBool,
 }
+
+/// How long the agent may take to say it runs (its process start under
+/// gVisor; seconds on a loaded machine).
+const AGENT_WITHIN: Duration = Duration::from_secs(20);
 
 /// Where the states of rfs's gVisor sandboxes live, for the local
 /// provider rooted at `local_root` (`<state>/local`).
@@ -49,10 +60,14 @@ impl GvisorSandbox {
         let own_exe = crate::provider::own_executable::executable()
             .and_then(|p| std::fs::canonicalize(p).ok())
             .filter(|p| p.is_file());
+        let host_dirs = super::host_view::host_dirs(dir);
+        // Before anything of the sandbox exists: refused here, nothing runs.
+        let id_mapped = super::host_view::prepare(&host_dirs)?;
         let spec = BundleSpec {
             netns,
             own_exe: own_exe.clone(),
             caches,
+            host_dirs,
         };
         let bundle = bundle::write(dir, &spec)
             .map_err(|e| format!("cannot write its OCI bundle in {}: {e}", dir.display()))?;
@@ -61,14 +76,27 @@ impl GvisorSandbox {
         // A kept sandbox's gVisor sandbox ended with its run: its state
         // goes before a fresh one takes the name.
         remove_leftover(state, cid)?;
-        let (life_r, life_w) = crate::provider::input::pipe_cloexec()
-            .map_err(|e| format!("cannot make its lifeline pipe: {e}"))?;
+        let pipe = || {
+            crate::provider::input::pipe_cloexec()
+                .map_err(|e| format!("cannot make its lifeline pipe: {e}"))
+        };
+        let (life_r, life_w) = pipe()?;
+        // The agent's answers (its standard output).
+        let answers = own_exe.is_some().then(pipe).transpose()?;
         let errors = bundle.join("runsc-run.log");
         let log = std::fs::File::create(&errors)
             .map_err(|e| format!("cannot create {}: {e}", errors.display()))?;
         let mut cmd = runsc.command(state);
         // The sandbox keeps these as its first process's standard streams:
-        // stdin is the lifeline, the others a file (a pipe would stay open).
+        // stdin is the lifeline (the agent's requests), stdout the agent's
+        // answers, else a file as stderr is (a pipe would stay open).
+        let (answers_r, stdout) = match answers {
+            Some((r, w)) => (Some(r), Stdio::from(w)),
+            None => (
+                None,
+                Stdio::from(log.try_clone().map_err(|e| e.to_string())?),
+            ),
+        };
         cmd.args(["run", "--detach", "--bundle"])
             .arg(&bundle)
             .arg(cid)
@@ -76,18 +104,25 @@ impl GvisorSandbox {
             .env_clear()
             .env("PATH", super::super::env::host_path())
             .stdin(Stdio::from(life_r))
-            .stdout(Stdio::from(log.try_clone().map_err(|e| e.to_string())?))
+            .stdout(stdout)
             .stderr(Stdio::from(log));
         join_cgroups(&mut cmd, cgroup);
-        let status = cmd
-            .status()
-            .map_err(|e| format!("cannot run {}: {e}", runsc.path.display()))?;
-        let sandbox = GvisorSandbox {
+        id_mapped.apply(&mut cmd);
+        let status = cmd.status().map_err(|e| {
+            format!(
+                "cannot run {} (in a mount namespace of its own, over id-mapped copies of the system directories): {e}",
+                runsc.path.display()
+            )
+        })?;
+        // rfs's copies of the sandbox's ends: closed, only gVisor holds them.
+        drop(cmd);
+        let mut sandbox = GvisorSandbox {
             runsc,
             state: state.to_path_buf(),
             cid: cid.to_owned(),
             bundle,
             lifeline: Mutex::new(Some(life_w)),
+            agent: None,
             own_exe: own_exe.is_some(),
             destroyed: false.into(),
         };
@@ -100,6 +135,22 @@ impl GvisorSandbox {
                 said.trim(),
                 debug_hint()
             ));
+        }
+        if let Some(answers) = answers_r {
+            let requests = sandbox.lifeline.lock().expect("lifeline").take();
+            let requests = requests.expect("the lifeline is rfs's until the end");
+            match Agent::connect(requests, answers, AGENT_WITHIN) {
+                Ok(agent) => sandbox.agent = Some(agent),
+                Err(why) => {
+                    let _ = sandbox.destroy();
+                    let said = std::fs::read_to_string(&errors).unwrap_or_default();
+                    return Err(format!(
+                        "rfs's agent did not start in it ({why}): {}{}",
+                        said.trim(),
+                        debug_hint()
+                    ));
+                }
+            }
         }
         Ok(sandbox)
     }
@@ -119,6 +170,9 @@ impl GvisorSandbox {
             return Ok(());
         }
         drop(self.lifeline.lock().expect("lifeline lock").take());
+        if let Some(agent) = &self.agent {
+            agent.close();
+        }
         let quiet = |mut c: std::process::Command| {
             c.stdin(Stdio::null())
                 .stdout(Stdio::null())

@@ -1,0 +1,346 @@
+//! How the agent starts a command: a `clone(CLONE_VM | CLONE_VFORK)`
+//! child (it shares the agent's memory, as `posix_spawn` does: gVisor
+//! copies no address space) that becomes uid and gid 0 without groups
+//! (the agent is another user, see [`super::agent`]; the bundle leaves it
+//! `CAP_SETUID`, `CAP_SETGID` and `CAP_KILL` and an empty bounding set,
+//! so the command's `exec` as root gains no capability), leads its own process
+//! group, does a step wrapper's checks itself
+//! ([`crate::provider::wrapper`]: as uid 0 in the sandbox, as the shell
+//! did) and execs the command. Between the `clone` and the `exec` the
+//! child makes only raw system calls on data prepared before.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt as _;
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+
+use crate::provider::wrapper::{Wrapped, EXIT_CWD_ESCAPE, EXIT_CWD_MISSING};
+
+/// A command started: its pid and the read ends of its stdout and stderr.
+pub struct Spawned {
+    pub pid: i32,
+    pub out: OwnedFd,
+    pub err: OwnedFd,
+}
+
+/// Why a command did not start.
+#[derive(Debug)]
+pub struct NotSpawned {
+    /// Its working directory could not be entered.
+    pub cwd: bool,
+    pub message: String,
+}
+
+/// The stack the spawn child runs on (one start at a time).
+pub struct Stack(Vec<u128>);
+
+impl Default for Stack {
+    fn default() -> Stack {
+        Stack(vec![0; 256 * 1024 / 16])
+    }
+}
+
+const STAGE_STDIO: u32 = 1;
+const STAGE_IDS: u32 = 2;
+const STAGE_CWD: u32 = 3;
+const STAGE_EXEC: u32 = 4;
+/// Room for the physical working directory of a wrapped command.
+const PWD_ROOM: usize = libc::PATH_MAX as usize + 1;
+
+/// A step wrapper's checks, prepared.
+struct Checks {
+    home: Option<CString>,
+    root: CString,
+    /// `rfs-refused:NONCE:` lines for home, root and cwd.
+    refused: [Vec<u8>; 3],
+    escape: Vec<u8>,
+    started: Option<Vec<u8>>,
+}
+
+/// Everything the child needs, and what it reports.
+struct Plan {
+    prog: CString,
+    argv: Vec<CString>,
+    argv_ptrs: Vec<*const libc::c_char>,
+    env: Vec<CString>,
+    envp: Vec<*const libc::c_char>,
+    cwd: CString,
+    checks: Option<Checks>,
+    /// `PWD=` and room for the path, which the child writes at `pwd_path`.
+    pwd: Vec<u8>,
+    pwd_path: *mut u8,
+    stdio: [RawFd; 3],
+    stage: AtomicU32,
+    errno: AtomicI32,
+}
+
+fn cstring(s: &str) -> Result<CString, NotSpawned> {
+    CString::new(s).map_err(|_| NotSpawned {
+        cwd: false,
+        message: format!("`{s}` holds a NUL byte"),
+    })
+}
+
+/// `prog` as `execve` takes it: a path, or found on `path` (the command's `PATH`).
+fn resolve(prog: &str, path: Option<&str>) -> Result<CString, NotSpawned> {
+    if prog.contains('/') {
+        return cstring(prog);
+    }
+    let found = path.unwrap_or("").split(':').find_map(|d| {
+        let p = std::path::Path::new(if d.is_empty() { "." } else { d }).join(prog);
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(&p)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .then_some(p)
+    });
+    match found {
+        Some(p) => CString::new(p.as_os_str().as_bytes()).map_err(|_| NotSpawned {
+            cwd: false,
+            message: "a NUL byte in PATH".into(),
+        }),
+        None => Err(NotSpawned {
+            cwd: false,
+            message: format!("{prog}: not found on PATH"),
+        }),
+    }
+}
+
+impl Plan {
+    fn new(
+        argv: &[String],
+        env: &[(String, String)],
+        cwd: &str,
+        stdio: [RawFd; 3],
+    ) -> Result<Plan, NotSpawned> {
+        let last = |k: &str| {
+            env.iter()
+                .rev()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.as_str())
+        };
+        let wrapped = Wrapped::parse(argv);
+        let (argv, cwd, env, checks): (Vec<String>, &str, Vec<(String, String)>, _) = match &wrapped
+        {
+            Some(w) => {
+                let line = |what: &str| format!("rfs-refused:{}:{what}\n", w.nonce).into_bytes();
+                let checks = Checks {
+                    home: last("HOME")
+                        .filter(|h| !h.is_empty())
+                        .map(cstring)
+                        .transpose()?,
+                    root: cstring(w.root)?,
+                    refused: [line("home"), line("root"), line("cwd")],
+                    escape: format!("rfs-refused:{}:escape:", w.nonce).into_bytes(),
+                    started: (!w.nonce.is_empty())
+                        .then(|| format!("rfs-started:{}\n", w.nonce).into_bytes()),
+                };
+                // What `cd -P` leaves exported: OLDPWD (it started in `/`), PWD.
+                let mut env: Vec<_> = env
+                    .iter()
+                    .filter(|(k, _)| k != "PWD" && k != "OLDPWD")
+                    .cloned()
+                    .collect();
+                env.push(("OLDPWD".into(), "/".into()));
+                let argv = ["/bin/sh", "-c", "--", w.command, "sh"].map(String::from);
+                (argv.to_vec(), w.dir, env, Some(checks))
+            }
+            None => (argv.to_vec(), cwd, env.to_vec(), None),
+        };
+        let prog = resolve(
+            argv.first().ok_or(NotSpawned {
+                cwd: false,
+                message: "an empty argv".into(),
+            })?,
+            last("PATH"),
+        )?;
+        let argv: Vec<CString> = argv.iter().map(|a| cstring(a)).collect::<Result<_, _>>()?;
+        let env: Vec<CString> = env
+            .iter()
+            .map(|(k, v)| cstring(&format!("{k}={v}")))
+            .collect::<Result<_, _>>()?;
+        let mut pwd = b"PWD=".to_vec();
+        pwd.resize(4 + PWD_ROOM + 1, 0);
+        let mut plan = Plan {
+            prog,
+            argv_ptrs: vec![],
+            argv,
+            envp: vec![],
+            env,
+            cwd: cstring(cwd)?,
+            checks,
+            pwd,
+            pwd_path: std::ptr::null_mut(),
+            stdio,
+            stage: AtomicU32::new(0),
+            errno: AtomicI32::new(0),
+        };
+        plan.argv_ptrs = plan.argv.iter().map(|a| a.as_ptr()).collect();
+        plan.argv_ptrs.push(std::ptr::null());
+        plan.envp = plan.env.iter().map(|e| e.as_ptr()).collect();
+        if plan.checks.is_some() {
+            let pwd = plan.pwd.as_mut_ptr();
+            // SAFETY: within the buffer (after `PWD=`).
+            plan.pwd_path = unsafe { pwd.add(4) };
+            plan.envp.push(pwd.cast_const().cast());
+        }
+        plan.envp.push(std::ptr::null());
+        Ok(plan)
+    }
+}
+
+/// Start `argv` with exactly `env` in `cwd` (a wrapped step: as its
+/// wrapper would), its stdin `null`, on `stack`.
+pub fn spawn(
+    argv: &[String],
+    env: &[(String, String)],
+    cwd: &str,
+    null: RawFd,
+    stack: &mut Stack,
+) -> Result<Spawned, NotSpawned> {
+    let os = |what: &str| NotSpawned {
+        cwd: false,
+        message: format!("{what}: {}", std::io::Error::last_os_error()),
+    };
+    let pipe = || -> Result<(OwnedFd, OwnedFd), NotSpawned> {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 into a two-element array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(os("pipe"));
+        }
+        // SAFETY: fresh descriptors owned here.
+        Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    };
+    let ((out_r, out_w), (err_r, err_w)) = (pipe()?, pipe()?);
+    let plan = Plan::new(argv, env, cwd, [null, out_w.as_raw_fd(), err_w.as_raw_fd()])?;
+    let top = stack.0.as_mut_ptr_range().end.cast::<libc::c_void>();
+    // SAFETY: the child runs `child` on its own stack with `plan`, which
+    // outlives it: with CLONE_VFORK this thread resumes only once the
+    // child has exec'd or exited.
+    let pid = unsafe {
+        libc::clone(
+            child,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&plan as *const Plan).cast_mut().cast(),
+        )
+    };
+    if pid < 0 {
+        return Err(os("clone"));
+    }
+    drop((out_w, err_w));
+    let stage = plan.stage.load(Ordering::SeqCst);
+    if stage != 0 {
+        let mut status = 0;
+        // SAFETY: reap the child that failed to start.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        let errno = std::io::Error::from_raw_os_error(plan.errno.load(Ordering::SeqCst));
+        let what = match stage {
+            STAGE_STDIO => "setting up its standard streams",
+            STAGE_IDS => "becoming uid 0 in its own process group",
+            STAGE_CWD => "entering its working directory",
+            _ => "executing it",
+        };
+        return Err(NotSpawned {
+            cwd: stage == STAGE_CWD,
+            message: format!("{what}: {errno}"),
+        });
+    }
+    Ok(Spawned {
+        pid,
+        out: out_r,
+        err: err_r,
+    })
+}
+
+/// The child. Raw system calls only.
+extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the parent's `Plan`, alive until this child execs
+    // or exits; everything below is a raw call on prepared data.
+    unsafe {
+        let p = &*(arg as *const Plan);
+        let fail = |stage| fail(p, stage);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        for (i, fd) in p.stdio.iter().enumerate() {
+            if libc::dup2(*fd, i as RawFd) < 0 {
+                fail(STAGE_STDIO);
+            }
+        }
+        if libc::setpgid(0, 0) != 0
+            || libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) != 0
+            || libc::syscall(libc::SYS_setresgid, 0, 0, 0) != 0
+            || libc::syscall(libc::SYS_setresuid, 0, 0, 0) != 0
+        {
+            fail(STAGE_IDS);
+        }
+        match &p.checks {
+            None => {
+                if libc::chdir(p.cwd.as_ptr()) != 0 {
+                    fail(STAGE_CWD);
+                }
+            }
+            Some(c) => check(p, c),
+        }
+        libc::execve(p.prog.as_ptr(), p.argv_ptrs.as_ptr(), p.envp.as_ptr());
+        fail(STAGE_EXEC)
+    }
+}
+
+/// In the child: say at which stage it failed, and end.
+unsafe fn fail(p: &Plan, stage: u32) -> ! {
+    p.errno.store(*libc::__errno_location(), Ordering::SeqCst);
+    p.stage.store(stage, Ordering::SeqCst);
+    libc::_exit(127)
+}
+
+unsafe fn write_err(b: &[u8]) {
+    libc::write(2, b.as_ptr().cast(), b.len());
+}
+
+unsafe fn is_dir(path: &CString) -> bool {
+    let mut st: libc::stat = std::mem::zeroed();
+    libc::stat(path.as_ptr(), &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR
+}
+
+/// The wrapper's checks in the child; refusals end it as the wrapper
+/// did (its line on stderr, its exit code).
+unsafe fn check(p: &Plan, c: &Checks) {
+    let refused = if c.home.as_ref().is_some_and(|h| !is_dir(h)) {
+        Some(0)
+    } else if !is_dir(&c.root) {
+        Some(1)
+    } else if libc::chdir(p.cwd.as_ptr()) != 0 {
+        Some(2)
+    } else {
+        None
+    };
+    // The physical path (`cd -P`), into the PWD= entry of the environment.
+    let n = match refused {
+        None => libc::syscall(libc::SYS_getcwd, p.pwd_path, PWD_ROOM),
+        Some(_) => 0,
+    };
+    if let Some(i) = refused.or((n <= 0).then_some(2)) {
+        write_err(&c.refused[i]);
+        libc::_exit(EXIT_CWD_MISSING);
+    }
+    let pwd = std::slice::from_raw_parts(p.pwd_path, n as usize - 1);
+    let root = c.root.as_bytes();
+    let inside = pwd.len() >= root.len()
+        && &pwd[..root.len()] == root
+        && (pwd.len() == root.len() || pwd[root.len()] == b'/');
+    if !inside {
+        write_err(&c.escape);
+        write_err(pwd);
+        write_err(b"\n");
+        libc::_exit(EXIT_CWD_ESCAPE);
+    }
+    if let Some(s) = &c.started {
+        write_err(s);
+    }
+}
+
+#[cfg(test)]
+#[path = "agent_spawn_tests.rs"]
+mod tests;
