@@ -464,25 +464,13 @@ step("wait", "sleep 600");
     wait_for_journal(&out_dir, "step.start");
     child.kill().unwrap();
     child.wait().unwrap();
-    let run_id = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();
-    let first: serde_json::Value = serde_json::from_str(run_id.lines().next().unwrap()).unwrap();
-    let run_id = first["payload"]["run_id"].as_str().unwrap().to_owned();
+    let run_id = run_id_in(&out_dir);
     assert_eq!(
         containers_of_run(&run_id).len(),
         2,
         "the sandbox and its service"
     );
-    let gc = rfs
-        .cmd(rfs.state.path())
-        .args(["gc", "--provider", "docker"])
-        .output()
-        .unwrap();
-    assert!(
-        gc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&gc.stderr)
-    );
-    assert_eq!(containers_of_run(&run_id), Vec::<String>::new());
+    gc_removes_the_runs_containers(&rfs, &run_id);
 }
 
 /// Providers without service containers refuse `service()` before
@@ -548,30 +536,48 @@ step("wait", "sleep 600");
         .spawn()
         .unwrap();
     wait_for_journal(&out_dir, "step.start");
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let journal = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();
-    let first: serde_json::Value = serde_json::from_str(journal.lines().next().unwrap()).unwrap();
-    let run_id = first["payload"]["run_id"].as_str().unwrap().to_owned();
-    let running = || {
+    // Stopped, not killed: rfs can end nothing (as if it were dead), and
+    // no other test's `rfs gc` takes its containers (their owner lives).
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let run_id = run_id_in(&out_dir);
+    let containers = |all: bool| {
         let out = std::process::Command::new("docker")
             .args(["ps", "-q", "--filter"])
             .arg(format!("label=relayflows/run-id={run_id}"))
+            .args(all.then_some("-a"))
             .output()
             .expect("docker runs");
         String::from_utf8_lossy(&out.stdout).lines().count()
     };
-    // (Not asserted that both still run here: another test's `rfs gc` may
-    // remove a killed run's containers at any time.)
+    assert_eq!(containers(false), 2, "the sandbox and its service run");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while running() > 0 && std::time::Instant::now() < deadline {
+    while containers(false) > 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
+    let left_running = containers(false);
+    // The service's container is still there (nobody removed it), ended.
+    let service_left = containers(true);
+    child.kill().unwrap();
+    child.wait().unwrap();
     assert_eq!(
-        running(),
-        0,
+        left_running, 0,
         "a container of the run outlived its 8 s lifetime"
     );
+    assert_eq!(service_left, 1, "the service's container, stopped, for gc");
+    gc_removes_the_runs_containers(&rfs, &run_id);
+}
+
+/// The run id of the (killed) run writing into `out_dir`, from its
+/// journal's first fact.
+fn run_id_in(out_dir: &std::path::Path) -> String {
+    let journal = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(journal.lines().next().unwrap()).unwrap();
+    first["payload"]["run_id"].as_str().unwrap().to_owned()
+}
+
+/// `rfs gc --provider docker` succeeds and leaves no container of `run_id`.
+fn gc_removes_the_runs_containers(rfs: &Rfs, run_id: &str) {
     let gc = rfs
         .cmd(rfs.state.path())
         .args(["gc", "--provider", "docker"])
@@ -582,5 +588,5 @@ step("wait", "sleep 600");
         "{}",
         String::from_utf8_lossy(&gc.stderr)
     );
-    assert_eq!(containers_of_run(&run_id), Vec::<String>::new());
+    assert_eq!(containers_of_run(run_id), Vec::<String>::new());
 }
