@@ -4,6 +4,9 @@
 use super::*;
 use crate::provider::wrapper::{self, Wrapped};
 
+/// A command's environment, in order (of duplicate names the last wins).
+type Env = Vec<(String, String)>;
+
 impl LocalProvider {
     /// Start `req` (or, with `own`, rfs's own executable with `req.argv`
     /// as its argv and `own.stdin` as its standard input) and wait for it.
@@ -21,13 +24,15 @@ impl LocalProvider {
         wait_streaming(child, out, err, req, sink).await
     }
 
-    /// Start the command: in the sandbox's namespaces, or on the host.
-    pub(super) fn start(
+    /// What every start of `req` in sandbox `id` needs: its program,
+    /// the environment its commands get (the sandbox's, then the
+    /// request's) and the sandbox's init; an empty argv or a relative
+    /// working directory is refused.
+    pub(super) fn prepare_command<'r>(
         &self,
         id: &str,
-        req: &ExecRequest,
-        own: Option<OwnProgram>,
-    ) -> ProviderResult<(LocalChild, Output, Output)> {
+        req: &'r ExecRequest,
+    ) -> ProviderResult<(&'r str, Env, Option<Arc<Init>>)> {
         let info = self.info(id)?;
         let init = self.init_of(id)?;
         let prog = req
@@ -40,14 +45,25 @@ impl LocalProvider {
                 req.cwd
             )));
         }
+        let mut env = base_env(&info.home, init.as_deref());
+        env.extend(req.env.iter().cloned());
+        Ok((prog.as_str(), env, init))
+    }
+
+    /// Start the command: in the sandbox's namespaces, or on the host.
+    pub(super) fn start(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        own: Option<OwnProgram>,
+    ) -> ProviderResult<(LocalChild, Output, Output)> {
+        let (prog, env, init) = self.prepare_command(id, req)?;
         let missing_cwd = || {
             ProviderError::NotStarted(format!(
                 "working directory `{}` does not exist in sandbox {id}",
                 req.cwd
             ))
         };
-        let mut env = base_env(&info.home, init.as_deref());
-        env.extend(req.env.iter().cloned());
         let cannot = |e: &dyn std::fmt::Display| {
             ProviderError::NotStarted(format!("cannot start {prog} in sandbox {id}: {e}"))
         };

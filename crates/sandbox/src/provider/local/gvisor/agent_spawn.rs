@@ -14,7 +14,8 @@ use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
-use crate::provider::wrapper::{Wrapped, EXIT_CWD_ESCAPE, EXIT_CWD_MISSING};
+use super::super::confine::Confine;
+use crate::provider::wrapper::Wrapped;
 
 /// A command started: its pid and the read ends of its stdout and stderr.
 pub struct Spawned {
@@ -44,18 +45,6 @@ const STAGE_STDIO: u32 = 1;
 const STAGE_IDS: u32 = 2;
 const STAGE_CWD: u32 = 3;
 const STAGE_EXEC: u32 = 4;
-/// Room for the physical working directory of a wrapped command.
-const PWD_ROOM: usize = libc::PATH_MAX as usize + 1;
-
-/// A step wrapper's checks, prepared.
-struct Checks {
-    home: Option<CString>,
-    root: CString,
-    /// `rfs-refused:NONCE:` lines for home, root and cwd.
-    refused: [Vec<u8>; 3],
-    escape: Vec<u8>,
-    started: Option<Vec<u8>>,
-}
 
 /// Everything the child needs, and what it reports.
 struct Plan {
@@ -65,10 +54,9 @@ struct Plan {
     env: Vec<CString>,
     envp: Vec<*const libc::c_char>,
     cwd: CString,
-    checks: Option<Checks>,
-    /// `PWD=` and room for the path, which the child writes at `pwd_path`.
-    pwd: Vec<u8>,
-    pwd_path: *mut u8,
+    /// A wrapped step's checks (the namespaces start's, shared), which
+    /// also enter its working directory and complete its `PWD=` entry.
+    confine: Option<Confine>,
     stdio: [RawFd; 3],
     stage: AtomicU32,
     errno: AtomicI32,
@@ -119,33 +107,25 @@ impl Plan {
                 .map(|(_, v)| v.as_str())
         };
         let wrapped = Wrapped::parse(argv);
-        let (argv, cwd, env, checks): (Vec<String>, &str, Vec<(String, String)>, _) = match &wrapped
-        {
-            Some(w) => {
-                let line = |what: &str| format!("rfs-refused:{}:{what}\n", w.nonce).into_bytes();
-                let checks = Checks {
-                    home: last("HOME")
-                        .filter(|h| !h.is_empty())
-                        .map(cstring)
-                        .transpose()?,
-                    root: cstring(w.root)?,
-                    refused: [line("home"), line("root"), line("cwd")],
-                    escape: format!("rfs-refused:{}:escape:", w.nonce).into_bytes(),
-                    started: (!w.nonce.is_empty())
-                        .then(|| format!("rfs-started:{}\n", w.nonce).into_bytes()),
-                };
-                // What `cd -P` leaves exported: OLDPWD (it started in `/`), PWD.
-                let mut env: Vec<_> = env
-                    .iter()
-                    .filter(|(k, _)| k != "PWD" && k != "OLDPWD")
-                    .cloned()
-                    .collect();
-                env.push(("OLDPWD".into(), "/".into()));
-                let argv = ["/bin/sh", "-c", "--", w.command, "sh"].map(String::from);
-                (argv.to_vec(), w.dir, env, Some(checks))
-            }
-            None => (argv.to_vec(), cwd, env.to_vec(), None),
-        };
+        let (argv, cwd, env, confine): (Vec<String>, &str, Vec<(String, String)>, _) =
+            match &wrapped {
+                Some(w) => {
+                    let confine = Confine::prepare(w, env).map_err(|e| NotSpawned {
+                        cwd: false,
+                        message: e.to_string(),
+                    })?;
+                    // What `cd -P` leaves exported: OLDPWD (it started in `/`), PWD.
+                    let mut env: Vec<_> = env
+                        .iter()
+                        .filter(|(k, _)| k != "PWD" && k != "OLDPWD")
+                        .cloned()
+                        .collect();
+                    env.push(("OLDPWD".into(), "/".into()));
+                    let argv = ["/bin/sh", "-c", "--", w.command, "sh"].map(String::from);
+                    (argv.to_vec(), w.dir, env, Some(confine))
+                }
+                None => (argv.to_vec(), cwd, env.to_vec(), None),
+            };
         let prog = resolve(
             argv.first().ok_or(NotSpawned {
                 cwd: false,
@@ -158,8 +138,6 @@ impl Plan {
             .iter()
             .map(|(k, v)| cstring(&format!("{k}={v}")))
             .collect::<Result<_, _>>()?;
-        let mut pwd = b"PWD=".to_vec();
-        pwd.resize(4 + PWD_ROOM + 1, 0);
         let mut plan = Plan {
             prog,
             argv_ptrs: vec![],
@@ -167,9 +145,7 @@ impl Plan {
             envp: vec![],
             env,
             cwd: cstring(cwd)?,
-            checks,
-            pwd,
-            pwd_path: std::ptr::null_mut(),
+            confine,
             stdio,
             stage: AtomicU32::new(0),
             errno: AtomicI32::new(0),
@@ -177,11 +153,8 @@ impl Plan {
         plan.argv_ptrs = plan.argv.iter().map(|a| a.as_ptr()).collect();
         plan.argv_ptrs.push(std::ptr::null());
         plan.envp = plan.env.iter().map(|e| e.as_ptr()).collect();
-        if plan.checks.is_some() {
-            let pwd = plan.pwd.as_mut_ptr();
-            // SAFETY: within the buffer (after `PWD=`).
-            plan.pwd_path = unsafe { pwd.add(4) };
-            plan.envp.push(pwd.cast_const().cast());
+        if let Some(c) = &plan.confine {
+            plan.envp.push(c.pwd_entry());
         }
         plan.envp.push(std::ptr::null());
         Ok(plan)
@@ -275,13 +248,13 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
         {
             fail(STAGE_IDS);
         }
-        match &p.checks {
+        match &p.confine {
             None => {
                 if libc::chdir(p.cwd.as_ptr()) != 0 {
                     fail(STAGE_CWD);
                 }
             }
-            Some(c) => check(p, c),
+            Some(c) => c.check(),
         }
         libc::execve(p.prog.as_ptr(), p.argv_ptrs.as_ptr(), p.envp.as_ptr());
         fail(STAGE_EXEC)
@@ -293,52 +266,6 @@ unsafe fn fail(p: &Plan, stage: u32) -> ! {
     p.errno.store(*libc::__errno_location(), Ordering::SeqCst);
     p.stage.store(stage, Ordering::SeqCst);
     libc::_exit(127)
-}
-
-unsafe fn write_err(b: &[u8]) {
-    libc::write(2, b.as_ptr().cast(), b.len());
-}
-
-unsafe fn is_dir(path: &CString) -> bool {
-    let mut st: libc::stat = std::mem::zeroed();
-    libc::stat(path.as_ptr(), &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR
-}
-
-/// The wrapper's checks in the child; refusals end it as the wrapper
-/// did (its line on stderr, its exit code).
-unsafe fn check(p: &Plan, c: &Checks) {
-    let refused = if c.home.as_ref().is_some_and(|h| !is_dir(h)) {
-        Some(0)
-    } else if !is_dir(&c.root) {
-        Some(1)
-    } else if libc::chdir(p.cwd.as_ptr()) != 0 {
-        Some(2)
-    } else {
-        None
-    };
-    // The physical path (`cd -P`), into the PWD= entry of the environment.
-    let n = match refused {
-        None => libc::syscall(libc::SYS_getcwd, p.pwd_path, PWD_ROOM),
-        Some(_) => 0,
-    };
-    if let Some(i) = refused.or((n <= 0).then_some(2)) {
-        write_err(&c.refused[i]);
-        libc::_exit(EXIT_CWD_MISSING);
-    }
-    let pwd = std::slice::from_raw_parts(p.pwd_path, n as usize - 1);
-    let root = c.root.as_bytes();
-    let inside = pwd.len() >= root.len()
-        && &pwd[..root.len()] == root
-        && (pwd.len() == root.len() || pwd[root.len()] == b'/');
-    if !inside {
-        write_err(&c.escape);
-        write_err(pwd);
-        write_err(b"\n");
-        libc::_exit(EXIT_CWD_ESCAPE);
-    }
-    if let Some(s) = &c.started {
-        write_err(s);
-    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use super::super::child::LocalChild;
 use super::super::commands::{wait_streaming, OwnProgram};
-use super::super::env::base_env;
 use super::super::LocalProvider;
 use super::agent_client::{AgentChild, AgentCmd};
 use super::frames::Start;
@@ -26,20 +25,7 @@ impl LocalProvider {
         own: Option<OwnProgram>,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
-        let info = self.info(id)?;
-        let init = self.init_of(id)?;
-        let prog = req
-            .argv
-            .first()
-            .ok_or_else(|| ProviderError::Invalid("empty argv".into()))?;
-        if !req.cwd.starts_with('/') {
-            return Err(ProviderError::Invalid(format!(
-                "working directory `{}` is not an absolute path",
-                req.cwd
-            )));
-        }
-        let mut env = base_env(&info.home, init.as_deref());
-        env.extend(req.env.iter().cloned());
+        let (prog, env, _) = self.prepare_command(id, req)?;
         let dir = self.dir(id)?;
         let Some(agent) = g.agent.as_ref().filter(|_| own.is_none()) else {
             let (child, out, err) = super::start(g, &dir, id, req, &env, own)?;
