@@ -8,7 +8,8 @@
 //! wrapper checks in the same order, says the same lines on stderr and
 //! exits with the same codes; the command sees the environment the
 //! wrapper's `cd` leaves (`PWD`, `OLDPWD`). Raw system calls only, on
-//! data prepared before the `clone`.
+//! data prepared before the `clone`. The gVisor agent's starts do the same
+//! checks with it ([`super::gvisor`]).
 
 use std::cell::UnsafeCell;
 use std::ffi::CString;
