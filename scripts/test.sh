@@ -3,7 +3,7 @@
 # (git, tmux, chromium for the report test, Debian's busybox-static for
 # the tiny local Docker image,
 # openssh-client and python3-cryptography for the signing tests, Debian's
-# cargo for the book's Rust walkthrough),
+# cargo for the book's Rust walkthrough, pytest's wheels for the pip test),
 # makes sure the Docker engine answers, builds the test image, then runs
 # formatting, lints and every test.
 set -euo pipefail
@@ -31,6 +31,9 @@ command -v ssh-keygen >/dev/null && command -v ssh-agent >/dev/null || need+=(op
 python3 -c 'import cryptography' 2>/dev/null || /usr/bin/python3 -c 'import cryptography' 2>/dev/null \
   || need+=(python3 python3-cryptography)
 command -v pip3 >/dev/null || python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+# The sandbox's python is the system's: the pip test fetches pytest's
+# wheels with it (below).
+/usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 # The cargo that builds rfs stays the one found now (rustup's, where the
 # PATH would otherwise find Debian's first once it is installed).
 build_cargo=$(command -v cargo || true)
@@ -49,6 +52,15 @@ fi
 if ! python3 -c 'import mcp' 2>/dev/null; then
   echo "scripts/test.sh: installing the Python MCP SDK (pip install mcp)" >&2
   python3 -m pip install -q mcp 2>/dev/null || python3 -m pip install -q --break-system-packages mcp
+fi
+
+# A real pip install in a sandbox (tests/proof_suites/real_python.rs)
+# reads pytest's wheels from a local index the test serves: fetched once
+# here, with the system's python3 (the one a local sandbox sees).
+export RFS_TEST_WHEELS="${RFS_TEST_WHEELS:-$HOME/.cache/rfs-test-wheels}"
+if ! ls "$RFS_TEST_WHEELS"/pytest-*.whl >/dev/null 2>&1; then
+  echo "scripts/test.sh: fetching pytest's wheels into $RFS_TEST_WHEELS" >&2
+  /usr/bin/python3 -m pip download -q --disable-pip-version-check -d "$RFS_TEST_WHEELS" pytest
 fi
 
 # The Docker tests need a running engine; start one if this machine has
@@ -70,6 +82,7 @@ export RFS_REQUIRE_CHROMIUM=1
 export RFS_REQUIRE_MCP=1
 export RFS_REQUIRE_GVISOR=1
 export RFS_REQUIRE_SYSTEM_CARGO=1
+export RFS_REQUIRE_WHEELS=1
 cargo fmt --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Benchmarks are not tests: scripts/bench-*.sh and `cargo bench` run them.
