@@ -9,16 +9,15 @@
 #     the checkpoint, namespaces included) — target <= 150 ms — with the
 #     checkpoint's own cost (a copy of the synced tree, once).
 # Not a test: never run in CI. Needs root (overlayfs).
-# Usage: scripts/bench-fork.sh [WORKDIR]   RUNS=3 PARTS="suite fork"
+# Usage: scripts/bench-fork.sh [WORKDIR]   RUNS=3 PARTS="suite fork" RFS_BIN=path/to/rfs
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-$(mktemp -d /tmp/rfs-bench-fork.XXXXXX)}
 mkdir -p "$work"
 runs=${RUNS:-3}
 parts=${PARTS:-suite fork}
-cargo build --release --quiet --manifest-path "$root/Cargo.toml" -p rfs
-bin="${CARGO_TARGET_DIR:-$root/target}/release"
 source "$root/scripts/bench-lib.sh"
+rfs=$(rfs_release)
 export RFS_STATE_DIR="$work/state" RELAYFLOWS_SANDBOX_PROVIDER=local
 
 # proofs/_setup.rhai (SETUP) and 8 proofs (PROOF) in the repository $1.
@@ -32,15 +31,7 @@ suite_repo() {
 }
 
 # Run the suite in $1 into $2; prints its wall seconds.
-suite() {
-  local dir=$1 out=$2 t0 t1
-  rm -rf "$out"
-  t0=$(now)
-  (cd "$dir" && "$bin/rfs" test --setup proofs/_setup.rhai --jobs 2 --out "$out" --json > /dev/null 2> "$out.err") \
-    || { echo "rfs test failed:" >&2; cat "$out.err" >&2; exit 1; }
-  t1=$(now)
-  elapsed "$t0" "$t1"
-}
+suite() { timed_suite "$1" "$2" --setup proofs/_setup.rhai --jobs 2; }
 
 case " $parts " in *" suite "*)
   dir="$work/suite8"
@@ -50,12 +41,7 @@ case " $parts " in *" suite "*)
   for r in $(seq 1 "$runs"); do
     out="$work/out-suite-$r"
     wall=$(suite "$dir" "$out")
-    setup=$(steps_seconds "$out/_setup/journal.jsonl")
-    own=0
-    for i in 1 2 3 4 5 6 7 8; do
-      own=$(awk -v a="$own" -v b="$(steps_seconds "$out/proofs-p$i/journal.jsonl")" 'BEGIN{print a+b}')
-    done
-    ideal=$(awk -v s="$setup" -v o="$own" 'BEGIN{print s + o/2}')
+    ideal=$(suite_ideal "$out" 2)
     walls+=("$wall"); ideals+=("$ideal"); ratios+=("$(ratio "$wall" "$ideal")")
   done
   printf "suite of 8 proofs, setup 10 s, --jobs 2: wall %.2f s, setup + own/jobs %.2f s, ratio %sx (target <= 1.5; runs: %s)\n" \

@@ -16,14 +16,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-$(mktemp -d /tmp/rfs-bench-gvisor.XXXXXX)}
 mkdir -p "$work"
 export RFS_STATE_DIR="$work/state"
+source "$root/scripts/bench-lib.sh"
 # RFS_BIN: measure that binary instead of building the release one.
-if [ -z "${RFS_BIN:-}" ]; then
-  cargo build --release --quiet --manifest-path "$root/Cargo.toml"
-fi
-rfs=${RFS_BIN:-"${CARGO_TARGET_DIR:-$root/target}/release/rfs"}
+rfs=$(rfs_release)
 runs=${RUNS:-3}
 n=${N:-100}
-source "$root/scripts/bench-lib.sh"
 command -v runsc >/dev/null || { echo "runsc is not installed (apt-get install runsc)" >&2; exit 1; }
 echo "runsc: $(runsc --version | head -1); kernel $(uname -r); $(nproc) cores"
 

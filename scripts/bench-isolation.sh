@@ -14,13 +14,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-$(mktemp -d /tmp/rfs-bench-iso.XXXXXX)}
 mkdir -p "$work"
 export RFS_STATE_DIR="$work/state"
-# RFS_BIN: measure that binary instead of building the release one.
-if [ -z "${RFS_BIN:-}" ]; then
-  cargo build --release --quiet --manifest-path "$root/Cargo.toml"
-fi
-rfs=${RFS_BIN:-"${CARGO_TARGET_DIR:-$root/target}/release/rfs"}
-runs=${RUNS:-5}
 source "$root/scripts/bench-lib.sh"
+# RFS_BIN: measure that binary instead of building the release one.
+rfs=$(rfs_release)
+runs=${RUNS:-5}
 
 # Seconds from placement.intent to placement (the provider's create).
 place_seconds() {

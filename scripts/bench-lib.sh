@@ -84,3 +84,36 @@ gen_packed() {
   git clone -q --no-local "$from" "$dir"
   git -C "$dir" gc -q
 }
+
+# The rfs binary to measure: $RFS_BIN, else this checkout's release build
+# (built now). Needs $root.
+rfs_release() {
+  if [ -n "${RFS_BIN:-}" ]; then echo "$RFS_BIN"; return; fi
+  cargo build --release --quiet --manifest-path "$root/Cargo.toml" -p rfs >&2
+  echo "${CARGO_TARGET_DIR:-$root/target}/release/rfs"
+}
+
+# Wall seconds of `rfs test --out OUT --json ARGS...` run by $rfs in DIR:
+# timed_suite DIR OUT ARGS... (its stderr in OUT.err; a failure ends the
+# benchmark).
+timed_suite() {
+  local dir=$1 out=$2 t0 t1
+  shift 2
+  rm -rf "$out"
+  t0=$(now)
+  (cd "$dir" && "$rfs" test --out "$out" --json "$@" > /dev/null 2> "$out.err") \
+    || { echo "rfs test failed:" >&2; cat "$out.err" >&2; exit 1; }
+  t1=$(now)
+  elapsed "$t0" "$t1"
+}
+
+# What a suite folder OUT run with JOBS at once would take with no
+# overhead: its setup's steps plus every proof's own steps / JOBS (each
+# from its journal): suite_ideal OUT JOBS.
+suite_ideal() {
+  local out=$1 jobs=$2 own=0 j
+  for j in "$out"/proofs-*/journal.jsonl; do
+    own=$(awk -v a="$own" -v b="$(steps_seconds "$j")" 'BEGIN{print a+b}')
+  done
+  awk -v s="$(steps_seconds "$out/_setup/journal.jsonl")" -v o="$own" -v n="$jobs" 'BEGIN{print s + o/n}'
+}

@@ -13,15 +13,15 @@
 #  3. the JUnit test cases `rfs test --junit` reports (297 expected).
 # Not a test: never run in CI. Needs root (overlayfs) and PyPI (to fetch
 # the sdist and the wheels once, with the system's python3 and pip).
-# Usage: scripts/bench-python-suite.sh [WORKDIR]   RUNS=3
+# Usage: scripts/bench-python-suite.sh [WORKDIR]   RUNS=3 RFS_BIN=path/to/rfs
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-$(mktemp -d /tmp/rfs-bench-python.XXXXXX)}
 mkdir -p "$work"
 runs=${RUNS:-3}
-cargo build --release --quiet --manifest-path "$root/Cargo.toml" -p rfs
-bin="${CARGO_TARGET_DIR:-$root/target}/release"
 source "$root/scripts/bench-lib.sh"
+# RFS_BIN: measure that binary instead of building the release one.
+rfs=$(rfs_release)
 export RFS_STATE_DIR="$work/state" RELAYFLOWS_SANDBOX_PROVIDER=local
 py=/usr/bin/python3
 
@@ -74,15 +74,7 @@ project() {
 }
 
 # Run the suite in $1 into $2 with --junit $2.xml; prints its wall seconds.
-suite() {
-  local dir=$1 out=$2 t0 t1
-  rm -rf "$out"
-  t0=$(now)
-  (cd "$dir" && "$bin/rfs" test --jobs 2 --out "$out" --junit "$out.xml" --json > /dev/null 2> "$out.err") \
-    || { echo "rfs test failed:" >&2; cat "$out.err" >&2; exit 1; }
-  t1=$(now)
-  elapsed "$t0" "$t1"
-}
+suite() { timed_suite "$1" "$2" --jobs 2 --junit "$2.xml"; }
 
 project "$work/with-setup" no
 project "$work/own-venv" yes
@@ -90,18 +82,13 @@ walls=() ideals=() ratios=() owns=() vs=() cases=""
 for r in $(seq 1 "$runs"); do
   out="$work/out-setup-$r"
   wall=$(suite "$work/with-setup" "$out")
-  setup=$(steps_seconds "$out/_setup/journal.jsonl")
-  own=0
-  for i in 1 2 3 4 5 6 7 8; do
-    own=$(awk -v a="$own" -v b="$(steps_seconds "$out/proofs-p$i/journal.jsonl")" 'BEGIN{print a+b}')
-  done
-  ideal=$(awk -v s="$setup" -v o="$own" 'BEGIN{print s + o/2}')
+  ideal=$(suite_ideal "$out" 2)
   cases=$(grep -c '<testcase name="test_' "$out.xml" || true)
   alone=$(suite "$work/own-venv" "$work/out-own-$r")
   walls+=("$wall"); ideals+=("$ideal"); ratios+=("$(ratio "$wall" "$ideal")")
   owns+=("$alone"); vs+=("$(ratio "$wall" "$alone")")
-  printf "run %s: with setup %.2f s (setup %.2f s, proofs' own %.2f s), ideal %.2f s; every proof its own venv %.2f s\n" \
-    "$r" "$wall" "$setup" "$own" "$ideal" "$alone"
+  printf "run %s: with setup %.2f s (ideal %.2f s: setup + proofs' own / 2); every proof its own venv %.2f s\n" \
+    "$r" "$wall" "$ideal" "$alone"
 done
 m() { printf '%s\n' "$@" | median; }
 printf "itsdangerous, 8 proofs, --jobs 2, setup once:  %6.2f s  ideal %6.2f s  ratio %sx (target <= 1.5x)\n" \
