@@ -198,13 +198,16 @@ fn opaque(dir: &Path) -> bool {
     n == 1 && value[0] == b'y'
 }
 
-/// Give `dest` the owner, mode and modification time `meta` says.
+/// Give `dest` the owner, mode and modification time `meta` says, never
+/// a setuid or setgid bit: a cache is a folder of this machine, and a
+/// step must not leave a program there that runs as its owner.
 fn attributes(meta: &std::fs::Metadata, dest: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     std::os::unix::fs::lchown(dest, Some(meta.uid()), Some(meta.gid()))?;
     if meta.file_type().is_symlink() {
         return Ok(());
     }
-    std::fs::set_permissions(dest, meta.permissions())?;
+    std::fs::set_permissions(dest, std::fs::Permissions::from_mode(meta.mode() & 0o1777))?;
     let mtime = std::time::UNIX_EPOCH
         + std::time::Duration::new(meta.mtime().max(0) as u64, meta.mtime_nsec() as u32);
     std::fs::File::options()
@@ -241,7 +244,8 @@ mod tests {
     #[test]
     fn a_caches_writes_deletions_and_replaced_folders_reach_it_after_the_sandbox() {
         if !super::super::sys::host_root() {
-            return; // mounting overlayfs on the host needs root
+            eprintln!("skipped: mounting overlayfs on the host needs root");
+            return;
         }
         let t = tempfile::tempdir().unwrap();
         let cache = t.path().join("cache");
@@ -267,6 +271,10 @@ mod tests {
         std::fs::remove_dir_all(view.join("old")).unwrap();
         std::fs::create_dir(view.join("old")).unwrap();
         std::fs::write(view.join("old/fresh"), "f").unwrap();
+        std::fs::write(view.join("suid"), "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(view.join("suid"), std::fs::Permissions::from_mode(0o6755))
+            .unwrap();
         assert!(
             !cache.join("new").exists(),
             "the cache is untouched while the sandbox lives"
@@ -282,6 +290,12 @@ mod tests {
             "the replaced folder's old content is gone"
         );
         assert_eq!(read("old/fresh").as_deref(), Some("f"));
+        let mode = std::fs::metadata(cache.join("suid")).unwrap().mode();
+        assert_eq!(
+            mode & 0o7777,
+            0o755,
+            "a setuid/setgid bit reached this machine: {mode:o}"
+        );
         super::super::disk::unmount(&dir).unwrap();
     }
 
@@ -290,6 +304,7 @@ mod tests {
     #[test]
     fn a_cache_cannot_take_more_of_this_machines_disk_than_the_sandboxs_limit() {
         if !super::super::sys::host_root() {
+            eprintln!("skipped: a sandbox disk (a tmpfs mounted on the host) needs root");
             return;
         }
         let t = tempfile::tempdir().unwrap();
