@@ -25,13 +25,13 @@ provider_tests! {
     // for more is refused before anything runs, naming the flag.
     fn the_persons_network_off_holds_and_a_script_cannot_widen_it(rfs: &Rfs) {
         let repo = Repo::new();
-        let ifaces = "step(\"ifaces\", \"tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '\");";
+        let ifaces = "let r = step(\"ifaces\", \"tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\\\n' ','\");\nprint(`interfaces: ${r.stdout}`);";
         let quiet = rfs.run_with(repo.path(), ifaces, &["--network", "off"]);
         quiet.assert_code(0);
         let placed = &quiet.entries("placement")[0]["isolation"]["network_policy"];
         assert_eq!(placed["policy"], "off", "{placed}");
         assert_eq!(quiet.entries("step.end")[0]["exit"], 0);
-        assert!(quiet.stdout.contains("lo") && !quiet.stdout.contains("eth"), "{}", quiet.stdout);
+        assert!(quiet.stdout.lines().any(|l| l == "interfaces: lo,"), "{}", quiet.stdout);
         for (asked, name) in [("true", "`public`"), ("#{ allow: [\"example.org\"] }", "allow [example.org]")] {
             let out = rfs.run_with(
                 repo.path(),
@@ -48,13 +48,14 @@ provider_tests! {
             assert!(out.entries("placement").is_empty(), "a sandbox was placed");
             assert!(out.entries("step.start").is_empty());
         }
-        // The same ceiling from the environment, and narrower is fine.
-        let out = rfs.run_with_env(
-            repo.path(),
-            "sandbox(#{ network: false });\nstep(\"x\", \"true\");",
-            &[],
-            &[("RFS_NETWORK", "off")],
-        );
+        // The same ceiling from the environment: wider is refused naming
+        // it, narrower is fine.
+        let env = [("RFS_NETWORK", "off")];
+        let out = rfs.run_with_env(repo.path(), "sandbox(#{ network: true });\nstep(\"x\", \"echo ran\");", &[], &env);
+        out.assert_code(3);
+        assert!(out.stderr.contains("set by RFS_NETWORK environment variable (network `off`)"), "{}", out.stderr);
+        assert!(out.entries("step.start").is_empty());
+        let out = rfs.run_with_env(repo.path(), "sandbox(#{ network: false });\nstep(\"x\", \"true\");", &[], &env);
         out.assert_code(0);
         rfs.assert_no_leftovers();
     }
@@ -508,6 +509,11 @@ fn a_script_may_narrow_the_persons_allow_list_but_not_add_to_it() {
     ok.assert_code(0);
     let placed = &ok.entries("placement")[0]["isolation"]["network_policy"];
     assert_eq!(placed["policy"], "allow", "{placed}");
+    assert_eq!(
+        placed["allow"],
+        serde_json::json!(["10.1.2.0/24:443"]),
+        "the script's list, not the person's: {placed}"
+    );
     let more = rfs.run_with(
         repo.path(),
         "sandbox(#{ network: #{ allow: [\"example.org\", \"pypi.org\"] } });\nstep(\"x\", \"echo ran\");",
@@ -527,6 +533,23 @@ fn a_script_may_narrow_the_persons_allow_list_but_not_add_to_it() {
         default.entries("placement")[0]["isolation"]["network_policy"]["policy"],
         "allow"
     );
+    // Under `--network public` an allow list naming a private or
+    // link-local address reaches past the public internet: refused.
+    for beyond in ["10.0.0.0/8", "169.254.169.254"] {
+        let out = rfs.run_with(
+            repo.path(),
+            &format!("sandbox(#{{ network: #{{ allow: [\"{beyond}\"] }} }});\nstep(\"x\", \"echo ran\");"),
+            &["--network", "public"],
+        );
+        out.assert_code(3);
+        assert!(
+            out.stderr
+                .contains("would widen the boundary set by --network flag (network `public`)"),
+            "{beyond}: {}",
+            out.stderr
+        );
+        assert!(out.entries("step.start").is_empty());
+    }
     let bad = rfs.run_with(
         repo.path(),
         "step(\"x\", \"true\");",

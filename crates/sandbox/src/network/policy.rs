@@ -25,14 +25,19 @@ pub enum NetworkPolicy {
 }
 
 /// Whether `asked` is no wider than `ceiling` (the person's `--network`):
-/// `off` is within everything; an allow list is within `public` and
-/// `host`, and within an allow list holding each of its entries; `public`
-/// is within `public` and `host`; `host` only within `host`.
-pub fn within(asked: &NetworkPolicy, ceiling: &NetworkPolicy) -> bool {
+/// `off` is within everything; an allow list is within `host`, within
+/// `public` when none of its addresses or ranges reaches past the public
+/// internet (a listed private or link-local address is let through by an
+/// allow list, never by `public`; `own`: the host's addresses), and
+/// within an allow list holding each of its entries; `public` is within
+/// `public` and `host`; `host` only within `host`.
+pub fn within(asked: &NetworkPolicy, ceiling: &NetworkPolicy, own: &[IpAddr]) -> bool {
     use NetworkPolicy::*;
     match (asked, ceiling) {
-        (Off, _) | (_, Host) => true,
-        (Allow(_), Public) | (Public, Public) => true,
+        (Off, _) | (_, Host) | (Public, Public) => true,
+        (Allow(a), Public) => !a
+            .iter()
+            .any(|r| matches!(&r.target, Target::Net(c) if ranges::beyond_public(c, own))),
         (Allow(a), Allow(c)) => a
             .iter()
             .all(|r| c.iter().any(|x| x.target == r.target && x.port == r.port)),
@@ -403,6 +408,7 @@ mod tests {
     #[test]
     fn a_policy_is_within_the_persons_network_only_when_no_wider() {
         let p = |v: &str| parse_flag(v).unwrap();
+        let within = |a: &NetworkPolicy, c: &NetworkPolicy| within(a, c, &[ip("192.0.2.7")]);
         let (off, public, host) = (p("off"), p("public"), p("host"));
         let list = p("pypi.org,10.0.0.0/8:443");
         assert!(within(&off, &off) && within(&off, &list) && within(&off, &public));
@@ -413,7 +419,19 @@ mod tests {
         );
         assert!(!within(&p("pypi.org,example.org"), &list));
         assert!(!within(&public, &list) && !within(&public, &off) && !within(&list, &off));
-        assert!(within(&list, &public) && !within(&host, &public) && within(&host, &host));
+        assert!(within(&list, &host) && !within(&host, &public) && within(&host, &host));
+        // `public` never lets a private, link-local or own address through;
+        // an allow list naming one would.
+        assert!(within(&p("pypi.org,93.184.216.0/24"), &public));
+        for beyond in [
+            "10.0.0.0/8",
+            "169.254.169.254",
+            "127.0.0.1",
+            "0.0.0.0/0",
+            "192.0.2.7",
+        ] {
+            assert!(!within(&p(beyond), &public), "{beyond}");
+        }
         assert!(parse_flag(" ").is_err() && parse_flag("exa mple").is_err());
         assert_eq!(flag_text(&list), "pypi.org,10.0.0.0/8:443");
     }

@@ -145,6 +145,20 @@ pub fn refused(a: IpAddr) -> Option<&'static str> {
         })
 }
 
+/// Whether `net` shares an address with a range the default policy
+/// refuses (loopback, link-local, private, ...) or with `own`, the host's
+/// own addresses: whether it reaches more than the public internet.
+pub fn beyond_public(net: &Cidr, own: &[IpAddr]) -> bool {
+    let refused = V4
+        .iter()
+        .map(|(n, p, _)| (IpAddr::V4(*n), *p))
+        .chain(V6.iter().map(|(n, p, _)| (IpAddr::V6(*n), *p)));
+    refused
+        .into_iter()
+        .any(|(addr, prefix)| net.overlaps(&Cidr { addr, prefix }))
+        || own.iter().any(|o| net.contains(canonical(*o)))
+}
+
 /// What of the host itself `net` covers — loopback, link-local (the
 /// cloud metadata endpoint), "this network", multicast and reserved
 /// ranges, or one of `own`, the host's own addresses — when it covers

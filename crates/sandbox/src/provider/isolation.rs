@@ -269,7 +269,8 @@ impl IsolationRequest {
             return Err(IsolationError::HostNetworkNotAllowed { by: by.to_owned() });
         }
         if let Some((ceiling, set_by)) = &self.network_ceiling {
-            if !crate::network::policy::within(&policy, ceiling) {
+            let own = crate::network::ranges::own_addresses();
+            if !crate::network::policy::within(&policy, ceiling, &own) {
                 let describe = |p: &crate::network::NetworkPolicy| match p {
                     crate::network::NetworkPolicy::Allow(_) => {
                         format!("allow [{}]", p.entries().join(", "))
@@ -300,7 +301,12 @@ impl IsolationRequest {
     /// [`IsolationRequest::with_network`]). `host` also lets scripts ask
     /// for the host's network, as `--allow-host-network` does.
     pub fn with_person_network(mut self, policy: crate::network::NetworkPolicy, by: &str) -> Self {
-        if policy == crate::network::NetworkPolicy::Host && self.host_network_allowed_by.is_none() {
+        // The person named the host (`host`, or an allow list naming its
+        // own addresses): they allowed reaching it.
+        let own = crate::network::ranges::own_addresses();
+        let host =
+            policy == crate::network::NetworkPolicy::Host || policy.reaches_host(&own).is_some();
+        if host && self.host_network_allowed_by.is_none() {
             self.host_network_allowed_by = Some(by.to_owned());
         }
         self.network = policy.clone();
