@@ -63,8 +63,15 @@ impl Api {
         let (block_all, allow_list) = match network_fields(policy) {
             Ok(NetworkFields::BlockAll) => (true, None),
             Ok(NetworkFields::AllowList(l)) => (false, Some(l)),
-            // Refused before anything ran (the create's check).
-            Ok(NetworkFields::Open) | Err(_) => (false, None),
+            Ok(NetworkFields::Open) => (false, None),
+            // Refused before anything ran (the create's check); never open.
+            Err(why) => {
+                let cleanup = self.destroy_unused(&dto.id).await;
+                return Err(ProviderError::Provision(format!(
+                    "fork {} cannot hold the proof's network: {why}; {cleanup}",
+                    dto.id
+                )));
+            }
         };
         let has = (
             dto.network_block_all == Some(true),
