@@ -86,8 +86,22 @@ impl Fork for DockerProvider {
             ))
         })?;
         let image = made.id;
+        // What the checkpoint adds on this machine: its size less the
+        // sandbox's image's (whose layers it shares); the whole size where
+        // that cannot be read.
         let host_bytes = match api.inspect_image(&image).await {
-            Ok(i) => i.size.map(|s| s.max(0) as u64),
+            Ok(i) => {
+                let base = match api
+                    .inspect_container(id, None)
+                    .await
+                    .ok()
+                    .and_then(|c| c.image)
+                {
+                    Some(from) => api.inspect_image(&from).await.ok().and_then(|b| b.size),
+                    None => None,
+                };
+                i.size.map(|s| (s - base.unwrap_or(0)).max(0) as u64)
+            }
             Err(e) => {
                 let _ = self.remove_checkpoint(&image).await;
                 return Err(ProviderError::Provision(format!(
