@@ -52,8 +52,6 @@ impl LocalProvider {
     }
 }
 
-/// Copy `from` to `to` (which must not exist) keeping owners, modes,
-/// links and times; copy-on-write where the filesystem can.
 /// The bytes the files under `dir` take (links not followed; a block
 /// per file at least, as a filesystem spends them).
 fn tree_bytes(dir: &Path) -> u64 {
@@ -71,6 +69,8 @@ fn tree_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// Copy `from` to `to` (which must not exist) keeping owners, modes,
+/// links and times; copy-on-write where the filesystem can.
 fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
     let out = std::process::Command::new("cp")
         .args(["-a", "--reflink=auto", "--no-target-directory"])
