@@ -225,9 +225,15 @@ fn run_id_of(out: &RunOut) -> String {
 /// Containers of run `run_id` the docker engine still knows (running or
 /// not), by the label every sandbox and service carries.
 fn containers_of_run(run_id: &str) -> Vec<String> {
+    containers_of_run_where(run_id, true)
+}
+
+/// [`containers_of_run`], only the running ones unless `all`.
+fn containers_of_run_where(run_id: &str, all: bool) -> Vec<String> {
     let out = std::process::Command::new("docker")
-        .args(["ps", "-a", "-q", "--no-trunc", "--filter"])
+        .args(["ps", "-q", "--no-trunc", "--filter"])
         .arg(format!("label=relayflows/run-id={run_id}"))
+        .args(all.then_some("-a"))
         .output()
         .expect("docker runs");
     assert!(
@@ -525,7 +531,7 @@ service("idle", #{{ image: "{DOCKER_TEST_IMAGE}", cmd: "echo up; exec sleep 600"
 step("wait", "sleep 600");
 "#
     ));
-    let mut child = rfs
+    let child = rfs
         .cmd(repo.path())
         .arg("run")
         .arg(&script)
@@ -540,16 +546,17 @@ step("wait", "sleep 600");
     // no other test's `rfs gc` takes its containers (their owner lives).
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    // Killed however the test ends (a stopped rfs would stay forever).
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let child = KillOnDrop(child);
     let run_id = run_id_in(&out_dir);
-    let containers = |all: bool| {
-        let out = std::process::Command::new("docker")
-            .args(["ps", "-q", "--filter"])
-            .arg(format!("label=relayflows/run-id={run_id}"))
-            .args(all.then_some("-a"))
-            .output()
-            .expect("docker runs");
-        String::from_utf8_lossy(&out.stdout).lines().count()
-    };
+    let containers = |all: bool| containers_of_run_where(&run_id, all).len();
     assert_eq!(containers(false), 2, "the sandbox and its service run");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while containers(false) > 0 && std::time::Instant::now() < deadline {
@@ -558,8 +565,7 @@ step("wait", "sleep 600");
     let left_running = containers(false);
     // The service's container is still there (nobody removed it), ended.
     let service_left = containers(true);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(child);
     assert_eq!(
         left_running, 0,
         "a container of the run outlived its 8 s lifetime"
