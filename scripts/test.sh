@@ -37,6 +37,10 @@ command -v pip3 >/dev/null || python3 -m pip --version >/dev/null 2>&1 || need+=
 # The cargo that builds rfs stays the one found now (rustup's, where the
 # PATH would otherwise find Debian's first once it is installed).
 build_cargo=$(command -v cargo || true)
+if [ -z "$build_cargo" ]; then
+  echo "scripts/test.sh: no cargo on PATH: install Rust with rustup (https://rustup.rs) first" >&2
+  exit 1
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "scripts/test.sh: installing ${need[*]}" >&2
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
@@ -44,7 +48,7 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-if [ -n "$build_cargo" ] && [ "$(command -v cargo)" != "$build_cargo" ]; then
+if [ "$(command -v cargo)" != "$build_cargo" ]; then
   PATH="$(dirname "$build_cargo"):$PATH"
 fi
 
@@ -58,9 +62,12 @@ fi
 # reads pytest's wheels from a local index the test serves: fetched once
 # here, with the system's python3 (the one a local sandbox sees).
 export RFS_TEST_WHEELS="${RFS_TEST_WHEELS:-$HOME/.cache/rfs-test-wheels}"
-if ! ls "$RFS_TEST_WHEELS"/pytest-*.whl >/dev/null 2>&1; then
+# (A folder an interrupted download left half full is completed: the
+# marker is written only once every wheel is there.)
+if [ ! -f "$RFS_TEST_WHEELS/.complete" ]; then
   echo "scripts/test.sh: fetching pytest's wheels into $RFS_TEST_WHEELS" >&2
   /usr/bin/python3 -m pip download -q --disable-pip-version-check -d "$RFS_TEST_WHEELS" pytest
+  touch "$RFS_TEST_WHEELS/.complete"
 fi
 
 # The Docker tests need a running engine; start one if this machine has
