@@ -176,8 +176,13 @@ impl SandboxBox {
         if started {
             self.stop();
             // Its init removed `.oldroot` after pivot_root.
-            std::fs::create_dir_all(self.root.join(".oldroot"))?;
-            self.start()?;
+            let restarted =
+                std::fs::create_dir_all(self.root.join(".oldroot")).and_then(|()| self.start());
+            if let Err(e) = restarted {
+                // Not running in the new setting: it keeps saying the old.
+                self.network_blocked.store(!blocked, SeqCst);
+                return Err(e);
+            }
         }
         Ok(())
     }

@@ -28,7 +28,7 @@ pub(crate) async fn update(
     Json(body): Json<Value>,
 ) -> Response {
     let path = uri.path().to_owned();
-    let (sandbox, blocked) = {
+    let (sandbox, block_all, allow_list) = {
         let mut list = st.sandboxes.lock().unwrap();
         let Some(rec) = find(&mut list, &id, Instant::now()) else {
             return errors::api(
@@ -47,25 +47,30 @@ pub(crate) async fn update(
                 ),
             );
         }
-        if let Some(b) = body.get("networkBlockAll").and_then(Value::as_bool) {
-            rec.network_block_all = b;
-        }
-        if let Some(l) = body.get("networkAllowList").and_then(Value::as_str) {
-            rec.network_allow_list = (!l.trim().is_empty()).then(|| l.to_owned());
-        }
-        rec.updated_at = now_rfc3339();
-        (
-            rec.sandbox.clone(),
-            rec.network_block_all || rec.network_allow_list.is_some(),
-        )
+        let block_all = body
+            .get("networkBlockAll")
+            .and_then(Value::as_bool)
+            .unwrap_or(rec.network_block_all);
+        let allow_list = match body.get("networkAllowList").and_then(Value::as_str) {
+            Some(l) => (!l.trim().is_empty()).then(|| l.to_owned()),
+            None => rec.network_allow_list.clone(),
+        };
+        (rec.sandbox.clone(), block_all, allow_list)
     };
+    // The record says the new settings only once the sandbox has them.
+    let blocked = block_all || allow_list.is_some();
     let switched = tokio::task::spawn_blocking(move || sandbox.set_network_blocked(blocked)).await;
     if let Ok(Err(e)) | Err(e) = switched.map_err(std::io::Error::other) {
         return errors::api(500, &path, format!("Network settings failed: {e}"));
     }
     let mut list = st.sandboxes.lock().unwrap();
     match find(&mut list, &id, Instant::now()) {
-        Some(rec) => Json(json!(rec.dto(rec.state, &st.toolbox_url()))).into_response(),
+        Some(rec) => {
+            rec.network_block_all = block_all;
+            rec.network_allow_list = allow_list;
+            rec.updated_at = now_rfc3339();
+            Json(json!(rec.dto(rec.state, &st.toolbox_url()))).into_response()
+        }
         None => errors::api(
             404,
             &path,
