@@ -185,13 +185,7 @@ fn lanes_in_parallel_find_the_same_commit() {
     let mut ids_tested = vec![];
     for l in lanes {
         let lane = Path::new(l.as_str().unwrap());
-        let v = rfs
-            .cmd(repo.path())
-            .arg("verify")
-            .arg(lane)
-            .output()
-            .unwrap();
-        assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+        assert_bundle_verifies(&rfs, repo.path(), lane);
         let j = std::fs::read_to_string(lane.join("journal.jsonl")).unwrap();
         for l in j.lines() {
             let e: Value = serde_json::from_str(l).unwrap();
@@ -349,13 +343,7 @@ mod with_setup {
                 commits.iter().map(|c| &c["commit"]).collect::<Vec<_>>()
             );
             tested += commits.len();
-            let v = rfs
-                .cmd(repo.path())
-                .arg("verify")
-                .arg(lane)
-                .output()
-                .unwrap();
-            assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+            assert_bundle_verifies(rfs, repo.path(), lane);
         }
         assert!(
             tested <= 8,
