@@ -4,6 +4,18 @@
 use super::*;
 use crate::provider::wrapper::{self, Wrapped};
 
+/// A command whose working directory `cwd` is not in sandbox `id`.
+pub(super) fn missing_cwd(id: &str, cwd: &str) -> ProviderError {
+    ProviderError::NotStarted(format!(
+        "working directory `{cwd}` does not exist in sandbox {id}"
+    ))
+}
+
+/// A command `prog` that could not be started in sandbox `id`.
+pub(super) fn cannot_start(prog: &str, id: &str, e: &dyn std::fmt::Display) -> ProviderError {
+    ProviderError::NotStarted(format!("cannot start {prog} in sandbox {id}: {e}"))
+}
+
 /// A command's environment, in order (of duplicate names the last wins).
 type Env = Vec<(String, String)>;
 
@@ -58,15 +70,8 @@ impl LocalProvider {
         own: Option<OwnProgram>,
     ) -> ProviderResult<(LocalChild, Output, Output)> {
         let (prog, env, init) = self.prepare_command(id, req)?;
-        let missing_cwd = || {
-            ProviderError::NotStarted(format!(
-                "working directory `{}` does not exist in sandbox {id}",
-                req.cwd
-            ))
-        };
-        let cannot = |e: &dyn std::fmt::Display| {
-            ProviderError::NotStarted(format!("cannot start {prog} in sandbox {id}: {e}"))
-        };
+        let missing_cwd = || missing_cwd(id, &req.cwd);
+        let cannot = |e: &dyn std::fmt::Display| cannot_start(prog, id, e);
         Ok(match &init {
             Some(init) => {
                 let pipe = || crate::provider::input::pipe_cloexec().map_err(|e| cannot(&e));

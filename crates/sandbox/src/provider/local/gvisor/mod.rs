@@ -133,14 +133,9 @@ pub(super) fn start_with_stdin(
     own_exe: bool,
 ) -> ProviderResult<(LocalChild, Output, Output)> {
     let prog = req.argv.first().map_or("", String::as_str);
-    let cannot = |e: &dyn std::fmt::Display| {
-        ProviderError::NotStarted(format!("cannot start {prog} in sandbox {id}: {e}"))
-    };
+    let cannot = |e: &dyn std::fmt::Display| super::commands::cannot_start(prog, id, e);
     if !exec::cwd_exists(dir, &req.cwd) {
-        return Err(ProviderError::NotStarted(format!(
-            "working directory `{}` does not exist in sandbox {id}",
-            req.cwd
-        )));
+        return Err(super::commands::missing_cwd(id, &req.cwd));
     }
     let argv = if own_exe {
         g.own_argv(&req.argv)

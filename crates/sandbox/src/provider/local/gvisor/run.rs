@@ -9,7 +9,7 @@ use super::super::LocalProvider;
 use super::agent_client::{AgentChild, AgentCmd};
 use super::frames::Start;
 use super::{GvisorChild, GvisorSandbox};
-use crate::provider::{ExecOutcome, ExecRequest, OutputSink, ProviderError, ProviderResult};
+use crate::provider::{ExecOutcome, ExecRequest, OutputSink, ProviderResult};
 
 /// How long rfs waits for the agent to say a command started.
 const START_WITHIN: Duration = Duration::from_secs(30);
@@ -31,15 +31,8 @@ impl LocalProvider {
             let (child, out, err) = super::start(g, &dir, id, req, &env, own)?;
             return wait_streaming(child, out, err, req, sink).await;
         };
-        let cannot = |e: &dyn std::fmt::Display| {
-            ProviderError::NotStarted(format!("cannot start {prog} in sandbox {id}: {e}"))
-        };
-        let missing_cwd = || {
-            ProviderError::NotStarted(format!(
-                "working directory `{}` does not exist in sandbox {id}",
-                req.cwd
-            ))
-        };
+        let cannot = |e: &dyn std::fmt::Display| super::super::commands::cannot_start(prog, id, e);
+        let missing_cwd = || super::super::commands::missing_cwd(id, &req.cwd);
         if !super::exec::cwd_exists(&dir, &req.cwd) {
             return Err(missing_cwd());
         }
