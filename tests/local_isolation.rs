@@ -5,6 +5,9 @@
 
 mod common;
 use common::*;
+#[path = "common/unprivileged.rs"]
+mod unprivileged;
+use unprivileged::*;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -695,49 +698,22 @@ fn auto_mode_falls_back_where_namespaces_are_forbidden_and_says_why() {
 #[test]
 fn unprivileged_user_gets_namespaces() {
     require_namespaces();
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
     let script = r#"sync_source(); print(step("who", "id -u; cat reproducer-marker.txt").stdout);"#;
     let (script_path, out_dir) = rfs.prepare(script);
-    let mut cmd = if root {
-        for p in [rfs.state.path(), repo.path()] {
-            let st = Command::new("chown")
-                .args(["-R", "65534:65534"])
-                .arg(p)
-                .status()
-                .unwrap();
-            assert!(st.success());
-        }
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
-        c.arg(rfs_bin());
-        c
-    } else {
-        Command::new(rfs_bin())
-    };
-    cmd.arg("run")
-        .arg(&script_path)
-        .arg("--out")
-        .arg(&out_dir)
-        .args(["--isolation", "namespaces"])
-        .current_dir(repo.path())
-        .env("RFS_STATE_DIR", rfs.state.path())
-        .env("HOME", rfs.state.path())
-        .env("RELAYFLOWS_SANDBOX_PROVIDER", "local")
-        // git refuses a repository owned by someone else otherwise.
-        .env("GIT_CONFIG_COUNT", "1")
-        .env("GIT_CONFIG_KEY_0", "safe.directory")
-        .env("GIT_CONFIG_VALUE_0", "*");
-    let out = finish(cmd.output().unwrap(), out_dir);
+    let args = [
+        "run".as_ref(),
+        script_path.as_os_str(),
+        "--out".as_ref(),
+        out_dir.as_os_str(),
+        "--isolation".as_ref(),
+        "namespaces".as_ref(),
+    ];
+    let out = finish(rfs_unprivileged(&rfs, repo.path(), &args), out_dir);
     out.assert_code(0);
     assert_eq!(isolation_fact(&out)["mode"], "namespaces");
-    let uid = if root {
-        65534
-    } else {
-        unsafe { libc::geteuid() }
-    };
+    let uid = unprivileged_uid();
     assert!(
         out.stdout.contains(&format!("[who] {uid}")),
         "{}",

@@ -244,6 +244,11 @@ impl Init {
         format!("/proc/{}/ns/net", self.pid).into()
     }
 
+    /// The path of the sandbox's user namespace (which owns its others).
+    pub(super) fn userns_path(&self) -> std::path::PathBuf {
+        format!("/proc/{}/ns/user", self.pid).into()
+    }
+
     /// Kill the sandbox's PID namespace (and the gVisor sandbox in it)
     /// and wait until it is gone.
     pub fn kill(&self) {

@@ -7,6 +7,7 @@
 //! sandbox's gVisor kernel; what `runsc exec` exits with is the
 //! command's status (a signal `n` as `128 + n`).
 
+use std::ffi::OsString;
 use std::io;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
@@ -27,10 +28,10 @@ pub struct ExecChild {
     /// The process file, and the file runsc writes the command's pid
     /// inside gVisor into; removed once the command has ended.
     files: [PathBuf; 2],
-    /// runsc's flags for this sandbox, and its container id.
-    flags: Vec<String>,
+    /// How runsc is called for this sandbox (program and flags), and its
+    /// container id.
+    runsc: Vec<OsString>,
     cid: String,
-    runsc: PathBuf,
     ended: bool,
 }
 
@@ -46,9 +47,9 @@ impl ExecChild {
             self.ended = true;
             if status.signal().is_some() {
                 // rfs killed the client: the command's group goes with it.
-                for args in self.kill_inside() {
-                    let _ = tokio::process::Command::new(&self.runsc)
-                        .args(args)
+                for argv in self.kill_inside() {
+                    let _ = tokio::process::Command::new(&argv[0])
+                        .args(&argv[1..])
                         .stdin(Stdio::null())
                         .stdout(Stdio::null())
                         .stderr(Stdio::null())
@@ -64,25 +65,25 @@ impl ExecChild {
     /// The `runsc` calls that kill the command's process group inside
     /// gVisor (it leads its group there), then the command itself (none:
     /// its pid is not known, it never started).
-    fn kill_inside(&self) -> Vec<Vec<String>> {
+    fn kill_inside(&self) -> Vec<Vec<OsString>> {
         let Some(pid) = std::fs::read_to_string(&self.files[1])
             .ok()
             .and_then(|s| s.trim().parse::<u32>().ok())
         else {
             return vec![];
         };
-        let mut group = self.flags.clone();
+        let mut group = self.runsc.clone();
         group.extend(
             ["exec", &self.cid, "/bin/kill", "-KILL", "--"]
-                .map(String::from)
+                .map(OsString::from)
                 .into_iter()
-                .chain([format!("-{pid}")]),
+                .chain([format!("-{pid}").into()]),
         );
-        let mut leader = self.flags.clone();
+        let mut leader = self.runsc.clone();
         leader.extend([
             "kill".into(),
-            format!("--pid={pid}"),
-            self.cid.clone(),
+            format!("--pid={pid}").into(),
+            self.cid.clone().into(),
             "KILL".into(),
         ]);
         vec![group, leader]
@@ -101,11 +102,11 @@ impl Drop for ExecChild {
             return;
         }
         let _ = self.client.start_kill();
-        let (runsc, calls, files) = (self.runsc.clone(), self.kill_inside(), self.files.clone());
+        let (calls, files) = (self.kill_inside(), self.files.clone());
         std::thread::spawn(move || {
-            for args in calls {
-                let _ = std::process::Command::new(&runsc)
-                    .args(args)
+            for argv in calls {
+                let _ = std::process::Command::new(&argv[0])
+                    .args(&argv[1..])
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
@@ -157,9 +158,8 @@ impl GvisorSandbox {
         ExecChild {
             client,
             files,
-            flags: self.runsc.flags(&self.state),
+            runsc: self.invocation(),
             cid: self.cid.clone(),
-            runsc: self.runsc.path.clone(),
             ended: false,
         }
     }

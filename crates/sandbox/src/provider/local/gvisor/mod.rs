@@ -33,7 +33,7 @@ mod sandbox;
 pub use agent::main_if_agent as agent_main;
 pub use agent_client::AgentGroup;
 pub use probe::{decide, doctor_probe};
-pub use runsc::{unusable, DEBUG_ENV, RUNSC_ENV};
+pub use runsc::{rootless, unusable, DEBUG_ENV, RUNSC_ENV};
 pub use sandbox::{remove_leftover, state_dir, GvisorSandbox};
 
 use std::path::Path;
@@ -100,8 +100,11 @@ pub(super) fn attach(
     cgroup: [std::os::fd::RawFd; 3],
     caches: &[crate::provider::CacheMount],
 ) -> Result<(), super::SetupError> {
-    let netns = (!host_network).then(|| init.netns_path());
-    let g = GvisorSandbox::start(id, dir, state, netns, cgroup, caches)
+    let ns = (!host_network).then(|| runsc::Enter {
+        user: init.userns_path(),
+        net: init.netns_path(),
+    });
+    let g = GvisorSandbox::start(id, dir, state, ns, cgroup, caches)
         .map_err(super::SetupError::View)?;
     let _ = init.gvisor.set(std::sync::Arc::new(g));
     Ok(())

@@ -5,7 +5,19 @@
 
 use crate::provider::isolation::{IsolationError, IsolationInForce, IsolationRequest};
 
-use super::runsc::{runsc, unusable};
+use super::runsc::{rootless, runsc, unusable};
+
+/// How runsc runs here, for the journal and `rfs doctor`: as root, or
+/// rootless as the user running rfs.
+fn how() -> String {
+    if rootless() {
+        // SAFETY: geteuid cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        format!("rootless, as uid {uid}")
+    } else {
+        "as root".into()
+    }
+}
 
 /// What `local` has in force for `req` in mode `gvisor`, or why it
 /// refuses (before anything runs). `network`: the network fact of the
@@ -30,8 +42,10 @@ pub fn decide(
     Ok(IsolationInForce {
         mode: super::MODE.into(),
         reason: format!(
-            "requested by {}: gVisor's user-space kernel (runsc {}), over a namespaces sandbox",
-            req.source, r.version
+            "requested by {}: gVisor's user-space kernel (runsc {}, {}), over a namespaces sandbox",
+            req.source,
+            r.version,
+            how()
         ),
         network,
     })
@@ -49,9 +63,10 @@ pub fn doctor_probe() -> Result<String, String> {
     let _ = std::fs::remove_dir_all(&tmp);
     result.map(|kernel| {
         format!(
-            "gVisor works here: runsc {} at {}, its kernel says {kernel}",
+            "gVisor works here: runsc {} at {} ({}), its kernel says {kernel}",
             r.version,
-            r.path.display()
+            r.path.display(),
+            how()
         )
     })
 }

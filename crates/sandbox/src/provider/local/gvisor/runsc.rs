@@ -1,6 +1,7 @@
 //! gVisor's `runsc` on this host: where it is, its version, whether rfs
 //! can start it, and the flags of every call rfs makes.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -68,16 +69,48 @@ fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// Whether rfs runs gVisor rootless (`runsc --rootless`): rfs is not
+/// root, so runsc re-runs itself as root of a user namespace of its own
+/// and its sandbox is the user running rfs on the host.
+pub fn rootless() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() != 0 }
+}
+
 /// Why rfs cannot run gVisor sandboxes here (`None`: it can try).
 pub fn unusable() -> Option<String> {
     if let Err(why) = runsc() {
         return Some(why);
     }
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    (uid != 0).then(|| {
-        format!("rfs runs as uid {uid}, and runsc needs root to build its sandbox here (rootless runsc is not supported by rfs yet)")
+    if rootless() {
+        if let Err(why) = nsenter() {
+            return Some(why);
+        }
+    }
+    None
+}
+
+/// `nsenter` (util-linux), which puts rootless runsc calls in the
+/// sandbox's user and network namespaces; looked up once per process.
+fn nsenter() -> Result<&'static PathBuf, String> {
+    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    FOUND.get_or_init(|| on_path("nsenter")).as_ref().ok_or_else(|| {
+        "rfs is not root, so its runsc calls enter the sandbox's network namespace with nsenter, which is not installed (util-linux)".to_owned()
     })
+}
+
+/// The namespaces a rootless runsc call runs in: the sandbox's user
+/// namespace (which owns the next) and its network namespace.
+///
+/// Rootless runsc cannot join a network namespace named in the bundle (it
+/// is owned by the sandbox's user namespace, which runsc's own is not
+/// under), and its control socket is an abstract one, which exists only
+/// in the network namespace `runsc run` was started in: every call
+/// (`run`, `exec`, `kill`, `delete`) enters both first.
+#[derive(Debug, Clone)]
+pub struct Enter {
+    pub user: PathBuf,
+    pub net: PathBuf,
 }
 
 impl Runsc {
@@ -88,9 +121,39 @@ impl Runsc {
     /// revalidated against the host (`shared`), and the debug logs
     /// when [`DEBUG_ENV`] names a directory.
     pub fn command(&self, root: &Path) -> Command {
-        let mut cmd = Command::new(&self.path);
-        cmd.args(self.flags(root));
+        self.command_in(root, None)
+    }
+
+    /// [`Runsc::command`], entering `enter`'s namespaces first.
+    pub fn command_in(&self, root: &Path, enter: Option<&Enter>) -> Command {
+        let argv = self.invocation(root, enter);
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
         cmd
+    }
+
+    /// The program and leading arguments of [`Runsc::command_in`]:
+    /// `runsc FLAGS`, or `nsenter --user=… --net=… -- runsc FLAGS`.
+    pub fn invocation(&self, root: &Path, enter: Option<&Enter>) -> Vec<OsString> {
+        let mut argv: Vec<OsString> = vec![];
+        if let Some(e) = enter {
+            // Missing, the bare name fails to start: never runsc outside.
+            let nsenter = nsenter().map_or_else(|_| PathBuf::from("nsenter"), Clone::clone);
+            argv.push(nsenter.into());
+            let ns = |flag: &str, p: &Path| {
+                let mut a = OsString::from(flag);
+                a.push(p);
+                a
+            };
+            argv.push(ns("--user=", &e.user));
+            argv.push(ns("--net=", &e.net));
+            // Keep rfs's uid and gid (only they are mapped there).
+            argv.push("--preserve-credentials".into());
+            argv.push("--".into());
+        }
+        argv.push(self.path.clone().into());
+        argv.extend(self.flags(root).into_iter().map(OsString::from));
+        argv
     }
 
     /// The flags of [`Runsc::command`].
@@ -103,6 +166,9 @@ impl Runsc {
             // (uploads, caches): gVisor must not trust its caches of them.
             "--file-access-mounts=shared".into(),
         ];
+        if rootless() {
+            flags.push("--rootless".into());
+        }
         if let Some(dir) = std::env::var_os(DEBUG_ENV).filter(|v| !v.is_empty()) {
             flags.push("--debug".into());
             flags.push(format!("--debug-log={}/", Path::new(&dir).display()));

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::agent_client::Agent;
 use super::bundle::{self, BundleSpec};
-use super::runsc::{runsc, Runsc, DEBUG_ENV};
+use super::runsc::{rootless, runsc, Enter, Runsc, DEBUG_ENV};
 
 /// A running gVisor sandbox (its container id is the rfs sandbox's id).
 #[derive(Debug)]
@@ -31,6 +31,9 @@ pub struct GvisorSandbox {
     pub(crate) agent: Option<Arc<Agent>>,
     /// Whether rfs's own executable is bound in ([`bundle::OWN_EXE_INSIDE`]).
     pub(crate) own_exe: bool,
+    /// The namespaces every runsc call enters first (rootless, with a
+    /// network namespace of the sandbox's own: [`Enter`]).
+    pub(crate) enter: Option<Enter>,
     destroyed: std::sync::atomic::AtomicBool,
 }
 
@@ -46,13 +49,17 @@ pub fn state_dir(local_root: &Path) -> PathBuf {
 
 impl GvisorSandbox {
     /// Start the gVisor sandbox of the rfs sandbox `cid` living in `dir`:
-    /// in the network namespace `netns` (`None`: the host's) and the
+    /// in the network namespace of `ns` (`None`: the host's) and the
     /// cgroups whose `tasks` are `cgroup` (`-1`: none). Blocking.
+    ///
+    /// As root, runsc joins the network namespace the bundle names;
+    /// rootless, every runsc call enters the sandbox's user and network
+    /// namespaces first ([`Enter`]).
     pub fn start(
         cid: &str,
         dir: &Path,
         state: &Path,
-        netns: Option<PathBuf>,
+        ns: Option<Enter>,
         cgroup: [std::os::fd::RawFd; 3],
         caches: &[crate::provider::CacheMount],
     ) -> Result<GvisorSandbox, String> {
@@ -63,6 +70,10 @@ impl GvisorSandbox {
         let host_dirs = super::host_view::host_dirs(dir);
         // Before anything of the sandbox exists: refused here, nothing runs.
         let id_mapped = super::host_view::prepare(&host_dirs)?;
+        let (netns, enter) = match ns {
+            Some(e) if rootless() => (None, Some(e)),
+            other => (other.map(|e| e.net), None),
+        };
         let spec = BundleSpec {
             netns,
             own_exe: own_exe.clone(),
@@ -86,7 +97,7 @@ impl GvisorSandbox {
         let errors = bundle.join("runsc-run.log");
         let log = std::fs::File::create(&errors)
             .map_err(|e| format!("cannot create {}: {e}", errors.display()))?;
-        let mut cmd = runsc.command(state);
+        let mut cmd = runsc.command_in(state, enter.as_ref());
         // The sandbox keeps these as its first process's standard streams:
         // stdin is the lifeline (the agent's requests), stdout the agent's
         // answers, else a file as stderr is (a pipe would stay open).
@@ -124,6 +135,7 @@ impl GvisorSandbox {
             lifeline: Mutex::new(Some(life_w)),
             agent: None,
             own_exe: own_exe.is_some(),
+            enter,
             destroyed: false.into(),
         };
         if !status.success() {
@@ -157,7 +169,12 @@ impl GvisorSandbox {
 
     /// `runsc` with rfs's flags for this sandbox.
     pub(crate) fn command(&self) -> std::process::Command {
-        self.runsc.command(&self.state)
+        self.runsc.command_in(&self.state, self.enter.as_ref())
+    }
+
+    /// The program and leading arguments of [`GvisorSandbox::command`].
+    pub(crate) fn invocation(&self) -> Vec<std::ffi::OsString> {
+        self.runsc.invocation(&self.state, self.enter.as_ref())
     }
 
     /// Kill and delete the sandbox, then check runsc no longer knows it.
