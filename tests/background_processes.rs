@@ -20,6 +20,7 @@ fn port(rfs: &Rfs, n: u16) -> u16 {
 }
 
 provider_tests! {
+    #[not_under_gvisor = "busybox wget to a server in the same gVisor sandbox fails with EAGAIN on runsc 20221219 (book: gVisor)"]
     fn a_spawned_server_answers_a_step_and_stops_verified(rfs: &Rfs) {
         let repo = Repo::new();
         let p = port(rfs, 1);

@@ -99,7 +99,7 @@ provider_tests! {
         let head = repo.commit("base");
         // A new, uncommitted proof and an edit: what writing a proof is.
         repo.write("app.txt", "edited, not committed\n");
-        repo.write("proofs/new.rhai", r#"step("see", "cat app.txt; ls proofs");"#);
+        repo.write("proofs/new.rhai", r#"step("see", "cat app.txt; echo proofs/*");"#);
         let status_before = repo.git(&["status", "--porcelain"]);
         let index_before = std::fs::read(repo.path().join(".git/index")).unwrap();
         let run = |extra: &[&str]| {

@@ -37,6 +37,8 @@ provider_tests! {
             run_id: l[labels::RUN_ID].clone(),
             labels: l,
             max_lifetime: Duration::from_secs(600),
+            isolation: rfs::provider::isolation::IsolationRequest::from_settings(rfs.isolation, None)
+                .unwrap(),
             ..Default::default()
         };
         let info = rt.block_on(p.create(&spec)).expect("create");

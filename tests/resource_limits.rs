@@ -10,10 +10,18 @@ use common::*;
 
 /// One test body per provider that enforces limits.
 macro_rules! enforcing_providers {
-    ($(fn $name:ident($rfs:ident: &Rfs) $body:block)*) => {
+    ($($(#[not_under_gvisor = $why:literal])? fn $name:ident($rfs:ident: &Rfs) $body:block)*) => {
         $(fn $name($rfs: &Rfs) $body)*
         mod local {
             $(#[test] fn $name() { super::$name(&super::Rfs::new(super::Prov::Local)); })*
+        }
+        mod gvisor {
+            $($(#[ignore = $why])? #[test] fn $name() {
+                if super::gvisor_missing() { return; }
+                let rfs = super::Rfs::local_gvisor();
+                super::$name(&rfs);
+                rfs.assert_every_local_placement_is("gvisor");
+            })*
         }
         mod docker {
             $(#[test] fn $name() {
@@ -82,6 +90,7 @@ mod enforced {
     use super::*;
 
     enforcing_providers! {
+        #[not_under_gvisor = "under gVisor the process limit counts gVisor's own threads: a limit below 128 is refused (a_process_limit_below_what_gvisor_itself_needs_is_refused_naming_it)"]
         fn a_fork_bomb_stops_at_the_process_limit_named_and_leaves_no_process(rfs: &Rfs) {
             let repo = Repo::new();
             let m = marker(rfs);
@@ -151,6 +160,7 @@ mod enforced {
             rfs.assert_no_leftovers();
         }
 
+        #[not_under_gvisor = "under gVisor the process limit counts gVisor's own threads: a limit below 128 is refused (a_process_limit_below_what_gvisor_itself_needs_is_refused_naming_it)"]
         fn a_flag_ceiling_is_the_limit_when_the_script_names_none(rfs: &Rfs) {
             let repo = Repo::new();
             // Apart from the fork bomb test's marker (they run at once).
@@ -401,7 +411,22 @@ fn free_bytes(p: &std::path::Path) -> u64 {
 /// sandbox with the disk limit named, and the host's disk does not fill.
 #[test]
 fn a_write_past_a_64m_disk_limit_fails_named_and_the_host_disk_is_untouched() {
-    let rfs = Rfs::new(Prov::Local);
+    write_past_a_64m_disk_limit(&Rfs::new(Prov::Local));
+}
+
+/// The same under gVisor: its file server writes into the same capped
+/// filesystem.
+#[test]
+fn a_write_past_a_64m_disk_limit_under_gvisor_fails_named_and_the_host_disk_is_untouched() {
+    if gvisor_missing() {
+        return;
+    }
+    let rfs = Rfs::local_gvisor();
+    write_past_a_64m_disk_limit(&rfs);
+    rfs.assert_every_local_placement_is("gvisor");
+}
+
+fn write_past_a_64m_disk_limit(rfs: &Rfs) {
     let repo = Repo::new();
     let before = free_bytes(rfs.state.path());
     let out = rfs.run(

@@ -244,6 +244,9 @@ pub struct Rfs {
     pub prov: Prov,
     /// The Daytona-API server of a daytona test.
     pub sim: Option<rfs_daytona_sim::Sim>,
+    /// The person's `local` isolation (`RFS_LOCAL_ISOLATION`), where a
+    /// test asks for one ([`Rfs::local_gvisor`]).
+    pub isolation: Option<&'static str>,
     /// Console output of every run (checked for the API key).
     consoles: std::sync::Mutex<Vec<String>>,
 }
@@ -350,7 +353,52 @@ impl Rfs {
                 .unwrap(),
             prov,
             sim,
+            isolation: None,
             consoles: Default::default(),
+        }
+    }
+
+    /// Every `local` sandbox the journals under the state directory place
+    /// was isolated in `mode`: a test of the gVisor pass did not silently
+    /// run under namespaces.
+    pub fn assert_every_local_placement_is(&self, mode: &str) {
+        fn journals(dir: &Path, found: &mut Vec<PathBuf>) {
+            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    journals(&p, found);
+                } else if p.file_name().is_some_and(|n| n == "journal.jsonl") {
+                    found.push(p);
+                }
+            }
+        }
+        let mut found = vec![];
+        journals(self.state.path(), &mut found);
+        for j in found {
+            let text = std::fs::read_to_string(&j).unwrap_or_default();
+            for line in text.lines() {
+                let Ok(e) = serde_json::from_str::<Value>(line) else {
+                    continue;
+                };
+                let p = &e["payload"];
+                if e["kind"] == "placement" && p["provider"] == "local" {
+                    assert_eq!(
+                        p["isolation"]["mode"],
+                        mode,
+                        "{}: a sandbox placed in another mode",
+                        j.display()
+                    );
+                }
+            }
+        }
+    }
+
+    /// A local environment whose runs are under gVisor, as the person
+    /// running rfs sets it (`RFS_LOCAL_ISOLATION=gvisor`).
+    pub fn local_gvisor() -> Rfs {
+        Rfs {
+            isolation: Some("gvisor"),
+            ..Rfs::new(Prov::Local)
         }
     }
 
@@ -436,8 +484,12 @@ impl Rfs {
             "RFS_MAX_CPUS",
             "RFS_NETWORK",
             "RFS_ALLOW_HOST_NETWORK",
+            "RFS_LOCAL_ISOLATION",
         ] {
             c.env_remove(k);
+        }
+        if let Some(mode) = self.isolation {
+            c.env("RFS_LOCAL_ISOLATION", mode);
         }
         if let Some(sim) = &self.sim {
             c.env_remove("RFS_DOCKER_IMAGE")
@@ -555,8 +607,11 @@ impl Rfs {
             snapshot: None,
             max_lifetime: std::time::Duration::from_secs(600),
             cleanup_deadline: std::time::Duration::from_secs(30),
-            isolation: rfs::provider::isolation::IsolationRequest::from_settings(isolation, None)
-                .unwrap(),
+            isolation: rfs::provider::isolation::IsolationRequest::from_settings(
+                isolation.or(self.isolation),
+                None,
+            )
+            .unwrap(),
             secret_names: Default::default(),
             allow_dirty: false,
             allowed_repos: rfs::settings::AllowedRepos::new(cwd, &[]).unwrap(),
@@ -765,10 +820,21 @@ pub fn uuid_like() -> String {
 /// `daytona::name` (each daytona test on a server of its own, then [`Rfs::finish`]).
 #[macro_export]
 macro_rules! provider_tests {
-    ($(fn $name:ident($rfs:ident: &Rfs) $body:block)*) => {
+    ($($(#[not_under_gvisor = $why:literal])? fn $name:ident($rfs:ident: &Rfs) $body:block)*) => {
         $(fn $name($rfs: &Rfs) $body)*
         mod local {
             $(#[test] fn $name() { super::$name(&super::Rfs::new(super::Prov::Local)); })*
+        }
+        // Every local test again with the sandbox under gVisor (#35),
+        // but those marked `#[not_under_gvisor = "why"]` (ignored, the
+        // reason shown).
+        mod gvisor {
+            $($(#[ignore = $why])? #[test] fn $name() {
+                if super::gvisor_missing() { return; }
+                let rfs = super::Rfs::local_gvisor();
+                super::$name(&rfs);
+                rfs.assert_every_local_placement_is("gvisor");
+            })*
         }
         mod docker {
             $(#[test] fn $name() {
