@@ -84,7 +84,19 @@ fn auto_mode_isolates_in_namespaces_and_says_so() {
 #[test]
 fn step_cannot_read_the_checkout_home_or_state_dir_by_host_path() {
     require_namespaces();
-    let rfs = Rfs::new(Prov::Local);
+    checkout_home_and_state_dir_are_out_of_reach(&Rfs::new(Prov::Local), "namespaces");
+}
+
+/// The same under gVisor: its bundle binds the same directories.
+#[test]
+fn step_under_gvisor_cannot_read_the_checkout_home_or_state_dir_by_host_path() {
+    if gvisor_missing() {
+        return;
+    }
+    checkout_home_and_state_dir_are_out_of_reach(&Rfs::local_gvisor(), "gvisor");
+}
+
+fn checkout_home_and_state_dir_are_out_of_reach(rfs: &Rfs, mode: &str) {
     let repo = Repo::new();
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let marker = repo.path().join("reproducer-marker.txt");
@@ -103,7 +115,7 @@ fn step_cannot_read_the_checkout_home_or_state_dir_by_host_path() {
     );
     let out = rfs.run(repo.path(), &script);
     out.assert_code(0);
-    assert_eq!(isolation_fact(&out)["mode"], "namespaces");
+    assert_eq!(isolation_fact(&out)["mode"], mode);
     assert!(
         !out.stdout.contains("visible"),
         "a host path was visible inside the sandbox:\n{}",
