@@ -448,16 +448,19 @@ fn a_sandbox_missing_a_verification_tool_is_refused_naming_it() {
 }
 
 provider_tests! {
+    #[not_under_gvisor = "on local its faults need isolation none (they put host directories on the sandbox's PATH)"]
     fn corrupted_upload_is_refused_and_the_sandbox_destroyed(rfs: &Rfs) {
         let (out, marker) = run_with_fault(rfs, Fault::CorruptUpload);
         assert_refused_and_destroyed(rfs, &out, &marker, "the archive arrived corrupted: local sha256");
     }
 
+    #[not_under_gvisor = "on local its faults need isolation none (they put host directories on the sandbox's PATH)"]
     fn extraction_that_loses_a_file_is_refused(rfs: &Rfs) {
         let (out, marker) = run_with_fault(rfs, Fault::LoseFile);
         assert_refused_and_destroyed(rfs, &out, &marker, "missing in sandbox: lost.txt");
     }
 
+    #[not_under_gvisor = "on local its faults need isolation none (they put host directories on the sandbox's PATH)"]
     fn a_remote_transfer_is_compressed_and_verified(rfs: &Rfs) {
         let (out, _marker) = run_with_fault(rfs, Fault::Remote);
         out.assert_code(0);
