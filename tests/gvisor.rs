@@ -487,3 +487,75 @@ fn a_step_under_gvisor_cannot_reach_or_stop_rfs_agent() {
     assert_eq!(lines(&out, "after"), ["still-here"]);
     rfs.assert_no_leftovers();
 }
+
+/// Regression: gVisor's sandbox and file-server processes were orphans of
+/// the host's PID 1 once `runsc run` returned, and `runsc delete` waited
+/// until PID 1 reaped them (1.2 to 1.9 s a teardown where it reaps
+/// lazily). They are now children of rfs's keeper, which reaps them, and
+/// the keeper ends with the sandbox.
+#[test]
+fn gvisors_processes_are_reaped_by_rfs_keeper_not_left_to_the_hosts_init() {
+    if gvisor_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let (child, out_dir) = rfs.spawn(
+        repo.path(),
+        r#"sandbox(#{ isolation: "gvisor" });
+        step("wait", "sleep 5");"#,
+    );
+    wait_for_journal(&out_dir, "step.start");
+    let journal = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();
+    let id = journal
+        .split("\"sandbox_id\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_owned();
+    let cmdline = |pid: &str| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .unwrap_or_default()
+    };
+    let gvisor: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|p| {
+            let c = cmdline(p);
+            (c.starts_with("runsc-sandbox") || c.starts_with("runsc-gofer")) && c.contains(&id)
+        })
+        .collect();
+    assert_eq!(gvisor.len(), 2, "gVisor's sandbox and gofer of {id}");
+    for pid in &gvisor {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let ppid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .unwrap()
+            .trim()
+            .to_owned();
+        let parent = cmdline(&ppid);
+        assert!(
+            parent.contains("rfs-gvisor-keeper") && parent.contains(&id),
+            "{} has parent {ppid} ({parent})",
+            cmdline(pid)
+        );
+    }
+    let out = wait_bounded(child, out_dir);
+    out.assert_code(0);
+    assert!(!keeper_of(&id), "the keeper of {id} outlived its sandbox");
+    rfs.assert_no_leftovers();
+}
+
+/// Whether a keeper process of sandbox `id` runs.
+fn keeper_of(id: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+            let c = String::from_utf8_lossy(&c);
+            c.contains("rfs-gvisor-keeper") && c.contains(id)
+        })
+    })
+}

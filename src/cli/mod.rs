@@ -146,6 +146,10 @@ pub fn run() -> i32 {
         if let Some(code) = crate::provider::local::gvisor::agent_main(&rest) {
             return code;
         }
+        // The keeper of a gVisor sandbox on the host: reaps, nothing else.
+        if let Some(code) = crate::provider::local::gvisor::keeper_main(&rest) {
+            return code;
+        }
     }
     // The in-sandbox verifier: no CLI parsing, logging or runtime.
     let mut args = std::env::args_os().skip(1);

@@ -25,6 +25,7 @@ mod exec;
 mod frames;
 mod host_view;
 mod input;
+mod keeper;
 mod probe;
 mod run;
 mod runsc;
@@ -32,6 +33,7 @@ mod sandbox;
 
 pub use agent::main_if_agent as agent_main;
 pub use agent_client::AgentGroup;
+pub use keeper::main_if_keeper as keeper_main;
 pub use probe::{decide, doctor_probe};
 pub use runsc::{rootless, unusable, DEBUG_ENV, RUNSC_ENV};
 pub use sandbox::{remove_leftover, state_dir, GvisorSandbox};

@@ -4,7 +4,8 @@
 //! through the agent or `runsc exec`, and at the end killed, deleted and
 //! verified gone.
 
-use std::os::fd::OwnedFd;
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -34,12 +35,19 @@ pub struct GvisorSandbox {
     /// The namespaces every runsc call enters first (rootless, with a
     /// network namespace of the sandbox's own: [`Enter`]).
     pub(crate) enter: Option<Enter>,
+    /// The keeper reaping gVisor's processes ([`super::keeper`]), waited
+    /// for at the end.
+    keeper: Mutex<Option<std::process::Child>>,
     destroyed: std::sync::atomic::AtomicBool,
 }
 
 /// How long the agent may take to say it runs (its process start under
 /// gVisor; seconds on a loaded machine).
 const AGENT_WITHIN: Duration = Duration::from_secs(20);
+
+/// How long the keeper may take to end once gVisor's processes were
+/// killed (it reaps them as they exit).
+const KEEPER_WITHIN: Duration = Duration::from_secs(10);
 
 /// Where the states of rfs's gVisor sandboxes live, for the local
 /// provider rooted at `local_root` (`<state>/local`).
@@ -97,7 +105,29 @@ impl GvisorSandbox {
         let errors = bundle.join("runsc-run.log");
         let log = std::fs::File::create(&errors)
             .map_err(|e| format!("cannot create {}: {e}", errors.display()))?;
-        let mut cmd = runsc.command_in(state, enter.as_ref());
+        let mut argv = runsc.invocation(state, enter.as_ref());
+        argv.extend(["run", "--detach", "--bundle"].map(OsString::from));
+        argv.push(bundle.clone().into());
+        argv.push(cid.into());
+        // Through a keeper where rfs's executable is known, which reaps
+        // gVisor's processes when they end ([`super::keeper`]).
+        let status_pipe = own_exe.is_some().then(pipe).transpose()?;
+        let mut cmd = match (&own_exe, &status_pipe) {
+            (Some(exe), Some((_, w))) => {
+                let mut c = std::process::Command::new(exe);
+                c.arg(super::keeper::ARG)
+                    .arg(w.as_raw_fd().to_string())
+                    .arg("--")
+                    .args(&argv);
+                keep_open(&mut c, w.as_raw_fd());
+                c
+            }
+            _ => {
+                let mut c = std::process::Command::new(&argv[0]);
+                c.args(&argv[1..]);
+                c
+            }
+        };
         // The sandbox keeps these as its first process's standard streams:
         // stdin is the lifeline (the agent's requests), stdout the agent's
         // answers, else a file as stderr is (a pipe would stay open).
@@ -108,10 +138,7 @@ impl GvisorSandbox {
                 Stdio::from(log.try_clone().map_err(|e| e.to_string())?),
             ),
         };
-        cmd.args(["run", "--detach", "--bundle"])
-            .arg(&bundle)
-            .arg(cid)
-            .current_dir("/")
+        cmd.current_dir("/")
             .env_clear()
             .env("PATH", super::super::env::host_path())
             .stdin(Stdio::from(life_r))
@@ -119,14 +146,40 @@ impl GvisorSandbox {
             .stderr(Stdio::from(log));
         join_cgroups(&mut cmd, cgroup);
         id_mapped.apply(&mut cmd);
-        let status = cmd.status().map_err(|e| {
+        let cannot = |e: std::io::Error| {
             format!(
                 "cannot run {} (in a mount namespace of its own, over id-mapped copies of the system directories): {e}",
                 runsc.path.display()
             )
-        })?;
-        // rfs's copies of the sandbox's ends: closed, only gVisor holds them.
-        drop(cmd);
+        };
+        let (code, keeper) = match status_pipe {
+            Some((status_r, status_w)) => {
+                let mut keeper = cmd.spawn().map_err(cannot)?;
+                drop(status_w);
+                drop(cmd);
+                match read_status(status_r) {
+                    Some(code) => (code, Some(keeper)),
+                    None => {
+                        let ended = keeper.wait();
+                        return Err(format!(
+                            "rfs's keeper of the gVisor sandbox ended before runsc did ({}): {}",
+                            ended.map_or_else(|e| e.to_string(), |s| s.to_string()),
+                            std::fs::read_to_string(&errors).unwrap_or_default().trim()
+                        ));
+                    }
+                }
+            }
+            None => {
+                let status = cmd.status().map_err(cannot)?;
+                drop(cmd);
+                let code = status.code().unwrap_or_else(|| {
+                    use std::os::unix::process::ExitStatusExt as _;
+                    128 + status.signal().unwrap_or(0)
+                });
+                (code, None)
+            }
+        };
+        // rfs's copies of the sandbox's ends are closed: only gVisor holds them.
         let mut sandbox = GvisorSandbox {
             runsc,
             state: state.to_path_buf(),
@@ -136,13 +189,14 @@ impl GvisorSandbox {
             agent: None,
             own_exe: own_exe.is_some(),
             enter,
+            keeper: Mutex::new(keeper),
             destroyed: false.into(),
         };
-        if !status.success() {
+        if code != 0 {
             let said = std::fs::read_to_string(&errors).unwrap_or_default();
             let _ = sandbox.destroy();
             return Err(format!(
-                "runsc {} could not start it ({status}): {}{}",
+                "runsc {} could not start it (exit {code}): {}{}",
                 runsc.version,
                 said.trim(),
                 debug_hint()
@@ -209,7 +263,22 @@ impl GvisorSandbox {
                 String::from_utf8_lossy(&deleted.stderr).trim()
             ));
         }
+        self.end_keeper();
         Ok(())
+    }
+
+    /// Wait (bounded) for the keeper, which ends once it reaped gVisor's
+    /// processes; killed if it does not.
+    fn end_keeper(&self) {
+        let Some(mut keeper) = self.keeper.lock().expect("keeper lock").take() else {
+            return;
+        };
+        let deadline = std::time::Instant::now() + KEEPER_WITHIN;
+        while matches!(keeper.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = keeper.kill();
+        let _ = keeper.wait();
     }
 
     /// Whether runsc still has a state for this sandbox.
@@ -268,6 +337,30 @@ pub(crate) fn join_cgroups(cmd: &mut std::process::Command, fds: [std::os::fd::R
             }
         });
     }
+}
+
+/// The child `cmd` starts inherits `fd` (made close-on-exec).
+fn keep_open(cmd: &mut std::process::Command, fd: std::os::fd::RawFd) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: only fcntl(2) runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(fd, libc::F_SETFD, 0) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
+/// The exit code the keeper says runsc ended with; `None` if it ended
+/// without saying.
+fn read_status(r: OwnedFd) -> Option<i32> {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 4];
+    std::fs::File::from(r).read_exact(&mut bytes).ok()?;
+    Some(i32::from_ne_bytes(bytes))
 }
 
 /// What to do to see why runsc failed.
