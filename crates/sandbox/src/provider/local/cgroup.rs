@@ -229,6 +229,24 @@ impl Cgroup {
         Ok(())
     }
 
+    /// Remove the cgroups rfs would have made for sandbox `id`, found by
+    /// their names (`rfs-<id>` under rfs's own cgroup of each
+    /// controller): those of a sandbox whose `meta.json` never named them
+    /// (its rfs was killed while creating it). None there is fine.
+    pub(super) fn remove_named(id: &str) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for kind in LimitKind::ALL {
+            let ctrl = controller(kind);
+            if ctrl.is_empty() {
+                continue;
+            }
+            if let Ok(own) = own_cgroup(ctrl) {
+                remove_dir(&own.join(format!("rfs-{id}")), deadline)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The `tasks` descriptors a start writes `0` into.
     pub(super) fn procs_fds(&self) -> [RawFd; 3] {
         let mut fds = [-1; 3];

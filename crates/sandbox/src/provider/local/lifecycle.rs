@@ -73,6 +73,27 @@ impl LocalProvider {
             },
             None => None,
         };
+        let meta = |cgroups| Meta {
+            id: id.clone(),
+            labels: spec.labels.clone(),
+            created_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            isolation: Some(in_force.mode.clone()),
+            network: isolated
+                .then_some(spec.isolation.network == crate::network::NetworkPolicy::Host),
+            network_policy: isolated.then(|| in_force.network.clone()),
+            cgroups,
+            disk: disk_cap,
+        };
+        // Written before anything else of it exists, so a sandbox whose
+        // rfs is killed while creating it is listed (with its owner) and
+        // `rfs gc` removes it, its cgroups found by name.
+        if let Err(e) = meta(vec![]).write(&dir) {
+            remove_dir(&dir);
+            return Err(e);
+        }
         let cg = self.make_cgroup(&id, &dir, &values)?;
         if isolated {
             if let Err(e) = self.isolate(&id, &dir, spec, cg.as_ref(), gvisor).await {
@@ -87,20 +108,7 @@ impl LocalProvider {
                 return Err(e);
             }
         }
-        let meta = Meta {
-            id: id.clone(),
-            labels: spec.labels.clone(),
-            created_unix: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
-            isolation: Some(in_force.mode.clone()),
-            network: isolated
-                .then_some(spec.isolation.network == crate::network::NetworkPolicy::Host),
-            network_policy: isolated.then(|| in_force.network.clone()),
-            cgroups: cg.as_ref().map(|c| c.parts()).unwrap_or_default(),
-            disk: disk_cap,
-        };
+        let meta = meta(cg.as_ref().map(|c| c.parts()).unwrap_or_default());
         if let Err(e) = meta.write(&dir) {
             // Its init, cgroups, disk and layers go as a sandbox's do.
             let _ = self.destroy_sandbox(&id).await;
@@ -281,7 +289,14 @@ impl LocalProvider {
                     .flatten()
                     .map(|k| k.cgroups)
                     .unwrap_or_default();
-                tokio::task::spawn_blocking(move || cgroup::Cgroup::remove_parts(&parts)).await
+                let id = id.to_owned();
+                // By name too: a sandbox whose rfs was killed before its
+                // meta.json named them left them otherwise.
+                tokio::task::spawn_blocking(move || {
+                    cgroup::Cgroup::remove_parts(&parts)
+                        .and_then(|()| cgroup::Cgroup::remove_named(&id))
+                })
+                .await
             }
         };
         removed

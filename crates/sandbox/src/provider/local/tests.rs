@@ -188,3 +188,60 @@ fn an_isolated_sandbox_of_another_process_is_refused_not_run_on_the_host() {
         "{e}"
     );
 }
+
+/// Regression: a sandbox whose rfs was killed while creating it, after
+/// its cgroups were made but before its `meta.json` named them, left an
+/// empty cgroup behind (no sandbox recorded it). Its metadata is now
+/// written first, so it is listed and destroyed, and its cgroups are
+/// found by name.
+#[test]
+fn a_sandbox_killed_before_its_metadata_named_its_cgroups_leaves_none() {
+    if !sys::host_root() {
+        eprintln!("note: cgroups need root here; this test checks nothing without it");
+        return;
+    }
+    let state = State::new();
+    let p = LocalProvider::new(state.path());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut spec = CreateSpec::default();
+    spec.isolation.mode = IsolationMode::None;
+    spec.isolation
+        .limits
+        .limits
+        .push(crate::provider::limits::Limit {
+            kind: crate::provider::limits::LimitKind::Pids,
+            value: 64,
+            by: "test".into(),
+        });
+    let id = rt.block_on(p.create(&spec)).unwrap().id;
+    let dirs: Vec<_> = p.cgroups.lock().unwrap()[&id]
+        .parts()
+        .into_iter()
+        .map(|part| part.dir)
+        .collect();
+    assert!(
+        !dirs.is_empty() && dirs.iter().all(|d| d.is_dir()),
+        "{dirs:?}"
+    );
+    // What such a sandbox's directory holds: metadata naming no cgroup.
+    let meta_path = p.dir(&id).unwrap().join("meta.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    meta["cgroups"] = serde_json::json!([]);
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+    // Another rfs process (gc) finds it and destroys it.
+    let other = LocalProvider::new(state.path());
+    let listed = rt
+        .block_on(other.list(&Default::default()))
+        .unwrap()
+        .into_iter()
+        .any(|s| s.id == id);
+    assert!(listed, "a sandbox with its metadata is listed");
+    rt.block_on(other.destroy(&id)).unwrap();
+    for d in dirs {
+        assert!(!d.exists(), "cgroup {} left behind", d.display());
+    }
+}
