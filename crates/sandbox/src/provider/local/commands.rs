@@ -32,6 +32,19 @@ impl LocalProvider {
         if let Some(g) = self.gvisor_of(id)? {
             return self.gvisor_run(id, &g, req, own, sink).await;
         }
+        self.run_in_namespaces(id, req, own, sink).await
+    }
+
+    /// [`Self::run`] in the sandbox's namespaces (or on the host, not
+    /// isolated), beside gVisor where the sandbox has it: rfs's own
+    /// source verifier (see [`super::stream_input`]).
+    pub(super) async fn run_in_namespaces(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        own: Option<OwnProgram>,
+        sink: &mut dyn OutputSink,
+    ) -> ProviderResult<ExecOutcome> {
         let (child, out, err) = self.start(id, req, own)?;
         wait_streaming(child, out, err, req, sink).await
     }

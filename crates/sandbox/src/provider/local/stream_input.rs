@@ -75,6 +75,13 @@ impl NativeVerifier for LocalProvider {
     /// executed through that descriptor (rfs's path does not exist there);
     /// its standard input is `input`'s pipe when it is one, else a pipe rfs
     /// writes `input` into.
+    ///
+    /// Under gVisor too it runs in the sandbox's namespaces, on the host's
+    /// kernel, beside gVisor: it writes the synced tree into the
+    /// directories gVisor serves (its mounts are revalidated against the
+    /// host), where extracting through gVisor's file server cost 9 times
+    /// as much (21.6 s against 2.3 s for 20,000 files). It is rfs's own
+    /// code on rfs's own stream; no step runs there.
     async fn exec_own_with_input(
         &self,
         id: &str,
@@ -94,6 +101,6 @@ impl NativeVerifier for LocalProvider {
         let exe = own_executable(&path).map_err(|e| cannot(&e))?;
         let (stdin, feed) = stdin_pipe(input).map_err(|e| cannot(&e))?;
         let own = OwnProgram { path, exe, stdin };
-        run_fed(feed, self.run(id, req, Some(own), sink)).await
+        run_fed(feed, self.run_in_namespaces(id, req, Some(own), sink)).await
     }
 }
