@@ -38,9 +38,7 @@ pub fn within(asked: &NetworkPolicy, ceiling: &NetworkPolicy, own: &[IpAddr]) ->
         (Allow(a), Public) => !a
             .iter()
             .any(|r| matches!(&r.target, Target::Net(c) if ranges::beyond_public(c, own))),
-        (Allow(a), Allow(c)) => a
-            .iter()
-            .all(|r| c.iter().any(|x| x.target == r.target && x.port == r.port)),
+        (Allow(a), Allow(c)) => a.iter().all(|r| c.iter().any(|x| x.covers(r))),
         _ => false,
     }
 }
@@ -242,6 +240,24 @@ impl AllowRule {
         }
     }
 
+    /// Whether everything entry `r` lets through, this one does: a range
+    /// inside this one's, a name this one names or is below its
+    /// wildcard, on this one's port or any port where this one has none.
+    fn covers(&self, r: &AllowRule) -> bool {
+        let below = |name: &str, suffix: &str| {
+            name.strip_suffix(suffix)
+                .is_some_and(|head| head.len() > 1 && head.ends_with('.'))
+        };
+        let port = self.port.is_none() || self.port == r.port;
+        port && match (&self.target, &r.target) {
+            (Target::Net(x), Target::Net(c)) => x.prefix <= c.prefix && x.contains(c.addr),
+            (Target::Domain(x), Target::Domain(d)) => x == d,
+            (Target::Wildcard(x), Target::Domain(d)) => below(d, x),
+            (Target::Wildcard(x), Target::Wildcard(w)) => x == w || below(w, x),
+            _ => false,
+        }
+    }
+
     /// Whether this entry names the address itself (an address or CIDR),
     /// which lets a listed private address through.
     fn lists_address(&self, addr: IpAddr, port: u16) -> bool {
@@ -434,6 +450,40 @@ mod tests {
         }
         assert!(parse_flag(" ").is_err() && parse_flag("exa mple").is_err());
         assert_eq!(flag_text(&list), "pypi.org,10.0.0.0/8:443");
+    }
+
+    /// Regression: an entry was within the person's allow list only when
+    /// the list held it exactly, so a script narrowing `10.0.0.0/8` to
+    /// one of its addresses, or `*.pythonhosted.org` to one name, was
+    /// refused as widening. (And an IPv4-mapped range kept its IPv6
+    /// prefix on the IPv4 address: `::ffff:10.1.2.3/96`, all of IPv4,
+    /// read as `10.1.2.3/96`.)
+    #[test]
+    fn a_narrower_entry_is_within_a_wider_one_of_the_persons_allow_list() {
+        let p = |v: &str| parse_flag(v).unwrap();
+        let list = p("10.0.0.0/8,*.pythonhosted.org,pypi.org:443");
+        let within = |a: &str| within(&p(a), &list, &[]);
+        for narrower in [
+            "10.1.2.3",
+            "10.1.0.0/16:5432",
+            "files.pythonhosted.org",
+            "*.eu.pythonhosted.org",
+            "pypi.org:443",
+        ] {
+            assert!(within(narrower), "{narrower}");
+        }
+        for wider in [
+            "10.0.0.0/7",
+            "11.0.0.1",
+            "pythonhosted.org",
+            "*.org",
+            "pypi.org",
+            "pypi.org:80",
+            "::ffff:10.1.2.3/96",
+        ] {
+            assert!(!within(wider), "{wider}");
+        }
+        assert!(within("::ffff:10.1.2.3/120"), "10.1.2.0/24");
     }
     use super::*;
 

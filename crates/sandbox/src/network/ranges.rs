@@ -28,9 +28,17 @@ impl Cidr {
                 _ => return Err(format!("prefix `/{p}` is not 0 to {max}")),
             },
         };
-        Ok(Cidr {
-            addr: canonical(addr),
-            prefix,
+        // An IPv4-mapped IPv6 range is the IPv4 range it maps (its
+        // prefix less the 96 bits of the mapping), as connections to
+        // mapped addresses are matched as IPv4; one wider than the mapping
+        // stays IPv6.
+        Ok(match canonical(addr) {
+            IpAddr::V4(v4) if addr.is_ipv6() && prefix >= 96 => Cidr {
+                addr: IpAddr::V4(v4),
+                prefix: prefix - 96,
+            },
+            IpAddr::V4(_) if addr.is_ipv6() => Cidr { addr, prefix },
+            a => Cidr { addr: a, prefix },
         })
     }
 
