@@ -69,6 +69,7 @@ provider_tests! {
         assert!(third.stdout.contains("cache holds: absent"), "{}", third.stdout);
     }
 
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn cache_names_and_paths_are_checked_before_anything_runs(rfs: &Rfs) {
         let repo = Repo::new();
         for (caches, why) in [

@@ -76,6 +76,7 @@ provider_tests! {
         }
     }
 
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn huge_timeout_is_an_option_error_not_a_panic(rfs: &Rfs) {
         let repo = Repo::new();
         for t in ["1e300", "9223372036854775807", "-1", "0", "1e-400", "\"soon\""] {
@@ -101,6 +102,7 @@ provider_tests! {
         }
     }
 
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn nul_bytes_in_cwd_env_and_names_are_refused_before_the_provider(rfs: &Rfs) {
         let repo = Repo::new();
         let cases = [
@@ -124,6 +126,7 @@ provider_tests! {
         }
     }
 
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn refusal_reasons_reach_the_journal(rfs: &Rfs) {
         let repo = Repo::new();
         let cases = [
@@ -194,6 +197,7 @@ provider_tests! {
         assert_journal_verifies_and_ends(rfs, &out);
     }
 
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn a_script_throwing_a_refusal_text_is_a_failure_not_a_refusal(rfs: &Rfs) {
         let repo = Repo::new();
         let catch = r#"

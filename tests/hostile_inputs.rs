@@ -689,10 +689,14 @@ fn run_all(rfs: &Rfs, cases: &[Case]) {
 provider_tests! {
     fn hostile_cwds(rfs: &Rfs) { run_all(rfs, CWD); }
     fn hostile_repository_shapes(rfs: &Rfs) { run_all(rfs, REPOS); }
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn hostile_names(rfs: &Rfs) { run_all(rfs, NAMES); }
     fn hostile_options(rfs: &Rfs) { run_all(rfs, OPTIONS); }
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn hostile_env(rfs: &Rfs) { run_all(rfs, ENV); }
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn hostile_scripts(rfs: &Rfs) { run_all(rfs, SCRIPTS); }
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn hostile_trust(rfs: &Rfs) { run_all(rfs, TRUST); }
     fn hostile_signals(rfs: &Rfs) { signals(rfs); }
     fn hostile_journals_and_evidence(rfs: &Rfs) { journals(rfs); }

@@ -226,6 +226,7 @@ mod refused {
     use super::*;
 
     provider_tests! {
+        #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
         fn a_malformed_size_is_refused_with_its_span_before_anything_runs(rfs: &Rfs) {
         let repo = Repo::new();
         let out = rfs.run(
@@ -260,6 +261,7 @@ mod refused {
         rfs.assert_no_leftovers();
     }
 
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn a_script_cannot_raise_the_process_cap(rfs: &Rfs) {
             let repo = Repo::new();
             let out = rfs.run(

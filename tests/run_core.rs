@@ -169,6 +169,7 @@ provider_tests! {
         rfs.assert_no_leftovers();
     }
 
+    #[not_under_gvisor = "creates no sandbox: nothing of it runs under gVisor"]
     fn print_goes_to_console_and_journal(rfs: &Rfs) {
         let repo = Repo::new();
         let out = rfs.run(repo.path(), r#"print("hello from the script"); debug("dbg");"#);

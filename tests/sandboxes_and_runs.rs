@@ -9,6 +9,7 @@ use std::io::Write;
 use std::process::Stdio;
 
 provider_tests! {
+    #[not_under_gvisor = "pins its own isolation (none) on local"]
     fn ps_lists_a_kept_sandbox_and_shell_enters_its_synced_source(rfs: &Rfs) {
         let repo = Repo::new();
         repo.write("v", "from the commit\n");

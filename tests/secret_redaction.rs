@@ -53,6 +53,7 @@ provider_tests! {
         rfs.assert_no_leftovers();
     }
 
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn a_secret_as_a_label_value_is_refused_and_never_reaches_the_provider(rfs: &Rfs) {
         let repo = Repo::new();
         let secret = "s3cr3t-label-value-9f8e7d";

@@ -53,6 +53,7 @@ fn assert_sync_refused(rfs: &Rfs, repo: &Repo, needle: &str) {
 }
 
 provider_tests! {
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn not_a_git_repository_refuses_before_provisioning(rfs: &Rfs) {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("RAN");
@@ -61,6 +62,7 @@ provider_tests! {
         assert!(out.entries("placement").is_empty(), "no sandbox may be provisioned");
     }
 
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn repository_without_commits_refuses_before_provisioning(rfs: &Rfs) {
         let repo = Repo::empty();
         let marker = repo.path().join("../RAN-empty");
@@ -69,6 +71,7 @@ provider_tests! {
         assert!(out.entries("placement").is_empty());
     }
 
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn dirty_tracked_file_refuses_naming_it(rfs: &Rfs) {
         let repo = Repo::new();
         repo.write("reproducer-marker.txt", "changed\n");
@@ -111,6 +114,7 @@ provider_tests! {
         rfs.assert_no_leftovers();
     }
 
+    #[not_under_gvisor = "its evidence is not under the state directory, where the gVisor pass checks every placement"]
     fn run_output_inside_the_repository_does_not_make_the_next_run_dirty(rfs: &Rfs) {
         let repo = Repo::new();
         let (script, _) = rfs.prepare("sync_source(); step(\"x\", \"true\");");

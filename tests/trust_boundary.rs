@@ -60,6 +60,7 @@ provider_tests! {
         rfs.assert_no_leftovers();
     }
 
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn a_script_cannot_turn_isolation_off(rfs: &Rfs) {
         let repo = Repo::new();
         let marker = repo.path().join("host-marker");
@@ -108,6 +109,7 @@ provider_tests! {
         rfs.assert_no_leftovers();
     }
 
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn a_git_file_pointing_elsewhere_cannot_ship_another_repository(rfs: &Rfs) {
         let repo = Repo::new();
         let other = other_repository();
@@ -126,6 +128,7 @@ provider_tests! {
         rfs.assert_no_leftovers();
     }
 
+    #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn a_tree_too_deep_to_walk_is_refused_before_a_sandbox_exists(rfs: &Rfs) {
         let repo = Repo::new();
         let base = repo.head();

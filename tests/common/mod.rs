@@ -375,6 +375,7 @@ impl Rfs {
         }
         let mut found = vec![];
         journals(self.state.path(), &mut found);
+        let mut placed = 0;
         for j in found {
             let text = std::fs::read_to_string(&j).unwrap_or_default();
             for line in text.lines() {
@@ -396,8 +397,15 @@ impl Rfs {
                         j.display()
                     );
                 }
+                placed += usize::from(
+                    e["kind"] == "placement" && p["provider"] == "local" && iso["mode"] == mode,
+                );
             }
         }
+        assert!(
+            placed > 0,
+            "no sandbox of this test was placed in mode {mode}: it tests nothing of it"
+        );
     }
 
     /// A local environment whose runs are under gVisor, as the person

@@ -16,7 +16,9 @@
 //! lets go of its standard streams (the sandbox keeps its own copies),
 //! then reaps until it has no child left and exits. It ends when
 //! gVisor's processes have ended: when rfs destroys the sandbox, or when
-//! rfs died and the sandbox's first process saw its lifeline close.
+//! rfs died and the sandbox's first process saw its lifeline close. It
+//! leads its own process group, so a terminal's Ctrl-C or hang-up, which
+//! rfs turns into an orderly end, does not kill it.
 
 use std::os::fd::{FromRawFd as _, RawFd};
 use std::os::unix::process::ExitStatusExt as _;
@@ -69,12 +71,14 @@ fn keep(args: &[std::ffi::OsString]) -> Result<(), String> {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
         Err(_) => 127,
     };
+    // Let go of the sandbox's pipes first: rfs must not see the keeper
+    // holding them once it knows runsc's status.
+    release_standard_streams();
     use std::io::Write as _;
     let said = status_file.write_all(&code.to_ne_bytes());
     drop(status_file);
-    release_standard_streams();
-    ran.map_err(|e| format!("cannot run {}: {e}", args[2].to_string_lossy()))?;
-    said.map_err(|e| format!("cannot say runsc's status: {e}"))?;
+    // Reap whatever happens (rfs gone included): gVisor's processes are
+    // this process's until they end.
     // SAFETY: plain waits for this process's children (adopted ones too).
     unsafe {
         let mut status = 0;
@@ -82,7 +86,8 @@ fn keep(args: &[std::ffi::OsString]) -> Result<(), String> {
             || std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
         {}
     }
-    Ok(())
+    ran.map_err(|e| format!("cannot run {}: {e}", args[2].to_string_lossy()))?;
+    said.map_err(|e| format!("cannot say runsc's status: {e}"))
 }
 
 /// Point the standard streams at `/dev/null`: the sandbox holds its own

@@ -115,6 +115,8 @@ impl GvisorSandbox {
         let mut cmd = match (&own_exe, &status_pipe) {
             (Some(exe), Some((_, w))) => {
                 let mut c = std::process::Command::new(exe);
+                // Its own group: a terminal's signals are rfs's to handle.
+                std::os::unix::process::CommandExt::process_group(&mut c, 0);
                 c.arg(super::keeper::ARG)
                     .arg(w.as_raw_fd().to_string())
                     .arg("--")
@@ -161,6 +163,8 @@ impl GvisorSandbox {
                     Some(code) => (code, Some(keeper)),
                     None => {
                         let ended = keeper.wait();
+                        // Whatever runsc had started of it goes.
+                        let _ = remove_leftover(state, cid);
                         return Err(format!(
                             "rfs's keeper of the gVisor sandbox ended before runsc did ({}): {}",
                             ended.map_or_else(|e| e.to_string(), |s| s.to_string()),
@@ -255,16 +259,20 @@ impl GvisorSandbox {
         let _ = quiet(kill);
         let mut delete = self.command();
         delete.args(["delete", "--force", &self.cid]);
-        let deleted = quiet(delete).map_err(|e| format!("cannot run runsc delete: {e}"))?;
-        if self.known() {
-            return Err(format!(
+        let deleted = quiet(delete).map_err(|e| format!("cannot run runsc delete: {e}"));
+        let gone = match deleted {
+            Ok(_) if !self.known() => Ok(()),
+            Ok(d) => Err(format!(
                 "gVisor sandbox {} is still there after runsc delete: {}",
                 self.cid,
-                String::from_utf8_lossy(&deleted.stderr).trim()
-            ));
-        }
+                String::from_utf8_lossy(&d.stderr).trim()
+            )),
+            Err(e) => Err(e),
+        };
+        // On every path: a keeper left unwaited would stay a zombie of a
+        // long-lived rfs (`rfs mcp`, `rfs repl`).
         self.end_keeper();
-        Ok(())
+        gone
     }
 
     /// Wait (bounded) for the keeper, which ends once it reaped gVisor's
