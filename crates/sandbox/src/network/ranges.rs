@@ -139,9 +139,46 @@ const V6: &[(Ipv6Addr, u8, &str)] = &[
     ),
 ];
 
-/// What `a` is when the default policy refuses it; `None`: public.
+/// IPv6 ranges that reach IPv4 addresses through a translator or relay:
+/// NAT64's well-known prefix (RFC 6052), its local-use prefix (RFC 8215)
+/// and 6to4 (RFC 3056).
+const TO_V4: [(Ipv6Addr, u8); 3] = [
+    (Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0, 0), 96),
+    (Ipv6Addr::new(0x64, 0xff9b, 1, 0, 0, 0, 0, 0), 48),
+    (Ipv6Addr::new(0x2002, 0, 0, 0, 0, 0, 0, 0), 16),
+];
+
+/// The IPv4 address `v6` reaches through NAT64's well-known prefix or
+/// 6to4; `None` for other addresses.
+fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = v6.segments();
+    let v4 = |hi: u16, lo: u16| Ipv4Addr::from(((hi as u32) << 16) | lo as u32);
+    match s {
+        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(v4(hi, lo)),
+        [0x2002, hi, lo, ..] => Some(v4(hi, lo)),
+        _ => None,
+    }
+}
+
+/// What `a` is when the default policy refuses it; `None`: public. An
+/// address that reaches an IPv4 address through NAT64 or 6to4 is that
+/// IPv4 address; one of NAT64's local-use prefix is refused.
 pub fn refused(a: IpAddr) -> Option<&'static str> {
     let a = canonical(a);
+    if let IpAddr::V6(v6) = a {
+        if let Some(v4) = embedded_v4(v6) {
+            return refused(IpAddr::V4(v4));
+        }
+        let local = Cidr {
+            addr: IpAddr::V6(TO_V4[1].0),
+            prefix: TO_V4[1].1,
+        };
+        if local.contains(a) {
+            return Some(
+                "NAT64 local-use (64:ff9b:1::/48, reaching IPv4 addresses rfs cannot see)",
+            );
+        }
+    }
     let hit = |net: IpAddr, prefix: u8| Cidr { addr: net, prefix }.contains(a);
     V4.iter()
         .find(|(n, p, _)| hit(IpAddr::V4(*n), *p))
@@ -161,8 +198,11 @@ pub fn beyond_public(net: &Cidr, own: &[IpAddr]) -> bool {
         .iter()
         .map(|(n, p, _)| (IpAddr::V4(*n), *p))
         .chain(V6.iter().map(|(n, p, _)| (IpAddr::V6(*n), *p)));
+    // A range reaching IPv4 through a translator may reach any of it.
+    let to_v4 = TO_V4.iter().map(|(n, p)| (IpAddr::V6(*n), *p));
     refused
         .into_iter()
+        .chain(to_v4)
         .any(|(addr, prefix)| net.overlaps(&Cidr { addr, prefix }))
         || own.iter().any(|o| net.contains(canonical(*o)))
 }
@@ -279,6 +319,24 @@ mod tests {
             .unwrap()
             .contains("1.2.3.4".parse().unwrap()));
         assert!(Cidr::parse("::/129").is_err());
+    }
+
+    /// Regression: an IPv6 address reaching an IPv4 one through NAT64
+    /// (`64:ff9b::/96`) or 6to4 (`2002::/16`) counted as public, so on a
+    /// host with a NAT64 gateway the default reached `10.0.0.1` as
+    /// `64:ff9b::a00:1`.
+    #[test]
+    fn nat64_and_6to4_addresses_are_the_ipv4_address_they_reach() {
+        let r = |s: &str| refused(s.parse().unwrap());
+        assert!(r("64:ff9b::a00:1").unwrap().contains("private"));
+        assert!(r("64:ff9b::a9fe:a9fe").unwrap().contains("metadata"));
+        assert!(r("2002:7f00:1::1").unwrap().contains("loopback"));
+        assert!(r("64:ff9b:1::a00:1").is_some());
+        assert_eq!(r("64:ff9b::cb00:7105"), None, "203.0.113.5");
+        assert_eq!(r("2002:cb00:7105::1"), None, "203.0.113.5");
+        for net in ["64:ff9b::/96", "64:ff9b::a00:0/120", "2002::/16", "::/0"] {
+            assert!(beyond_public(&Cidr::parse(net).unwrap(), &[]), "{net}");
+        }
     }
 
     #[test]
