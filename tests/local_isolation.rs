@@ -87,6 +87,55 @@ fn step_cannot_read_the_checkout_home_or_state_dir_by_host_path() {
     checkout_home_and_state_dir_are_out_of_reach(&Rfs::new(Prov::Local), "namespaces");
 }
 
+/// On docker: nothing of this machine is mounted in the container. Paths
+/// such as `/root` exist there (the image's own), so files only this
+/// machine has are looked for: in the checkout, the home of the user
+/// running rfs, and the state directory.
+#[test]
+fn a_docker_step_cannot_read_the_checkout_home_or_state_dir_by_host_path() {
+    if docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
+    let in_home = home.join(format!(".rfs-test-marker-{}", uuid_like()));
+    std::fs::write(&in_home, "CONTENT-OF-THE-HOSTS-HOME").unwrap();
+    struct Gone(PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _gone = Gone(in_home.clone());
+    let in_state = rfs.state.path().join("host-state-marker");
+    std::fs::write(&in_state, "CONTENT-OF-THE-STATE-DIR").unwrap();
+    let marker = repo.path().join("reproducer-marker.txt");
+    let script = format!(
+        r#"sync_source();
+        for p in [{marker:?}, {home:?}, {state:?}] {{
+            let r = step("look", `cat '${{p}}' 2>/dev/null || echo absent`);
+            print(p + " " + r.stdout);
+        }}
+        print(step("own", "cat reproducer-marker.txt").stdout);"#,
+        marker = marker.display().to_string(),
+        home = in_home.display().to_string(),
+        state = in_state.display().to_string(),
+    );
+    let out = rfs.run(repo.path(), &script);
+    out.assert_code(0);
+    assert_eq!(isolation_fact(&out)["mode"], "container");
+    assert_eq!(
+        out.stdout.matches("[look] absent").count(),
+        3,
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("CONTENT-OF-THE"), "{}", out.stdout);
+    assert!(out.stdout.contains("[own] marker"), "{}", out.stdout);
+    rfs.assert_no_leftovers();
+}
+
 /// The same under gVisor: its bundle binds the same directories.
 #[test]
 fn step_under_gvisor_cannot_read_the_checkout_home_or_state_dir_by_host_path() {
