@@ -37,7 +37,13 @@ fn where_rfs_is_not_root_a_limit_asked_for_is_refused_and_the_defaults_are_said_
     let none = run(r#"step("one", "echo ran");"#);
     none.assert_code(0);
     assert!(none.stdout.contains("[one] ran"), "{}", none.stdout);
-    let limits = &none.entries("placement")[0]["isolation"]["limits"];
+    let placed = &none.entries("placement")[0];
+    assert_eq!(
+        placed["labels"]["relayflows/owner-uid"],
+        unprivileged_uid().to_string(),
+        "rfs ran as the unprivileged user"
+    );
+    let limits = &placed["isolation"]["limits"];
     assert_eq!(limits["enforced"], serde_json::json!([]), "{limits}");
     let not = limits["not_enforced"].to_string();
     assert!(
