@@ -136,6 +136,38 @@ fn a_docker_step_cannot_read_the_checkout_home_or_state_dir_by_host_path() {
     rfs.assert_no_leftovers();
 }
 
+/// On docker the container has its own PID namespace: a process of this
+/// machine is not among a step's.
+#[test]
+fn a_docker_step_cannot_see_host_processes() {
+    if docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    let marker = format!("{}", 900_000 + std::process::id() % 99_999);
+    let mut host = Command::new("sleep").arg(&marker).spawn().unwrap();
+    let out = rfs.run(
+        repo.path(),
+        &format!(
+            r#"let r = step("ps", "n=0; for p in /proc/[0-9]*; do n=$((n+1)); case $(tr '\\0' ' ' < $p/cmdline 2>/dev/null) in *'sleep '{marker}*) echo seen;; esac; done; echo count=$n");
+            print(r.stdout);"#
+        ),
+    );
+    let _ = host.kill();
+    let _ = host.wait();
+    out.assert_code(0);
+    assert!(!out.stdout.contains("seen"), "{}", out.stdout);
+    let count: usize = out
+        .stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("[ps] count="))
+        .and_then(|n| n.parse().ok())
+        .expect("the step counted its processes");
+    assert!(count < 20, "a step saw {count} processes:\n{}", out.stdout);
+    rfs.assert_no_leftovers();
+}
+
 /// The same under gVisor: its bundle binds the same directories.
 #[test]
 fn step_under_gvisor_cannot_read_the_checkout_home_or_state_dir_by_host_path() {
