@@ -69,6 +69,36 @@ provider_tests! {
         assert!(third.stdout.contains("cache holds: absent"), "{}", third.stdout);
     }
 
+    // A cache is this repository's: another repository's run mounts an
+    // empty one of the same name. And one left over its size cap
+    // (RFS_CACHE_MAX_BYTES) is emptied at the end, the journal saying so.
+    fn another_repository_cannot_see_a_cache_and_one_over_its_cap_is_emptied(rfs: &Rfs) {
+        let repo = Repo::new();
+        if rfs.prov == Prov::Daytona {
+            // Daytona mounts no cache: refused before anything runs.
+            rfs.run(repo.path(), WRITE).assert_code(3);
+            return;
+        }
+        rfs.run(repo.path(), WRITE).assert_code(0);
+        let other = Repo::new();
+        let theirs = rfs.run(other.path(), READ);
+        theirs.assert_code(0);
+        assert!(theirs.stdout.contains("cache holds: absent"), "{}", theirs.stdout);
+        let mine = rfs.run(repo.path(), READ);
+        assert!(mine.stdout.contains("cache holds: wheel"), "{}", mine.stdout);
+        let big = r#"
+sandbox(#{ caches: #{ pip: "~/.cache/pip" } });
+step("fill", "dd if=/dev/zero of=$HOME/.cache/pip/big bs=1024 count=64 2>/dev/null");
+"#;
+        let over = rfs.run_with_env(repo.path(), big, &[], &[("RFS_CACHE_MAX_BYTES", "32768")]);
+        over.assert_code(0);
+        let end = &over.entries("cache.end")[0];
+        assert_eq!((end["emptied"].as_bool(), end["max_bytes"].as_u64()), (Some(true), Some(32768)), "{end}");
+        assert!(end["bytes"].as_u64().unwrap() > 32768, "{end}");
+        let after = rfs.run(repo.path(), READ);
+        assert!(after.stdout.contains("cache holds: absent"), "{}", after.stdout);
+    }
+
     #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]
     fn cache_names_and_paths_are_checked_before_anything_runs(rfs: &Rfs) {
         let repo = Repo::new();
