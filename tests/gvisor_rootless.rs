@@ -108,3 +108,23 @@ fn rootless_gvisor_keeps_the_sandboxs_network_namespace_terminals_and_timeouts_a
     );
     rfs.assert_no_leftovers();
 }
+
+/// `rfs doctor` run by an unprivileged user says gVisor works here
+/// rootless, as that user: it starts a real throwaway gVisor sandbox.
+#[test]
+fn doctor_says_gvisor_works_rootless_as_the_user_running_rfs() {
+    if gvisor_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = rfs_unprivileged(&rfs, repo.path(), &["doctor".as_ref()]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let local = text.lines().find(|l| l.starts_with("local")).unwrap_or("");
+    assert!(
+        local.contains("gVisor works here")
+            && local.contains(&format!("(rootless, as uid {})", unprivileged_uid())),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
