@@ -251,6 +251,10 @@ pub(super) async fn wait_streaming(
             }
         }
     }
+    // Nothing more is read: let go of the readers now, so a command
+    // (or gVisor's agent) held back by a full one is not waited on.
+    drop(out);
+    drop(err);
     outcome.timed_out = sup.timed_out();
     outcome.cancelled = sup.cancelled();
     if sup.stop().is_some() {

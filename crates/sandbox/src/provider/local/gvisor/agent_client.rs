@@ -19,6 +19,12 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::frames::{self, Decoder, Failed, Start};
 
+/// How many chunks of a command's stdout (and of its stderr) rfs holds
+/// before the agent's reader waits for the command's reader: a command
+/// that writes faster than rfs reads is held back, as by a pipe, instead
+/// of filling rfs's memory (a flood grew rfs by 15 MB a second).
+const OUTPUT_CHUNKS: usize = 16;
+
 /// The channel to one sandbox's agent.
 #[derive(Debug)]
 pub struct Agent {
@@ -38,8 +44,8 @@ struct Table {
 #[derive(Debug)]
 struct Slot {
     started: Option<oneshot::Sender<Result<(), Failed>>>,
-    out: Option<mpsc::UnboundedSender<Vec<u8>>>,
-    err: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    out: Option<mpsc::Sender<Vec<u8>>>,
+    err: Option<mpsc::Sender<Vec<u8>>>,
     exit: Option<oneshot::Sender<i32>>,
 }
 
@@ -85,8 +91,8 @@ impl Agent {
     pub fn start(&self, s: &Start) -> Result<AgentCmd, String> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (started_tx, started) = oneshot::channel();
-        let (out_tx, out) = mpsc::unbounded_channel();
-        let (err_tx, err) = mpsc::unbounded_channel();
+        let (out_tx, out) = mpsc::channel(OUTPUT_CHUNKS);
+        let (err_tx, err) = mpsc::channel(OUTPUT_CHUNKS);
         let (exit_tx, exit) = oneshot::channel();
         {
             let mut t = self.table.lock().expect("agent table");
@@ -174,8 +180,16 @@ fn read_frames(
                     });
                 }
                 Ok(Some(f)) => {
-                    if let Err(e) = dispatch(&mut table.lock().expect("agent table"), f) {
-                        break 'read e;
+                    let handed = dispatch(&mut table.lock().expect("agent table"), f);
+                    match handed {
+                        Err(e) => break 'read e,
+                        // Outside the table's lock: waits while the
+                        // command's reader is full (it reads as it can;
+                        // dropped, the chunk is dropped).
+                        Ok(Some((to, chunk))) => {
+                            let _ = to.blocking_send(chunk);
+                        }
+                        Ok(None) => {}
                     }
                 }
                 Err(e) => break 'read format!("rfs's agent in the gVisor sandbox sent {e}"),
@@ -199,9 +213,13 @@ fn read_frames(
     t.ended = Some(why);
 }
 
-fn dispatch(t: &mut Table, f: frames::Frame) -> Result<(), String> {
+/// Output to hand to a command's reader (sent by the caller, outside
+/// the table's lock).
+type Handed = Option<(mpsc::Sender<Vec<u8>>, Vec<u8>)>;
+
+fn dispatch(t: &mut Table, f: frames::Frame) -> Result<Handed, String> {
     let Some(slot) = t.slots.get_mut(&f.id) else {
-        return Ok(());
+        return Ok(None);
     };
     match f.kind {
         frames::STARTED => {
@@ -225,9 +243,7 @@ fn dispatch(t: &mut Table, f: frames::Frame) -> Result<(), String> {
             } else {
                 &slot.err
             };
-            if let Some(to) = to {
-                let _ = to.send(f.payload);
-            }
+            return Ok(to.clone().map(|to| (to, f.payload)));
         }
         frames::STDOUT_END => slot.out = None,
         frames::STDERR_END => slot.err = None,
@@ -245,7 +261,7 @@ fn dispatch(t: &mut Table, f: frames::Frame) -> Result<(), String> {
             ))
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// A command started through the agent, as rfs waits for it. Dropped,
@@ -303,13 +319,13 @@ impl AgentGroup {
 
 /// One output stream of an agent command, as an `AsyncRead`.
 pub struct ChannelReader {
-    rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    rx: mpsc::Receiver<Vec<u8>>,
     buf: Vec<u8>,
     at: usize,
 }
 
 impl ChannelReader {
-    fn new(rx: mpsc::UnboundedReceiver<Vec<u8>>) -> ChannelReader {
+    fn new(rx: mpsc::Receiver<Vec<u8>>) -> ChannelReader {
         ChannelReader {
             rx,
             buf: vec![],
@@ -340,5 +356,73 @@ impl tokio::io::AsyncRead for ChannelReader {
         out.put_slice(&this.buf[this.at..this.at + n]);
         this.at += n;
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a command's output was handed to rfs through an
+    /// unbounded channel, so a step under gVisor writing faster than rfs
+    /// read grew rfs's memory without end (15 MB a second with `head -c
+    /// 1500000000 /dev/zero`). rfs now holds at most [`OUTPUT_CHUNKS`]
+    /// chunks a stream; then the agent's writes wait, as a pipe's do.
+    #[test]
+    fn a_command_whose_output_nobody_reads_holds_back_the_agent_not_rfs_memory() {
+        let pipe = || crate::provider::input::pipe_cloexec().unwrap();
+        let ((req_r, req_w), (ans_r, ans_w)) = (pipe(), pipe());
+        let mut answers = std::fs::File::from(ans_w);
+        answers
+            .write_all(&frames::encode(frames::READY, 0, frames::HELLO))
+            .unwrap();
+        let agent = Agent::connect(req_w, ans_r, Duration::from_secs(5)).unwrap();
+        let cmd = agent
+            .start(&Start {
+                argv: vec!["flood".into()],
+                env: vec![],
+                cwd: "/".into(),
+            })
+            .unwrap();
+        // The fake agent writes chunks of the command's stdout without
+        // blocking until rfs's end stops taking them.
+        // SAFETY: fcntl on a descriptor this test owns.
+        unsafe {
+            use std::os::fd::AsRawFd as _;
+            libc::fcntl(answers.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK);
+        }
+        const PAYLOAD: usize = 16 << 10;
+        let chunk = frames::encode(frames::STDOUT, cmd.id, &vec![b'x'; PAYLOAD]);
+        // Bytes written, frame after frame (a write may take part of one).
+        let mut bytes = 0;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut stalled_since = std::time::Instant::now();
+        while std::time::Instant::now() < deadline && bytes < 1000 * chunk.len() {
+            let at = bytes % chunk.len();
+            match answers.write(&chunk[at..]) {
+                Ok(n) => {
+                    bytes += n;
+                    stalled_since = std::time::Instant::now();
+                }
+                // Wait until it stays full (rfs's reader has room left
+                // for a while).
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if stalled_since.elapsed() > Duration::from_millis(500) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let written = bytes / chunk.len();
+        // The channel's 16, the chunk being handed, what the reader read
+        // ahead (64 KiB) and what the pipe buffers (64 KiB): about 26.
+        assert!(
+            written <= 30,
+            "rfs took {written} chunks of {PAYLOAD} bytes nobody read"
+        );
+        drop(req_r);
+        drop(cmd);
     }
 }
