@@ -27,6 +27,19 @@ fn runsc_version() -> String {
         .to_owned()
 }
 
+/// The sandbox id a running rfs's journal places, once its first step
+/// started.
+fn placed_sandbox_once_started(out_dir: &std::path::Path) -> String {
+    wait_for_journal(out_dir, "step.start");
+    let journal = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();
+    journal
+        .split("\"sandbox_id\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_owned()
+}
+
 /// The containers runsc still knows in rfs's state directory.
 fn runsc_containers(rfs: &Rfs) -> Vec<String> {
     let root = rfs.state.path().join("local/runsc");
@@ -310,14 +323,7 @@ fn an_rfs_killed_mid_run_leaves_no_gvisor_process_and_gc_removes_its_runsc_state
         sync_source();
         step("long", "sleep 600");"#,
     );
-    wait_for_journal(&out_dir, "step.start");
-    let journal = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();
-    let id = journal
-        .split("\"sandbox_id\":\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .unwrap()
-        .to_owned();
+    let id = placed_sandbox_once_started(&out_dir);
     assert!(process_running(&id), "gVisor runs the sandbox {id}");
     child.kill().unwrap();
     let _ = child.wait();
@@ -505,14 +511,7 @@ fn gvisors_processes_are_reaped_by_rfs_keeper_not_left_to_the_hosts_init() {
         r#"sandbox(#{ isolation: "gvisor" });
         step("wait", "sleep 5");"#,
     );
-    wait_for_journal(&out_dir, "step.start");
-    let journal = std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap();
-    let id = journal
-        .split("\"sandbox_id\":\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .unwrap()
-        .to_owned();
+    let id = placed_sandbox_once_started(&out_dir);
     let cmdline = |pid: &str| {
         std::fs::read(format!("/proc/{pid}/cmdline"))
             .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))

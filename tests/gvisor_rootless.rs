@@ -42,16 +42,7 @@ fn rootless_gvisor_keeps_the_sandboxs_network_namespace_terminals_and_timeouts_a
         print("after slow");"#,
         u = public.url()
     );
-    let (script_path, out_dir) = rfs.prepare(&script);
-    let args = [
-        "run".as_ref(),
-        script_path.as_os_str(),
-        "--out".as_ref(),
-        out_dir.as_os_str(),
-        "--isolation".as_ref(),
-        "gvisor".as_ref(),
-    ];
-    let out = finish(rfs_unprivileged(&rfs, repo.path(), &args), out_dir);
+    let out = run_unprivileged(&rfs, repo.path(), &script, &["--isolation", "gvisor"]);
     out.assert_code(0);
     let fact = &out.entries("placement")[0]["isolation"];
     assert_eq!(fact["mode"], "gvisor", "{fact}");

@@ -794,16 +794,7 @@ fn unprivileged_user_gets_namespaces() {
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
     let script = r#"sync_source(); print(step("who", "id -u; cat reproducer-marker.txt").stdout);"#;
-    let (script_path, out_dir) = rfs.prepare(script);
-    let args = [
-        "run".as_ref(),
-        script_path.as_os_str(),
-        "--out".as_ref(),
-        out_dir.as_os_str(),
-        "--isolation".as_ref(),
-        "namespaces".as_ref(),
-    ];
-    let out = finish(rfs_unprivileged(&rfs, repo.path(), &args), out_dir);
+    let out = run_unprivileged(&rfs, repo.path(), script, &["--isolation", "namespaces"]);
     out.assert_code(0);
     assert_eq!(isolation_fact(&out)["mode"], "namespaces");
     let uid = unprivileged_uid();

@@ -16,12 +16,7 @@ macro_rules! enforcing_providers {
             $(#[test] fn $name() { super::$name(&super::Rfs::new(super::Prov::Local)); })*
         }
         mod gvisor {
-            $($(#[ignore = $why])? #[test] fn $name() {
-                if super::gvisor_missing() { return; }
-                let rfs = super::Rfs::local_gvisor();
-                super::$name(&rfs);
-                rfs.assert_every_local_placement_is("gvisor");
-            })*
+            $($(#[ignore = $why])? #[test] fn $name() { super::under_gvisor(super::$name); })*
         }
         mod docker {
             $(#[test] fn $name() {
@@ -420,12 +415,7 @@ fn a_write_past_a_64m_disk_limit_fails_named_and_the_host_disk_is_untouched() {
 /// filesystem.
 #[test]
 fn a_write_past_a_64m_disk_limit_under_gvisor_fails_named_and_the_host_disk_is_untouched() {
-    if gvisor_missing() {
-        return;
-    }
-    let rfs = Rfs::local_gvisor();
-    write_past_a_64m_disk_limit(&rfs);
-    rfs.assert_every_local_placement_is("gvisor");
+    under_gvisor(write_past_a_64m_disk_limit);
 }
 
 fn write_past_a_64m_disk_limit(rfs: &Rfs) {

@@ -14,16 +14,7 @@ use unprivileged::*;
 fn where_rfs_is_not_root_a_limit_asked_for_is_refused_and_the_defaults_are_said_not_enforced() {
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
-    let run = |script: &str| {
-        let (script_path, out_dir) = rfs.prepare(script);
-        let args = [
-            "run".as_ref(),
-            script_path.as_os_str(),
-            "--out".as_ref(),
-            out_dir.as_os_str(),
-        ];
-        finish(rfs_unprivileged(&rfs, repo.path(), &args), out_dir)
-    };
+    let run = |script: &str| run_unprivileged(&rfs, repo.path(), script, &[]);
     let asked = run(r#"sandbox(#{ pids: 64 }); step("never", "echo never-ran");"#);
     asked.assert_code(3);
     assert!(!asked.stdout.contains("never-ran"), "{}", asked.stdout);

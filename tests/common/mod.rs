@@ -844,12 +844,7 @@ macro_rules! provider_tests {
         // but those marked `#[not_under_gvisor = "why"]` (ignored, the
         // reason shown).
         mod gvisor {
-            $($(#[ignore = $why])? #[test] fn $name() {
-                if super::gvisor_missing() { return; }
-                let rfs = super::Rfs::local_gvisor();
-                super::$name(&rfs);
-                rfs.assert_every_local_placement_is("gvisor");
-            })*
+            $($(#[ignore = $why])? #[test] fn $name() { super::under_gvisor(super::$name); })*
         }
         mod docker {
             $(#[test] fn $name() {
@@ -865,6 +860,18 @@ macro_rules! provider_tests {
             })*
         }
     };
+}
+
+/// Run test body `f` with a local environment under gVisor
+/// ([`Rfs::local_gvisor`]), then check one of its sandboxes was placed
+/// there and none silently elsewhere; nothing where gVisor is missing.
+pub fn under_gvisor(f: fn(&Rfs)) {
+    if gvisor_missing() {
+        return;
+    }
+    let rfs = Rfs::local_gvisor();
+    f(&rfs);
+    rfs.assert_every_local_placement_is("gvisor");
 }
 
 /// Wait (bounded, 60 s) until the run's journal contains `needle`.

@@ -49,3 +49,17 @@ pub fn rfs_unprivileged(rfs: &Rfs, repo: &Path, args: &[&std::ffi::OsStr]) -> Ou
         .env("GIT_CONFIG_VALUE_0", "*");
     cmd.output().unwrap()
 }
+
+/// `rfs run SCRIPT --out OUT EXTRA…` of `script` (written by
+/// [`Rfs::prepare`]) in `repo` as [`unprivileged_uid`].
+pub fn run_unprivileged(rfs: &Rfs, repo: &Path, script: &str, extra: &[&str]) -> super::RunOut {
+    let (script_path, out_dir) = rfs.prepare(script);
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "run".as_ref(),
+        script_path.as_os_str(),
+        "--out".as_ref(),
+        out_dir.as_os_str(),
+    ];
+    args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
+    super::finish(rfs_unprivileged(rfs, repo, &args), out_dir)
+}

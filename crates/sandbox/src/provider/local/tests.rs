@@ -5,12 +5,19 @@ use crate::provider::isolation::IsolationMode;
 use crate::provider::Collect;
 
 fn host_sandbox(state: &State) -> (LocalProvider, tokio::runtime::Runtime, String) {
+    host_sandbox_with(state, CreateSpec::default())
+}
+
+/// A sandbox of `spec` without isolation, in a provider of its own.
+fn host_sandbox_with(
+    state: &State,
+    mut spec: CreateSpec,
+) -> (LocalProvider, tokio::runtime::Runtime, String) {
     let p = LocalProvider::new(state.path());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let mut spec = CreateSpec::default();
     spec.isolation.mode = IsolationMode::None;
     let id = rt.block_on(p.create(&spec)).unwrap().id;
     state
@@ -201,13 +208,7 @@ fn a_sandbox_killed_before_its_metadata_named_its_cgroups_leaves_none() {
         return;
     }
     let state = State::new();
-    let p = LocalProvider::new(state.path());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let mut spec = CreateSpec::default();
-    spec.isolation.mode = IsolationMode::None;
     spec.isolation
         .limits
         .limits
@@ -216,7 +217,7 @@ fn a_sandbox_killed_before_its_metadata_named_its_cgroups_leaves_none() {
             value: 64,
             by: "test".into(),
         });
-    let id = rt.block_on(p.create(&spec)).unwrap().id;
+    let (p, rt, id) = host_sandbox_with(&state, spec);
     let dirs: Vec<_> = p.cgroups.lock().unwrap()[&id]
         .parts()
         .into_iter()
