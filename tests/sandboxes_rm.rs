@@ -318,8 +318,15 @@ fn rm_of_an_unknown_id_fails_and_only_removes_this_users_rfs_sandboxes() {
         local_meta(&rfs, &foreign).exists(),
         "rm removed a sandbox rfs did not create"
     );
-    // The test's own cleanup of the sandbox rfs left alone: its folder is
-    // a mount point where rfs caps its disk (a tmpfs, as root).
+    // The test's own cleanup of the sandbox rfs left alone: its cgroups
+    // (as root; left behind otherwise, one per suite run), and its
+    // folder, a mount point where rfs caps its disk (a tmpfs, as root).
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(local_meta(&rfs, &foreign)).unwrap()).unwrap();
+    for part in meta["cgroups"].as_array().into_iter().flatten() {
+        let cg = std::path::Path::new(part["dir"].as_str().unwrap());
+        std::fs::remove_dir(cg).unwrap_or_else(|e| panic!("{}: {e}", cg.display()));
+    }
     let dir = local_meta(&rfs, &foreign).parent().unwrap().to_path_buf();
     let _ = std::process::Command::new("umount").arg(&dir).status();
     std::fs::remove_dir_all(&dir).unwrap();
