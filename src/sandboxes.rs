@@ -181,12 +181,17 @@ pub(crate) fn shell(id: &str, only: Option<String>) -> Result<i32, Error> {
             env.push((var.to_owned(), v.clone()));
         }
     }
+    // Piped commands go to a non-interactive shell: an interactive one's
+    // line editor flushes what was typed ahead of its first prompt, so
+    // `echo CMDS | rfs shell ID` lost all but the first byte when the
+    // shell started after they arrived (seen on a loaded machine).
+    let shell = if tty {
+        "cd relayflows-source 2>/dev/null; exec /bin/sh -i"
+    } else {
+        "cd relayflows-source 2>/dev/null; exec /bin/sh"
+    };
     let req = PtyRequest {
-        argv: vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            "cd relayflows-source 2>/dev/null; exec /bin/sh -i".into(),
-        ],
+        argv: vec!["/bin/sh".into(), "-c".into(), shell.into()],
         cwd: info.home.clone(),
         env,
         cols,
