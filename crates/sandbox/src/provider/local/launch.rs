@@ -434,11 +434,13 @@ mod tests {
     use super::*;
     use std::os::fd::AsFd;
 
-    #[test]
-    fn sequential_starts_reuse_one_pair_of_stacks_and_each_command_runs() {
+    /// A namespace init over a fresh sandbox directory (kept alive by the
+    /// returned tempdir) and a runtime to wait on its children; `None`
+    /// (said once) where namespaces are unavailable.
+    fn host_network_init() -> Option<(tempfile::TempDir, Init, tokio::runtime::Runtime)> {
         if availability().is_err() {
             eprintln!("skipped: namespaces unavailable here");
-            return;
+            return None;
         }
         let dir = tempfile::tempdir().unwrap();
         for d in ["home", "tmp", "root"] {
@@ -449,6 +451,14 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
+        Some((dir, init, rt))
+    }
+
+    #[test]
+    fn sequential_starts_reuse_one_pair_of_stacks_and_each_command_runs() {
+        let Some((_dir, init, rt)) = host_network_init() else {
+            return;
+        };
         let null = std::fs::File::open("/dev/null").unwrap();
         for code in [3, 4, 5] {
             let argv = vec!["/bin/sh".into(), "-c".into(), format!("exit {code}")];
@@ -481,19 +491,9 @@ mod tests {
     /// command pinned to one CPU would run `make -j` on one).
     #[test]
     fn a_command_and_the_thread_that_started_it_keep_every_cpu() {
-        if availability().is_err() {
-            eprintln!("skipped: namespaces unavailable here");
+        let Some((_dir, init, rt)) = host_network_init() else {
             return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        for d in ["home", "tmp", "root"] {
-            std::fs::create_dir(dir.path().join(d)).unwrap();
-        }
-        let init = Init::for_sandbox(dir.path(), &crate::network::NetworkPolicy::Host).unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        };
         let own = || allowed(&std::fs::read_to_string("/proc/thread-self/status").unwrap());
         let before = own();
         let null = std::fs::File::open("/dev/null").unwrap();
