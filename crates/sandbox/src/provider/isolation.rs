@@ -162,7 +162,7 @@ impl Default for IsolationRequest {
             mode: IsolationMode::Auto,
             source: "default".into(),
             network: Default::default(),
-            network_by: "default".into(),
+            network_by: DEFAULT_BY.into(),
             host_network_allowed_by: None,
             network_ceiling: None,
             limits: Default::default(),
@@ -295,6 +295,11 @@ impl IsolationRequest {
 }
 
 impl IsolationRequest {
+    /// Whether nobody named the network: rfs's default (`public`).
+    pub fn network_is_default(&self) -> bool {
+        self.network == crate::network::NetworkPolicy::Public && self.network_by == DEFAULT_BY
+    }
+
     /// The request with the network the person running rfs set
     /// (`--network POLICY`, `RFS_NETWORK`), by `by`: the run's network when
     /// the script names none, and the most it may ask for (see
@@ -315,6 +320,9 @@ impl IsolationRequest {
         self
     }
 }
+
+/// Who set what nobody named: rfs's default.
+pub const DEFAULT_BY: &str = "default";
 
 /// What a provider will have in force, and why (journaled with the
 /// placement, shown in EVIDENCE.md).
@@ -360,8 +368,7 @@ pub fn only_defaults(
 ) -> Result<IsolationInForce, IsolationError> {
     // Nobody asked: the provider's own network, said as unfiltered in
     // every view. Asked for anything but the host's network: refused.
-    let default =
-        req.network == crate::network::NetworkPolicy::Public && req.network_by == "default";
+    let default = req.network_is_default();
     if req.network != crate::network::NetworkPolicy::Host && !default {
         return Err(IsolationError::NetworkPolicyUnsupported {
             provider: provider.to_owned(),

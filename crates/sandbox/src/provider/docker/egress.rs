@@ -41,7 +41,7 @@ pub(super) fn proxied(host: &str, req: &IsolationRequest) -> Result<bool, Isolat
         p => match unavailable(host) {
             None => Ok(true),
             // Nobody asked: Docker's bridge, said as unfiltered.
-            Some(_) if *p == NetworkPolicy::Public && req.network_by == "default" => Ok(false),
+            Some(_) if req.network_is_default() => Ok(false),
             Some(why) => Err(IsolationError::NetworkPolicyUnsupported {
                 provider: "docker".into(),
                 policy: p.to_string(),
