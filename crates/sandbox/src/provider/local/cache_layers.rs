@@ -168,7 +168,16 @@ fn apply(upper: &Path, to: &Path) -> std::io::Result<()> {
             if kind.is_symlink() {
                 std::os::unix::fs::symlink(std::fs::read_link(&from)?, &dest)?;
             } else {
-                std::fs::copy(&from, &dest)?;
+                // Created owner-only: never, even for a moment, with the
+                // source's setuid or setgid bits (attributes() sets the
+                // mode, less those, below).
+                use std::os::unix::fs::OpenOptionsExt as _;
+                let mut to = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&dest)?;
+                std::io::copy(&mut std::fs::File::open(&from)?, &mut to)?;
             }
             attributes(&meta, &dest)?;
         }
