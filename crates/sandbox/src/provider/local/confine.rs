@@ -38,11 +38,6 @@ pub(super) struct Confine {
     pwd: Box<PwdBuf>,
 }
 
-// SAFETY: the buffer is written only by a spawn child while the thread
-// that owns the `Confine` is suspended (CLONE_VFORK), read only by exec.
-unsafe impl Sync for Confine {}
-unsafe impl Send for Confine {}
-
 impl Confine {
     /// The checks of `w`, run with environment `env` (of duplicate names
     /// the last wins, as for the command).
