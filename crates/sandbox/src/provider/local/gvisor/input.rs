@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use super::super::commands::wait_streaming;
-use super::super::env::base_env;
 use super::super::input_feed::{run_fed, stdin_pipe};
 use super::super::LocalProvider;
 use super::GvisorSandbox;
@@ -33,10 +32,8 @@ impl LocalProvider {
         input: InputStream,
         sink: &mut dyn OutputSink,
     ) -> ProviderResult<ExecOutcome> {
-        let info = self.info(id)?;
-        let init = self.init_of(id)?;
-        let mut env = base_env(&info.home, init.as_deref());
-        env.extend(req.env.iter().cloned());
+        // The same checks and environment as every other start.
+        let (_, env, _) = self.prepare_command(id, req)?;
         let dir = self.dir(id)?;
         let (stdin, feed) = stdin_pipe(input).map_err(|e| {
             ProviderError::NotStarted(format!("cannot feed a command in sandbox {id}: {e}"))
