@@ -250,7 +250,9 @@ impl AllowRule {
         };
         let port = self.port.is_none() || self.port == r.port;
         port && match (&self.target, &r.target) {
-            (Target::Net(x), Target::Net(c)) => x.prefix <= c.prefix && x.contains(c.addr),
+            (Target::Net(x), Target::Net(c)) => {
+                x.addr.is_ipv4() == c.addr.is_ipv4() && x.prefix <= c.prefix && x.contains(c.addr)
+            }
             (Target::Domain(x), Target::Domain(d)) => x == d,
             (Target::Wildcard(x), Target::Domain(d)) => below(d, x),
             (Target::Wildcard(x), Target::Wildcard(w)) => x == w || below(w, x),
@@ -480,6 +482,7 @@ mod tests {
             "pypi.org",
             "pypi.org:80",
             "::ffff:10.1.2.3/96",
+            "::ffff:10.1.2.3/90",
         ] {
             assert!(!within(wider), "{wider}");
         }
