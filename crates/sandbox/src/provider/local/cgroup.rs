@@ -112,6 +112,21 @@ const COUNTERS: [(LimitKind, &str); 4] = [
 ];
 
 impl Cgroup {
+    /// The cgroups [`Cgroup::create`] makes for sandbox `id` and
+    /// `limits`, named before they exist (where rfs cannot create them
+    /// here, none: the create refuses).
+    pub(super) fn planned(id: &str, limits: &Limits) -> Vec<Part> {
+        LimitKind::ALL
+            .into_iter()
+            .filter(|&kind| kind != LimitKind::Disk)
+            .filter_map(|kind| {
+                let value = limits.get(kind)?;
+                let dir = own_cgroup(controller(kind)).ok()?.join(format!("rfs-{id}"));
+                Some(Part { kind, value, dir })
+            })
+            .collect()
+    }
+
     /// Create the cgroups of sandbox `id` and set `limits` in them.
     pub(super) fn create(id: &str, limits: &Limits) -> Result<Cgroup, String> {
         let mut cg = Cgroup {

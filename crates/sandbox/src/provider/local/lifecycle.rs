@@ -87,10 +87,12 @@ impl LocalProvider {
             cgroups,
             disk: disk_cap,
         };
-        // Written before anything else of it exists, so a sandbox whose
-        // rfs is killed while creating it is listed (with its owner) and
-        // `rfs gc` removes it, its cgroups found by name.
-        if let Err(e) = meta(vec![]).write(&dir) {
+        // Written before anything else of it exists, naming the cgroups
+        // it is about to get: a sandbox whose rfs is killed while creating
+        // it is listed (with its owner), `rfs gc` removes it and them, and
+        // one entered meanwhile is refused if they are not all there
+        // (never run without its limits).
+        if let Err(e) = meta(cgroup::Cgroup::planned(&id, &values)).write(&dir) {
             remove_dir(&dir);
             return Err(e);
         }

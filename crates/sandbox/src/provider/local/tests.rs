@@ -246,3 +246,41 @@ fn a_sandbox_killed_before_its_metadata_named_its_cgroups_leaves_none() {
         assert!(!d.exists(), "cgroup {} left behind", d.display());
     }
 }
+
+/// The metadata a sandbox gets before its cgroups exist already names
+/// them, so one whose rfs was killed right after is not entered without
+/// its limits: with a cgroup missing, a command is refused.
+#[test]
+fn a_half_made_sandbox_names_its_cgroups_and_is_not_entered_without_them() {
+    if !sys::host_root() {
+        eprintln!("note: cgroups need root here; this test checks nothing without it");
+        return;
+    }
+    let state = State::new();
+    let mut spec = CreateSpec::default();
+    spec.isolation
+        .limits
+        .limits
+        .push(crate::provider::limits::Limit {
+            kind: crate::provider::limits::LimitKind::Pids,
+            value: 64,
+            by: "test".into(),
+        });
+    let (p, rt, id) = host_sandbox_with(&state, spec);
+    let made: Vec<_> = p.cgroups.lock().unwrap()[&id].parts();
+    let planned = cgroup::Cgroup::planned(
+        &id,
+        &crate::provider::limits::Limits {
+            pids: Some(64),
+            ..Default::default()
+        },
+    );
+    assert_eq!(planned, made, "the first metadata names what is made");
+    // As if its rfs died before making them: another rfs refuses it.
+    for part in &made {
+        std::fs::remove_dir(&part.dir).unwrap();
+    }
+    let other = LocalProvider::new(state.path());
+    let err = echo(&other, &rt, &id).unwrap_err().to_string();
+    assert!(err.contains("cannot be enforced"), "{err}");
+}
