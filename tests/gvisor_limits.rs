@@ -36,8 +36,15 @@ fn a_fork_bomb_under_gvisor_stops_at_the_limit_named_takes_its_sandbox_down_and_
         "{}",
         out.stderr
     );
+    // Nothing of its gVisor sandbox (whose processes name its id) nor of
+    // the bomb is left on the host (arguments are NUL-separated).
+    let id = out.sandbox_id();
     assert!(
-        !process_running(&format!("sleep {m}")),
+        !process_running(&id),
+        "a gVisor process of {id} outlived the run"
+    );
+    assert!(
+        !process_running(&format!("sleep\0{m}")),
         "the fork bomb outlived its sandbox"
     );
     rfs.assert_no_leftovers();

@@ -72,7 +72,8 @@ fn under_isolation_none_a_step_sees_host_processes_and_what_it_leaves_dies_with_
     out.assert_code(0);
     assert!(out.stdout.contains("sees-host-process"), "{}", out.stdout);
     assert!(out.stdout.contains("[leave] left"), "{}", out.stdout);
-    let left = process_running(&format!("sleep {}", m + 1));
+    // (A command line's arguments are NUL-separated.)
+    let left = process_running(&format!("sleep\0{}", m + 1));
     if root {
         assert!(!left, "what the step left outlived the sandbox's cgroups");
     } else {

@@ -150,7 +150,7 @@ fn a_docker_step_cannot_see_host_processes() {
     let out = rfs.run(
         repo.path(),
         &format!(
-            r#"let r = step("ps", "n=0; for p in /proc/[0-9]*; do n=$((n+1)); case $(tr '\\0' ' ' < $p/cmdline 2>/dev/null) in *'sleep '{marker}*) echo seen;; esac; done; echo count=$n");
+            r#"let r = step("ps", "n=0; for p in /proc/[0-9]*; do n=$((n+1)); case $(tr '\\0' ' ' < $p/cmdline 2>/dev/null) in *'sleep '{marker}*) echo seen;; esac; done; [ -e /proc/$$ ] && echo own-shell-visible; echo count=$n");
             print(r.stdout);"#
         ),
     );
@@ -164,7 +164,13 @@ fn a_docker_step_cannot_see_host_processes() {
         .find_map(|l| l.trim().strip_prefix("[ps] count="))
         .and_then(|n| n.parse().ok())
         .expect("the step counted its processes");
-    assert!(count < 20, "a step saw {count} processes:\n{}", out.stdout);
+    // It saw its own processes (an empty /proc would pass the rest).
+    assert!(out.stdout.contains("[ps] own-shell-visible"), "{}", out.stdout);
+    assert!(
+        (1..20).contains(&count),
+        "a step saw {count} processes:\n{}",
+        out.stdout
+    );
     rfs.assert_no_leftovers();
 }
 
