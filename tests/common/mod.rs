@@ -481,8 +481,15 @@ impl Rfs {
     /// A `rfs` command with this environment (provider via the env var).
     pub fn cmd(&self, cwd: &Path) -> Command {
         let mut c = Command::new(rfs_bin());
-        c.current_dir(cwd)
-            .env("RFS_STATE_DIR", self.state.path())
+        c.current_dir(cwd);
+        self.test_env(&mut c);
+        c
+    }
+
+    /// This environment on `c`: its state directory and provider, and
+    /// none of the person's settings the test machine may have.
+    pub fn test_env(&self, c: &mut Command) {
+        c.env("RFS_STATE_DIR", self.state.path())
             .env("RELAYFLOWS_SANDBOX_PROVIDER", self.prov.name())
             .env("RFS_DOCKER_IMAGE", DOCKER_TEST_IMAGE)
             .env_remove("RUST_BACKTRACE");
@@ -511,7 +518,6 @@ impl Rfs {
                 .env("DAYTONA_API_URL", sim.api_url())
                 .env("DAYTONA_API_KEY", sim.api_key());
         }
-        c
     }
 
     /// Write `script` to a file outside any repository and run it from `cwd`.

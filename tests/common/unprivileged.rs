@@ -37,12 +37,11 @@ pub fn rfs_unprivileged(rfs: &Rfs, repo: &Path, args: &[&std::ffi::OsStr]) -> Ou
     } else {
         Command::new(rfs_bin())
     };
+    rfs.test_env(&mut cmd);
     cmd.args(args)
         .current_dir(repo)
         .stdin(std::process::Stdio::null())
-        .env("RFS_STATE_DIR", rfs.state.path())
         .env("HOME", rfs.state.path())
-        .env("RELAYFLOWS_SANDBOX_PROVIDER", "local")
         // git refuses a repository owned by someone else otherwise.
         .env("GIT_CONFIG_COUNT", "1")
         .env("GIT_CONFIG_KEY_0", "safe.directory")
