@@ -30,10 +30,9 @@ command -v ssh-keygen >/dev/null && command -v ssh-agent >/dev/null || need+=(op
 [ -x /usr/bin/cargo ] || need+=(cargo)
 python3 -c 'import cryptography' 2>/dev/null || /usr/bin/python3 -c 'import cryptography' 2>/dev/null \
   || need+=(python3 python3-cryptography)
-command -v pip3 >/dev/null || python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 # The sandbox's python is the system's: the pip test fetches pytest's
 # wheels with it (below).
-/usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+{ command -v pip3 >/dev/null && /usr/bin/python3 -m pip --version >/dev/null 2>&1; } || need+=(python3-pip)
 # The cargo that builds rfs stays the one found now (rustup's, where the
 # PATH would otherwise find Debian's first once it is installed).
 build_cargo=$(command -v cargo || true)

@@ -165,7 +165,11 @@ fn a_docker_step_cannot_see_host_processes() {
         .and_then(|n| n.parse().ok())
         .expect("the step counted its processes");
     // It saw its own processes (an empty /proc would pass the rest).
-    assert!(out.stdout.contains("[ps] own-shell-visible"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("[ps] own-shell-visible"),
+        "{}",
+        out.stdout
+    );
     assert!(
         (1..20).contains(&count),
         "a step saw {count} processes:\n{}",

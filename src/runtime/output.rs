@@ -170,7 +170,7 @@ impl StepSink {
     }
 
     /// Flush partial lines and the logs; returns the (stdout, stderr)
-    /// captures and which log files exist.
+    /// captures.
     pub(crate) fn finish(self) -> std::io::Result<(String, String)> {
         self.finish_logged().map(|(out, err, _)| (out, err))
     }
