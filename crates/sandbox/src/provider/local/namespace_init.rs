@@ -317,11 +317,7 @@ pub fn reaper_main(argv0: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> Opti
     use std::os::unix::ffi::OsStrExt;
     let name = argv0.as_bytes();
     if name == OUTER_ARGV0.to_bytes() {
-        // SAFETY: plain waits on our own children.
-        unsafe {
-            let mut status = 0;
-            while libc::waitpid(-1, &mut status, 0) > 0 || errno() == libc::EINTR {}
-        }
+        super::sys::reap_until_no_child();
         return Some(0);
     }
     if name != INIT_ARGV0.to_bytes() {

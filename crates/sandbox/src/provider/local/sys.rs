@@ -179,3 +179,13 @@ pub(super) unsafe fn drop_capabilities() {
     }; 2];
     libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr());
 }
+
+/// Wait for every child of this process (adopted orphans too) until it
+/// has none: what a reaper does before it ends.
+pub(super) fn reap_until_no_child() {
+    // SAFETY: plain waits on this process's own children.
+    unsafe {
+        let mut status = 0;
+        while libc::waitpid(-1, &mut status, 0) > 0 || super::errors::errno() == libc::EINTR {}
+    }
+}

@@ -79,13 +79,7 @@ fn keep(args: &[std::ffi::OsString]) -> Result<(), String> {
     drop(status_file);
     // Reap whatever happens (rfs gone included): gVisor's processes are
     // this process's until they end.
-    // SAFETY: plain waits for this process's children (adopted ones too).
-    unsafe {
-        let mut status = 0;
-        while libc::waitpid(-1, &mut status, 0) > 0
-            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-        {}
-    }
+    super::super::sys::reap_until_no_child();
     ran.map_err(|e| format!("cannot run {}: {e}", args[2].to_string_lossy()))?;
     said.map_err(|e| format!("cannot say runsc's status: {e}"))
 }
