@@ -119,12 +119,8 @@ impl Runsc {
     /// [`super::sandbox`]), the host network of the namespace it is
     /// started in (the sandbox's, with rfs's proxy), bind mounts
     /// revalidated against the host (`shared`), and the debug logs
-    /// when [`DEBUG_ENV`] names a directory.
-    pub fn command(&self, root: &Path) -> Command {
-        self.command_in(root, None)
-    }
-
-    /// [`Runsc::command`], entering `enter`'s namespaces first.
+    /// when [`DEBUG_ENV`] names a directory; entering `enter`'s
+    /// namespaces first (rootless).
     pub fn command_in(&self, root: &Path, enter: Option<&Enter>) -> Command {
         let argv = self.invocation(root, enter);
         let mut cmd = Command::new(&argv[0]);

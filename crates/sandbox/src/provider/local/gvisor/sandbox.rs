@@ -164,7 +164,7 @@ impl GvisorSandbox {
                     None => {
                         let ended = keeper.wait();
                         // Whatever runsc had started of it goes.
-                        let _ = remove_leftover(state, cid);
+                        let _ = remove_leftover_in(state, cid, enter.as_ref());
                         return Err(format!(
                             "rfs's keeper of the gVisor sandbox ended before runsc did ({}): {}",
                             ended.map_or_else(|e| e.to_string(), |s| s.to_string()),
@@ -298,12 +298,18 @@ impl GvisorSandbox {
 /// Delete what runsc still has of container `cid` (a sandbox whose rfs
 /// ended without destroying it), and check it is gone.
 pub fn remove_leftover(state: &Path, cid: &str) -> Result<(), String> {
+    remove_leftover_in(state, cid, None)
+}
+
+/// [`remove_leftover`] of a sandbox whose namespaces may still be there:
+/// rootless, runsc reaches its sandbox only inside them ([`Enter`]).
+fn remove_leftover_in(state: &Path, cid: &str, enter: Option<&Enter>) -> Result<(), String> {
     if !known(state, cid) {
         return Ok(());
     }
     let runsc = runsc()?;
     let out = runsc
-        .command(state)
+        .command_in(state, enter)
         .args(["delete", "--force", cid])
         .stdin(Stdio::null())
         .output()
