@@ -85,7 +85,7 @@ fn serve() -> std::io::Result<()> {
         // SAFETY: the process's standard output, used by nothing else.
         to_rfs: unsafe { std::fs::File::from_raw_fd(1) },
         null: std::fs::File::open("/dev/null")?.into(),
-        stack: Stack::default(),
+        stack: Stack::new()?,
     };
     agent.send(frames::READY, 0, frames::HELLO)?;
     let mut requests = Decoder::default();

@@ -32,12 +32,16 @@ pub struct NotSpawned {
     pub message: String,
 }
 
-/// The stack the spawn child runs on (one start at a time).
-pub struct Stack(Vec<u128>);
+/// The stack the spawn child runs on (one start at a time): the
+/// namespaces start's own, with a guard page below it, so an overflow
+/// faults instead of writing over the agent's memory.
+pub struct Stack(super::super::spawn_stacks::Stacks);
 
-impl Default for Stack {
-    fn default() -> Stack {
-        Stack(vec![0; 256 * 1024 / 16])
+impl Stack {
+    pub fn new() -> std::io::Result<Stack> {
+        super::super::spawn_stacks::Stacks::new()
+            .map(Stack)
+            .map_err(|e| std::io::Error::other(e.to_string()))
     }
 }
 
@@ -185,7 +189,7 @@ pub fn spawn(
     };
     let ((out_r, out_w), (err_r, err_w)) = (pipe()?, pipe()?);
     let plan = Plan::new(argv, env, cwd, [null, out_w.as_raw_fd(), err_w.as_raw_fd()])?;
-    let top = stack.0.as_mut_ptr_range().end.cast::<libc::c_void>();
+    let top = stack.0.top(0);
     // SAFETY: the child runs `child` on its own stack with `plan`, which
     // outlives it: with CLONE_VFORK this thread resumes only once the
     // child has exec'd or exited.

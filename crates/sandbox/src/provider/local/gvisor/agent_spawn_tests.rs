@@ -22,7 +22,7 @@ fn collect(s: Spawned) -> (String, String, i32) {
 
 fn native(argv: &[String], env: &[(String, String)]) -> (String, String, i32) {
     let null = std::fs::File::open("/dev/null").unwrap();
-    let s = spawn(argv, env, "/", null.as_raw_fd(), &mut Stack::default())
+    let s = spawn(argv, env, "/", null.as_raw_fd(), &mut Stack::new().unwrap())
         .unwrap_or_else(|e| panic!("{e:?}"));
     collect(s)
 }
@@ -88,7 +88,14 @@ fn a_command_is_started_exactly_or_refused_naming_why() {
     let env = vec![("PATH".to_owned(), "/usr/bin:/bin".to_owned())];
     let argv = ["sh", "-c", "pwd; exit 4"].map(String::from);
     let null = std::fs::File::open("/dev/null").unwrap();
-    let s = spawn(&argv, &env, "/tmp", null.as_raw_fd(), &mut Stack::default()).unwrap();
+    let s = spawn(
+        &argv,
+        &env,
+        "/tmp",
+        null.as_raw_fd(),
+        &mut Stack::new().unwrap(),
+    )
+    .unwrap();
     let (out, _, status) = collect(s);
     assert_eq!((out.as_str(), status >> 8), ("/tmp\n", 4));
     let e = spawn(
@@ -96,14 +103,20 @@ fn a_command_is_started_exactly_or_refused_naming_why() {
         &env,
         "/nonexistent",
         null.as_raw_fd(),
-        &mut Stack::default(),
+        &mut Stack::new().unwrap(),
     )
     .err()
     .unwrap();
     assert!(e.cwd, "{e:?}");
     let missing = ["no-such-program-rfs"].map(String::from);
-    let e = spawn(&missing, &env, "/", null.as_raw_fd(), &mut Stack::default())
-        .err()
-        .unwrap();
+    let e = spawn(
+        &missing,
+        &env,
+        "/",
+        null.as_raw_fd(),
+        &mut Stack::new().unwrap(),
+    )
+    .err()
+    .unwrap();
     assert!(!e.cwd && e.message.contains("not found"), "{e:?}");
 }
