@@ -1,8 +1,10 @@
 //! Setup once, fork per proof on `local` (#36).
 //!
-//! A checkpoint is a frozen copy of a sandbox's writable folders (`home`
-//! and `tmp`), taken with `cp -a --reflink=auto` (copy-on-write where the
-//! filesystem can), under `<state>/local/checkpoints/<id>/` with a
+//! A checkpoint is a copy of a sandbox's writable folders (`home` and
+//! `tmp`), taken by descriptor beneath each folder (a process of the
+//! setup still running cannot make the copy follow a link out of it:
+//! [`crate::untrusted_tree`]; copy-on-write where the filesystem can),
+//! under `<state>/local/checkpoints/<id>/` with a
 //! `meta.json` of its labels. A fork is a new sandbox whose `home` and
 //! `tmp` are overlayfs mounts: the checkpoint's folder the read-only
 //! lower layer, the fork's own folder the upper one — mounting costs the
@@ -69,25 +71,15 @@ fn tree_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
-/// Copy `from` to `to` (which must not exist) keeping owners, modes,
-/// links and times; copy-on-write where the filesystem can.
+/// Copy `from` to `to` (which must not exist): by descriptor beneath
+/// `from`, never following a link the sandbox made, keeping links,
+/// modes (narrowed: no setuid, setgid or world-write bit), times and hard
+/// links; copy-on-write where the filesystem can. Devices, fifos and
+/// sockets are not kept. See [`crate::untrusted_tree`].
 fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
-    let out = std::process::Command::new("cp")
-        .args(["-a", "--reflink=auto", "--no-target-directory"])
-        .arg(from)
-        .arg(to)
-        .output()
-        .map_err(|e| format!("cannot run cp: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "cp -a {} {} failed: {}",
-            from.display(),
-            to.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+    crate::untrusted_tree::copy(from, to)
+        .map(|_| ())
+        .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))
 }
 
 /// Mount `lower` read-only under the sandbox folder `dir`'s layers, each
@@ -207,8 +199,7 @@ impl Fork for LocalProvider {
         let bytes = match made {
             Ok(bytes) => bytes,
             Err(why) => {
-                super::removal::make_writable(&partial);
-                let _ = std::fs::remove_dir_all(&partial);
+                let _ = crate::untrusted_tree::remove(&partial);
                 return Err(ProviderError::Provision(format!(
                     "cannot checkpoint sandbox {id}: {why}"
                 )));
@@ -216,7 +207,7 @@ impl Fork for LocalProvider {
         };
         Ok(Checkpoint {
             id: cid,
-            how: "a frozen copy of the sandbox's home and /tmp (cp -a --reflink=auto), forked through overlayfs".into(),
+            how: "a copy of the sandbox's home and /tmp made by descriptor (no link followed; no device, setuid bit or world-write kept; copy-on-write where possible), forked through overlayfs".into(),
             home: info.home,
             host_bytes: Some(bytes),
         })
@@ -246,13 +237,10 @@ impl Fork for LocalProvider {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(io_err(&format!("removing checkpoint {id}"), e)),
         }
-        tokio::task::spawn_blocking(move || {
-            super::removal::make_writable(&gone);
-            std::fs::remove_dir_all(&gone)
-        })
-        .await
-        .map_err(|e| ProviderError::Io(e.to_string()))?
-        .map_err(|e| io_err(&format!("removing checkpoint {id}"), e))
+        tokio::task::spawn_blocking(move || crate::untrusted_tree::remove(&gone))
+            .await
+            .map_err(|e| ProviderError::Io(e.to_string()))?
+            .map_err(|e| io_err(&format!("removing checkpoint {id}"), e))
     }
 
     async fn list_checkpoints(&self) -> ProviderResult<Vec<(String, Labels)>> {

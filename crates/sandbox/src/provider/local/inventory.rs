@@ -167,5 +167,5 @@ pub(super) fn remove_dir(dir: &Path) {
     super::cache_layers::unmount(dir);
     super::fork::unlayer(dir);
     let _ = disk::unmount(dir);
-    let _ = std::fs::remove_dir_all(dir);
+    let _ = crate::untrusted_tree::remove(dir);
 }

@@ -9,7 +9,6 @@ use super::inventory::{make_dir, remove_dir, Meta};
 use super::limits::limits_decision;
 use super::namespace_init::Init;
 use super::processes::kill_processes_under;
-use super::removal::make_writable;
 use super::{cgroup, disk, io_err, mount_plan, probe, LocalProvider, SetupError};
 use super::{SandboxInfo, CACHES_NEED_NAMESPACES};
 use crate::provider::limits::{LimitKind, Limits, LimitsFact};
@@ -248,12 +247,9 @@ impl LocalProvider {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(io_err(&format!("destroying sandbox {id}"), e)),
         }
-        let res = tokio::task::spawn_blocking(move || {
-            make_writable(&gone);
-            std::fs::remove_dir_all(&gone)
-        })
-        .await
-        .map_err(|e| ProviderError::Io(e.to_string()))?;
+        let res = tokio::task::spawn_blocking(move || crate::untrusted_tree::remove(&gone))
+            .await
+            .map_err(|e| ProviderError::Io(e.to_string()))?;
         res.map_err(|e| io_err(&format!("removing sandbox {id}"), e))?;
         gvisor_left.map_err(|e| ProviderError::Io(format!("destroying sandbox {id}: {e}")))
     }

@@ -76,7 +76,6 @@ mod probe;
 mod processes;
 pub mod pty;
 mod reentry;
-mod removal;
 mod spawn_stacks;
 mod stream_input;
 mod sys;

@@ -1,0 +1,51 @@
+//! Creating folders beneath a tree a sandbox could have touched (a
+//! cache's mount point in a fork's home, planted there by its setup).
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Component, Path};
+
+use rustix::fs::{Mode, OFlags};
+
+/// Create the folder `rel` beneath `root` and every missing one above it,
+/// and open it. No component may be a symbolic link (refused, naming
+/// it), `..`, or on another filesystem: a link planted by a sandbox is
+/// never followed into a folder of the host.
+pub fn create_dir_all(root: impl AsFd, rel: &Path) -> std::io::Result<OwnedFd> {
+    let dev = rustix::fs::fstat(&root)?.st_dev;
+    let mut cur = rustix::io::dup(&root)?;
+    let mut so_far = std::path::PathBuf::new();
+    for c in rel.components() {
+        let Component::Normal(name) = c else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{} has a component that is not a plain name", rel.display()),
+            ));
+        };
+        so_far.push(name);
+        match rustix::fs::mkdirat(&cur, name, Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let next = rustix::fs::openat(
+            &cur,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => std::io::Error::other(format!(
+                "{} is a symbolic link or not a folder (made inside the sandbox): refused, never followed",
+                so_far.display()
+            )),
+            e => e.into(),
+        })?;
+        if rustix::fs::fstat(&next)?.st_dev != dev {
+            return Err(std::io::Error::other(format!(
+                "{} is another filesystem mounted in the tree: refused",
+                so_far.display()
+            )));
+        }
+        cur = next;
+    }
+    Ok(cur)
+}

@@ -1,0 +1,48 @@
+//! Removing a tree a sandbox could have touched (a destroyed sandbox's
+//! folder, a checkpoint): a step may have made any folder read-only
+//! (`chmod -w`), which must not block the removal, and a name swapped for
+//! a link must not make rfs change or remove anything outside it.
+
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+use super::{kind, names, open_entry, open_root};
+
+/// Remove the folder `dir` and all below it, by descriptor: folders are
+/// made writable (by descriptor, never following a link) as they are
+/// emptied; a mount point inside the tree is not descended into (its
+/// removal fails with `EBUSY`). A missing `dir` is fine.
+pub fn remove(dir: &Path) -> std::io::Result<()> {
+    let root = match open_root(dir) {
+        Ok(fd) => fd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let dev = rustix::fs::fstat(&root)?.st_dev;
+    empty(&root, dev)?;
+    drop(root);
+    std::fs::remove_dir(dir)
+}
+
+fn empty(dir: &OwnedFd, dev: u64) -> std::io::Result<()> {
+    rustix::fs::fchmod(dir, Mode::from_raw_mode(0o700))?;
+    for name in names(dir)? {
+        let st = match rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(rustix::io::Errno::NOENT) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if kind(st.st_mode) == FileType::Directory {
+            if st.st_dev == dev {
+                let sub = open_entry(dir, &name, &st, OFlags::RDONLY | OFlags::DIRECTORY)?;
+                empty(&sub, dev)?;
+            }
+            rustix::fs::unlinkat(dir, &name, AtFlags::REMOVEDIR)?;
+        } else {
+            rustix::fs::unlinkat(dir, &name, AtFlags::empty())?;
+        }
+    }
+    Ok(())
+}

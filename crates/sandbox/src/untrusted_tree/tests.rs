@@ -1,0 +1,99 @@
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use super::*;
+
+fn mode(p: &Path) -> u32 {
+    std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
+}
+
+/// A tree a sandbox left: a setuid program, a world-writable folder, a
+/// hard link, a link out of the tree, a fifo.
+fn hostile_tree(at: &Path) {
+    std::fs::create_dir_all(at.join("d/sub")).unwrap();
+    std::fs::write(at.join("d/sub/f"), "f").unwrap();
+    std::fs::write(at.join("suid"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(at.join("suid"), std::fs::Permissions::from_mode(0o6755)).unwrap();
+    std::fs::set_permissions(at.join("d"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::hard_link(at.join("d/sub/f"), at.join("hard")).unwrap();
+    std::os::unix::fs::symlink("/etc", at.join("out")).unwrap();
+    nix::unistd::mkfifo(
+        &at.join("fifo"),
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_copy_keeps_files_links_and_hard_links_but_no_special_file_setuid_bit_or_world_write() {
+    let t = tempfile::tempdir().unwrap();
+    let (from, to) = (t.path().join("from"), t.path().join("to"));
+    std::fs::create_dir(&from).unwrap();
+    hostile_tree(&from);
+    let done = copy(&from, &to).unwrap();
+    assert_eq!(std::fs::read_to_string(to.join("d/sub/f")).unwrap(), "f");
+    assert_eq!(
+        std::fs::read_link(to.join("out")).unwrap(),
+        Path::new("/etc")
+    );
+    assert_eq!(mode(&to.join("suid")), 0o755);
+    assert_eq!(mode(&to.join("d")), 0o775);
+    assert!(!to.join("fifo").exists() && std::fs::symlink_metadata(to.join("fifo")).is_err());
+    let (a, b) = (
+        std::fs::metadata(to.join("hard")).unwrap(),
+        std::fs::metadata(to.join("d/sub/f")).unwrap(),
+    );
+    assert_eq!(a.ino(), b.ino(), "a hard link stays one file");
+    assert_eq!(done.special_skipped, 1);
+    assert_eq!(done.modes_narrowed, 2);
+}
+
+#[test]
+fn cleaning_in_place_removes_special_files_and_drops_setuid_and_world_write() {
+    let t = tempfile::tempdir().unwrap();
+    hostile_tree(t.path());
+    let done = clean(t.path()).unwrap();
+    assert_eq!(mode(&t.path().join("suid")), 0o755);
+    assert_eq!(mode(&t.path().join("d")), 0o775);
+    assert!(std::fs::symlink_metadata(t.path().join("fifo")).is_err());
+    assert!(
+        std::fs::symlink_metadata(t.path().join("out")).is_ok(),
+        "a link is data"
+    );
+    assert_eq!(done.special_removed, 1);
+    assert!(done.changed());
+}
+
+#[test]
+fn creating_a_folder_beneath_a_planted_link_is_refused_and_creates_nothing_outside() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, outside) = (t.path().join("home"), t.path().join("outside"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, home.join(".cache")).unwrap();
+    let root = open_root(&home).unwrap();
+    let e = create_dir_all(&root, Path::new(".cache/pip")).unwrap_err();
+    assert!(e.to_string().contains(".cache is a symbolic link"), "{e}");
+    assert!(!outside.join("pip").exists());
+    create_dir_all(&root, Path::new("a/b/c")).unwrap();
+    assert!(home.join("a/b/c").is_dir());
+}
+
+#[test]
+fn removing_a_read_only_tree_never_touches_what_a_link_in_it_names() {
+    let t = tempfile::tempdir().unwrap();
+    let (tree, kept) = (t.path().join("tree"), t.path().join("kept"));
+    std::fs::create_dir_all(tree.join("ro/deep")).unwrap();
+    std::fs::create_dir_all(&kept).unwrap();
+    std::fs::write(kept.join("f"), "x").unwrap();
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o555)).unwrap();
+    std::os::unix::fs::symlink(&kept, tree.join("ro/link")).unwrap();
+    std::fs::set_permissions(tree.join("ro"), std::fs::Permissions::from_mode(0o555)).unwrap();
+    remove(&tree).unwrap();
+    assert!(!tree.exists());
+    assert_eq!(
+        mode(&kept),
+        0o555,
+        "the link's target was not made writable"
+    );
+    assert!(kept.join("f").exists());
+}
