@@ -254,3 +254,122 @@ fn rfs_toml_names_the_setup_validated_and_another_commit_is_refused() {
     assert!(s.stderr.contains("symlink"), "{}", s.stderr);
     rfs.assert_no_leftovers();
 }
+
+/// The hostile setup of the checkpoint race (#43, finding 1): a folder
+/// `victim` holding `secret`, a link `evil` to a folder of this machine,
+/// and a watcher that swaps the two (`renameat2(RENAME_EXCHANGE)`) the
+/// moment anything on the host opens `victim` — as `cp -a`, having
+/// listed `victim`, then copied `victim/secret` by path through the link.
+const RACE_WATCHER: &str = r#"
+import ctypes, os, struct
+libc = ctypes.CDLL(None, use_errno=True)
+home = os.environ["HOME"]
+fd = libc.inotify_init()
+libc.inotify_add_watch(fd, home.encode(), 0x20)  # IN_OPEN
+open(home + "/.watching", "w").close()
+while True:
+    buf = os.read(fd, 65536)
+    i = 0
+    while i < len(buf):
+        _, _, _, n = struct.unpack_from("iIII", buf, i)
+        name = buf[i + 16:i + 16 + n].rstrip(b"\0")
+        i += 16 + n
+        if name == b"victim":
+            libc.renameat2(-100, (home + "/victim").encode(), -100, (home + "/evil").encode(), 2)
+"#;
+
+/// A checkpoint's host copy followed a link a still-running process of
+/// the setup swapped in while `cp -a` copied: every proof forked from it
+/// read a file of this machine the sandbox could not. The copy is now
+/// made by descriptor beneath the home; whatever the watcher swaps, a
+/// fork sees the sandbox's own file or nothing, never the host's.
+#[test]
+fn a_checkpoint_copy_cannot_be_raced_into_host_files() {
+    let rfs = Rfs::new(Prov::Local);
+    let secret = tempfile::tempdir().unwrap();
+    let marker = format!("HOST-SECRET-{}", uuid_like());
+    std::fs::write(secret.path().join("secret"), &marker).unwrap();
+    let repo = Repo::new();
+    repo.write("w.py", RACE_WATCHER);
+    repo.write(
+        "proofs/_setup.rhai",
+        &format!(
+            r#"
+sync_source();
+step("plant", "mkdir -p $HOME/victim && echo planted > $HOME/victim/secret && ln -s {} $HOME/evil");
+spawn("watch", "exec python3 w.py");
+step("watching", "for i in $(seq 1 200); do [ -e $HOME/.watching ] && exit 0; sleep 0.05; done; exit 1");
+checkpoint("raced");
+"#,
+            secret.path().display()
+        ),
+    );
+    repo.write(
+        "proofs/read.rhai",
+        r#"
+let r = step("read", "cat $HOME/victim/secret $HOME/evil/secret 2>&1; true");
+print(r.stdout);
+"#,
+    );
+    repo.commit("a hostile setup");
+    for _ in 0..3 {
+        let s = rfs_test(&rfs, repo.path(), &["--setup", "proofs/_setup.rhai"]);
+        let seen = format!("{}{}", s.stdout, s.stderr);
+        let mut logs = String::new();
+        if let Ok(ix) = std::panic::catch_unwind(|| s.bundle("proofs/read.rhai")) {
+            for f in files_under(&ix) {
+                logs.push_str(&String::from_utf8_lossy(
+                    &std::fs::read(f).unwrap_or_default(),
+                ));
+            }
+        }
+        assert!(
+            !seen.contains(&marker) && !logs.contains(&marker),
+            "a fork read this machine's file through the checkpoint: {seen}"
+        );
+        // Either the copy failed closed, saying the tree changed under
+        // it, or the proof ran on the sandbox's own files.
+        assert!(
+            s.code == 0 || seen.contains("changed while rfs read it"),
+            "{seen}"
+        );
+    }
+    rfs.assert_no_leftovers();
+}
+
+/// A setup planted `~/.cache -> <a folder of this machine>`; a proof's
+/// cache under `~/.cache` made rfs (as root, by path) create the folder
+/// on the host while the journal said the cache was mounted. The mount
+/// point is now created by descriptor beneath the fork's home: the link
+/// is refused, named, and nothing is created outside.
+#[test]
+fn a_setups_symlink_cannot_make_a_proofs_cache_mount_create_host_folders() {
+    let rfs = Rfs::new(Prov::Local);
+    let host = tempfile::tempdir().unwrap();
+    let target = host.path().join("made-by-rfs");
+    let repo = Repo::new();
+    repo.write(
+        "proofs/_setup.rhai",
+        &format!(
+            "step(\"plant\", \"ln -s {} $HOME/.cache\");\ncheckpoint(\"planted\");\n",
+            target.display()
+        ),
+    );
+    repo.write(
+        "proofs/cache.rhai",
+        "sandbox(#{ caches: #{ pip: \"~/.cache/pip\" } });\nstep(\"use\", \"ls ~/.cache/pip\");\n",
+    );
+    repo.commit("a setup planting a link");
+    let s = rfs_test(&rfs, repo.path(), &["--setup", "proofs/_setup.rhai"]);
+    assert_ne!(s.code, 0, "{}", s.stderr);
+    let seen = format!("{}{}", s.stdout, s.stderr);
+    assert!(
+        seen.contains(".cache is a symbolic link"),
+        "the refusal names the link: {seen}"
+    );
+    assert!(
+        !target.exists(),
+        "rfs created a folder on the host through the link"
+    );
+    rfs.assert_no_leftovers();
+}

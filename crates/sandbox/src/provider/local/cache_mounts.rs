@@ -13,7 +13,11 @@ use crate::provider::CacheMount;
 /// Create each cache's mount point in the sandbox's home (`dir/home`, as
 /// the host sees it) and add the binds to `plan`, after the home is bound
 /// and before the root is made read-only. A mount point that exists as
-/// something other than a folder is refused.
+/// something other than a folder is refused, and so is one below a
+/// symbolic link: the home may be a checkpoint's, whose setup planted
+/// `~/.cache -> /a/host/path`; the folders are created by descriptor
+/// beneath the home ([`crate::untrusted_tree::create_dir_all`]), never
+/// following it onto the host.
 pub(super) fn add(plan: &mut Plan, dir: &Path, caches: &[CacheMount]) -> Result<(), SetupError> {
     if caches.is_empty() {
         return Ok(());
@@ -21,12 +25,21 @@ pub(super) fn add(plan: &mut Plan, dir: &Path, caches: &[CacheMount]) -> Result<
     let home = dir.join("home");
     let root = super::mount_plan::root_dir(dir);
     let mut ops = vec![];
+    let home_fd = crate::untrusted_tree::open_root(&home).map_err(|e| SetupError::Cache {
+        name: caches[0].name.clone(),
+        message: format!("cannot open the sandbox's home {}: {e}", home.display()),
+    })?;
     for c in caches {
         let on_host = home.join(&c.home_relative);
-        std::fs::create_dir_all(&on_host).map_err(|e| SetupError::Cache {
-            name: c.name.clone(),
-            message: format!("cannot create {}: {e}", on_host.display()),
-        })?;
+        crate::untrusted_tree::create_dir_all(&home_fd, Path::new(&c.home_relative)).map_err(
+            |e| SetupError::Cache {
+                name: c.name.clone(),
+                message: format!(
+                    "cannot create ~/{} in the sandbox's home: {e}",
+                    c.home_relative
+                ),
+            },
+        )?;
         // The home is bound at its own path inside the root.
         let inside = root.join(on_host.strip_prefix("/").unwrap_or(&on_host));
         ops.push(Op::Mount {
