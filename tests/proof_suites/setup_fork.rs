@@ -259,7 +259,8 @@ fn rfs_toml_names_the_setup_validated_and_another_commit_is_refused() {
 /// `victim` holding `secret`, a link `evil` to a folder of this machine,
 /// and a watcher that swaps the two (`renameat2(RENAME_EXCHANGE)`) the
 /// moment anything on the host opens `victim` — as `cp -a`, having
-/// listed `victim`, then copied `victim/secret` by path through the link.
+/// listed `victim`, then copied `victim/secret` by path through the link
+/// (2,000 files before it give the watcher the time to swap).
 const RACE_WATCHER: &str = r#"
 import ctypes, os, struct
 libc = ctypes.CDLL(None, use_errno=True)
@@ -288,6 +289,11 @@ fn a_checkpoint_copy_cannot_be_raced_into_host_files() {
     let rfs = Rfs::new(Prov::Local);
     let secret = tempfile::tempdir().unwrap();
     let marker = format!("HOST-SECRET-{}", uuid_like());
+    // The host folder holds the names `victim` does, so that a copy
+    // following the swapped link finds each of them and succeeds.
+    for i in 1000..3000 {
+        std::fs::write(secret.path().join(format!("a{i}")), "").unwrap();
+    }
     std::fs::write(secret.path().join("secret"), &marker).unwrap();
     let repo = Repo::new();
     repo.write("w.py", RACE_WATCHER);
@@ -296,7 +302,7 @@ fn a_checkpoint_copy_cannot_be_raced_into_host_files() {
         &format!(
             r#"
 sync_source();
-step("plant", "mkdir -p $HOME/victim && echo planted > $HOME/victim/secret && ln -s {} $HOME/evil");
+step("plant", "mkdir -p $HOME/victim && for i in $(seq 1000 2999); do : > $HOME/victim/a$i; done && echo planted > $HOME/victim/secret && ln -s {} $HOME/evil");
 spawn("watch", "exec python3 w.py");
 step("watching", "for i in $(seq 1 200); do [ -e $HOME/.watching ] && exit 0; sleep 0.05; done; exit 1");
 checkpoint("raced");
