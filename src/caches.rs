@@ -8,7 +8,6 @@
 //! mount and at the end; a cache over its size cap is emptied at the end.
 
 use std::fs::File;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -82,19 +81,12 @@ pub(crate) fn home_relative(name: &str, path: &str) -> Result<String, String> {
     Ok(rest.to_owned())
 }
 
-/// The key of the repository rfs was started in: the folder holding
-/// `.git` (else the folder itself), as `NAME-HASH` of its canonical path.
+/// The key of the repository rfs was started in: `NAME-HASH`, `HASH` of
+/// its identity ([`repo_identity`]), `NAME` the last component of its
+/// `origin` (else its folder's name), for a person reading `rfs cache`.
 pub(crate) fn repo_key(invocation_dir: &Path) -> String {
-    let dir = std::fs::canonicalize(invocation_dir).unwrap_or_else(|_| invocation_dir.into());
-    let top = dir
-        .ancestors()
-        .find(|a| a.join(".git").exists())
-        .unwrap_or(&dir)
-        .to_path_buf();
-    let base: String = top
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "root".into())
+    let (identity, name) = repo_identity(invocation_dir);
+    let base: String = name
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
@@ -105,8 +97,65 @@ pub(crate) fn repo_key(invocation_dir: &Path) -> String {
         })
         .take(40)
         .collect();
-    let h = hex::encode(Sha256::digest(top.as_os_str().as_encoded_bytes()));
+    let h = hex::encode(Sha256::digest(identity.as_bytes()));
     format!("{base}-{}", &h[..12])
+}
+
+/// What makes two checkouts the same project for their caches, and a
+/// name for it. Not the checkout's path: an unrelated repository cloned
+/// at the same path (a CI workspace) would read what another wrote, and a
+/// `sitecustomize.py` left in a pip cache would run in its steps. The
+/// identity is the `origin` URL the person cloned from (the checkout's
+/// own `.git/config`: no committed file sets it) and the commit at the
+/// root of `HEAD`'s first-parent history (two projects sharing an
+/// origin by accident differ there). A repository without `origin` uses
+/// its canonical path instead; a folder that is not a repository, its
+/// path alone, as before. Branches and worktrees of one clone share
+/// their caches; a fork cloned from another URL does not (the book's
+/// caches page says what that means).
+pub(crate) fn repo_identity(invocation_dir: &Path) -> (String, String) {
+    let dir = std::fs::canonicalize(invocation_dir).unwrap_or_else(|_| invocation_dir.into());
+    let folder_name = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "root".into())
+    };
+    let Ok(repo) = git2::Repository::discover(&dir) else {
+        return (format!("folder\0{}", dir.display()), folder_name(&dir));
+    };
+    let top = repo
+        .workdir()
+        .map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.into()))
+        .unwrap_or_else(|| dir.clone());
+    let origin = repo
+        .find_remote("origin")
+        .ok()
+        .and_then(|r| r.url().map(|u| u.trim_end_matches('/').to_owned()));
+    let root = repo
+        .revwalk()
+        .ok()
+        .and_then(|mut w| {
+            w.push_head().ok()?;
+            w.simplify_first_parent().ok()?;
+            w.filter_map(|c| c.ok()).last()
+        })
+        .map(|oid| oid.to_string())
+        .unwrap_or_else(|| "no-commit".into());
+    match origin {
+        Some(url) => {
+            let name = url
+                .rsplit(['/', ':'])
+                .next()
+                .map(|n| n.trim_end_matches(".git").to_owned())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| folder_name(&top));
+            (format!("origin\0{url}\0root\0{root}"), name)
+        }
+        None => (
+            format!("path\0{}\0root\0{root}", top.display()),
+            folder_name(&top),
+        ),
+    }
 }
 
 /// A cache's folder: `<root>/<provider>/<repo>/<name>`.
@@ -114,9 +163,10 @@ pub(crate) fn dir(root: &Path, provider: &str, repo: &str, name: &str) -> PathBu
     root.join(provider).join(repo).join(name)
 }
 
-/// What a cache holds: a sha256 over every entry (path, kind, size, and
-/// the file's sha256 or the link's target, in path order), its files and
-/// their bytes.
+/// What a cache holds: the digest of its tree, read by descriptor and
+/// encoded without ambiguity (names and link targets as raw bytes with
+/// their lengths, special files by kind and device numbers: see
+/// [`crate::untrusted_tree::digest`]), its files and their bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Content {
     pub sha256: String,
@@ -126,67 +176,12 @@ pub(crate) struct Content {
 
 /// The content of folder `dir` (never follows a link).
 pub(crate) fn content(dir: &Path) -> std::io::Result<Content> {
-    let mut entries = vec![];
-    walk(dir, "", &mut entries)?;
-    entries.sort();
-    let mut h = Sha256::new();
-    let (mut files, mut bytes) = (0, 0);
-    for (rel, line, size) in &entries {
-        h.update(rel.as_bytes());
-        h.update([0]);
-        h.update(line.as_bytes());
-        h.update([b'\n']);
-        if line.starts_with("file") {
-            files += 1;
-            bytes += size;
-        }
-    }
+    let d = crate::untrusted_tree::digest(dir)?;
     Ok(Content {
-        sha256: hex::encode(h.finalize()),
-        files,
-        bytes,
+        sha256: d.sha256,
+        files: d.files,
+        bytes: d.bytes,
     })
-}
-
-fn walk(dir: &Path, rel: &str, out: &mut Vec<(String, String, u64)>) -> std::io::Result<()> {
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        let r = if rel.is_empty() {
-            name
-        } else {
-            format!("{rel}/{name}")
-        };
-        let t = e.file_type()?;
-        if t.is_dir() {
-            out.push((r.clone(), "dir".into(), 0));
-            walk(&e.path(), &r, out)?;
-        } else if t.is_symlink() {
-            let target = std::fs::read_link(e.path())?;
-            out.push((r, format!("link {}", target.display()), 0));
-        } else if t.is_file() {
-            let mut f = File::open(e.path())?;
-            let mut h = Sha256::new();
-            let mut buf = vec![0u8; 64 * 1024];
-            let mut size = 0u64;
-            loop {
-                let n = f.read(&mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                size += n as u64;
-                h.update(&buf[..n]);
-            }
-            out.push((
-                r,
-                format!("file {size} {}", hex::encode(h.finalize())),
-                size,
-            ));
-        } else {
-            out.push((r, "other".into(), 0));
-        }
-    }
-    Ok(())
 }
 
 /// An exclusive hold on one cache (released when dropped).

@@ -71,7 +71,7 @@ pub(crate) mod suite;
 pub mod terminal;
 
 // The sandbox crate's modules, under the names the rest of rfs uses.
-pub use rfs_sandbox::{network, procfs, provider, source};
+pub use rfs_sandbox::{network, procfs, provider, source, untrusted_tree};
 
 // The evidence crate's modules, under the names the rest of rfs uses.
 pub use rfs_evidence::{

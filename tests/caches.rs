@@ -224,3 +224,71 @@ step("rm", "test -s ~/.cache/big/blob && rm ~/.cache/big/blob && mkdir ~/.cache/
     );
     rfs.assert_no_leftovers();
 }
+
+/// A clone at `at` of a project whose `origin` is `url`, with one commit
+/// of its own.
+fn clone_at(at: &std::path::Path, url: &str, content: &str) {
+    std::fs::create_dir_all(at).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(at)
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["remote", "add", "origin", url]);
+    std::fs::write(at.join("README"), content).unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", content]);
+}
+
+/// Caches were keyed by the checkout's path: an unrelated repository
+/// cloned where another had been (a CI workspace) read what the other
+/// wrote (a `sitecustomize.py` in a pip cache runs in its steps). They
+/// are keyed by the clone's origin and root commit now; the same project
+/// back at that path finds its own cache again.
+#[test]
+fn an_unrelated_repository_cloned_at_the_same_path_cannot_see_anothers_cache() {
+    let rfs = Rfs::new(Prov::Local);
+    let ws = tempfile::tempdir().unwrap();
+    let at = ws.path().join("workspace");
+    clone_at(&at, "file:///nowhere/one.git", "one");
+    rfs.run(&at, WRITE).assert_code(0);
+    std::fs::rename(&at, ws.path().join("one-aside")).unwrap();
+    clone_at(&at, "file:///nowhere/two.git", "two");
+    let other = rfs.run(&at, READ);
+    other.assert_code(0);
+    assert!(
+        other.stdout.contains("cache holds: absent"),
+        "{}",
+        other.stdout
+    );
+    // Same path, no origin, another root commit: not shared either.
+    std::fs::remove_dir_all(&at).unwrap();
+    clone_at(&at, "file:///nowhere/one.git", "one, again");
+    let same_url = rfs.run(&at, READ);
+    assert!(
+        same_url.stdout.contains("cache holds: absent"),
+        "{}",
+        same_url.stdout
+    );
+    std::fs::remove_dir_all(&at).unwrap();
+    std::fs::rename(ws.path().join("one-aside"), &at).unwrap();
+    let back = rfs.run(&at, READ);
+    assert!(
+        back.stdout.contains("cache holds: wheel"),
+        "{}",
+        back.stdout
+    );
+    rfs.assert_no_leftovers();
+}

@@ -21,6 +21,7 @@
 mod clean;
 mod copy;
 mod create;
+mod digest;
 mod remove;
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -31,6 +32,7 @@ use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 pub use clean::{clean, Cleaned};
 pub use copy::{copy, Copied};
 pub use create::create_dir_all;
+pub use digest::{digest, TreeDigest};
 pub use remove::remove;
 
 /// The mode bits rfs keeps on anything that outlives a sandbox: the

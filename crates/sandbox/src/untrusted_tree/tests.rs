@@ -97,3 +97,45 @@ fn removing_a_read_only_tree_never_touches_what_a_link_in_it_names() {
     );
     assert!(kept.join("f").exists());
 }
+
+/// Two caches that differ had the same digest: names converted lossily
+/// (`\xff` and `\xfe` both became U+FFFD), a link target against a file,
+/// docker's device nodes all hashed as "other".
+#[test]
+fn trees_that_differ_by_a_raw_name_a_link_target_or_a_device_number_have_different_digests() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let d = |build: &dyn Fn(&Path)| {
+        let t = tempfile::tempdir().unwrap();
+        build(t.path());
+        digest(t.path()).unwrap().sha256
+    };
+    let name = |b: &'static [u8]| {
+        move |p: &Path| std::fs::write(p.join(std::ffi::OsStr::from_bytes(b)), "x").unwrap()
+    };
+    assert_ne!(d(&name(b"\xff")), d(&name(b"\xfe")));
+    let link = |target: &'static str| {
+        move |p: &Path| std::os::unix::fs::symlink(target, p.join("a")).unwrap()
+    };
+    assert_ne!(d(&link("x\nfile b")), d(&link("x")));
+    assert_ne!(
+        d(&|p: &Path| std::fs::write(p.join("a\nb"), "").unwrap()),
+        d(&|p: &Path| {
+            std::fs::write(p.join("a"), "").unwrap();
+            std::fs::write(p.join("b"), "").unwrap();
+        })
+    );
+    if rustix::process::geteuid().is_root() {
+        let dev = |minor: u32| {
+            move |p: &Path| {
+                nix::sys::stat::mknod(
+                    &p.join("n"),
+                    nix::sys::stat::SFlag::S_IFCHR,
+                    nix::sys::stat::Mode::from_bits_truncate(0o600),
+                    nix::sys::stat::makedev(1, minor as u64),
+                )
+                .unwrap()
+            }
+        };
+        assert_ne!(d(&dev(3)), d(&dev(5)), "device numbers count");
+    }
+}
