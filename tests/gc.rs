@@ -405,3 +405,54 @@ fn gc_removes_a_dead_owners_checkpoint_and_keeps_a_live_ones() {
     block_on(fork.remove_checkpoint(&kept.id)).unwrap();
     rfs.assert_no_leftovers();
 }
+
+/// An rfs killed (`kill -9`) while copying a checkpoint left its
+/// `.partial` copy (up to the disk cap) that `rfs gc` never saw, and a
+/// removal it was making left `local/trash/` behind. The partial copy
+/// names its owner from its first moment now, so `rfs gc` removes it
+/// with the dead run's sandbox, and empties the trash.
+#[test]
+fn a_checkpoint_killed_midway_leaves_nothing_after_gc() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script =
+        "step(\"many\", \"mkdir -p $HOME/many && cd $HOME/many && seq 1 60000 | xargs touch\");\n\
+                  checkpoint(\"big\");\nstep(\"after\", \"true\");";
+    let (mut child, _out) = rfs.spawn(repo.path(), script);
+    let dir = rfs.state.path().join("local/checkpoints");
+    let partial = || {
+        std::fs::read_dir(&dir)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+            })
+            .unwrap_or(false)
+    };
+    // Killed while it copies (its meta.json, written first, is there).
+    let copying = || {
+        std::fs::read_dir(&dir)
+            .map(|d| {
+                d.flatten().any(|e| {
+                    e.file_name().to_string_lossy().ends_with(".partial")
+                        && e.path().join("meta.json").exists()
+                })
+            })
+            .unwrap_or(false)
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !copying() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(partial(), "the checkpoint's copy never started");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(partial(), "the killed copy is left for gc to find");
+    // A removal an earlier rfs was killed in the middle of.
+    let trash = rfs.state.path().join("local/trash/local-dead-0");
+    std::fs::create_dir_all(trash.join("home/deep")).unwrap();
+    let g = gc(&rfs, &[]);
+    assert!(g.stdout.contains("checkpoint"), "{}", g.stdout);
+    assert!(!partial(), "gc left the partial checkpoint: {}", g.stdout);
+    assert!(!trash.exists(), "gc left the trash");
+    rfs.assert_no_leftovers();
+}

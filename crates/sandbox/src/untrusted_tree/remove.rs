@@ -23,7 +23,10 @@ pub fn remove(dir: &Path) -> std::io::Result<()> {
     let dev = rustix::fs::fstat(&root)?.st_dev;
     empty(&root, dev)?;
     drop(root);
-    std::fs::remove_dir(dir)
+    match std::fs::remove_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
 }
 
 fn empty(dir: &OwnedFd, dev: u64) -> std::io::Result<()> {
@@ -34,14 +37,22 @@ fn empty(dir: &OwnedFd, dev: u64) -> std::io::Result<()> {
             Err(rustix::io::Errno::NOENT) => continue,
             Err(e) => return Err(e.into()),
         };
-        if kind(st.st_mode) == FileType::Directory {
+        let gone = if kind(st.st_mode) == FileType::Directory {
             if st.st_dev == dev {
-                let sub = open_entry(dir, &name, &st, OFlags::RDONLY | OFlags::DIRECTORY)?;
-                empty(&sub, dev)?;
+                match open_entry(dir, &name, &st, OFlags::RDONLY | OFlags::DIRECTORY) {
+                    Ok(sub) => empty(&sub, dev)?,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e),
+                }
             }
-            rustix::fs::unlinkat(dir, &name, AtFlags::REMOVEDIR)?;
+            rustix::fs::unlinkat(dir, &name, AtFlags::REMOVEDIR)
         } else {
-            rustix::fs::unlinkat(dir, &name, AtFlags::empty())?;
+            rustix::fs::unlinkat(dir, &name, AtFlags::empty())
+        };
+        // Removed meanwhile by another removal of the same tree: fine.
+        match gone {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(())

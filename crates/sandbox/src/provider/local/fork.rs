@@ -52,6 +52,27 @@ impl LocalProvider {
         }
         Ok(self.checkpoints().join(id))
     }
+
+    /// Where checkpoint `id` is made before it is whole (renamed to its
+    /// [`Self::checkpoint_dir`] when it is). Its `meta.json` (the owner's
+    /// labels) is written first: an rfs killed while copying leaves a
+    /// folder `rfs gc` can judge and remove.
+    fn partial_dir(&self, id: &str) -> ProviderResult<PathBuf> {
+        self.checkpoint_dir(id)?;
+        Ok(self.checkpoints().join(format!(".{id}.partial")))
+    }
+
+    /// Remove what an rfs killed while removing a sandbox or checkpoint
+    /// left in `trash/` (renamed there to be removed; whoever removes it
+    /// first does, a concurrent removal is harmless).
+    fn empty_trash(&self) {
+        let Ok(entries) = std::fs::read_dir(self.root.join("trash")) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let _ = crate::untrusted_tree::remove(&e.path());
+        }
+    }
 }
 
 /// The bytes the files under `dir` take (links not followed; a block
@@ -153,6 +174,26 @@ pub(super) fn unlayer(dir: &Path) {
     }
 }
 
+/// A partial checkpoint without its `meta.json` is one whose rfs was
+/// killed between creating it and writing that file (it is written
+/// first): garbage once older than a minute, whoever made it.
+fn remove_if_stale_partial(e: &std::fs::DirEntry) {
+    let name = e.file_name();
+    let name = name.to_string_lossy();
+    if !(name.starts_with(".ckpt-") && name.ends_with(".partial")) {
+        return;
+    }
+    let old = e
+        .metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > std::time::Duration::from_secs(60));
+    if old {
+        let _ = crate::untrusted_tree::remove(&e.path());
+    }
+}
+
 #[async_trait]
 impl Fork for LocalProvider {
     async fn checkpoint(
@@ -167,7 +208,7 @@ impl Fork for LocalProvider {
         let dest = self.checkpoint_dir(&cid)?;
         std::fs::create_dir_all(self.checkpoints())
             .map_err(|e| io_err("creating checkpoints", e))?;
-        let partial = self.checkpoints().join(format!(".{cid}.partial"));
+        let partial = self.partial_dir(&cid)?;
         let meta = CheckpointMeta {
             id: cid.clone(),
             name: name.to_owned(),
@@ -182,14 +223,14 @@ impl Fork for LocalProvider {
         let (p2, d2) = (partial.clone(), dest.clone());
         let made = tokio::task::spawn_blocking(move || {
             std::fs::create_dir(&p2).map_err(|e| format!("{}: {e}", p2.display()))?;
-            for l in LAYERS {
-                copy_tree(&dir.join(l), &p2.join(l))?;
-            }
             std::fs::write(
                 p2.join("meta.json"),
                 serde_json::to_vec_pretty(&meta).expect("meta serialises"),
             )
             .map_err(|e| format!("writing the checkpoint's meta.json: {e}"))?;
+            for l in LAYERS {
+                copy_tree(&dir.join(l), &p2.join(l))?;
+            }
             let bytes = tree_bytes(&p2);
             std::fs::rename(&p2, &d2).map_err(|e| format!("{}: {e}", d2.display()))?;
             Ok::<_, String>(bytes)
@@ -228,14 +269,23 @@ impl Fork for LocalProvider {
     }
 
     async fn remove_checkpoint(&self, id: &str) -> ProviderResult<()> {
-        let dir = self.checkpoint_dir(id)?;
         let trash = self.root.join("trash");
         std::fs::create_dir_all(&trash).map_err(|e| io_err("creating trash", e))?;
         let gone = trash.join(format!("{id}-{}", uuid::Uuid::new_v4().simple()));
-        match std::fs::rename(&dir, &gone) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(io_err(&format!("removing checkpoint {id}"), e)),
+        // Whole, or as an rfs killed while making it left it.
+        let mut moved = false;
+        for dir in [self.checkpoint_dir(id)?, self.partial_dir(id)?] {
+            match std::fs::rename(&dir, &gone) {
+                Ok(()) => {
+                    moved = true;
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(&format!("removing checkpoint {id}"), e)),
+            }
+        }
+        if !moved {
+            return Ok(());
         }
         tokio::task::spawn_blocking(move || crate::untrusted_tree::remove(&gone))
             .await
@@ -244,6 +294,7 @@ impl Fork for LocalProvider {
     }
 
     async fn list_checkpoints(&self) -> ProviderResult<Vec<(String, Labels)>> {
+        self.empty_trash();
         let entries = match std::fs::read_dir(self.checkpoints()) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
@@ -252,10 +303,13 @@ impl Fork for LocalProvider {
         let mut out = vec![];
         for e in entries.flatten() {
             let Ok(bytes) = std::fs::read(e.path().join("meta.json")) else {
+                remove_if_stale_partial(&e);
                 continue;
             };
             if let Ok(m) = serde_json::from_slice::<CheckpointMeta>(&bytes) {
-                if self.checkpoint_dir(&m.id).is_ok_and(|d| d == e.path()) {
+                let whole = self.checkpoint_dir(&m.id).is_ok_and(|d| d == e.path());
+                let partial = self.partial_dir(&m.id).is_ok_and(|d| d == e.path());
+                if whole || partial {
                     out.push((m.id, m.labels));
                 }
             }
@@ -265,7 +319,7 @@ impl Fork for LocalProvider {
     }
 
     async fn checkpoint_exists(&self, id: &str) -> ProviderResult<bool> {
-        Ok(self.checkpoint_dir(id)?.exists())
+        Ok(self.checkpoint_dir(id)?.exists() || self.partial_dir(id)?.exists())
     }
 }
 
