@@ -116,6 +116,10 @@ fn end_into(
 
 fn into_report(report: &mut RunReport, ended: crate::lifecycle::Ended) {
     report.teardown_warning = ended.teardown_warning;
+    if ended.interrupted_at_end && report.error.is_none() {
+        report.exit_code = Error::Interrupted.exit_code();
+        report.error = Some(Error::Interrupted);
+    }
     if let Some((what, e)) = ended.seal_error {
         failed_after(report, what, &e);
     }
@@ -206,11 +210,26 @@ fn run_journaled(
     // An engine that cannot be built, or a script thread that cannot be
     // started, is rfs's error (no reason of the script's).
     let engine = script::run_engine(&run, &script, settings.vars.clone());
+    let mut signals = signals;
     let result = engine.and_then(|engine| {
         let interrupt = hooks.interrupt.clone();
         spawn_body(&run, &script, (engine, ast), body)
-            .map(|rx| wait_body(&rt, &run, rx, interrupt, signals))
+            .map(|rx| wait_body(&rt, &run, rx, interrupt, signals.as_mut()))
     });
+    // Ctrl-C while the run ends is not swallowed: it interrupts what is
+    // left (background processes are killed, not stopped gracefully) and
+    // the run says it was interrupted; the teardown still runs to its
+    // verified end.
+    let at_end = {
+        let (r, interrupt) = (run.clone(), hooks.interrupt.clone());
+        rt.spawn(async move {
+            tokio::select! {
+                _ = interrupt.cancelled() => {}
+                _ = crate::lifecycle::wait_signal(signals.as_mut()) => {}
+            }
+            r.interrupt();
+        })
+    };
     let (outcome, reason) = match &result {
         Ok(Ok(())) => (RunOutcome::Completed, None),
         Ok(Err(e)) => (e.outcome(), Some(e.to_string())),
@@ -222,6 +241,7 @@ fn run_journaled(
         Err(e) => fail(report, e),
     };
     end_into(&mut report, &run, outcome, reason.as_deref(), key);
+    at_end.abort();
     drop(run);
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     report
@@ -257,15 +277,16 @@ fn wait_body(
     run: &Arc<Run>,
     rx: BodyResult,
     interrupt: CancellationToken,
-    mut signals: Option<crate::lifecycle::Signals>,
+    signals: Option<&mut crate::lifecycle::Signals>,
 ) -> Result<(), Error> {
+    let mut signals = signals;
     let r3 = run.clone();
     let result = rt.block_on(async move {
         let mut rx = rx;
         tokio::select! {
             r = &mut rx => return r,
             _ = interrupt.cancelled() => {}
-            _ = crate::lifecycle::wait_signal(signals.as_mut()) => {}
+            _ = crate::lifecycle::wait_signal(signals.as_deref_mut()) => {}
         }
         r3.interrupt();
         rx.await

@@ -413,3 +413,46 @@ fn docker_suites_skip_without_an_engine_and_fail_when_required() {
         "{stdout}\n{stderr}"
     );
 }
+
+/// Ctrl-C while a run was ending (its sandbox being removed) was
+/// swallowed: the run said it completed, exit 0. It now says interrupted
+/// (exit 130) and its teardown still runs to its verified end. On
+/// `daytona`, whose soft delete keeps the sandbox `destroying` for the
+/// lag the server is started with, the end reliably takes seconds.
+#[test]
+fn ctrl_c_while_a_run_ends_is_not_swallowed_and_the_sandbox_is_still_verified_gone() {
+    let Some(rfs) = Rfs::daytona_with(rfs_daytona_sim::SimOptions {
+        delete_lag: std::time::Duration::from_secs(4),
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let repo = Repo::new();
+    let (child, out_dir) = rfs.spawn(repo.path(), "step(\"only\", \"true\");");
+    wait_for_journal(&out_dir, "step.end");
+    // The end has begun: the sandbox is being deleted for 4 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !rfs.sim().requests().iter().any(|r| r.method == "DELETE") {
+        assert!(std::time::Instant::now() < deadline, "no DELETE was sent");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    signal(&child, nix::sys::signal::Signal::SIGINT);
+    let out = finish(child.wait_with_output().unwrap(), out_dir);
+    out.assert_code(130);
+    let end = &out.entries("run.end")[0];
+    assert_eq!(end["outcome"], "interrupted", "{end}");
+    assert!(
+        end["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("while the run was ending"),
+        "{end}"
+    );
+    assert_eq!(
+        out.entries("cleanup.verified")[0]["sandbox_id"],
+        out.sandbox_id().as_str()
+    );
+    rfs.assert_no_leftovers();
+    assert_journal_verifies_and_ends(&rfs, &out);
+    rfs.finish();
+}

@@ -11,6 +11,9 @@ pub(crate) struct Ended {
     /// Sealing the bundle or drawing its report failed: the evidence is
     /// incomplete.
     pub(crate) seal_error: Option<(&'static str, String)>,
+    /// An interrupt came while a completed run was ending: it is
+    /// journaled as interrupted, and its entry point says so.
+    pub(crate) interrupted_at_end: bool,
 }
 
 /// The one end of every run, whatever started it (`rfs run`, a suite's
@@ -25,11 +28,12 @@ pub(crate) fn end_run(
     reason: Option<&str>,
     key: Option<&crate::signing::SigningKey>,
 ) -> Ended {
-    let teardown_warning = run.finish_with(outcome, reason);
+    let (teardown_warning, interrupted_at_end) = run.finish_with(outcome, reason);
     let seal_error = seal_bundle(&run.cfg.out_dir, key).err();
     Ended {
         teardown_warning,
         seal_error,
+        interrupted_at_end,
     }
 }
 

@@ -495,7 +495,14 @@ impl Run {
         }
     }
 
-    pub(crate) fn finish_with(&self, outcome: RunOutcome, reason: Option<&str>) -> Option<String> {
+    /// End the run: stop what it started, tear its sandbox down, journal
+    /// `run.end`. Returns the teardown's warning and whether an interrupt
+    /// came while it ended (a completed run is then interrupted).
+    pub(crate) fn finish_with(
+        &self,
+        outcome: RunOutcome,
+        reason: Option<&str>,
+    ) -> (Option<String>, bool) {
         let reason = reason.map(|r| self.state().redactor.redact_str(r));
         self.close_sessions();
         let stopped = self.stop_all_spawned();
@@ -510,6 +517,18 @@ impl Run {
             (Some(a), Some(b)) => Some(format!("{a}; {b}")),
             (a, b) => a.or(b),
         };
+        // Ctrl-C while the run was ending: the teardown went on (the
+        // sandbox is destroyed and verified all the same), but the run
+        // did not complete as the person let it.
+        let interrupted_at_end = outcome == RunOutcome::Completed && self.is_cancelled();
+        let (outcome, reason) = if interrupted_at_end {
+            (
+                RunOutcome::Interrupted,
+                Some("interrupted while the run was ending (its sandbox was still destroyed and verified gone)".to_owned()),
+            )
+        } else {
+            (outcome, reason)
+        };
         self.redact_bundle();
         let _ = self.record(Event::RunEnd {
             outcome: outcome.as_str().to_owned(),
@@ -519,7 +538,7 @@ impl Run {
         if let Ok(r) = self.record.lock() {
             let _ = r.journal.sync();
         }
-        warning
+        (warning, interrupted_at_end)
     }
 }
 

@@ -76,11 +76,15 @@ exit 1
 
 /// Whether no process of group `$1` is left (zombies waiting to be
 /// reaped do not count), polled for up to 5 s. Exit 0: none left; 1:
-/// some still there; 2: no /proc to read.
+/// some still there; 2: no /proc to read. `kill -0` on the group first:
+/// when it finds none (the usual end) the probe is done at once, instead
+/// of reading every process's `stat` — with thousands of processes in
+/// the sandbox that took most of a second per `stop()`.
 const GROUP_GONE_PROBE: &str = r#"g=$1
 [ -d /proc/self ] || exit 2
 i=0
 while :; do
+  kill -0 -"$g" 2>/dev/null || exit 0
   left=0
   for d in /proc/[0-9]*; do
     read -r s < "$d/stat" 2>/dev/null || continue
