@@ -88,6 +88,45 @@ collect("big.bin", #{ max_bytes: 1000 });
         assert!(out.stderr.contains("a script may only lower it"), "{}", out.stderr);
     }
 
+    // A 100 GB sparse file made `collect()` fail as "tar failed" (the
+    // archive cut at the bound closed tar's pipe): it is over the bound,
+    // and says so.
+    fn collect_of_a_huge_sparse_file_is_refused_as_over_the_bound(rfs: &Rfs) {
+        let repo = Repo::new();
+        let out = rfs.run(
+            repo.path(),
+            r#"
+step("make", "truncate -s 100G sparse.bin");
+collect("sparse.bin", #{ max_bytes: 100000 });
+"#,
+        );
+        out.assert_code(3);
+        assert!(out.stderr.contains("more than 100000 bytes"), "{}", out.stderr);
+        assert!(!out.stderr.contains("tar failed"), "{}", out.stderr);
+        assert!(out.entries("artifact.collected").is_empty());
+        assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
+    }
+
+    // `collect()` of a folder with a hard-linked file kept one of its
+    // names: tar writes the second as a link to the first, which was
+    // skipped. Both names are kept now, each a file.
+    fn collect_of_a_hard_linked_file_keeps_both_names(rfs: &Rfs) {
+        let repo = Repo::new();
+        let out = rfs.run(
+            repo.path(),
+            r#"
+step("make", "mkdir -p out && echo same > out/a && ln out/a out/b");
+collect("out");
+"#,
+        );
+        out.assert_code(0);
+        for n in ["a", "b"] {
+            let p = out.out_dir.join("artifacts/out").join(n);
+            assert_eq!(std::fs::read_to_string(&p).unwrap_or_default(), "same\n", "{}", p.display());
+        }
+        assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
+    }
+
     fn collect_through_a_symlinked_folder_is_refused(rfs: &Rfs) {
         let repo = Repo::new();
         let out = rfs.run(

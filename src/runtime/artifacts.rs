@@ -87,6 +87,17 @@ if [ ! -e "$p" ] && [ ! -L "$p" ]; then echo "$p does not exist in the sandbox" 
 { tar -cf - "./$p" || echo "rfs-collect: tar failed" >&2; } | head -c "$max" | base64
 "#;
 
+/// A path in the archive (`./a/b`) as the `a/b` entries are named by.
+fn archive_rel(p: &Path) -> String {
+    p.components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// The sandbox script that moves the uploaded file `$2` to `$3` under the
 /// synced root `$1`, making its folders; every later argument is a folder
 /// on the way, refused if it is a link.
@@ -183,7 +194,7 @@ impl Run {
             let m = self.state().redactor.redact_str(&stderr);
             return Err(self.refuse(format!("{what} refused: {m}")));
         }
-        if !o.success() || stderr.contains("rfs-collect: tar failed") {
+        if !o.success() {
             let m = self.state().redactor.redact_str(&stderr);
             return Err(Error::StepFailed {
                 name: what.into(),
@@ -233,7 +244,17 @@ impl Run {
             .decode(&text)
             .map_err(|e| Error::Internal(format!("{what}: the sandbox sent no base64: {e}")))?;
         if tar.len() as u64 >= cut {
+            // Cut at the bound (a 100 GB sparse file): over the bound,
+            // whatever tar said of the pipe closed under it.
             return Err(self.over_bound(&what, room));
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("rfs-collect: tar failed") {
+            let m = self.state().redactor.redact_str(stderr.trim());
+            return Err(Error::StepFailed {
+                name: what.clone(),
+                reason: format!("tar failed in sandbox {}: {m}", pl.sandbox_id),
+            });
         }
         let entries = self.read_archive(&what, &tar, &parts)?;
         let total: u64 = entries
@@ -264,7 +285,7 @@ impl Run {
     fn read_archive(&self, what: &str, tar: &[u8], parts: &[String]) -> Result<Vec<Entry>> {
         let bad = |m: String| Error::Internal(format!("{what}: the sandbox's archive: {m}"));
         let mut a = tar::Archive::new(tar);
-        let mut entries = vec![];
+        let mut entries: Vec<Entry> = vec![];
         for e in a.entries().map_err(|e| bad(e.to_string()))? {
             let mut e = e.map_err(|e| bad(e.to_string()))?;
             let p = e.path().map_err(|e| bad(e.to_string()))?.into_owned();
@@ -302,6 +323,22 @@ impl Run {
                 let mut bytes = vec![];
                 e.read_to_end(&mut bytes).map_err(|e| bad(e.to_string()))?;
                 Entry::File { rel, bytes }
+            } else if kind == tar::EntryType::Link {
+                // A hard link names a file earlier in the archive: kept
+                // under this name too, as a file of its own.
+                let first = e
+                    .link_name()
+                    .ok()
+                    .flatten()
+                    .map(|t| archive_rel(&t))
+                    .unwrap_or_default();
+                match entries.iter().find_map(|x| match x {
+                    Entry::File { rel: r, bytes } if *r == first => Some(bytes.clone()),
+                    _ => None,
+                }) {
+                    Some(bytes) => Entry::File { rel, bytes },
+                    None => Entry::Skipped(rel),
+                }
             } else if kind.is_dir() {
                 Entry::Dir(rel)
             } else if kind.is_symlink() {
