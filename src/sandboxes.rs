@@ -54,17 +54,47 @@ pub(crate) fn reachable(
     Ok(out)
 }
 
+/// The marker a run leaves when `--keep` keeps sandbox `id` (a run
+/// killed before its end leaves none): `<state>/kept/<id>`. `None` for an
+/// id that is not a plain file name.
+fn kept_marker(state: &std::path::Path, id: &str) -> Option<std::path::PathBuf> {
+    let plain = !id.is_empty()
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    plain.then(|| state.join("kept").join(id))
+}
+
+/// Say that `--keep` kept sandbox `id` at the end of its run.
+pub(crate) fn mark_kept(state: &std::path::Path, id: &str) {
+    if let Some(m) = kept_marker(state, id) {
+        if let Some(dir) = m.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(m, b"");
+    }
+}
+
+/// Whether a run kept sandbox `id` on purpose (see [`mark_kept`]).
+fn was_kept(state: &std::path::Path, id: &str) -> bool {
+    kept_marker(state, id).is_some_and(|m| m.is_file())
+}
+
 /// What `rfs ps` says of a sandbox: whose it is and what works on it.
-fn status(s: &SandboxInfo) -> String {
+fn status(state: &std::path::Path, s: &SandboxInfo) -> String {
     let id = &s.id;
     match owner_liveness(&s.labels) {
         Liveness::Alive => format!(
             "in use by its live run (rfs pid {})",
             s.labels.get(labels::OWNER_PID).map_or("?", String::as_str)
         ),
-        Liveness::Gone(_) if enterable(&s.state) => {
+        Liveness::Gone(_) if enterable(&s.state) && was_kept(state, id) => {
             format!("kept, its run has ended: `rfs shell {id}` enters it, `rfs rm {id}` removes it")
         }
+        Liveness::Gone(_) if enterable(&s.state) => format!(
+            "left by a run that never ended (its rfs was killed): `rfs shell {id}` enters it, `rfs rm {id}` removes it"
+        ),
         Liveness::Gone(_) => format!(
             "left by an ended run, {} (it cannot be entered): `rfs rm {id}` removes it",
             s.state
@@ -86,6 +116,7 @@ pub(crate) fn enterable(state: &str) -> bool {
 pub(crate) fn ps(only: Option<String>, all: bool) -> Result<i32, Error> {
     let rt = tokio::runtime::Runtime::new().map_err(Error::internal)?;
     let me = crate::provider::owner::uid();
+    let state = crate::settings::state_dir();
     let mut n = 0;
     for p in reachable(&rt, only, "ps")? {
         let list = match rt.block_on(p.list(&labels::rfs_selector())) {
@@ -107,7 +138,7 @@ pub(crate) fn ps(only: Option<String>, all: bool) -> Result<i32, Error> {
                 s.id,
                 s.labels.get(labels::RUN_ID).map_or("?", String::as_str),
                 age(&s.labels),
-                status(&s)
+                status(&state, &s)
             );
         }
     }

@@ -46,84 +46,53 @@ provider_tests! {
         assert!(text.contains("from the commit"), "{text}");
         assert!(text.contains(&format!("id={id}")), "{text}");
 
+        // The sandbox of a run whose rfs was killed is not "kept".
+        let killed = a_killed_runs_sandbox_is_not_called_kept(rfs, &repo);
+
         // Only this provider: the other providers' variants of this test
         // run at the same time, each with a kept sandbox whose owner is gone.
         let gc = rfs.cmd(repo.path()).args(["gc", "--provider", rfs.prov.name()]).output().unwrap();
         assert!(gc.status.success(), "{}", String::from_utf8_lossy(&gc.stderr));
         let ps = rfs.cmd(repo.path()).arg("ps").output().unwrap();
         assert!(!String::from_utf8_lossy(&ps.stdout).contains(&id));
+        assert!(!String::from_utf8_lossy(&ps.stdout).contains(&killed));
         rfs.assert_no_leftovers();
     }
 }
 
-/// `rfs shell` of an id no provider knows is a usage error naming `rfs ps`.
-#[test]
-fn shell_of_an_unknown_sandbox_says_so() {
-    let rfs = Rfs::new(Prov::Local);
-    let repo = Repo::new();
-    let out = rfs
-        .cmd(repo.path())
-        .args(["shell", "local-no-such-sandbox", "--provider", "local"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("rfs ps"));
-}
-
-/// `rfs runs prune`: `--keep N` removes all but the newest N finished
-/// runs, `--dry-run` removes nothing, and without a rule it refuses.
-#[test]
-fn runs_prune_keeps_the_newest_and_dry_run_removes_nothing() {
-    let rfs = Rfs::new(Prov::Local);
-    let repo = Repo::new();
-    let (script, _) = rfs.prepare(r#"step("x", "true");"#);
-    for _ in 0..3 {
-        let out = rfs
-            .cmd(repo.path())
-            .arg("run")
-            .arg(&script)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        std::thread::sleep(std::time::Duration::from_millis(20));
+/// `rfs ps` called the sandbox of a run whose rfs was killed "kept":
+/// only a run that ended with `--keep` keeps one; this one never ended.
+/// Returns its id (its owner is gone: a gc removes it).
+fn a_killed_runs_sandbox_is_not_called_kept(rfs: &Rfs, repo: &Repo) -> String {
+    let script = "step(\"long\", \"sleep 3141\");";
+    let (script_path, out_dir) = rfs.prepare(script);
+    let mut cmd = rfs.cmd(repo.path());
+    cmd.arg("run").arg(&script_path).arg("--out").arg(&out_dir);
+    if rfs.prov == Prov::Local {
+        cmd.args(["--isolation", "none"]);
     }
-    let count = || {
-        let out = rfs.cmd(repo.path()).arg("runs").output().unwrap();
-        String::from_utf8_lossy(&out.stdout).lines().count()
-    };
-    assert_eq!(count(), 3);
-    let none = rfs
-        .cmd(repo.path())
-        .args(["runs", "prune"])
-        .output()
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
         .unwrap();
-    assert_eq!(none.status.code(), Some(2));
-    let dry = rfs
-        .cmd(repo.path())
-        .args(["runs", "prune", "--keep", "1", "--dry-run"])
-        .output()
-        .unwrap();
-    assert!(dry.status.success());
-    assert_eq!(
-        String::from_utf8_lossy(&dry.stdout)
-            .matches("would remove")
-            .count(),
-        2
+    wait_for_journal(&out_dir, "step.start");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let id = finish(
+        std::process::Command::new("true").output().unwrap(),
+        out_dir,
+    )
+    .sandbox_id();
+    let ps = rfs.cmd(repo.path()).arg("ps").output().unwrap();
+    let listed = String::from_utf8_lossy(&ps.stdout).into_owned();
+    let line = listed
+        .lines()
+        .find(|l| l.contains(&id))
+        .unwrap_or_else(|| panic!("{id} not in:\n{listed}"));
+    assert!(
+        line.contains("never ended") && !line.contains("kept"),
+        "{line}"
     );
-    assert_eq!(count(), 3);
-    let newest =
-        String::from_utf8_lossy(&rfs.cmd(repo.path()).arg("runs").output().unwrap().stdout)
-            .lines()
-            .next()
-            .unwrap()
-            .to_owned();
-    let pruned = rfs
-        .cmd(repo.path())
-        .args(["runs", "prune", "--keep", "1"])
-        .output()
-        .unwrap();
-    assert!(pruned.status.success());
-    let left = String::from_utf8_lossy(&rfs.cmd(repo.path()).arg("runs").output().unwrap().stdout)
-        .into_owned();
-    assert_eq!(left.trim(), newest.trim());
+    id
 }
