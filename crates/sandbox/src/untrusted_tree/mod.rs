@@ -22,6 +22,7 @@ mod clean;
 mod copy;
 mod create;
 mod digest;
+mod overlay_upper;
 mod remove;
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -33,7 +34,8 @@ pub use clean::{clean, Cleaned};
 pub use copy::{copy, Copied};
 pub use create::create_dir_all;
 pub use digest::{digest, TreeDigest};
-pub use remove::remove;
+pub use overlay_upper::apply_overlay_upper;
+pub use remove::{empty_dir, remove};
 
 /// The mode bits rfs keeps on anything that outlives a sandbox: the
 /// permission bits and the sticky bit, less setuid, setgid and write for

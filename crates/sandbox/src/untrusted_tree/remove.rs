@@ -29,7 +29,7 @@ pub fn remove(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-fn empty(dir: &OwnedFd, dev: u64) -> std::io::Result<()> {
+pub(super) fn empty(dir: &OwnedFd, dev: u64) -> std::io::Result<()> {
     rustix::fs::fchmod(dir, Mode::from_raw_mode(0o700))?;
     for name in names(dir)? {
         let st = match rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -55,5 +55,17 @@ fn empty(dir: &OwnedFd, dev: u64) -> std::io::Result<()> {
             Err(e) => return Err(e.into()),
         }
     }
+    Ok(())
+}
+
+/// Remove everything inside the folder `dir` (kept, empty), by
+/// descriptor.
+pub fn empty_dir(dir: &Path) -> std::io::Result<()> {
+    let root = open_root(dir)?;
+    let st = rustix::fs::fstat(&root)?;
+    let mode = st.st_mode & 0o7777;
+    empty(&root, st.st_dev)?;
+    // empty() made the folder owner-only to clear it: its mode back.
+    rustix::fs::fchmod(&root, Mode::from_raw_mode(mode as _))?;
     Ok(())
 }

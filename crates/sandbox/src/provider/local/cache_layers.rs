@@ -18,7 +18,7 @@
 //! Without a disk cap (rfs not root) the folder is bound as it is: there
 //! is no limit to get around.
 
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::errors::SetupError;
@@ -145,103 +145,17 @@ pub(super) fn write_back(layers: &[Layer]) -> Vec<(String, String)> {
     emptied
 }
 
-/// Apply the overlay upper layer `upper` to the folder `to`.
+/// Apply the overlay upper layer `upper` to the folder `to`, by
+/// descriptor on both sides: the upper layer is what the sandbox wrote,
+/// and the cache holds links earlier runs left
+/// ([`crate::untrusted_tree::apply_overlay_upper`]).
 fn apply(upper: &Path, to: &Path) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(upper)? {
-        let entry = entry?;
-        let (from, dest) = (entry.path(), to.join(entry.file_name()));
-        let meta = std::fs::symlink_metadata(&from)?;
-        let kind = meta.file_type();
-        if kind.is_char_device() && meta.rdev() == 0 {
-            // A whiteout: deleted in the sandbox.
-            remove(&dest)?;
-        } else if kind.is_dir() {
-            let is_dir = std::fs::symlink_metadata(&dest).is_ok_and(|m| m.is_dir());
-            if opaque(&from) || !is_dir {
-                remove(&dest)?;
-                std::fs::create_dir(&dest)?;
-            }
-            apply(&from, &dest)?;
-            attributes(&meta, &dest)?;
-        } else if kind.is_file() || kind.is_symlink() {
-            remove(&dest)?;
-            if kind.is_symlink() {
-                std::os::unix::fs::symlink(std::fs::read_link(&from)?, &dest)?;
-            } else {
-                // Created owner-only: never, even for a moment, with the
-                // source's setuid or setgid bits (attributes() sets the
-                // mode, less those, below).
-                use std::os::unix::fs::OpenOptionsExt as _;
-                let mut to = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .open(&dest)?;
-                std::io::copy(&mut std::fs::File::open(&from)?, &mut to)?;
-            }
-            attributes(&meta, &dest)?;
-        }
-        // Sockets, fifos and devices are not kept in a cache.
-    }
-    Ok(())
-}
-
-/// Whether the upper folder `dir` hides the lower one's content.
-fn opaque(dir: &Path) -> bool {
-    let (Ok(path), Ok(name)) = (
-        std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()),
-        std::ffi::CString::new("trusted.overlay.opaque"),
-    ) else {
-        return false;
-    };
-    let mut value = [0u8; 2];
-    // SAFETY: valid NUL-terminated strings and a buffer of its length.
-    let n = unsafe {
-        libc::lgetxattr(
-            path.as_ptr(),
-            name.as_ptr(),
-            value.as_mut_ptr().cast(),
-            value.len(),
-        )
-    };
-    n == 1 && value[0] == b'y'
-}
-
-/// Give `dest` the owner, mode and modification time `meta` says, never
-/// a setuid or setgid bit: a cache is a folder of this machine, and a
-/// step must not leave a program there that runs as its owner.
-fn attributes(meta: &std::fs::Metadata, dest: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::os::unix::fs::lchown(dest, Some(meta.uid()), Some(meta.gid()))?;
-    if meta.file_type().is_symlink() {
-        return Ok(());
-    }
-    std::fs::set_permissions(dest, std::fs::Permissions::from_mode(meta.mode() & 0o1777))?;
-    let mtime = std::time::UNIX_EPOCH
-        + std::time::Duration::new(meta.mtime().max(0) as u64, meta.mtime_nsec() as u32);
-    std::fs::File::options()
-        .write(meta.is_file())
-        .read(!meta.is_file())
-        .open(dest)?
-        .set_modified(mtime)
-}
-
-/// Remove whatever is at `p` (nothing there: fine).
-fn remove(p: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
-        Ok(_) => std::fs::remove_file(p),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    }
+    crate::untrusted_tree::apply_overlay_upper(upper, to)
 }
 
 /// Remove everything inside `dir`.
 fn empty(dir: &Path) -> std::io::Result<()> {
-    for e in std::fs::read_dir(dir)? {
-        remove(&e?.path())?;
-    }
-    Ok(())
+    crate::untrusted_tree::empty_dir(dir)
 }
 
 #[cfg(test)]
