@@ -369,7 +369,27 @@ pub(crate) fn replay(
     }
     let invocation_dir = match &original.invocation_rel {
         Some(rel) if !rel.as_os_str().is_empty() => {
+            // A bundle is data: the repository is the one the person runs
+            // `rfs replay` in, and the folder of it the original run
+            // started in must be inside it — plain names only, and no
+            // link leading out (a sibling clone sharing the commit, a
+            // `git worktree`, would otherwise be read by `put()`).
+            let plain = rel
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
             let d = root.join(rel);
+            let inside = plain
+                && std::fs::canonicalize(&d)
+                    .ok()
+                    .zip(std::fs::canonicalize(&root).ok())
+                    .is_some_and(|(d, r)| d.starts_with(r));
+            if d.exists() && !inside || !plain {
+                return Err(Error::Refused(format!(
+                    "the bundle says the original run started in `{}`, outside the repository {} that rfs replay runs in; a bundle cannot choose another repository",
+                    rel.display(),
+                    root.display()
+                )));
+            }
             if !d.is_dir() {
                 return Err(Error::Refused(format!(
                     "the original run started in `{}` of its repository, which does not exist in {}",

@@ -129,3 +129,83 @@ fn replay_refuses_a_tampered_bundle() {
     assert!(r.stderr.contains("was changed"), "{}", r.stderr);
     assert!(!r.out_dir.exists(), "nothing ran");
 }
+
+/// A replayed bundle chose where rfs was started: a re-sealed bundle whose
+/// `run.start.invocation_dir` was `<its checkout>/../private` made the
+/// victim's replay treat a sibling clone (one sharing the commit) as the
+/// repository, and `put()` read that clone's uncommitted files into a
+/// step. A bundle is data: the repository is the one the person runs
+/// `rfs replay` in, and a folder of it the bundle names must be inside
+/// it.
+#[test]
+fn a_replayed_bundle_cannot_choose_a_repository_outside_the_one_replay_runs_in() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("secret.txt", "MINE\n");
+    repo.commit("a file put() ships");
+    let original = rfs.run(
+        repo.path(),
+        r#"put("secret.txt", "s.txt"); step("send", "cat s.txt");"#,
+    );
+    original.assert_code(0);
+    // A sibling clone sharing the commit, with a file of its own.
+    let private = repo.path().with_file_name(format!(
+        "{}-private",
+        repo.path().file_name().unwrap().to_string_lossy()
+    ));
+    let cloned = std::process::Command::new("git")
+        .args(["clone", "-q"])
+        .arg(repo.path())
+        .arg(&private)
+        .status()
+        .unwrap();
+    assert!(cloned.success());
+    std::fs::write(private.join("secret.txt"), "SIBLING-SECRET\n").unwrap();
+    let committed = std::process::Command::new("git")
+        .current_dir(&private)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qam",
+            "private",
+        ])
+        .status()
+        .unwrap();
+    assert!(committed.success());
+    // The forger's edit: the run "started" in the sibling.
+    let journal = original.out_dir.join("journal.jsonl");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let mut lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let escaped = format!(
+        "{}/../{}",
+        repo.path().display(),
+        private.file_name().unwrap().to_string_lossy()
+    );
+    lines[0]["payload"]["invocation_dir"] = serde_json::Value::String(escaped);
+    let edited: String = lines.iter().map(|v| format!("{v}\n")).collect();
+    std::fs::write(&journal, edited).unwrap();
+    rechain(&journal);
+    // Re-sealed, unsigned: the attestation made anew over the edit.
+    rfs::seal::seal(&original.out_dir, None).unwrap();
+    let r = replay(&rfs, repo.path(), &original.out_dir, &[]);
+    let all = format!("{}{}", r.stdout, r.stderr);
+    let mut logs = String::new();
+    for f in files_under(&r.out_dir) {
+        logs.push_str(&String::from_utf8_lossy(
+            &std::fs::read(f).unwrap_or_default(),
+        ));
+    }
+    assert!(
+        !all.contains("SIBLING-SECRET") && !logs.contains("SIBLING-SECRET"),
+        "the replay read the sibling clone: {all}"
+    );
+    assert!(all.contains("outside the repository"), "{all}");
+    let _ = std::fs::remove_dir_all(&private);
+    rfs.assert_no_leftovers();
+}

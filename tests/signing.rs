@@ -549,31 +549,6 @@ fn unsigned_run_has_an_unsigned_attestation_and_a_complete_bundle() {
     );
 }
 
-/// Recompute every line's `prev`, EVIDENCE.md and the recorded head after
-/// an edit, as a forger rewriting the whole record would.
-fn rechain(journal: &Path) {
-    use sha2::{Digest, Sha256};
-    let text = std::fs::read_to_string(journal).unwrap();
-    let mut prev = "0".repeat(64);
-    let mut out = String::new();
-    for l in text.lines() {
-        let mut v: rfs::fuzzing::JournalLine = serde_json::from_str(l).unwrap();
-        v.prev = prev.clone();
-        let line = serde_json::to_string(&v).unwrap();
-        prev = hex::encode(Sha256::digest(line.as_bytes()));
-        out.push_str(&line);
-        out.push('\n');
-    }
-    std::fs::write(journal, &out).unwrap();
-    let evidence = rfs::fuzzing::render_evidence(&out).unwrap();
-    std::fs::write(journal.with_file_name("EVIDENCE.md"), evidence).unwrap();
-    let head = serde_json::json!({ "lines": out.lines().count(), "head": prev });
-    std::fs::write(journal.with_file_name("journal.head"), format!("{head}\n")).unwrap();
-    // report.html is a view like EVIDENCE.md; a forger drops it (a bundle
-    // without one still verifies: `rfs report` makes one).
-    let _ = std::fs::remove_file(journal.with_file_name("report.html"));
-}
-
 /// Regression (bundle leaked a secret): a secret the run learns that is
 /// written in the script itself is redacted in the bundled copy too; the
 /// new digest is journaled, so the bundle still verifies, and replay
