@@ -301,6 +301,68 @@ fn an_allow_list_cannot_reach_the_hosts_loopback_or_metadata_without_the_flag() 
     rfs.assert_no_leftovers();
 }
 
+/// A script alone could allow-list NAT64, 6to4 and IPv4-compatible or
+/// -translated forms of loopback and the metadata endpoint
+/// (`64:ff9b::/96`, `2002::/16`, `64:ff9b::7f00:1`, `::7f00:1`): accepted
+/// without a flag, `64:ff9b::a9fe:a9fe` was relayed through a NAT64
+/// gateway. Each is judged as the IPv4 it reaches and refused naming the
+/// flag.
+#[test]
+fn a_script_cannot_allow_list_the_host_through_nat64_6to4_or_ipv4_compatible_forms() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    for entry in [
+        "64:ff9b::/96",
+        "2002::/16",
+        "64:ff9b::7f00:1",
+        "::7f00:1",
+        "::ffff:0:a9fe:a9fe",
+        "64:ff9b::a9fe:a9fe",
+    ] {
+        let script = format!(
+            r#"sandbox(#{{ network: #{{ allow: ["{entry}"] }} }});
+            step("x", "true");"#
+        );
+        let out = rfs.run(repo.path(), &script);
+        assert_eq!(out.code, 3, "{entry}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("allow entry `{entry}`"))
+                && out.stderr.contains("--allow-host-network"),
+            "{entry}: {}",
+            out.stderr
+        );
+        assert!(out.entries("step.start").is_empty(), "{entry}");
+    }
+    rfs.assert_no_leftovers();
+}
+
+/// The person's own `--network` allow list covering the host
+/// (`0.0.0.0/0` its loopback, a range holding the host's own address)
+/// reached it with no `--allow-host-network`, silently, contrary to the
+/// trust model. It is refused naming the flag, and runs with it.
+#[test]
+fn the_persons_allow_list_covering_the_host_needs_allow_host_network() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    for net in ["0.0.0.0/0", "127.0.0.0/8,pypi.org"] {
+        let out = rfs.run_with(repo.path(), r#"step("x", "true");"#, &["--network", net]);
+        assert_eq!(out.code, 3, "{net}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("--allow-host-network") && out.stderr.contains("--network flag"),
+            "{net}: {}",
+            out.stderr
+        );
+        assert!(out.entries("step.start").is_empty(), "{net}");
+    }
+    let out = rfs.run_with(
+        repo.path(),
+        r#"step("x", "true");"#,
+        &["--network", "0.0.0.0/0", "--allow-host-network"],
+    );
+    out.assert_code(0);
+    rfs.assert_no_leftovers();
+}
+
 #[test]
 fn a_malformed_allow_entry_is_refused_before_anything_runs_with_its_span() {
     let rfs = Rfs::new(Prov::Local);

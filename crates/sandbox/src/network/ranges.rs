@@ -140,24 +140,75 @@ const V6: &[(Ipv6Addr, u8, &str)] = &[
 ];
 
 /// IPv6 ranges that reach IPv4 addresses through a translator or relay:
-/// NAT64's well-known prefix (RFC 6052), its local-use prefix (RFC 8215)
-/// and 6to4 (RFC 3056).
-const TO_V4: [(Ipv6Addr, u8); 3] = [
+/// NAT64's well-known prefix (RFC 6052), its local-use prefix (RFC 8215),
+/// 6to4 (RFC 3056), and the IPv4-compatible (`::a.b.c.d`, RFC 4291) and
+/// IPv4-translated (`::ffff:0:a.b.c.d`, RFC 2765) forms.
+const TO_V4: [(Ipv6Addr, u8); 5] = [
     (Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0, 0), 96),
     (Ipv6Addr::new(0x64, 0xff9b, 1, 0, 0, 0, 0, 0), 48),
     (Ipv6Addr::new(0x2002, 0, 0, 0, 0, 0, 0, 0), 16),
+    (Ipv6Addr::UNSPECIFIED, 96),
+    (Ipv6Addr::new(0, 0, 0, 0, 0xffff, 0, 0, 0), 96),
 ];
 
-/// The IPv4 address `v6` reaches through NAT64's well-known prefix or
-/// 6to4; `None` for other addresses.
+/// Where the IPv4 address sits in each of [`TO_V4`]'s ranges (the bit
+/// it starts at), for the ranges that embed one where rfs can read it.
+const V4_AT: [(usize, u8); 4] = [(0, 96), (2, 16), (3, 96), (4, 96)];
+
+/// The IPv4 address `v6` reaches through NAT64's well-known prefix,
+/// 6to4, or as an IPv4-compatible or -translated address; `None` for
+/// other addresses.
 fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
-    let s = v6.segments();
-    let v4 = |hi: u16, lo: u16| Ipv4Addr::from(((hi as u32) << 16) | lo as u32);
-    match s {
-        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(v4(hi, lo)),
-        [0x2002, hi, lo, ..] => Some(v4(hi, lo)),
-        _ => None,
+    let n = v6.to_bits();
+    V4_AT.iter().find_map(|&(i, at)| {
+        let (net, prefix) = TO_V4[i];
+        Cidr {
+            addr: IpAddr::V6(net),
+            prefix,
+        }
+        .contains(IpAddr::V6(v6))
+        .then(|| Ipv4Addr::from((n >> (96 - at as u32)) as u32))
+    })
+}
+
+/// The IPv4 ranges the IPv6 range `net` reaches through a translator or
+/// relay (see [`TO_V4`]): the part of IPv4 it embeds, or all of it when
+/// it holds a whole translating prefix (or NAT64's local-use one, whose
+/// mapping rfs cannot see).
+fn reached_v4(net: &Cidr) -> Vec<Cidr> {
+    let IpAddr::V6(v6) = net.addr else {
+        return vec![];
+    };
+    let all = Cidr {
+        addr: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        prefix: 0,
+    };
+    let mut out = vec![];
+    for (i, &(p, plen)) in TO_V4.iter().enumerate() {
+        if !net.overlaps(&Cidr {
+            addr: IpAddr::V6(p),
+            prefix: plen,
+        }) {
+            continue;
+        }
+        match V4_AT.iter().find(|(j, _)| *j == i) {
+            Some(&(_, at)) if net.prefix > plen => {
+                let v4 = (v6.to_bits() >> (96 - at as u32)) as u32;
+                let prefix = net.prefix.saturating_sub(at).min(32);
+                let mask = if prefix == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - prefix)
+                };
+                out.push(Cidr {
+                    addr: IpAddr::V4(Ipv4Addr::from(v4 & mask)),
+                    prefix,
+                });
+            }
+            _ => out.push(all),
+        }
     }
+    out
 }
 
 /// What `a` is when the default policy refuses it; `None`: public. An
@@ -166,6 +217,9 @@ fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
 pub fn refused(a: IpAddr) -> Option<&'static str> {
     let a = canonical(a);
     if let IpAddr::V6(v6) = a {
+        if v6.is_unspecified() || v6.is_loopback() {
+            return V6.iter().find(|(n, _, _)| *n == v6).map(|(_, _, w)| *w);
+        }
         if let Some(v4) = embedded_v4(v6) {
             return refused(IpAddr::V4(v4));
         }
@@ -236,9 +290,14 @@ pub fn covers_host(net: &Cidr, own: &[IpAddr]) -> Option<String> {
             return Some(refused(addr).unwrap_or("the host").to_owned());
         }
     }
-    own.iter()
-        .find(|o| net.contains(**o))
-        .map(|o| format!("the host's own address {o}"))
+    if let Some(o) = own.iter().find(|o| net.contains(**o)) {
+        return Some(format!("the host's own address {o}"));
+    }
+    // An IPv6 range reaching the host's IPv4 through NAT64, 6to4 or an
+    // IPv4-compatible or -translated form names it as much.
+    reached_v4(net).iter().find_map(|v4| {
+        covers_host(v4, own).map(|what| format!("{what} (as {}/{})", net.addr, net.prefix))
+    })
 }
 
 /// The host's own addresses (every interface's), which the default
@@ -305,6 +364,52 @@ mod tests {
         }
         assert!(covers("169.254.169.254").unwrap().contains("metadata"));
         assert!(covers("10.0.0.0/8").unwrap().contains("10.9.8.7"));
+    }
+
+    /// A script alone could allow-list the host through NAT64, 6to4 or an
+    /// IPv4-compatible or -translated form (`64:ff9b::/96`, `2002::/16`,
+    /// `::7f00:1`): through a NAT64 gateway `64:ff9b::a9fe:a9fe` reached
+    /// the metadata endpoint. What such an entry reaches of IPv4 is judged
+    /// as IPv4.
+    #[test]
+    fn an_allow_entry_reaching_the_host_through_a_translated_form_names_the_host() {
+        let own: Vec<IpAddr> = vec!["10.9.8.7".parse().unwrap()];
+        let covers = |s: &str| covers_host(&Cidr::parse(s).unwrap(), &own);
+        for host in [
+            "64:ff9b::/96",
+            "64:ff9b::/64",
+            "2002::/16",
+            "64:ff9b::7f00:1",
+            "64:ff9b::a9fe:a9fe",
+            "2002:a9fe:a9fe::/48",
+            "::7f00:1",
+            "::ffff:0:a9fe:a9fe",
+            "64:ff9b::a09:807",
+            "64:ff9b:1::/48",
+            "::/0",
+        ] {
+            assert!(covers(host).is_some(), "{host} reaches the host");
+        }
+        for public in [
+            "64:ff9b::808:808",
+            "2002:808:808::/48",
+            "2001:db8::/32",
+            "::ffff:0:808:808",
+        ] {
+            assert_eq!(covers(public), None, "{public}");
+        }
+        for (a, v4) in [
+            ("::7f00:1", "127.0.0.1"),
+            ("::ffff:0:a9fe:a9fe", "169.254.169.254"),
+            ("64:ff9b::a00:1", "10.0.0.1"),
+        ] {
+            assert_eq!(
+                refused(a.parse().unwrap()),
+                refused(v4.parse().unwrap()),
+                "{a}"
+            );
+        }
+        assert_eq!(refused("::1".parse().unwrap()), Some("loopback (::1)"));
     }
 
     #[test]

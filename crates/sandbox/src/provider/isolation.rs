@@ -306,11 +306,12 @@ impl IsolationRequest {
     /// [`IsolationRequest::with_network`]). `host` also lets scripts ask
     /// for the host's network, as `--allow-host-network` does.
     pub fn with_person_network(mut self, policy: crate::network::NetworkPolicy, by: &str) -> Self {
-        // The person named the host (`host`, or an allow list naming its
-        // own addresses): they allowed reaching it.
-        let own = crate::network::ranges::own_addresses();
-        let host =
-            policy == crate::network::NetworkPolicy::Host || policy.reaches_host(&own).is_some();
+        // The person named the host's network (`host`): they allowed
+        // reaching it. An allow list of theirs that happens to cover the
+        // host (`0.0.0.0/0`, a private range holding the host's own
+        // address) does not say so: it needs `--allow-host-network` as a
+        // script's would, and is refused naming it.
+        let host = policy == crate::network::NetworkPolicy::Host;
         if host && self.host_network_allowed_by.is_none() {
             self.host_network_allowed_by = Some(by.to_owned());
         }
