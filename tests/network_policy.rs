@@ -363,6 +363,56 @@ fn the_persons_allow_list_covering_the_host_needs_allow_host_network() {
     rfs.assert_no_leftovers();
 }
 
+/// A flood of refused connections, each with a 60 KB name, grew rfs's
+/// memory and the bundle without bound (1,500 in 0.6 s: 730 MB, a 350
+/// MB bundle). Names are cut at DNS's 253 bytes, repeats are counted,
+/// and at most a bounded number of records wait per step: 2,000 refusals
+/// leave a bundle of a few MB whose journal verifies and says them all.
+#[test]
+fn a_flood_of_refused_connections_keeps_the_record_and_the_bundle_bounded() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write(
+        "flood.py",
+        r#"import os, socket
+host, port = os.environ["http_proxy"].split("//")[1].rstrip("/").split(":")
+for i in range(2000):
+    name = ("x%d." % (i % 1000)) + "a" * 60000 + ".example"
+    s = socket.create_connection((host, int(port)))
+    s.sendall(("GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n" % (name, name)).encode())
+    s.recv(4096)
+    s.close()
+print("sent")
+"#,
+    );
+    repo.commit("a flood");
+    let out = rfs.run(
+        repo.path(),
+        r#"sandbox(#{ network: #{ allow: ["pypi.org"] } });
+        sync_source();
+        step("flood", "python3 flood.py");"#,
+    );
+    out.assert_code(0);
+    let conns = out.entries("net.connect");
+    let attempts: u64 = conns
+        .iter()
+        .map(|c| 1 + c["repeated"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(attempts, 2000, "every attempt is counted");
+    assert!(conns.len() <= 1000, "{} records for 1,000 names", conns.len());
+    assert!(conns
+        .iter()
+        .all(|c| c["name"].as_str().map_or(0, str::len) <= 253));
+    let size: u64 = files_under(&out.out_dir)
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum();
+    assert!(size < 5 << 20, "the bundle holds {size} bytes");
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+    rfs.assert_no_leftovers();
+}
+
 #[test]
 fn a_malformed_allow_entry_is_refused_before_anything_runs_with_its_span() {
     let rfs = Rfs::new(Prov::Local);

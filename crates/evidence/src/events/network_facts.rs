@@ -65,9 +65,23 @@ pub struct Connection {
     /// Why an allowed connection failed (connect error), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// How many more attempts just like this one (refused, to the same
+    /// destination, by the same rule, in the same step) were made: a
+    /// flood of refusals is counted, not recorded one by one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repeated: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Connection {
+    /// How many attempts this record stands for.
+    pub fn attempts(&self) -> u64 {
+        1 + self.repeated
+    }
+
     /// `name (address):port`, or `address:port`.
     pub fn destination(&self) -> String {
         match (&self.name, &self.address) {

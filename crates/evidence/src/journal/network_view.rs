@@ -17,6 +17,9 @@ pub struct NetworkSummary {
     pub connections: Vec<Connection>,
 }
 
+/// The refused destinations a step's line names (the rest are counted).
+const SHOWN_REFUSALS: usize = 10;
+
 /// Connections to one destination decided by one rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Destination {
@@ -50,7 +53,7 @@ impl NetworkSummary {
                 bytes_down: 0,
                 steps: vec![],
             });
-            d.count += 1;
+            d.count += c.attempts() as usize;
             d.bytes_up += c.bytes_up;
             d.bytes_down += c.bytes_down;
             if let Some(s) = &c.step {
@@ -72,28 +75,39 @@ impl NetworkSummary {
         if mine.is_empty() {
             return None;
         }
-        let refused: Vec<String> = mine
+        let all: u64 = mine.iter().map(|c| c.attempts()).sum();
+        let refused: Vec<&&Connection> = mine.iter().filter(|c| !c.allowed).collect();
+        let shown: Vec<String> = refused
             .iter()
-            .filter(|c| !c.allowed)
-            .map(|c| format!("{} ({})", c.destination(), c.rule))
+            .take(SHOWN_REFUSALS)
+            .map(|c| match c.repeated {
+                0 => format!("{} ({})", c.destination(), c.rule),
+                n => format!("{} ({}) ×{}", c.destination(), c.rule, n + 1),
+            })
             .collect();
         let mut line = format!(
-            "{} connection{}, {} refused",
-            mine.len(),
-            if mine.len() == 1 { "" } else { "s" },
-            refused.len()
+            "{all} connection{}, {} refused",
+            if all == 1 { "" } else { "s" },
+            refused.iter().map(|c| c.attempts()).sum::<u64>()
         );
-        if !refused.is_empty() {
+        if !shown.is_empty() {
             line.push_str(": ");
-            line.push_str(&refused.join("; "));
+            line.push_str(&shown.join("; "));
+        }
+        if refused.len() > SHOWN_REFUSALS {
+            let _ = write!(
+                line,
+                "; and {} more destinations refused (see the Network section)",
+                refused.len() - SHOWN_REFUSALS
+            );
         }
         Some(line)
     }
 
     /// One line: `3 connections, 1 refused`.
     pub fn counts(&self) -> String {
-        let n = self.connections.len();
-        let r = self.refused().count();
+        let n: u64 = self.connections.iter().map(|c| c.attempts()).sum();
+        let r: u64 = self.refused().map(|c| c.attempts()).sum();
         format!(
             "{n} connection{} through rfs's proxy, {r} refused",
             if n == 1 { "" } else { "s" }
@@ -208,6 +222,7 @@ mod tests {
             duration_ms: 1,
             step: Some(step.into()),
             error: None,
+            repeated: 0,
         }
     }
 

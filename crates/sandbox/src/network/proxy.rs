@@ -27,6 +27,9 @@ type Body = BoxBody<Bytes, hyper::Error>;
 /// call per 8 KiB on a bulk download).
 const RELAY_BUF: usize = 256 * 1024;
 
+/// The longest DNS name (RFC 1035's 253 characters).
+const MAX_NAME: usize = 253;
+
 /// How long a connection to an allowed destination may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -228,7 +231,18 @@ async fn open(
     let started = Instant::now();
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     let literal = bare.parse::<IpAddr>().ok();
-    let name = literal.is_none().then(|| bare.to_ascii_lowercase());
+    // No DNS name is longer than 253 bytes: one that is is kept cut
+    // there (the record is bounded) and refused without resolving.
+    let too_long = literal.is_none() && bare.len() > MAX_NAME;
+    let name = literal.is_none().then(|| {
+        let mut n = bare.to_ascii_lowercase();
+        let mut cut = n.len().min(MAX_NAME);
+        while !n.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        n.truncate(cut);
+        n
+    });
     let mut rec = Connection {
         name: name.clone(),
         address: None,
@@ -241,6 +255,7 @@ async fn open(
         duration_ms: 0,
         step: sh.log.step(),
         error: None,
+        repeated: 0,
     };
     let refuse = |mut rec: Connection, code: StatusCode, rule: String| {
         let mut msg = format!("rfs egress policy refuses {}: {rule}", rec.destination());
@@ -257,6 +272,13 @@ async fn open(
         sh.log.push(rec);
         Err((code, msg))
     };
+    if too_long {
+        return refuse(
+            rec,
+            StatusCode::BAD_REQUEST,
+            format!("a name longer than DNS's {MAX_NAME} bytes (recorded cut there)"),
+        );
+    }
     let addrs: Vec<IpAddr> = match (literal, &name) {
         (Some(a), _) => vec![a],
         (None, Some(n)) => {

@@ -17,6 +17,7 @@ pub(super) fn step_samples() -> Vec<Event> {
             duration_ms: 1,
             step: Some(s("build")),
             error: None,
+            repeated: 0,
         }),
         Event::CwdRefused {
             what: s("step `x`"),
