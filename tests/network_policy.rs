@@ -400,7 +400,11 @@ print("sent")
         .map(|c| 1 + c["repeated"].as_u64().unwrap_or(0))
         .sum();
     assert_eq!(attempts, 2000, "every attempt is counted");
-    assert!(conns.len() <= 1000, "{} records for 1,000 names", conns.len());
+    assert!(
+        conns.len() <= 1000,
+        "{} records for 1,000 names",
+        conns.len()
+    );
     assert!(conns
         .iter()
         .all(|c| c["name"].as_str().map_or(0, str::len) <= 253));
@@ -410,6 +414,75 @@ print("sent")
         .sum();
     assert!(size < 5 << 20, "the bundle holds {size} bytes");
     assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+    rfs.assert_no_leftovers();
+}
+
+/// Host-header fronting: an absolute-URI request for an allowed address
+/// was forwarded with any `Host` header while the journal showed only the
+/// allowed destination. A `Host` differing from the request's authority
+/// is refused, and the server never sees the request.
+#[test]
+fn a_host_header_differing_from_the_requests_authority_is_refused() {
+    require_namespaces();
+    let private = TestNet::new("10.198.0", "private service");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script = format!(
+        r#"sandbox(#{{ network: #{{ allow: ["{p}:8080"] }} }});
+        let a = step("fronted", "curl -sS -o /dev/null -w '%{{http_code}}' -H 'Host: 169.254.169.254' {pu}; echo");
+        print(a.stdout);
+        let b = step("plain", "curl -sS {pu}");
+        print(b.stdout);"#,
+        p = private.addr,
+        pu = private.url()
+    );
+    let before = private.access_log().len();
+    let out = rfs.run(repo.path(), &script);
+    out.assert_code(0);
+    assert_eq!(lines(&out, "fronted"), ["400"]);
+    assert_eq!(lines(&out, "plain"), ["private service"]);
+    let log = private.access_log();
+    assert_eq!(
+        log.len(),
+        before + 1,
+        "only the plain request arrived: {log:?}"
+    );
+    rfs.assert_no_leftovers();
+}
+
+/// Slow connections starved later steps: the proxy serves 512 at once
+/// with no header timeout, so a background process holding 600 silent
+/// connections made a later step's request wait forever. A connection
+/// that sends no request within the header timeout is closed.
+#[test]
+fn silent_connections_of_a_background_process_cannot_starve_a_later_step() {
+    require_namespaces();
+    let private = TestNet::new("10.197.0", "private service");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write(
+        "hold.py",
+        r#"import os, socket, time
+host, port = os.environ["http_proxy"].split("//")[1].rstrip("/").split(":")
+held = [socket.create_connection((host, int(port))) for _ in range(600)]
+print("holding", flush=True)
+time.sleep(600)
+"#,
+    );
+    repo.commit("a holder");
+    let script = format!(
+        r#"sandbox(#{{ network: #{{ allow: ["{p}:8080"] }} }});
+        sync_source();
+        let h = spawn("holder", "python3 hold.py");
+        h.wait_for(#{{ line: "holding", timeout: 60 }});
+        let b = step("later", "curl -sS -m 60 {pu}");
+        print(b.stdout);"#,
+        p = private.addr,
+        pu = private.url()
+    );
+    let out = rfs.run(repo.path(), &script);
+    out.assert_code(0);
+    assert_eq!(lines(&out, "later"), ["private service"]);
     rfs.assert_no_leftovers();
 }
 

@@ -107,6 +107,11 @@ impl Drop for EgressProxy {
 /// of rfs's own); more wait to be accepted.
 const MAX_OPEN: usize = 512;
 
+/// How long a connection may take to send its request's headers: one
+/// that sends nothing (or a byte a minute) is closed then, so that a
+/// background process holding every slot cannot starve later steps.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
 async fn accept_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_OPEN));
     loop {
@@ -122,6 +127,8 @@ async fn accept_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
             let _slot = slot;
             let service = hyper::service::service_fn(move |req| handle(shared.clone(), req));
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .preserve_header_case(true)
                 .title_case_headers(true)
                 .serve_connection(TokioIo::new(tcp), service)
@@ -190,6 +197,20 @@ async fn forward(sh: Arc<Shared>, mut req: Request<Incoming>) -> Response<Body> 
         );
     };
     let port = uri.port_u16().unwrap_or(80);
+    // The journal names the request's authority: a `Host` header naming
+    // anything else (`Host: 169.254.169.254` on a request for an allowed
+    // name) would reach what the record does not say.
+    if let Some(h) = req.headers().get(hyper::header::HOST) {
+        if !same_authority(h.as_bytes(), host, port) {
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "rfs egress proxy: the Host header `{}` differs from the request's authority `{host}:{port}`; refused",
+                    String::from_utf8_lossy(&h.as_bytes()[..h.len().min(MAX_NAME)])
+                ),
+            );
+        }
+    }
     let upstream = match open(&sh, host, port, "http").await {
         Ok(s) => s,
         Err((code, msg)) => return text(code, msg),
@@ -218,6 +239,18 @@ async fn forward(sh: Arc<Shared>, mut req: Request<Incoming>) -> Response<Body> 
         Ok(resp) => resp.map(|b| b.boxed()),
         Err(e) => bad_gateway(e),
     }
+}
+
+/// Whether a `Host` header names `host` on `port` (its port may be left
+/// out for 80), names compared without case.
+fn same_authority(header: &[u8], host: &str, port: u16) -> bool {
+    let Ok(h) = std::str::from_utf8(header) else {
+        return false;
+    };
+    let Ok(a) = h.trim().parse::<hyper::http::uri::Authority>() else {
+        return false;
+    };
+    a.host().eq_ignore_ascii_case(host) && a.port_u16().unwrap_or(80) == port
 }
 
 /// Decide and connect, recording the attempt; the error is the answer to
@@ -413,5 +446,29 @@ impl AsyncWrite for Counted {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod host_header_tests {
+    use super::same_authority;
+
+    /// An absolute-URI request for an allowed name was forwarded with any
+    /// `Host` header (`Host: 169.254.169.254`) while the journal showed
+    /// only the allowed name.
+    #[test]
+    fn a_host_header_naming_another_authority_is_refused() {
+        assert!(same_authority(b"pypi.org", "pypi.org", 80));
+        assert!(same_authority(b"PyPI.org:80", "pypi.org", 80));
+        assert!(same_authority(b"pypi.org:8080", "pypi.org", 8080));
+        for other in [
+            &b"169.254.169.254"[..],
+            b"pypi.org:81",
+            b"evil.example",
+            b"",
+            b"\xff",
+        ] {
+            assert!(!same_authority(other, "pypi.org", 80), "{other:?}");
+        }
     }
 }
