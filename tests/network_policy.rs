@@ -486,6 +486,57 @@ time.sleep(600)
     rfs.assert_no_leftovers();
 }
 
+/// `--keep` lost the egress record: a background connection held open
+/// through a kept run was never journaled ("0 connections"). The
+/// connections still open when a kept run ends are journaled, saying so.
+#[test]
+fn a_kept_run_journals_the_connections_still_open() {
+    require_namespaces();
+    let private = TestNet::new("10.196.0", "private service");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write(
+        "tunnel.py",
+        r#"import os, socket, sys, time
+host, port = os.environ["http_proxy"].split("//")[1].rstrip("/").split(":")
+s = socket.create_connection((host, int(port)))
+s.sendall(("CONNECT %s HTTP/1.1\r\n\r\n" % sys.argv[1]).encode())
+print(s.recv(4096).split(b"\r\n")[0].decode(), flush=True)
+time.sleep(600)
+"#,
+    );
+    repo.commit("a tunnel");
+    let script = format!(
+        r#"sandbox(#{{ network: #{{ allow: ["{p}:8080"] }} }});
+        sync_source();
+        step("daemon", "setsid python3 tunnel.py {p}:8080 > /tmp/t.out 2>&1 < /dev/null & for i in $(seq 1 100); do grep -q 200 /tmp/t.out && exit 0; sleep 0.1; done; exit 1");"#,
+        p = private.addr,
+    );
+    let out = rfs.run_with(repo.path(), &script, &["--keep"]);
+    out.assert_code(0);
+    let conns = out.entries("net.connect");
+    assert!(
+        conns.iter().any(|c| c["address"] == private.addr.as_str()
+            && c["allowed"] == true
+            && c["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("still open"))),
+        "{conns:?}"
+    );
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+    let rm = rfs
+        .cmd(repo.path())
+        .args(["rm", &out.sandbox_id()])
+        .output()
+        .unwrap();
+    assert!(
+        rm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rm.stderr)
+    );
+    rfs.assert_no_leftovers();
+}
+
 #[test]
 fn a_malformed_allow_entry_is_refused_before_anything_runs_with_its_span() {
     let rfs = Rfs::new(Prov::Local);

@@ -26,7 +26,21 @@ impl Run {
     /// one does not fail anything by itself).
     pub(crate) fn record_connections(&self, log: Option<&Arc<EgressLog>>) {
         let Some(log) = log else { return };
-        for mut c in log.take() {
+        self.journal_connections(log.take());
+    }
+
+    /// [`Run::record_connections`] for a run that ends leaving its
+    /// sandbox (`--keep`): the connections still open are journaled too,
+    /// as they were when they opened, saying so.
+    pub(crate) fn record_connections_kept(&self, log: Option<&Arc<EgressLog>>) {
+        let Some(log) = log else { return };
+        self.journal_connections(log.take_with_open(
+            "still open when the run ended with its sandbox kept (--keep): what it carried is not counted",
+        ));
+    }
+
+    fn journal_connections(&self, conns: Vec<crate::network::Connection>) {
+        for mut c in conns {
             {
                 let st = self.state();
                 c.name = c.name.map(|n| st.redactor.redact_str(&n));

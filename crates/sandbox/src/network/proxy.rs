@@ -375,6 +375,8 @@ async fn open(
 
 /// An upstream connection counting its bytes; recorded when dropped.
 struct Counted {
+    /// Its id in the log's open connections.
+    id: u64,
     inner: TcpStream,
     rec: Option<Connection>,
     started: Instant,
@@ -391,8 +393,9 @@ impl Counted {
         log: Arc<EgressLog>,
         slot: tokio::sync::OwnedSemaphorePermit,
     ) -> Counted {
-        log.opened();
+        let id = log.opened(&rec);
         Counted {
+            id,
             inner,
             rec: Some(rec),
             started,
@@ -406,7 +409,7 @@ impl Drop for Counted {
     fn drop(&mut self) {
         if let Some(mut r) = self.rec.take() {
             r.duration_ms = self.started.elapsed().as_millis() as u64;
-            self.log.closed(r);
+            self.log.closed(self.id, r);
         }
     }
 }

@@ -28,8 +28,10 @@ struct Inner {
     /// Attempts left out since the last take, past [`MAX_PENDING`].
     dropped: u64,
     step: Option<String>,
-    /// Connections open now (recorded when they close).
-    open: usize,
+    /// Connections open now (recorded when they close), by id, as they
+    /// were when they opened.
+    open: std::collections::BTreeMap<u64, Connection>,
+    next_id: u64,
 }
 
 impl EgressLog {
@@ -49,19 +51,39 @@ impl EgressLog {
         self.inner.lock().ok().and_then(|i| i.step.clone())
     }
 
-    /// A connection opened (recorded by [`EgressLog::closed`]).
-    pub fn opened(&self) {
+    /// A connection opened, as it is now (recorded by
+    /// [`EgressLog::closed`] with what it carried); its id.
+    pub fn opened(&self, c: &Connection) -> u64 {
+        let Ok(mut i) = self.inner.lock() else {
+            return 0;
+        };
+        i.next_id += 1;
+        let id = i.next_id;
+        i.open.insert(id, c.clone());
+        id
+    }
+
+    /// Opened connection `id` closed.
+    pub fn closed(&self, id: u64, c: Connection) {
         if let Ok(mut i) = self.inner.lock() {
-            i.open += 1;
+            i.open.remove(&id);
+            i.keep(c);
         }
     }
 
-    /// An opened connection closed.
-    pub fn closed(&self, c: Connection) {
-        if let Ok(mut i) = self.inner.lock() {
-            i.open = i.open.saturating_sub(1);
-            i.keep(c);
+    /// [`EgressLog::take`], and every connection still open, as it was
+    /// when it opened, with `why` as its error: for a run that ends
+    /// leaving its sandbox (`--keep`), whose open connections would
+    /// otherwise never be journaled.
+    pub fn take_with_open(&self, why: &str) -> Vec<Connection> {
+        let mut out = self.take();
+        if let Ok(i) = self.inner.lock() {
+            out.extend(i.open.values().cloned().map(|mut c| {
+                c.error = Some(why.to_owned());
+                c
+            }));
         }
+        out
     }
 
     /// Wait (at most `bound`) until no connection is open: a program that
@@ -69,7 +91,9 @@ impl EgressLog {
     /// it.
     pub fn settle(&self, bound: std::time::Duration) {
         let until = std::time::Instant::now() + bound;
-        while self.inner.lock().is_ok_and(|i| i.open > 0) && std::time::Instant::now() < until {
+        while self.inner.lock().is_ok_and(|i| !i.open.is_empty())
+            && std::time::Instant::now() < until
+        {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
