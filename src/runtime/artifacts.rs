@@ -462,6 +462,7 @@ impl Run {
         let what = format!("put({local:?}, {path:?})");
         crate::validate::path("its local path", local).map_err(|e| self.refuse_early(&what, e))?;
         let parts = sandbox_path(path).map_err(|m| self.refuse_early(&what, m))?;
+        self.refuse_secret_in("put()'s destination", path)?;
         let rel = parts.join("/");
         if self.state().artifacts.put.contains(&rel) {
             return Err(self.refuse_early(&what, format!("{rel:?} was already put")));

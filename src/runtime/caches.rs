@@ -43,6 +43,8 @@ impl Run {
             ));
         }
         for (name, path) in &opts.caches {
+            self.refuse_secret_in("a cache's name", name)?;
+            self.refuse_secret_in("a cache's path", path)?;
             caches::check_name(name).map_err(|m| self.refuse(m))?;
             caches::home_relative(name, path).map_err(|m| self.refuse(m))?;
         }

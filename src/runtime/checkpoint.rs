@@ -82,6 +82,7 @@ impl Run {
                 "checkpoint name {name:?} refused: 1 to 64 letters, digits, `.`, `_` or `-`"
             )));
         }
+        self.refuse_secret_in("a checkpoint name", name)?;
         let fork = self.fork_capability()?;
         let sb = self.ensure_sandbox()?;
         let mut l = crate::provider::owner::owner_labels();

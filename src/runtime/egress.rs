@@ -43,7 +43,11 @@ impl Run {
         for mut c in conns {
             {
                 let st = self.state();
-                c.name = c.name.map(|n| st.redactor.redact_str(&n));
+                // Names as the proxy keeps them: lower case.
+                c.name = c.name.map(|n| {
+                    st.redactor
+                        .redact_str_ignoring_case(&st.redactor.redact_str(&n))
+                });
                 c.error = c.error.map(|e| st.redactor.redact_str(&e));
             }
             let _ = self.record(Event::NetConnect(c));

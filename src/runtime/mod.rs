@@ -17,6 +17,7 @@ mod junit_collect;
 pub(crate) mod output;
 pub(crate) mod placement;
 pub(crate) mod resync;
+mod secret_identifiers;
 pub(crate) mod service;
 pub(crate) mod spawn;
 pub(crate) mod spawn_wait;

@@ -166,6 +166,9 @@ impl Run {
                 .map_err(|e| self.refuse(e.to_string()))?;
         }
         if let Some(n) = &opts.network {
+            for e in n.entries() {
+                self.refuse_secret_in("an allow entry", &e)?;
+            }
             req = req
                 .with_network(n.clone(), "the script's sandbox() option")
                 .map_err(|e| self.refuse(e.to_string()))?;

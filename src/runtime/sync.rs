@@ -153,6 +153,7 @@ impl Run {
         let opts = self.effective(opts);
         validate_rev(&opts.rev).map_err(|e| self.refuse(e.to_string()))?;
         validate_dest(&opts.dest).map_err(|e| self.refuse(e.to_string()))?;
+        self.refuse_secret_in("sync_source()'s dest", &opts.dest)?;
         let resolved = self.resolve_source(&opts)?;
         let key = SyncRequestKey {
             repo_root: resolved.repo_root.clone(),

@@ -95,6 +95,45 @@ impl Redactor {
     }
 
     /// Whether `text` holds a known secret (whole or one of its lines).
+    /// Whether `text` holds a secret when ASCII case is ignored (a host
+    /// name, which DNS and rfs's proxy fold to lower case).
+    pub fn holds_secret_ignoring_case(&self, text: &str) -> bool {
+        !self.find_ignoring_case(text).is_empty()
+    }
+
+    /// The ranges of `text` that are a secret, ASCII case ignored.
+    fn find_ignoring_case(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+        let t = text.to_ascii_lowercase();
+        let folded = Redactor {
+            secrets: self
+                .secrets
+                .iter()
+                .map(|s| s.to_ascii_lowercase())
+                .collect(),
+        };
+        folded.find(t.as_bytes())
+    }
+
+    /// [`Redactor::redact_str`], ASCII case ignored: for a host name.
+    pub fn redact_str_ignoring_case(&self, s: &str) -> String {
+        let ranges = self.find_ignoring_case(s);
+        if ranges.is_empty() {
+            return s.to_owned();
+        }
+        let mut out = String::new();
+        let mut at = 0;
+        for r in ranges {
+            if r.start < at {
+                continue;
+            }
+            out.push_str(&s[at..r.start]);
+            out.push_str(REDACTED);
+            at = r.end;
+        }
+        out.push_str(&s[at..]);
+        out
+    }
+
     pub fn holds_secret(&self, text: &str) -> bool {
         self.redact(text.as_bytes()) != text.as_bytes()
     }
