@@ -742,3 +742,53 @@ mod inodes {
         }
     }
 }
+
+/// Regression (issue #43): a step's output was kept whole in the run's
+/// bundle on this machine: 600 MB of stderr went into `--out` at 45 MB/s,
+/// and steps have no default timeout. The run's logs together now keep
+/// at most the person's bound (`RFS_MAX_LOG_BYTES` here, 8 MiB): the log
+/// is cut there, the step keeps running to its end, the console and the
+/// journal say the output was cut, and `rfs verify` passes on the bundle.
+mod log_bound {
+    use super::*;
+
+    enforcing_providers! {
+        fn a_steps_output_past_the_runs_log_bound_is_cut_said_and_verifies(rfs: &Rfs) {
+            let repo = Repo::new();
+            let out = rfs.run_with_env(
+                repo.path(),
+                r#"let r = step("loud", "head -c 300000000 /dev/zero | tr '\\0' x >&2; echo finished-after-the-cut");
+                print(`ok=${r.ok}`);
+                print(r.stdout);"#,
+                &[],
+                &[("RFS_MAX_LOG_BYTES", "8M")],
+            );
+            out.assert_code(0);
+            assert!(out.stdout.contains("ok=true"), "{}", out.stdout);
+            // The step ran to its end (its capture saw its last line).
+            assert!(out.stdout.contains("finished-after-the-cut"), "{}", out.stdout);
+            let kept: u64 = std::fs::read_dir(out.out_dir.join("steps"))
+                .unwrap()
+                .map(|e| e.unwrap().metadata().unwrap().len())
+                .sum();
+            assert!(kept <= 8 << 20, "the logs keep {kept} bytes past an 8 MiB bound");
+            assert!(kept >= (8 << 20) - (64 << 10), "only {kept} bytes kept");
+            let attempt = &out.entries("step.attempt")[0];
+            let cut = &attempt["output_cut"];
+            assert_eq!(cut["bound_bytes"], 8u64 << 20, "{attempt}");
+            assert_eq!(cut["set_by"], "RFS_MAX_LOG_BYTES environment variable", "{attempt}");
+            let dropped = cut["bytes_dropped"].as_u64().unwrap();
+            assert!(dropped >= 300_000_000 - (8 << 20), "{attempt}");
+            assert!(
+                out.stderr.contains("`loud`: its stderr is cut: the run's logs reached their bound of 8 MiB (RFS_MAX_LOG_BYTES environment variable)"),
+                "{}",
+                &out.stderr[..out.stderr.len().min(4000)]
+            );
+            // The console did not get the 300 MB either.
+            assert!(out.stderr.len() < 16 << 20, "{} bytes on the console", out.stderr.len());
+            assert!(out.evidence().contains("output cut at the run's log bound of 8 MiB"));
+            assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
+            rfs.assert_no_leftovers();
+        }
+    }
+}
