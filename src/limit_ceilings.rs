@@ -33,6 +33,12 @@ pub struct CeilingArgs {
     /// limit when none is named. Also RFS_MAX_CPUS.
     #[arg(long, value_name = "N")]
     pub max_cpus: Option<String>,
+    /// The most bytes of output this run keeps in its logs on this
+    /// machine, all steps, spawned processes and services together
+    /// (default 256M); past it output is cut, said on the console and in
+    /// the journal. Also RFS_MAX_LOG_BYTES.
+    #[arg(long, value_name = "SIZE")]
+    pub max_log_bytes: Option<String>,
 }
 
 impl CeilingArgs {
@@ -44,6 +50,46 @@ impl CeilingArgs {
             LimitKind::Cpus => self.max_cpus.as_deref(),
         }
     }
+}
+
+/// The variable that sets the run's log bound (`--max-log-bytes`).
+pub const MAX_LOG_BYTES_ENV: &str = "RFS_MAX_LOG_BYTES";
+
+/// The bound on the bytes of output a run keeps in its logs (issue #43),
+/// and who set it. Only the person sets it (`--max-log-bytes`, else
+/// [`MAX_LOG_BYTES_ENV`]); neither `rfs.toml` nor a script can name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogBound {
+    pub bytes: u64,
+    pub by: String,
+}
+
+impl Default for LogBound {
+    /// 256 MiB, rfs's default.
+    fn default() -> Self {
+        LogBound {
+            bytes: crate::runtime::output::DEFAULT_MAX_LOG_BYTES,
+            by: crate::provider::limits::RFS_DEFAULT.into(),
+        }
+    }
+}
+
+/// The run's log bound: `--max-log-bytes`, else `RFS_MAX_LOG_BYTES`, else
+/// 256 MiB (a size as Docker reads it: `64M`, `1G`, bytes when bare).
+pub fn log_bound(flags: &CeilingArgs) -> Result<LogBound> {
+    let (raw, by) = match flags.max_log_bytes.as_deref().map(str::trim) {
+        Some(v) if !v.is_empty() => (v.to_owned(), "--max-log-bytes flag".to_owned()),
+        _ => match std::env::var(MAX_LOG_BYTES_ENV)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+        {
+            Some(v) => (v, format!("{MAX_LOG_BYTES_ENV} environment variable")),
+            None => return Ok(LogBound::default()),
+        },
+    };
+    let bytes = crate::provider::limits::parse_size(&raw)
+        .map_err(|e| Error::Usage(format!("{by}: {e}")))?;
+    Ok(LogBound { bytes, by })
 }
 
 /// `rfs.toml`'s `[limits]`: the repository's defaults.

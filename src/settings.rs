@@ -44,6 +44,9 @@ pub struct RunSettings {
     /// The repositories a script may ship: where rfs started, and each
     /// `--allow-repo`.
     pub allowed_repos: crate::source::allowed_repos::AllowedRepos,
+    /// The bound on the output the run keeps in its logs
+    /// (`--max-log-bytes`, else `RFS_MAX_LOG_BYTES`, else 256 MiB).
+    pub max_log: crate::limit_ceilings::LogBound,
 }
 
 /// The raw inputs of `rfs run`.
@@ -206,7 +209,9 @@ impl RunSettings {
         let allowed_repos = allowed_repos
             .with_puts(&invocation_dir, &a.allow_puts)
             .map_err(Error::Usage)?;
+        let max_log = crate::limit_ceilings::log_bound(&a.ceilings)?;
         Ok(RunSettings {
+            max_log,
             allowed_repos,
             isolation,
             secret_names,

@@ -540,6 +540,7 @@ fn run_proof(
         secret_names: Default::default(),
         allow_dirty: false,
         allowed_repos: Default::default(), // no repository but `repo`'s
+        max_log: Default::default(),       // 256 MiB of logs
     };
     let hooks = Hooks {
         provider: Some(audit),

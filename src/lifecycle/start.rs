@@ -124,6 +124,7 @@ pub(crate) fn config(
         secret_names: settings.secret_names.clone(),
         allow_dirty: settings.allow_dirty,
         allowed_repos: settings.allowed_repos.clone(),
+        max_log: settings.max_log.clone(),
         checkpoint_sink: None,
         start_from: None,
     }

@@ -193,6 +193,7 @@ mod tests {
             stdout_log: None,
             stderr_log: None,
             output_tail: None,
+            output_cut: None,
         }
     }
 

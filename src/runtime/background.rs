@@ -187,6 +187,7 @@ impl Run {
             nonce,
             self.state().redactor.clone(),
             self.reporter.clone(),
+            self.log_budget.clone(),
         )
         .with_tap(Arc::new(move |which, line| tap.lines().push(which, line)));
         (sink, shared)

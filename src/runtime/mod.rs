@@ -88,6 +88,8 @@ pub(crate) struct RunConfig {
     pub allow_dirty: bool,
     /// The repositories a script may ship (`--allow-repo`).
     pub allowed_repos: crate::source::allowed_repos::AllowedRepos,
+    /// The bound on the output the run keeps in its logs.
+    pub max_log: crate::limit_ceilings::LogBound,
     /// A suite's setup run: its checkpoints go to the suite.
     pub checkpoint_sink: Option<Arc<checkpoint::CheckpointSink>>,
     /// The checkpoint the run's sandbox starts from (a suite's proof).
@@ -164,6 +166,8 @@ pub(crate) struct Run {
     evidence_written: Mutex<Option<std::time::Instant>>,
     /// Where commands of a self-contained provider are polled.
     exec_loop: exec_loop::ExecLoop,
+    /// What the run's logs may still keep ([`RunConfig::max_log`]).
+    log_budget: Arc<output::LogBudget>,
 }
 
 struct Record {
@@ -219,7 +223,9 @@ impl Run {
                 state.redactor.add(v);
             }
         }
+        let log_budget = Arc::new(output::LogBudget::new(cfg.max_log.bytes, &cfg.max_log.by));
         let run = Arc::new(Run {
+            log_budget,
             cfg,
             rt,
             cancel: Mutex::new(CancellationToken::new()),

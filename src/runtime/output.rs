@@ -3,6 +3,16 @@
 //! and into a bounded in-memory capture (head + tail) returned to the
 //! script. A 100 MB output costs at most [`CAPTURE_HEAD`] + [`CAPTURE_TAIL`]
 //! bytes of memory per stream.
+//!
+//! The logs of a run together (steps', spawned processes' and services',
+//! both streams) keep at most the run's [`LogBudget`] on this machine's
+//! disk (issue #43: a step wrote 600 MB of stderr into the bundle at
+//! 45 MB/s, and steps have no default timeout). Past it a command's
+//! output is still read — the command is never blocked, it keeps running
+//! — but neither logged nor shown: its log ends at the bound, the console
+//! says so once, and its journal fact says how much was dropped
+//! ([`crate::events::OutputCut`]). The in-memory capture (head and tail)
+//! still sees everything.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -22,6 +32,48 @@ pub(crate) const CAPTURE_TAIL: usize = 512 * 1024;
 /// A line longer than this is passed on in pieces.
 const MAX_LINE: usize = 64 * 1024;
 
+/// The run's bound on the bytes of log it keeps, shared by every sink.
+#[derive(Debug)]
+pub(crate) struct LogBudget {
+    bound: u64,
+    set_by: String,
+    used: std::sync::atomic::AtomicU64,
+}
+
+/// The bound when the person sets none: 256 MiB, as a run's artifacts.
+pub(crate) const DEFAULT_MAX_LOG_BYTES: u64 = 256 << 20;
+
+impl LogBudget {
+    pub(crate) fn new(bound: u64, set_by: &str) -> Self {
+        LogBudget {
+            bound,
+            set_by: set_by.to_owned(),
+            used: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Take up to `n` bytes of the budget; how many were granted.
+    fn take(&self, n: u64) -> u64 {
+        use std::sync::atomic::Ordering;
+        let mut used = self.used.load(Ordering::Relaxed);
+        loop {
+            let grant = n.min(self.bound.saturating_sub(used));
+            if grant == 0 {
+                return 0;
+            }
+            match self.used.compare_exchange_weak(
+                used,
+                used + grant,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return grant,
+                Err(now) => used = now,
+            }
+        }
+    }
+}
+
 struct StreamOut {
     kind: Stream,
     /// Created on the first output (a silent stream leaves no file).
@@ -32,6 +84,8 @@ struct StreamOut {
     total: u64,
     line: Vec<u8>,
     error: Option<std::io::Error>,
+    /// Bytes not logged: past the run's [`LogBudget`].
+    dropped: u64,
 }
 
 impl StreamOut {
@@ -45,10 +99,19 @@ impl StreamOut {
             total: 0,
             line: Vec::new(),
             error: None,
+            dropped: 0,
         }
     }
 
-    fn write_log(&mut self, b: &[u8]) -> std::io::Result<()> {
+    /// Log what of `b` the run's budget still allows; the rest is
+    /// counted as dropped.
+    fn write_log(&mut self, budget: &LogBudget, b: &[u8]) -> std::io::Result<()> {
+        let granted = budget.take(b.len() as u64) as usize;
+        self.dropped += (b.len() - granted) as u64;
+        let b = &b[..granted];
+        if b.is_empty() {
+            return Ok(());
+        }
         if self.log.is_none() {
             self.log = Some(BufWriter::new(crate::out_dir::create_file(&self.log_path)?));
         }
@@ -68,7 +131,7 @@ impl StreamOut {
     fn captured(&self) -> String {
         let kept = (self.head.len() + self.tail.len()) as u64;
         let mut v = self.head.clone();
-        if self.total > kept {
+        if self.total > kept && self.dropped == 0 {
             v.extend_from_slice(
                 format!(
                     "\n[rfs: {} bytes elided; the full output is in {}]\n",
@@ -77,10 +140,30 @@ impl StreamOut {
                 )
                 .as_bytes(),
             );
+        } else if self.total > kept {
+            v.extend_from_slice(
+                format!(
+                    "\n[rfs: {} bytes elided; {} keeps the output up to the run's log bound, {} bytes past it were not kept]\n",
+                    self.total - kept,
+                    self.log_path.display(),
+                    self.dropped
+                )
+                .as_bytes(),
+            );
         }
         v.extend(self.tail.iter());
         String::from_utf8_lossy(&v).into_owned()
     }
+}
+
+/// What a finished sink kept.
+pub(crate) struct Finished {
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+    /// Whether each log file (stdout, stderr) was written.
+    pub(crate) logged: [bool; 2],
+    /// What was not kept, past the run's log bound.
+    pub(crate) cut: Option<crate::events::OutputCut>,
 }
 
 /// The sink a step's attempt writes into.
@@ -96,6 +179,7 @@ pub(crate) struct StepSink {
     /// Sees every line as it is logged (redacted): a background process's
     /// waiters ([`super::spawn`]).
     tap: Option<LineTap>,
+    budget: Arc<LogBudget>,
 }
 
 /// A receiver of a sink's lines, as they are logged (redacted).
@@ -110,8 +194,10 @@ impl StepSink {
         nonce: &str,
         redactor: Redactor,
         reporter: Arc<dyn Reporter>,
+        budget: Arc<LogBudget>,
     ) -> Self {
         StepSink {
+            budget,
             name: name.to_owned(),
             gate: Some(Gate::new(nonce)),
             redactor,
@@ -150,6 +236,7 @@ impl StepSink {
                 &self.redactor,
                 &*self.reporter,
                 self.tap.as_ref(),
+                &self.budget,
                 s,
                 &line,
             );
@@ -163,21 +250,22 @@ impl StepSink {
                 &self.redactor,
                 &*self.reporter,
                 self.tap.as_ref(),
+                &self.budget,
                 s,
                 &line,
             );
         }
     }
 
-    /// Flush partial lines and the logs; returns the (stdout, stderr)
-    /// captures.
-    pub(crate) fn finish(self) -> std::io::Result<(String, String)> {
-        self.finish_logged().map(|(out, err, _)| (out, err))
+    /// Flush partial lines and the logs; returns what of the output was
+    /// not kept (past the run's log bound).
+    pub(crate) fn finish(self) -> std::io::Result<Option<crate::events::OutputCut>> {
+        self.finish_logged().map(|f| f.cut)
     }
 
-    /// [`StepSink::finish`], and whether each log file (stdout, stderr)
-    /// was written (a silent stream leaves none).
-    pub(crate) fn finish_logged(mut self) -> std::io::Result<(String, String, [bool; 2])> {
+    /// [`StepSink::finish`], with the (stdout, stderr) captures and
+    /// whether each log file was written (a silent stream leaves none).
+    pub(crate) fn finish_logged(mut self) -> std::io::Result<Finished> {
         for s in [&mut self.out, &mut self.err] {
             if !s.line.is_empty() {
                 let line = std::mem::take(&mut s.line);
@@ -186,6 +274,7 @@ impl StepSink {
                     &self.redactor,
                     &*self.reporter,
                     self.tap.as_ref(),
+                    &self.budget,
                     s,
                     &line,
                 );
@@ -197,8 +286,17 @@ impl StepSink {
                 return Err(e);
             }
         }
-        let logged = [self.out.log.is_some(), self.err.log.is_some()];
-        Ok((self.out.captured(), self.err.captured(), logged))
+        let dropped = self.out.dropped + self.err.dropped;
+        Ok(Finished {
+            stdout: self.out.captured(),
+            stderr: self.err.captured(),
+            logged: [self.out.log.is_some(), self.err.log.is_some()],
+            cut: (dropped > 0).then(|| crate::events::OutputCut {
+                bound_bytes: self.budget.bound,
+                set_by: self.budget.set_by.clone(),
+                bytes_dropped: dropped,
+            }),
+        })
     }
 
     /// Once the command ended with `exit`: what the in-sandbox wrapper
@@ -222,16 +320,30 @@ fn emit_line(
     r: &Redactor,
     rep: &dyn Reporter,
     tap: Option<&LineTap>,
+    budget: &LogBudget,
     s: &mut StreamOut,
     raw: &[u8],
 ) {
     let red = r.redact(raw);
-    if let Err(e) = s.write_log(&red) {
+    let was_dropping = s.dropped > 0;
+    if let Err(e) = s.write_log(budget, &red) {
         s.error.get_or_insert(e);
     }
     s.keep(&red);
     let text = String::from_utf8_lossy(&red);
-    rep.output(name, s.kind, text.trim_end_matches('\n'));
+    if s.dropped == 0 {
+        rep.output(name, s.kind, text.trim_end_matches('\n'));
+    } else if !was_dropping {
+        rep.warning(&format!(
+            "`{name}`: its {} is cut: the run's logs reached their bound of {} ({}); the command keeps running, what it prints past the bound is neither kept nor shown",
+            match s.kind {
+                Stream::Stdout => "stdout",
+                Stream::Stderr => "stderr",
+            },
+            crate::provider::limits::show_bytes(budget.bound),
+            budget.set_by
+        ));
+    }
     if let Some(tap) = tap {
         tap(s.kind, text.trim_end_matches('\n'));
     }
@@ -250,5 +362,52 @@ impl OutputSink for StepSink {
         if !mine.is_empty() {
             self.feed(Stream::Stderr, &mine);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (issue #43): every log a run kept was whole; the logs of
+    /// a run now share one bound, each cut where the bound is reached,
+    /// and each sink says how much of its output was not kept.
+    #[test]
+    fn a_runs_logs_together_stop_at_its_bound_and_say_what_was_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = Arc::new(LogBudget::new(1000, "the test"));
+        let sink = |stem: &str| {
+            StepSink::new(
+                stem,
+                dir.path(),
+                stem,
+                "nonce",
+                Redactor::default(),
+                Arc::new(crate::events::Silent),
+                budget.clone(),
+            )
+            .without_wrapper()
+        };
+        let mut first = sink("first");
+        first.stdout(b"0123456789\n");
+        first.stderr(&[b'x'; 1500]);
+        let first = first.finish_logged().unwrap();
+        let mut second = sink("second");
+        second.stdout(b"hello\n");
+        let second = second.finish_logged().unwrap();
+        let size = |f: &str| std::fs::metadata(dir.path().join(f)).map(|m| m.len());
+        assert_eq!(size("first.stdout.log").unwrap(), 11);
+        assert_eq!(size("first.stderr.log").unwrap(), 989);
+        assert!(size("second.stdout.log").is_err());
+        assert_eq!(second.logged, [false, false]);
+        let cut = first.cut.unwrap();
+        assert_eq!(
+            (cut.bound_bytes, cut.bytes_dropped, cut.set_by.as_str()),
+            (1000, 511, "the test")
+        );
+        assert_eq!(second.cut.unwrap().bytes_dropped, 6);
+        // What the script gets still has everything it would have.
+        assert_eq!(first.stderr.len(), 1500);
+        assert!(second.stdout.contains("hello"));
     }
 }

@@ -273,14 +273,15 @@ impl Run {
         let followed_exit = followed
             .as_ref()
             .and_then(|(r, _)| r.as_ref().ok().and_then(|o| o.exit));
-        if let Some((_, sink)) = followed {
-            sink.finish().map_err(|e| {
+        let output_cut = match followed {
+            Some((_, sink)) => sink.finish().map_err(|e| {
                 Error::Internal(format!(
                     "cannot write the log of service `{}`: {e}",
                     sv.name
                 ))
-            })?;
-        }
+            })?,
+            None => None,
+        };
         let (exit, gone, error) = match &removed {
             Ok(o) => (o.exit.or(followed_exit), true, None),
             Err(e) => (followed_exit, false, Some(e.to_string())),
@@ -297,6 +298,7 @@ impl Run {
             stdout_log,
             stderr_log,
             output_tail: sv.shared.lines().tail(),
+            output_cut,
             error: error.map(|e| self.state().redactor.redact_str(&e)),
         })?;
         match removed {

@@ -322,7 +322,8 @@ impl Run {
         };
         let outcome = res.as_ref().ok().copied().unwrap_or_default();
         let refused = sink.inner.close_wrapper(outcome.exit);
-        sink.inner
+        let output_cut = sink
+            .inner
             .finish()
             .map_err(|e| Error::Internal(format!("cannot write the log of `{}`: {e}", sp.name)))?;
         let group = sp.group();
@@ -354,6 +355,7 @@ impl Run {
             stdout_log,
             stderr_log,
             output_tail: sp.shared.lines().tail(),
+            output_cut,
             error: error.clone(),
         })?;
         Ok((refusal, error))

@@ -54,6 +54,7 @@ impl Run {
             c.nonce,
             self.state().redactor.clone(),
             self.reporter.clone(),
+            self.log_budget.clone(),
         );
         (stem_n, sink)
     }
@@ -75,7 +76,12 @@ impl Run {
             Ok(o) => sink.close_wrapper(o.exit),
             Err(_) => sink.close_wrapper(None),
         };
-        let (stdout, stderr, logged) = sink
+        let super::output::Finished {
+            stdout,
+            stderr,
+            logged,
+            cut: output_cut,
+        } = sink
             .finish_logged()
             .map_err(|e| Error::Internal(format!("cannot write step log: {e}")))?;
         let elapsed = super::ms(t.elapsed().as_millis());
@@ -104,6 +110,7 @@ impl Run {
                     stdout_log,
                     stderr_log,
                     output_tail: crate::events::OutputTail::of(&stdout, &stderr),
+                    output_cut,
                 });
                 if attempt <= c.retries {
                     return Ok(None);
@@ -139,6 +146,7 @@ impl Run {
             stdout_log,
             stderr_log,
             output_tail: crate::events::OutputTail::of(&stdout, &stderr),
+            output_cut,
         })?;
         if outcome.cancelled {
             return Err(Error::Interrupted);

@@ -636,6 +636,7 @@ impl Rfs {
             secret_names: Default::default(),
             allow_dirty: false,
             allowed_repos: rfs::settings::AllowedRepos::new(cwd, &[]).unwrap(),
+            max_log: Default::default(),
         };
         let report = rfs::runner::run(
             settings,

@@ -166,6 +166,9 @@ pub enum Event {
         /// older journals).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output_tail: Option<OutputTail>,
+        /// Output past the run's log bound, not kept (absent: none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_cut: Option<OutputCut>,
     },
     /// The provider could not run an attempt at all.
     #[serde(rename = "step.provider_error")]
@@ -180,6 +183,9 @@ pub enum Event {
         /// older journals).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output_tail: Option<OutputTail>,
+        /// Output past the run's log bound, not kept (absent: none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_cut: Option<OutputCut>,
     },
     /// A step was refused (before it started, or by the in-sandbox cwd
     /// check); nothing of the command ran.
@@ -443,6 +449,9 @@ pub enum Event {
         stderr_log: Option<FileDigest>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output_tail: Option<OutputTail>,
+        /// Output past the run's log bound, not kept (absent: none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_cut: Option<OutputCut>,
         /// What the provider said when it could not run or wait on it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
@@ -501,6 +510,9 @@ pub enum Event {
         stderr_log: Option<FileDigest>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output_tail: Option<OutputTail>,
+        /// Output past the run's log bound, not kept (absent: none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_cut: Option<OutputCut>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },

@@ -31,6 +31,33 @@ pub struct ArtifactLink {
     pub target: String,
 }
 
+/// Output a step, a spawned process or a service printed past the run's
+/// bound on the logs it keeps on this machine (`--max-log-bytes`, else
+/// `RFS_MAX_LOG_BYTES`, else 256 MiB): its logs end at the bound, the
+/// rest was read and dropped (the command kept running), neither logged
+/// nor shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputCut {
+    /// The run's bound, in bytes, over all its logs together.
+    pub bound_bytes: u64,
+    /// Who set it (`rfs's default`, `--max-log-bytes flag`, ...).
+    pub set_by: String,
+    /// Bytes of this command's output (redacted) not kept.
+    pub bytes_dropped: u64,
+}
+
+impl OutputCut {
+    /// `output cut at the run's log bound of 8 MiB (--max-log-bytes flag): 291.5 MiB dropped`.
+    pub fn describe(&self) -> String {
+        format!(
+            "output cut at the run's log bound of {} ({}): {} dropped",
+            super::sandbox_facts::show_bytes(self.bound_bytes),
+            self.set_by,
+            super::sandbox_facts::show_used(self.bytes_dropped)
+        )
+    }
+}
+
 /// The last lines a step's attempt printed on each stream: redacted as
 /// its logs are, at most [`OutputTail::LINES`] lines and
 /// [`OutputTail::BYTES`] bytes each, so a reader of the evidence sees the

@@ -33,6 +33,13 @@ pub(super) fn provider_said(error: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
+/// `; output cut at …`, when its output was past the run's log bound.
+pub(super) fn cut_said(cut: &Option<crate::events::OutputCut>) -> String {
+    cut.as_ref()
+        .map(|c| format!("; {}", c.describe()))
+        .unwrap_or_default()
+}
+
 /// What a readiness wait saw and how it ended, as an entry's sub-items
 /// of EVIDENCE.md; `wait`: the option's name (`wait_for`, `ready`).
 pub(super) struct Details<'a> {

@@ -36,6 +36,8 @@ pub struct ServiceEndRow {
     pub duration_ms: u64,
     pub logs: Vec<String>,
     pub tail: Option<OutputTail>,
+    /// Output past the run's log bound, not kept.
+    pub cut: Option<crate::events::OutputCut>,
     pub error: Option<String>,
 }
 
@@ -89,6 +91,7 @@ pub fn apply(rows: &mut Vec<ServiceRow>, e: &Event) {
             stdout_log,
             stderr_log,
             output_tail,
+            output_cut,
             error,
         } => {
             if let Some(r) = last_named(rows, name, |r| &r.name) {
@@ -99,6 +102,7 @@ pub fn apply(rows: &mut Vec<ServiceRow>, e: &Event) {
                     duration_ms: *duration_ms,
                     logs: log_paths(stdout_log, stderr_log),
                     tail: output_tail.clone(),
+                    cut: output_cut.clone(),
                     error: error.clone(),
                 });
             }
@@ -125,7 +129,8 @@ pub fn ended_text(e: &ServiceEndRow) -> String {
         "; its container was NOT verified gone"
     };
     let err = provider_said(&e.error);
-    format!("{by} ({how}, after {} ms){gone}{err}", e.duration_ms)
+    let cut = super::background::cut_said(&e.cut);
+    format!("{by} ({how}, after {} ms){gone}{err}{cut}", e.duration_ms)
 }
 
 /// The image, by content, in words.

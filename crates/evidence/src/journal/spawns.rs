@@ -32,6 +32,8 @@ pub struct SpawnEndRow {
     pub duration_ms: u64,
     pub logs: Vec<String>,
     pub tail: Option<OutputTail>,
+    /// Output past the run's log bound, not kept.
+    pub cut: Option<crate::events::OutputCut>,
     pub error: Option<String>,
 }
 
@@ -79,6 +81,7 @@ pub fn apply(rows: &mut Vec<SpawnRow>, e: &Event) {
             stdout_log,
             stderr_log,
             output_tail,
+            output_cut,
             error,
         } => {
             if let Some(r) = last_named(rows, name, |r| &r.name) {
@@ -91,6 +94,7 @@ pub fn apply(rows: &mut Vec<SpawnRow>, e: &Event) {
                     duration_ms: *duration_ms,
                     logs: log_paths(stdout_log, stderr_log),
                     tail: output_tail.clone(),
+                    cut: output_cut.clone(),
                     error: error.clone(),
                 });
             }
@@ -126,7 +130,8 @@ pub fn ended_text(e: &SpawnEndRow) -> String {
         (None, _) => "; its process group was not known (no /proc in the sandbox)".to_owned(),
     };
     let err = provider_said(&e.error);
-    format!("{by} ({how}, after {} ms){group}{err}", e.duration_ms)
+    let cut = super::background::cut_said(&e.cut);
+    format!("{by} ({how}, after {} ms){group}{err}{cut}", e.duration_ms)
 }
 
 /// EVIDENCE.md's section on background processes.

@@ -49,6 +49,11 @@ pub(super) fn step_samples() -> Vec<Event> {
             stdout_log: fd("steps/001-build.stdout.log"),
             stderr_log: None,
             output_tail: OutputTail::of("compiling\nok\n", ""),
+            output_cut: Some(OutputCut {
+                bound_bytes: 256 << 20,
+                set_by: s("rfs's default"),
+                bytes_dropped: 4096,
+            }),
         },
         Event::StepProviderError {
             name: s("build"),
@@ -58,6 +63,11 @@ pub(super) fn step_samples() -> Vec<Event> {
             stdout_log: None,
             stderr_log: None,
             output_tail: OutputTail::of("", "partial\n"),
+            output_cut: Some(OutputCut {
+                bound_bytes: 8 << 20,
+                set_by: s("--max-log-bytes flag"),
+                bytes_dropped: 100,
+            }),
         },
         Event::StepRefused {
             name: s("build"),
@@ -122,6 +132,11 @@ pub(super) fn step_samples() -> Vec<Event> {
             stdout_log: fd("steps/002-spawn-srv.stdout.log"),
             stderr_log: None,
             output_tail: OutputTail::of("Listening\n", ""),
+            output_cut: Some(OutputCut {
+                bound_bytes: 8 << 20,
+                set_by: s("--max-log-bytes flag"),
+                bytes_dropped: 100,
+            }),
             error: Some(s("the toolbox stopped answering")),
         },
         Event::ServiceStart {
@@ -161,6 +176,11 @@ pub(super) fn step_samples() -> Vec<Event> {
             stdout_log: fd("steps/003-service-db.stdout.log"),
             stderr_log: None,
             output_tail: OutputTail::of("ready to accept connections\n", ""),
+            output_cut: Some(OutputCut {
+                bound_bytes: 8 << 20,
+                set_by: s("--max-log-bytes flag"),
+                bytes_dropped: 100,
+            }),
             error: Some(s("the engine said: container is restarting")),
         },
         Event::Print { text: s("hi") },

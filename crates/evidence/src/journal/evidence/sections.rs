@@ -75,6 +75,9 @@ pub(super) fn steps(s: &mut String, r: &RunSummary) {
         if let Some(u) = &st.usage {
             let _ = writeln!(s, "- used: {}", u.describe());
         }
+        if let Some(c) = &st.output_cut {
+            let _ = writeln!(s, "- logs: {}", esc(&c.describe()));
+        }
         tails(s, st.output_tail.as_ref());
     }
 }

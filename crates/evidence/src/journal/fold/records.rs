@@ -30,6 +30,8 @@ pub struct StepRecord {
     pub workdir: Option<String>,
     /// What the last attempt printed last.
     pub output_tail: Option<crate::events::OutputTail>,
+    /// What of the last attempt's output was past the run's log bound.
+    pub output_cut: Option<crate::events::OutputCut>,
     /// What the step used (memory peak, processes, disk), where the
     /// provider says.
     pub usage: Option<crate::events::sandbox_facts::Usage>,
@@ -54,6 +56,7 @@ impl StepRecord {
             provider_error: None,
             workdir: None,
             output_tail: None,
+            output_cut: None,
             usage: None,
             outcome,
         }

@@ -85,10 +85,12 @@ impl RunSummary {
                 stdout_log,
                 stderr_log,
                 output_tail,
+                output_cut,
                 ..
             } => {
                 if let Some(row) = self.open_step(name) {
                     row.output_tail.clone_from(output_tail);
+                    row.output_cut.clone_from(output_cut);
                     row.attempts = *attempt;
                     row.exit = *exit;
                     row.timed_out = *timed_out;
@@ -112,9 +114,11 @@ impl RunSummary {
                 stdout_log,
                 stderr_log,
                 output_tail,
+                output_cut,
             } => {
                 if let Some(row) = self.open_step(name) {
                     row.output_tail.clone_from(output_tail);
+                    row.output_cut.clone_from(output_cut);
                     row.attempts = *attempt;
                     row.exit = None;
                     row.duration_ms += duration_ms;

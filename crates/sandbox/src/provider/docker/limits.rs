@@ -49,7 +49,13 @@ pub(super) fn decide(req: &LimitsRequest) -> Result<LimitsFact, LimitsError> {
     Ok(fact)
 }
 
-/// `HostConfig`'s `memory`, `memory_swap`, `pids_limit`, `nano_cpus`.
+/// A container's `/dev/shm` (Docker's usual default, set here so a
+/// daemon's `default-shm-size` cannot widen it): a tmpfs whose pages the
+/// container's memory limit counts.
+pub(super) const SHM_BYTES: u64 = 64 << 20;
+
+/// `HostConfig`'s `memory`, `memory_swap`, `pids_limit`, `nano_cpus`, and
+/// `shm_size`: [`SHM_BYTES`], no more than the disk limit.
 pub(super) fn host_config(l: &Limits) -> bollard::models::HostConfig {
     let i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     bollard::models::HostConfig {
@@ -58,6 +64,7 @@ pub(super) fn host_config(l: &Limits) -> bollard::models::HostConfig {
         memory_swap: l.memory.map(i),
         pids_limit: l.pids.map(i),
         nano_cpus: l.cpus.map(|m| i(m.saturating_mul(1_000_000))),
+        shm_size: Some(i(l.disk.map_or(SHM_BYTES, |d| d.min(SHM_BYTES)))),
         ..Default::default()
     }
 }
@@ -146,4 +153,26 @@ async fn counters(client: &Client, id: &str) -> Option<(u64, u64)> {
         }
     }
     Some((forks.unwrap_or(0), ooms.unwrap_or(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (issue #43): a container's `/dev/shm` was the daemon's
+    /// default size, whatever the disk limit; it is now 64 MiB, never more
+    /// than the disk limit.
+    #[test]
+    fn a_containers_dev_shm_is_never_larger_than_its_disk_limit() {
+        let shm = |disk| {
+            host_config(&Limits {
+                disk,
+                ..Limits::default()
+            })
+            .shm_size
+        };
+        assert_eq!(shm(None), Some(64 << 20));
+        assert_eq!(shm(Some(16 << 20)), Some(16 << 20));
+        assert_eq!(shm(Some(10 << 30)), Some(64 << 20));
+    }
 }

@@ -108,6 +108,7 @@ pub(super) async fn start(
             memory_swap: limits.memory_swap,
             pids_limit: limits.pids_limit,
             nano_cpus: limits.nano_cpus,
+            shm_size: limits.shm_size,
             ..Default::default()
         }),
         ..Default::default()

@@ -257,7 +257,9 @@ impl Plan {
             flags: libc::MS_BIND,
             data: None,
         });
-        private_dev(&mut ops, &inside)?;
+        let shm =
+            super::disk::shm_dir(dir).map_err(|e| io_setup("creating the sandbox's shm", e))?;
+        private_dev(&mut ops, &shm, &inside)?;
         // The home after the private /tmp, /dev and /dev/shm, so that a
         // home below one of them (a state directory on the host's
         // /dev/shm) is bound over them, not hidden by them; before /dev is
@@ -388,10 +390,13 @@ fn private_etc(
 }
 
 /// The ops of the sandbox's private `/dev`: a tmpfs holding the host's
-/// [`DEVICES`], its own `pts` and `shm`, and the usual symlinks (still
-/// writable: it is made read-only once the home is bound).
+/// [`DEVICES`], its own `pts`, `shm` (the folder `shm` of the sandbox's
+/// directory, on its capped disk: a tmpfs of its own would be memory no
+/// disk limit counts) and the usual symlinks (still writable: it is made
+/// read-only once the home is bound).
 fn private_dev(
     ops: &mut Vec<Op>,
+    shm: &Path,
     inside: &dyn Fn(&Path) -> Result<CString, SetupError>,
 ) -> Result<(), SetupError> {
     let dev = Path::new("/dev");
@@ -427,11 +432,11 @@ fn private_dev(
     });
     ops.push(Op::Mkdir(inside(&dev.join("shm"))?));
     ops.push(Op::Mount {
-        src: Some(cs("rfs-shm")),
+        src: Some(cpath(shm)?),
         target: inside(&dev.join("shm"))?,
-        fstype: Some(cs("tmpfs")),
-        flags: libc::MS_NOSUID | libc::MS_NODEV,
-        data: Some(cs("mode=1777")),
+        fstype: None,
+        flags: libc::MS_BIND,
+        data: None,
     });
     for (target, link) in [
         ("pts/ptmx", "ptmx"),

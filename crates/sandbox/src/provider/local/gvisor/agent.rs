@@ -16,7 +16,8 @@
 //!
 //! The agent is a user of its own ([`AGENT_UID`], with only `CAP_SETUID`
 //! and `CAP_SETGID` to make commands uid 0, and `CAP_KILL` to end their
-//! groups): its channel to rfs (gVisor
+//! groups; `CAP_CHOWN` too, used once at its start to make `/dev` its own
+//! and then dropped, see [`own_dev`]): its channel to rfs (gVisor
 //! gives a process's imported descriptors its owner, mode `0600`) cannot
 //! be reopened through `/proc/1/fd` by a command — uid 0 without
 //! `CAP_DAC_OVERRIDE` — nor the agent traced or signalled. It reaps every
@@ -75,6 +76,7 @@ fn serve() -> std::io::Result<()> {
     use nix::sys::signalfd::{SfdFlags, SignalFd};
     // SAFETY: prctl on this process.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    own_dev()?;
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
     mask.thread_block()?;
@@ -132,6 +134,63 @@ fn serve() -> std::io::Result<()> {
         }
         agent.cmds.retain(|_, c| !(c.exited && c.killed));
     }
+}
+
+/// Make gVisor's `/dev` the agent's (mode `0755`), then drop
+/// `CAP_CHOWN`. gVisor's `/dev` is a tmpfs of its sentry's memory whose
+/// `size=` it ignores, writable by its owner, uid 0 — which every command
+/// is: a step filled it with 3 GB past a `disk: "64M"` limit. Owned by
+/// the agent, a command (uid 0 without `CAP_DAC_OVERRIDE` or
+/// `CAP_FOWNER`) can create nothing there, nor change its mode; its
+/// devices (`/dev/null`, ...) stay as writable as they were, and
+/// `/dev/shm` is a folder of the sandbox's capped disk.
+fn own_dev() -> std::io::Result<()> {
+    // SAFETY: chown of a path, a C string literal.
+    if unsafe { libc::chown(c"/dev".as_ptr(), AGENT_UID, AGENT_UID) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(std::io::Error::new(
+            e.kind(),
+            format!("cannot make /dev the agent's (a command could fill it): {e}"),
+        ));
+    }
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    // capability(7)'s numbers: CAP_KILL, CAP_SETGID, CAP_SETUID.
+    let keep: u32 = (1 << 5) | (1 << 6) | (1 << 7);
+    let header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let none = Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    };
+    let data = [
+        Data {
+            effective: keep,
+            permitted: keep,
+            inheritable: 0,
+        },
+        none,
+    ];
+    // SAFETY: capset of this thread with a version-3 header and its two
+    // data words.
+    if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn poll_in(fd: RawFd) -> libc::pollfd {

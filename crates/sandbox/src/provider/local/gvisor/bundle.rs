@@ -47,8 +47,6 @@ pub fn write(dir: &Path, spec: &BundleSpec) -> std::io::Result<PathBuf> {
                "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]}),
         json!({"destination": "/dev/pts", "type": "devpts", "source": "devpts",
                "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]}),
-        json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
-               "options": ["nosuid", "noexec", "nodev", "mode=1777"]}),
         json!({"destination": "/sys", "type": "sysfs", "source": "sysfs",
                "options": ["nosuid", "noexec", "nodev", "ro"]}),
     ];
@@ -81,6 +79,16 @@ pub fn write(dir: &Path, spec: &BundleSpec) -> std::io::Result<PathBuf> {
         mounts.push(bind(host, host, true));
     }
     mounts.push(bind(&dir.join("tmp"), Path::new("/tmp"), false));
+    // `/dev/shm` is a folder of the sandbox's capped disk, as under
+    // namespaces: gVisor's own tmpfs there would be the sentry's memory,
+    // which no disk limit counts (it took 3 GB of a `disk: "64M"` sandbox).
+    // `/dev` itself is made the agent's ([`super::agent`]): gVisor ignores
+    // its `size=`.
+    mounts.push(bind(
+        &super::super::disk::shm_dir(dir)?,
+        Path::new("/dev/shm"),
+        false,
+    ));
     let home = dir.join("home");
     std::fs::create_dir_all(rootfs.join(home.strip_prefix("/").unwrap_or(&home)))?;
     mounts.push(bind(&home, &home, false));
@@ -134,7 +142,8 @@ fn init_process(agent: bool) -> Value {
     // and kill them: with an empty bounding set, their exec as root gains
     // nothing.
     let (id, capabilities) = if agent {
-        let caps = json!(["CAP_SETUID", "CAP_SETGID", "CAP_KILL"]);
+        // `CAP_CHOWN` only to make `/dev` its own, then dropped.
+        let caps = json!(["CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN"]);
         (
             super::agent::AGENT_UID,
             json!({"bounding": [], "effective": caps, "permitted": caps,
