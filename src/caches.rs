@@ -114,6 +114,75 @@ pub(crate) fn dir(root: &Path, provider: &str, repo: &str, name: &str) -> PathBu
     root.join(provider).join(repo).join(name)
 }
 
+/// Create cache `name`'s folder: the caches root and its provider and
+/// repository folders are rfs's user's alone (mode 0700, narrowed where an
+/// older rfs made them wider), so while a sandbox writes in a cache — a
+/// Docker container's root is this machine's root there — no other user
+/// of this machine can reach what it writes.
+pub(crate) fn create(root: &Path, provider: &str, repo: &str, name: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    let parents = [
+        root.to_path_buf(),
+        root.join(provider),
+        root.join(provider).join(repo),
+    ];
+    for p in &parents {
+        match std::fs::DirBuilder::new().mode(0o700).create(p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // The state directory itself is missing: made as before.
+                std::fs::create_dir_all(p)?;
+            }
+            Err(e) => return Err(e),
+        }
+        let meta = std::fs::symlink_metadata(p)?;
+        if !meta.is_dir() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a folder",
+                p.display()
+            )));
+        }
+        if meta.permissions().mode() & 0o7777 != 0o700 {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700))?;
+        }
+    }
+    match std::fs::create_dir(dir(root, provider, repo, name)) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// What [`rfs_sandbox::untrusted_tree::clean`] changed in a cache, said.
+pub(crate) fn cleaned_text(c: &rfs_sandbox::untrusted_tree::Cleaned) -> String {
+    let mut said = vec![];
+    if c.special_removed > 0 {
+        said.push(format!(
+            "removed {} device(s), fifo(s) or socket(s)",
+            c.special_removed
+        ));
+    }
+    if c.modes_narrowed > 0 {
+        said.push(format!(
+            "dropped the setuid, setgid or world-write bits of {} entries",
+            c.modes_narrowed
+        ));
+    }
+    if c.owners_taken > 0 {
+        said.push(format!(
+            "gave {} entries of another owner to rfs's user",
+            c.owners_taken
+        ));
+    }
+    if c.other_filesystems > 0 {
+        said.push(format!(
+            "left {} mount point(s) inside it unread",
+            c.other_filesystems
+        ));
+    }
+    said.join("; ")
+}
+
 /// What a cache holds: a sha256 over every entry (path, kind, size, and
 /// the file's sha256 or the link's target, in path order), its files and
 /// their bytes.

@@ -224,3 +224,145 @@ step("rm", "test -s ~/.cache/big/blob && rm ~/.cache/big/blob && mkdir ~/.cache/
     );
     rfs.assert_no_leftovers();
 }
+
+/// Issue #43: a Docker container's root is this machine's root in a cache
+/// bound into it. A step left a setuid-root static program, a
+/// world-writable block device and a world-writable folder there; after
+/// the run the cache folder holds none of them (the program kept, its
+/// setuid bit dropped; the device removed; the folder narrowed), the
+/// journal says what was changed, and no other user of this machine can
+/// reach the cache at all, even where the state directory is open to
+/// them.
+#[test]
+fn a_docker_cache_brings_no_setuid_program_device_node_or_world_writable_folder_onto_this_machine()
+{
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
+    if docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    // A person's state directory (~/.local/state/rfs) is usually open
+    // to every user; only the caches' own folders may keep them out.
+    std::fs::set_permissions(rfs.state.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let repo = Repo::new();
+    let plant = r#"
+sandbox(#{ caches: #{ pip: "~/.cache/pip" } });
+step("plant", "set -e; c=$HOME/.cache/pip; cp /bin/busybox $c/helper; chmod 4755 $c/helper; mknod -m 666 $c/disk b 254 0; mkdir $c/open; chmod 0777 $c/open $c; ls -ln $c");
+"#;
+    let out = rfs.run(repo.path(), plant);
+    out.assert_code(0);
+    assert!(
+        out.stdout.contains("rwsr-xr-x"),
+        "the step made a setuid program: {}",
+        out.stdout
+    );
+    let dir = std::path::PathBuf::from(out.entries("cache.mount")[0]["dir"].as_str().unwrap());
+    let end = &out.entries("cache.end")[0];
+    let said = end["cleaned"]
+        .as_str()
+        .unwrap_or_else(|| panic!("cache.end says nothing cleaned: {end}"));
+    assert!(
+        said.contains("removed 1 device") && said.contains("setuid"),
+        "{said}"
+    );
+    assert_eq!(end["emptied"], false, "{end}");
+
+    let mut seen = vec![];
+    fn every_entry(d: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        out.push(d.to_path_buf());
+        if std::fs::symlink_metadata(d).unwrap().is_dir() {
+            for e in std::fs::read_dir(d).unwrap() {
+                every_entry(&e.unwrap().path(), out);
+            }
+        }
+    }
+    let mut entries = vec![];
+    every_entry(&dir, &mut entries);
+    for p in entries {
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        let (t, mode) = (m.file_type(), m.mode() & 0o7777);
+        assert!(
+            !(t.is_block_device() || t.is_char_device() || t.is_fifo() || t.is_socket()),
+            "a special file reached this machine: {}",
+            p.display()
+        );
+        assert_eq!(
+            mode & 0o6000,
+            0,
+            "setuid/setgid kept: {} {mode:o}",
+            p.display()
+        );
+        assert_eq!(mode & 0o002, 0, "world-writable: {} {mode:o}", p.display());
+        seen.push(p);
+    }
+    let helper = dir.join("helper");
+    assert!(
+        seen.contains(&helper) && seen.contains(&dir.join("open")),
+        "{seen:?}"
+    );
+    assert!(!dir.join("disk").exists() && std::fs::symlink_metadata(dir.join("disk")).is_err());
+
+    // No other user reaches the cache: the caches root and its provider
+    // and repository folders are rfs's user's alone.
+    let caches = rfs.state.path().join("caches");
+    for p in [
+        caches.clone(),
+        caches.join("docker"),
+        dir.parent().unwrap().to_path_buf(),
+    ] {
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!(m.mode() & 0o777, 0o700, "{}", p.display());
+        // SAFETY: geteuid cannot fail.
+        assert_eq!(m.uid(), unsafe { libc::geteuid() }, "{}", p.display());
+    }
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        let nobody = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            // Through a shell: setpriv itself may open the program it runs
+            // before it gives up root.
+            .args(["/bin/sh", "-c", "exec \"$0\" true"])
+            .arg(&helper)
+            .output()
+            .unwrap();
+        assert!(
+            !nobody.status.success()
+                && String::from_utf8_lossy(&nobody.stderr).contains("Permission denied"),
+            "an unprivileged user ran the cache's program: {nobody:?}"
+        );
+        let listed = std::process::Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--",
+                "ls",
+            ])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            !listed.status.success(),
+            "an unprivileged user listed the cache: {listed:?}"
+        );
+    }
+    // The next run still finds what the first left, less what could not
+    // be kept.
+    let again = rfs.run(
+        repo.path(),
+        r#"sandbox(#{ caches: #{ pip: "~/.cache/pip" } });
+let r = step("look", "ls ~/.cache/pip | sort | tr '\n' ' '");
+print(`cache holds: ${trimmed(r.stdout)}`);"#,
+    );
+    again.assert_code(0);
+    assert!(
+        again.stdout.contains("cache holds: helper open"),
+        "{}",
+        again.stdout
+    );
+    assert!(
+        again.entries("cache.end")[0].get("cleaned").is_none(),
+        "nothing more to clean"
+    );
+    rfs.assert_no_leftovers();
+}

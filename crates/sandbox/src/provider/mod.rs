@@ -419,6 +419,18 @@ pub trait Provider: Send + Sync {
         ))
     }
 
+    /// Whether the caches of a sandbox isolated as `req` asks are bound
+    /// into it as they are: what its processes write lands in the cache
+    /// folder itself, as they left it (a setuid program, a device node, a
+    /// world-writable folder), so rfs makes each fit to keep
+    /// ([`crate::untrusted_tree::clean`]) once the sandbox is destroyed.
+    /// `false` where the provider writes a cache back itself, keeping
+    /// only what may be kept. The default: bound as they are.
+    fn caches_bound_as_they_are(&self, req: &isolation::IsolationRequest) -> bool {
+        let _ = req;
+        true
+    }
+
     /// The record of connections sandbox `id` made through rfs's egress
     /// proxy (`None`: it has none: its network is off, unfiltered or
     /// filtered by the provider itself).

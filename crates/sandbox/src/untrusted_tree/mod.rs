@@ -31,7 +31,7 @@ use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 pub use clean::{clean, Cleaned};
 pub use copy::{copy, Copied};
 pub use create::create_dir_all;
-pub use remove::remove;
+pub use remove::{empty, remove};
 
 /// The mode bits rfs keeps on anything that outlives a sandbox: the
 /// permission bits and the sticky bit, less setuid, setgid and write for

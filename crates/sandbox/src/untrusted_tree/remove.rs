@@ -21,12 +21,21 @@ pub fn remove(dir: &Path) -> std::io::Result<()> {
         Err(e) => return Err(e),
     };
     let dev = rustix::fs::fstat(&root)?.st_dev;
-    empty(&root, dev)?;
+    empty_fd(&root, dev)?;
     drop(root);
     std::fs::remove_dir(dir)
 }
 
-fn empty(dir: &OwnedFd, dev: u64) -> std::io::Result<()> {
+/// Remove everything inside the folder `dir`, by descriptor as
+/// [`remove`] does, keeping `dir` itself (made owner-only: it was
+/// emptied because what it held could not be kept).
+pub fn empty(dir: &Path) -> std::io::Result<()> {
+    let root = open_root(dir)?;
+    let dev = rustix::fs::fstat(&root)?.st_dev;
+    empty_fd(&root, dev)
+}
+
+fn empty_fd(dir: &OwnedFd, dev: u64) -> std::io::Result<()> {
     rustix::fs::fchmod(dir, Mode::from_raw_mode(0o700))?;
     for name in names(dir)? {
         let st = match rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -37,7 +46,7 @@ fn empty(dir: &OwnedFd, dev: u64) -> std::io::Result<()> {
         if kind(st.st_mode) == FileType::Directory {
             if st.st_dev == dev {
                 let sub = open_entry(dir, &name, &st, OFlags::RDONLY | OFlags::DIRECTORY)?;
-                empty(&sub, dev)?;
+                empty_fd(&sub, dev)?;
             }
             rustix::fs::unlinkat(dir, &name, AtFlags::REMOVEDIR)?;
         } else {

@@ -208,15 +208,19 @@ fn opaque(dir: &Path) -> bool {
 }
 
 /// Give `dest` the owner, mode and modification time `meta` says, never
-/// a setuid or setgid bit: a cache is a folder of this machine, and a
-/// step must not leave a program there that runs as its owner.
+/// a setuid or setgid bit nor write for others: a cache is a folder of
+/// this machine, and a step must not leave a program there that runs as
+/// its owner, nor a folder any user of this machine may write.
 fn attributes(meta: &std::fs::Metadata, dest: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::os::unix::fs::lchown(dest, Some(meta.uid()), Some(meta.gid()))?;
     if meta.file_type().is_symlink() {
         return Ok(());
     }
-    std::fs::set_permissions(dest, std::fs::Permissions::from_mode(meta.mode() & 0o1777))?;
+    std::fs::set_permissions(
+        dest,
+        std::fs::Permissions::from_mode(crate::untrusted_tree::kept_mode(meta.mode())),
+    )?;
     let mtime = std::time::UNIX_EPOCH
         + std::time::Duration::new(meta.mtime().max(0) as u64, meta.mtime_nsec() as u32);
     std::fs::File::options()
