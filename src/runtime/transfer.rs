@@ -558,9 +558,17 @@ async fn probe_gzip(
         cwd: home.into(),
         env: vec![],
         timeout: Some(std::time::Duration::from_secs(60)),
-        cancel,
+        cancel: cancel.child_token(),
     };
-    let mut out = Collect::default();
-    let o = p.exec(id, &req, &mut out).await?;
+    let mut bounded = crate::provider::BoundedCollect::new(
+        crate::provider::PROBE_OUTPUT,
+        crate::provider::PROBE_OUTPUT,
+        req.cancel.clone(),
+    );
+    let ran = p.exec(id, &req, &mut bounded).await;
+    if let Some(e) = bounded.error(&format!("the gzip probe in sandbox {id}")) {
+        return Err(e);
+    }
+    let (o, out) = (ran?, bounded.out);
     Ok(o.success() && out.stdout == b"rfs-probe")
 }
