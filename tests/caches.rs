@@ -346,18 +346,27 @@ step("plant", "set -e; c=$HOME/.cache/pip; cp /bin/busybox $c/helper; chmod 4755
             "an unprivileged user listed the cache: {listed:?}"
         );
     }
+    // A run killed before its end never cleaned its cache: what it left
+    // (here put there directly) is cleaned before the next sandbox sees it.
+    std::fs::copy(&helper, dir.join("left")).unwrap();
+    std::fs::set_permissions(dir.join("left"), std::fs::Permissions::from_mode(0o4755)).unwrap();
     // The next run still finds what the first left, less what could not
     // be kept.
     let again = rfs.run(
         repo.path(),
         r#"sandbox(#{ caches: #{ pip: "~/.cache/pip" } });
-let r = step("look", "ls ~/.cache/pip | sort | tr '\n' ' '");
+let r = step("look", "ls ~/.cache/pip | sort | tr '\n' ' '; ls -l ~/.cache/pip/left");
 print(`cache holds: ${trimmed(r.stdout)}`);"#,
     );
     again.assert_code(0);
     assert!(
-        again.stdout.contains("cache holds: helper open"),
+        again.stdout.contains("cache holds: helper left open"),
         "{}",
+        again.stdout
+    );
+    assert!(
+        again.stdout.contains("-rwxr-xr-x") && !again.stdout.contains("rws"),
+        "the sandbox saw a setuid program left in its cache: {}",
         again.stdout
     );
     assert!(

@@ -85,6 +85,12 @@ impl Run {
                     caches::LOCK_WAIT.as_secs()
                 )));
             };
+            if bound_as_is {
+                // What a sandbox left there whose run never closed its
+                // caches (rfs killed) is made fit to keep before the next
+                // one mounts it.
+                let _ = self.clean_cache(name, &dir);
+            }
             let at_mount = caches::content(&dir).map_err(cannot)?;
             self.record(Event::CacheMount {
                 name: name.clone(),
@@ -120,7 +126,7 @@ impl Run {
         let cap = caches::max_bytes();
         for c in held {
             let (cleaned, unkept) = if c.bound_as_is {
-                self.clean_cache(&c)
+                self.clean_cache(&c.name, &c.dir)
             } else {
                 (None, false)
             };
@@ -149,30 +155,29 @@ impl Run {
         }
     }
 
-    /// Pass cache `c` (its sandbox destroyed: nothing of it runs) through
-    /// [`untrusted_tree::clean`]: what was removed or narrowed, said; a
-    /// cache that cannot be cleaned (an owner rfs cannot take) is emptied,
-    /// said too (`true`).
-    fn clean_cache(&self, c: &HeldCache) -> (Option<String>, bool) {
-        match untrusted_tree::clean(&c.dir) {
+    /// Pass cache `name` at `dir` (held by this run, no sandbox of it
+    /// running) through [`untrusted_tree::clean`]: what was removed or
+    /// narrowed, said; a cache that cannot be cleaned (an owner rfs cannot
+    /// take) is emptied, said too (`true`).
+    fn clean_cache(&self, name: &str, dir: &std::path::Path) -> (Option<String>, bool) {
+        match untrusted_tree::clean(dir) {
             Ok(done) if done.changed() => {
                 let said = caches::cleaned_text(&done);
                 self.warn(&format!(
-                    "cache `{}`: what the sandbox left there was made fit to keep on this machine: {said}",
-                    c.name
+                    "cache `{name}`: what a sandbox left there was made fit to keep on this machine: {said}"
                 ));
                 (Some(said), false)
             }
             Ok(_) => (None, false),
             Err(e) => {
-                let said = match untrusted_tree::empty(&c.dir) {
+                let said = match untrusted_tree::empty(dir) {
                     Ok(()) => format!("emptied: it could not be made fit to keep on this machine ({e})"),
                     Err(e2) => format!(
                         "it could not be made fit to keep on this machine ({e}) nor emptied ({e2}): remove {} by hand",
-                        c.dir.display()
+                        dir.display()
                     ),
                 };
-                self.warn(&format!("cache `{}`: {said}", c.name));
+                self.warn(&format!("cache `{name}`: {said}"));
                 (Some(said), true)
             }
         }
