@@ -120,7 +120,7 @@ pub(crate) fn dir(root: &Path, provider: &str, repo: &str, name: &str) -> PathBu
 /// Docker container's root is this machine's root there — no other user
 /// of this machine can reach what it writes.
 pub(crate) fn create(root: &Path, provider: &str, repo: &str, name: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
     let parents = [
         root.to_path_buf(),
         root.join(provider),
@@ -141,6 +141,14 @@ pub(crate) fn create(root: &Path, provider: &str, repo: &str, name: &str) -> std
             return Err(std::io::Error::other(format!(
                 "{} is not a folder",
                 p.display()
+            )));
+        }
+        // SAFETY: geteuid cannot fail.
+        if meta.uid() != unsafe { libc::geteuid() } {
+            return Err(std::io::Error::other(format!(
+                "{} is owned by another user (uid {}): rfs keeps its caches only in folders of its own",
+                p.display(),
+                meta.uid()
             )));
         }
         if meta.permissions().mode() & 0o7777 != 0o700 {
@@ -381,6 +389,26 @@ mod tests {
         ] {
             assert!(home_relative("p", bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_caches_folders_are_rfss_users_alone_even_where_an_older_rfs_made_them_open() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("caches");
+        std::fs::create_dir_all(root.join("docker")).unwrap();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        create(&root, "docker", "repo-1", "pip").unwrap();
+        for p in [
+            root.clone(),
+            root.join("docker"),
+            root.join("docker/repo-1"),
+        ] {
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode, 0o700, "{}", p.display());
+        }
+        assert!(root.join("docker/repo-1/pip").is_dir());
+        create(&root, "docker", "repo-1", "pip").unwrap();
     }
 
     #[test]

@@ -266,6 +266,7 @@ step("plant", "set -e; c=$HOME/.cache/pip; cp /bin/busybox $c/helper; chmod 4755
         "{said}"
     );
     assert_eq!(end["emptied"], false, "{end}");
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
 
     let mut seen = vec![];
     fn every_entry(d: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {

@@ -97,3 +97,19 @@ fn removing_a_read_only_tree_never_touches_what_a_link_in_it_names() {
     );
     assert!(kept.join("f").exists());
 }
+
+#[test]
+fn empty_removes_everything_inside_read_only_folders_but_nothing_through_a_link() {
+    let t = tempfile::tempdir().unwrap();
+    let (dir, outside) = (t.path().join("cache"), t.path().join("outside"));
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("keep"), "k").unwrap();
+    hostile_tree(&dir);
+    std::os::unix::fs::symlink(&outside, dir.join("to-outside")).unwrap();
+    std::fs::set_permissions(dir.join("d/sub"), std::fs::Permissions::from_mode(0o500)).unwrap();
+    empty(&dir).unwrap();
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    assert!(dir.is_dir());
+    assert_eq!(std::fs::read_to_string(outside.join("keep")).unwrap(), "k");
+}
