@@ -279,6 +279,15 @@ impl OutputSink for Collect {
 /// sandbox (a command whose answer is a line or two).
 pub const PROBE_OUTPUT: usize = 64 * 1024;
 
+/// The most rfs reads of a listing or report of a synced tree a sandbox
+/// sends (the source verifier's report, a re-sync's listing): a line per
+/// entry, so far more than any tree rfs syncs needs.
+pub const TREE_REPORT_OUTPUT: usize = 256 << 20;
+
+/// The most rfs reads of such a command's stderr (a tool may warn once
+/// per entry).
+pub const TREE_REPORT_STDERR: usize = 16 << 20;
+
 /// A [`Collect`] that keeps at most `max_stdout` and `max_stderr` bytes
 /// of a command's output: past either it keeps nothing more, records
 /// which bound was passed and cancels `stop` (the command's cancellation,
