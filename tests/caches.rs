@@ -8,6 +8,8 @@
 
 mod common;
 use common::*;
+#[path = "common/unprivileged.rs"]
+mod unprivileged;
 
 const WRITE: &str = r#"
 sandbox(#{ caches: #{ pip: "~/.cache/pip" } });
@@ -375,4 +377,46 @@ print(`cache holds: ${trimmed(r.stdout)}`);"#,
         "nothing more to clean"
     );
     rfs.assert_no_leftovers();
+}
+
+/// Where rfs is not root, `local` binds a cache as it is (there is no
+/// sandbox disk to hold an overlay): what the sandbox left there is
+/// cleaned after it as on docker — a setuid program, a world-writable
+/// folder and a fifo do not outlive it.
+#[test]
+fn a_local_cache_bound_as_it_is_keeps_no_setuid_program_fifo_or_world_writable_folder() {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = unprivileged::run_unprivileged(
+        &rfs,
+        repo.path(),
+        r#"sandbox(#{ caches: #{ pip: "~/.cache/pip" } });
+step("plant", "set -e; c=$HOME/.cache/pip; echo x > $c/helper; chmod 4755 $c/helper; mkdir $c/open; chmod 0777 $c/open; mkfifo $c/fifo; ls -l $c");"#,
+        &[],
+    );
+    out.assert_code(0);
+    assert!(
+        out.stdout.contains("rwsr-xr-x"),
+        "the step made a setuid program: {}",
+        out.stdout
+    );
+    let end = &out.entries("cache.end")[0];
+    let said = end["cleaned"]
+        .as_str()
+        .unwrap_or_else(|| panic!("cache.end says nothing cleaned: {end}"));
+    assert!(
+        said.contains("removed 1 device") && said.contains("setuid"),
+        "{said}"
+    );
+    let dir = std::path::PathBuf::from(out.entries("cache.mount")[0]["dir"].as_str().unwrap());
+    let meta = |p: &str| std::fs::symlink_metadata(dir.join(p)).unwrap();
+    let mode = |p: &str| meta(p).mode() & 0o7777;
+    // Everything in it is rfs's user's (the sandbox's root is that user).
+    for p in ["helper", "open"] {
+        assert_eq!(meta(p).uid(), unprivileged::unprivileged_uid(), "{p}");
+    }
+    assert_eq!(mode("helper"), 0o755);
+    assert_eq!(mode("open") & 0o002, 0, "{:o}", mode("open"));
+    assert!(std::fs::symlink_metadata(dir.join("fifo")).map_or(true, |m| !m.file_type().is_fifo()));
 }
