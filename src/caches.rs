@@ -163,6 +163,83 @@ pub(crate) fn dir(root: &Path, provider: &str, repo: &str, name: &str) -> PathBu
     root.join(provider).join(repo).join(name)
 }
 
+/// Create cache `name`'s folder: the caches root and its provider and
+/// repository folders are rfs's user's alone (mode 0700, narrowed where an
+/// older rfs made them wider), so while a sandbox writes in a cache — a
+/// Docker container's root is this machine's root there — no other user
+/// of this machine can reach what it writes.
+pub(crate) fn create(root: &Path, provider: &str, repo: &str, name: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
+    let parents = [
+        root.to_path_buf(),
+        root.join(provider),
+        root.join(provider).join(repo),
+    ];
+    for p in &parents {
+        match std::fs::DirBuilder::new().mode(0o700).create(p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // The state directory itself is missing: made as before.
+                std::fs::create_dir_all(p)?;
+            }
+            Err(e) => return Err(e),
+        }
+        let meta = std::fs::symlink_metadata(p)?;
+        if !meta.is_dir() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a folder",
+                p.display()
+            )));
+        }
+        // SAFETY: geteuid cannot fail.
+        if meta.uid() != unsafe { libc::geteuid() } {
+            return Err(std::io::Error::other(format!(
+                "{} is owned by another user (uid {}): rfs keeps its caches only in folders of its own",
+                p.display(),
+                meta.uid()
+            )));
+        }
+        if meta.permissions().mode() & 0o7777 != 0o700 {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700))?;
+        }
+    }
+    match std::fs::create_dir(dir(root, provider, repo, name)) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// What [`rfs_sandbox::untrusted_tree::clean`] changed in a cache, said.
+pub(crate) fn cleaned_text(c: &rfs_sandbox::untrusted_tree::Cleaned) -> String {
+    let mut said = vec![];
+    if c.special_removed > 0 {
+        said.push(format!(
+            "removed {} device(s), fifo(s) or socket(s)",
+            c.special_removed
+        ));
+    }
+    if c.modes_narrowed > 0 {
+        said.push(format!(
+            "dropped the setuid, setgid or world-write bits of {} entries",
+            c.modes_narrowed
+        ));
+    }
+    if c.owners_taken > 0 {
+        said.push(format!(
+            "gave {} entries of another owner to rfs's user",
+            c.owners_taken
+        ));
+    }
+    if c.other_filesystems > 0 {
+        said.push(format!(
+            "left {} mount point(s) inside it unread",
+            c.other_filesystems
+        ));
+    }
+    said.join("; ")
+}
+
 /// What a cache holds: the digest of its tree, read by descriptor and
 /// encoded without ambiguity (names and link targets as raw bytes with
 /// their lengths, special files by kind and device numbers: see
@@ -307,6 +384,26 @@ mod tests {
         ] {
             assert!(home_relative("p", bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_caches_folders_are_rfss_users_alone_even_where_an_older_rfs_made_them_open() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("caches");
+        std::fs::create_dir_all(root.join("docker")).unwrap();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        create(&root, "docker", "repo-1", "pip").unwrap();
+        for p in [
+            root.clone(),
+            root.join("docker"),
+            root.join("docker/repo-1"),
+        ] {
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode, 0o700, "{}", p.display());
+        }
+        assert!(root.join("docker/repo-1/pip").is_dir());
+        create(&root, "docker", "repo-1", "pip").unwrap();
     }
 
     #[test]

@@ -106,7 +106,8 @@ fn judge_unknown(why: String, l: &labels::Labels, older_than: Option<Duration>) 
 }
 
 /// [`collect`], destroying sandboxes of owners that cannot be judged when
-/// they are older than `older_than`.
+/// they are older than `older_than`; the sandboxes first, then the
+/// checkpoints (which a sandbox forked from one may be using).
 pub(crate) async fn collect_older_than(
     p: &dyn Provider,
     dry_run: bool,
@@ -119,7 +120,7 @@ pub(crate) async fn collect_older_than(
             provider: p.name().to_owned(),
             source,
         })?;
-    let mut out = collect_checkpoints(p, dry_run, older_than).await?;
+    let mut out = vec![];
     for s in list {
         let liveness = match owner_liveness(&s.labels) {
             Liveness::Unknown(why) => judge_unknown(why, &s.labels, older_than),
@@ -147,6 +148,10 @@ pub(crate) async fn collect_older_than(
             action,
         });
     }
+    // Checkpoints after the sandboxes: a fork still running from one (a
+    // docker container of a committed image) keeps it in use, and its
+    // removal would fail until a second gc.
+    out.extend(collect_checkpoints(p, dry_run, older_than).await?);
     Ok(out)
 }
 

@@ -214,3 +214,66 @@ print(`put ${p.path} ${p.bytes}`);
         assert!(out.stderr.contains("--allow-put"), "{}", out.stderr);
     }
 }
+
+/// Issue #43: a step replaced the container's `/bin/sh` (which runs
+/// `collect()`'s `tar | head | base64`) with a program that writes
+/// without end.
+/// rfs reads at most the collect's own bound of it (its archive bound,
+/// base64-encoded, and a little slack), kills it and refuses the collect
+/// naming that bound, quickly, its memory never holding the endless
+/// stream (rfs's peak resident size stays small); nothing is kept.
+#[test]
+fn a_replaced_docker_helper_writing_without_end_cannot_fill_rfss_memory_through_collect() {
+    if docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let repo = Repo::new();
+    let script = r#"
+step("replace sh", "echo hi > f.txt && printf '#!/bin/busybox yes\n' > /tmp/sh && chmod 755 /tmp/sh && mv -f /tmp/sh /bin/sh");
+collect("f.txt", #{ max_bytes: 1000 });
+"#;
+    let (mut child, out_dir) = rfs.spawn(repo.path(), script);
+    let start = std::time::Instant::now();
+    let mut peak_kib = 0u64;
+    const MAX_KIB: u64 = 512 * 1024;
+    while child.try_wait().unwrap().is_none() {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+        if let Some(kib) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak_kib = peak_kib.max(kib);
+        }
+        if peak_kib > MAX_KIB || start.elapsed() > std::time::Duration::from_secs(90) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "rfs held {peak_kib} KiB after {:?} reading the endless helper\n{}",
+                start.elapsed(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = finish(child.wait_with_output().unwrap(), out_dir);
+    out.assert_code(3);
+    assert!(
+        out.stderr
+            .contains("bytes on its stdout, the most rfs reads from it")
+            && out.stderr.contains("collect(\"f.txt\""),
+        "{}",
+        out.stderr
+    );
+    assert!(out.entries("artifact.collected").is_empty());
+    assert!(!out.out_dir.join("artifacts").exists());
+    assert!(peak_kib < MAX_KIB, "{peak_kib} KiB");
+    eprintln!(
+        "rfs's peak resident size: {peak_kib} KiB in {:?}\n{}",
+        start.elapsed(),
+        out.stderr
+    );
+    rfs.assert_no_leftovers();
+}

@@ -8,6 +8,8 @@
 
 mod common;
 use common::*;
+#[path = "common/unprivileged.rs"]
+mod unprivileged;
 
 const WRITE: &str = r#"
 sandbox(#{ caches: #{ pip: "~/.cache/pip" } });
@@ -291,4 +293,198 @@ fn an_unrelated_repository_cloned_at_the_same_path_cannot_see_anothers_cache() {
         back.stdout
     );
     rfs.assert_no_leftovers();
+}
+
+/// Issue #43: a Docker container's root is this machine's root in a cache
+/// bound into it. A step left a setuid-root static program, a
+/// world-writable block device and a world-writable folder there; after
+/// the run the cache folder holds none of them (the program kept, its
+/// setuid bit dropped; the device removed; the folder narrowed), the
+/// journal says what was changed, and no other user of this machine can
+/// reach the cache at all, even where the state directory is open to
+/// them.
+#[test]
+fn a_docker_cache_brings_no_setuid_program_device_node_or_world_writable_folder_onto_this_machine()
+{
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
+    if docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    // A person's state directory (~/.local/state/rfs) is usually open
+    // to every user; only the caches' own folders may keep them out.
+    std::fs::set_permissions(rfs.state.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let repo = Repo::new();
+    let plant = r#"
+sandbox(#{ caches: #{ pip: "~/.cache/pip" } });
+step("plant", "set -e; c=$HOME/.cache/pip; cp /bin/busybox $c/helper; chmod 4755 $c/helper; mknod -m 666 $c/disk b 254 0; mkdir $c/open; chmod 0777 $c/open $c; ls -ln $c");
+"#;
+    let out = rfs.run(repo.path(), plant);
+    out.assert_code(0);
+    assert!(
+        out.stdout.contains("rwsr-xr-x"),
+        "the step made a setuid program: {}",
+        out.stdout
+    );
+    let dir = std::path::PathBuf::from(out.entries("cache.mount")[0]["dir"].as_str().unwrap());
+    let end = &out.entries("cache.end")[0];
+    let said = end["cleaned"]
+        .as_str()
+        .unwrap_or_else(|| panic!("cache.end says nothing cleaned: {end}"));
+    assert!(
+        said.contains("removed 1 device") && said.contains("setuid"),
+        "{said}"
+    );
+    assert_eq!(end["emptied"], false, "{end}");
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+
+    let mut seen = vec![];
+    fn every_entry(d: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        out.push(d.to_path_buf());
+        if std::fs::symlink_metadata(d).unwrap().is_dir() {
+            for e in std::fs::read_dir(d).unwrap() {
+                every_entry(&e.unwrap().path(), out);
+            }
+        }
+    }
+    let mut entries = vec![];
+    every_entry(&dir, &mut entries);
+    for p in entries {
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        let (t, mode) = (m.file_type(), m.mode() & 0o7777);
+        assert!(
+            !(t.is_block_device() || t.is_char_device() || t.is_fifo() || t.is_socket()),
+            "a special file reached this machine: {}",
+            p.display()
+        );
+        assert_eq!(
+            mode & 0o6000,
+            0,
+            "setuid/setgid kept: {} {mode:o}",
+            p.display()
+        );
+        assert_eq!(mode & 0o002, 0, "world-writable: {} {mode:o}", p.display());
+        seen.push(p);
+    }
+    let helper = dir.join("helper");
+    assert!(
+        seen.contains(&helper) && seen.contains(&dir.join("open")),
+        "{seen:?}"
+    );
+    assert!(!dir.join("disk").exists() && std::fs::symlink_metadata(dir.join("disk")).is_err());
+
+    // No other user reaches the cache: the caches root and its provider
+    // and repository folders are rfs's user's alone.
+    let caches = rfs.state.path().join("caches");
+    for p in [
+        caches.clone(),
+        caches.join("docker"),
+        dir.parent().unwrap().to_path_buf(),
+    ] {
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!(m.mode() & 0o777, 0o700, "{}", p.display());
+        // SAFETY: geteuid cannot fail.
+        assert_eq!(m.uid(), unsafe { libc::geteuid() }, "{}", p.display());
+    }
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        let nobody = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            // Through a shell: setpriv itself may open the program it runs
+            // before it gives up root.
+            .args(["/bin/sh", "-c", "exec \"$0\" true"])
+            .arg(&helper)
+            .output()
+            .unwrap();
+        assert!(
+            !nobody.status.success()
+                && String::from_utf8_lossy(&nobody.stderr).contains("Permission denied"),
+            "an unprivileged user ran the cache's program: {nobody:?}"
+        );
+        let listed = std::process::Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--",
+                "ls",
+            ])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            !listed.status.success(),
+            "an unprivileged user listed the cache: {listed:?}"
+        );
+    }
+    // A run killed before its end never cleaned its cache: what it left
+    // (here put there directly) is cleaned before the next sandbox sees it.
+    std::fs::copy(&helper, dir.join("left")).unwrap();
+    std::fs::set_permissions(dir.join("left"), std::fs::Permissions::from_mode(0o4755)).unwrap();
+    // The next run still finds what the first left, less what could not
+    // be kept.
+    let again = rfs.run(
+        repo.path(),
+        r#"sandbox(#{ caches: #{ pip: "~/.cache/pip" } });
+let r = step("look", "ls ~/.cache/pip | sort | tr '\n' ' '; ls -l ~/.cache/pip/left");
+print(`cache holds: ${trimmed(r.stdout)}`);"#,
+    );
+    again.assert_code(0);
+    assert!(
+        again.stdout.contains("cache holds: helper left open"),
+        "{}",
+        again.stdout
+    );
+    assert!(
+        again.stdout.contains("-rwxr-xr-x") && !again.stdout.contains("rws"),
+        "the sandbox saw a setuid program left in its cache: {}",
+        again.stdout
+    );
+    assert!(
+        again.entries("cache.end")[0].get("cleaned").is_none(),
+        "nothing more to clean"
+    );
+    rfs.assert_no_leftovers();
+}
+
+/// Where rfs is not root, `local` binds a cache as it is (there is no
+/// sandbox disk to hold an overlay): what the sandbox left there is
+/// cleaned after it as on docker — a setuid program, a world-writable
+/// folder and a fifo do not outlive it.
+#[test]
+fn a_local_cache_bound_as_it_is_keeps_no_setuid_program_fifo_or_world_writable_folder() {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let out = unprivileged::run_unprivileged(
+        &rfs,
+        repo.path(),
+        r#"sandbox(#{ caches: #{ pip: "~/.cache/pip" } });
+step("plant", "set -e; c=$HOME/.cache/pip; echo x > $c/helper; chmod 4755 $c/helper; mkdir $c/open; chmod 0777 $c/open; mkfifo $c/fifo; ls -l $c");"#,
+        &[],
+    );
+    out.assert_code(0);
+    assert!(
+        out.stdout.contains("rwsr-xr-x"),
+        "the step made a setuid program: {}",
+        out.stdout
+    );
+    let end = &out.entries("cache.end")[0];
+    let said = end["cleaned"]
+        .as_str()
+        .unwrap_or_else(|| panic!("cache.end says nothing cleaned: {end}"));
+    assert!(
+        said.contains("removed 1 device") && said.contains("setuid"),
+        "{said}"
+    );
+    let dir = std::path::PathBuf::from(out.entries("cache.mount")[0]["dir"].as_str().unwrap());
+    let meta = |p: &str| std::fs::symlink_metadata(dir.join(p)).unwrap();
+    let mode = |p: &str| meta(p).mode() & 0o7777;
+    // Everything in it is rfs's user's (the sandbox's root is that user).
+    for p in ["helper", "open"] {
+        assert_eq!(meta(p).uid(), unprivileged::unprivileged_uid(), "{p}");
+    }
+    assert_eq!(mode("helper"), 0o755);
+    assert_eq!(mode("open") & 0o002, 0, "{:o}", mode("open"));
+    assert!(std::fs::symlink_metadata(dir.join("fifo")).map_or(true, |m| !m.file_type().is_fifo()));
 }

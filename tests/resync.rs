@@ -397,3 +397,35 @@ fn run_file_only(rfs: &Rfs, repo: &Repo, script: &str, corrupt: bool) -> RunOut 
     });
     rfs.run_embedded(repo.path(), rfs.prepare(script), provider, None)
 }
+
+/// Issue #43: a step replaced the container's `/bin/sh` (which runs a
+/// re-sync's listing of the synced root) with a program that writes
+/// without end. The re-sync fails naming the bound rfs reads to, quickly,
+/// instead of holding the endless stream in rfs's memory.
+#[test]
+fn a_replaced_docker_shell_writing_without_end_fails_a_resync_at_a_named_bound() {
+    if docker_missing() {
+        return;
+    }
+    let rfs = Rfs::new(Prov::Docker);
+    let (repo, c1, c2) = two_commits();
+    let script = format!(
+        r#"
+sync_source(#{{ rev: "{c1}" }});
+step("replace sh", "printf '#!/bin/busybox yes\n' > /tmp/sh && chmod 755 /tmp/sh && mv -f /tmp/sh /bin/sh");
+sync_source(#{{ rev: "{c2}" }});
+"#
+    );
+    let started = std::time::Instant::now();
+    let (child, out_dir) = rfs.spawn(repo.path(), &script);
+    let out = wait_bounded(child, out_dir);
+    assert_ne!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("bytes on its stdout, the most rfs reads from it"),
+        "{}",
+        out.stderr
+    );
+    eprintln!("{:?}\n{}", started.elapsed(), out.stderr);
+    rfs.assert_no_leftovers();
+}

@@ -18,11 +18,23 @@ use sha2::Digest as _;
 use super::Run;
 use crate::error::{Error, Result};
 use crate::events::{ArtifactLink, Event, FileDigest};
-use crate::provider::{Collect, ExecRequest};
+use crate::provider::{BoundedCollect, Collect, ExecRequest};
 
 /// The most a run collects and puts, in bytes of file contents.
 pub(crate) const MAX_RUN_BYTES: u64 = 256 << 20;
 pub(crate) use crate::out_dir::{ARTIFACTS_DIR as DIR, PUT_DIR};
+/// The most rfs reads of an artifact helper's stderr (its refusal or
+/// failure text), and of `put()`'s stdout.
+const HELPER_STDERR: usize = 64 * 1024;
+
+/// The most rfs reads of `collect()`'s stdout for an archive of at most
+/// `cut` bytes: its base64 (4 characters for 3 bytes, a line break every
+/// 76 characters) and a little slack.
+fn collect_stdout_bound(cut: u64) -> usize {
+    let encoded = cut.div_ceil(3) * 4;
+    usize::try_from(encoded + encoded / 76 + 4096).unwrap_or(usize::MAX)
+}
+
 /// How long reading back or shipping one artifact may take.
 const DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 /// Exit status of the sandbox script when it refuses (a link on the way,
@@ -157,7 +169,11 @@ impl Run {
     }
 
     /// Run `sh -c script` in the sandbox with `args`; its output, or the
-    /// refusal its stderr says.
+    /// refusal its stderr says. At most `max_stdout` bytes of its stdout
+    /// and [`HELPER_STDERR`] of its stderr are read (a step may have
+    /// replaced the sandbox's `sh`, `tar` or `base64` with a program that
+    /// writes without end): past either, the command is killed and `what`
+    /// refused, naming the bound.
     fn artifact_exec(
         &self,
         what: &str,
@@ -165,20 +181,27 @@ impl Run {
         home: &str,
         script: &str,
         args: Vec<String>,
+        max_stdout: usize,
     ) -> Result<Collect> {
         let mut argv = vec!["/bin/sh".into(), "-c".into(), script.into(), "rfs".into()];
         argv.extend(args);
+        let stop = self.cancel_token().child_token();
         let req = ExecRequest {
             argv,
             cwd: home.to_owned(),
             env: vec![("LC_ALL".into(), "C".into())],
             timeout: Some(DEADLINE),
-            cancel: self.cancel_token(),
+            cancel: stop.clone(),
         };
-        let mut out = Collect::default();
+        let mut bounded = BoundedCollect::new(max_stdout, HELPER_STDERR, stop);
         let p = self.cfg.provider.clone();
-        let o = self
-            .block_on_watched(id, p.exec(id, &req, &mut out))
+        let ran = self.block_on_watched(id, p.exec(id, &req, &mut bounded));
+        // Past the bound the command was killed: that, not how the kill
+        // went, is what happened.
+        if let Some(e) = bounded.error(&format!("its helper (`sh -c` in sandbox {id})")) {
+            return Err(self.refuse(format!("{what} refused: {e}; nothing was kept")));
+        }
+        let o = ran
             .map_err(|how| {
                 self.sandbox_lost(id, what, &how, format!("{what}: sandbox {id} {how}"))
             })?
@@ -186,6 +209,7 @@ impl Run {
                 name: what.into(),
                 reason: format!("the provider could not run it in sandbox {id}: {e}"),
             })?;
+        let out = bounded.out;
         if o.cancelled {
             return Err(Error::Interrupted);
         }
@@ -233,7 +257,14 @@ impl Run {
         let cut = room + room / 8 + (1 << 20);
         let mut args = vec![pl.remote_dir.clone(), rel.clone(), cut.to_string()];
         args.extend(ancestors(&parts));
-        let out = self.artifact_exec(&what, &pl.sandbox_id, &pl.home, COLLECT_SH, args)?;
+        let out = self.artifact_exec(
+            &what,
+            &pl.sandbox_id,
+            &pl.home,
+            COLLECT_SH,
+            args,
+            collect_stdout_bound(cut),
+        )?;
         let text: Vec<u8> = out
             .stdout
             .into_iter()
@@ -527,7 +558,7 @@ impl Run {
         })?;
         let mut args = vec![pl.remote_dir.clone(), upload, rel.clone()];
         args.extend(ancestors(&parts));
-        self.artifact_exec(&what, &pl.sandbox_id, &pl.home, PUT_SH, args)?;
+        self.artifact_exec(&what, &pl.sandbox_id, &pl.home, PUT_SH, args, HELPER_STDERR)?;
         let shown_local = self.state().redactor.redact_str(local);
         self.record(Event::ArtifactPut {
             local: shown_local,

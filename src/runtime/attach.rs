@@ -12,7 +12,7 @@ use super::Run;
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::outcome::AssertionOutcome;
-use crate::provider::{Collect, ExecOutcome, ExecRequest, PtyRequest};
+use crate::provider::{BoundedCollect, ExecOutcome, ExecRequest, PtyRequest, PROBE_OUTPUT};
 use crate::terminal::{self, PatternSpec, SessionOptions, TerminalSession};
 
 /// Options of `attach(command, opts)`.
@@ -131,21 +131,25 @@ impl Run {
     /// Run the same wrapper as steps once without a terminal, so that a
     /// bad cwd is refused before the program starts.
     fn check_attach_cwd(&self, pl: &super::step_wrapper::Placement, what: &str) -> Result<()> {
-        let mut probe = Collect::default();
         let nonce = super::step_wrapper::nonce();
         let check = ExecRequest {
             argv: pl.argv("true", &nonce),
             cwd: super::step_wrapper::START_DIR.into(),
             env: pl.env.clone(),
             timeout: Some(Duration::from_secs(60)),
-            cancel: self.cancel_token(),
+            cancel: self.cancel_token().child_token(),
         };
-        let outcome = self
-            .block_on(self.cfg.provider.exec(&pl.sandbox_id, &check, &mut probe))
-            .map_err(|e| Error::StepFailed {
-                name: what.to_owned(),
-                reason: format!("the provider could not check the cwd: {e}"),
-            })?;
+        let mut bounded = BoundedCollect::new(PROBE_OUTPUT, PROBE_OUTPUT, check.cancel.clone());
+        let ran = self.block_on(self.cfg.provider.exec(&pl.sandbox_id, &check, &mut bounded));
+        let outcome = match bounded.error(&format!("the cwd check in sandbox {}", pl.sandbox_id)) {
+            Some(e) => Err(e),
+            None => ran,
+        }
+        .map_err(|e| Error::StepFailed {
+            name: what.to_owned(),
+            reason: format!("the provider could not check the cwd: {e}"),
+        })?;
+        let probe = bounded.out;
         let mut gate = super::step_wrapper::Gate::new(&nonce);
         let _ = gate.stderr(&probe.stderr);
         if let Err(r) = gate.finish(outcome.exit) {

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::provider::isolation::IsolationRequest;
 use crate::provider::CacheMount;
+use rfs_sandbox::untrusted_tree;
 
 /// How runs sharing a cache take turns (journaled with each mount).
 const LOCK: &str = "exclusive flock on the cache, held from before the sandbox is created until after it is destroyed";
@@ -20,6 +21,9 @@ pub(crate) struct HeldCache {
     name: String,
     dir: PathBuf,
     at_mount: Content,
+    /// Bound into the sandbox as it is (not written back by the
+    /// provider): made fit to keep after the sandbox is destroyed.
+    bound_as_is: bool,
     _held: Held,
 }
 
@@ -56,15 +60,20 @@ impl Run {
 
     /// Lock, digest and journal every cache of `opts`; what the provider
     /// mounts.
-    pub(crate) fn open_caches(&self, opts: &super::SandboxOptions) -> Result<Vec<CacheMount>> {
+    pub(crate) fn open_caches(
+        &self,
+        opts: &super::SandboxOptions,
+        req: &IsolationRequest,
+    ) -> Result<Vec<CacheMount>> {
         let root = caches::root(&self.cfg.state_dir);
         let repo = caches::repo_key(&self.cfg.invocation_dir);
         let provider = self.cfg.provider.name().to_owned();
+        let bound_as_is = self.cfg.provider.caches_bound_as_they_are(req);
         let mut mounts = vec![];
         for (name, path) in &opts.caches {
             let rel = caches::home_relative(name, path).map_err(|m| self.refuse(m))?;
             let dir = caches::dir(&root, &provider, &repo, name);
-            std::fs::create_dir_all(&dir).map_err(|e| {
+            caches::create(&root, &provider, &repo, name).map_err(|e| {
                 Error::Internal(format!("cannot create cache folder {}: {e}", dir.display()))
             })?;
             let cannot = |e: std::io::Error| {
@@ -78,6 +87,12 @@ impl Run {
                     caches::LOCK_WAIT.as_secs()
                 )));
             };
+            if bound_as_is {
+                // What a sandbox left there whose run never closed its
+                // caches (rfs killed) is made fit to keep before the next
+                // one mounts it.
+                let _ = self.clean_cache(name, &dir);
+            }
             let at_mount = caches::content(&dir).map_err(cannot)?;
             self.record(Event::CacheMount {
                 name: name.clone(),
@@ -98,18 +113,25 @@ impl Run {
                 name: name.clone(),
                 dir,
                 at_mount,
+                bound_as_is,
                 _held: held,
             });
         }
         Ok(mounts)
     }
 
-    /// After teardown: journal what each cache holds now, empty one over
-    /// the cap, release it.
+    /// After teardown: make each cache bound as it is fit to keep (what
+    /// the sandbox left there is an attacker's, issue #43), journal what
+    /// each holds now, empty one over the cap, release it.
     pub(crate) fn close_caches(&self) {
         let held = std::mem::take(&mut self.state().caches);
         let cap = caches::max_bytes();
         for c in held {
+            let (cleaned, unkept) = if c.bound_as_is {
+                self.clean_cache(&c.name, &c.dir)
+            } else {
+                (None, false)
+            };
             let now = match caches::content(&c.dir) {
                 Ok(n) => n,
                 Err(e) => {
@@ -121,7 +143,7 @@ impl Run {
                     continue;
                 }
             };
-            let emptied = now.bytes > cap && caches::empty(&c.dir).is_ok();
+            let emptied = unkept || (now.bytes > cap && caches::empty(&c.dir).is_ok());
             let _ = self.record(Event::CacheEnd {
                 name: c.name.clone(),
                 changed: now.sha256 != c.at_mount.sha256,
@@ -130,7 +152,36 @@ impl Run {
                 bytes: now.bytes,
                 max_bytes: cap,
                 emptied,
+                cleaned,
             });
+        }
+    }
+
+    /// Pass cache `name` at `dir` (held by this run, no sandbox of it
+    /// running) through [`untrusted_tree::clean`]: what was removed or
+    /// narrowed, said; a cache that cannot be cleaned (an owner rfs cannot
+    /// take) is emptied, said too (`true`).
+    fn clean_cache(&self, name: &str, dir: &std::path::Path) -> (Option<String>, bool) {
+        match untrusted_tree::clean(dir) {
+            Ok(done) if done.changed() => {
+                let said = caches::cleaned_text(&done);
+                self.warn(&format!(
+                    "cache `{name}`: what a sandbox left there was made fit to keep on this machine: {said}"
+                ));
+                (Some(said), false)
+            }
+            Ok(_) => (None, false),
+            Err(e) => {
+                let said = match untrusted_tree::empty(dir) {
+                    Ok(()) => format!("emptied: it could not be made fit to keep on this machine ({e})"),
+                    Err(e2) => format!(
+                        "it could not be made fit to keep on this machine ({e}) nor emptied ({e2}): remove {} by hand",
+                        dir.display()
+                    ),
+                };
+                self.warn(&format!("cache `{name}`: {said}"));
+                (Some(said), true)
+            }
         }
     }
 }

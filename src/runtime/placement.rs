@@ -313,7 +313,7 @@ impl Run {
         })?;
         self.block_on(p.preflight())
             .map_err(|e| self.refuse(format!("provider `{}` cannot be used: {e}", p.name())))?;
-        let caches = self.open_caches(&opts)?;
+        let caches = self.open_caches(&opts, &request)?;
         let spec = CreateSpec {
             run_id: self.cfg.run_id.clone(),
             labels: l.clone(),

@@ -13,7 +13,10 @@ use super::sync::{SourcePin, SyncRequestKey};
 use super::{BoundSource, Run};
 use crate::error::{Error, Result};
 use crate::events::Event;
-use crate::provider::{Collect, ExecRequest, InputStream, SandboxInfo, StreamInput};
+use crate::provider::{
+    BoundedCollect, Collect, ExecRequest, InputStream, SandboxInfo, StreamInput,
+    TREE_REPORT_OUTPUT, TREE_REPORT_STDERR,
+};
 use crate::source::archive::{self, HashingWriter};
 use crate::source::delta::{self as plan_mod, Checked, Listing, NextTree, Plan};
 use crate::source::manifest::{Entry, Manifest};
@@ -283,17 +286,22 @@ impl<'a> Resync<'a> {
             cwd: sb.home.clone(),
             env: vec![("LC_ALL".into(), "C".into())],
             timeout: Some(deadline),
-            cancel: run.cancel_token(),
+            cancel: run.cancel_token().child_token(),
         };
-        let mut out = Collect::default();
+        let mut bounded =
+            BoundedCollect::new(TREE_REPORT_OUTPUT, TREE_REPORT_STDERR, req.cancel.clone());
         let p = &run.cfg.provider;
         // An input is only made where the provider streams.
         let waited = match (input, self.stream) {
             (Some(i), Some(st)) => {
-                run.block_on_watched(&sb.id, st.exec_with_input(&sb.id, &req, i, &mut out))
+                run.block_on_watched(&sb.id, st.exec_with_input(&sb.id, &req, i, &mut bounded))
             }
-            _ => run.block_on_watched(&sb.id, p.exec(&sb.id, &req, &mut out)),
+            _ => run.block_on_watched(&sb.id, p.exec(&sb.id, &req, &mut bounded)),
         };
+        if let Some(e) = bounded.error(&format!("the re-sync's command in sandbox {}", sb.id)) {
+            return Err(ApplyError::Provider(e));
+        }
+        let out = bounded.out;
         let o = waited.map_err(|how| {
             run.record_sandbox_lost(&sb.id, "sync_source", &how);
             ApplyError::Stalled(how)

@@ -12,7 +12,7 @@ use super::spawn::Spawned;
 use super::Run;
 use crate::error::{Error, Result};
 use crate::events::Event;
-use crate::provider::{Collect, ExecRequest};
+use crate::provider::{BoundedCollect, ExecRequest, PROBE_OUTPUT};
 
 /// What `wait_for` waits for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,12 +120,15 @@ impl Run {
             cwd: "/".into(),
             env: vec![],
             timeout: Some(Duration::from_secs(20)),
-            cancel,
+            cancel: cancel.child_token(),
         };
-        let mut sink = Collect::default();
-        let o = self
-            .block_on(self.cfg.provider.exec(id, &req, &mut sink))
-            .map_err(|e| Error::ScriptFailed(format!("a probe in sandbox {id} failed: {e}")))?;
+        let mut sink = BoundedCollect::new(PROBE_OUTPUT, PROBE_OUTPUT, req.cancel.clone());
+        let ran = self.block_on(self.cfg.provider.exec(id, &req, &mut sink));
+        if let Some(e) = sink.error(&format!("a probe in sandbox {id}")) {
+            return Err(Error::ScriptFailed(e.to_string()));
+        }
+        let o =
+            ran.map_err(|e| Error::ScriptFailed(format!("a probe in sandbox {id} failed: {e}")))?;
         if o.cancelled {
             return Err(Error::Interrupted);
         }

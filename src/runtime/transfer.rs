@@ -149,7 +149,8 @@ impl TransferPlan<'_> {
             cwd: t.sb.home.clone(),
             env: vec![("LC_ALL".into(), "C".into())],
             timeout: Some(std::time::Duration::from_secs(1800)),
-            cancel: run.cancel_token(),
+            // Its own, cancelled too where its report passes its bound.
+            cancel: run.cancel_token().child_token(),
         }
     }
 }
@@ -355,17 +356,23 @@ impl Run {
         let t_ver = Instant::now();
         let req = plan.verify_req(self, t, remote_check::STDIN);
         let id = &t.sb.id;
-        let mut out = Collect::default();
+        let mut bounded = verifier_sink(&req);
         // On a stall the builder is left to end when the teardown ends the
         // sandbox that holds its pipe's reader.
         let outcome = self
             .block_on_watched(id, async {
                 match native {
-                    Some(n) => n.exec_own_with_input(id, &req, input, &mut out).await,
-                    None => stream.exec_with_input(id, &req, input, &mut out).await,
+                    Some(n) => n.exec_own_with_input(id, &req, input, &mut bounded).await,
+                    None => stream.exec_with_input(id, &req, input, &mut bounded).await,
                 }
             })
             .map_err(|how| self.sync_stall(t, how))?;
+        // Past its bound the verifier was killed; the builder ends as
+        // its reader is gone.
+        if let Some(e) = bounded.error(&format!("the source verifier in sandbox {id}")) {
+            return Err(fail(e.to_string()));
+        }
+        let out = bounded.out;
         let (built, build_ms) = match builder.join() {
             Ok(Ok(b)) => b,
             // The consumer stopped reading first: its failure, or the
@@ -438,12 +445,16 @@ impl Run {
         let upload_ms = t_up.elapsed().as_millis();
         drop(tmp);
         let t_ver = Instant::now();
-        let mut out = Collect::default();
         let req = plan.verify_req(self, t, &t.upload);
-        let outcome = self
-            .block_on_watched(id, p.exec(id, &req, &mut out))
-            .map_err(stall)?
-            .map_err(|e| fail(format!("running the verification: {e}")))?;
+        let mut bounded = verifier_sink(&req);
+        let ran = self
+            .block_on_watched(id, p.exec(id, &req, &mut bounded))
+            .map_err(stall)?;
+        if let Some(e) = bounded.error(&format!("the source verifier in sandbox {id}")) {
+            return Err(fail(e.to_string()));
+        }
+        let out = bounded.out;
+        let outcome = ran.map_err(|e| fail(format!("running the verification: {e}")))?;
         Ok(Sent {
             built,
             build_ms,
@@ -491,6 +502,18 @@ impl Run {
             entries_compared: expected.entries.len(),
         })
     }
+}
+
+/// What keeps the verifier's output: its report (a line per entry) up to
+/// [`crate::provider::TREE_REPORT_OUTPUT`], its stderr up to
+/// [`crate::provider::TREE_REPORT_STDERR`]; past either the verifier is
+/// cancelled.
+fn verifier_sink(req: &ExecRequest) -> crate::provider::BoundedCollect {
+    crate::provider::BoundedCollect::new(
+        crate::provider::TREE_REPORT_OUTPUT,
+        crate::provider::TREE_REPORT_STDERR,
+        req.cancel.clone(),
+    )
 }
 
 /// Why a verification that ended this way refused (`None`: it exited 0).
@@ -558,9 +581,17 @@ async fn probe_gzip(
         cwd: home.into(),
         env: vec![],
         timeout: Some(std::time::Duration::from_secs(60)),
-        cancel,
+        cancel: cancel.child_token(),
     };
-    let mut out = Collect::default();
-    let o = p.exec(id, &req, &mut out).await?;
+    let mut bounded = crate::provider::BoundedCollect::new(
+        crate::provider::PROBE_OUTPUT,
+        crate::provider::PROBE_OUTPUT,
+        req.cancel.clone(),
+    );
+    let ran = p.exec(id, &req, &mut bounded).await;
+    if let Some(e) = bounded.error(&format!("the gzip probe in sandbox {id}")) {
+        return Err(e);
+    }
+    let (o, out) = (ran?, bounded.out);
     Ok(o.success() && out.stdout == b"rfs-probe")
 }

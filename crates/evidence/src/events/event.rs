@@ -533,7 +533,11 @@ pub enum Event {
         waited_ms: u64,
     },
     /// What the cache held after the sandbox was destroyed; `emptied`
-    /// when it was over `max_bytes` (the next run starts empty).
+    /// when it was over `max_bytes` (the next run starts empty) or could
+    /// not be made fit to keep. `cleaned`: what rfs removed or narrowed
+    /// so that nothing the sandbox left there keeps a device, fifo or
+    /// socket, a setuid/setgid bit, a world-writable mode or a foreign
+    /// owner (absent: nothing; journals before it have none).
     #[serde(rename = "cache.end")]
     CacheEnd {
         name: String,
@@ -543,6 +547,8 @@ pub enum Event {
         changed: bool,
         max_bytes: u64,
         emptied: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cleaned: Option<String>,
     },
     /// One connection attempt through rfs's egress proxy (#34): the
     /// destination, allowed or refused and by which rule, bytes each way.

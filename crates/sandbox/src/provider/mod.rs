@@ -99,6 +99,15 @@ pub enum ProviderError {
     /// Destroyed, but not verified gone within the bound.
     #[error("{0}")]
     NotVerifiedGone(String),
+    /// A helper rfs ran in a sandbox wrote more than rfs reads from it
+    /// (issue #43: what a sandbox sends is bounded, and the bound said):
+    /// rfs stopped reading and abandoned it.
+    #[error("{helper} sent more than {bound} bytes on its {stream}, the most rfs reads from it: rfs stopped reading and abandoned it")]
+    OutputBound {
+        helper: String,
+        stream: &'static str,
+        bound: u64,
+    },
 }
 
 impl ProviderError {
@@ -125,6 +134,15 @@ impl ProviderError {
             E::Timeout(m) => E::Timeout(f(&m)),
             E::Lost(m) => E::Lost(f(&m)),
             E::NotVerifiedGone(m) => E::NotVerifiedGone(f(&m)),
+            E::OutputBound {
+                helper,
+                stream,
+                bound,
+            } => E::OutputBound {
+                helper: f(&helper),
+                stream,
+                bound,
+            },
         }
     }
 }
@@ -254,6 +272,104 @@ impl OutputSink for Collect {
     }
     fn stderr(&mut self, chunk: &[u8]) {
         self.stderr.extend_from_slice(chunk);
+    }
+}
+
+/// The most rfs reads of each output stream of a probe it runs in a
+/// sandbox (a command whose answer is a line or two).
+pub const PROBE_OUTPUT: usize = 64 * 1024;
+
+/// The most rfs reads of a listing or report of a synced tree a sandbox
+/// sends (the source verifier's report, a re-sync's listing): a line per
+/// entry, so far more than any tree rfs syncs needs.
+pub const TREE_REPORT_OUTPUT: usize = 256 << 20;
+
+/// The most rfs reads of such a command's stderr (a tool may warn once
+/// per entry).
+pub const TREE_REPORT_STDERR: usize = 16 << 20;
+
+/// A [`Collect`] that keeps at most `max_stdout` and `max_stderr` bytes
+/// of a command's output: past either it keeps nothing more, records
+/// which bound was passed and cancels `stop` (the command's cancellation,
+/// so the provider kills it instead of streaming on).
+#[derive(Debug)]
+pub struct BoundedCollect {
+    pub out: Collect,
+    max_stdout: usize,
+    max_stderr: usize,
+    stop: CancellationToken,
+    passed: Option<(&'static str, usize)>,
+}
+
+impl BoundedCollect {
+    pub fn new(max_stdout: usize, max_stderr: usize, stop: CancellationToken) -> Self {
+        BoundedCollect {
+            out: Collect::default(),
+            max_stdout,
+            max_stderr,
+            stop,
+            passed: None,
+        }
+    }
+
+    /// The stream (`stdout`, `stderr`) whose bound was passed, and that
+    /// bound; `None` while within both.
+    pub fn passed(&self) -> Option<(&'static str, usize)> {
+        self.passed
+    }
+
+    /// The error of `helper` when a bound was passed.
+    pub fn error(&self, helper: &str) -> Option<ProviderError> {
+        self.passed
+            .map(|(stream, bound)| ProviderError::OutputBound {
+                helper: helper.to_owned(),
+                stream,
+                bound: bound as u64,
+            })
+    }
+
+    fn keep(
+        buf: &mut Vec<u8>,
+        chunk: &[u8],
+        max: usize,
+        name: &'static str,
+        passed: &mut Option<(&'static str, usize)>,
+        stop: &CancellationToken,
+    ) {
+        if passed.is_some() {
+            return;
+        }
+        if buf.len() + chunk.len() > max {
+            *passed = Some((name, max));
+            stop.cancel();
+            return;
+        }
+        buf.extend_from_slice(chunk);
+    }
+}
+
+impl OutputSink for BoundedCollect {
+    fn stdout(&mut self, chunk: &[u8]) {
+        let max = self.max_stdout;
+        Self::keep(
+            &mut self.out.stdout,
+            chunk,
+            max,
+            "stdout",
+            &mut self.passed,
+            &self.stop,
+        );
+    }
+    fn stderr(&mut self, chunk: &[u8]) {
+        let max = self.max_stderr;
+        Self::keep(
+            &mut self.out.stderr,
+            chunk,
+            max,
+            "stderr",
+            &mut self.passed,
+            &self.stop,
+        );
     }
 }
 
@@ -417,6 +533,18 @@ pub trait Provider: Send + Sync {
             "provider `{}` cannot mount a cache into its sandboxes",
             self.name()
         ))
+    }
+
+    /// Whether the caches of a sandbox isolated as `req` asks are bound
+    /// into it as they are: what its processes write lands in the cache
+    /// folder itself, as they left it (a setuid program, a device node, a
+    /// world-writable folder), so rfs makes each fit to keep
+    /// ([`crate::untrusted_tree::clean`]) once the sandbox is destroyed.
+    /// `false` where the provider writes a cache back itself, keeping
+    /// only what may be kept. The default: bound as they are.
+    fn caches_bound_as_they_are(&self, req: &isolation::IsolationRequest) -> bool {
+        let _ = req;
+        true
     }
 
     /// The record of connections sandbox `id` made through rfs's egress

@@ -112,6 +112,10 @@ impl Provider for Traced {
         self.0.cache_mounts(req)
     }
 
+    fn caches_bound_as_they_are(&self, req: &IsolationRequest) -> bool {
+        self.0.caches_bound_as_they_are(req)
+    }
+
     fn limits(
         &self,
         req: &super::limits::LimitsRequest,

@@ -35,7 +35,7 @@ pub use copy::{copy, Copied};
 pub use create::create_dir_all;
 pub use digest::{digest, TreeDigest};
 pub use overlay_upper::apply_overlay_upper;
-pub use remove::{empty_dir, remove};
+pub use remove::{empty, remove};
 
 /// The mode bits rfs keeps on anything that outlives a sandbox: the
 /// permission bits and the sticky bit, less setuid, setgid and write for

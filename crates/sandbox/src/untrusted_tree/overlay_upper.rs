@@ -117,7 +117,7 @@ pub(super) fn remove_entry(dir: &OwnedFd, name: &std::ffi::CStr) -> std::io::Res
     };
     if kind(st.st_mode) == FileType::Directory {
         let sub = open_entry(dir, name, &st, OFlags::RDONLY | OFlags::DIRECTORY)?;
-        super::remove::empty(&sub, st.st_dev)?;
+        super::remove::empty_fd(&sub, st.st_dev)?;
         rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?;
     } else {
         rustix::fs::unlinkat(dir, name, AtFlags::empty())?;

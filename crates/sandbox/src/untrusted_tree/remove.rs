@@ -21,7 +21,7 @@ pub fn remove(dir: &Path) -> std::io::Result<()> {
         Err(e) => return Err(e),
     };
     let dev = rustix::fs::fstat(&root)?.st_dev;
-    empty(&root, dev)?;
+    empty_fd(&root, dev)?;
     drop(root);
     match std::fs::remove_dir(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -29,7 +29,16 @@ pub fn remove(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-pub(super) fn empty(dir: &OwnedFd, dev: u64) -> std::io::Result<()> {
+/// Remove everything inside the folder `dir`, by descriptor as
+/// [`remove`] does, keeping `dir` itself (made owner-only: it was
+/// emptied because what it held could not be kept).
+pub fn empty(dir: &Path) -> std::io::Result<()> {
+    let root = open_root(dir)?;
+    let dev = rustix::fs::fstat(&root)?.st_dev;
+    empty_fd(&root, dev)
+}
+
+pub(super) fn empty_fd(dir: &OwnedFd, dev: u64) -> std::io::Result<()> {
     rustix::fs::fchmod(dir, Mode::from_raw_mode(0o700))?;
     for name in names(dir)? {
         let st = match rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -40,7 +49,7 @@ pub(super) fn empty(dir: &OwnedFd, dev: u64) -> std::io::Result<()> {
         let gone = if kind(st.st_mode) == FileType::Directory {
             if st.st_dev == dev {
                 match open_entry(dir, &name, &st, OFlags::RDONLY | OFlags::DIRECTORY) {
-                    Ok(sub) => empty(&sub, dev)?,
+                    Ok(sub) => empty_fd(&sub, dev)?,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                     Err(e) => return Err(e),
                 }
@@ -55,17 +64,5 @@ pub(super) fn empty(dir: &OwnedFd, dev: u64) -> std::io::Result<()> {
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(())
-}
-
-/// Remove everything inside the folder `dir` (kept, empty), by
-/// descriptor.
-pub fn empty_dir(dir: &Path) -> std::io::Result<()> {
-    let root = open_root(dir)?;
-    let st = rustix::fs::fstat(&root)?;
-    let mode = st.st_mode & 0o7777;
-    empty(&root, st.st_dev)?;
-    // empty() made the folder owner-only to clear it: its mode back.
-    rustix::fs::fchmod(&root, Mode::from_raw_mode(mode as _))?;
     Ok(())
 }

@@ -139,3 +139,19 @@ fn trees_that_differ_by_a_raw_name_a_link_target_or_a_device_number_have_differe
         assert_ne!(d(&dev(3)), d(&dev(5)), "device numbers count");
     }
 }
+
+#[test]
+fn empty_removes_everything_inside_read_only_folders_but_nothing_through_a_link() {
+    let t = tempfile::tempdir().unwrap();
+    let (dir, outside) = (t.path().join("cache"), t.path().join("outside"));
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("keep"), "k").unwrap();
+    hostile_tree(&dir);
+    std::os::unix::fs::symlink(&outside, dir.join("to-outside")).unwrap();
+    std::fs::set_permissions(dir.join("d/sub"), std::fs::Permissions::from_mode(0o500)).unwrap();
+    empty(&dir).unwrap();
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    assert!(dir.is_dir());
+    assert_eq!(std::fs::read_to_string(outside.join("keep")).unwrap(), "k");
+}

@@ -70,6 +70,9 @@ pub(super) fn late_samples() -> Vec<Event> {
             changed: true,
             max_bytes: 2048,
             emptied: false,
+            cleaned: Some(s(
+                "removed 1 device, fifo or socket; narrowed the mode of 2 entries",
+            )),
         },
         Event::Refused {
             reason: s("cwd escapes the root"),

@@ -341,7 +341,8 @@ async fn start_and_prepare(
         tty: false,
         stdin: false,
     };
-    let (code, out) = exec::run_collect(client, id, spec).await?;
+    let (code, out) =
+        exec::run_collect(client, id, spec, exec::Helper::small("the home's mkdir")).await?;
     if code != Some(0) {
         return Err(ProviderError::Provision(format!(
             "cannot create home directory {} in sandbox {id} ({}): {}{}",

@@ -156,19 +156,50 @@ pub(super) async fn exit_code(client: &Client, exec_id: &str) -> ProviderResult<
     Ok(None)
 }
 
-/// Run a short internal command to completion and collect its output.
+/// A helper rfs runs in a container, as its errors name it, and the most
+/// rfs reads of each of its output streams (issue #43: a step may have
+/// replaced any program of the container with one that writes without
+/// end).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Helper {
+    pub name: &'static str,
+    pub max: usize,
+}
+
+impl Helper {
+    /// A helper whose answer is a few lines (`id`, `mkdir`, `rm`, a probe):
+    /// [`SMALL_OUTPUT`] bytes on each stream.
+    pub const fn small(name: &'static str) -> Helper {
+        Helper {
+            name,
+            max: SMALL_OUTPUT,
+        }
+    }
+}
+
+/// The bound of a [`Helper::small`]'s streams.
+pub(super) const SMALL_OUTPUT: usize = 64 * 1024;
+
+/// Run a short internal command to completion and collect its output, at
+/// most `helper.max` bytes of each stream: past that rfs stops reading,
+/// drops the exec's stream (abandoning it) and fails naming the helper
+/// and the bound.
 pub(super) async fn run_collect(
     client: &Client,
     id: &str,
     spec: ExecSpec<'_>,
+    helper: Helper,
 ) -> ProviderResult<(Option<i32>, Collect)> {
     let mut started = start(client, id, spec).await?;
-    let mut out = Collect::default();
+    let mut out = crate::provider::BoundedCollect::new(helper.max, helper.max, Default::default());
     while let Some(item) = started.output.next().await {
         route_plain(item.map_err(|e| client.error(e))?, &mut out);
+        if let Some(e) = out.error(&format!("{} in sandbox {id}", helper.name)) {
+            return Err(e);
+        }
     }
     let code = exit_code(client, &started.exec_id).await?;
-    Ok((code, out))
+    Ok((code, out.out))
 }
 
 /// Send one output item to the sink.
@@ -191,7 +222,7 @@ pub(super) async fn kill_group(client: &Client, id: &str, token: &str) -> Provid
         tty: false,
         stdin: false,
     };
-    let (code, out) = run_collect(client, id, spec).await?;
+    let (code, out) = run_collect(client, id, spec, Helper::small("the kill script")).await?;
     match code {
         Some(0) | Some(exec_script::KILL_NOTHING_RECORDED) => Ok(code.unwrap_or_default()),
         other => Err(ProviderError::Kill(format!(

@@ -37,7 +37,13 @@ impl DockerProvider {
             tty: false,
             stdin: false,
         };
-        let (code, out) = exec::run_collect(&self.client, id, spec).await?;
+        let (code, out) = exec::run_collect(
+            &self.client,
+            id,
+            spec,
+            exec::Helper::small("the checkpoint script"),
+        )
+        .await?;
         if code == Some(0) {
             return Ok(());
         }

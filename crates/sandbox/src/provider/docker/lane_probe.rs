@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::client::Client;
 use super::exec::{self, Feed};
 use super::stdin_fifo::Lane;
-use crate::provider::{Collect, ExecRequest, InputStream};
+use crate::provider::{BoundedCollect, ExecRequest, InputStream};
 
 /// How long the probe of a lane may take.
 const PROBE_DEADLINE: Duration = Duration::from_secs(10);
@@ -51,17 +51,22 @@ async fn probe(client: &Client, id: &str, user: Option<&str>, lane: &Lane) -> Re
         cancel: Default::default(),
     };
     let input = InputStream::new(std::io::Cursor::new(nonce.clone().into_bytes()));
-    let mut out = Collect::default();
+    let mut bounded =
+        BoundedCollect::new(exec::SMALL_OUTPUT, exec::SMALL_OUTPUT, req.cancel.clone());
     let outcome = exec::run_with_input(
         client,
         id,
         user,
         &req,
         Some((input, Feed::Lane(lane))),
-        &mut out,
+        &mut bounded,
     )
     .await
     .map_err(|e| format!("its probe failed: {e}"))?;
+    if let Some(e) = bounded.error("the stream lane's probe") {
+        return Err(e.to_string());
+    }
+    let out = bounded.out;
     if outcome.timed_out {
         return Err(format!(
             "the sandbox read nothing from it within {}s (the daemon does not share this \

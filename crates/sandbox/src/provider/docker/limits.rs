@@ -141,7 +141,14 @@ async fn counters(client: &Client, id: &str) -> Option<(u64, u64)> {
         tty: false,
         stdin: false,
     };
-    let (_, out) = exec::run_collect(client, id, spec).await.ok()?;
+    let (_, out) = exec::run_collect(
+        client,
+        id,
+        spec,
+        exec::Helper::small("cat of the cgroup events"),
+    )
+    .await
+    .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
     let mut forks = None;
     let mut ooms = None;

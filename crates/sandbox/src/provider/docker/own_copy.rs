@@ -78,14 +78,22 @@ impl Placed {
             tty: false,
             stdin: false,
         };
-        let probe = tokio::time::timeout(DEADLINE, exec::run_collect(client, id, spec))
-            .await
-            .unwrap_or_else(|_| {
-                Err(ProviderError::Timeout(format!(
-                    "its probe did not answer within {}s",
-                    DEADLINE.as_secs()
-                )))
-            });
+        let probe = tokio::time::timeout(
+            DEADLINE,
+            exec::run_collect(
+                client,
+                id,
+                spec,
+                exec::Helper::small("rfs's executable probe"),
+            ),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(ProviderError::Timeout(format!(
+                "its probe did not answer within {}s",
+                DEADLINE.as_secs()
+            )))
+        });
         let why = match probe {
             Ok((Some(0), out)) if out.stdout == native_check::probe_answer().as_bytes() => {
                 return Ok(())
@@ -120,7 +128,12 @@ impl Placed {
             tty: false,
             stdin: false,
         };
-        match tokio::time::timeout(DEADLINE, exec::run_collect(client, id, spec)).await {
+        match tokio::time::timeout(
+            DEADLINE,
+            exec::run_collect(client, id, spec, exec::Helper::small("rm")),
+        )
+        .await
+        {
             Ok(Ok((Some(0), _))) => {}
             other => tracing::warn!(
                 sandbox = id,

@@ -73,7 +73,8 @@ async fn precheck(
         tty: false,
         stdin: false,
     };
-    let (code, out) = exec::run_collect(client, id, spec).await?;
+    let (code, out) =
+        exec::run_collect(client, id, spec, exec::Helper::small("the program lookup")).await?;
     match code {
         Some(0) => Ok(()),
         Some(1) => Err(exec::wrapper_error(WrapperFailure::Executable, id, program)),
@@ -145,7 +146,8 @@ fn spawn_pumps(client: Client, id: String, token: String, started: Started) -> P
             tty: false,
             stdin: false,
         };
-        let _ = exec::run_collect(&client, &id, spec).await;
+        let _ =
+            exec::run_collect(&client, &id, spec, exec::Helper::small("the group cleanup")).await;
     });
     PtyChannel {
         input: input_tx,

@@ -207,7 +207,8 @@ impl Owners {
             tty: false,
             stdin: false,
         };
-        let (code, out) = exec::run_collect(client, id, spec).await?;
+        let (code, out) =
+            exec::run_collect(client, id, spec, exec::Helper::small("`id -u && id -g`")).await?;
         let text = String::from_utf8_lossy(&out.stdout);
         let mut ids = text.lines().map(|l| l.trim().parse::<u64>());
         let owner = match (code, ids.next(), ids.next()) {

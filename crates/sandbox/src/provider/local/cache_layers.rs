@@ -155,7 +155,7 @@ fn apply(upper: &Path, to: &Path) -> std::io::Result<()> {
 
 /// Remove everything inside `dir`.
 fn empty(dir: &Path) -> std::io::Result<()> {
-    crate::untrusted_tree::empty_dir(dir)
+    crate::untrusted_tree::empty(dir)
 }
 
 #[cfg(test)]

@@ -14,6 +14,11 @@ use super::{SandboxInfo, CACHES_NEED_NAMESPACES};
 use crate::provider::limits::{LimitKind, Limits, LimitsFact};
 use crate::provider::{CreateSpec, ProviderError, ProviderResult};
 
+/// The size of the own disk a sandbox with `limits` gets (`None`: none).
+pub(super) fn disk_cap(limits: &LimitsFact) -> Option<u64> {
+    limit_values(limits).1
+}
+
 /// The cgroup limits and the disk cap of what `local` enforces.
 fn limit_values(limits: &LimitsFact) -> (Limits, Option<u64>) {
     let mut values = Limits::default();

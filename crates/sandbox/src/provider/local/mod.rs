@@ -220,6 +220,13 @@ impl Provider for LocalProvider {
         }
     }
 
+    /// Where the sandbox has its own disk, a cache is an overlay whose
+    /// upper layer is written back (`cache_layers`); elsewhere it is
+    /// bound as it is.
+    fn caches_bound_as_they_are(&self, req: &IsolationRequest) -> bool {
+        limits_decision(&req.limits).map_or(true, |l| lifecycle::disk_cap(&l).is_none())
+    }
+
     /// Limits through cgroups where rfs may create them; rfs's default
     /// process cap is said to be not enforced where it may not, a limit
     /// someone asked for is refused there.
