@@ -198,6 +198,9 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(view.join("suid"), std::fs::Permissions::from_mode(0o6755))
             .unwrap();
+        std::fs::create_dir(view.join("open")).unwrap();
+        std::fs::set_permissions(view.join("open"), std::fs::Permissions::from_mode(0o777))
+            .unwrap();
         assert!(
             !cache.join("new").exists(),
             "the cache is untouched while the sandbox lives"
@@ -218,6 +221,12 @@ mod tests {
             mode & 0o7777,
             0o755,
             "a setuid/setgid bit reached this machine: {mode:o}"
+        );
+        let mode = std::fs::metadata(cache.join("open")).unwrap().mode();
+        assert_eq!(
+            mode & 0o7777,
+            0o775,
+            "a world-writable folder reached this machine: {mode:o}"
         );
         super::super::disk::unmount(&dir).unwrap();
     }
