@@ -15,6 +15,7 @@ use std::path::{Component, Path};
 
 use sha2::Digest as _;
 
+pub(super) use super::artifact_archive::Entry;
 use super::Run;
 use crate::error::{Error, Result};
 use crate::events::{ArtifactLink, Event, FileDigest};
@@ -99,17 +100,6 @@ if [ ! -e "$p" ] && [ ! -L "$p" ]; then echo "$p does not exist in the sandbox" 
 { tar -cf - "./$p" || echo "rfs-collect: tar failed" >&2; } | head -c "$max" | base64
 "#;
 
-/// A path in the archive (`./a/b`) as the `a/b` entries are named by.
-fn archive_rel(p: &Path) -> String {
-    p.components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
 /// The sandbox script that moves the uploaded file `$2` to `$3` under the
 /// synced root `$1`, making its folders; every later argument is a folder
 /// on the way, refused if it is a link.
@@ -128,14 +118,6 @@ mv -f "$src" "./$p" || { rm -f "$src"; exit 4; }
 /// The folders on the way to `parts` (`a`, `a/b` for `a/b/c`).
 fn ancestors(parts: &[String]) -> Vec<String> {
     (1..parts.len()).map(|n| parts[..n].join("/")).collect()
-}
-
-/// One entry of a collected archive.
-pub(super) enum Entry {
-    File { rel: String, bytes: Vec<u8> },
-    Dir(String),
-    Link { rel: String, target: String },
-    Skipped(String),
 }
 
 impl Run {
@@ -310,87 +292,6 @@ impl Run {
             "{what} refused: it holds more than {room} bytes, the most it may (a run collects and puts at most {MAX_RUN_BYTES} bytes, {} already used; a script's max_bytes may lower it); nothing was kept",
             self.state().artifacts.bytes
         ))
-    }
-
-    /// The entries of the archive the sandbox sent, each under `parts`.
-    fn read_archive(&self, what: &str, tar: &[u8], parts: &[String]) -> Result<Vec<Entry>> {
-        let bad = |m: String| Error::Internal(format!("{what}: the sandbox's archive: {m}"));
-        let mut a = tar::Archive::new(tar);
-        let mut entries: Vec<Entry> = vec![];
-        for e in a.entries().map_err(|e| bad(e.to_string()))? {
-            let mut e = e.map_err(|e| bad(e.to_string()))?;
-            let p = e.path().map_err(|e| bad(e.to_string()))?.into_owned();
-            let mut names = vec![];
-            for c in p.components() {
-                match c {
-                    Component::CurDir => {}
-                    Component::Normal(n) => names.push(
-                        n.to_str()
-                            .ok_or_else(|| {
-                                self.refuse(format!(
-                                    "{what} refused: a name in it is not UTF-8 ({})",
-                                    p.display()
-                                ))
-                            })?
-                            .to_owned(),
-                    ),
-                    _ => return Err(bad(format!("{} leaves the collected path", p.display()))),
-                }
-            }
-            if names.len() < parts.len() || names[..parts.len()] != *parts {
-                return Err(bad(format!(
-                    "{} is not under the collected path",
-                    p.display()
-                )));
-            }
-            let rel = names.join("/");
-            if self.state().redactor.holds_secret(&rel) {
-                return Err(
-                    self.refuse(format!("{what} refused: a file name in it holds a secret"))
-                );
-            }
-            let kind = e.header().entry_type();
-            entries.push(if kind.is_file() {
-                let mut bytes = vec![];
-                e.read_to_end(&mut bytes).map_err(|e| bad(e.to_string()))?;
-                Entry::File { rel, bytes }
-            } else if kind == tar::EntryType::Link {
-                // A hard link names a file earlier in the archive: kept
-                // under this name too, as a file of its own.
-                let first = e
-                    .link_name()
-                    .ok()
-                    .flatten()
-                    .map(|t| archive_rel(&t))
-                    .unwrap_or_default();
-                match entries.iter().find_map(|x| match x {
-                    Entry::File { rel: r, bytes } if *r == first => Some(bytes.clone()),
-                    _ => None,
-                }) {
-                    Some(bytes) => Entry::File { rel, bytes },
-                    None => Entry::Skipped(rel),
-                }
-            } else if kind.is_dir() {
-                Entry::Dir(rel)
-            } else if kind.is_symlink() {
-                let target = e
-                    .link_name()
-                    .ok()
-                    .flatten()
-                    .map(|t| t.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                Entry::Link {
-                    rel,
-                    target: self.state().redactor.redact_str(&target),
-                }
-            } else {
-                Entry::Skipped(rel)
-            });
-        }
-        if entries.is_empty() {
-            return Err(bad("it is empty".into()));
-        }
-        Ok(entries)
     }
 
     /// Write the files into `artifacts/` (never through a link, never

@@ -5,6 +5,7 @@
 //! blocks on the run's tokio runtime. Data flows script → runtime →
 //! provider; the runtime reports through [`crate::events`] and the journal.
 
+mod artifact_archive;
 pub(crate) mod artifacts;
 pub(crate) mod attach;
 pub(crate) mod background;
@@ -17,6 +18,7 @@ mod junit_collect;
 pub(crate) mod output;
 pub(crate) mod placement;
 pub(crate) mod resync;
+mod resync_error;
 mod secret_identifiers;
 pub(crate) mod service;
 pub(crate) mod spawn;

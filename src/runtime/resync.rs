@@ -9,6 +9,7 @@ use std::io::{BufWriter, Write as _};
 use std::time::Instant;
 
 use super::ms;
+use super::resync_error::ApplyError;
 use super::sync::{SourcePin, SyncRequestKey};
 use super::{BoundSource, Run};
 use crate::error::{Error, Result};
@@ -573,32 +574,4 @@ fn argv_chunks(removals: Vec<String>) -> Vec<Vec<String>> {
         chunks.last_mut().expect("one chunk").push(a);
     }
     chunks
-}
-
-/// Why a command of the re-sync failed in the sandbox.
-#[derive(Debug, thiserror::Error)]
-enum ApplyError {
-    #[error(transparent)]
-    Provider(#[from] crate::provider::ProviderError),
-    #[error(transparent)]
-    Report(#[from] crate::source::remote_check::ReportError),
-    #[error("interrupted")]
-    Interrupted,
-    /// Past its deadline ([`deadline`]): stopped.
-    #[error("the sandbox command did not finish within {0} s, its deadline (a minute, plus 5 ms per entry it walks and a second per MiB it handles); rfs stopped it")]
-    Deadline(u64),
-    /// The sandbox was paused, died or vanished while rfs waited on it.
-    #[error("sandbox {0}; rfs stopped waiting for it")]
-    Stalled(String),
-    /// A missing tool or a vanished root: the script's own message.
-    #[error("{0}")]
-    Refused(String),
-    #[error("removing old paths failed: {0}")]
-    Remove(String),
-    #[error("extraction failed: {0}")]
-    Extract(String),
-    #[error("cannot hash the upload: {0}")]
-    Digest(String),
-    #[error("the sandbox command ended with {}: {stderr}", crate::exit_code::ExitText(*.exit))]
-    Exited { exit: Option<i32>, stderr: String },
 }
