@@ -36,7 +36,7 @@ pub struct CeilingArgs {
     /// The most bytes of output this run keeps in its logs on this
     /// machine, all steps, spawned processes and services together
     /// (default 256M); past it output is cut, said on the console and in
-    /// the journal. Also RFS_MAX_LOG_BYTES.
+    /// the journal. rfs.toml may only lower it. Also RFS_MAX_LOG_BYTES.
     #[arg(long, value_name = "SIZE")]
     pub max_log_bytes: Option<String>,
 }
@@ -56,8 +56,9 @@ impl CeilingArgs {
 pub const MAX_LOG_BYTES_ENV: &str = "RFS_MAX_LOG_BYTES";
 
 /// The bound on the bytes of output a run keeps in its logs (issue #43),
-/// and who set it. Only the person sets it (`--max-log-bytes`, else
-/// [`MAX_LOG_BYTES_ENV`]); neither `rfs.toml` nor a script can name it.
+/// and who set it. The person sets it (`--max-log-bytes`, else
+/// [`MAX_LOG_BYTES_ENV`], else 256 MiB); `rfs.toml`'s `[limits]
+/// log_bytes` may only lower it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogBound {
     pub bytes: u64,
@@ -75,21 +76,42 @@ impl Default for LogBound {
 }
 
 /// The run's log bound: `--max-log-bytes`, else `RFS_MAX_LOG_BYTES`, else
-/// 256 MiB (a size as Docker reads it: `64M`, `1G`, bytes when bare).
-pub fn log_bound(flags: &CeilingArgs) -> Result<LogBound> {
-    let (raw, by) = match flags.max_log_bytes.as_deref().map(str::trim) {
-        Some(v) if !v.is_empty() => (v.to_owned(), "--max-log-bytes flag".to_owned()),
-        _ => match std::env::var(MAX_LOG_BYTES_ENV)
+/// 256 MiB (a size as Docker reads it: `64M`, `1G`, bytes when bare);
+/// `rfs.toml`'s `[limits] log_bytes` under it, refused above it.
+pub fn log_bound(flags: &CeilingArgs, file: Option<&RepoLimits>) -> Result<LogBound> {
+    let person = match flags.max_log_bytes.as_deref().map(str::trim) {
+        Some(v) if !v.is_empty() => Some((v.to_owned(), "--max-log-bytes flag".to_owned())),
+        _ => std::env::var(MAX_LOG_BYTES_ENV)
             .ok()
             .filter(|v| !v.trim().is_empty())
-        {
-            Some(v) => (v, format!("{MAX_LOG_BYTES_ENV} environment variable")),
-            None => return Ok(LogBound::default()),
-        },
+            .map(|v| (v, format!("{MAX_LOG_BYTES_ENV} environment variable"))),
     };
-    let bytes = crate::provider::limits::parse_size(&raw)
-        .map_err(|e| Error::Usage(format!("{by}: {e}")))?;
-    Ok(LogBound { bytes, by })
+    let bound = match person {
+        Some((raw, by)) => LogBound {
+            bytes: crate::provider::limits::parse_size(&raw)
+                .map_err(|e| Error::Usage(format!("{by}: {e}")))?,
+            by,
+        },
+        None => LogBound::default(),
+    };
+    let Some(asked) = file.and_then(|f| f.log_bytes.as_deref()) else {
+        return Ok(bound);
+    };
+    let refuse =
+        |why: String| Error::Usage(format!("refused: rfs.toml: [limits] log_bytes: {why}"));
+    let bytes = crate::provider::limits::parse_size(asked).map_err(refuse)?;
+    if bytes > bound.bytes {
+        return Err(refuse(format!(
+            "{} exceeds this run's log bound of {} ({}); pass --max-log-bytes {asked} to allow it",
+            crate::provider::limits::show_bytes(bytes),
+            crate::provider::limits::show_bytes(bound.bytes),
+            bound.by
+        )));
+    }
+    Ok(LogBound {
+        bytes,
+        by: "rfs.toml".into(),
+    })
 }
 
 /// `rfs.toml`'s `[limits]`: the repository's defaults.
@@ -100,6 +122,9 @@ pub struct RepoLimits {
     pub pids: Option<u64>,
     pub disk: Option<String>,
     pub cpus: Option<f64>,
+    /// The most output the run keeps in its logs: only under the
+    /// person's bound ([`log_bound`]).
+    pub log_bytes: Option<String>,
 }
 
 /// The run's limits: the person's ceilings (flag, else environment

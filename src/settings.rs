@@ -209,7 +209,7 @@ impl RunSettings {
         let allowed_repos = allowed_repos
             .with_puts(&invocation_dir, &a.allow_puts)
             .map_err(Error::Usage)?;
-        let max_log = crate::limit_ceilings::log_bound(&a.ceilings)?;
+        let max_log = crate::limit_ceilings::log_bound(&a.ceilings, file.limits.as_ref())?;
         Ok(RunSettings {
             max_log,
             allowed_repos,

@@ -283,3 +283,40 @@ fn rfs_toml_limits_cannot_exceed_the_persons_ceiling() {
     );
     rfs.assert_no_leftovers();
 }
+
+/// Issue #43: `rfs.toml`'s `[limits] log_bytes` may lower the run's log
+/// bound, never raise it past the person's (`--max-log-bytes`, else
+/// `RFS_MAX_LOG_BYTES`, else 256 MiB): above it the run is refused
+/// before anything runs, naming the flag; under it the logs are cut at
+/// the file's value, said as set by `rfs.toml`.
+#[test]
+fn rfs_toml_may_lower_the_log_bound_never_raise_it() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("rfs.toml", "[limits]\nlog_bytes = \"1G\"\n");
+    repo.commit("a log bound above rfs's default");
+    let script = "step(\"loud\", \"head -c 3000000 /dev/zero | tr '\\\\0' x\");";
+    let out = run_in(&repo, &rfs, script, None, &[]);
+    out.assert_code(2);
+    assert!(
+        out.stderr.contains("refused: rfs.toml: [limits] log_bytes: 1 GiB exceeds this run's log bound of 256 MiB (rfs's default); pass --max-log-bytes 1G to allow it"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.out_dir.join("journal.jsonl").exists());
+    let out = run_in(&repo, &rfs, script, None, &["--max-log-bytes", "2G"]);
+    out.assert_code(0);
+    assert!(out.entries("step.attempt")[0].get("output_cut").is_none());
+    repo.write("rfs.toml", "[limits]\nlog_bytes = \"1M\"\n");
+    repo.commit("a log bound under rfs's default");
+    let out = run_in(&repo, &rfs, script, None, &[]);
+    out.assert_code(0);
+    let cut = &out.entries("step.attempt")[0]["output_cut"];
+    assert_eq!(cut["bound_bytes"], 1u64 << 20, "{cut}");
+    assert_eq!(cut["set_by"], "rfs.toml", "{cut}");
+    let kept = std::fs::metadata(out.out_dir.join("steps/001-loud.stdout.log"))
+        .unwrap()
+        .len();
+    assert_eq!(kept, 1 << 20);
+    rfs.assert_no_leftovers();
+}

@@ -802,7 +802,10 @@ mod log_bound {
                 repo.path(),
                 r#"let r = step("loud", "head -c 300000000 /dev/zero | tr '\\0' x >&2; echo finished-after-the-cut");
                 print(`ok=${r.ok}`);
-                print(r.stdout);"#,
+                print(r.stdout);
+                let p = spawn("chatty", "echo spawned-past-the-bound; sleep 600");
+                p.wait_for(#{ line: "spawned-past-the-bound", timeout: 60 });
+                p.stop();"#,
                 &[],
                 &[("RFS_MAX_LOG_BYTES", "8M")],
             );
@@ -830,6 +833,11 @@ mod log_bound {
             // The console did not get the 300 MB either.
             assert!(out.stderr.len() < 16 << 20, "{} bytes on the console", out.stderr.len());
             assert!(out.evidence().contains("output cut at the run's log bound of 8 MiB"));
+            // A spawned process's output past the bound: its waiters still
+            // see its lines, its log keeps none, its end says so.
+            let end = &out.entries("spawn.end")[0];
+            assert_eq!(end["stdout_log"], serde_json::Value::Null, "{end}");
+            assert_eq!(end["output_cut"]["bytes_dropped"], 23, "{end}");
             assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
             rfs.assert_no_leftovers();
         }
