@@ -267,6 +267,26 @@ fn host_network_is_refused_without_the_flag_and_unfiltered_with_it() {
 /// the metadata endpoint, everything (`0.0.0.0/0`) — is as wide as the
 /// host's network: refused before anything runs, naming the flag; with
 /// the person's flag the listed host service is reached.
+/// A script's allow list holding `entry` is refused before anything
+/// runs, naming the entry and `--allow-host-network`.
+#[track_caller]
+fn assert_allow_entry_needs_the_flag(rfs: &Rfs, repo: &Repo, entry: &str) {
+    let script = format!(
+        r#"sandbox(#{{ network: #{{ allow: ["{entry}"] }} }});
+        step("x", "true");"#
+    );
+    let out = rfs.run(repo.path(), &script);
+    assert_eq!(out.code, 3, "{entry}: {}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("allow entry `{entry}`"))
+            && out.stderr.contains("--allow-host-network"),
+        "{entry}: {}",
+        out.stderr
+    );
+    assert!(out.entries("placement").is_empty(), "{entry}");
+    assert!(out.entries("step.start").is_empty(), "{entry}");
+}
+
 #[test]
 fn an_allow_list_cannot_reach_the_hosts_loopback_or_metadata_without_the_flag() {
     require_namespaces();
@@ -274,20 +294,7 @@ fn an_allow_list_cannot_reach_the_hosts_loopback_or_metadata_without_the_flag() 
     let rfs = Rfs::new(Prov::Local);
     let repo = Repo::new();
     for entry in ["127.0.0.1", "169.254.169.254", "0.0.0.0/0", "::/0"] {
-        let script = format!(
-            r#"sandbox(#{{ network: #{{ allow: ["{entry}"] }} }});
-            step("x", "true");"#
-        );
-        let out = rfs.run(repo.path(), &script);
-        assert_eq!(out.code, 3, "{entry}: {}", out.stderr);
-        assert!(
-            out.stderr.contains(&format!("allow entry `{entry}`"))
-                && out.stderr.contains("--allow-host-network"),
-            "{entry}: {}",
-            out.stderr
-        );
-        assert!(out.entries("placement").is_empty(), "{entry}");
-        assert!(out.entries("step.start").is_empty(), "{entry}");
+        assert_allow_entry_needs_the_flag(&rfs, &repo, entry);
     }
     let script = format!(
         r#"sandbox(#{{ network: #{{ allow: ["127.0.0.1:{port}"] }} }});
@@ -319,19 +326,7 @@ fn a_script_cannot_allow_list_the_host_through_nat64_6to4_or_ipv4_compatible_for
         "::ffff:0:a9fe:a9fe",
         "64:ff9b::a9fe:a9fe",
     ] {
-        let script = format!(
-            r#"sandbox(#{{ network: #{{ allow: ["{entry}"] }} }});
-            step("x", "true");"#
-        );
-        let out = rfs.run(repo.path(), &script);
-        assert_eq!(out.code, 3, "{entry}: {}", out.stderr);
-        assert!(
-            out.stderr.contains(&format!("allow entry `{entry}`"))
-                && out.stderr.contains("--allow-host-network"),
-            "{entry}: {}",
-            out.stderr
-        );
-        assert!(out.entries("step.start").is_empty(), "{entry}");
+        assert_allow_entry_needs_the_flag(&rfs, &repo, entry);
     }
     rfs.assert_no_leftovers();
 }

@@ -156,6 +156,13 @@ pub(super) unsafe fn drop_capabilities() {
             break;
         }
     }
+    let _ = set_capabilities(0);
+}
+
+/// Make this thread's effective and permitted capabilities exactly `keep`
+/// (a mask of capability(7)'s numbers below 32; none above), inheritable
+/// none: `capset(2)` with a version-3 header.
+pub(super) fn set_capabilities(keep: u32) -> std::io::Result<()> {
     #[repr(C)]
     struct Header {
         version: u32,
@@ -172,12 +179,24 @@ pub(super) unsafe fn drop_capabilities() {
         version: 0x2008_0522,
         pid: 0,
     };
-    let data = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr());
+    let data = [
+        Data {
+            effective: keep,
+            permitted: keep,
+            inheritable: 0,
+        },
+        Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+    ];
+    // SAFETY: capset of this thread with a version-3 header and its two
+    // data words.
+    if unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Wait for every child of this process (adopted orphans too) until it

@@ -153,44 +153,8 @@ fn own_dev() -> std::io::Result<()> {
             format!("cannot make /dev the agent's (a command could fill it): {e}"),
         ));
     }
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const VERSION_3: u32 = 0x2008_0522;
     // capability(7)'s numbers: CAP_KILL, CAP_SETGID, CAP_SETUID.
-    let keep: u32 = (1 << 5) | (1 << 6) | (1 << 7);
-    let header = Header {
-        version: VERSION_3,
-        pid: 0,
-    };
-    let none = Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    };
-    let data = [
-        Data {
-            effective: keep,
-            permitted: keep,
-            inheritable: 0,
-        },
-        none,
-    ];
-    // SAFETY: capset of this thread with a version-3 header and its two
-    // data words.
-    if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    super::super::sys::set_capabilities((1 << 5) | (1 << 6) | (1 << 7))
 }
 
 fn poll_in(fd: RawFd) -> libc::pollfd {
