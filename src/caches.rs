@@ -249,6 +249,22 @@ pub(crate) struct Content {
     pub sha256: String,
     pub files: u64,
     pub bytes: u64,
+    /// Every entry (files, folders, links, others).
+    pub entries: u64,
+}
+
+/// What each entry of a cache is charged against its cap at least: a
+/// filesystem block, and an inode besides (a cache of a million empty
+/// files took 52 s to tear down and 12 s to digest on every run).
+pub(crate) const ENTRY_CHARGE: u64 = 4096;
+
+impl Content {
+    /// What the cache is charged against its cap: its bytes, and a block
+    /// for every entry.
+    pub(crate) fn charged(&self) -> u64 {
+        self.bytes
+            .saturating_add(self.entries.saturating_mul(ENTRY_CHARGE))
+    }
 }
 
 /// The content of folder `dir` (never follows a link).
@@ -258,6 +274,7 @@ pub(crate) fn content(dir: &Path) -> std::io::Result<Content> {
         sha256: d.sha256,
         files: d.files,
         bytes: d.bytes,
+        entries: d.entries,
     })
 }
 

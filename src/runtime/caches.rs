@@ -143,7 +143,7 @@ impl Run {
                     continue;
                 }
             };
-            let emptied = unkept || (now.bytes > cap && caches::empty(&c.dir).is_ok());
+            let emptied = unkept || (now.charged() > cap && caches::empty(&c.dir).is_ok());
             let _ = self.record(Event::CacheEnd {
                 name: c.name.clone(),
                 changed: now.sha256 != c.at_mount.sha256,
@@ -153,6 +153,7 @@ impl Run {
                 max_bytes: cap,
                 emptied,
                 cleaned,
+                entries: Some(now.entries),
             });
         }
     }

@@ -549,6 +549,11 @@ pub enum Event {
         emptied: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cleaned: Option<String>,
+        /// Every entry it holds (files, folders, links): each is charged
+        /// a 4 KiB block against `max_bytes`, so a million empty files
+        /// are not "0 bytes".
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        entries: Option<u64>,
     },
     /// One connection attempt through rfs's egress proxy (#34): the
     /// destination, allowed or refused and by which rule, bytes each way.

@@ -73,6 +73,7 @@ pub(super) fn late_samples() -> Vec<Event> {
             cleaned: Some(s(
                 "removed 1 device, fifo or socket; narrowed the mode of 2 entries",
             )),
+            entries: Some(6),
         },
         Event::Refused {
             reason: s("cwd escapes the root"),
