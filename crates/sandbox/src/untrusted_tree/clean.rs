@@ -67,7 +67,9 @@ fn walk(dir: &OwnedFd, dev: u64, me: &Me, done: &mut Cleaned) -> std::io::Result
             Err(rustix::io::Errno::NOENT) => continue,
             Err(e) => return Err(e.into()),
         };
-        if st.st_dev != dev {
+        // A mount point is a folder (a file on an overlay reports its
+        // layer's device).
+        if kind(st.st_mode) == FileType::Directory && st.st_dev != dev {
             done.other_filesystems += 1;
             continue;
         }

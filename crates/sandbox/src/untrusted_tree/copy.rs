@@ -51,8 +51,9 @@ struct Copier {
     /// The source tree's filesystem.
     dev: u64,
     /// Regular files with more than one link: their first copy, by
-    /// source inode, as a path below the destination's root.
-    links: HashMap<u64, PathBuf>,
+    /// source device and inode (an overlay's files keep their layer's
+    /// device), as a path below the destination's root.
+    links: HashMap<(u64, u64), PathBuf>,
     done: Copied,
 }
 
@@ -65,7 +66,10 @@ impl Copier {
                 Err(rustix::io::Errno::NOENT) => continue,
                 Err(e) => return Err(e.into()),
             };
-            if st.st_dev != self.dev {
+            // A mount point is a folder of another filesystem. (Only a
+            // folder's device says so: on an overlay with layers on two
+            // filesystems, a file reports its layer's.)
+            if kind(st.st_mode) == FileType::Directory && st.st_dev != self.dev {
                 self.done.other_filesystems += 1;
                 continue;
             }
@@ -109,7 +113,7 @@ impl Copier {
     ) -> std::io::Result<()> {
         let here = rel.join(as_path(name));
         if st.st_nlink > 1 {
-            if let Some(first) = self.links.get(&st.st_ino) {
+            if let Some(first) = self.links.get(&(st.st_dev, st.st_ino)) {
                 // Our own fresh tree: the first copy's path is ours.
                 rustix::fs::linkat(&self.root, first, dst, name, AtFlags::empty())?;
                 return Ok(());
@@ -132,7 +136,7 @@ impl Copier {
             self.attributes(&d, st)?;
         }
         if st.st_nlink > 1 {
-            self.links.insert(st.st_ino, here);
+            self.links.insert((st.st_dev, st.st_ino), here);
         }
         Ok(())
     }

@@ -155,3 +155,62 @@ fn empty_removes_everything_inside_read_only_folders_but_nothing_through_a_link(
     assert!(dir.is_dir());
     assert_eq!(std::fs::read_to_string(outside.join("keep")).unwrap(), "k");
 }
+
+/// A checkpoint of a forked sandbox copies its home through overlayfs,
+/// whose files (layers on two filesystems) report their layer's device:
+/// counted as "another filesystem", every file was left out of the copy.
+/// Only a folder's device marks a mount point now.
+#[test]
+fn a_copy_of_an_overlay_over_two_filesystems_keeps_every_file() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "mounting the overlay needs root (the suite runs as root)"
+    );
+    let t = tempfile::tempdir().unwrap();
+    let (lower, disk, merged) = (
+        t.path().join("lower"),
+        t.path().join("disk"),
+        t.path().join("merged"),
+    );
+    for d in [&lower, &disk, &merged] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::create_dir_all(lower.join("sub")).unwrap();
+    std::fs::write(lower.join("sub/from-lower"), "l").unwrap();
+    nix::mount::mount(
+        Some("tmpfs"),
+        &disk,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .unwrap();
+    std::fs::create_dir_all(disk.join("upper")).unwrap();
+    std::fs::create_dir_all(disk.join("work")).unwrap();
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.display(),
+        disk.join("upper").display(),
+        disk.join("work").display()
+    );
+    nix::mount::mount(
+        Some("ov"),
+        &merged,
+        Some("overlay"),
+        nix::mount::MsFlags::empty(),
+        Some(opts.as_str()),
+    )
+    .unwrap();
+    std::fs::write(merged.join("from-upper"), "u").unwrap();
+    let to = t.path().join("copy");
+    let done = copy(&merged, &to);
+    let _ = nix::mount::umount(&merged);
+    let _ = nix::mount::umount(&disk);
+    let done = done.unwrap();
+    assert_eq!(done.other_filesystems, 0, "{done:?}");
+    assert_eq!(
+        std::fs::read_to_string(to.join("sub/from-lower")).unwrap(),
+        "l"
+    );
+    assert_eq!(std::fs::read_to_string(to.join("from-upper")).unwrap(), "u");
+}
