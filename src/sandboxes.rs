@@ -215,11 +215,15 @@ pub(crate) fn shell(id: &str, only: Option<String>) -> Result<i32, Error> {
     // Piped commands go to a non-interactive shell: an interactive one's
     // line editor flushes what was typed ahead of its first prompt, so
     // `echo CMDS | rfs shell ID` lost all but the first byte when the
-    // shell started after they arrived (seen on a loaded machine).
+    // shell started after they arrived (seen on a loaded machine). A
+    // shell whose input is the PTY is interactive whatever its flags
+    // (busybox ash printed its banner and lost the commands at 50 ms of
+    // latency): it reads them from `cat` instead, through a pipe; the
+    // `^D` sent when the input ends stops `cat`.
     let shell = if tty {
         "cd relayflows-source 2>/dev/null; exec /bin/sh -i"
     } else {
-        "cd relayflows-source 2>/dev/null; exec /bin/sh"
+        "cd relayflows-source 2>/dev/null; cat | /bin/sh"
     };
     let req = PtyRequest {
         argv: vec!["/bin/sh".into(), "-c".into(), shell.into()],
