@@ -44,10 +44,7 @@ impl Run {
             {
                 let st = self.state();
                 // Names as the proxy keeps them: lower case.
-                c.name = c.name.map(|n| {
-                    st.redactor
-                        .redact_str_ignoring_case(&st.redactor.redact_str(&n))
-                });
+                c.name = c.name.map(|n| st.redactor.redact_str_ignoring_case(&n));
                 c.error = c.error.map(|e| st.redactor.redact_str(&e));
             }
             let _ = self.record(Event::NetConnect(c));

@@ -12,11 +12,8 @@ use crate::error::Result;
 impl Run {
     /// Refuse `value`, the script's `what`, when it holds a secret.
     pub(crate) fn refuse_secret_in(&self, what: &str, value: &str) -> Result<()> {
-        let held = {
-            let st = self.state();
-            st.redactor.holds_secret(value) || st.redactor.holds_secret_ignoring_case(value)
-        };
-        if held {
+        // Without regard to case, which also finds it as it is.
+        if self.state().redactor.holds_secret_ignoring_case(value) {
             return Err(self.refuse(format!(
                 "{what} holds a secret the run was given (it would be journaled and shown as it is): refused before anything ran; keep secrets out of names, paths and allow entries"
             )));

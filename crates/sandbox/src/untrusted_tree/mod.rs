@@ -9,10 +9,9 @@
 //! file descriptor beneath a root opened once without following links:
 //!
 //! - each component is opened with `O_NOFOLLOW` relative to its parent's
-//!   descriptor (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-//!   RESOLVE_NO_XDEV` for a multi-component path), and what was opened is
-//!   checked with `fstat` against what was listed: a swap makes the walk
-//!   fail closed, never follow;
+//!   descriptor (a folder of another filesystem is not entered), and what
+//!   was opened is checked with `fstat` against what was listed: a swap
+//!   makes the walk fail closed, never follow;
 //! - what rfs keeps beyond the sandbox ([`copy`], [`clean`]) never keeps a
 //!   device, fifo or socket, a setuid or setgid bit, a file capability
 //!   (extended attributes are not copied), a world-writable mode or a
@@ -28,7 +27,7 @@ mod remove;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
-use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{FileType, Mode, OFlags};
 
 pub use clean::{clean, Cleaned};
 pub use copy::{copy, Copied};
@@ -52,18 +51,6 @@ pub fn open_root(path: &Path) -> std::io::Result<OwnedFd> {
         path,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
-    )?)
-}
-
-/// Open the folder `rel` (relative, any number of components) beneath
-/// `root`: no component may be a link, `..` or another filesystem.
-pub fn open_dir_beneath(root: impl AsFd, rel: &Path) -> std::io::Result<OwnedFd> {
-    Ok(rustix::fs::openat2(
-        root,
-        rel,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_XDEV,
     )?)
 }
 
