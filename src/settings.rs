@@ -29,6 +29,9 @@ pub struct RunSettings {
     pub vars: BTreeMap<String, String>,
     pub keep: bool,
     pub image: Option<String>,
+    /// Whether `image` is the repository's choice (`rfs.toml`), not the
+    /// person's (`--image`, `RFS_DOCKER_IMAGE`).
+    pub image_by_repository: bool,
     /// Daytona's default snapshot: `--snapshot`, else
     /// `RELAYFLOWS_SANDBOX_SNAPSHOT` (read by the provider).
     pub snapshot: Option<String>,
@@ -169,11 +172,12 @@ impl RunSettings {
             }
             None => state_dir.join("runs").join(&run_id),
         };
-        let image = a
+        let person_image = a
             .image
             .filter(|s| !s.trim().is_empty())
-            .or_else(crate::provider::docker::image_from_env)
-            .or(file.image.clone().filter(|s| !s.trim().is_empty()));
+            .or_else(crate::provider::docker::image_from_env);
+        let image_by_repository = person_image.is_none() && file.image.is_some();
+        let image = person_image.or(file.image.clone().filter(|s| !s.trim().is_empty()));
         let max_lifetime = max_lifetime(a.max_lifetime_secs, file.max_lifetime)?;
         // RFS_LOCAL_ISOLATION is the local provider's setting only.
         let isolation_env = provider
@@ -225,6 +229,7 @@ impl RunSettings {
             vars,
             keep: a.keep,
             image,
+            image_by_repository,
             // The file's snapshot only where RELAYFLOWS_SANDBOX_SNAPSHOT
             // (read by the provider, after --snapshot) is not set.
             snapshot: a.snapshot.filter(|s| !s.trim().is_empty()).or_else(|| {

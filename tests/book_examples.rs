@@ -533,6 +533,7 @@ fn run_proof(
         vars: Default::default(),
         keep: false,
         image: None,
+        image_by_repository: false, // the image (if any) is yours
         snapshot: None,
         max_lifetime: Duration::from_secs(600),
         cleanup_deadline: Duration::from_secs(30),

@@ -115,6 +115,7 @@ pub(crate) fn config(
         state_dir: settings.state_dir.clone(),
         keep: settings.keep,
         image: settings.image.clone(),
+        image_by_repository: settings.image_by_repository,
         max_lifetime: settings.max_lifetime,
         cleanup_deadline: settings.cleanup_deadline,
         bundle: None,

@@ -130,8 +130,20 @@ fn progress_line(event: &Event) -> Option<String> {
         Event::Placement {
             sandbox_id,
             provider,
+            isolation,
             ..
-        } => format!("rfs: sandbox {sandbox_id} ({provider})"),
+        } => match isolation
+            .as_ref()
+            .and_then(|i| i.network_policy.as_ref())
+            .filter(|n| n.unfiltered)
+        {
+            // Said where the person looks, not only in the evidence (#44).
+            Some(n) => format!(
+                "rfs: sandbox {sandbox_id} ({provider})\nrfs: warning: network {}",
+                n.describe()
+            ),
+            None => format!("rfs: sandbox {sandbox_id} ({provider})"),
+        },
         Event::SourcePin {
             commit,
             tree_digest,

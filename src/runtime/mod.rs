@@ -14,6 +14,7 @@ pub(crate) mod checkpoint;
 pub(crate) mod cwd;
 mod egress;
 pub(crate) mod exec_loop;
+mod image_env;
 mod junit_collect;
 pub(crate) mod output;
 pub(crate) mod placement;
@@ -70,6 +71,8 @@ pub(crate) struct RunConfig {
     pub keep: bool,
     /// Default image for providers that take one.
     pub image: Option<String>,
+    /// Whether `image` is the repository's choice (`rfs.toml`).
+    pub image_by_repository: bool,
     /// Upper bound on the sandbox's life (dead-man switch).
     pub max_lifetime: Duration,
     /// How long teardown verification may poll.

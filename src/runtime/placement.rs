@@ -314,10 +314,11 @@ impl Run {
         self.block_on(p.preflight())
             .map_err(|e| self.refuse(format!("provider `{}` cannot be used: {e}", p.name())))?;
         let caches = self.open_caches(&opts, &request)?;
+        let env = self.withheld_image_env(&opts, base.as_ref())?;
         let spec = CreateSpec {
             run_id: self.cfg.run_id.clone(),
             labels: l.clone(),
-            env: Default::default(),
+            env,
             base,
             max_lifetime: self.cfg.max_lifetime,
             isolation: request,

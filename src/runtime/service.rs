@@ -99,10 +99,13 @@ impl Run {
             .block_on(services.service_image(image, name))
             .map_err(|e| self.start_error(&what, e))?;
         self.check_replayed_service(name, &pin)?;
+        let mut env: Vec<(String, String)> =
+            self.withheld_service_env(image)?.into_iter().collect();
+        env.extend(opts.env.iter().cloned());
         let spec = ServiceSpec {
             name: name.clone(),
             image: pin.id.clone(),
-            env: opts.env.clone(),
+            env,
             cmd: opts.cmd.clone(),
             labels,
         };

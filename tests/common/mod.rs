@@ -625,6 +625,7 @@ impl Rfs {
             vars: Default::default(),
             keep: false,
             image: Some(DOCKER_TEST_IMAGE.into()),
+            image_by_repository: false,
             snapshot: None,
             max_lifetime: std::time::Duration::from_secs(600),
             cleanup_deadline: std::time::Duration::from_secs(30),

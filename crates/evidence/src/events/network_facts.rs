@@ -32,9 +32,24 @@ impl NetworkFact {
             "host" => "host network".to_owned(),
             other => other.to_owned(),
         };
-        let unf = if self.unfiltered { "; UNFILTERED" } else { "" };
+        if self.unfiltered {
+            // Nothing is refused: never describe what was asked for as
+            // if something held it (#44).
+            let asked = if self.policy == "host" {
+                String::new()
+            } else {
+                format!(
+                    "; `{}` was asked for, which nothing here enforces",
+                    self.policy
+                )
+            };
+            return format!(
+                "UNFILTERED: the sandbox's own network, nothing refused (requested by {}; enforced by {}{asked})",
+                self.requested_by, self.enforced_by
+            );
+        }
         format!(
-            "{what} (requested by {}; enforced by {}{unf})",
+            "{what} (requested by {}; enforced by {})",
             self.requested_by, self.enforced_by
         )
     }

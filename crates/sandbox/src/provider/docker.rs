@@ -43,6 +43,7 @@ mod egress;
 mod exec;
 pub mod exec_script;
 mod fork;
+mod hardening;
 mod image;
 mod lane_probe;
 mod limits;
@@ -72,41 +73,8 @@ use own_copy::Placed;
 use stdin_fifo::Lane;
 
 /// Environment variable naming the default image.
-pub const IMAGE_ENV: &str = "RFS_DOCKER_IMAGE";
-/// Default home directory of the sandbox user.
-pub const DEFAULT_HOME: &str = "/home/rfs";
-
-/// How the Docker provider builds its sandboxes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DockerOptions {
-    /// Image used when the [`CreateSpec`] names none. Never pulled: it must
-    /// exist locally.
-    pub image: Option<String>,
-    /// User (`name`, `uid` or `uid:gid`) the container and every command run
-    /// as; `None` keeps the image's default user.
-    pub user: Option<String>,
-    /// Home directory created (owned by `user`) in every sandbox.
-    pub home: String,
-}
-
-impl DockerOptions {
-    /// Options with the image taken from `RFS_DOCKER_IMAGE` (if set and not
-    /// empty), no user override and the default home.
-    pub fn from_env() -> Self {
-        DockerOptions {
-            image: image_from_env(),
-            user: None,
-            home: DEFAULT_HOME.to_string(),
-        }
-    }
-}
-
-impl Default for DockerOptions {
-    /// Same as [`DockerOptions::from_env`].
-    fn default() -> Self {
-        Self::from_env()
-    }
-}
+mod options;
+pub use options::{image_from_env, DockerOptions, DEFAULT_HOME, IMAGE_ENV};
 
 /// The Docker provider.
 pub struct DockerProvider {
@@ -364,6 +332,16 @@ impl Provider for DockerProvider {
     }
 
     /// The image the container was created from, by id.
+    async fn baked_env_names(&self, base: Option<&super::Base>) -> ProviderResult<Vec<String>> {
+        match base
+            .and_then(|b| b.image())
+            .or(self.options.image.as_deref())
+        {
+            Some(name) => image::baked_env_names(&self.client, name).await,
+            None => Ok(vec![]),
+        }
+    }
+
     async fn environment(&self, id: &str) -> ProviderResult<Option<crate::events::Environment>> {
         let image = image::pin(&self.client, id).await?;
         Ok(Some(crate::events::Environment {
@@ -543,13 +521,6 @@ impl NativeVerifier for DockerProvider {
             .await;
         r
     }
-}
-
-/// `RFS_DOCKER_IMAGE`, unless unset, empty or only whitespace.
-pub fn image_from_env() -> Option<String> {
-    std::env::var(IMAGE_ENV)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
 }
 
 /// Connect with the run's default image, already resolved from `--image`

@@ -481,6 +481,12 @@ pub trait Provider: Send + Sync {
         Ok(None)
     }
 
+    /// Names of the variables `base` bakes into every command (an image's `Env`).
+    async fn baked_env_names(&self, base: Option<&Base>) -> ProviderResult<Vec<String>> {
+        let _ = base;
+        Ok(vec![])
+    }
+
     /// The capability to stream a byte stream into a command while rfs
     /// produces it (`None`: syncs upload a file and verify it, the
     /// default).

@@ -147,6 +147,11 @@ impl Provider for Traced {
         r
     }
 
+    async fn baked_env_names(&self, base: Option<&super::Base>) -> ProviderResult<Vec<String>> {
+        self.timed("baked_env_names", "", self.0.baked_env_names(base))
+            .await
+    }
+
     async fn environment(&self, id: &str) -> ProviderResult<Option<crate::events::Environment>> {
         self.timed("environment", id, self.0.environment(id)).await
     }

@@ -217,7 +217,7 @@ fn container_body(
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect::<HashMap<_, _>>(),
         ),
-        host_config: Some(HostConfig {
+        host_config: Some(super::hardening::hardened(HostConfig {
             init: Some(true),
             auto_remove: Some(true),
             // `network: false`, and a filtered network (rfs's proxy is
@@ -232,7 +232,7 @@ fn container_body(
                     .collect(),
             ),
             ..limits
-        }),
+        })),
         ..Default::default()
     })
 }

@@ -5,7 +5,8 @@
 //! `setns`) for its egress proxy, the same proxy `local` uses. That needs
 //! the daemon on this machine's kernel and rfs allowed to enter the
 //! namespace (root); where it is not, the default is Docker's bridge,
-//! said as unfiltered, and an explicit policy is refused.
+//! said as unfiltered, only with `--allow-host-network`, and an explicit
+//! policy is refused.
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
@@ -40,8 +41,20 @@ pub(super) fn proxied(host: &str, req: &IsolationRequest) -> Result<bool, Isolat
         NetworkPolicy::Off | NetworkPolicy::Host => Ok(false),
         p => match unavailable(host) {
             None => Ok(true),
-            // Nobody asked: Docker's bridge, said as unfiltered.
-            Some(_) if req.network_is_default() => Ok(false),
+            // Nobody asked: Docker's bridge, unfiltered, only when the
+            // person running rfs allowed the host's network (#44): a
+            // repository choosing `provider = "docker"` must not get a
+            // wider network than the person's default.
+            Some(_) if req.network_is_default() && req.host_network_allowed_by.is_some() => {
+                Ok(false)
+            }
+            Some(why) if req.network_is_default() => Err(IsolationError::NetworkPolicyUnsupported {
+                provider: "docker".into(),
+                policy: p.to_string(),
+                why: format!(
+                    "{why}, so its sandboxes would reach Docker's bridge unfiltered; pass --allow-host-network to allow that, or use `network: false`"
+                ),
+            }),
             Some(why) => Err(IsolationError::NetworkPolicyUnsupported {
                 provider: "docker".into(),
                 policy: p.to_string(),

@@ -60,3 +60,24 @@ mod tests {
         assert!(!is_image_id("busybox:latest"));
     }
 }
+
+/// The names of the variables image `name` bakes into its containers'
+/// environment (its `Env`); none when the daemon does not have it (the
+/// creation then refuses, saying so).
+pub(super) async fn baked_env_names(client: &Client, name: &str) -> ProviderResult<Vec<String>> {
+    let api = client.api().await?;
+    let Ok(info) = api.inspect_image(name).await else {
+        return Ok(vec![]);
+    };
+    Ok(info
+        .config
+        .and_then(|c| c.env)
+        .unwrap_or_default()
+        .iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map_or(kv.as_str(), |(k, _)| k)
+                .to_owned()
+        })
+        .collect())
+}

@@ -3,8 +3,8 @@
 //! of a sandbox container (`network_mode: container:<id>`), so it has
 //! exactly the sandbox's network: its loopback, and whatever route the
 //! sandbox has (none with `network: false` or a filtered network, whose
-//! only way out is rfs's proxy). It is given no capability the daemon
-//! does not give by default, and `no-new-privileges`.
+//! only way out is rfs's proxy). It holds only the sandbox container's
+//! capabilities, with `no-new-privileges` ([`super::hardening`]).
 //!
 //! It carries the sandbox's labels (so `rfs sandboxes` and `rfs gc` find
 //! it as they find the sandbox) and its own. Removal is forced with its
@@ -94,7 +94,7 @@ pub(super) async fn start(
         cmd: spec.cmd.clone(),
         env: Some(super::exec::env_entries(&spec.env)?),
         labels: Some(labels),
-        host_config: Some(HostConfig {
+        host_config: Some(super::hardening::hardened(HostConfig {
             // In the sandbox's PID namespace, whose init (the sandbox's
             // `sleep` of --max-lifetime, under docker-init) reaps it: when
             // the sandbox ends — its lifetime over though rfs was killed —
@@ -102,15 +102,13 @@ pub(super) async fn start(
             init: Some(false),
             pid_mode: Some(shared_network(sandbox_id)),
             network_mode: Some(shared_network(sandbox_id)),
-            security_opt: Some(vec!["no-new-privileges".into()]),
-            privileged: Some(false),
             memory: limits.memory,
             memory_swap: limits.memory_swap,
             pids_limit: limits.pids_limit,
             nano_cpus: limits.nano_cpus,
             shm_size: limits.shm_size,
             ..Default::default()
-        }),
+        })),
         ..Default::default()
     };
     let created = api
