@@ -481,6 +481,55 @@ time.sleep(600)
     rfs.assert_no_leftovers();
 }
 
+/// Idle tunnels starved later steps: a background process holding every
+/// one of the proxy's 512 upstream connections with silent `CONNECT`
+/// tunnels made a later step's request wait until its timeout. When
+/// every slot is taken, the tunnel idle the longest makes room, and is
+/// journaled saying rfs closed it and why.
+#[test]
+fn idle_tunnels_of_a_background_process_cannot_starve_a_later_step() {
+    require_namespaces();
+    let private = TestNet::new("10.195.0", "private service");
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write(
+        "tunnels.py",
+        r#"import os, socket, sys, time
+host, port = os.environ["http_proxy"].split("//")[1].rstrip("/").split(":")
+held = []
+for _ in range(600):
+    s = socket.create_connection((host, int(port)))
+    s.sendall(("CONNECT %s HTTP/1.1\r\n\r\n" % sys.argv[1]).encode())
+    s.recv(4096)
+    held.append(s)
+print("holding", flush=True)
+time.sleep(600)
+"#,
+    );
+    repo.commit("a holder of tunnels");
+    let script = format!(
+        r#"sandbox(#{{ network: #{{ allow: ["{p}:8080"] }} }});
+        sync_source();
+        let h = spawn("holder", "python3 tunnels.py {p}:8080");
+        h.wait_for(#{{ line: "holding", timeout: 120 }});
+        let b = step("later", "curl -sS -m 60 {pu}");
+        print(b.stdout);"#,
+        p = private.addr,
+        pu = private.url()
+    );
+    let out = rfs.run(repo.path(), &script);
+    out.assert_code(0);
+    assert_eq!(lines(&out, "later"), ["private service"]);
+    let conns = out.entries("net.connect");
+    assert!(
+        conns.iter().any(|c| c["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("closed by rfs's proxy after") && e.contains("in use"))),
+        "no tunnel was said closed for a waiting one"
+    );
+    rfs.assert_no_leftovers();
+}
+
 /// `--keep` lost the egress record: a background connection held open
 /// through a kept run was never journaled ("0 connections"). The
 /// connections still open when a kept run ends are journaled, saying so.

@@ -2,6 +2,7 @@
 //! decision for each destination, rfs's egress proxy and the record of
 //! every connection it carried or refused.
 
+mod idle;
 pub mod policy;
 pub mod proxy;
 pub mod ranges;

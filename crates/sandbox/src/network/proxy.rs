@@ -27,6 +27,26 @@ type Body = BoxBody<Bytes, hyper::Error>;
 /// call per 8 KiB on a bulk download).
 const RELAY_BUF: usize = 256 * 1024;
 
+/// A place among the upstream connections: at once when one is free,
+/// else after the one idle the longest made room, else when one ends
+/// (`None`: the proxy is stopping).
+async fn upstream_slot(sh: &Shared) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    use tokio::sync::TryAcquireError;
+    match sh.upstream.clone().try_acquire_owned() {
+        Ok(slot) => return Some(slot),
+        Err(TryAcquireError::Closed) => return None,
+        Err(TryAcquireError::NoPermits) => {}
+    }
+    loop {
+        sh.idle
+            .evict_longest_idle(super::idle::MIN_IDLE_TO_EVICT, MAX_UPSTREAM);
+        tokio::select! {
+            slot = sh.upstream.clone().acquire_owned() => return slot.ok(),
+            _ = tokio::time::sleep(super::idle::MIN_IDLE_TO_EVICT) => {}
+        }
+    }
+}
+
 /// The longest DNS name (RFC 1035's 253 characters).
 const MAX_NAME: usize = 253;
 
@@ -48,6 +68,8 @@ struct Shared {
     log: Arc<EgressLog>,
     /// Upstream connections open at once (each relay holds one).
     upstream: Arc<tokio::sync::Semaphore>,
+    /// When each upstream connection last carried a byte.
+    idle: Arc<super::idle::Idle>,
 }
 
 impl EgressProxy {
@@ -63,8 +85,10 @@ impl EgressProxy {
             policy,
             own: super::ranges::own_addresses(),
             log,
-            upstream: Arc::new(tokio::sync::Semaphore::new(MAX_OPEN)),
+            upstream: Arc::new(tokio::sync::Semaphore::new(MAX_UPSTREAM)),
+            idle: super::idle::Idle::new(),
         });
+        raise_open_files_limit();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -76,9 +100,11 @@ impl EgressProxy {
                     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
                         return;
                     };
+                    let idle = shared.idle.clone();
                     tokio::select! {
                         _ = stopped => {}
                         _ = accept_loop(listener, shared) => {}
+                        _ = sweep(idle) => {}
                     }
                 });
                 // Dropping the runtime ends every open relay; each is
@@ -103,9 +129,44 @@ impl Drop for EgressProxy {
     }
 }
 
-/// Connections from one sandbox served at once (each holds descriptors
-/// of rfs's own); more wait to be accepted.
-const MAX_OPEN: usize = 512;
+/// Connections from one sandbox accepted at once (each holds a
+/// descriptor of rfs's own and, until its request is read, a few KiB);
+/// more wait to be accepted. Many: a silent one is closed after
+/// [`HEADER_TIMEOUT`], and a later step's request must not queue behind
+/// thousands of them (#44).
+const MAX_ACCEPTED: usize = 4096;
+
+/// Upstream connections open at once; when all are taken, the one idle
+/// the longest makes room for a waiting one ([`super::idle`]).
+const MAX_UPSTREAM: usize = 512;
+
+/// Let this process hold the descriptors the proxy may need (two per
+/// relay, one per accepted connection): the soft limit up to the hard
+/// one, at most 65,536.
+fn raise_open_files_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid rlimit of this process.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            let want = lim.rlim_max.min(65_536);
+            if lim.rlim_cur < want {
+                lim.rlim_cur = want;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            }
+        }
+    }
+}
+
+/// Close upstream connections idle past [`super::idle::IDLE_TIMEOUT`].
+async fn sweep(idle: Arc<super::idle::Idle>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(15)).await;
+        idle.sweep(super::idle::IDLE_TIMEOUT);
+    }
+}
 
 /// How long a connection may take to send its request's headers: one
 /// that sends nothing (or a byte a minute) is closed then, so that a
@@ -113,7 +174,7 @@ const MAX_OPEN: usize = 512;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 async fn accept_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_OPEN));
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_ACCEPTED));
     loop {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
@@ -341,7 +402,7 @@ async fn open(
         rec.address = Some(a.to_string());
         rec.allowed = true;
         rec.rule = d.rule;
-        let Ok(slot) = sh.upstream.clone().acquire_owned().await else {
+        let Some(slot) = upstream_slot(sh).await else {
             return Err((
                 StatusCode::SERVICE_UNAVAILABLE,
                 "rfs egress proxy is stopping".into(),
@@ -349,7 +410,10 @@ async fn open(
         };
         let failed =
             match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((a, port))).await {
-                Ok(Ok(s)) => return Ok(Counted::new(s, rec, started, sh.log.clone(), slot)),
+                Ok(Ok(s)) => {
+                    let watch = sh.idle.register();
+                    return Ok(Counted::new(s, rec, started, sh.log.clone(), slot, watch));
+                }
                 Ok(Err(e)) => e.to_string(),
                 Err(_) => format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()),
             };
@@ -383,6 +447,8 @@ struct Counted {
     log: Arc<EgressLog>,
     /// Its place among the upstream connections open at once.
     _slot: tokio::sync::OwnedSemaphorePermit,
+    /// When it last carried a byte, and whether rfs closed it.
+    watch: super::idle::Watch,
 }
 
 impl Counted {
@@ -392,6 +458,7 @@ impl Counted {
         started: Instant,
         log: Arc<EgressLog>,
         slot: tokio::sync::OwnedSemaphorePermit,
+        watch: super::idle::Watch,
     ) -> Counted {
         let id = log.opened(&rec);
         Counted {
@@ -401,7 +468,22 @@ impl Counted {
             started,
             log,
             _slot: slot,
+            watch,
         }
+    }
+}
+
+impl Counted {
+    /// The error ending it, once rfs closed it (idle), recorded with it.
+    fn closed_by_rfs(&mut self, cx: &mut Context<'_>) -> Option<std::io::Error> {
+        let why = self.watch.poll_closed(cx)?;
+        if let Some(rec) = self.rec.as_mut() {
+            rec.error.get_or_insert_with(|| why.clone());
+        }
+        Some(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            why,
+        ))
     }
 }
 
@@ -420,9 +502,15 @@ impl AsyncRead for Counted {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
+        if let Some(why) = self.closed_by_rfs(cx) {
+            return Poll::Ready(Err(why));
+        }
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         let n = (buf.filled().len() - before) as u64;
+        if n > 0 {
+            self.watch.touch();
+        }
         if let Some(rec) = self.rec.as_mut() {
             rec.bytes_down += n;
         }
@@ -436,9 +524,15 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
+        if let Some(why) = self.closed_by_rfs(cx) {
+            return Poll::Ready(Err(why));
+        }
         let r = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if let (Poll::Ready(Ok(n)), Some(rec)) = (&r, self.rec.as_mut()) {
-            rec.bytes_up += *n as u64;
+        if let Poll::Ready(Ok(n)) = &r {
+            self.watch.touch();
+            if let Some(rec) = self.rec.as_mut() {
+                rec.bytes_up += *n as u64;
+            }
         }
         r
     }

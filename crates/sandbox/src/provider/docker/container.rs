@@ -154,7 +154,15 @@ async fn create_started(
         }
         Err(e) => return Err(client.error(e)),
     };
-    let body = container_body(options, spec, image, lane, proxied)?;
+    let owner = options.user.clone().or_else(|| {
+        image_info
+            .config
+            .as_ref()
+            .and_then(|c| c.user.clone())
+            .filter(|u| !u.is_empty())
+    });
+    let as_root = super::hardening::is_root(owner.as_deref());
+    let body = container_body(options, spec, image, lane, proxied, as_root)?;
     let created = api
         .create_container(None::<CreateContainerOptions>, body)
         .await
@@ -165,12 +173,6 @@ async fn create_started(
         let _ = destroy(client, &created.id).await;
         return Err(refusal);
     }
-    let owner = options.user.clone().or_else(|| {
-        image_info
-            .config
-            .and_then(|c| c.user)
-            .filter(|u| !u.is_empty())
-    });
     match start_and_prepare(client, options, &created.id, owner.as_deref()).await {
         Ok(info) => Ok(info),
         Err(e) => {
@@ -190,6 +192,7 @@ fn container_body(
     image: &str,
     lane: Option<&Lane>,
     proxied: bool,
+    as_root: bool,
 ) -> ProviderResult<ContainerCreateBody> {
     let mut env = spec
         .env
@@ -217,22 +220,25 @@ fn container_body(
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect::<HashMap<_, _>>(),
         ),
-        host_config: Some(super::hardening::hardened(HostConfig {
-            init: Some(true),
-            auto_remove: Some(true),
-            // `network: false`, and a filtered network (rfs's proxy is
-            // placed in it after the start): no interfaces but the
-            // container's own loopback.
-            network_mode: (!spec.isolation.network.has_route() || proxied)
-                .then(|| "none".to_owned()),
-            mounts: Some(
-                std::iter::once(home_volume(&options.home, &spec.labels))
-                    .chain(lane.map(Lane::mount))
-                    .chain(spec.caches.iter().map(|c| cache_bind(&options.home, c)))
-                    .collect(),
-            ),
-            ..limits
-        })),
+        host_config: Some(super::hardening::hardened(
+            as_root,
+            HostConfig {
+                init: Some(true),
+                auto_remove: Some(true),
+                // `network: false`, and a filtered network (rfs's proxy is
+                // placed in it after the start): no interfaces but the
+                // container's own loopback.
+                network_mode: (!spec.isolation.network.has_route() || proxied)
+                    .then(|| "none".to_owned()),
+                mounts: Some(
+                    std::iter::once(home_volume(&options.home, &spec.labels))
+                        .chain(lane.map(Lane::mount))
+                        .chain(spec.caches.iter().map(|c| cache_bind(&options.home, c)))
+                        .collect(),
+                ),
+                ..limits
+            },
+        )),
         ..Default::default()
     })
 }

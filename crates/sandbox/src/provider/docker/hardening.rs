@@ -6,6 +6,13 @@
 //! A repository that chooses `provider = "docker"` does not get the
 //! engine's defaults (raw sockets, device nodes, file capabilities,
 //! chroot) the person's own default sandbox never gives.
+//!
+//! `no-new-privileges` is set where the container's user is root (most
+//! images): under it the engine gives an exec as uid 0 in a container of
+//! another user no capability at all, and rfs's own helpers (the home's
+//! owner, checkpoints, killing a command's group) run as uid 0. In a
+//! container of a non-root user a step has no capability; a setuid
+//! program of the image can make it uid 0 with only the kept ones.
 
 use bollard::models::HostConfig;
 
@@ -21,14 +28,24 @@ pub const KEPT_CAPABILITIES: [&str; 7] = [
 ];
 
 /// `host` with every capability but [`KEPT_CAPABILITIES`] dropped,
-/// `no-new-privileges` and never privileged.
-pub(super) fn hardened(host: HostConfig) -> HostConfig {
+/// never privileged, and `no-new-privileges` when the container's user
+/// is root (`as_root`).
+pub(super) fn hardened(as_root: bool, host: HostConfig) -> HostConfig {
     HostConfig {
         cap_drop: Some(vec!["ALL".into()]),
         cap_add: Some(KEPT_CAPABILITIES.iter().map(|c| c.to_string()).collect()),
-        security_opt: Some(vec!["no-new-privileges".into()]),
+        security_opt: as_root.then(|| vec!["no-new-privileges".into()]),
         privileged: Some(false),
         ..host
+    }
+}
+
+/// Whether a container `user` (`name`, `uid`, `uid:gid`; `None`: the
+/// image's default, root) is root.
+pub(super) fn is_root(user: Option<&str>) -> bool {
+    match user.map(|u| u.split(':').next().unwrap_or(u).trim()) {
+        None | Some("") | Some("0") | Some("root") => true,
+        Some(_) => false,
     }
 }
 
@@ -38,12 +55,14 @@ mod tests {
 
     #[test]
     fn a_hardened_container_drops_raw_sockets_and_device_nodes() {
-        let h = hardened(HostConfig::default());
+        let h = hardened(true, HostConfig::default());
         assert_eq!(h.cap_drop, Some(vec!["ALL".to_string()]));
         let kept = h.cap_add.unwrap();
         for never in ["NET_RAW", "MKNOD", "SETFCAP", "SYS_CHROOT", "SYS_ADMIN"] {
             assert!(!kept.iter().any(|c| c == never), "{never} kept");
         }
         assert_eq!(h.security_opt, Some(vec!["no-new-privileges".to_string()]));
+        assert!(is_root(None) && is_root(Some("0:0")) && is_root(Some("root")));
+        assert!(!is_root(Some("1000:1000")) && !is_root(Some("node")));
     }
 }

@@ -94,21 +94,24 @@ pub(super) async fn start(
         cmd: spec.cmd.clone(),
         env: Some(super::exec::env_entries(&spec.env)?),
         labels: Some(labels),
-        host_config: Some(super::hardening::hardened(HostConfig {
-            // In the sandbox's PID namespace, whose init (the sandbox's
-            // `sleep` of --max-lifetime, under docker-init) reaps it: when
-            // the sandbox ends — its lifetime over though rfs was killed —
-            // every process of the service is killed with it.
-            init: Some(false),
-            pid_mode: Some(shared_network(sandbox_id)),
-            network_mode: Some(shared_network(sandbox_id)),
-            memory: limits.memory,
-            memory_swap: limits.memory_swap,
-            pids_limit: limits.pids_limit,
-            nano_cpus: limits.nano_cpus,
-            shm_size: limits.shm_size,
-            ..Default::default()
-        })),
+        host_config: Some(super::hardening::hardened(
+            true,
+            HostConfig {
+                // In the sandbox's PID namespace, whose init (the sandbox's
+                // `sleep` of --max-lifetime, under docker-init) reaps it: when
+                // the sandbox ends — its lifetime over though rfs was killed —
+                // every process of the service is killed with it.
+                init: Some(false),
+                pid_mode: Some(shared_network(sandbox_id)),
+                network_mode: Some(shared_network(sandbox_id)),
+                memory: limits.memory,
+                memory_swap: limits.memory_swap,
+                pids_limit: limits.pids_limit,
+                nano_cpus: limits.nano_cpus,
+                shm_size: limits.shm_size,
+                ..Default::default()
+            },
+        )),
         ..Default::default()
     };
     let created = api
