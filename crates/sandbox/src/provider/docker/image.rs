@@ -48,19 +48,6 @@ pub(super) async fn pin(client: &Client, id: &str) -> ProviderResult<ImagePin> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_full_sha256_ids_are_image_ids() {
-        assert!(is_image_id(&format!("sha256:{}", "3a".repeat(32))));
-        assert!(!is_image_id(&"3a".repeat(32)));
-        assert!(!is_image_id("sha256:3aed"));
-        assert!(!is_image_id("busybox:latest"));
-    }
-}
-
 /// The names of the variables image `name` bakes into its containers'
 /// environment (its `Env`); none when the daemon does not have it (the
 /// creation then refuses, saying so).
@@ -80,4 +67,17 @@ pub(super) async fn baked_env_names(client: &Client, name: &str) -> ProviderResu
                 .to_owned()
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_full_sha256_ids_are_image_ids() {
+        assert!(is_image_id(&format!("sha256:{}", "3a".repeat(32))));
+        assert!(!is_image_id(&"3a".repeat(32)));
+        assert!(!is_image_id("sha256:3aed"));
+        assert!(!is_image_id("busybox:latest"));
+    }
 }
