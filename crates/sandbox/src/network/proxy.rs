@@ -24,8 +24,8 @@ use super::{Connection, EgressLog, NetworkPolicy};
 type Body = BoxBody<Bytes, hyper::Error>;
 
 /// The relay's buffer each way (tokio's default, 8 KiB, costs a system
-/// call per 8 KiB on a bulk download).
-const RELAY_BUF: usize = 256 * 1024;
+/// call per 8 KiB on a bulk download); at most 512 relays hold one.
+const RELAY_BUF: usize = 64 * 1024;
 
 /// A place among the upstream connections: at once when one is free,
 /// else after the one idle the longest made room, else when one ends
@@ -232,17 +232,31 @@ async fn connect(sh: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     };
     tokio::spawn(async move {
         if let Ok(up) = hyper::upgrade::on(req).await {
-            let mut up = TokioIo::new(up);
-            let _ = tokio::io::copy_bidirectional_with_sizes(
-                &mut up,
-                &mut upstream,
-                RELAY_BUF,
-                RELAY_BUF,
-            )
-            .await;
+            relay(TokioIo::new(up), &mut upstream).await;
         }
     });
     Response::new(Full::new(Bytes::new()).map_err(|n| match n {}).boxed())
+}
+
+/// Relay a tunnel both ways. The relay's buffers are taken only once a
+/// byte flows, whichever side sends first: an idle tunnel holds none, so
+/// a flood of them costs rfs little memory (#44).
+async fn relay(mut up: TokioIo<hyper::upgrade::Upgraded>, upstream: &mut Counted) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let (mut a, mut b) = ([0u8; 512], [0u8; 512]);
+    let first = tokio::select! {
+        r = up.read(&mut a) => r.map(|n| (n, true)),
+        r = upstream.read(&mut b) => r.map(|n| (n, false)),
+    };
+    let sent = match first {
+        Ok((0, _)) | Err(_) => return,
+        Ok((n, true)) => upstream.write_all(&a[..n]).await,
+        Ok((n, false)) => up.write_all(&b[..n]).await,
+    };
+    if sent.is_ok() {
+        let _ =
+            tokio::io::copy_bidirectional_with_sizes(&mut up, upstream, RELAY_BUF, RELAY_BUF).await;
+    }
 }
 
 /// A plain HTTP request with an absolute `http://` URI: open, send it in
