@@ -530,6 +530,69 @@ time.sleep(600)
     rfs.assert_no_leftovers();
 }
 
+/// Connections were blamed on the wrong step: a daemon started in step
+/// `first` that connected while `second` ran was journaled as
+/// `second`'s. Each command's processes carry proxy credentials of its
+/// own, so a connection is said to be of the command that started the
+/// process that opened it: a step, or a background `spawn()`.
+#[test]
+fn a_connection_is_said_to_be_of_the_command_that_started_its_process() {
+    require_namespaces();
+    attributed_to_the_command_that_started_it(Prov::Local, "10.193.0");
+}
+
+#[test]
+fn a_docker_connection_is_said_to_be_of_the_command_that_started_its_process() {
+    if docker_missing() {
+        return;
+    }
+    attributed_to_the_command_that_started_it(Prov::Docker, "10.192.0");
+}
+
+fn attributed_to_the_command_that_started_it(prov: Prov, net: &str) {
+    let private = TestNet::new(net, "private service");
+    let rfs = Rfs::new(prov);
+    let repo = Repo::new();
+    // The test image has busybox's wget, not curl.
+    let fetch = |to: &str| match prov {
+        Prov::Docker => format!("wget -q -O {to} {}", private.url()),
+        _ => format!("curl -sS -o {to} {}", private.url()),
+    };
+    let script = format!(
+        r#"sandbox(#{{ network: #{{ allow: ["{p}:8080"] }} }});
+        step("first", "setsid sh -c 'touch /tmp/started; while [ ! -e /tmp/go ]; do sleep 0.1; done; {daemon}' > /dev/null 2>&1 < /dev/null & for i in $(seq 1 100); do [ -e /tmp/started ] && exit 0; sleep 0.05; done; exit 1");
+        step("second", "touch /tmp/go; for i in $(seq 1 100); do [ -s /tmp/out ] && exit 0; sleep 0.1; done; exit 1");
+        let bg = spawn("bg", "{bg}; echo fetched; sleep 60");
+        bg.wait_for(#{{ line: "fetched", timeout: 30 }});
+        step("third", "true");"#,
+        p = private.addr,
+        daemon = fetch("/tmp/out"),
+        bg = fetch("/tmp/bg"),
+    );
+    let out = rfs.run(repo.path(), &script);
+    out.assert_code(0);
+    let conns = out.entries("net.connect");
+    let of = |by: &str| {
+        conns
+            .iter()
+            .find(|c| c["opened_by"] == by)
+            .unwrap_or_else(|| panic!("no connection opened by {by}: {conns:?}"))
+    };
+    assert_eq!(of("step `first`")["step"], "first");
+    assert!(of("spawn `bg`")["step"].is_null(), "{conns:?}");
+    assert!(
+        !conns.iter().any(|c| c["step"] == "second"),
+        "blamed on the step running: {conns:?}"
+    );
+    assert!(
+        out.evidence().contains("background: spawn"),
+        "{}",
+        out.evidence()
+    );
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+    rfs.assert_no_leftovers();
+}
+
 /// `--keep` lost the egress record: a background connection held open
 /// through a kept run was never journaled ("0 connections"). The
 /// connections still open when a kept run ends are journaled, saying so.

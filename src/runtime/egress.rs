@@ -22,6 +22,19 @@ impl Run {
         }
     }
 
+    /// The proxy variables of command `what` (`step `build``, `spawn
+    /// `server``…) with a proxy user name of its own, when the sandbox is
+    /// behind rfs's proxy (else none: the provider's own apply).
+    pub(crate) fn proxy_env_of(&self, what: &str) -> Vec<(String, String)> {
+        let step = what
+            .strip_prefix("step `")
+            .and_then(|r| r.strip_suffix('`'));
+        self.egress_log()
+            .and_then(|l| l.opener(what, step))
+            .map(|user| crate::network::proxy_env_for(&user))
+            .unwrap_or_default()
+    }
+
     /// Journal every connection `log` recorded since last asked (a refused
     /// one does not fail anything by itself).
     pub(crate) fn record_connections(&self, log: Option<&Arc<EgressLog>>) {

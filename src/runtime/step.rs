@@ -117,7 +117,12 @@ impl Run {
         } else {
             format!("{}/{}", pin.workdir, rel)
         };
-        let mut env = user_env.to_vec();
+        // Proxy credentials of this command's own (#44): what its
+        // processes connect to, however long they outlive it, is said to
+        // be theirs. Before the command's own variables, which may
+        // override them.
+        let mut env = self.proxy_env_of(what);
+        env.extend(user_env.iter().cloned());
         env.extend([
             (BINDING_VARS[0].into(), sb.id.clone()),
             (BINDING_VARS[1].into(), pin.commit),

@@ -74,9 +74,18 @@ pub struct Connection {
     pub bytes_up: u64,
     pub bytes_down: u64,
     pub duration_ms: u64,
-    /// The step that was running when the connection was made.
+    /// The step it belongs to: the step whose command started the
+    /// process that opened it, when its proxy credentials say so
+    /// (`opened_by`), else the step running when it was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
+    /// Who started the process that opened it, as the proxy credentials
+    /// rfs gave that command say (`step `build``, `spawn `server``,
+    /// `service `db``, `attach `…``); absent: the program sent none. A
+    /// process in the sandbox could claim another command of the same
+    /// run, never anything else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_by: Option<String>,
     /// Why an allowed connection failed (connect error), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

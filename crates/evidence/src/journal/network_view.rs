@@ -56,9 +56,16 @@ impl NetworkSummary {
             d.count += c.attempts() as usize;
             d.bytes_up += c.bytes_up;
             d.bytes_down += c.bytes_down;
-            if let Some(s) = &c.step {
-                if !d.steps.contains(s) {
-                    d.steps.push(s.clone());
+            // A connection of no step was opened by a background
+            // process (a spawn, a service, a terminal), said by whom.
+            let who = match (&c.step, &c.opened_by) {
+                (Some(s), _) => Some(s.clone()),
+                (None, Some(o)) => Some(format!("background: {o}")),
+                (None, None) => None,
+            };
+            if let Some(s) = who {
+                if !d.steps.contains(&s) {
+                    d.steps.push(s);
                 }
             }
         }
@@ -221,6 +228,7 @@ mod tests {
             bytes_down: down,
             duration_ms: 1,
             step: Some(step.into()),
+            opened_by: None,
             error: None,
             repeated: 0,
         }

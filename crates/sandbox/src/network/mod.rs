@@ -2,6 +2,7 @@
 //! decision for each destination, rfs's egress proxy and the record of
 //! every connection it carried or refused.
 
+mod counted;
 mod idle;
 pub mod policy;
 pub mod proxy;
@@ -28,6 +29,30 @@ pub fn proxy_env() -> Vec<(String, String)> {
         env.push((k.to_owned(), "localhost,127.0.0.1,::1".to_owned()));
     }
     env
+}
+
+/// [`proxy_env`] with proxy user name `user` (from
+/// [`EgressLog::opener`]): a program sends it with every request, so the
+/// proxy can say which command started the process that opened a
+/// connection. Put before the command's own variables (which may
+/// override them).
+pub fn proxy_env_for(user: &str) -> Vec<(String, String)> {
+    let url = format!("http://{user}:rfs@127.0.0.1:{PROXY_PORT}");
+    proxy_env()
+        .into_iter()
+        .map(|(k, v)| {
+            let v = if k.ends_with("_proxy") || k.ends_with("_PROXY") {
+                if k.eq_ignore_ascii_case("no_proxy") {
+                    v
+                } else {
+                    url.clone()
+                }
+            } else {
+                v
+            };
+            (k, v)
+        })
+        .collect()
 }
 
 /// The env var that lets scripts ask for `network: "host"` (like

@@ -5,9 +5,7 @@
 //! and relays, and records every attempt in the sandbox's [`EgressLog`].
 
 use std::net::IpAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -15,9 +13,9 @@ use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::counted::Counted;
 use super::policy::{decide, refuse_before_resolving};
 use super::{Connection, EgressLog, NetworkPolicy};
 
@@ -200,11 +198,33 @@ async fn accept_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
 }
 
 async fn handle(sh: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, hyper::Error> {
+    let by = opener(&sh, &req);
     if req.method() == Method::CONNECT {
-        Ok(connect(sh, req).await)
+        Ok(connect(sh, req, by).await)
     } else {
-        Ok(forward(sh, req).await)
+        Ok(forward(sh, req, by).await)
     }
+}
+
+/// Who started the process sending `req`, as the proxy user name rfs
+/// gave its command says (`Proxy-Authorization: Basic`); `None` when it
+/// sent none or one rfs did not give.
+fn opener(sh: &Shared, req: &Request<Incoming>) -> Option<super::record::Opener> {
+    use base64::Engine as _;
+    let v = req
+        .headers()
+        .get(hyper::header::PROXY_AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, b64) = v.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") || b64.len() > 512 {
+        return None;
+    }
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .ok()?;
+    let user = std::str::from_utf8(&raw).ok()?.split(':').next()?;
+    sh.log.opener_of(user)
 }
 
 fn text(code: StatusCode, msg: String) -> Response<Body> {
@@ -219,14 +239,18 @@ fn text(code: StatusCode, msg: String) -> Response<Body> {
 
 /// `CONNECT host:port`: open, answer 200, then relay the upgraded
 /// connection both ways.
-async fn connect(sh: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+async fn connect(
+    sh: Arc<Shared>,
+    req: Request<Incoming>,
+    by: Option<super::record::Opener>,
+) -> Response<Body> {
     let Some(auth) = req.uri().authority().cloned() else {
         return text(StatusCode::BAD_REQUEST, "CONNECT needs host:port".into());
     };
     let Some(port) = auth.port_u16() else {
         return text(StatusCode::BAD_REQUEST, "CONNECT needs a port".into());
     };
-    let mut upstream = match open(&sh, auth.host(), port, "connect").await {
+    let mut upstream = match open(&sh, auth.host(), port, "connect", by).await {
         Ok(s) => s,
         Err((code, msg)) => return text(code, msg),
     };
@@ -261,7 +285,11 @@ async fn relay(mut up: TokioIo<hyper::upgrade::Upgraded>, upstream: &mut Counted
 
 /// A plain HTTP request with an absolute `http://` URI: open, send it in
 /// origin form, stream the answer back.
-async fn forward(sh: Arc<Shared>, mut req: Request<Incoming>) -> Response<Body> {
+async fn forward(
+    sh: Arc<Shared>,
+    mut req: Request<Incoming>,
+    by: Option<super::record::Opener>,
+) -> Response<Body> {
     let uri = req.uri().clone();
     let (Some("http"), Some(host)) = (uri.scheme_str(), uri.host()) else {
         return text(
@@ -286,7 +314,7 @@ async fn forward(sh: Arc<Shared>, mut req: Request<Incoming>) -> Response<Body> 
             );
         }
     }
-    let upstream = match open(&sh, host, port, "http").await {
+    let upstream = match open(&sh, host, port, "http", by).await {
         Ok(s) => s,
         Err((code, msg)) => return text(code, msg),
     };
@@ -335,6 +363,7 @@ async fn open(
     host: &str,
     port: u16,
     via: &str,
+    by: Option<super::record::Opener>,
 ) -> Result<Counted, (StatusCode, String)> {
     let started = Instant::now();
     let bare = host.trim_start_matches('[').trim_end_matches(']');
@@ -361,7 +390,13 @@ async fn open(
         bytes_up: 0,
         bytes_down: 0,
         duration_ms: 0,
-        step: sh.log.step(),
+        // The step of the command that started the opener (none for a
+        // background one), else the step running now.
+        step: match &by {
+            Some(o) => o.step.clone(),
+            None => sh.log.step(),
+        },
+        opened_by: by.map(|o| o.label),
         error: None,
         repeated: 0,
     };
@@ -449,115 +484,6 @@ async fn open(
     ));
     rec.address = Some(a.to_string());
     refuse(rec, StatusCode::FORBIDDEN, d.rule)
-}
-
-/// An upstream connection counting its bytes; recorded when dropped.
-struct Counted {
-    /// Its id in the log's open connections.
-    id: u64,
-    inner: TcpStream,
-    rec: Option<Connection>,
-    started: Instant,
-    log: Arc<EgressLog>,
-    /// Its place among the upstream connections open at once.
-    _slot: tokio::sync::OwnedSemaphorePermit,
-    /// When it last carried a byte, and whether rfs closed it.
-    watch: super::idle::Watch,
-}
-
-impl Counted {
-    fn new(
-        inner: TcpStream,
-        rec: Connection,
-        started: Instant,
-        log: Arc<EgressLog>,
-        slot: tokio::sync::OwnedSemaphorePermit,
-        watch: super::idle::Watch,
-    ) -> Counted {
-        let id = log.opened(&rec);
-        Counted {
-            id,
-            inner,
-            rec: Some(rec),
-            started,
-            log,
-            _slot: slot,
-            watch,
-        }
-    }
-}
-
-impl Counted {
-    /// The error ending it, once rfs closed it (idle), recorded with it.
-    fn closed_by_rfs(&mut self, cx: &mut Context<'_>) -> Option<std::io::Error> {
-        let why = self.watch.poll_closed(cx)?;
-        if let Some(rec) = self.rec.as_mut() {
-            rec.error.get_or_insert_with(|| why.clone());
-        }
-        Some(std::io::Error::new(
-            std::io::ErrorKind::ConnectionAborted,
-            why,
-        ))
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        if let Some(mut r) = self.rec.take() {
-            r.duration_ms = self.started.elapsed().as_millis() as u64;
-            self.log.closed(self.id, r);
-        }
-    }
-}
-
-impl AsyncRead for Counted {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        if let Some(why) = self.closed_by_rfs(cx) {
-            return Poll::Ready(Err(why));
-        }
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let n = (buf.filled().len() - before) as u64;
-        if n > 0 {
-            self.watch.touch();
-        }
-        if let Some(rec) = self.rec.as_mut() {
-            rec.bytes_down += n;
-        }
-        r
-    }
-}
-
-impl AsyncWrite for Counted {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        if let Some(why) = self.closed_by_rfs(cx) {
-            return Poll::Ready(Err(why));
-        }
-        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = &r {
-            self.watch.touch();
-            if let Some(rec) = self.rec.as_mut() {
-                rec.bytes_up += *n as u64;
-            }
-        }
-        r
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
 }
 
 #[cfg(test)]

@@ -32,7 +32,23 @@ struct Inner {
     /// were when they opened.
     open: std::collections::BTreeMap<u64, Connection>,
     next_id: u64,
+    /// Proxy credentials rfs gave commands -> who was given them (the
+    /// command, and its step when it is one).
+    openers: std::collections::HashMap<String, Opener>,
 }
+
+/// Who a command rfs started is: `step `build``, `spawn `server``…, and
+/// the step it is, when it is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opener {
+    pub label: String,
+    pub step: Option<String>,
+}
+
+/// The most commands given credentials of their own in one sandbox;
+/// past it, commands share the plain proxy address (attributed to the
+/// step running).
+const MAX_OPENERS: usize = 16_384;
 
 impl EgressLog {
     pub fn new() -> Arc<EgressLog> {
@@ -44,6 +60,31 @@ impl EgressLog {
         if let Ok(mut i) = self.inner.lock() {
             i.step = step;
         }
+    }
+
+    /// The proxy user name for a command (`label`, of step `step` when it
+    /// is one), to put in its proxy variables; `None` past
+    /// [`MAX_OPENERS`].
+    pub fn opener(&self, label: &str, step: Option<&str>) -> Option<String> {
+        let mut i = self.inner.lock().ok()?;
+        if i.openers.len() >= MAX_OPENERS {
+            return None;
+        }
+        let token = format!("rfs{}", uuid::Uuid::new_v4().simple());
+        let cut: String = label.chars().take(200).collect();
+        i.openers.insert(
+            token.clone(),
+            Opener {
+                label: cut,
+                step: step.map(str::to_owned),
+            },
+        );
+        Some(token)
+    }
+
+    /// Who was given proxy user name `token` (`None`: nobody, a made-up one).
+    pub fn opener_of(&self, token: &str) -> Option<Opener> {
+        self.inner.lock().ok()?.openers.get(token).cloned()
     }
 
     /// The step now running.
@@ -126,6 +167,7 @@ impl EgressLog {
                 bytes_down: 0,
                 duration_ms: 0,
                 step: i.step.clone(),
+                opened_by: None,
                 error: None,
                 repeated: dropped.saturating_sub(1),
             });
@@ -176,6 +218,7 @@ mod tests {
             bytes_down: 0,
             duration_ms: 0,
             step: Some("s".into()),
+            opened_by: None,
             error: None,
             repeated: 0,
         }

@@ -16,6 +16,7 @@ pub(super) fn step_samples() -> Vec<Event> {
             bytes_down: 0,
             duration_ms: 1,
             step: Some(s("build")),
+            opened_by: Some(s("step `build`")),
             error: None,
             repeated: 0,
         }),
