@@ -374,3 +374,32 @@ fn a_collected_junit_report_puts_each_test_case_into_the_suites_junit() {
         "{x}"
     );
 }
+
+/// A forgotten `--setup` failed every proof (exit 127: the tool the setup
+/// installs was missing) while `proofs/_setup.rhai` sat beside them, and
+/// nothing said so. A file that looks like a setup and is not used is
+/// named, with the flag that runs it; once it is used, nothing is said.
+#[test]
+fn a_setup_beside_the_proofs_that_was_not_used_is_named_with_the_flag() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = repo_with(&[
+        (
+            "_setup.rhai",
+            r#"step("install", "mkdir -p $HOME/bin && printf '#!/bin/sh\necho tool\n' > $HOME/bin/tool && chmod +x $HOME/bin/tool");"#,
+        ),
+        ("uses_tool.rhai", r#"step("use", "$HOME/bin/tool");"#),
+    ]);
+    let s = rfs_test(&rfs, repo.path(), &[]);
+    assert_ne!(s.code, 0, "{}", s.stderr);
+    let note = "proofs/_setup.rhai looks like a suite setup and was not used";
+    assert!(s.stderr.contains(note), "{}", s.stderr);
+    assert!(
+        s.stderr.contains("pass --setup proofs/_setup.rhai"),
+        "{}",
+        s.stderr
+    );
+    let s = rfs_test(&rfs, repo.path(), &["--setup", "proofs/_setup.rhai"]);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    assert!(!s.stderr.contains(note), "{}", s.stderr);
+    rfs.assert_no_leftovers();
+}

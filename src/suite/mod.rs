@@ -76,6 +76,11 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
     };
     let mut proofs = plan::plan(&a.paths, configured.as_deref(), &base, &a.filters)
         .map_err(|e| Error::Usage(format!("rfs test: {e}")))?;
+    let unused_setups = match &setup {
+        Some(_) => vec![],
+        None => plan::setup_like(&a.paths, configured.as_deref(), &base),
+    };
+    say_unused_setups(&unused_setups);
     if let Some(s) = &setup {
         // The setup is not a proof of the suite, wherever it lies.
         let same =
@@ -137,6 +142,10 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     step_summary(&out_dir);
+    if done.exit_code != exit_code::SUCCESS {
+        // Said again where a failing suite's reader looks: last.
+        say_unused_setups(&unused_setups);
+    }
     if !errors.is_empty() {
         for e in &errors {
             errln!("rfs: error: {e}");
@@ -146,6 +155,17 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
         }
     }
     Ok(done.exit_code)
+}
+
+/// A note for each file that looks like a suite setup but is not used.
+fn say_unused_setups(files: &[String]) {
+    for f in files {
+        errln!(
+            "rfs: note: {} looks like a suite setup and was not used (no --setup, and rfs.toml names no `setup`); pass --setup {} to run it once before the proofs, each proof then starting from its checkpoint",
+            crate::reporter::text::inline(f),
+            crate::reporter::text::inline(f)
+        );
+    }
 }
 
 /// The proofs folder and the setup `rfs.toml` names (each checked to be a

@@ -153,6 +153,38 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// The files below the suite's folders that look like a suite setup
+/// (`setup.rhai`, `_setup.rhai`, `_setup_python.rhai`…: a name that is
+/// `setup` once leading underscores are dropped, or starts with
+/// `setup`): said when no setup is used, since a proof that needs one
+/// fails without saying why (#46). Named relative to `base`.
+pub(crate) fn setup_like(paths: &[PathBuf], configured: Option<&Path>, base: &Path) -> Vec<String> {
+    let dirs: Vec<PathBuf> = match (paths.is_empty(), configured) {
+        (true, Some(c)) => vec![c.to_path_buf()],
+        (true, None) => vec![],
+        (false, _) => paths.iter().filter(|p| p.is_dir()).cloned().collect(),
+    };
+    let mut found = vec![];
+    for d in dirs {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let stem = name.strip_suffix(".rhai").unwrap_or("");
+            let bare = stem.trim_start_matches('_').to_ascii_lowercase();
+            if !stem.is_empty()
+                && bare.starts_with("setup")
+                && e.file_type().is_ok_and(|t| t.is_file())
+            {
+                found.push(name_of(&e.path(), base));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
 /// `path` relative to `base` (through `..` when it is not below it),
 /// with `/` separators.
 fn name_of(path: &Path, base: &Path) -> String {
