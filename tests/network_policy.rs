@@ -32,13 +32,16 @@ fn the_default_reaches_a_public_server_only_through_rfs_and_records_it() {
     assert_eq!(lines(&out, "plain"), ["hello from the public test server"]);
     assert_eq!(lines(&out, "tunnel"), ["hello from the public test server"]);
     let env = lines(&out, "env").join("\n");
-    for v in [
-        "http_proxy=http://127.0.0.1:3128",
-        "HTTPS_PROXY=http://127.0.0.1:3128",
-        "no_proxy=localhost,127.0.0.1,::1",
-    ] {
-        assert!(env.contains(v), "{env}");
+    // The proxy, with a proxy user name of this command's own.
+    for k in ["http_proxy", "HTTPS_PROXY"] {
+        assert!(
+            env.lines()
+                .any(|l| l.starts_with(&format!("{k}=http://rfs"))
+                    && l.ends_with(":rfs@127.0.0.1:3128")),
+            "{env}"
+        );
     }
+    assert!(env.contains("no_proxy=localhost,127.0.0.1,::1"), "{env}");
     let conns = out.entries("net.connect");
     assert_eq!(conns.len(), 2, "{conns:?}");
     for (c, (step, via)) in conns.iter().zip([("plain", "http"), ("tunnel", "connect")]) {
@@ -371,7 +374,9 @@ fn a_flood_of_refused_connections_keeps_the_record_and_the_bundle_bounded() {
     repo.write(
         "flood.py",
         r#"import os, socket
-host, port = os.environ["http_proxy"].split("//")[1].rstrip("/").split(":")
+from urllib.parse import urlsplit
+proxy = urlsplit(os.environ["http_proxy"])
+host, port = proxy.hostname, proxy.port
 for i in range(2000):
     name = ("x%d." % (i % 1000)) + "a" * 60000 + ".example"
     s = socket.create_connection((host, int(port)))
@@ -458,7 +463,9 @@ fn silent_connections_of_a_background_process_cannot_starve_a_later_step() {
     repo.write(
         "hold.py",
         r#"import os, socket, time
-host, port = os.environ["http_proxy"].split("//")[1].rstrip("/").split(":")
+from urllib.parse import urlsplit
+proxy = urlsplit(os.environ["http_proxy"])
+host, port = proxy.hostname, proxy.port
 held = [socket.create_connection((host, int(port))) for _ in range(600)]
 print("holding", flush=True)
 time.sleep(600)
@@ -495,7 +502,9 @@ fn idle_tunnels_of_a_background_process_cannot_starve_a_later_step() {
     repo.write(
         "tunnels.py",
         r#"import os, socket, sys, time
-host, port = os.environ["http_proxy"].split("//")[1].rstrip("/").split(":")
+from urllib.parse import urlsplit
+proxy = urlsplit(os.environ["http_proxy"])
+host, port = proxy.hostname, proxy.port
 held = []
 for _ in range(600):
     s = socket.create_connection((host, int(port)))
@@ -605,7 +614,9 @@ fn a_kept_run_journals_the_connections_still_open() {
     repo.write(
         "tunnel.py",
         r#"import os, socket, sys, time
-host, port = os.environ["http_proxy"].split("//")[1].rstrip("/").split(":")
+from urllib.parse import urlsplit
+proxy = urlsplit(os.environ["http_proxy"])
+host, port = proxy.hostname, proxy.port
 s = socket.create_connection((host, int(port)))
 s.sendall(("CONNECT %s HTTP/1.1\r\n\r\n" % sys.argv[1]).encode())
 print(s.recv(4096).split(b"\r\n")[0].decode(), flush=True)

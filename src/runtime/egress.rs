@@ -30,6 +30,7 @@ impl Run {
             .strip_prefix("step `")
             .and_then(|r| r.strip_suffix('`'));
         self.egress_log()
+            .filter(|l| l.served())
             .and_then(|l| l.opener(what, step))
             .map(|user| crate::network::proxy_env_for(&user))
             .unwrap_or_default()

@@ -79,6 +79,7 @@ impl EgressProxy {
         log: Arc<EgressLog>,
     ) -> std::io::Result<EgressProxy> {
         listener.set_nonblocking(true)?;
+        log.mark_served();
         let shared = Arc::new(Shared {
             policy,
             own: super::ranges::own_addresses(),

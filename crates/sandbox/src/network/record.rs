@@ -35,6 +35,8 @@ struct Inner {
     /// Proxy credentials rfs gave commands -> who was given them (the
     /// command, and its step when it is one).
     openers: std::collections::HashMap<String, Opener>,
+    /// Whether a proxy serves this record (a sandbox behind it).
+    served: bool,
 }
 
 /// Who a command rfs started is: `step `build``, `spawn `server``…, and
@@ -60,6 +62,19 @@ impl EgressLog {
         if let Ok(mut i) = self.inner.lock() {
             i.step = step;
         }
+    }
+
+    /// A proxy serves this record from now on.
+    pub fn mark_served(&self) {
+        if let Ok(mut i) = self.inner.lock() {
+            i.served = true;
+        }
+    }
+
+    /// Whether a proxy serves this record: its sandbox's commands reach
+    /// the network through it.
+    pub fn served(&self) -> bool {
+        self.inner.lock().is_ok_and(|i| i.served)
     }
 
     /// The proxy user name for a command (`label`, of step `step` when it
