@@ -164,8 +164,14 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
     };
     // sandbox.service.ts:655-661: both lists validated, 400 with the message.
     for (list, check) in [
-        (&req.network_allow_list, crate::network_rules::network_allow_list as fn(&str) -> _),
-        (&req.domain_allow_list, crate::network_rules::domain_allow_list),
+        (
+            &req.network_allow_list,
+            crate::network_rules::network_allow_list as fn(&str) -> _,
+        ),
+        (
+            &req.domain_allow_list,
+            crate::network_rules::domain_allow_list,
+        ),
     ] {
         if let Some(Err(m)) = list.as_deref().map(check) {
             return errors::api(400, &path, m);

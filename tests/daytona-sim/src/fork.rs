@@ -157,7 +157,12 @@ pub(crate) async fn children(
     let kids: Vec<Value> = list
         .iter()
         .filter(|c| c.parent.as_deref() == Some(&parent) && c.current_state(now).is_some())
-        .map(|c| c.dto(c.current_state(now).unwrap_or("destroyed"), &st.toolbox_url()))
+        .map(|c| {
+            c.dto(
+                c.current_state(now).unwrap_or("destroyed"),
+                &st.toolbox_url(),
+            )
+        })
         .collect();
     Json(Value::Array(kids)).into_response()
 }

@@ -48,7 +48,10 @@ pub(crate) async fn update(
     let domains = body.get("domainAllowList").and_then(Value::as_str);
     let cidrs = body.get("networkAllowList").and_then(Value::as_str);
     for (list, check) in [
-        (domains, crate::network_rules::domain_allow_list as fn(&str) -> _),
+        (
+            domains,
+            crate::network_rules::domain_allow_list as fn(&str) -> _,
+        ),
         (cidrs, crate::network_rules::network_allow_list),
     ] {
         if let Some(Err(m)) = list.filter(|l| !l.trim().is_empty()).map(check) {

@@ -167,7 +167,10 @@ pub(crate) async fn snapshot_sandbox(
         if rec.pending {
             return errors::api(409, &path, "Sandbox state change in progress");
         }
-        let files = match rec.sandbox.fork_dir(&st.base_dir, &format!("snapshot-{snap_id}")) {
+        let files = match rec
+            .sandbox
+            .fork_dir(&st.base_dir, &format!("snapshot-{snap_id}"))
+        {
             Ok(b) => Arc::new(b),
             Err(e) => return errors::api(500, &path, format!("Snapshot failed: {e}")),
         };
@@ -244,10 +247,7 @@ pub(crate) async fn get_one(
     }
 }
 
-pub(crate) async fn list(
-    State(st): State<Arc<AppState>>,
-    RawQuery(q): RawQuery,
-) -> Response {
+pub(crate) async fn list(State(st): State<Arc<AppState>>, RawQuery(q): RawQuery) -> Response {
     let pairs: Vec<(String, String)> = q
         .as_deref()
         .and_then(|q| serde_urlencoded::from_str(q).ok())
