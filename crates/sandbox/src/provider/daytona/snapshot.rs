@@ -54,9 +54,10 @@ fn host_hash(host: &str) -> String {
     hex::encode(&sha2::Sha256::digest(host.as_bytes())[..4])
 }
 
-/// A name without the separator (`.` → `,`).
+/// A name without the separator (`.` → `~`: a character no label value
+/// of rfs's has, and one a code span in EVIDENCE.md keeps).
 fn part(s: &str) -> String {
-    s.replace('.', ",")
+    s.replace('.', "~")
 }
 
 /// The snapshot's name for checkpoint `name` with rfs's `labels`.
@@ -83,7 +84,7 @@ pub(super) fn decode(snapshot: &str) -> Option<Labels> {
     let [host, uid, pid, pid_start, started, run, _rand, name] = f[..] else {
         return None;
     };
-    let back = |s: &str| s.replace(',', ".");
+    let back = |s: &str| s.replace('~', ".");
     let me = crate::provider::owner::host();
     let mut l = Labels::new();
     l.insert(labels::CREATED_BY.into(), labels::CREATED_BY_VALUE.into());
