@@ -192,3 +192,31 @@ fn three_proofs_forking_one_vm_checkpoint_never_race_it_and_its_parent_goes_last
     );
     rfs.finish();
 }
+
+/// Bug: a run that called `checkpoint()` on a VM class tore its sandbox
+/// down before removing the checkpoint, its fork: Daytona refused the
+/// parent's delete (400, `sandbox.service.ts:2020-2029`) and the
+/// teardown failed. Now the run's checkpoints go first, then its sandbox,
+/// each verified.
+#[test]
+fn a_run_with_a_checkpoint_on_a_vm_class_removes_the_fork_before_its_parent() {
+    let Some(rfs) = Rfs::daytona_vm() else { return };
+    let repo = Repo::new();
+    let out = rfs.run(
+        repo.path(),
+        r#"step("a", "echo a > a"); checkpoint("mid"); step("b", "cat a");"#,
+    );
+    out.assert_code(0);
+    let removed = out.entries("checkpoint.removed");
+    assert_eq!(removed.len(), 1);
+    assert_eq!(removed[0]["verified"], true, "{}", removed[0]);
+    assert_eq!(out.entries("cleanup.verified").len(), 1, "{}", out.stderr);
+    let refused: Vec<_> = rfs
+        .sim()
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "DELETE" && r.status == 400)
+        .collect();
+    assert!(refused.is_empty(), "{refused:?}");
+    rfs.finish();
+}
