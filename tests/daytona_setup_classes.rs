@@ -220,3 +220,51 @@ fn a_run_with_a_checkpoint_on_a_vm_class_removes_the_fork_before_its_parent() {
     assert!(refused.is_empty(), "{refused:?}");
     rfs.finish();
 }
+
+/// A fork keeps its source's CIDR list but gets no domain list
+/// (`sandbox.service.ts:1139-1140`): a proof asking for names on a VM
+/// class gets them through `POST /sandbox/{id}/network-settings`
+/// (`:3067-3133`), and the journal says Daytona's `domainAllowList`
+/// holds them.
+#[test]
+fn a_vm_proof_fork_gets_its_domain_allow_list_through_network_settings() {
+    let Some(rfs) = Rfs::daytona_vm() else { return };
+    let repo = Repo::new();
+    repo.write("proofs/_setup.rhai", SETUP);
+    repo.write(
+        "proofs/named.rhai",
+        "sandbox(#{ network: #{ allow: [\"pypi.org\", \"*.pythonhosted.org\"] } });\nsync_source();\nstep(\"see\", \"cat marker\");\n",
+    );
+    repo.commit("a proof with names in its allow list");
+    let dir = rfs.state.path().join("suite");
+    let out = rfs
+        .cmd(repo.path())
+        .args(["test", "--setup", "proofs/_setup.rhai", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("rfs test runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    rfs.console(&stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let ix: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).unwrap()).unwrap();
+    let j = journal(&proof_bundles(&ix)[0]);
+    assert_eq!(payloads(&j, "placement.forked").len(), 1);
+    let policy = &payloads(&j, "placement")[0]["isolation"]["network_policy"];
+    assert!(
+        policy["enforced_by"]
+            .as_str()
+            .unwrap()
+            .contains("Daytona domainAllowList (pypi.org,*.pythonhosted.org)"),
+        "{policy}"
+    );
+    let settings: Vec<_> = rfs
+        .sim()
+        .requests()
+        .into_iter()
+        .filter(|r| r.route.ends_with("/network-settings"))
+        .collect();
+    assert_eq!(settings.len(), 1, "{settings:?}");
+    assert_eq!(settings[0].status, 200);
+    rfs.finish();
+}

@@ -252,6 +252,15 @@ impl Fork for DaytonaProvider {
                     ),
                 });
             }
+            // The checkpoint is kept alive while a proof forked from it
+            // lives (the setup's run, which kept it alive, has ended):
+            // stopped, its dead-man switch would delete it.
+            let lifetime = if spec.max_lifetime.is_zero() {
+                crate::provider::DEFAULT_MAX_LIFETIME
+            } else {
+                spec.max_lifetime
+            };
+            self.api.start_keep_alive(&checkpoint.id, lifetime);
             let dto = self
                 .api
                 .fork_started(&checkpoint.id, &sandbox_name(&spec.run_id))

@@ -105,8 +105,24 @@ impl Api {
                 Ok(v) => return Ok(v),
                 Err(e) if busy(&e) && Instant::now() < end => {
                     tracing::debug!(target: "rfs::daytona", sandbox = %id, error = %e, "source busy; waiting");
-                    self.settled(id, end.saturating_duration_since(Instant::now()))
+                    let now = self
+                        .settled(id, end.saturating_duration_since(Instant::now()))
                         .await?;
+                    // Busy is worth waiting for; a source that failed or
+                    // went away never comes back.
+                    match now.as_ref().map(|d| d.state()) {
+                        None => {
+                            return Err(ProviderError::Provision(format!(
+                                "cannot {what} sandbox {id}: it is gone ({e})"
+                            )))
+                        }
+                        Some(s @ ("error" | "build_failed" | "destroyed" | "destroying")) => {
+                            return Err(ProviderError::Provision(format!(
+                                "cannot {what} sandbox {id}: it is `{s}` ({e})"
+                            )))
+                        }
+                        Some(_) => {}
+                    }
                     let pause = Duration::from_millis(100 * u64::from(tries.min(10)));
                     tokio::time::sleep(pause).await;
                 }
