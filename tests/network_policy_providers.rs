@@ -9,13 +9,18 @@ use common::*;
 mod netns;
 use netns::*;
 
+/// Daytona v0.190.0 holds IPv4 CIDRs in `networkAllowList` and names in
+/// `domainAllowList` (`apps/api/src/sandbox/utils/network-validation.util.ts`):
+/// rfs sends each where it belongs, and refuses before anything runs what
+/// the server would answer 400 to (an IPv6 address, an 11th entry) or
+/// cannot hold (a port).
 #[test]
-fn daytona_enforces_an_address_allow_list_itself_and_refuses_names_it_cannot() {
+fn daytona_sends_addresses_and_names_to_their_allow_lists_and_refuses_what_daytona_cannot_hold() {
     let Some(rfs) = Rfs::daytona() else { return };
     let repo = Repo::new();
     let out = rfs.run_with(
         repo.path(),
-        r#"sandbox(#{ network: #{ allow: ["10.1.2.3", "192.0.2.0/24"] } }); step("x", "true");"#,
+        r#"sandbox(#{ network: #{ allow: ["10.1.2.3", "192.0.2.0/24", "pypi.org", "*.example.com"] } }); step("x", "true");"#,
         &["--keep"],
     );
     out.assert_code(0);
@@ -30,14 +35,16 @@ fn daytona_enforces_an_address_allow_list_itself_and_refuses_names_it_cannot() {
         created.network_allow_list.as_deref(),
         Some("10.1.2.3/32,192.0.2.0/24")
     );
+    assert_eq!(
+        created.domain_allow_list.as_deref(),
+        Some("pypi.org,*.example.com")
+    );
     assert!(!created.network_block_all);
     let fact = &out.entries("placement")[0]["isolation"]["network_policy"];
     assert_eq!(fact["policy"], "allow", "{fact}");
+    let by = fact["enforced_by"].as_str().unwrap();
     assert!(
-        fact["enforced_by"]
-            .as_str()
-            .unwrap()
-            .contains("Daytona networkAllowList"),
+        by.contains("Daytona networkAllowList") && by.contains("Daytona domainAllowList"),
         "{fact}"
     );
     let rm = rfs.cmd(repo.path()).args(["rm", &id]).output().unwrap();
@@ -46,18 +53,31 @@ fn daytona_enforces_an_address_allow_list_itself_and_refuses_names_it_cannot() {
         "{}",
         String::from_utf8_lossy(&rm.stderr)
     );
-    // A name (or a port) cannot be enforced there: refused, nothing made.
-    for (entry, why) in [("pypi.org", "host name"), ("10.1.2.3:443", "port")] {
+    // What Daytona cannot hold: refused by rfs, naming the rule, nothing made.
+    let eleven: Vec<String> = (1..=11).map(|i| format!("\"10.0.0.{i}\"")).collect();
+    for (entries, why) in [
+        ("\"10.1.2.3:443\"".to_owned(), "port"),
+        ("\"2001:db8::/32\"".to_owned(), "IPv4 CIDRs only"),
+        (eleven.join(", "), "at most 10"),
+        ("\"localhost\"".to_owned(), "domainAllowList takes names"),
+    ] {
         let script =
-            format!(r#"sandbox(#{{ network: #{{ allow: ["{entry}"] }} }}); step("x", "true");"#);
+            format!(r#"sandbox(#{{ network: #{{ allow: [{entries}] }} }}); step("x", "true");"#);
         let out = rfs.run(repo.path(), &script);
         assert_ne!(out.code, 0);
         assert!(
-            out.stderr.contains("cannot be enforced") && out.stderr.contains(why),
+            out.stderr.contains("cannot") && out.stderr.contains(why),
             "{}",
             out.stderr
         );
         assert!(out.entries("placement").is_empty());
+        assert!(
+            !rfs.sim()
+                .requests()
+                .iter()
+                .any(|r| r.method == "POST" && r.path == "/sandbox" && r.status == 400),
+            "the server was asked (and refused): rfs must refuse first"
+        );
     }
     // The default is Daytona's own network, said as unfiltered.
     let out = rfs.run(repo.path(), r#"step("x", "true");"#);

@@ -187,8 +187,8 @@ fn progress_line(event: &Event) -> Option<String> {
         Event::SandboxLost {
             sandbox_id, how, ..
         } => format!("rfs: sandbox {sandbox_id} {how}"),
-        Event::CleanupKept { sandbox_id, .. } => {
-            format!("rfs: sandbox {sandbox_id} kept (--keep)")
+        Event::CleanupKept { sandbox_id, reason } => {
+            format!("rfs: sandbox {sandbox_id} kept ({reason})")
         }
         _ => return None,
     };

@@ -33,13 +33,24 @@ pub(crate) struct MadeCheckpoint {
 }
 
 /// Where a suite's setup run leaves its checkpoints (the suite removes
-/// them; the run does not).
+/// them; the run does not), and the sandboxes they hold (a Daytona
+/// fork's parent: the suite destroys it right after the checkpoint).
 #[derive(Debug, Default)]
-pub(crate) struct CheckpointSink(Mutex<Vec<MadeCheckpoint>>);
+pub(crate) struct CheckpointSink(Mutex<Vec<MadeCheckpoint>>, Mutex<Vec<String>>);
 
 impl CheckpointSink {
     pub(crate) fn all(&self) -> Vec<MadeCheckpoint> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    /// The sandboxes the checkpoints hold, to destroy after them.
+    pub(crate) fn held(&self) -> Vec<String> {
+        self.1.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    fn hold(&self, sandbox_id: &str) {
+        self.1
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(sandbox_id.to_owned());
     }
 }
 
@@ -357,6 +368,25 @@ impl Run {
         let (c, t) = (src.pin.commit.clone(), src.pin.tree_digest.clone());
         self.bind_from_checkpoint(&c, &t, &src.request, false)
             .map(|_| true)
+    }
+
+    /// At a suite's setup end: when a checkpoint it made holds sandbox
+    /// `id` (its Daytona fork parent, which cannot be deleted before it),
+    /// hand the sandbox to the suite, which destroys it right after the
+    /// checkpoint; why, for the journal (`cleanup.kept`). `None`: destroy
+    /// it now.
+    pub(super) fn hand_held_source_to_suite(&self, id: &str) -> Option<String> {
+        let sink = self.cfg.checkpoint_sink.as_ref()?;
+        let fork = self.cfg.provider.forking()?;
+        let why = sink
+            .all()
+            .iter()
+            .filter(|m| m.fact.sandbox_id == id)
+            .find_map(|m| fork.holds_its_source(&m.checkpoint))?;
+        sink.hold(id);
+        Some(format!(
+            "{why}; the suite destroys it after the checkpoint, verified"
+        ))
     }
 
     /// At run end: remove the checkpoints this run made (a suite's setup

@@ -522,8 +522,10 @@ impl Run {
             (Some(a), Some(b)) => Some(format!("{a}; {b}")),
             (a, b) => a.or(b),
         };
-        let warning = self.block_on(teardown::finish(self));
+        // Checkpoints first: a Daytona fork's parent (the run's sandbox)
+        // cannot be deleted before it.
         self.remove_own_checkpoints();
+        let warning = self.block_on(teardown::finish(self));
         self.close_caches();
         let warning = match (stopped, warning) {
             (Some(a), Some(b)) => Some(format!("{a}; {b}")),

@@ -139,6 +139,13 @@ pub(crate) async fn finish(run: &Run) -> Option<String> {
         });
         return None;
     }
+    if let Some(reason) = run.hand_held_source_to_suite(&id) {
+        let _ = run.record(Event::CleanupKept {
+            sandbox_id: id,
+            reason,
+        });
+        return None;
+    }
     destroy_and_record(run, &id, "run end").await
 }
 

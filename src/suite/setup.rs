@@ -71,6 +71,8 @@ pub(crate) struct SetupRun {
     pub(crate) result: SetupResult,
     pub(crate) start_from: Option<Arc<StartFrom>>,
     made: Vec<MadeCheckpoint>,
+    /// Sandboxes the checkpoints hold (destroyed right after them).
+    held: Vec<String>,
     settings: Option<RunSettings>,
 }
 
@@ -112,6 +114,7 @@ pub(crate) fn run(
                 result,
                 start_from: None,
                 made: vec![],
+                held: vec![],
                 settings: None,
             };
         }
@@ -136,6 +139,7 @@ pub(crate) fn run(
         link,
     );
     let made = sink.all();
+    let held = sink.held();
     result.run_id = report.run_id.clone();
     result.exit_code = report.exit_code;
     result.duration_ms = started.elapsed().as_millis().try_into().unwrap_or(u64::MAX);
@@ -160,6 +164,7 @@ pub(crate) fn run(
         result,
         start_from,
         made,
+        held,
         settings: Some(settings),
     }
 }
@@ -171,7 +176,8 @@ impl SetupRun {
             return vec![];
         };
         let made = std::mem::take(&mut self.made);
-        if made.is_empty() {
+        let held = std::mem::take(&mut self.held);
+        if made.is_empty() && held.is_empty() {
             return vec![];
         }
         let provider = crate::provider::select::build_with_snapshot(
@@ -186,7 +192,7 @@ impl SetupRun {
             .build()
             .map_err(|e| format!("cannot start a runtime to remove it: {e}"));
         let deadline = settings.cleanup_deadline;
-        let removed: Vec<_> = made
+        let mut removed: Vec<_> = made
             .iter()
             .map(|m| match (&provider, &rt) {
                 (Ok(p), Ok(rt)) => rt.block_on(crate::runtime::checkpoint::remove_verified(
@@ -201,8 +207,47 @@ impl SetupRun {
                 },
             })
             .collect();
+        // Then the sandboxes they held (their Daytona fork parents).
+        removed.extend(held.iter().map(|id| match (&provider, &rt) {
+            (Ok(p), Ok(rt)) => held_removed(
+                id,
+                rt.block_on(crate::runtime::teardown::destroy_verified(
+                    p.as_ref(),
+                    id,
+                    deadline,
+                )),
+            ),
+            (Err(why), _) | (_, Err(why)) => CheckpointRemoved {
+                checkpoint_id: id.clone(),
+                verified: false,
+                detail: why.clone(),
+            },
+        }));
         self.result.removed.clone_from(&removed);
         removed
+    }
+}
+
+/// How the destroy of sandbox `id`, held by a checkpoint, went.
+fn held_removed(
+    id: &str,
+    r: Result<crate::runtime::teardown::GoneProof, crate::runtime::teardown::NotGone>,
+) -> CheckpointRemoved {
+    let what = "the setup's sandbox the checkpoint was forked from, destroyed after it";
+    match r {
+        Ok(proof) => CheckpointRemoved {
+            checkpoint_id: id.to_owned(),
+            verified: true,
+            detail: format!(
+                "{what}: verified gone ({} poll(s), {} ms)",
+                proof.polls, proof.elapsed_ms
+            ),
+        },
+        Err(e) => CheckpointRemoved {
+            checkpoint_id: id.to_owned(),
+            verified: false,
+            detail: format!("{what}: {e}"),
+        },
     }
 }
 

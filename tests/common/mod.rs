@@ -424,6 +424,17 @@ impl Rfs {
         start_sim(opts).map(|sim| Rfs::with_sim(Prov::Daytona, Some(sim)))
     }
 
+    /// A daytona environment whose default snapshot is of class
+    /// `linux-vm` (Daytona forks those; the default `container` class it
+    /// does not).
+    #[allow(dead_code)]
+    pub fn daytona_vm() -> Option<Rfs> {
+        Rfs::daytona_with(rfs_daytona_sim::SimOptions {
+            default_snapshot_class: "linux-vm".into(),
+            ..Default::default()
+        })
+    }
+
     /// A daytona environment with the server's defaults (see [`Rfs::daytona_with`]).
     pub fn daytona() -> Option<Rfs> {
         Rfs::daytona_with(rfs_daytona_sim::SimOptions::default())
@@ -452,7 +463,10 @@ impl Rfs {
                 .unwrap()
                 .status
                 .success(),
-            Prov::Daytona => self.sim().inventory().iter().any(|s| s.id == id),
+            Prov::Daytona => {
+                self.sim().inventory().iter().any(|s| s.id == id)
+                    || self.sim().snapshots().iter().any(|s| s.name == id)
+            }
         }
     }
 
@@ -668,12 +682,19 @@ impl Rfs {
     pub fn leftovers(&self) -> Vec<String> {
         use rfs::provider::{labels, select};
         if let Some(sim) = &self.sim {
-            // The server's truth, not the (lagging) list.
+            // The server's truth, not the (lagging) list: sandboxes, and
+            // the snapshots rfs made of them (checkpoints, `rfs-cp.`).
             return sim
                 .inventory()
                 .into_iter()
                 .filter(|s| s.labels.get(labels::CREATED_BY).map(String::as_str) == Some("rfs"))
                 .map(|s| format!("{} ({})", s.id, s.state))
+                .chain(
+                    sim.snapshots()
+                        .into_iter()
+                        .filter(|s| s.name.starts_with("rfs-cp."))
+                        .map(|s| format!("snapshot {} ({})", s.name, s.state)),
+                )
                 .collect();
         }
         let choice = select::ProviderChoice {

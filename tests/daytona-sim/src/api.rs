@@ -31,6 +31,16 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         .route("/api/sandbox/{id}/stop", post(stop))
         .route("/api/sandbox/{id}/labels", put(labels))
         .route("/api/sandbox/{id}/fork", post(crate::fork::fork))
+        .route("/api/sandbox/{id}/forks", get(crate::fork::children))
+        .route(
+            "/api/sandbox/{id}/snapshot",
+            post(crate::snapshots::snapshot_sandbox),
+        )
+        .route("/api/snapshots", get(crate::snapshots::list))
+        .route(
+            "/api/snapshots/{id}",
+            get(crate::snapshots::get_one).delete(crate::snapshots::remove),
+        )
         .route(
             "/api/sandbox/{id}/network-settings",
             post(crate::network_settings::update),
@@ -106,6 +116,10 @@ struct CreateSandbox {
     /// network at all).
     #[serde(default)]
     network_allow_list: Option<String>,
+    /// Comma-separated names (`example.com`, `*.example.com`); recorded
+    /// and validated as Daytona does, enforced like a CIDR list.
+    #[serde(default)]
+    domain_allow_list: Option<String>,
 }
 
 pub(crate) fn find<'a>(
@@ -144,6 +158,29 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
         Ok(s) => s,
         Err(refused) => return refused,
     };
+    let made = match crate::snapshots::usable(&st, &snapshot, &path) {
+        Ok(m) => m,
+        Err(refused) => return refused,
+    };
+    // sandbox.service.ts:655-661: both lists validated, 400 with the message.
+    for (list, check) in [
+        (
+            &req.network_allow_list,
+            crate::network_rules::network_allow_list as fn(&str) -> _,
+        ),
+        (
+            &req.domain_allow_list,
+            crate::network_rules::domain_allow_list,
+        ),
+    ] {
+        if let Some(Err(m)) = list.as_deref().map(check) {
+            return errors::api(400, &path, m);
+        }
+    }
+    let class = match &made {
+        Some(m) => m.class,
+        None => st.class_of(&snapshot),
+    };
     let id = uuid::Uuid::new_v4().to_string();
     let name = req.name.clone().unwrap_or_else(|| id.clone());
     {
@@ -159,9 +196,21 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
     }
     let base = st.base_dir.clone();
     let box_id = id.clone();
-    let blocked = req.network_block_all || req.network_allow_list.is_some();
+    let blocked = req.network_block_all
+        || req.network_allow_list.is_some()
+        || req.domain_allow_list.is_some();
+    let files = made.map(|m| m.files);
     let built = tokio::task::spawn_blocking(move || {
-        let b = SandboxBox::create(&base, &box_id, blocked)?;
+        let b = match files {
+            // From a snapshot of a sandbox: its files.
+            Some(f) => {
+                let b = f.fork_dir(&base, &box_id)?;
+                b.set_network_blocked(blocked)?;
+                b.copy_files_of(&f)?;
+                b
+            }
+            None => SandboxBox::create(&base, &box_id, blocked)?,
+        };
         b.start()?;
         Ok::<_, std::io::Error>(b)
     })
@@ -182,6 +231,8 @@ async fn create_detached(st: Arc<AppState>, path: String, body: Option<Json<Valu
         auto_delete: req.auto_delete_interval.unwrap_or(-1),
         network_block_all: req.network_block_all,
         network_allow_list: req.network_allow_list.clone(),
+        domain_allow_list: req.domain_allow_list.clone(),
+        class,
         ..Record::fresh(id.clone(), name, sandbox, st.next_seq())
     };
     let ends_in = st.faults.take_create_ends_in();
@@ -249,7 +300,10 @@ fn checked_snapshot(st: &AppState, req: &CreateSandbox, path: &str) -> Result<St
         .snapshot
         .clone()
         .unwrap_or_else(|| st.opts.default_snapshot.clone());
-    if snapshot != st.opts.default_snapshot && !st.opts.snapshots.contains(&snapshot) {
+    if snapshot != st.opts.default_snapshot
+        && !st.opts.snapshots.contains(&snapshot)
+        && !crate::snapshots::known(st, &snapshot)
+    {
         return Err(errors::api(
             400,
             path,
@@ -281,9 +335,25 @@ async fn delete(State(st): St, uri: Uri, Path(id): Path<String>) -> Response {
     let Some(rec) = find(&mut list, &id, now) else {
         return not_found(&uri, &id);
     };
-    if rec.deleted_at.is_some() {
+    // sandbox.service.ts:2016-2018: pending (or already deleted) → 409.
+    if rec.deleted_at.is_some() || rec.pending {
         return errors::api(409, uri.path(), "Sandbox state change in progress");
     }
+    let parent_id = rec.id.clone();
+    // sandbox.service.ts:2020-2029: a fork child not deleted keeps its parent.
+    if list
+        .iter()
+        .any(|c| c.parent.as_deref() == Some(&parent_id) && c.deleted_at.is_none())
+    {
+        return errors::api(
+            400,
+            uri.path(),
+            "Cannot delete sandbox which has active fork children. The forks must be deleted first.",
+        );
+    }
+    let Some(rec) = find(&mut list, &id, now) else {
+        return not_found(&uri, &id);
+    };
     let old_state = rec.state;
     st.soft_delete(rec);
     let mut dto = rec.dto(old_state, &st.toolbox_url());

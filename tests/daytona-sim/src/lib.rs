@@ -13,8 +13,10 @@ mod errors;
 mod faults;
 mod fork;
 mod isolation;
+mod network_rules;
 mod network_settings;
 mod server;
+mod snapshots;
 mod state;
 mod toolbox;
 
@@ -52,6 +54,16 @@ pub struct SimOptions {
     pub default_snapshot: String,
     /// Other snapshots the server knows; any other name is Daytona's 400 "Snapshot X not found...".
     pub snapshots: Vec<String>,
+    /// `sandboxClass` of `default_snapshot` (and so of every sandbox made
+    /// from it): `container` (Daytona's default snapshots), `linux-vm` or
+    /// `windows`. Daytona forks only the last two.
+    pub default_snapshot_class: String,
+    /// Snapshots (of `snapshots`) whose class is `linux-vm`.
+    pub vm_snapshots: Vec<String>,
+    /// How long a fork's (or a snapshot's) job runs on the runner at
+    /// least: the source is `forking` (`snapshotting`) and pending
+    /// meanwhile.
+    pub job_lag: Duration,
     /// Soft delete: GET answers 200 `destroying` for this long, then 404.
     pub delete_lag: Duration,
     /// The list shows the state of this long ago (eventual consistency).
@@ -74,7 +86,14 @@ impl Default for SimOptions {
             api_key: format!("sim-key-{}", uuid::Uuid::new_v4().simple()),
             list_shape: ListShape::Paginated,
             default_snapshot: "daytonaio/sandbox:0.5.0-slim".into(),
-            snapshots: vec!["daytona-small".into(), "daytona-medium".into()],
+            snapshots: vec![
+                "daytona-small".into(),
+                "daytona-medium".into(),
+                "daytona-vm".into(),
+            ],
+            default_snapshot_class: "container".into(),
+            vm_snapshots: vec!["daytona-vm".into()],
+            job_lag: Duration::from_millis(150),
             delete_lag: Duration::from_millis(300),
             list_lag: Duration::from_millis(100),
             reappear_after_delete: false,
@@ -100,6 +119,23 @@ pub struct SimSandbox {
     pub network_block_all: bool,
     /// `networkAllowList` of the create.
     pub network_allow_list: Option<String>,
+    /// `domainAllowList` (of the create or of `network-settings`).
+    pub domain_allow_list: Option<String>,
+    /// `sandboxClass`.
+    pub class: String,
+    /// The sandbox it was forked from.
+    pub parent: Option<String>,
+}
+
+/// A snapshot made of a sandbox, as the server truly knows it (`removing`
+/// ones included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimSnapshot {
+    pub id: String,
+    pub name: String,
+    /// `active` or `removing`.
+    pub state: String,
+    pub class: String,
 }
 
 /// One request the server received.
@@ -143,6 +179,7 @@ impl Sim {
             faults: Arc::new(Faults::default()),
             requests: Mutex::new(Vec::new()),
             sandboxes: Mutex::new(Vec::new()),
+            snapshots: Mutex::new(Vec::new()),
             started: Instant::now(),
             seq: Mutex::new(0),
             jwt: format!(
@@ -229,6 +266,11 @@ impl Sim {
         self.state.inventory()
     }
 
+    /// Snapshots made of sandboxes (server truth, `removing` ones included).
+    pub fn snapshots(&self) -> Vec<SimSnapshot> {
+        crate::snapshots::inventory(&self.state)
+    }
+
     /// Every request so far.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.state.requests.lock().unwrap().clone()
@@ -254,6 +296,9 @@ impl Sim {
             r.sandbox.destroy();
         }
         drop(records);
+        for s in std::mem::take(&mut *self.state.snapshots.lock().unwrap()) {
+            s.files.destroy();
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -43,6 +43,17 @@ pub(crate) struct Record {
     pub network_block_all: bool,
     /// `networkAllowList` of the create.
     pub network_allow_list: Option<String>,
+    /// `domainAllowList` of the create or of `network-settings` (a fork
+    /// gets none: `sandbox.service.ts` copies only the other two).
+    pub domain_allow_list: Option<String>,
+    /// `sandboxClass`: its snapshot's (`container` unless the snapshot
+    /// says `linux-vm` or `windows`).
+    pub class: &'static str,
+    /// Daytona's `pending`: a state change (a fork of it, a snapshot of
+    /// it) is in progress; a delete, fork or snapshot meanwhile is 409.
+    pub pending: bool,
+    /// The sandbox it was forked from (Daytona's `SandboxFork` row).
+    pub parent: Option<String>,
     /// Its resources (whole cpus, GiB of memory and disk): the snapshot's,
     /// as Daytona gives a sandbox created from a snapshot.
     pub cpu: i64,
@@ -83,6 +94,10 @@ impl Record {
             auto_delete: -1,
             network_block_all: false,
             network_allow_list: None,
+            domain_allow_list: None,
+            class: "container",
+            pending: false,
+            parent: None,
             // Every snapshot of the sim is `daytona-small`'s size (as the
             // server's defaults on the image path: cpu 1, memory 1, disk 3).
             cpu: 1,
@@ -163,7 +178,7 @@ impl Record {
             "createdAt": self.created_at,
             "updatedAt": self.updated_at,
             "lastActivityAt": self.last_activity_at,
-            "sandboxClass": "container",
+            "sandboxClass": self.class,
             "daemonVersion": crate::DAEMON_VERSION,
             "runnerId": "sim-runner",
             "toolboxProxyUrl": toolbox_url,
@@ -182,6 +197,9 @@ impl Record {
         m.insert("networkBlockAll".into(), json!(self.network_block_all));
         if let Some(l) = &self.network_allow_list {
             m.insert("networkAllowList".into(), json!(l));
+        }
+        if let Some(l) = &self.domain_allow_list {
+            m.insert("domainAllowList".into(), json!(l));
         }
         m.insert("volumes".into(), json!([]));
         if matches!(state, "error" | "build_failed") {
@@ -210,6 +228,8 @@ pub(crate) struct AppState {
     pub faults: Arc<Faults>,
     pub requests: Mutex<Vec<RequestRecord>>,
     pub sandboxes: Mutex<Vec<Record>>,
+    /// Snapshots made of sandboxes (`POST /sandbox/{id}/snapshot`).
+    pub snapshots: Mutex<Vec<crate::snapshots::SnapRecord>>,
     pub started: Instant,
     pub seq: Mutex<u64>,
     pub jwt: String,
@@ -236,6 +256,9 @@ impl AppState {
                     target: r.target.clone(),
                     network_block_all: r.network_block_all,
                     network_allow_list: r.network_allow_list.clone(),
+                    domain_allow_list: r.domain_allow_list.clone(),
+                    class: r.class.to_owned(),
+                    parent: r.parent.clone(),
                 })
             })
             .collect()
@@ -319,6 +342,22 @@ impl AppState {
         }
         let keep = self.opts.list_lag + self.opts.delete_lag + Duration::from_secs(5);
         list.retain(|r| r.gone_at.is_none_or(|g| now < g + keep));
+    }
+
+    /// `sandboxClass` of a sandbox made from server snapshot `snapshot`.
+    pub fn class_of(&self, snapshot: &str) -> &'static str {
+        let class = if snapshot == self.opts.default_snapshot {
+            self.opts.default_snapshot_class.as_str()
+        } else if self.opts.vm_snapshots.iter().any(|s| s == snapshot) {
+            "linux-vm"
+        } else {
+            "container"
+        };
+        match class {
+            "linux-vm" => "linux-vm",
+            "windows" => "windows",
+            _ => "container",
+        }
     }
 
     pub fn next_seq(&self) -> u64 {

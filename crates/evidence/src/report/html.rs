@@ -533,7 +533,12 @@ fn cleanup(s: &mut String, r: &RunSummary) {
     let text = match &r.cleanup {
         None => "(not yet cleaned up)".to_owned(),
         Some(Cleanup::NoSandbox) => "No sandbox was provisioned.".to_owned(),
-        Some(Cleanup::Kept { sandbox_id }) => format!("Sandbox {sandbox_id} was kept (--keep)."),
+        Some(Cleanup::Kept { sandbox_id, reason }) if reason == "--keep" => {
+            format!("Sandbox {sandbox_id} was kept (--keep).")
+        }
+        Some(Cleanup::Kept { sandbox_id, reason }) => {
+            format!("Sandbox {sandbox_id} was kept beyond the run: {reason}")
+        }
         Some(Cleanup::Verified {
             sandbox_id,
             destroyed_by_rfs,

@@ -27,6 +27,7 @@ mod dto;
 mod exec;
 mod follow;
 mod fork;
+mod fork_lock;
 pub mod http;
 mod log_watch;
 mod logs;
@@ -38,6 +39,7 @@ pub mod resources;
 pub mod sandbox;
 mod session;
 mod shell_text;
+mod snapshot;
 mod toolbox;
 mod ws;
 
@@ -197,16 +199,22 @@ impl DaytonaProvider {
     /// against what `spec` asked (network, resources; destroyed, verified,
     /// when it breaks them), its home asked of the toolbox, kept alive.
     async fn adopt(&self, dto: SandboxDto, spec: &CreateSpec) -> ProviderResult<SandboxInfo> {
-        let asked_list = match network_fields::network_fields(&spec.isolation.network) {
-            Ok(network_fields::NetworkFields::AllowList(l)) => Some(l),
-            _ => None,
-        };
-        if asked_list.is_some() && dto.network_allow_list != asked_list {
-            let cleanup = self.api.destroy_unused(&dto.id).await;
-            return Err(ProviderError::Provision(format!(
-                "sandbox {} was created with networkAllowList {:?} although {:?} was asked for (the server ignored the field); {cleanup}",
-                dto.id, dto.network_allow_list, asked_list
-            )));
+        if let Ok(network_fields::NetworkFields::Allow { cidrs, domains }) =
+            network_fields::network_fields(&spec.isolation.network)
+        {
+            let has = |l: &Option<String>| l.clone().filter(|l| !l.is_empty());
+            for (field, asked, got) in [
+                ("networkAllowList", cidrs, has(&dto.network_allow_list)),
+                ("domainAllowList", domains, has(&dto.domain_allow_list)),
+            ] {
+                if asked != got {
+                    let cleanup = self.api.destroy_unused(&dto.id).await;
+                    return Err(ProviderError::Provision(format!(
+                        "sandbox {} has {field} {got:?} although {asked:?} was asked for (the server ignored or changed the field); {cleanup}",
+                        dto.id
+                    )));
+                }
+            }
         }
         if !spec.isolation.network.has_route() && dto.network_block_all != Some(true) {
             let cleanup = self.api.destroy_unused(&dto.id).await;
@@ -293,7 +301,7 @@ impl Provider for DaytonaProvider {
                 why: ": its sandboxes are always Daytona's".into(),
             });
         }
-        let (reason, enforced) = match network_fields::network_fields(&req.network) {
+        let enforced = match network_fields::network_fields(&req.network) {
             Err(why) => {
                 return Err(IsolationError::NetworkPolicyUnsupported {
                     provider: "daytona".into(),
@@ -301,15 +309,11 @@ impl Provider for DaytonaProvider {
                     why,
                 })
             }
-            Ok(network_fields::NetworkFields::BlockAll) => (
-                "a Daytona sandbox created with networkBlockAll".to_owned(),
-                Some("Daytona networkBlockAll".to_owned()),
-            ),
-            Ok(network_fields::NetworkFields::AllowList(l)) => (
-                format!("a Daytona sandbox created with networkAllowList {l}"),
-                Some(format!("Daytona networkAllowList ({l})")),
-            ),
-            Ok(network_fields::NetworkFields::Open) => ("a Daytona sandbox".to_owned(), None),
+            Ok(f) => f.describe(),
+        };
+        let reason = match &enforced {
+            Some(d) => format!("a Daytona sandbox created with {d}"),
+            None => "a Daytona sandbox".to_owned(),
         };
         let mut network = crate::network::fact(&req.network, &req.network_by, enforced.as_deref());
         if enforced.is_none() {
@@ -356,7 +360,10 @@ impl Provider for DaytonaProvider {
             .list_dtos(labels)
             .await
             .map_err(|e| self.redact(e))?;
-        Ok(l.iter().map(|d| self.api.info(d)).collect())
+        Ok(fork::children_first(l)
+            .iter()
+            .map(|d| self.api.info(d))
+            .collect())
     }
 
     async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()> {

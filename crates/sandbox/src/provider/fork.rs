@@ -58,6 +58,15 @@ pub trait Fork: Send + Sync {
     /// with their labels (for `rfs gc`; a provider whose checkpoints are
     /// sandboxes lists none here: they are in its sandbox list).
     async fn list_checkpoints(&self) -> ProviderResult<Vec<(String, Labels)>>;
+
+    /// `Some(why)` when the sandbox `checkpoint` was taken from cannot be
+    /// removed before it (a Daytona fork's parent): the run hands that
+    /// sandbox's teardown to whoever removes the checkpoint, which
+    /// destroys it right after, verified. `None` (every other provider):
+    /// the checkpoint stands alone.
+    fn holds_its_source(&self, _checkpoint: &Checkpoint) -> Option<String> {
+        None
+    }
 }
 
 /// Why `provider` cannot checkpoint or fork (its refusal).

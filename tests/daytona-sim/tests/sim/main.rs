@@ -3,5 +3,6 @@
 mod daemon;
 mod faults;
 mod lifecycle;
+mod rules;
 mod support;
 mod toolbox;

@@ -154,9 +154,14 @@ pub(super) fn cleanup(c: Option<&Cleanup>) -> String {
     match c {
         None => "(not yet cleaned up)".into(),
         Some(Cleanup::NoSandbox) => "No sandbox was provisioned.".into(),
-        Some(Cleanup::Kept { sandbox_id }) => format!(
+        Some(Cleanup::Kept { sandbox_id, reason }) if reason == "--keep" => format!(
             "Sandbox {} was kept (--keep); destroy it with `rfs gc` once its owner is gone.",
             code(sandbox_id)
+        ),
+        Some(Cleanup::Kept { sandbox_id, reason }) => format!(
+            "Sandbox {} was kept beyond the run: {}",
+            code(sandbox_id),
+            esc(reason)
         ),
         Some(Cleanup::Verified {
             sandbox_id,

@@ -238,8 +238,9 @@ fn labels_of(labels: &BTreeMap<String, String>) -> Vec<(String, String)> {
 fn cleanup_of(e: &Event) -> Option<Cleanup> {
     match e {
         Event::CleanupNone { .. } => Some(Cleanup::NoSandbox),
-        Event::CleanupKept { sandbox_id, .. } => Some(Cleanup::Kept {
+        Event::CleanupKept { sandbox_id, reason } => Some(Cleanup::Kept {
             sandbox_id: sandbox_id.clone(),
+            reason: reason.clone(),
         }),
         Event::CleanupVerified {
             sandbox_id,

@@ -143,6 +143,9 @@ pub enum Cleanup {
     NoSandbox,
     Kept {
         sandbox_id: String,
+        /// `--keep`, or why rfs kept it beyond the run (a Daytona fork's
+        /// parent, destroyed after its checkpoint).
+        reason: String,
     },
     Verified {
         sandbox_id: String,

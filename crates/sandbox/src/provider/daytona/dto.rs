@@ -28,6 +28,14 @@ pub struct SandboxDto {
     pub network_block_all: Option<bool>,
     #[serde(default)]
     pub network_allow_list: Option<String>,
+    /// Names the sandbox may reach (since v0.190.0). `SandboxListItem`
+    /// carries none of the three network fields: read them from a `GET`.
+    #[serde(default)]
+    pub domain_allow_list: Option<String>,
+    /// `container` (Daytona's default snapshots), `linux-vm`, `windows`,
+    /// `android`: its snapshot's. Only `linux-vm` and `windows` fork.
+    #[serde(default)]
+    pub sandbox_class: Option<String>,
     /// Cpus reserved for it (a JSON number; kept as sent, so an
     /// unexpected value never breaks reading the sandbox).
     #[serde(default)]
@@ -46,6 +54,12 @@ impl SandboxDto {
     }
     pub fn labels(&self) -> Labels {
         self.labels.clone().unwrap_or_default()
+    }
+    /// Whether Daytona forks it (`sandbox.service.ts` :1093-1094: only
+    /// `linux-vm` and `windows`; an absent class is the default,
+    /// `container`).
+    pub fn forks(&self) -> bool {
+        matches!(self.sandbox_class.as_deref(), Some("linux-vm" | "windows"))
     }
 }
 

@@ -132,14 +132,25 @@ impl Api {
     /// create: after an ambiguous failure the sandbox is looked up by its
     /// unique name and adopted (or destroyed when it failed).
     pub async fn create_started(&self, spec: &CreateSpec) -> ProviderResult<SandboxDto> {
+        self.create_started_from(spec, None).await
+    }
+
+    /// [`Api::create_started`] from snapshot `from` (a checkpoint's)
+    /// instead of the spec's or the configured one.
+    pub(super) async fn create_started_from(
+        &self,
+        spec: &CreateSpec,
+        from: Option<&str>,
+    ) -> ProviderResult<SandboxDto> {
         let name = sandbox_name(&spec.run_id);
-        let snapshot = spec
-            .base
-            .as_ref()
-            .and_then(|b| b.snapshot())
-            .map(str::to_owned)
-            .filter(|s| !s.trim().is_empty())
-            .or_else(|| self.http.config().default_snapshot.clone());
+        let snapshot = from.map(str::to_owned).or_else(|| {
+            spec.base
+                .as_ref()
+                .and_then(|b| b.snapshot())
+                .map(str::to_owned)
+                .filter(|s| !s.trim().is_empty())
+                .or_else(|| self.http.config().default_snapshot.clone())
+        });
         let mut body = json!({
             "name": name,
             "labels": spec.labels,
@@ -149,7 +160,14 @@ impl Api {
         });
         match network_fields(&spec.isolation.network).map_err(ProviderError::Provision)? {
             NetworkFields::BlockAll => body["networkBlockAll"] = json!(true),
-            NetworkFields::AllowList(l) => body["networkAllowList"] = json!(l),
+            NetworkFields::Allow { cidrs, domains } => {
+                if let Some(l) = cidrs {
+                    body["networkAllowList"] = json!(l);
+                }
+                if let Some(l) = domains {
+                    body["domainAllowList"] = json!(l);
+                }
+            }
             NetworkFields::Open => {}
         }
         if let Some(s) = &snapshot {
@@ -202,8 +220,12 @@ impl Api {
             if let Some(r) = run {
                 want.insert(labels::RUN_ID.into(), r.clone());
             }
-            if let Some(dto) = self.list_dtos(&want).await?.into_iter().next() {
-                return Ok(Some(dto));
+            if let Some(item) = self.list_dtos(&want).await?.into_iter().next() {
+                // A list item carries no network fields
+                // (`dto/sandbox-list-item.dto.ts`): the sandbox itself does.
+                if let Some(dto) = self.get_dto(&item.id).await? {
+                    return Ok(Some(dto));
+                }
             }
             tokio::time::sleep(Duration::from_millis(300 * (round + 1))).await;
         }
