@@ -18,17 +18,6 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// `docker ARGS`; its stdout, trimmed (panics when it fails).
-fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "docker {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 fn image_id(name: &str) -> String {
     docker(&["image", "inspect", "--format", "{{.Id}}", name])
 }

@@ -456,33 +456,9 @@ fn a_host_header_differing_from_the_requests_authority_is_refused() {
 /// that sends no request within the header timeout is closed.
 #[test]
 fn silent_connections_of_a_background_process_cannot_starve_a_later_step() {
-    require_namespaces();
-    let private = TestNet::new("10.197.0", "private service");
     let rfs = Rfs::new(Prov::Local);
-    let repo = Repo::new();
-    repo.write(
-        "hold.py",
-        r#"import os, socket, time
-from urllib.parse import urlsplit
-proxy = urlsplit(os.environ["http_proxy"])
-host, port = proxy.hostname, proxy.port
-held = [socket.create_connection((host, int(port))) for _ in range(600)]
-print("holding", flush=True)
-time.sleep(600)
-"#,
-    );
-    repo.commit("a holder");
-    let script = format!(
-        r#"sandbox(#{{ network: #{{ allow: ["{p}:8080"] }} }});
-        sync_source();
-        let h = spawn("holder", "python3 hold.py");
-        h.wait_for(#{{ line: "holding", timeout: 60 }});
-        let b = step("later", "curl -sS -m 60 {pu}");
-        print(b.stdout);"#,
-        p = private.addr,
-        pu = private.url()
-    );
-    let out = rfs.run(repo.path(), &script);
+    let holder = "held = [socket.create_connection((host, port)) for _ in range(600)]";
+    let out = later_step_after_a_holder(&rfs, "10.197.0", holder);
     out.assert_code(0);
     assert_eq!(lines(&out, "later"), ["private service"]);
     rfs.assert_no_leftovers();
@@ -495,38 +471,14 @@ time.sleep(600)
 /// journaled saying rfs closed it and why.
 #[test]
 fn idle_tunnels_of_a_background_process_cannot_starve_a_later_step() {
-    require_namespaces();
-    let private = TestNet::new("10.195.0", "private service");
     let rfs = Rfs::new(Prov::Local);
-    let repo = Repo::new();
-    repo.write(
-        "tunnels.py",
-        r#"import os, socket, sys, time
-from urllib.parse import urlsplit
-proxy = urlsplit(os.environ["http_proxy"])
-host, port = proxy.hostname, proxy.port
-held = []
+    let holder = r#"held = []
 for _ in range(600):
-    s = socket.create_connection((host, int(port)))
+    s = socket.create_connection((host, port))
     s.sendall(("CONNECT %s HTTP/1.1\r\n\r\n" % sys.argv[1]).encode())
     s.recv(4096)
-    held.append(s)
-print("holding", flush=True)
-time.sleep(600)
-"#,
-    );
-    repo.commit("a holder of tunnels");
-    let script = format!(
-        r#"sandbox(#{{ network: #{{ allow: ["{p}:8080"] }} }});
-        sync_source();
-        let h = spawn("holder", "python3 tunnels.py {p}:8080");
-        h.wait_for(#{{ line: "holding", timeout: 120 }});
-        let b = step("later", "curl -sS -m 60 {pu}");
-        print(b.stdout);"#,
-        p = private.addr,
-        pu = private.url()
-    );
-    let out = rfs.run(repo.path(), &script);
+    held.append(s)"#;
+    let out = later_step_after_a_holder(&rfs, "10.195.0", holder);
     out.assert_code(0);
     assert_eq!(lines(&out, "later"), ["private service"]);
     let conns = out.entries("net.connect");
@@ -537,6 +489,41 @@ time.sleep(600)
         "no tunnel was said closed for a waiting one"
     );
     rfs.assert_no_leftovers();
+}
+
+/// A run in which a background process runs `holder` (Python, with the
+/// proxy's `host` and `port`, and a test server's `host:8080` as its
+/// argument) until it prints `holding`, then a later step fetches from
+/// that server through the proxy.
+fn later_step_after_a_holder(rfs: &Rfs, net: &str, holder: &str) -> RunOut {
+    require_namespaces();
+    let private = TestNet::new(net, "private service");
+    let repo = Repo::new();
+    repo.write(
+        "hold.py",
+        &format!(
+            r#"import os, socket, sys, time
+from urllib.parse import urlsplit
+proxy = urlsplit(os.environ["http_proxy"])
+host, port = proxy.hostname, proxy.port
+{holder}
+print("holding", flush=True)
+time.sleep(600)
+"#
+        ),
+    );
+    repo.commit("a holder");
+    let script = format!(
+        r#"sandbox(#{{ network: #{{ allow: ["{p}:8080"] }} }});
+        sync_source();
+        let h = spawn("holder", "python3 hold.py {p}:8080");
+        h.wait_for(#{{ line: "holding", timeout: 120 }});
+        let b = step("later", "curl -sS -m 60 {pu}");
+        print(b.stdout);"#,
+        p = private.addr,
+        pu = private.url()
+    );
+    rfs.run(repo.path(), &script)
 }
 
 /// Connections were blamed on the wrong step: a daemon started in step

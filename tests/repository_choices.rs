@@ -18,17 +18,6 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::process::Command;
 
-/// `docker ARGS`; its stdout, trimmed (panics when it fails).
-fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "docker {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 fn repo_choosing(toml: &str) -> Repo {
     let repo = Repo::new();
     repo.write("rfs.toml", toml);

@@ -225,6 +225,17 @@ pub fn start_sim(mut opts: rfs_daytona_sim::SimOptions) -> Option<rfs_daytona_si
 /// checked for the API key by [`Rfs::assert_key_not_leaked`].
 static SPAWNED_CONSOLES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
+/// `docker ARGS`; its stdout, trimmed (panics when it fails).
+pub fn docker(args: &[&str]) -> String {
+    let out = Command::new("docker").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "docker {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 /// Build the Docker test image once per test binary.
 pub fn ensure_docker_image() {
     static ONCE: std::sync::Once = std::sync::Once::new();
