@@ -401,5 +401,13 @@ fn a_setup_beside_the_proofs_that_was_not_used_is_named_with_the_flag() {
     let s = rfs_test(&rfs, repo.path(), &["--setup", "proofs/_setup.rhai"]);
     assert_eq!(s.code, 0, "{}", s.stderr);
     assert!(!s.stderr.contains(note), "{}", s.stderr);
+    // The checkpoint's removal is said once ("verified gone (gone: …" was
+    // doubled, #46 item 8).
+    let all = format!("{}{}", s.stdout, s.stderr);
+    assert!(
+        all.contains("removed, verified gone (the provider no longer has it: "),
+        "{all}"
+    );
+    assert!(!all.contains("gone (gone"), "{all}");
     rfs.assert_no_leftovers();
 }

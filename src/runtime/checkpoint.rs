@@ -432,7 +432,7 @@ pub(crate) async fn remove_verified(
                 return removed(
                     true,
                     format!(
-                        "gone: the provider no longer has it ({polls} poll(s), {} ms)",
+                        "the provider no longer has it: {polls} poll(s), {} ms",
                         started.elapsed().as_millis()
                     ),
                 )
