@@ -160,7 +160,7 @@ fn table(s: &mut String, n: &NetworkSummary) {
             "| {} | {} | {} | {} | {} | {} | {} |",
             if d.allowed { "allowed" } else { "**refused**" },
             code(&d.destination),
-            esc(&d.rule),
+            quoted(&d.rule),
             d.count,
             d.bytes_up,
             d.bytes_down,
@@ -207,8 +207,32 @@ pub fn html(s: &mut String, n: &NetworkSummary, h: &dyn Fn(&str) -> String) {
     s.push_str("</section>\n");
 }
 
+/// A rule as Markdown: what it quotes in backticks (``allow `pypi.org` ``)
+/// as code spans, the rest escaped, so a plain name reads without a
+/// backslash in front of each backtick (#46).
+fn quoted(rule: &str) -> String {
+    rule.split('`')
+        .enumerate()
+        .map(|(i, part)| match i % 2 {
+            1 if !part.is_empty() => code(part),
+            _ => esc(part),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_rule_quoting_a_name_reads_without_backslashes() {
+        assert_eq!(super::quoted("allow `pypi.org`"), "allow `pypi.org`");
+        assert_eq!(
+            super::quoted("default: loopback (127.0.0.0/8)"),
+            "default: loopback (127.0.0.0/8)"
+        );
+        // What is not a plain name stays escaped, never a live span.
+        assert!(super::quoted("allow `a|b`").contains("\\|"));
+    }
+
     use super::*;
 
     fn conn(name: &str, allowed: bool, step: &str, down: u64) -> Connection {
