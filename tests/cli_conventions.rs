@@ -469,3 +469,27 @@ fn user_output_has_no_rust_debug_text() {
     }
     rfs.assert_no_leftovers();
 }
+
+/// `rfs test --help` gave `rfs run`'s `--out` default (`runs/<run-id>`)
+/// though a suite goes to `suites/<suite-id>` (#46 item 8); each command
+/// says its own.
+#[test]
+fn each_commands_help_gives_its_own_out_default() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    for (cmd, default) in [
+        ("run", "$RFS_STATE_DIR/runs/<run-id>"),
+        ("test", "$RFS_STATE_DIR/suites/<suite-id>"),
+        ("bisect", "$RFS_STATE_DIR/bisects/<run-id>"),
+    ] {
+        let o = rfs.cmd(repo.path()).args([cmd, "--help"]).output().unwrap();
+        let (out, _) = text(&o);
+        let line = out
+            .lines()
+            .skip_while(|l| !l.contains("--out"))
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(line.contains(default), "rfs {cmd} --help: {line}");
+    }
+}

@@ -7,6 +7,9 @@ use super::session_args::SessionArgs;
 use crate::error::Error;
 
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("out", |a| a.help(
+    "Output directory for the bisect: its report and every tested commit's bundle (default: $RFS_STATE_DIR/bisects/<run-id>, or runs/<run-id> when one lane runs without a setup; outside the repository)"
+)))]
 pub(crate) struct BisectCommand {
     /// A commit where the proof has one result (usually passes).
     good: String,

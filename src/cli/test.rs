@@ -6,6 +6,9 @@ use super::session_args::SessionArgs;
 use crate::error::Error;
 
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("out", |a| a.help(
+    "Output directory for the suite: its index, JUnit and every proof's bundle (default: $RFS_STATE_DIR/suites/<suite-id>, outside the repository)"
+)))]
 pub(crate) struct TestCommand {
     /// Proof files or folders (walked for *.rhai; `_name.rhai` files
     /// are modules, not proofs). Default: rfs.toml's `proofs`, else
