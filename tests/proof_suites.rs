@@ -411,3 +411,29 @@ fn a_setup_beside_the_proofs_that_was_not_used_is_named_with_the_flag() {
     assert!(!all.contains("gone (gone"), "{all}");
     rfs.assert_no_leftovers();
 }
+
+/// A failed setup said only `exit 101`, with none of the output that
+/// explains it (a proof's failure shows its last lines). It shows them
+/// too, on the console and in the index.
+#[test]
+fn a_failing_setup_shows_the_last_lines_of_its_output() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = repo_with(&[
+        (
+            "_setup.rhai",
+            r#"step("build", "echo compiling; echo 'error: could not find libfoo' >&2; exit 101");"#,
+        ),
+        ("a.rhai", r#"step("a", "true");"#),
+    ]);
+    let s = rfs_test(&rfs, repo.path(), &["--setup", "proofs/_setup.rhai"]);
+    assert_ne!(s.code, 0, "{}", s.stderr);
+    let all = format!("{}{}", s.stdout, s.stderr);
+    assert!(all.contains("SETUP FAIL"), "{all}");
+    assert!(
+        all.contains("lines of output:") && all.contains("error: could not find libfoo"),
+        "{all}"
+    );
+    let tail = s.index()["setup"]["output_tail"].to_string();
+    assert!(tail.contains("could not find libfoo"), "{tail}");
+    rfs.assert_no_leftovers();
+}

@@ -138,6 +138,12 @@ impl Console {
             text::inline(&r.script),
             text::inline(&what)
         ));
+        if !r.output_tail.is_empty() {
+            self.line(&format!("  last {} lines of output:", r.output_tail.len()));
+            for l in &r.output_tail {
+                self.line(&format!("    | {}", text::inline(l)));
+            }
+        }
     }
 
     /// A checkpoint of the suite was removed (or not verified so).

@@ -37,6 +37,10 @@ pub(crate) struct SetupResult {
     /// Each checkpoint's removal at the suite's end.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) removed: Vec<CheckpointRemoved>,
+    /// Its last lines of output, when it did not pass (#46: a failed
+    /// setup said only its exit code).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) output_tail: Vec<String>,
 }
 
 impl SetupResult {
@@ -99,6 +103,7 @@ pub(crate) fn run(
         checkpoint: None,
         error: None,
         removed: vec![],
+        output_tail: vec![],
     };
     let args = RunArgs {
         script: script.to_path_buf(),
@@ -120,7 +125,9 @@ pub(crate) fn run(
         }
     };
     let sink = Arc::new(CheckpointSink::default());
+    let tail = Arc::new(super::tail::Tail::default());
     let hooks = crate::runner::Hooks {
+        reporter: tail.clone(),
         interrupt: interrupt.child_token(),
         signing_key,
         ..Default::default()
@@ -142,6 +149,9 @@ pub(crate) fn run(
     let held = sink.held();
     result.run_id = report.run_id.clone();
     result.exit_code = report.exit_code;
+    if report.exit_code != crate::exit_code::SUCCESS {
+        result.output_tail = tail.lines();
+    }
     result.duration_ms = started.elapsed().as_millis().try_into().unwrap_or(u64::MAX);
     result.error = report
         .error
