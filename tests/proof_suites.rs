@@ -437,3 +437,58 @@ fn a_failing_setup_shows_the_last_lines_of_its_output() {
     assert!(tail.contains("could not find libfoo"), "{tail}");
     rfs.assert_no_leftovers();
 }
+
+/// `rfs verify` of a suite's folder said only "cannot read
+/// …/journal.jsonl". It verifies every bundle in it and the index
+/// against them: a bundle tampered with, or an index naming a folder
+/// outside, fails it.
+#[test]
+fn rfs_verify_of_a_suite_folder_verifies_every_bundle_and_the_index() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = repo_with(&[
+        ("a.rhai", r#"step("a", "echo a");"#),
+        ("b.rhai", r#"step("b", "echo b");"#),
+    ]);
+    let s = rfs_test(&rfs, repo.path(), &[]);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let verify = |dir: &Path| {
+        let o = rfs
+            .cmd(repo.path())
+            .arg("verify")
+            .arg(dir)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).to_string()
+            + String::from_utf8_lossy(&o.stderr).as_ref();
+        (o.status.code(), text)
+    };
+    let (code, text) = verify(&s.dir);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("verified (2 bundles)"), "{text}");
+    assert!(text.contains("ok: index.json"), "{text}");
+
+    // An index naming a folder outside the suite's.
+    let ix_path = s.dir.join("index.json");
+    let ix = std::fs::read_to_string(&ix_path).unwrap();
+    let a = s.bundle("proofs/a.rhai");
+    let elsewhere = rfs.state.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(
+        &ix_path,
+        ix.replace(a.to_str().unwrap(), elsewhere.to_str().unwrap()),
+    )
+    .unwrap();
+    let (code, text) = verify(&s.dir);
+    assert_ne!(code, Some(0), "{text}");
+    assert!(text.contains("not a bundle of this folder"), "{text}");
+    std::fs::write(&ix_path, &ix).unwrap();
+
+    // A bundle's journal changed.
+    let j = a.join("journal.jsonl");
+    let journal = std::fs::read_to_string(&j).unwrap();
+    std::fs::write(&j, journal.replacen("echo a", "echo A", 1)).unwrap();
+    let (code, text) = verify(&s.dir);
+    assert_ne!(code, Some(0), "{text}");
+    assert!(text.contains("FAILED: "), "{text}");
+    rfs.assert_no_leftovers();
+}

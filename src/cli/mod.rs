@@ -18,6 +18,7 @@ mod sandboxes;
 mod session_args;
 mod test;
 mod verify;
+mod verify_folder;
 
 use clap::{Parser, Subcommand};
 

@@ -7,7 +7,9 @@ use crate::exit_code;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct VerifyCommand {
-    /// The run's output directory (holds journal.jsonl).
+    /// The run's output directory (holds journal.jsonl), or a suite's
+    /// or bisect's folder (every bundle in it is verified, and a suite's
+    /// index.json against them).
     out: PathBuf,
     /// Require a signature (journal.sig) by a key this `ssh-keygen`
     /// allowed-signers file allows for namespace `rfs`.
@@ -26,6 +28,18 @@ pub(crate) struct VerifyCommand {
 
 impl VerifyCommand {
     pub(crate) fn exec(self) -> Result<i32, Error> {
+        let trust = crate::seal::Trust {
+            allowed_signers: self.allowed_signers.clone(),
+            identity: self.identity.clone(),
+        };
+        let views = if self.allow_unchecked_views {
+            crate::verify::Views::AllowUnchecked
+        } else {
+            crate::verify::Views::MustMatch
+        };
+        if super::verify_folder::is_folder(&self.out) {
+            return super::verify_folder::verify(&self.out, &trust, views);
+        }
         verify(
             &self.out,
             crate::seal::Trust {
