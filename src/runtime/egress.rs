@@ -60,6 +60,9 @@ impl Run {
                 // Names as the proxy keeps them: lower case.
                 c.name = c.name.map(|n| st.redactor.redact_str_ignoring_case(&n));
                 c.error = c.error.map(|e| st.redactor.redact_str(&e));
+                // The opener's label holds a name or a terminal's
+                // command: redacted with what the run knows now.
+                c.opened_by = c.opened_by.map(|o| st.redactor.redact_str(&o));
             }
             let _ = self.record(Event::NetConnect(c));
         }

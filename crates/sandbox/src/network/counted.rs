@@ -78,11 +78,15 @@ impl AsyncRead for Counted {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        if let Some(why) = self.closed_by_rfs(cx) {
-            return Poll::Ready(Err(why));
-        }
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        // Whether rfs closed it is asked only while it waits: a read
+        // with data costs nothing more (the relay's hot path).
+        if r.is_pending() {
+            if let Some(why) = self.closed_by_rfs(cx) {
+                return Poll::Ready(Err(why));
+            }
+        }
         let n = (buf.filled().len() - before) as u64;
         if n > 0 {
             self.watch.touch();
@@ -100,10 +104,12 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        if let Some(why) = self.closed_by_rfs(cx) {
-            return Poll::Ready(Err(why));
-        }
         let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if r.is_pending() {
+            if let Some(why) = self.closed_by_rfs(cx) {
+                return Poll::Ready(Err(why));
+            }
+        }
         if let Poll::Ready(Ok(n)) = &r {
             self.watch.touch();
             if let Some(rec) = self.rec.as_mut() {

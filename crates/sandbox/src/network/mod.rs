@@ -19,11 +19,15 @@ pub const PROXY_PORT: u16 = 3128;
 /// The proxy variables of every command in a sandbox behind rfs's proxy,
 /// in both spellings; `no_proxy` keeps the sandbox's own loopback direct.
 pub fn proxy_env() -> Vec<(String, String)> {
-    let url = format!("http://127.0.0.1:{PROXY_PORT}");
+    proxy_env_at(&format!("http://127.0.0.1:{PROXY_PORT}"))
+}
+
+/// The proxy variables with the proxy at `url`.
+fn proxy_env_at(url: &str) -> Vec<(String, String)> {
     let mut env = vec![];
     for k in ["http_proxy", "https_proxy", "all_proxy"] {
-        env.push((k.to_owned(), url.clone()));
-        env.push((k.to_ascii_uppercase(), url.clone()));
+        env.push((k.to_owned(), url.to_owned()));
+        env.push((k.to_ascii_uppercase(), url.to_owned()));
     }
     for k in ["no_proxy", "NO_PROXY"] {
         env.push((k.to_owned(), "localhost,127.0.0.1,::1".to_owned()));
@@ -37,22 +41,7 @@ pub fn proxy_env() -> Vec<(String, String)> {
 /// connection. Put before the command's own variables (which may
 /// override them).
 pub fn proxy_env_for(user: &str) -> Vec<(String, String)> {
-    let url = format!("http://{user}:rfs@127.0.0.1:{PROXY_PORT}");
-    proxy_env()
-        .into_iter()
-        .map(|(k, v)| {
-            let v = if k.ends_with("_proxy") || k.ends_with("_PROXY") {
-                if k.eq_ignore_ascii_case("no_proxy") {
-                    v
-                } else {
-                    url.clone()
-                }
-            } else {
-                v
-            };
-            (k, v)
-        })
-        .collect()
+    proxy_env_at(&format!("http://{user}:rfs@127.0.0.1:{PROXY_PORT}"))
 }
 
 /// The env var that lets scripts ask for `network: "host"` (like

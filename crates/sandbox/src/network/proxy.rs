@@ -141,8 +141,13 @@ const MAX_UPSTREAM: usize = 512;
 
 /// Let this process hold the descriptors the proxy may need (two per
 /// relay, one per accepted connection): the soft limit up to the hard
-/// one, at most 65,536.
+/// one, at most 65,536; once per process.
 fn raise_open_files_limit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(raise_now);
+}
+
+fn raise_now() {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
