@@ -33,6 +33,8 @@ python3 -c 'import cryptography' 2>/dev/null || /usr/bin/python3 -c 'import cryp
 # The sandbox's python is the system's: the pip test fetches pytest's
 # wheels with it (below).
 { command -v pip3 >/dev/null && /usr/bin/python3 -m pip --version >/dev/null 2>&1; } || need+=(python3-pip)
+# A virtualenv made in a sandbox (tests/proof_suites/one_home.rs).
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 # The cargo that builds rfs stays the one found now (rustup's, where the
 # PATH would otherwise find Debian's first once it is installed).
 build_cargo=$(command -v cargo || true)
@@ -58,15 +60,17 @@ if ! python3 -c 'import mcp' 2>/dev/null; then
 fi
 
 # A real pip install in a sandbox (tests/proof_suites/real_python.rs)
-# reads pytest's wheels from a local index the test serves: fetched once
-# here, with the system's python3 (the one a local sandbox sees).
+# reads pytest's wheels from a local index the test serves, and an
+# editable install in a virtualenv (tests/proof_suites/one_home.rs)
+# builds with setuptools': fetched once here, with the
+# system's python3 (the one a local sandbox sees).
 export RFS_TEST_WHEELS="${RFS_TEST_WHEELS:-$HOME/.cache/rfs-test-wheels}"
 # (A folder an interrupted download left half full is completed: the
 # marker is written only once every wheel is there.)
-if [ ! -f "$RFS_TEST_WHEELS/.complete" ]; then
-  echo "scripts/test.sh: fetching pytest's wheels into $RFS_TEST_WHEELS" >&2
-  /usr/bin/python3 -m pip download -q --disable-pip-version-check -d "$RFS_TEST_WHEELS" pytest
-  touch "$RFS_TEST_WHEELS/.complete"
+if [ ! -f "$RFS_TEST_WHEELS/.complete-2" ]; then
+  echo "scripts/test.sh: fetching pytest's and setuptools' wheels into $RFS_TEST_WHEELS" >&2
+  /usr/bin/python3 -m pip download -q --disable-pip-version-check -d "$RFS_TEST_WHEELS" pytest setuptools
+  touch "$RFS_TEST_WHEELS/.complete-2"
 fi
 
 # The Docker tests need a running engine; start one if this machine has

@@ -204,14 +204,17 @@ in_both_modes! {
     }
 
     /// Of the host, a step sees the system directories and nothing else:
-    /// not `/root`, `/home`, `/var`, `/srv`, `/boot`, `/sys` or `/run`.
+    /// not `/root`, `/var`, `/srv`, `/boot`, `/sys` or `/run`, and in
+    /// `/home` only its own home (`/home/rfs`), none of the host's.
     fn host_data_directories_do_not_exist_in_the_sandbox() {
         let out = inside(
-            "for d in /root /home /var /var/lib /srv /boot /sys /run /mnt /media; do \
-               if [ -e $d ]; then echo present $d; else echo absent $d; fi; done",
+            "for d in /root /var /var/lib /srv /boot /sys /run /mnt /media; do \
+               if [ -e $d ]; then echo present $d; else echo absent $d; fi; done; \
+             echo home: $(ls -A /home)",
         );
+        assert!(out.contains("home: rfs\n"), "/home holds more than the sandbox's home:\n{out}");
         for d in [
-            "/root", "/home", "/var", "/var/lib", "/srv", "/boot", "/sys", "/run", "/mnt", "/media",
+            "/root", "/var", "/var/lib", "/srv", "/boot", "/sys", "/run", "/mnt", "/media",
         ] {
             // Under gVisor, `/sys` is its kernel's own and `/run` holds
             // only rfs's agent (checked below).

@@ -6,6 +6,8 @@
 mod common;
 use common::*;
 
+#[path = "proof_suites/one_home.rs"]
+mod one_home;
 #[path = "proof_suites/real_python.rs"]
 mod real_python;
 #[path = "proof_suites/setup_fork.rs"]

@@ -31,7 +31,7 @@ use rustix::fs::{FileType, Mode, OFlags};
 
 pub use clean::{clean, Cleaned};
 pub use copy::{copy, Copied};
-pub use create::create_dir_all;
+pub use create::{create_dir_all, open_dir, place_file};
 pub use digest::{digest, TreeDigest};
 pub use overlay_upper::apply_overlay_upper;
 pub use remove::{empty, remove};

@@ -30,7 +30,6 @@ pub(super) fn add(plan: &mut Plan, dir: &Path, caches: &[CacheMount]) -> Result<
         message: format!("cannot open the sandbox's home {}: {e}", home.display()),
     })?;
     for c in caches {
-        let on_host = home.join(&c.home_relative);
         crate::untrusted_tree::create_dir_all(&home_fd, Path::new(&c.home_relative)).map_err(
             |e| SetupError::Cache {
                 name: c.name.clone(),
@@ -40,8 +39,10 @@ pub(super) fn add(plan: &mut Plan, dir: &Path, caches: &[CacheMount]) -> Result<
                 ),
             },
         )?;
-        // The home is bound at its own path inside the root.
-        let inside = root.join(on_host.strip_prefix("/").unwrap_or(&on_host));
+        // The home is bound at its one path inside the root.
+        let inside = root
+            .join(super::HOME_INSIDE.trim_start_matches('/'))
+            .join(&c.home_relative);
         ops.push(Op::Mount {
             src: Some(cpath(&c.host_dir)?),
             target: cpath(&inside)?,

@@ -45,6 +45,11 @@ pub(super) struct Meta {
     /// The size of its disk (a tmpfs over its directory; absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) disk: Option<u64>,
+    /// Its home as its steps see it: [`super::HOME_INSIDE`] when isolated
+    /// (absent: written before the home was one fixed path, or with
+    /// isolation `none`: its folder `home` on the host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) home: Option<String>,
 }
 
 impl Meta {
@@ -124,7 +129,10 @@ impl LocalProvider {
             info: SandboxInfo {
                 id: meta.id,
                 labels: meta.labels,
-                home: dir.join("home").to_string_lossy().into_owned(),
+                home: meta
+                    .home
+                    .clone()
+                    .unwrap_or_else(|| dir.join("home").to_string_lossy().into_owned()),
                 state: "running".into(),
             },
             isolation: meta.isolation,

@@ -90,6 +90,7 @@ impl LocalProvider {
             network_policy: isolated.then(|| in_force.network.clone()),
             cgroups,
             disk: disk_cap,
+            home: isolated.then(|| super::HOME_INSIDE.to_owned()),
         };
         // Written before anything else of it exists, naming the cgroups
         // it is about to get: a sandbox whose rfs is killed while creating

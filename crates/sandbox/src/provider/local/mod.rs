@@ -5,6 +5,17 @@
 //! inventory is the set of those directories. Destroy first renames the
 //! directory out of the inventory (atomic), then deletes it.
 //!
+//! ## One home
+//!
+//! Inside an isolated sandbox (namespaces or gVisor) the home is always
+//! [`HOME_INSIDE`], whichever folder of the state directory holds it: a
+//! setup and every fork of its checkpoint, and every run, see the same
+//! path, so what a setup wrote into its files (a virtualenv's shebangs,
+//! an editable install's `.pth`, cargo's fingerprints) still holds in a
+//! fork, and no host path of rfs's state reaches a step. With isolation
+//! `none` a step runs on the host, where the home can only be its host
+//! folder.
+//!
 //! ## Isolation
 //!
 //! Namespaces for `local` sandboxes (Linux, unprivileged user namespaces;
@@ -79,6 +90,7 @@ mod reentry;
 mod spawn_stacks;
 mod stream_input;
 mod sys;
+mod upload;
 
 pub use errors::{SetupError, SpawnError};
 pub use namespace_init::reaper_main;
@@ -171,6 +183,10 @@ impl LocalProvider {
             .clone()
     }
 }
+
+/// The home of every isolated `local` sandbox, as its steps see it (the
+/// same path as the `docker` provider's default home).
+pub const HOME_INSIDE: &str = "/home/rfs";
 
 fn io_err(what: &str, e: std::io::Error) -> ProviderError {
     ProviderError::Io(format!("{what}: {e}"))
@@ -316,21 +332,7 @@ impl Provider for LocalProvider {
     }
 
     async fn upload(&self, id: &str, local: &Path, remote_path: &str) -> ProviderResult<()> {
-        let info = self.info(id)?;
-        let dest = Path::new(remote_path);
-        if !dest.starts_with(Path::new(&info.home).parent().unwrap_or(Path::new("/"))) {
-            return Err(ProviderError::Invalid(format!(
-                "upload target {remote_path} is outside sandbox {id}"
-            )));
-        }
-        // Same filesystem in the common case: a hard link costs nothing;
-        // otherwise copy (streams through the kernel).
-        if std::fs::hard_link(local, dest).is_err() {
-            tokio::fs::copy(local, dest)
-                .await
-                .map_err(|e| io_err(&format!("copying into sandbox {id}"), e))?;
-        }
-        Ok(())
+        self.upload_file(id, local, remote_path).await
     }
 
     async fn exec(

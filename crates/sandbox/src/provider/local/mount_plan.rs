@@ -260,10 +260,8 @@ impl Plan {
         let shm =
             super::disk::shm_dir(dir).map_err(|e| io_setup("creating the sandbox's shm", e))?;
         private_dev(&mut ops, &shm, &inside)?;
-        // The home after the private /tmp, /dev and /dev/shm, so that a
-        // home below one of them (a state directory on the host's
-        // /dev/shm) is bound over them, not hidden by them; before /dev is
-        // made read-only, so its parents can still be created there.
+        // The home at its one path inside (whichever folder of the state
+        // directory holds it: see `super::HOME_INSIDE`).
         bind_home(&mut ops, &home, &inside)?;
         ops.push(Op::ReadOnly {
             target: inside(Path::new("/dev"))?,
@@ -453,21 +451,25 @@ fn private_dev(
     Ok(())
 }
 
-/// The ops that create the home's parents in the root and bind the home
-/// read-write there.
+/// The ops that create [`super::HOME_INSIDE`] in the root and bind the
+/// sandbox's folder `home` read-write there.
 fn bind_home(
     ops: &mut Vec<Op>,
     home: &Path,
     inside: &dyn Fn(&Path) -> Result<CString, SetupError>,
 ) -> Result<(), SetupError> {
-    let mut chain: Vec<&Path> = home.ancestors().filter(|a| a.parent().is_some()).collect();
+    let target = Path::new(super::HOME_INSIDE);
+    let mut chain: Vec<&Path> = target
+        .ancestors()
+        .filter(|a| a.parent().is_some())
+        .collect();
     chain.reverse();
     for a in chain {
         ops.push(Op::Mkdir(inside(a)?));
     }
     ops.push(Op::Mount {
         src: Some(cpath(home)?),
-        target: inside(home)?,
+        target: inside(target)?,
         fstype: None,
         flags: libc::MS_BIND,
         data: None,

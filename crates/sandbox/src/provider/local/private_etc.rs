@@ -47,7 +47,8 @@ pub(super) fn etc_dir(dir: &Path) -> PathBuf {
     dir.join("etc")
 }
 
-/// Compose `dir/etc` (afresh) for a sandbox whose home is `dir/home`;
+/// Compose `dir/etc` (afresh) for a sandbox whose home (`dir/home`) its
+/// steps see at [`super::HOME_INSIDE`];
 /// returns the host directories of [`BOUND`] to bind into it (their mount
 /// points exist).
 pub(super) fn compose(dir: &Path, network: bool) -> Result<Vec<&'static str>, SetupError> {
@@ -57,7 +58,7 @@ pub(super) fn compose(dir: &Path, network: bool) -> Result<Vec<&'static str>, Se
         std::fs::remove_dir_all(&etc).map_err(fail(format!("clearing {}", etc.display())))?;
     }
     std::fs::create_dir(&etc).map_err(fail(format!("creating {}", etc.display())))?;
-    let home = dir.join("home");
+    let home = Path::new(super::HOME_INSIDE);
     // SAFETY: geteuid/getegid cannot fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let write = |name: &str, text: &[u8]| -> Result<(), SetupError> {
@@ -66,7 +67,7 @@ pub(super) fn compose(dir: &Path, network: bool) -> Result<Vec<&'static str>, Se
         f.write_all(text)
             .map_err(fail(format!("writing {}", p.display())))
     };
-    write("passwd", passwd(uid, gid, &home).as_bytes())?;
+    write("passwd", passwd(uid, gid, home).as_bytes())?;
     write("group", group(gid).as_bytes())?;
     write("hosts", hosts().as_bytes())?;
     write("hostname", format!("{HOSTNAME}\n").as_bytes())?;

@@ -30,9 +30,10 @@ impl StreamInput for LocalProvider {
         if let Some(g) = self.gvisor_of(id)? {
             return self.gvisor_exec_with_input(id, &g, req, input, sink).await;
         }
-        let info = self.info(id)?;
-        let fifo = Path::new(&info.home)
-            .with_file_name("tmp")
+        self.info(id)?;
+        let fifo = self
+            .dir(id)?
+            .join("tmp")
             .join(format!("rfs-input-{}", uuid::Uuid::new_v4().simple()));
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).map_err(|e| {
             ProviderError::Io(format!("creating an input FIFO in sandbox {id}: {e}"))

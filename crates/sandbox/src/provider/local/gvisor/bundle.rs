@@ -89,9 +89,10 @@ pub fn write(dir: &Path, spec: &BundleSpec) -> std::io::Result<PathBuf> {
         Path::new("/dev/shm"),
         false,
     ));
-    let home = dir.join("home");
-    std::fs::create_dir_all(rootfs.join(home.strip_prefix("/").unwrap_or(&home)))?;
-    mounts.push(bind(&home, &home, false));
+    // The home at its one path inside (see `HOME_INSIDE`).
+    let home = Path::new(super::super::HOME_INSIDE);
+    std::fs::create_dir_all(rootfs.join(home.strip_prefix("/").unwrap_or(home)))?;
+    mounts.push(bind(&dir.join("home"), home, false));
     for c in spec.caches {
         // Mount points made in the home by the namespaces plan.
         mounts.push(bind(&c.host_dir, &home.join(&c.home_relative), false));
