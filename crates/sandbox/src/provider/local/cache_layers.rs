@@ -89,20 +89,14 @@ fn overlay(cache: &Path, root: &Path) -> Result<PathBuf, String> {
         .map_err(|e| format!("{}: {e}", upper.display()))?;
     // Renames and metadata changes copied up whole, no index: the upper
     // layer is then plain files, folders, whiteouts and opaque folders.
-    let opts = format!(
-        "lowerdir={},upperdir={},workdir={},redirect_dir=off,index=off,metacopy=off",
-        cache.display(),
-        upper.display(),
-        work.display()
-    );
-    nix::mount::mount(
-        Some("rfs-cache"),
+    super::overlay::mount(
+        "rfs-cache",
         &view,
-        Some("overlay"),
-        nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV,
-        Some(opts.as_str()),
-    )
-    .map_err(|e| format!("mount -t overlay on {}: {e}", view.display()))?;
+        cache,
+        &upper,
+        &work,
+        "redirect_dir=off,index=off,metacopy=off",
+    )?;
     Ok(view)
 }
 

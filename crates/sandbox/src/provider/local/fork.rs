@@ -144,20 +144,7 @@ fn overlay(dir: &Path, lower: &Path) -> Result<(), String> {
             .arg(lower.join(l))
             .arg(&upper)
             .status();
-        let opts = format!(
-            "lowerdir={},upperdir={},workdir={}",
-            lower.join(l).display(),
-            upper.display(),
-            work.display()
-        );
-        nix::mount::mount(
-            Some("rfs-fork"),
-            &dir.join(l),
-            Some("overlay"),
-            nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV,
-            Some(opts.as_str()),
-        )
-        .map_err(|e| format!("mount -t overlay on {}: {e}", dir.join(l).display()))?;
+        super::overlay::mount("rfs-fork", &dir.join(l), &lower.join(l), &upper, &work, "")?;
     }
     Ok(())
 }

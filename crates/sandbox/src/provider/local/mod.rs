@@ -82,6 +82,7 @@ mod lifecycle;
 mod limits;
 mod mount_plan;
 mod namespace_init;
+mod overlay;
 mod private_etc;
 mod probe;
 mod processes;
