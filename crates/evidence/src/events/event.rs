@@ -51,6 +51,9 @@ pub enum Event {
         subdir: Option<String>,
         implicit: bool,
         dirty_paths_not_shipped: Vec<String>,
+        /// Untracked outputs the person named for rfs (not dirt).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        own_outputs_ignored: Vec<String>,
         submodules: Vec<SubmodulePin>,
         /// Set when `--allow-dirty` shipped the working tree.
         #[serde(default, skip_serializing_if = "Option::is_none")]
