@@ -93,4 +93,18 @@ mod tests {
         // Same tree, same HEAD: the same commit.
         assert_eq!(snapshot(&r, head, &[]).unwrap(), snap);
     }
+
+    #[test]
+    fn the_snapshot_leaves_out_rfss_own_untracked_outputs() {
+        let (d, r, head) = repo();
+        std::fs::create_dir(d.path().join("reports")).unwrap();
+        std::fs::write(d.path().join("reports/junit.xml"), "<x/>").unwrap();
+        std::fs::write(d.path().join("new"), "3").unwrap();
+        let snap = snapshot(&r, head, &["reports/junit.xml".into()]).unwrap();
+        let t = r.find_commit(snap).unwrap().tree().unwrap();
+        assert!(t.get_path(std::path::Path::new("new")).is_ok());
+        assert!(t
+            .get_path(std::path::Path::new("reports/junit.xml"))
+            .is_err());
+    }
 }
