@@ -78,6 +78,10 @@ pub struct RunArgs {
     /// `--secret NAME`: environment variables handed to the run as
     /// secrets.
     pub secrets: Vec<String>,
+    /// The files and folders the person named on this command line for
+    /// rfs to write (`--junit`, `--out`): inside the working tree, they
+    /// do not make it dirty while untracked.
+    pub own_outputs: Vec<crate::source::own_outputs::OwnOutput>,
     /// `--max-memory`, `--max-pids`, `--max-disk`, `--max-cpus`: the
     /// person's resource ceilings (else `RFS_MAX_*`).
     pub ceilings: crate::limit_ceilings::CeilingArgs,
@@ -212,7 +216,8 @@ impl RunSettings {
                 .map_err(Error::Usage)?;
         let allowed_repos = allowed_repos
             .with_puts(&invocation_dir, &a.allow_puts)
-            .map_err(Error::Usage)?;
+            .map_err(Error::Usage)?
+            .with_own_outputs(&invocation_dir, &a.own_outputs);
         let max_log = crate::limit_ceilings::log_bound(&a.ceilings, file.limits.as_ref())?;
         Ok(RunSettings {
             max_log,

@@ -3,7 +3,9 @@
 //! file's sha256 journaled, symlinks recorded and never followed, bounded
 //! in size; `put(local, path)` ships a file of the working tree (or one the
 //! person allowed with `--allow-put`), kept in `bundle/put/`. `rfs verify`
-//! checks every one. On every provider.
+//! checks every one. Nothing at a collected path is the failure of the
+//! step before (or, `optional: true`, recorded as absent). On every
+//! provider.
 
 mod common;
 use common::*;
@@ -139,6 +141,66 @@ collect("escape/etc/passwd");
         out.assert_code(3);
         assert!(out.stderr.contains("escape is a symlink"), "{}", out.stderr);
         assert!(!out.out_dir.join("artifacts").exists());
+    }
+
+    // Issue #46 item 3: a report the tests did not write was a refusal
+    // (exit 3) that hid the test run's own failure; it is the failure of
+    // the step that should have written it, shown with its output.
+    fn collect_of_a_report_the_tests_did_not_write_is_the_steps_failure_with_its_output(rfs: &Rfs) {
+        let repo = Repo::new();
+        let out = rfs.run(
+            repo.path(),
+            r#"
+step("tests", "echo 'E   ImportError: no module named calc'; exit 2", #{ allow_failure: true });
+collect("reports/junit.xml", #{ junit: true });
+step("never", "echo ran");
+"#,
+        );
+        out.assert_code(1);
+        assert!(out.stderr.contains("step `tests` failed"), "{}", out.stderr);
+        assert!(out.stderr.contains("it wrote no `reports/junit.xml`"), "{}", out.stderr);
+        assert!(!out.stderr.contains("refused"), "{}", out.stderr);
+        let a = out.entries("artifact.absent");
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0]["path"], "reports/junit.xml");
+        assert_eq!(a[0]["optional"], false);
+        assert_eq!(a[0]["step"], "tests");
+        assert!(out.entries("artifact.collected").is_empty());
+        assert_eq!(out.entries("step.start").len(), 1, "nothing ran after it");
+        assert_eq!(out.entries("run.end")[0]["outcome"], "failed");
+        // Every view shows the step failed, with the last lines it printed.
+        let ev = out.evidence();
+        let failed = ev.split("## What failed").nth(1).unwrap_or_default();
+        assert!(failed.contains("Step 1 `tests`"), "{ev}");
+        assert!(failed.contains("it wrote no reports/junit.xml, which collect() takes"), "{ev}");
+        assert!(failed.contains("ImportError: no module named calc"), "{ev}");
+        assert!(ev.contains("`reports/junit.xml` was absent when collected (it failed step `tests`)"), "{ev}");
+        assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
+    }
+
+    fn collect_optional_of_a_missing_report_goes_on(rfs: &Rfs) {
+        let repo = Repo::new();
+        let out = rfs.run(
+            repo.path(),
+            r#"
+step("tests", "true");
+let r = collect("reports/junit.xml", #{ junit: true, optional: true });
+assert(r.absent && r.files == 0 && r.bytes == 0 && r.path == "");
+step("after", "true");
+let here = collect("reproducer-marker.txt", #{ optional: true });
+assert(!here.absent && here.files == 1);
+"#,
+        );
+        out.assert_code(0);
+        let a = out.entries("artifact.absent");
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0]["path"], "reports/junit.xml");
+        assert_eq!(a[0]["optional"], true);
+        assert_eq!(out.entries("step.start").len(), 2);
+        assert_eq!(out.entries("artifact.collected").len(), 1);
+        assert!(out.evidence().contains("`reports/junit.xml` was absent when collected (optional: the run went on)"), "{}", out.evidence());
+        assert!(!out.evidence().contains("## What failed"));
+        assert_bundle_verifies(rfs, repo.path(), &out.out_dir);
     }
 
     #[not_under_gvisor = "refused before any sandbox exists: nothing of it runs under gVisor"]

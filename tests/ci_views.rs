@@ -224,3 +224,64 @@ step("never", "true");
     assert!(out.entries("artifact.collected").is_empty());
     assert!(!out.out_dir.join("artifacts/junit.xml").exists());
 }
+
+/// Issue #46 item 4: `rfs run --junit out.xml` inside the working tree
+/// made the next run refuse ("uncommitted or untracked changes: out.xml").
+/// What the person names for rfs to write, in this invocation, is not
+/// dirt while untracked; the journal says it was left out.
+#[test]
+fn rfs_own_junit_output_in_the_tree_does_not_block_the_next_run() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script = "step(\"x\", \"true\");";
+    let first = rfs.run_with(repo.path(), script, &["--junit", "out.xml"]);
+    first.assert_code(0);
+    assert!(repo.path().join("out.xml").is_file());
+    let next = rfs.run_with(repo.path(), script, &["--junit", "out.xml"]);
+    next.assert_code(0);
+    let r = &next.entries("source.resolved")[0];
+    assert_eq!(r["own_outputs_ignored"], serde_json::json!(["out.xml"]));
+    assert_eq!(r["dirty_paths_not_shipped"], serde_json::json!([]));
+    // Only what this invocation names: without --junit it is dirt.
+    let plain = rfs.run(repo.path(), script);
+    plain.assert_code(3);
+    assert!(plain.stderr.contains("out.xml"), "{}", plain.stderr);
+    // And another untracked file beside it still is.
+    repo.write("notes.txt", "draft\n");
+    let other = rfs.run_with(repo.path(), script, &["--junit", "out.xml"]);
+    other.assert_code(3);
+    let refusal = other
+        .stderr
+        .lines()
+        .find(|l| l.contains("uncommitted or untracked changes"))
+        .unwrap_or_default();
+    assert!(
+        refusal.contains("notes.txt") && !refusal.contains("out.xml"),
+        "{}",
+        other.stderr
+    );
+}
+
+/// The exemption is for rfs's own untracked output only: a tracked file
+/// at the `--junit` path that was modified is an uncommitted edit like
+/// any other, and still refuses the run.
+#[test]
+fn a_modified_tracked_file_at_the_junit_path_still_blocks_the_run() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write("out.xml", "<committed/>\n");
+    repo.commit("a committed out.xml");
+    repo.write("out.xml", "<edited/>\n");
+    let out = rfs.run_with(
+        repo.path(),
+        "step(\"x\", \"true\");",
+        &["--junit", "out.xml"],
+    );
+    out.assert_code(3);
+    assert!(
+        out.stderr.contains("uncommitted or untracked changes") && out.stderr.contains("out.xml"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.entries("step.start").is_empty());
+}

@@ -42,7 +42,12 @@ pub(crate) struct RunCommand {
 
 impl RunCommand {
     pub(crate) fn exec(self) -> Result<i32, Error> {
-        let args = self.session.into_run_args(self.script, self.keep);
+        let mut args = self.session.into_run_args(self.script, self.keep);
+        args.own_outputs.extend(
+            self.junit
+                .iter()
+                .map(|j| super::session_args::own_output(j, false)),
+        );
         let views = crate::ci::Views::from_args(self.junit)?;
         if self.json {
             run_json(args, self.sign_key, &views)

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::settings::RunArgs;
+use crate::source::own_outputs::OwnOutput;
 
 /// What `run` and `repl` share: where the run goes and what it gets.
 #[derive(Debug, clap::Args)]
@@ -71,6 +72,8 @@ pub(crate) struct SessionArgs {
 impl SessionArgs {
     pub(super) fn into_run_args(self, script: PathBuf, keep: bool) -> RunArgs {
         RunArgs {
+            // Named here for rfs to write: not dirt in the working tree.
+            own_outputs: self.out.iter().map(|o| own_output(o, true)).collect(),
             script,
             provider: self.provider,
             out: self.out,
@@ -88,5 +91,14 @@ impl SessionArgs {
             secrets: self.secrets,
             ceilings: self.ceilings,
         }
+    }
+}
+
+/// A path the person named on the command line for rfs to write (a
+/// folder: `--out`; a file: `--junit`).
+pub(super) fn own_output(path: &std::path::Path, folder: bool) -> OwnOutput {
+    OwnOutput {
+        path: path.to_path_buf(),
+        folder,
     }
 }

@@ -52,6 +52,12 @@ impl TestCommand {
     pub(crate) fn exec(self, color: bool) -> Result<i32, Error> {
         use std::io::IsTerminal;
         let terminal = !self.json && std::io::stderr().is_terminal();
+        let mut template = self.session.into_run_args(PathBuf::new(), false);
+        template.own_outputs.extend(
+            self.junit
+                .iter()
+                .map(|j| super::session_args::own_output(j, false)),
+        );
         crate::suite::run(crate::suite::SuiteArgs {
             paths: self.paths,
             filters: crate::suite::plan::Filters {
@@ -61,10 +67,10 @@ impl TestCommand {
             jobs: self.jobs,
             retries: self.retries,
             fail_fast: self.fail_fast,
-            out: self.session.out.clone(),
+            out: template.out.clone(),
             junit: self.junit,
             json: self.json,
-            template: self.session.into_run_args(PathBuf::new(), false),
+            template,
             sign_key: self.sign_key,
             setup: self.setup,
             terminal,

@@ -187,6 +187,14 @@ fn progress_line(event: &Event) -> Option<String> {
         Event::SandboxLost {
             sandbox_id, how, ..
         } => format!("rfs: sandbox {sandbox_id} {how}"),
+        Event::ArtifactAbsent { path, optional, .. } if *optional => {
+            format!("rfs: `{path}` is absent: nothing collected (optional; the run goes on)")
+        }
+        Event::ArtifactAbsent {
+            path,
+            step: Some(st),
+            ..
+        } => format!("rfs: step `{st}` FAILED: it wrote no `{path}`, which collect() takes"),
         Event::CleanupKept { sandbox_id, reason } => {
             format!("rfs: sandbox {sandbox_id} kept ({reason})")
         }

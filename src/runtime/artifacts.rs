@@ -41,6 +41,9 @@ const DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 /// Exit status of the sandbox script when it refuses (a link on the way,
 /// nothing there).
 const EXIT_REFUSED: i32 = 3;
+/// Exit status of `collect()`'s sandbox script when nothing is at the
+/// path (sysexits' `EX_NOINPUT`): the step before did not write it.
+const EXIT_MISSING: i32 = 66;
 
 /// What a run collected and put so far.
 #[derive(Debug, Default)]
@@ -58,8 +61,22 @@ pub(crate) struct Ledger {
 pub(crate) struct Collected {
     pub files: usize,
     pub bytes: u64,
-    /// Where it is in the bundle.
+    /// Where it is in the bundle (empty when absent).
     pub path: String,
+    /// Nothing was there (`optional: true`).
+    pub absent: bool,
+}
+
+/// How `collect()` was asked: its bound, and what the file is.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CollectOptions {
+    /// `max_bytes`: may only lower [`MAX_RUN_BYTES`].
+    pub max_bytes: Option<i64>,
+    /// `junit: true`: the file is a JUnit report.
+    pub junit: bool,
+    /// `optional: true`: nothing there is recorded as absent and the run
+    /// goes on (else it is the failure of the step that ran last).
+    pub optional: bool,
 }
 
 /// `path` (relative to the synced root) as normal components: refused
@@ -96,7 +113,7 @@ cd "$root" || { echo "the synced root $root is gone" >&2; exit 3; }
 for d in "$@"; do
   if [ -L "$d" ]; then echo "$d is a symlink: collect() follows no link on the way" >&2; exit 3; fi
 done
-if [ ! -e "$p" ] && [ ! -L "$p" ]; then echo "$p does not exist in the sandbox" >&2; exit 3; fi
+if [ ! -e "$p" ] && [ ! -L "$p" ]; then echo "$p does not exist in the sandbox" >&2; exit 66; fi
 { tar -cf - "./$p" || echo "rfs-collect: tar failed" >&2; } | head -c "$max" | base64
 "#;
 
@@ -151,7 +168,8 @@ impl Run {
     }
 
     /// Run `sh -c script` in the sandbox with `args`; its output, or the
-    /// refusal its stderr says. At most `max_stdout` bytes of its stdout
+    /// refusal its stderr says; `None` when `missing_ok` and the script
+    /// said nothing is there ([`EXIT_MISSING`]). At most `max_stdout` bytes of its stdout
     /// and [`HELPER_STDERR`] of its stderr are read (a step may have
     /// replaced the sandbox's `sh`, `tar` or `base64` with a program that
     /// writes without end): past either, the command is killed and `what`
@@ -159,12 +177,13 @@ impl Run {
     fn artifact_exec(
         &self,
         what: &str,
-        id: &str,
-        home: &str,
+        pl: &super::step_wrapper::Placement,
         script: &str,
         args: Vec<String>,
         max_stdout: usize,
-    ) -> Result<Collect> {
+        missing_ok: bool,
+    ) -> Result<Option<Collect>> {
+        let (id, home) = (pl.sandbox_id.as_str(), pl.home.as_str());
         let mut argv = vec!["/bin/sh".into(), "-c".into(), script.into(), "rfs".into()];
         argv.extend(args);
         let stop = self.cancel_token().child_token();
@@ -196,6 +215,9 @@ impl Run {
             return Err(Error::Interrupted);
         }
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        if missing_ok && o.exit == Some(EXIT_MISSING) {
+            return Ok(None);
+        }
         if o.exit == Some(EXIT_REFUSED) {
             let m = self.state().redactor.redact_str(&stderr);
             return Err(self.refuse(format!("{what} refused: {m}")));
@@ -207,18 +229,18 @@ impl Run {
                 reason: format!("it did not end well in sandbox {id} ({o:?}): {m}"),
             });
         }
-        Ok(out)
+        Ok(Some(out))
     }
 
     /// `collect(path)`: copy a file or folder of the synced root into the
     /// bundle's `artifacts/`, journaled.
-    pub(crate) fn collect(
-        &self,
-        path: &str,
-        max_bytes: Option<i64>,
-        junit: bool,
-    ) -> Result<Collected> {
+    pub(crate) fn collect(&self, path: &str, o: CollectOptions) -> Result<Collected> {
         self.check_cancelled()?;
+        let CollectOptions {
+            max_bytes,
+            junit,
+            optional,
+        } = o;
         let what = match junit {
             true => format!("collect({path:?}, #{{ junit: true }})"),
             false => format!("collect({path:?})"),
@@ -241,12 +263,15 @@ impl Run {
         args.extend(ancestors(&parts));
         let out = self.artifact_exec(
             &what,
-            &pl.sandbox_id,
-            &pl.home,
+            &pl,
             COLLECT_SH,
             args,
             collect_stdout_bound(cut),
+            true,
         )?;
+        let Some(out) = out else {
+            return self.absent(&what, &rel, optional);
+        };
         let text: Vec<u8> = out
             .stdout
             .into_iter()
@@ -383,6 +408,7 @@ impl Run {
             files: n,
             bytes: total,
             path: format!("{DIR}/{rel}"),
+            absent: false,
         })
     }
 
@@ -459,7 +485,7 @@ impl Run {
         })?;
         let mut args = vec![pl.remote_dir.clone(), upload, rel.clone()];
         args.extend(ancestors(&parts));
-        self.artifact_exec(&what, &pl.sandbox_id, &pl.home, PUT_SH, args, HELPER_STDERR)?;
+        self.artifact_exec(&what, &pl, PUT_SH, args, HELPER_STDERR, false)?;
         let shown_local = self.state().redactor.redact_str(local);
         self.record(Event::ArtifactPut {
             local: shown_local,

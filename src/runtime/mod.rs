@@ -127,6 +127,9 @@ pub(crate) struct RunState {
     pub refusals: Vec<rhai::ImmutableString>,
     pub redactor: Redactor,
     pub step_seq: u32,
+    /// The step that ended last and how (a `collect()` finding nothing
+    /// is its failure).
+    pub last_step: Option<(String, String)>,
     /// An internal error that ended the script (not catchable).
     pub fatal: Option<String>,
     /// Attached terminal sessions (closed at run end).

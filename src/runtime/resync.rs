@@ -177,6 +177,7 @@ impl Run {
             subdir: resolved.subdir.clone(),
             implicit: false,
             dirty_paths_not_shipped: resolved.dirty.clone(),
+            own_outputs_ignored: resolved.own_outputs_ignored.clone(),
             submodules: vec![],
             working_tree: super::sync::working_tree_of(resolved),
         })?;

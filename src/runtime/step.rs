@@ -249,6 +249,7 @@ impl Run {
             limit: result.limit.clone(),
             usage,
         })?;
+        self.state().last_step = Some((name.to_owned(), summary.clone()));
         if !result.ok && !opts.allow_failure {
             return Err(Error::StepFailed {
                 name: name.into(),

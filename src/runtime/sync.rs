@@ -58,6 +58,7 @@ impl SyncRequestKey {
             working_tree,
             submodules: self.submodules,
             dest: self.dest.clone(),
+            own_outputs: vec![],
         }
     }
 
@@ -109,7 +110,10 @@ impl Run {
     /// The options a bind really uses: a replay ships the commit it
     /// replays and `rfs bisect` the commit it tests (whatever revision
     /// the script names); `--allow-dirty` ships the working tree.
-    fn effective(&self, opts: SourceOptions) -> SourceOptions {
+    fn effective(&self, mut opts: SourceOptions) -> SourceOptions {
+        // What the person named for rfs to write is never dirt (while
+        // untracked), whichever bind this is.
+        opts.own_outputs = self.cfg.allowed_repos.own_outputs().to_vec();
         // A replay ships the commit it replays, whatever HEAD and the
         // working tree are now (dirty paths are still journaled).
         // A full commit id names one commit whatever the repository's
@@ -192,6 +196,7 @@ impl Run {
             subdir: resolved.subdir.clone(),
             implicit,
             dirty_paths_not_shipped: resolved.dirty.clone(),
+            own_outputs_ignored: resolved.own_outputs_ignored.clone(),
             submodules: resolved
                 .submodules
                 .iter()

@@ -367,6 +367,7 @@ fn collected_map(c: &crate::runtime::artifacts::Collected) -> Map {
     m.insert("files".into(), (c.files as i64).into());
     m.insert("bytes".into(), (c.bytes as i64).into());
     m.insert("path".into(), c.path.clone().into());
+    m.insert("absent".into(), c.absent.into());
     m
 }
 
@@ -377,7 +378,7 @@ fn register_artifacts(engine: &mut Engine, run: &Arc<Run>) {
     engine.register_fn(
         "collect",
         move |ctx: NativeCallContext, path: &str| -> RhaiResult<Map> {
-            r.collect(path, None, false)
+            r.collect(path, Default::default())
                 .map(|c| collected_map(&c))
                 .map_err(|e| to_rhai(&r, e, ctx.call_position()))
         },
@@ -387,12 +388,16 @@ fn register_artifacts(engine: &mut Engine, run: &Arc<Run>) {
         "collect",
         move |ctx: NativeCallContext, path: &str, opts: Map| -> RhaiResult<Map> {
             let mut o = Opts::new("collect()", opts);
-            let (max, junit) = o
-                .int("max_bytes")
-                .and_then(|m| Ok((m, o.boolean("junit")?.unwrap_or(false))))
-                .and_then(|m| o.finish().map(|_| m))
-                .map_err(|m| script_error(m, ctx.call_position()))?;
-            r.collect(path, max, junit)
+            let c = (|| {
+                let c = crate::runtime::artifacts::CollectOptions {
+                    max_bytes: o.int("max_bytes")?,
+                    junit: o.boolean("junit")?.unwrap_or(false),
+                    optional: o.boolean("optional")?.unwrap_or(false),
+                };
+                o.finish().map(|_| c)
+            })()
+            .map_err(|m| script_error(m, ctx.call_position()))?;
+            r.collect(path, c)
                 .map(|c| collected_map(&c))
                 .map_err(|e| to_rhai(&r, e, ctx.call_position()))
         },

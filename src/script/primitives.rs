@@ -113,8 +113,8 @@ pub(crate) const PRIMITIVES: &[Primitive] = &[
     Primitive {
         name: "collect",
         arities: &[1, 2],
-        options: Some((1, &["max_bytes", "junit"])),
-        returns: &["files", "bytes", "path"],
+        options: Some((1, &["max_bytes", "junit", "optional"])),
+        returns: &["files", "bytes", "path", "absent"],
         summary: "copy a file or folder of the synced root into the bundle's artifacts/",
     },
     Primitive {

@@ -51,6 +51,9 @@ pub enum Event {
         subdir: Option<String>,
         implicit: bool,
         dirty_paths_not_shipped: Vec<String>,
+        /// Untracked outputs the person named for rfs (not dirt).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        own_outputs_ignored: Vec<String>,
         submodules: Vec<SubmodulePin>,
         /// Set when `--allow-dirty` shipped the working tree.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -378,6 +381,16 @@ pub enum Event {
         /// JUnit views), with its counts.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         junit: Option<JunitCounts>,
+    },
+    /// `collect(path)` found nothing at `path`. `optional: true` (the
+    /// script's `#{ optional: true }`): recorded as absent and the run
+    /// went on. Else it is the failure of `step`, the step that ran last
+    /// (which wrote no such file), when one did.
+    #[serde(rename = "artifact.absent")]
+    ArtifactAbsent {
+        path: String,
+        optional: bool,
+        step: Option<String>,
     },
     /// `put(local, path)` shipped the file `local` (not in the commit) to
     /// `path` under the synced root; kept in the bundle at `bundled`

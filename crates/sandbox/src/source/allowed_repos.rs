@@ -16,6 +16,10 @@ pub struct AllowedRepos {
     /// although they are outside the working tree or ignored by git
     /// (`--allow-put`).
     puts: Vec<PathBuf>,
+    /// The files and folders the person named on this command line for
+    /// rfs to write (`--junit`, `--out`): not dirt while untracked (see
+    /// [`super::own_outputs`]).
+    own_outputs: Vec<super::own_outputs::OwnOutput>,
 }
 
 /// The canonical common git directory of the repository holding `dir`
@@ -45,7 +49,11 @@ impl AllowedRepos {
             })?;
             dirs.push((g, format!("--allow-repo {}", f.display())));
         }
-        Ok(AllowedRepos { dirs, puts: vec![] })
+        Ok(AllowedRepos {
+            dirs,
+            puts: vec![],
+            own_outputs: vec![],
+        })
     }
 
     /// With each `--allow-put` path (relative to `invocation_dir`), which
@@ -59,6 +67,28 @@ impl AllowedRepos {
             self.puts.push(p);
         }
         Ok(self)
+    }
+
+    /// With the outputs the person named on the command line (absolute,
+    /// or relative to `invocation_dir`).
+    pub fn with_own_outputs(
+        mut self,
+        invocation_dir: &Path,
+        outputs: &[super::own_outputs::OwnOutput],
+    ) -> Self {
+        self.own_outputs = outputs
+            .iter()
+            .map(|o| super::own_outputs::OwnOutput {
+                path: invocation_dir.join(&o.path),
+                folder: o.folder,
+            })
+            .collect();
+        self
+    }
+
+    /// The outputs the person named on the command line for rfs to write.
+    pub fn own_outputs(&self) -> &[super::own_outputs::OwnOutput] {
+        &self.own_outputs
     }
 
     /// What `--allow-put` allowed `put()` to ship.

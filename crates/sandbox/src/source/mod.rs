@@ -19,6 +19,7 @@ pub mod native_check;
 pub mod native_extract;
 pub mod native_read_back;
 pub mod native_walk;
+pub mod own_outputs;
 pub mod pack_stream;
 pub mod remote_check;
 pub mod repo;
@@ -72,6 +73,9 @@ pub struct SourceOptions {
     pub submodules: SubmodulePolicy,
     /// Destination directory, relative to the sandbox home.
     pub dest: String,
+    /// What the person named on the command line for rfs to write: not
+    /// dirt while untracked (see [`own_outputs`]).
+    pub own_outputs: Vec<own_outputs::OwnOutput>,
 }
 
 impl SourceOptions {
@@ -84,6 +88,7 @@ impl SourceOptions {
             working_tree: false,
             submodules: SubmodulePolicy::Refuse,
             dest: "relayflows-source".into(),
+            own_outputs: vec![],
         }
     }
 }

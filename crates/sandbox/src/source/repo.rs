@@ -34,6 +34,10 @@ pub struct ResolvedSource {
     pub working_tree_of: Option<Oid>,
     pub uncommitted: Vec<String>,
     pub submodules: Vec<PinnedSubmodule>,
+    /// Untracked paths that are rfs's own outputs the person named on
+    /// the command line (see [`super::own_outputs`]): not dirt, not
+    /// shipped.
+    pub own_outputs_ignored: Vec<String>,
 }
 
 /// Find the repository containing `dir`.
@@ -65,12 +69,13 @@ pub fn resolve(opts: &SourceOptions) -> Result<ResolvedSource, SourceError> {
             message: e.message().to_owned(),
         })?;
     let mut commit_id = commit.id();
-    let mut dirty = dirty_paths(&repo)?;
+    let own = super::own_outputs::in_repo(&root, &opts.own_outputs);
+    let (mut dirty, own_outputs_ignored) = dirty_paths(&repo, &own)?;
     let mut working_tree_of = None;
     let mut uncommitted = vec![];
     if opts.working_tree && opts.rev == "HEAD" && dirty.iter().any(|p| !is_settings_file(p)) {
         working_tree_of = Some(commit_id);
-        commit_id = super::working_tree::snapshot(&repo, commit_id)?;
+        commit_id = super::working_tree::snapshot(&repo, commit_id, &own_outputs_ignored)?;
         uncommitted = std::mem::take(&mut dirty);
     }
     let commit = repo.find_commit(commit_id)?;
@@ -126,6 +131,7 @@ pub fn resolve(opts: &SourceOptions) -> Result<ResolvedSource, SourceError> {
         working_tree_of,
         uncommitted,
         submodules,
+        own_outputs_ignored,
     })
 }
 
@@ -138,10 +144,13 @@ fn is_settings_file(path: &str) -> bool {
     path == f || path.strip_suffix(f).is_some_and(|p| p.ends_with('/'))
 }
 
-/// Tracked files with changes and untracked files that are not ignored.
-fn dirty_paths(repo: &Repository) -> Result<Vec<String>, SourceError> {
+/// Tracked files with changes and untracked files that are not ignored;
+/// then the untracked ones that are rfs's own outputs (`own`, from
+/// [`super::own_outputs::in_repo`]), which are not dirt.
+type Dirt = (Vec<String>, Vec<String>);
+fn dirty_paths(repo: &Repository, own: &[(String, bool)]) -> Result<Dirt, SourceError> {
     if repo.is_bare() {
-        return Ok(vec![]);
+        return Ok((vec![], vec![]));
     }
     let mut so = StatusOptions::new();
     so.include_untracked(true)
@@ -150,7 +159,7 @@ fn dirty_paths(repo: &Repository) -> Result<Vec<String>, SourceError> {
         .exclude_submodules(false);
     let statuses = repo.statuses(Some(&mut so))?;
     let index = repo.index()?;
-    let mut out = vec![];
+    let (mut out, mut mine) = (vec![], vec![]);
     for s in statuses.iter() {
         if s.status().is_empty() || s.status().contains(git2::Status::IGNORED) {
             continue;
@@ -158,10 +167,15 @@ fn dirty_paths(repo: &Repository) -> Result<Vec<String>, SourceError> {
         if worktree_only(s.status()) && not_a_change(&index, s.path_bytes()) {
             continue;
         }
-        out.push(String::from_utf8_lossy(s.path_bytes()).into_owned());
+        let path = String::from_utf8_lossy(s.path_bytes()).into_owned();
+        match super::own_outputs::exempt(s.status(), &path, own) {
+            true => mine.push(path),
+            false => out.push(path),
+        }
     }
     out.sort();
-    Ok(out)
+    mine.sort();
+    Ok((out, mine))
 }
 
 /// Whether a status is about the working tree alone (nothing staged).

@@ -11,9 +11,10 @@ use git2::{IndexAddOption, Oid, Repository, Signature, Time};
 use super::SourceError;
 
 /// Commit the working tree (tracked changes, deletions, untracked files
-/// that are not ignored) on top of `base`, without touching refs or the
-/// index file; the snapshot commit's id.
-pub fn snapshot(repo: &Repository, base: Oid) -> Result<Oid, SourceError> {
+/// that are not ignored, but the untracked paths in `leave_out`: rfs's
+/// own outputs) on top of `base`, without touching refs or the index
+/// file; the snapshot commit's id.
+pub fn snapshot(repo: &Repository, base: Oid, leave_out: &[String]) -> Result<Oid, SourceError> {
     if repo.is_bare() {
         return Err(SourceError::Git(
             "a bare repository has no working tree to ship".into(),
@@ -23,7 +24,12 @@ pub fn snapshot(repo: &Repository, base: Oid) -> Result<Oid, SourceError> {
     // The index as read from disk, changed in memory only: its file is
     // never written.
     let mut index = repo.index()?;
-    index.add_all(["*"], IndexAddOption::DEFAULT, None)?;
+    // `add_all` calls back with each path it is about to add; 1 skips it.
+    let mut skip = |path: &std::path::Path, _: &[u8]| -> i32 {
+        let p = path.to_string_lossy();
+        i32::from(leave_out.iter().any(|l| *l == p))
+    };
+    index.add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip))?;
     index.update_all(["*"], None)?;
     let tree = repo.find_tree(index.write_tree()?)?;
     // Leave the repository's cached index as the file says.
@@ -66,7 +72,7 @@ mod tests {
         std::fs::write(d.path().join("new"), "3").unwrap();
         std::fs::write(d.path().join("ignored"), "4").unwrap();
         let index_before = std::fs::read(d.path().join(".git/index")).unwrap();
-        let snap = snapshot(&r, head).unwrap();
+        let snap = snapshot(&r, head, &[]).unwrap();
         let c = r.find_commit(snap).unwrap();
         assert_eq!(c.parent_id(0).unwrap(), head);
         let t = c.tree().unwrap();
@@ -85,6 +91,20 @@ mod tests {
             index_before
         );
         // Same tree, same HEAD: the same commit.
-        assert_eq!(snapshot(&r, head).unwrap(), snap);
+        assert_eq!(snapshot(&r, head, &[]).unwrap(), snap);
+    }
+
+    #[test]
+    fn the_snapshot_leaves_out_rfss_own_untracked_outputs() {
+        let (d, r, head) = repo();
+        std::fs::create_dir(d.path().join("reports")).unwrap();
+        std::fs::write(d.path().join("reports/junit.xml"), "<x/>").unwrap();
+        std::fs::write(d.path().join("new"), "3").unwrap();
+        let snap = snapshot(&r, head, &["reports/junit.xml".into()]).unwrap();
+        let t = r.find_commit(snap).unwrap().tree().unwrap();
+        assert!(t.get_path(std::path::Path::new("new")).is_ok());
+        assert!(t
+            .get_path(std::path::Path::new("reports/junit.xml"))
+            .is_err());
     }
 }

@@ -115,6 +115,11 @@ pub(super) fn late_samples() -> Vec<Event> {
                 skipped: 0,
             }),
         },
+        Event::ArtifactAbsent {
+            path: s("reports/junit.xml"),
+            optional: false,
+            step: Some(s("tests")),
+        },
         Event::ArtifactPut {
             local: s("fixtures/data.bin"),
             path: s("data.bin"),

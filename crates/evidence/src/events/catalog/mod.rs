@@ -81,9 +81,10 @@ fn ordinal(e: &Event) -> usize {
         Event::CheckpointRemoved(..) => 54,
         Event::PlacementForked(..) => 55,
         Event::SourceFromCheckpoint(..) => 56,
+        Event::ArtifactAbsent { .. } => 57,
     }
 }
-const COUNT: usize = 57;
+const COUNT: usize = 58;
 
 /// An owned string (the samples' shorthand).
 fn s(x: &str) -> String {

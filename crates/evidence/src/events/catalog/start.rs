@@ -76,6 +76,7 @@ pub(super) fn source_resolve_samples() -> Vec<Event> {
             subdir: None,
             implicit: false,
             dirty_paths_not_shipped: vec![],
+            own_outputs_ignored: vec![s("junit.xml")],
             submodules: vec![SubmodulePin {
                 path: s("sub"),
                 commit: s("abc"),

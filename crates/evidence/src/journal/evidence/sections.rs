@@ -209,6 +209,18 @@ pub(super) fn artifacts(s: &mut String, r: &RunSummary) {
                     let _ = writeln!(s, "  - {} skipped (not a file, folder or symlink)", code(p));
                 }
             }
+            crate::journal::fold::ArtifactRow::Absent {
+                path,
+                optional,
+                step,
+            } => {
+                let why = match (optional, step) {
+                    (true, _) => "optional: the run went on".to_owned(),
+                    (false, Some(st)) => format!("it failed step {}", code(st)),
+                    (false, None) => "it failed the run".to_owned(),
+                };
+                let _ = writeln!(s, "- {} was absent when collected ({why})", code(path));
+            }
             crate::journal::fold::ArtifactRow::Put {
                 local,
                 path,

@@ -145,7 +145,9 @@ impl RunSummary {
             | Event::SourceVerify(..)
             | Event::SourcePin { .. }
             | Event::SourceResync(..) => self.apply_source(e),
-            Event::ArtifactCollected { .. } | Event::ArtifactPut { .. } => self.apply_artifact(e),
+            Event::ArtifactCollected { .. }
+            | Event::ArtifactPut { .. }
+            | Event::ArtifactAbsent { .. } => self.apply_artifact(e),
             Event::BisectStart { .. } | Event::BisectCommit { .. } | Event::BisectEnd { .. } => {
                 self.apply_bisect(e)
             }

@@ -182,6 +182,13 @@ pub enum ArtifactRow {
         /// Set for a JUnit report (`collect(path, #{ junit: true })`).
         junit: Option<crate::events::JunitCounts>,
     },
+    /// `collect()` found nothing there (`artifact.absent`).
+    Absent {
+        path: String,
+        optional: bool,
+        /// The step it failed (not optional).
+        step: Option<String>,
+    },
     Put {
         local: String,
         path: String,

@@ -69,6 +69,20 @@ impl RunSummary {
                 bytes: *bytes,
                 junit: *junit,
             }),
+            Event::ArtifactAbsent {
+                path,
+                optional,
+                step,
+            } => {
+                self.artifacts.push(ArtifactRow::Absent {
+                    path: path.clone(),
+                    optional: *optional,
+                    step: step.clone(),
+                });
+                if let (false, Some(name)) = (optional, step) {
+                    self.fail_for_missing(name, path);
+                }
+            }
             Event::ArtifactPut {
                 local,
                 path,

@@ -12,6 +12,27 @@ impl RunSummary {
             .find(|s| s.name == name && s.outcome.is_open())
     }
 
+    /// `collect(path)` found nothing the step `name` (the last that ran)
+    /// should have written: that step failed the run, whatever its exit
+    /// said, so the views show it (its command, its last output) as any
+    /// failed step.
+    pub(super) fn fail_for_missing(&mut self, name: &str, path: &str) {
+        let Some(row) = self.steps.iter_mut().rev().find(|s| s.name == name) else {
+            return;
+        };
+        let ended = match &row.outcome {
+            StepOutcome::Failed { summary, .. } => summary.clone(),
+            _ => match row.exit {
+                Some(code) => format!("exit {code}"),
+                None => "ended".to_owned(),
+            },
+        };
+        row.outcome = StepOutcome::Failed {
+            allowed: false,
+            summary: format!("{ended}; it wrote no {path}, which collect() takes"),
+        };
+    }
+
     /// Fold one step event in (a step's rows: started, attempts, end).
     pub(super) fn apply_step(&mut self, e: &Event) {
         match e {
