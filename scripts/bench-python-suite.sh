@@ -10,7 +10,11 @@
 #     time / jobs (each from its journal) — target <= 1.5x;
 #  2. the same 8 proofs each making its own virtualenv (what a user did
 #     before setups existed): wall time, and the ratio of 1. to it;
-#  3. the JUnit test cases `rfs test --junit` reports (297 expected).
+#  3. the same work by hand on the host, no rfs (issue #46): a fresh
+#     virtualenv, the same pip install, the 8 pytest shares 2 at a time —
+#     the ratio of 1. to it, warm (every run after the first) — target
+#     <= 1.1x;
+#  4. the JUnit test cases `rfs test --junit` reports (297 expected).
 # Not a test: never run in CI. Needs root (overlayfs) and PyPI (to fetch
 # the sdist and the wheels once, with the system's python3 and pip).
 # Usage: scripts/bench-python-suite.sh [WORKDIR]   RUNS=3 RFS_BIN=path/to/rfs
@@ -52,6 +56,7 @@ project() {
     "$t/test_url_safe.py::TestTimedSerializer $t/test_url_safe.py::TestURLSafeSerializer"
     "$t/test_url_safe.py::TestURLSafeTimedSerializer"
   )
+  printf '%s\n' "${shares[@]}" > "$work/shares.txt"
   local i=0
   for share in "${shares[@]}"; do
     i=$((i + 1))
@@ -76,9 +81,21 @@ project() {
 # Run the suite in $1 into $2 with --junit $2.xml; prints its wall seconds.
 suite() { timed_suite "$1" "$2" --jobs 2 --junit "$2.xml"; }
 
+# The same work by hand on the host in a copy of the project $1: a fresh
+# virtualenv, the same install, the shares 2 at a time; prints seconds.
+by_hand() {
+  local dir="$work/by-hand"
+  rm -rf "$dir"; cp -a "$1" "$dir"
+  local t0; t0=$(date +%s.%N)
+  (cd "$dir" && "$py" -m venv .venv && .venv/bin/python -m pip install -q --no-index --find-links wheels pytest freezegun . \
+    && mkdir -p reports && i=0 && while read -r share; do i=$((i + 1)); echo "$i $share"; done < "$work/shares.txt" \
+    | xargs -P 2 -L 1 sh -c '.venv/bin/python -m pytest -q -p no:cacheprovider --junitxml=reports/junit-$0.xml $@ >/dev/null') >/dev/null
+  awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN {printf "%.3f", a - b}'
+}
+
 project "$work/with-setup" no
 project "$work/own-venv" yes
-walls=() ideals=() ratios=() owns=() vs=() cases=""
+walls=() ideals=() ratios=() owns=() vs=() hands=() hvs=() cases=""
 for r in $(seq 1 "$runs"); do
   out="$work/out-setup-$r"
   wall=$(suite "$work/with-setup" "$out")
@@ -87,12 +104,17 @@ for r in $(seq 1 "$runs"); do
   alone=$(suite "$work/own-venv" "$work/out-own-$r")
   walls+=("$wall"); ideals+=("$ideal"); ratios+=("$(ratio "$wall" "$ideal")")
   owns+=("$alone"); vs+=("$(ratio "$wall" "$alone")")
-  printf "run %s: with setup %.2f s (ideal %.2f s: setup + proofs' own / 2); every proof its own venv %.2f s\n" \
-    "$r" "$wall" "$ideal" "$alone"
+  hand=$(by_hand "$work/with-setup")
+  # Warm: the first run fills the page cache and pip's; it is not counted.
+  [ "$r" -gt 1 ] && { hands+=("$hand"); hvs+=("$(ratio "$wall" "$hand")"); }
+  printf "run %s: with setup %.2f s (ideal %.2f s: setup + proofs' own / 2); every proof its own venv %.2f s; by hand on the host %.2f s\n" \
+    "$r" "$wall" "$ideal" "$alone" "$hand"
 done
 m() { printf '%s\n' "$@" | median; }
 printf "itsdangerous, 8 proofs, --jobs 2, setup once:  %6.2f s  ideal %6.2f s  ratio %sx (target <= 1.5x)\n" \
   "$(m "${walls[@]}")" "$(m "${ideals[@]}")" "$(m "${ratios[@]}")"
 printf "every proof making its own virtualenv:          %6.2f s  setup-once / own-venv %sx\n" \
   "$(m "${owns[@]}")" "$(m "${vs[@]}")"
+printf "the same work by hand on the host (warm):     %6.2f s  setup-once / by hand %sx (target <= 1.1x)\n" \
+  "$(m "${hands[@]}")" "$(m "${hvs[@]}")"
 echo "pytest test cases in rfs test --junit: $cases (of 297)"
