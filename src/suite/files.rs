@@ -139,7 +139,7 @@ fn markdown(ix: &Index) -> String {
         String::new()
     } else {
         format!(
-            "> **NOT REPRODUCIBLE**: {} shipped the working tree as it was (`--allow-dirty`), not a commit.\n\n",
+            "> **NOT REPRODUCIBLE**: {} shipped the working tree as it was (`--allow-dirty`), not a commit, or used a cache kept between runs (its own or its setup's); each one's `EVIDENCE.md` says which.\n\n",
             ix.not_reproducible
                 .iter()
                 .map(|n| code(n))

@@ -52,7 +52,7 @@ pub(crate) fn page(ix: &Index, dir: &Path) -> String {
     if !ix.not_reproducible.is_empty() {
         let _ = writeln!(
             s,
-            "<p id=\"not-reproducible\"><strong>NOT REPRODUCIBLE</strong>: {} shipped the working tree as it was (<code>--allow-dirty</code>), not a commit.</p>",
+            "<p id=\"not-reproducible\"><strong>NOT REPRODUCIBLE</strong>: {} shipped the working tree as it was (<code>--allow-dirty</code>), not a commit, or used a cache kept between runs (its own or its setup's); each one's <code>EVIDENCE.md</code> says which.</p>",
             ix.not_reproducible
                 .iter()
                 .map(|n| format!("<code>{}</code>", h_inline(n)))

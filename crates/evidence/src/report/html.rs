@@ -9,6 +9,7 @@
 
 use std::fmt::Write as _;
 
+use super::html_sections;
 use super::html_text::{h, json_in_script};
 use super::terminal::{Screenshot, SessionView};
 use super::FinishedRun;
@@ -22,7 +23,7 @@ const PLAYER: &str = include_str!("assets/player.js");
 /// Who drew a report, written into it: rfs's version and the page
 /// format, raised whenever the page or the screens are drawn differently
 /// (so `rfs verify` compares a report only with its own rendering).
-pub const GENERATOR: &str = concat!("rfs ", env!("CARGO_PKG_VERSION"), " report/3");
+pub const GENERATOR: &str = concat!("rfs ", env!("CARGO_PKG_VERSION"), " report/4");
 
 /// The generator a report names (its `<meta name="generator">`).
 pub fn generator_of(html: &[u8]) -> Option<String> {
@@ -67,11 +68,15 @@ pub fn page(b: &FinishedRun, sessions: &[SessionView]) -> String {
     );
     header(&mut s, r);
     failure(&mut s, r, sessions);
+    html_sections::labels(&mut s, r);
     steps(&mut s, r);
     terminal(&mut s, r, sessions);
-    spawns(&mut s, r);
-    services(&mut s, r);
+    html_sections::spawns(&mut s, r);
+    html_sections::services(&mut s, r);
+    html_sections::caches(&mut s, r);
+    html_sections::checkpoints(&mut s, r);
     prints(&mut s, r);
+    html_sections::artifacts(&mut s, r);
     crate::journal::network_view::html(&mut s, &r.network, &|t| h(t).to_string());
     refusals(&mut s, r);
     cleanup(&mut s, r);
@@ -133,6 +138,7 @@ fn header(s: &mut String, r: &RunSummary) {
             h(&w.describe())
         );
     }
+    html_sections::cache_banner(s, r);
     let mut facts: Vec<(&str, String)> = vec![("run", r.run_id.clone())];
     if answer.is_some() {
         facts.push(("run outcome", outcome.to_owned()));
@@ -464,44 +470,6 @@ fn terminal(s: &mut String, r: &RunSummary, sessions: &[SessionView]) {
     s.push_str("</section>\n");
 }
 
-/// Background processes, briefly: what ran, when it was ready, how it
-/// ended (EVIDENCE.md and the journal have the rest).
-fn spawns(s: &mut String, r: &RunSummary) {
-    if r.spawns.is_empty() {
-        return;
-    }
-    s.push_str("<section id=\"spawns\"><h2>Background processes</h2><ul>\n");
-    for p in &r.spawns {
-        let ready: Vec<String> = p
-            .ready
-            .iter()
-            .map(|(on, t, ms)| format!("ready ({on} {t}) after {ms} ms"))
-            .chain(
-                p.wait_failed
-                    .iter()
-                    .map(|(on, t, why)| format!("wait_for {on} {t} failed: {why}")),
-            )
-            .collect();
-        let end = p.end.as_ref().map_or(
-            "still running".to_owned(),
-            crate::journal::spawns::ended_text,
-        );
-        let _ = writeln!(
-            s,
-            "<li><code>{}</code>: <code>{}</code>{}; {}</li>",
-            h(&p.name),
-            h(&p.command),
-            if ready.is_empty() {
-                String::new()
-            } else {
-                format!("; {}", h(&ready.join("; ")))
-            },
-            h(&end)
-        );
-    }
-    s.push_str("</ul></section>\n");
-}
-
 fn prints(s: &mut String, r: &RunSummary) {
     if r.prints.is_empty() {
         return;
@@ -575,17 +543,4 @@ pub fn push_screen(s: &mut String, shot: Option<&Screenshot>) {
         }
         None => s.push_str("<p>(no screen was recorded)</p>"),
     }
-}
-
-/// Services, briefly: the image by content, when it was ready, how it
-/// ended.
-fn services(s: &mut String, r: &RunSummary) {
-    if r.services.is_empty() {
-        return;
-    }
-    s.push_str("<section id=\"services\"><h2>Services</h2><ul>\n");
-    for (name, text) in crate::journal::services::html_lines(&r.services) {
-        let _ = writeln!(s, "<li><code>{}</code>: {}</li>", h(&name), h(&text));
-    }
-    s.push_str("</ul></section>\n");
 }
