@@ -156,10 +156,19 @@ fn header(s: &mut String, r: &RunSummary) {
     if let Some(f) = r.checkpoints.started_from_text() {
         facts.push(("started from", f));
     }
-    // A bisect re-syncs once per commit tested: those pins fold away.
-    let shown = if answer.is_some() { 1 } else { r.pins.len() };
+    // A bisect names what it tested, never one source commit (its first
+    // sync may be of a commit it did not test); its syncs fold away.
+    if let Some(a) = &answer {
+        facts.extend(a.tested_facts.iter().map(|(k, v)| (*k, v.clone())));
+    }
+    let shown = if answer.is_some() { 0 } else { r.pins.len() };
+    let tested = |c: &str| {
+        answer
+            .as_ref()
+            .is_none_or(|a| a.rows.iter().any(|row| row.commit == c))
+    };
     for (i, p) in r.pins.iter().take(shown).enumerate() {
-        pin_facts(&mut facts, r, p, i);
+        pin_facts(&mut facts, r, p, i, true);
     }
     s.push_str("<dl class=\"facts\">\n");
     fact_rows(s, &facts);
@@ -167,11 +176,11 @@ fn header(s: &mut String, r: &RunSummary) {
     if r.pins.len() > shown {
         let mut more = vec![];
         for (i, p) in r.pins.iter().enumerate().skip(shown) {
-            pin_facts(&mut more, r, p, i);
+            pin_facts(&mut more, r, p, i, tested(&p.commit));
         }
         let _ = writeln!(
             s,
-            "<details id=\"resyncs\"><summary>{} re-syncs (one per commit tested)</summary><dl class=\"facts\">",
+            "<details id=\"resyncs\"><summary>{} syncs of the source (one per commit tested; one not tested is marked)</summary><dl class=\"facts\">",
             r.pins.len() - shown
         );
         fact_rows(s, &more);
@@ -185,13 +194,19 @@ fn pin_facts(
     r: &RunSummary,
     p: &crate::journal::fold::Pin,
     i: usize,
+    tested: bool,
 ) {
-    let what = if i == 0 {
-        "source commit"
-    } else {
-        "re-synced to"
+    let what = match (i, r.bisect.is_some()) {
+        (0, false) => "source commit",
+        (0, true) => "synced to",
+        _ => "re-synced to",
     };
-    facts.push((what, p.commit.clone()));
+    let commit = if tested {
+        p.commit.clone()
+    } else {
+        format!("{} (not tested)", p.commit)
+    };
+    facts.push((what, commit));
     facts.push(("tree digest", p.tree_digest.clone()));
     facts.push(("files verified", p.files.to_string()));
     facts.push(("source workdir", in_sandbox(r.home.as_deref(), &p.workdir)));
@@ -235,6 +250,7 @@ fn bisect_answer(s: &mut String, a: &crate::journal::bisect_answer::Answer) {
             h(&m.git)
         );
     }
+    let _ = writeln!(s, "<p id=\"bisect-ends\">{}</p>", h(&a.ends));
     let _ = writeln!(
         s,
         "<p>Range: {}.</p>\n<table id=\"bisect-tested\">\n<tr><th>commit</th><th>end</th><th>result</th><th>why</th></tr>",
