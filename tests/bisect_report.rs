@@ -297,6 +297,48 @@ fn a_bisects_header_names_the_ends_and_the_commit_found_not_an_untested_source_c
         "{ev}"
     );
     assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+
+    // With a setup, the lane's first pin is the setup's HEAD, which the
+    // bisect never tests: the header named it as the source commit. It
+    // is a sync marked not tested now.
+    let setup = rfs.state.path().join("setup.rhai");
+    std::fs::write(&setup, r#"step("prep", "echo prepared > $HOME/prep");"#).unwrap();
+    let out = bisect(
+        &rfs,
+        repo.path(),
+        &[
+            &ids[0],
+            &ids[6],
+            p.to_str().unwrap(),
+            "--setup",
+            setup.to_str().unwrap(),
+        ],
+    );
+    out.assert_code(0);
+    let lane = out.out_dir.join("lane-1");
+    let html = std::fs::read_to_string(lane.join("report.html")).unwrap();
+    let header = &html[..html.find("</header>").unwrap()];
+    assert!(!header.contains("source commit"), "{header}");
+    assert!(
+        header.contains(&format!(
+            "<dt>synced to</dt><dd><code>{} (not tested)</code></dd>",
+            ids[8]
+        )),
+        "HEAD, bound by the setup, marked not tested: {header}"
+    );
+    assert!(
+        header.contains(&format!(
+            "<dt>first changed commit</dt><dd><code>{}</code></dd>",
+            ids[5]
+        )),
+        "{header}"
+    );
+    let ev = std::fs::read_to_string(lane.join("EVIDENCE.md")).unwrap();
+    assert!(
+        ev.contains(&format!("- first synced: `{}` (not tested", ids[8])),
+        "{ev}"
+    );
+    assert_bundle_verifies(&rfs, repo.path(), &lane);
     rfs.assert_no_leftovers();
 }
 
