@@ -3,10 +3,12 @@
 //! sheet, its escaping, the same Content-Security-Policy: nothing but
 //! rfs's own style, allowed by its hash; no script, nothing fetched).
 //!
-//! The counts first, NOT REPRODUCIBLE when a proof shipped a working
-//! tree, then what failed (each failed proof with its error, its last
-//! output lines and the screen of its first failed `assert_screen`), the
-//! refused proofs, the flaky ones with every attempt, and a table of
+//! The counts first with the commit, the project's tests (JUnit totals)
+//! and the network, NOT REPRODUCIBLE when a proof shipped a working tree
+//! or used a cache, then what failed (each failed proof with its error,
+//! its last output lines and the screen of its first failed
+//! `assert_screen`), the refused proofs (with their last output lines),
+//! the flaky ones with every attempt, and a table of
 //! every proof linking to its `report.html`. Every link is relative to
 //! the suite's folder, so the folder can be moved or downloaded whole.
 

@@ -1,9 +1,12 @@
 //! `report.html`: the run at a glance, one self-contained file (no
 //! network, no external script, style or font; a Content-Security-Policy
 //! that allows none). The outcome and what failed come first; then the
-//! pins, the steps with their last output, each terminal session's screen
-//! at every assertion and at its end (SVG rendered from the emulator's
-//! cells) with a player for its recording, the script's output, the
+//! pins (for a bisect: the ends and the commit found), the steps with
+//! their last output, each terminal session's screen at every assertion
+//! and at its end (SVG rendered from the emulator's cells) with a player
+//! for its recording, and every other section EVIDENCE.md has (labels,
+//! background processes, services, caches, checkpoints, the script's
+//! output, artifacts, network: see [`super::html_sections`]), the
 //! refusals, the cleanup and the journal's head. A pure function of the
 //! bundle: `rfs verify` renders it again and compares.
 

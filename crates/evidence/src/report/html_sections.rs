@@ -1,8 +1,8 @@
 //! `report.html`'s sections that EVIDENCE.md has too, drawn from the
-//! same fold of the journal: the sandbox's labels, the caches (and the
-//! NOT REPRODUCIBLE they mean), the checkpoints (the one the sandbox
-//! started from, those the run made) and the artifacts (with a JUnit
-//! report's counts). `tests/report_html.rs`
+//! same fold of the journal: the sandbox's labels, background processes
+//! and services (briefly), the caches (and the NOT REPRODUCIBLE they
+//! mean), the checkpoints (the one the sandbox started from, those the
+//! run made) and the artifacts (with a JUnit report's counts). `tests/report_html.rs`
 //! (`report_html_shows_everything_evidence_md_shows`) fails when
 //! EVIDENCE.md has a section this page has not.
 
