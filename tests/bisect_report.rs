@@ -256,3 +256,164 @@ fn with_jobs_the_commits_tested_are_listed_oldest_first() {
     }
     rfs.assert_no_leftovers();
 }
+
+/// The header of a bisect's report named a commit as the run's "source
+/// commit" that the bisect never tested (#46 item 8). It now names what
+/// was tested: the good and bad ends with their results and the first
+/// changed commit; every sync of the source folds away below, one not
+/// tested marked so.
+#[test]
+fn a_bisects_header_names_the_ends_and_the_commit_found_not_an_untested_source_commit() {
+    let rfs = Rfs::new(Prov::Local);
+    let (repo, ids) = counting_repo(9);
+    let p = proof(&rfs, r#"step("check", "test $(cat v) -lt 5");"#);
+    // HEAD is ids[8], past the bad end: never tested.
+    let out = bisect(&rfs, repo.path(), &[&ids[0], &ids[6], p.to_str().unwrap()]);
+    out.assert_code(0);
+    let html = std::fs::read_to_string(out.out_dir.join("report.html")).unwrap();
+    let header = &html[..html.find("</header>").unwrap()];
+    let facts = &header[header.find("<dl class=\"facts\">\n<dt>run</dt>").unwrap()..];
+    let facts = &facts[..facts.find("</dl>").unwrap()];
+    assert!(!facts.contains("source commit"), "{facts}");
+    for (what, value) in [
+        ("good end", format!("{} (passed, tested)", ids[0])),
+        ("bad end", format!("{} (failed, tested)", ids[6])),
+        ("first changed commit", ids[5].clone()),
+    ] {
+        assert!(
+            facts.contains(&format!("<dt>{what}</dt><dd><code>{value}</code></dd>")),
+            "{what}: {value} in {facts}"
+        );
+    }
+    assert!(!html.contains(&ids[8]), "HEAD was not tested: {html}");
+    let ev = out.evidence();
+    assert!(!ev.contains("- source commit:"), "{ev}");
+    assert!(
+        ev.contains(&format!("- good end: {} (passed, tested)\n", ids[0])),
+        "{ev}"
+    );
+    assert!(
+        ev.contains(&format!("- first changed commit: {}\n", ids[5])),
+        "{ev}"
+    );
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+
+    // With a setup, the lane's first pin is the setup's HEAD, which the
+    // bisect never tests: the header named it as the source commit. It
+    // is a sync marked not tested now.
+    let setup = rfs.state.path().join("setup.rhai");
+    std::fs::write(&setup, r#"step("prep", "echo prepared > $HOME/prep");"#).unwrap();
+    let out = bisect(
+        &rfs,
+        repo.path(),
+        &[
+            &ids[0],
+            &ids[6],
+            p.to_str().unwrap(),
+            "--setup",
+            setup.to_str().unwrap(),
+        ],
+    );
+    out.assert_code(0);
+    let lane = out.out_dir.join("lane-1");
+    let html = std::fs::read_to_string(lane.join("report.html")).unwrap();
+    let header = &html[..html.find("</header>").unwrap()];
+    assert!(!header.contains("source commit"), "{header}");
+    assert!(
+        header.contains(&format!(
+            "<dt>synced to</dt><dd><code>{} (not tested)</code></dd>",
+            ids[8]
+        )),
+        "HEAD, bound by the setup, marked not tested: {header}"
+    );
+    assert!(
+        header.contains(&format!(
+            "<dt>first changed commit</dt><dd><code>{}</code></dd>",
+            ids[5]
+        )),
+        "{header}"
+    );
+    let ev = std::fs::read_to_string(lane.join("EVIDENCE.md")).unwrap();
+    assert!(
+        ev.contains(&format!("- first synced: `{}` (not tested", ids[8])),
+        "{ev}"
+    );
+    assert_bundle_verifies(&rfs, repo.path(), &lane);
+    rfs.assert_no_leftovers();
+}
+
+/// A bisect tested both ends again, 2 commits more than `git bisect run`
+/// and nothing said why (#46 item 8). By default it still does, and its
+/// report says why (an end that does not behave as claimed makes the
+/// bisect meaningless); `--trust-ends` takes the ends on the person's
+/// word, tests neither, and is journaled and reported as such.
+#[test]
+fn a_bisect_retests_its_ends_and_says_why_unless_trust_ends_takes_them_on_the_persons_word() {
+    let rfs = Rfs::new(Prov::Local);
+    let (repo, ids) = counting_repo(17);
+    let p = proof(&rfs, r#"step("check", "test $(cat v) -lt 5");"#);
+    let p = p.to_str().unwrap();
+    let checked = bisect(&rfs, repo.path(), &[&ids[0], "HEAD", p]);
+    checked.assert_code(0);
+    assert!(
+        checked
+            .stderr
+            .contains("(both ends included, tested again)"),
+        "{}",
+        checked.stderr
+    );
+    let html = std::fs::read_to_string(checked.out_dir.join("report.html")).unwrap();
+    assert!(
+        html.contains(
+            "Both ends were tested again before the search: an end that does not behave as claimed"
+        ),
+        "{html}"
+    );
+    let tested_checked = checked.entries("bisect.commit").len();
+
+    let trusted = bisect(&rfs, repo.path(), &[&ids[0], "HEAD", p, "--trust-ends"]);
+    trusted.assert_code(0);
+    assert!(
+        trusted
+            .stdout
+            .starts_with(&format!("{} is the first bad commit\n", ids[5])),
+        "{}",
+        trusted.stdout
+    );
+    assert_eq!(trusted.entries("bisect.start")[0]["ends_trusted"], true);
+    let commits: Vec<String> = trusted
+        .entries("bisect.commit")
+        .iter()
+        .map(|c| c["commit"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        !commits.contains(&ids[0]) && !commits.contains(&ids[16]),
+        "the ends are not tested: {commits:?}"
+    );
+    assert_eq!(commits.len() + 2, tested_checked, "{commits:?}");
+    assert!(commits.len() <= 4, "16 commits take 4 probes: {commits:?}");
+    assert!(
+        trusted
+            .stdout
+            .contains("Ends not re-tested, taken from your word (--trust-ends)"),
+        "{}",
+        trusted.stdout
+    );
+    let said = "Ends not re-tested, taken from the person&#39;s word (--trust-ends)";
+    let html = std::fs::read_to_string(trusted.out_dir.join("report.html")).unwrap();
+    assert!(html.contains(said), "{html}");
+    assert!(
+        html.contains(&format!(
+            "<dt>good end</dt><dd><code>{} (passes: not re-tested, the person&#39;s word)</code></dd>",
+            ids[0]
+        )),
+        "{html}"
+    );
+    let ev = trusted.evidence();
+    assert!(
+        ev.contains("Ends not re-tested, taken from the person's word"),
+        "{ev}"
+    );
+    assert_bundle_verifies(&rfs, repo.path(), &trusted.out_dir);
+    rfs.assert_no_leftovers();
+}

@@ -336,9 +336,9 @@ fn an_evidence_md_of_an_earlier_layout_is_not_called_edited() {
     let out = finished_run(&rfs);
     let path = out.out_dir.join("EVIDENCE.md");
     let ev = std::fs::read_to_string(&path).unwrap();
-    assert!(ev.ends_with("\n<!-- rfs-evidence/4 -->\n"), "{ev}");
+    assert!(ev.ends_with("\n<!-- rfs-evidence/5 -->\n"), "{ev}");
     let earlier = ev
-        .replace("\n<!-- rfs-evidence/4 -->\n", "")
+        .replace("\n<!-- rfs-evidence/5 -->\n", "")
         .replace("- result:", "- status:");
     std::fs::write(&path, earlier).unwrap();
     assert_rejected(&rfs, &out.out_dir, "EVIDENCE.md", "cannot vouch");

@@ -317,3 +317,66 @@ fn a_report_drawn_by_another_rfs_is_not_compared_and_rfs_report_draws_it_anew() 
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert_eq!(std::fs::read_to_string(&page).unwrap(), html);
 }
+
+/// report.html showed less than EVIDENCE.md (#46 item 7): no artifacts
+/// or JUnit counts, no caches and their NOT REPRODUCIBLE, no checkpoint.
+/// Every section EVIDENCE.md has, report.html has, from the same data,
+/// for a bundle with all of them.
+#[test]
+fn report_html_shows_everything_evidence_md_shows() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let script = format!(
+        "sandbox(#{{ caches: #{{ pip: \"~/.cache/pip\" }} }});\n\
+         step(\"fill\", \"echo wheel > ~/.cache/pip/w.txt\");\n\
+         {JUNIT_3_CASES_STEP}\n\
+         collect(\"reports/junit.xml\", #{{ junit: true }});\n\
+         checkpoint(\"mid\");\n\
+         print(\"after the checkpoint\");\n\
+         step(\"after\", \"true\");\n"
+    );
+    let out = rfs.run(repo.path(), &script);
+    out.assert_code(0);
+    let ev = out.evidence();
+    let html = std::fs::read_to_string(out.out_dir.join("report.html")).unwrap();
+    let sections: Vec<&str> = ev.lines().filter_map(|l| l.strip_prefix("## ")).collect();
+    for needed in ["Caches", "Checkpoints", "Artifacts", "Sandbox labels"] {
+        assert!(sections.contains(&needed), "{needed} in {ev}");
+    }
+    for s in &sections {
+        let shown = match *s {
+            "Journal" => html.contains("id=\"journal-head\""),
+            other => html.contains(&format!("<h2>{other}</h2>")),
+        };
+        assert!(
+            shown,
+            "EVIDENCE.md has a section `{s}` that report.html has not:\n{html}"
+        );
+    }
+    // The same data: the banner, the JUnit counts, each cache's digests,
+    // the checkpoint, every collected file's sha256.
+    assert!(
+        ev.contains("NOT REPRODUCIBLE from the commit alone")
+            && html.contains("<strong>NOT REPRODUCIBLE from the commit alone"),
+        "{html}"
+    );
+    let junit = "a JUnit report: 3 test case(s), 1 failed, 0 error(s), 0 skipped";
+    assert!(ev.contains(junit) && html.contains(junit), "{html}");
+    let mount = &out.entries("cache.mount")[0];
+    let end = &out.entries("cache.end")[0];
+    for sha in [&mount["sha256"], &end["sha256"]] {
+        assert!(html.contains(sha.as_str().unwrap()), "{sha} in {html}");
+    }
+    let cp = &out.entries("checkpoint")[0];
+    let id = cp["checkpoint_id"].as_str().unwrap();
+    assert!(ev.contains(id) && html.contains(id), "{id} in {html}");
+    assert!(html.contains("removed, verified gone"), "{html}");
+    for f in out.entries("artifact.collected")[0]["files"]
+        .as_array()
+        .unwrap()
+    {
+        let sha = f["sha256"].as_str().unwrap();
+        assert!(html.contains(sha), "{sha} in {html}");
+    }
+    assert_bundle_verifies(&rfs, repo.path(), &out.out_dir);
+}

@@ -236,3 +236,93 @@ fn a_clean_suites_page_says_passed_and_no_not_reproducible() {
     assert!(html.contains("href=\"proofs-ok/report.html\""), "{html}");
     rfs.assert_no_leftovers();
 }
+
+/// A refused proof's row on `index.html` showed only the refusal, not
+/// the output that explains it (#46 item 3): it shows the last lines the
+/// proof printed, as a failed proof's row does.
+#[test]
+fn a_refused_proofs_row_on_the_suite_page_shows_the_output_that_explains_it() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write(
+        "proofs/refused.rhai",
+        r#"step("probe", "echo the-workdir-is-the-parent-now");
+print("moving up two folders");
+step("up", "true", #{ cwd: "../.." });"#,
+    );
+    repo.commit("proofs");
+    let out = rfs_test(&rfs, repo.path(), &[]);
+    out.assert_code(3);
+    let html = std::fs::read_to_string(out.out_dir.join("index.html")).unwrap();
+    let refused = element(&html, "id=\"refused\"", "</section>");
+    assert!(refused.contains("class=\"error\""), "{refused}");
+    let tail = element(refused, "class=\"tail\"", "</pre>");
+    assert!(
+        tail.contains("[probe] the-workdir-is-the-parent-now"),
+        "{tail}"
+    );
+    assert!(tail.contains("print: moving up two folders"), "{tail}");
+    rfs.assert_no_leftovers();
+}
+
+/// `index.html`, `index.md` and `index.json` gave no project test counts
+/// (the JUnit reports the proofs collected), no commit and no network
+/// (#46 item 7): each gives all three, summed over the proofs.
+#[test]
+fn the_suite_index_gives_the_projects_test_counts_the_commit_and_the_network() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let proof =
+        format!("{JUNIT_3_CASES_STEP}\ncollect(\"reports/junit.xml\", #{{ junit: true }});\n");
+    repo.write("proofs/a.rhai", &proof);
+    repo.write("proofs/b.rhai", &proof);
+    repo.write("proofs/c.rhai", r#"step("x", "true");"#);
+    repo.commit("proofs");
+    let head = repo.head();
+    let out = rfs_test(&rfs, repo.path(), &[]);
+    out.assert_code(0);
+    let ix: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.out_dir.join("index.json")).unwrap())
+            .unwrap();
+    assert_eq!(ix["commits"][&head], 3, "{ix}");
+    assert_eq!(
+        ix["tests"],
+        serde_json::json!({ "reports": 2, "tests": 6, "failures": 2, "errors": 0, "skipped": 0 }),
+        "{ix}"
+    );
+    let net = &ix["network"];
+    assert_eq!(net["connections"], 0, "{ix}");
+    let policies: u64 = net["policies"]
+        .as_object()
+        .unwrap_or_else(|| panic!("a network summary: {ix}"))
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(policies, 3, "each proof's policy: {ix}");
+
+    let tests = "6 test case(s) in 2 JUnit report(s): 2 failed, 0 error(s), 0 skipped";
+    let html = std::fs::read_to_string(out.out_dir.join("index.html")).unwrap();
+    let header = element(&html, "<header", "</header>");
+    assert!(
+        element(header, "id=\"suite-commit\"", "</dd>").contains(&head),
+        "{header}"
+    );
+    assert!(
+        element(header, "id=\"suite-project-tests\"", "</dd>").contains(tests),
+        "{header}"
+    );
+    assert!(
+        element(header, "id=\"suite-network\"", "</dd>")
+            .contains("0 connection(s) through rfs&#39;s proxy, 0 refused; policy: "),
+        "{header}"
+    );
+    let md = std::fs::read_to_string(out.out_dir.join("index.md")).unwrap();
+    assert!(md.contains(&format!("- Commit: {head}\n")), "{md}");
+    // Markdown escapes the text's punctuation.
+    assert!(
+        md.contains("- Project tests (JUnit, every proof): 6 test case"),
+        "{md}"
+    );
+    assert!(md.contains("- Network: 0 connection"), "{md}");
+    rfs.assert_no_leftovers();
+}

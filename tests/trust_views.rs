@@ -64,7 +64,7 @@ fn a_failed_runs_evidence_md_rewritten_to_completed_without_its_layout_line_does
     let ev = std::fs::read_to_string(&path).unwrap();
     assert!(ev.contains("failed"), "{ev}");
     let forged = ev
-        .replace("\n<!-- rfs-evidence/4 -->\n", "\n")
+        .replace("\n<!-- rfs-evidence/5 -->\n", "\n")
         .replace("failed", "completed")
         .replace("FAIL", "ok");
     std::fs::write(&path, forged).unwrap();

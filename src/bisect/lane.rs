@@ -29,9 +29,15 @@ impl Coordinator {
         commits: Vec<String>,
         skip: Vec<String>,
         repo: std::path::PathBuf,
+        trust_ends: bool,
     ) -> Coordinator {
+        let search = if trust_ends {
+            Search::trusting_ends(commits.len())
+        } else {
+            Search::new(commits.len())
+        };
         Coordinator {
-            search: Mutex::new(Search::new(commits.len())),
+            search: Mutex::new(search),
             commits,
             skip,
             repo,
@@ -91,13 +97,20 @@ impl Coordinator {
         self.lock().tested()
     }
 
-    /// Every commit with a result, oldest first (whichever lane tested
-    /// it, whenever).
+    /// Every commit tested, oldest first (whichever lane tested it,
+    /// whenever); ends taken on the person's word are not.
     pub(crate) fn results(&self) -> Vec<(usize, BisectResult)> {
         let s = self.lock();
+        let last = self.commits.len() - 1;
         (0..self.commits.len())
+            .filter(|&i| !(s.ends_trusted() && (i == 0 || i == last)))
             .filter_map(|i| s.result(i).map(|r| (i, r)))
             .collect()
+    }
+
+    /// `--trust-ends`: the ends were not tested.
+    pub(crate) fn ends_trusted(&self) -> bool {
+        self.lock().ends_trusted()
     }
 }
 
@@ -137,6 +150,7 @@ pub(crate) fn body(
             good: good_bad.0.clone(),
             bad: good_bad.1.clone(),
             commits: coord.commits.len() - 1,
+            ends_trusted: coord.ends_trusted(),
         })?;
         let mut first = Some(engine);
         while let Some(i) = coord.next() {

@@ -43,6 +43,9 @@ pub(crate) struct BisectArgs {
     pub sign_key: Option<PathBuf>,
     /// `--setup FILE`: run once; every lane starts from its checkpoint.
     pub setup: Option<PathBuf>,
+    /// `--trust-ends`: do not test the ends again; good passes and bad
+    /// fails on the person's word (journaled in `bisect.start`).
+    pub trust_ends: bool,
 }
 
 /// Run the bisection; the exit code: 0 found, 1 no change or only
@@ -61,6 +64,7 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
         commits.clone(),
         a.skip.clone(),
         here.clone(),
+        a.trust_ends,
     ));
     let key = crate::signing::key::for_run(a.sign_key.as_deref())?;
     let interrupt = CancellationToken::new();
@@ -69,10 +73,15 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
         "rfs bisect: stopping; every sandbox is removed and verified gone",
     )?;
     errln!(
-        "rfs bisect: {} commits from {} to {} (both ends included), {lanes} {} on {}",
+        "rfs bisect: {} commits from {} to {} ({}), {lanes} {} on {}",
         commits.len(),
         short(&commits[0]),
         short(&commits[commits.len() - 1]),
+        if a.trust_ends {
+            "ends not re-tested, taken from your word: --trust-ends"
+        } else {
+            "both ends included, tested again"
+        },
         if lanes == 1 {
             "sandbox"
         } else {
@@ -290,6 +299,14 @@ fn conclude(
         None => exit_code::INTERNAL,
     };
     let results = coord.results();
+    if coord.ends_trusted() {
+        outln!("");
+        outln!(
+            "Ends not re-tested, taken from your word (--trust-ends): {} passes, {} fails.",
+            short(&coord.commits[0]),
+            short(&coord.commits[n - 1])
+        );
+    }
     if !results.is_empty() {
         outln!("");
         outln!("Commits tested, oldest first:");
@@ -335,6 +352,9 @@ fn write_index(
         None => serde_json::Value::Null,
     };
     let mut ix = serde_json::json!({ "found": found, "tested": tested, "lanes": bundles });
+    if coord.ends_trusted() {
+        ix["ends_trusted"] = true.into();
+    }
     if let Some(s) = setup {
         ix["setup"] = serde_json::to_value(s).unwrap_or_default();
     }

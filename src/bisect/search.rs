@@ -46,6 +46,8 @@ pub(crate) struct Search {
     in_flight: BTreeSet<usize>,
     lo: usize,
     hi: usize,
+    /// `--trust-ends`: the ends' results are the person's word.
+    ends_trusted: bool,
 }
 
 impl Search {
@@ -57,16 +59,33 @@ impl Search {
             in_flight: BTreeSet::new(),
             lo: 0,
             hi: len - 1,
+            ends_trusted: false,
         }
+    }
+
+    /// A search whose ends are not tested (`--trust-ends`): `good`
+    /// passes and `bad` fails on the person's word.
+    pub(crate) fn trusting_ends(len: usize) -> Search {
+        let mut s = Search::new(len);
+        s.results[0] = Some(BisectResult::Passed);
+        s.results[len - 1] = Some(BisectResult::Failed);
+        s.ends_trusted = true;
+        s
+    }
+
+    /// Whether the ends were taken from the person's word.
+    pub(crate) fn ends_trusted(&self) -> bool {
+        self.ends_trusted
     }
 
     pub(crate) fn result(&self, i: usize) -> Option<BisectResult> {
         self.results[i]
     }
 
-    /// How many commits have a result.
+    /// How many commits were tested (trusted ends are not).
     pub(crate) fn tested(&self) -> usize {
-        self.results.iter().flatten().count()
+        let trusted = if self.ends_trusted { 2 } else { 0 };
+        self.results.iter().flatten().count() - trusted
     }
 
     /// Decide the next commit to test (marked in flight) or why none.
@@ -191,6 +210,30 @@ mod tests {
             let (found, tested) = bisect(65, |i| if i >= first_bad { Failed } else { Passed });
             assert_eq!(found, Found::FirstChanged(first_bad));
             assert!(tested <= 2 + 6, "first bad {first_bad}: {tested} tested");
+        }
+    }
+
+    /// `git bisect run` tests 6 of 64 commits; rfs re-tests both ends
+    /// unless `--trust-ends` takes them from the person's word.
+    #[test]
+    fn trusted_ends_are_not_tested_so_sixty_four_commits_take_six_probes() {
+        for first_bad in 1..=64 {
+            let mut s = Search::trusting_ends(65);
+            let mut probed = vec![];
+            let found = loop {
+                match s.next() {
+                    Next::Test(i) => {
+                        probed.push(i);
+                        s.record(i, if i >= first_bad { Failed } else { Passed })
+                    }
+                    Next::Wait => panic!("a sequential search never waits"),
+                    Next::Done(found) => break found,
+                }
+            };
+            assert_eq!(found, Found::FirstChanged(first_bad));
+            assert!(!probed.contains(&0) && !probed.contains(&64), "{probed:?}");
+            assert!(s.tested() <= 6, "first bad {first_bad}: {probed:?}");
+            assert_eq!(s.tested(), probed.len());
         }
     }
 

@@ -34,6 +34,13 @@ pub(crate) struct BisectCommand {
     /// tested. rfs.toml's `setup` is not used: only this flag.
     #[arg(long, value_name = "FILE")]
     setup: Option<PathBuf>,
+    /// Do not test GOOD and BAD again: take it on your word that the
+    /// proof passes at GOOD and fails at BAD (2 fewer commits tested, as
+    /// `git bisect run`). Journaled and reported as "ends not re-tested".
+    /// Without it both ends are tested first: an end that does not
+    /// behave as claimed makes the bisect meaningless.
+    #[arg(long)]
+    trust_ends: bool,
 }
 
 impl BisectCommand {
@@ -51,6 +58,7 @@ impl BisectCommand {
             template: self.session.into_run_args(self.proof, false),
             sign_key: self.sign_key,
             setup,
+            trust_ends: self.trust_ends,
         })
     }
 }

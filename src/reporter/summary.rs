@@ -45,6 +45,11 @@ pub struct Summary {
     /// The network policy and what rfs's proxy carried and refused
     /// (`null` when the journal says nothing of the network).
     pub network: Option<NetworkSummary>,
+    /// Why the run is NOT REPRODUCIBLE from its commit alone, as
+    /// EVIDENCE.md says it at its top: a shipped working tree, a cache it
+    /// used, a cache the setup it forked from used (absent: reproducible).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_reproducible: Vec<String>,
 }
 
 /// The run's network in the `--json` summary.
@@ -109,6 +114,15 @@ impl Summary {
                     .to_string()
             }),
             network: network(run),
+            not_reproducible: run
+                .not_reproducible
+                .iter()
+                .map(|w| w.describe())
+                .chain(crate::journal::caches::not_reproducible(
+                    &run.caches,
+                    run.checkpoints.started_from.as_ref(),
+                ))
+                .collect(),
         }
     }
 }
@@ -253,5 +267,51 @@ mod tests {
         let s = Summary::view(&RunSummary::default(), None, crate::exit_code::REFUSED);
         assert_eq!(s.outcome, "refused");
         assert_eq!((s.run_id, s.evidence), (None, None));
+    }
+
+    /// `--json` said nothing of reproducibility: a run forked from a setup
+    /// that used a cache inherits what the cache did, so its summary says
+    /// NOT REPRODUCIBLE, naming the setup's cache (#46 item 7), as its
+    /// EVIDENCE.md does.
+    #[test]
+    fn a_proof_forked_from_a_setup_that_used_a_cache_says_not_reproducible_in_its_json_summary() {
+        use crate::events::checkpoint_facts::{Forked, SetupCache};
+        let forked = |caches: Vec<SetupCache>| {
+            crate::events::Event::PlacementForked(Forked {
+                sandbox_id: "local-2".into(),
+                checkpoint_id: "cp-1".into(),
+                checkpoint_name: "deps".into(),
+                provider: "local".into(),
+                setup_run_id: "r0".into(),
+                setup_journal_head: "4ead".into(),
+                setup_journal: crate::events::FileDigest {
+                    path: "setup/journal.jsonl".into(),
+                    sha256: "0".repeat(64),
+                    bytes: 1,
+                },
+                how: "overlayfs".into(),
+                fork_ms: 1,
+                setup_caches: caches,
+            })
+        };
+        let clean = RunSummary::of(&[forked(vec![])]);
+        assert!(Summary::view(&clean, Some("r1"), 0)
+            .not_reproducible
+            .is_empty());
+        let cached = RunSummary::of(&[forked(vec![SetupCache {
+            name: "pip".into(),
+            path: "~/.cache/pip".into(),
+            sha256: "1".repeat(64),
+        }])]);
+        let s = Summary::view(&cached, Some("r1"), 0);
+        assert_eq!(s.not_reproducible.len(), 1, "{s:?}");
+        assert!(
+            s.not_reproducible[0].starts_with("NOT REPRODUCIBLE from the commit alone")
+                && s.not_reproducible[0].contains("setup run r0")
+                && s.not_reproducible[0].contains("the cache pip at ~/.cache/pip"),
+            "{s:?}"
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["not_reproducible"][0], s.not_reproducible[0].as_str());
     }
 }

@@ -238,7 +238,7 @@ impl Run {
         let forked = self.block_on(fork.fork(&from.made.checkpoint, spec))?;
         let fork_ms = super::ms(started.elapsed().as_millis());
         self.state().sandbox = Some(forked.info.clone());
-        let setup_journal = self.bundle_setup_journal(&from).map_err(|e| {
+        let (setup_journal, setup_caches) = self.bundle_setup_journal(&from).map_err(|e| {
             crate::provider::ProviderError::Io(format!(
                 "cannot carry the setup run's journal into the bundle: {e}"
             ))
@@ -253,14 +253,22 @@ impl Run {
             setup_journal,
             how: forked.how.clone(),
             fork_ms,
+            setup_caches,
         };
         self.record(Event::PlacementForked(fact))
             .map_err(|e| crate::provider::ProviderError::Io(e.to_string()))?;
         Ok(forked.info)
     }
 
-    /// Copy the setup run's journal (and signature) into `setup/`.
-    fn bundle_setup_journal(&self, from: &StartFrom) -> std::io::Result<crate::events::FileDigest> {
+    /// Copy the setup run's journal (and signature) into `setup/`; its
+    /// digest, and the caches the setup mounted before the checkpoint.
+    fn bundle_setup_journal(
+        &self,
+        from: &StartFrom,
+    ) -> std::io::Result<(
+        crate::events::FileDigest,
+        Vec<crate::events::checkpoint_facts::SetupCache>,
+    )> {
         let dir = self.cfg.out_dir.join(crate::checkpoint_link::SETUP_DIR);
         crate::out_dir::create_dir(&dir)?;
         for f in ["journal.jsonl", crate::signing::SIG_FILE] {
@@ -277,7 +285,19 @@ impl Run {
                 }
             }
         }
-        crate::journal::file_digest(&self.cfg.out_dir, crate::checkpoint_link::SETUP_FILES[0])
+        let digest =
+            crate::journal::file_digest(&self.cfg.out_dir, crate::checkpoint_link::SETUP_FILES[0])?;
+        let text = std::fs::read_to_string(
+            self.cfg
+                .out_dir
+                .join(crate::checkpoint_link::SETUP_FILES[0]),
+        )?;
+        let events = crate::journal::evidence::read_journal(&text)
+            .map_err(|e| std::io::Error::other(format!("the setup run's journal: {e}")))?
+            .events;
+        let caches =
+            crate::events::checkpoint_facts::caches_before(&events, &from.made.fact.checkpoint_id);
+        Ok((digest, caches))
     }
 
     /// `sync_source()` in a run started from a checkpoint that holds a

@@ -55,7 +55,8 @@ impl Verdict {
 pub(crate) struct Attempt {
     /// Its bundle (absent when it was refused before a run began).
     pub(crate) out_dir: String,
-    /// `--allow-dirty` shipped the working tree: not reproducible.
+    /// Not reproducible from its commit alone: `--allow-dirty` shipped
+    /// the working tree, or it used a cache (its own or its setup's).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(crate) not_reproducible: bool,
     pub(crate) run_id: String,

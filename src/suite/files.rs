@@ -120,6 +120,7 @@ impl SuiteReporter for Files {
                     .map(|p| p.name.clone())
                     .collect();
                 ix.reproducible = ix.not_reproducible.is_empty();
+                ix.totals = super::totals::Totals::of(&ix.proofs);
                 self.finish(&ix);
             }
             SuiteEvent::SetupEnd(r) => ix.setup = Some(r.clone()),
@@ -139,7 +140,7 @@ fn markdown(ix: &Index) -> String {
         String::new()
     } else {
         format!(
-            "> **NOT REPRODUCIBLE**: {} shipped the working tree as it was (`--allow-dirty`), not a commit.\n\n",
+            "> **NOT REPRODUCIBLE**: {} shipped the working tree as it was (`--allow-dirty`), not a commit, or used a cache kept between runs (its own or its setup's); each one's `EVIDENCE.md` says which.\n\n",
             ix.not_reproducible
                 .iter()
                 .map(|n| code(n))
@@ -148,7 +149,7 @@ fn markdown(ix: &Index) -> String {
         )
     };
     let mut s = format!(
-        "# rfs test {}\n\n{warning}{}{}\n\nProvider {}, {} at a time, {:.1} s, exit {}.{}\n\n| proof | verdict | attempts | time | evidence |\n|---|---|---|---|---|\n",
+        "# rfs test {}\n\n{warning}{}{}\n\nProvider {}, {} at a time, {:.1} s, exit {}.{}\n{}\n| proof | verdict | attempts | time | evidence |\n|---|---|---|---|---|\n",
         esc(&ix.suite_id),
         super::setup_view::markdown(ix.setup.as_ref()),
         summary_text(&ix.counts),
@@ -159,7 +160,8 @@ fn markdown(ix: &Index) -> String {
         ix.stopped
             .as_deref()
             .map(|s| format!(" Stopped early: {}.", esc(s)))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        totals_markdown(&ix.totals)
     );
     for p in &ix.proofs {
         let evidence = p
@@ -179,6 +181,25 @@ fn markdown(ix: &Index) -> String {
     }
     for n in &ix.not_run {
         s.push_str(&format!("| {} | NOT RUN | 0 | | |\n", code(n)));
+    }
+    s
+}
+
+/// The commit, the project's tests and the network, one line each.
+fn totals_markdown(t: &super::totals::Totals) -> String {
+    use crate::journal::inert_markdown::esc;
+    let mut s = String::new();
+    for (what, text) in [
+        ("Commit", t.commit_text()),
+        ("Project tests (JUnit, every proof)", t.tests_text()),
+        ("Network", t.network_text()),
+    ] {
+        if let Some(text) = text {
+            if s.is_empty() {
+                s.push('\n');
+            }
+            s.push_str(&format!("- {what}: {}\n", esc(&text)));
+        }
     }
     s
 }

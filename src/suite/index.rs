@@ -26,4 +26,8 @@ pub(super) struct Index {
     pub(super) reproducible: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(super) not_reproducible: Vec<String>,
+    /// The commit(s), the project's JUnit totals and the network, read
+    /// from the proofs' bundles (`commits`, `tests`, `network`).
+    #[serde(flatten)]
+    pub(super) totals: super::totals::Totals,
 }

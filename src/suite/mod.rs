@@ -18,6 +18,7 @@ pub(crate) mod pool;
 pub(crate) mod setup;
 mod setup_view;
 mod tail;
+mod totals;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -3,10 +3,12 @@
 //! sheet, its escaping, the same Content-Security-Policy: nothing but
 //! rfs's own style, allowed by its hash; no script, nothing fetched).
 //!
-//! The counts first, NOT REPRODUCIBLE when a proof shipped a working
-//! tree, then what failed (each failed proof with its error, its last
-//! output lines and the screen of its first failed `assert_screen`), the
-//! refused proofs, the flaky ones with every attempt, and a table of
+//! The counts first with the commit, the project's tests (JUnit totals)
+//! and the network, NOT REPRODUCIBLE when a proof shipped a working tree
+//! or used a cache, then what failed (each failed proof with its error,
+//! its last output lines and the screen of its first failed
+//! `assert_screen`), the refused proofs (with their last output lines),
+//! the flaky ones with every attempt, and a table of
 //! every proof linking to its `report.html`. Every link is relative to
 //! the suite's folder, so the folder can be moved or downloaded whole.
 
@@ -52,7 +54,7 @@ pub(crate) fn page(ix: &Index, dir: &Path) -> String {
     if !ix.not_reproducible.is_empty() {
         let _ = writeln!(
             s,
-            "<p id=\"not-reproducible\"><strong>NOT REPRODUCIBLE</strong>: {} shipped the working tree as it was (<code>--allow-dirty</code>), not a commit.</p>",
+            "<p id=\"not-reproducible\"><strong>NOT REPRODUCIBLE</strong>: {} shipped the working tree as it was (<code>--allow-dirty</code>), not a commit, or used a cache kept between runs (its own or its setup's); each one's <code>EVIDENCE.md</code> says which.</p>",
             ix.not_reproducible
                 .iter()
                 .map(|n| format!("<code>{}</code>", h_inline(n)))
@@ -90,6 +92,7 @@ pub(crate) fn page(ix: &Index, dir: &Path) -> String {
         for p in refused {
             proof_head(&mut s, p, dir, "bad");
             error(&mut s, p, p.last());
+            output_tail(&mut s, p);
             s.push_str("</article>\n");
         }
         s.push_str("</section>\n");
@@ -172,6 +175,20 @@ fn counts(s: &mut String, ix: &Index) {
     );
     if let Some(why) = &ix.stopped {
         let _ = writeln!(s, "<dt>stopped early</dt><dd>{}</dd>", h(why));
+    }
+    let t = &ix.totals;
+    for (id, what, text) in [
+        ("commit", "commit", t.commit_text()),
+        (
+            "project-tests",
+            "project tests (JUnit, every proof)",
+            t.tests_text(),
+        ),
+        ("network", "network", t.network_text()),
+    ] {
+        if let Some(text) = text {
+            let _ = writeln!(s, "<dt>{what}</dt><dd id=\"suite-{id}\">{}</dd>", h(&text));
+        }
     }
     s.push_str("</dl>\n");
 }
@@ -268,18 +285,7 @@ fn error(s: &mut String, p: &ProofResult, a: Option<&Attempt>) {
 fn proof_failed(s: &mut String, p: &ProofResult, dir: &Path) {
     proof_head(s, p, dir, "bad");
     error(s, p, p.last());
-    if !p.output_tail.is_empty() {
-        let _ = writeln!(
-            s,
-            "<p>last {} lines of output</p><pre class=\"tail\">{}</pre>",
-            p.output_tail.len(),
-            p.output_tail
-                .iter()
-                .map(|l| h_inline(l))
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-    }
+    output_tail(s, p);
     if let Some(a) = p.last() {
         screen(s, a, dir);
     }
@@ -290,6 +296,24 @@ fn proof_failed(s: &mut String, p: &ProofResult, dir: &Path) {
         let _ = writeln!(s, "<p class=\"warning\">warning: {}</p>", h(w));
     }
     s.push_str("</article>\n");
+}
+
+/// The last lines a proof printed (a failed or refused one): what
+/// explains its error.
+fn output_tail(s: &mut String, p: &ProofResult) {
+    if p.output_tail.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "<p>last {} lines of output</p><pre class=\"tail\">{}</pre>",
+        p.output_tail.len(),
+        p.output_tail
+            .iter()
+            .map(|l| h_inline(l))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 /// The screen the first failed `assert_screen` of the attempt saw, drawn

@@ -258,7 +258,7 @@ impl Pool {
             } else {
                 String::new()
             },
-            not_reproducible: tail.shipped_working_tree(),
+            not_reproducible: tail.not_reproducible(),
             run_id: report.run_id,
             exit_code: report.exit_code,
             duration_ms: millis(started),

@@ -19,6 +19,9 @@ pub(crate) struct Tail {
     /// `--allow-dirty` shipped a working tree: the proof's evidence is
     /// not reproducible from a commit.
     working_tree: std::sync::atomic::AtomicBool,
+    /// The run used a cache kept between runs, or its sandbox forked a
+    /// setup's checkpoint that had: not reproducible from a commit.
+    cache: std::sync::atomic::AtomicBool,
 }
 
 impl Tail {
@@ -31,9 +34,12 @@ impl Tail {
             .collect()
     }
 
-    /// Whether the run shipped a working tree (`--allow-dirty`).
-    pub(crate) fn shipped_working_tree(&self) -> bool {
+    /// Whether the run is not reproducible from its commit alone: it
+    /// shipped a working tree (`--allow-dirty`), used a cache, or forked
+    /// a setup that used one.
+    pub(crate) fn not_reproducible(&self) -> bool {
         self.working_tree.load(std::sync::atomic::Ordering::Relaxed)
+            || self.cache.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn push(&self, line: String) {
@@ -59,6 +65,12 @@ impl Reporter for Tail {
             } => self
                 .working_tree
                 .store(true, std::sync::atomic::Ordering::Relaxed),
+            Event::CacheMount { .. } => {
+                self.cache.store(true, std::sync::atomic::Ordering::Relaxed)
+            }
+            Event::PlacementForked(f) if !f.setup_caches.is_empty() => {
+                self.cache.store(true, std::sync::atomic::Ordering::Relaxed)
+            }
             _ => {}
         }
     }

@@ -405,3 +405,81 @@ fn a_setups_symlink_cannot_make_a_proofs_cache_mount_create_host_folders() {
     );
     rfs.assert_no_leftovers();
 }
+
+/// A proof forked from a setup that used a cache did not say NOT
+/// REPRODUCIBLE in its own evidence, though its sandbox held what the
+/// cache brought (#46 item 7). Its `placement.forked` names the setup's
+/// cache (checked against the setup's journal by `rfs verify`), and its
+/// EVIDENCE.md, report.html and the suite's index say NOT REPRODUCIBLE,
+/// naming it.
+#[test]
+fn a_proof_forked_from_a_setup_that_used_a_cache_says_not_reproducible() {
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    repo.write(
+        "proofs/_setup.rhai",
+        "sandbox(#{ caches: #{ pip: \"~/.cache/pip\" } });\n\
+         step(\"install\", \"echo wheel > ~/.cache/pip/w.txt && cp ~/.cache/pip/w.txt ~/installed\");\n\
+         checkpoint(\"deps\");\n",
+    );
+    repo.write("proofs/uses.rhai", "step(\"use\", \"cat ~/installed\");\n");
+    repo.commit("a setup using a cache");
+    let s = rfs_test(&rfs, repo.path(), &["--setup", "proofs/_setup.rhai"]);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let setup_dir = PathBuf::from(s.index()["setup"]["out_dir"].as_str().unwrap());
+    let mount = facts(&journal(&setup_dir), "cache.mount")[0].clone();
+    let b = s.bundle("proofs/uses.rhai");
+    let j = journal(&b);
+    let forked = facts(&j, "placement.forked")[0].clone();
+    assert_eq!(
+        forked["setup_caches"],
+        serde_json::json!([{ "name": "pip", "path": "~/.cache/pip", "sha256": mount["sha256"] }]),
+        "{forked}"
+    );
+    assert!(
+        facts(&j, "cache.mount").is_empty(),
+        "the proof mounted no cache itself"
+    );
+    let ev = std::fs::read_to_string(b.join("EVIDENCE.md")).unwrap();
+    let banner = ev
+        .lines()
+        .find(|l| l.starts_with("> **NOT REPRODUCIBLE from the commit alone"))
+        .unwrap_or_else(|| panic!("no NOT REPRODUCIBLE in {ev}"));
+    assert!(banner.contains("pip"), "names the cache: {banner}");
+    let html = std::fs::read_to_string(b.join("report.html")).unwrap();
+    assert!(
+        html.contains("<strong>NOT REPRODUCIBLE from the commit alone: this run&#39;s sandbox started from checkpoint")
+            && html.contains("the cache pip at ~/.cache/pip (sha256 "),
+        "{html}"
+    );
+    let ix = s.index();
+    assert_eq!(ix["reproducible"], false, "{ix}");
+    assert_eq!(
+        ix["not_reproducible"],
+        serde_json::json!(["proofs/uses.rhai"])
+    );
+    // The fork's caches are held to the setup's journal by `rfs verify`
+    // (checkpoint_link: a_fork_naming_other_caches_than_its_setups_is_a_forged_link).
+    let (ok, text) = rfs_verify(&rfs, repo.path(), &b);
+    assert!(ok, "{text}");
+    // Dropping them from a re-chained journal does not verify.
+    let forged: String = std::fs::read_to_string(b.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if v["kind"] == "placement.forked" {
+                v["payload"].as_object_mut().unwrap().remove("setup_caches");
+            }
+            serde_json::to_string(&v).unwrap() + "\n"
+        })
+        .collect();
+    std::fs::write(b.join("journal.jsonl"), forged).unwrap();
+    rechain(&b.join("journal.jsonl"));
+    let (ok, text) = rfs_verify(&rfs, repo.path(), &b);
+    assert!(
+        !ok && text.contains("the fork names the caches [] as mounted by the setup"),
+        "{text}"
+    );
+    rfs.assert_no_leftovers();
+}

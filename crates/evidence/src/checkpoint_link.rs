@@ -72,6 +72,21 @@ pub fn check(out: &Path, events: &[Event], trust: &Trust) -> Result<String, Stri
     }
     let c = forked_checkpoint(f, &setup_events, &heads)?;
     check_source_binding(events, c)?;
+    let caches = crate::events::checkpoint_facts::caches_before(&setup_events, &c.checkpoint_id);
+    if f.setup_caches != caches {
+        let names = |v: &[crate::events::checkpoint_facts::SetupCache]| {
+            v.iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(format!(
+            "the fork names the caches [{}] as mounted by the setup before checkpoint {}, but the setup journal records [{}]",
+            names(&f.setup_caches),
+            c.checkpoint_id,
+            names(&caches)
+        ));
+    }
     let signed = crate::seal::check_signature(
         &out.join(SETUP_DIR),
         text.as_bytes(),
@@ -263,6 +278,7 @@ mod tests {
             setup_journal: journal::file_digest(d.path(), SETUP_FILES[0]).unwrap(),
             how: "overlayfs".into(),
             fork_ms: 1,
+            setup_caches: vec![],
         };
         (d, fork)
     }
@@ -272,6 +288,20 @@ mod tests {
         let (d, f) = bundle(None);
         let ok = check(d.path(), &[Event::PlacementForked(f)], &Trust::default()).unwrap();
         assert!(ok.contains("checkpoint cp-1 of setup run r1"), "{ok}");
+    }
+
+    /// A fork that drops (or invents) the caches its setup mounted before
+    /// the checkpoint would pass a not reproducible proof off as one.
+    #[test]
+    fn a_fork_naming_other_caches_than_its_setups_is_a_forged_link() {
+        let (d, mut f) = bundle(None);
+        f.setup_caches = vec![crate::events::checkpoint_facts::SetupCache {
+            name: "pip".into(),
+            path: "~/.cache/pip".into(),
+            sha256: "1".repeat(64),
+        }];
+        let e = check(d.path(), &[Event::PlacementForked(f)], &Trust::default()).unwrap_err();
+        assert!(e.contains("the setup journal records []"), "{e}");
     }
 
     #[test]

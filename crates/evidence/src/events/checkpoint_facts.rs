@@ -63,6 +63,40 @@ pub struct Forked {
     /// of the checkpoint (overlayfs not possible here: ...)`, ...).
     pub how: String,
     pub fork_ms: u64,
+    /// The caches the setup run had mounted before its checkpoint: what
+    /// they held came from earlier runs, not from a commit, and the fork
+    /// inherits its effect, so this run is not reproducible either.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup_caches: Vec<SetupCache>,
+}
+
+/// A cache the setup run had mounted before the checkpoint a run forked
+/// (its `cache.mount` fact: name, path in the sandbox, sha256 at mount).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetupCache {
+    pub name: String,
+    pub path: String,
+    pub sha256: String,
+}
+
+/// The caches a setup journal's `events` mounted before its checkpoint
+/// `checkpoint_id` (none when it has no such checkpoint).
+pub fn caches_before(events: &[super::Event], checkpoint_id: &str) -> Vec<SetupCache> {
+    let mut caches = vec![];
+    for e in events {
+        match e {
+            super::Event::CacheMount {
+                name, path, sha256, ..
+            } => caches.push(SetupCache {
+                name: name.clone(),
+                path: path.clone(),
+                sha256: sha256.clone(),
+            }),
+            super::Event::Checkpoint(c) if c.checkpoint_id == checkpoint_id => return caches,
+            _ => {}
+        }
+    }
+    vec![]
 }
 
 /// `source.from_checkpoint`: the source bound from the checkpoint the
@@ -114,6 +148,11 @@ pub(crate) fn samples() -> Vec<super::Event> {
             },
             how: s("overlayfs over the checkpoint"),
             fork_ms: 9,
+            setup_caches: vec![SetupCache {
+                name: s("pip"),
+                path: s("~/.cache/pip"),
+                sha256: "1".repeat(64),
+            }],
         }),
         Event::SourceFromCheckpoint(SourceFromCheckpoint {
             sandbox_id: s("local-2"),

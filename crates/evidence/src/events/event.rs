@@ -308,6 +308,10 @@ pub enum Event {
         good: String,
         bad: String,
         commits: usize,
+        /// `--trust-ends`: the ends were not re-tested; their results
+        /// (good passes, bad fails) are taken from the person's word.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        ends_trusted: bool,
     },
     /// `rfs bisect` ran the proof with the source at `commit`.
     #[serde(rename = "bisect.commit")]

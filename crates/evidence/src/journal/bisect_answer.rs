@@ -24,6 +24,12 @@ pub struct Answer {
     pub rows: Vec<Row>,
     /// The range: commits from good to bad.
     pub range: String,
+    /// How the ends are known: tested again (and why), or taken from the
+    /// person's word (`--trust-ends`).
+    pub ends: String,
+    /// What the run tested, in place of a single source commit: the
+    /// good end, the bad end and the commit found (label, value).
+    pub tested_facts: Vec<(&'static str, String)>,
 }
 
 /// A merge found: the range to bisect inside it.
@@ -61,8 +67,55 @@ impl Answer {
                 "{} commits after {} (good) up to {} (bad)",
                 b.commits, b.good, b.bad
             ),
+            ends: ends_note(b),
+            tested_facts: tested_facts(b),
         })
     }
+}
+
+/// Whether the ends were tested again, and why that matters.
+fn ends_note(b: &Bisect) -> String {
+    if b.ends_trusted {
+        format!(
+            "Ends not re-tested, taken from the person's word (--trust-ends): {} passes (good) and {} fails (bad). If an end does not behave as claimed, this answer is meaningless.",
+            b.good, b.bad
+        )
+    } else {
+        "Both ends were tested again before the search: an end that does not behave as claimed (a good that fails, a bad that passes) makes the bisect meaningless. --trust-ends skips this, taking the ends from the person's word.".to_owned()
+    }
+}
+
+/// The commits the run is about, each with how it is known: the two
+/// ends (tested, or the person's word) and the commit found.
+fn tested_facts(b: &Bisect) -> Vec<(&'static str, String)> {
+    let result = |c: &str, claimed: &str| {
+        if b.ends_trusted {
+            return format!("{c} ({claimed}: not re-tested, the person's word)");
+        }
+        let r = b
+            .results
+            .iter()
+            .find(|t| t.commit == c)
+            .map(|t| t.result)
+            .or_else(|| b.tested.iter().find(|t| t.0 == c).map(|t| t.1));
+        match r {
+            Some(r) => format!("{c} ({}, tested)", r.as_str()),
+            None => format!("{c} (not yet tested)"),
+        }
+    };
+    let mut f = vec![
+        ("good end", result(&b.good, "passes")),
+        ("bad end", result(&b.bad, "fails")),
+    ];
+    match (&b.first_changed, b.candidates.len()) {
+        (Some(c), _) => f.push(("first changed commit", c.clone())),
+        (None, n) if n > 1 => f.push((
+            "first changed commit",
+            format!("one of {n} (skipped commits hide it)"),
+        )),
+        _ => f.push(("first changed commit", "none found".to_owned())),
+    }
+    f
 }
 
 fn headline(b: &Bisect) -> (String, bool) {

@@ -56,6 +56,48 @@ pub fn apply(rows: &mut Vec<CacheRow>, e: &Event) {
 /// The line said at the top of EVIDENCE.md when the run used a cache.
 pub const NOT_REPRODUCIBLE: &str = "NOT REPRODUCIBLE from the commit alone: this run used a cache kept by rfs between runs (its content is named by digest below, not shipped in this bundle)";
 
+/// What makes the run not reproducible from its commit alone through
+/// caches, one sentence each (plain text; each view escapes it): the
+/// caches it mounted itself ([`NOT_REPRODUCIBLE`]), and those the setup
+/// run whose checkpoint its sandbox started from had mounted before it
+/// (the fork inherits what they did).
+pub fn not_reproducible(
+    rows: &[CacheRow],
+    forked: Option<&crate::events::checkpoint_facts::Forked>,
+) -> Vec<String> {
+    let mut said = vec![];
+    if !rows.is_empty() {
+        said.push(NOT_REPRODUCIBLE.to_owned());
+    }
+    if let Some(f) = forked.filter(|f| !f.setup_caches.is_empty()) {
+        said.push(format!(
+            "NOT REPRODUCIBLE from the commit alone: this run's sandbox started from checkpoint {} of setup run {}, which had used {} kept by rfs between runs; the fork inherits what it did (named by digest, not shipped in this bundle)",
+            f.checkpoint_id,
+            f.setup_run_id,
+            setup_caches_text(&f.setup_caches)
+        ));
+    }
+    said
+}
+
+/// `the cache pip at ~/.cache/pip (sha256 …)`, for every cache a setup
+/// had mounted.
+pub fn setup_caches_text(caches: &[crate::events::checkpoint_facts::SetupCache]) -> String {
+    let each: Vec<String> = caches
+        .iter()
+        .map(|c| format!("{} at {} (sha256 {} at mount)", c.name, c.path, c.sha256))
+        .collect();
+    format!(
+        "{} {}",
+        if caches.len() == 1 {
+            "the cache"
+        } else {
+            "the caches"
+        },
+        each.join(", ")
+    )
+}
+
 /// EVIDENCE.md's section on caches.
 pub fn evidence(s: &mut String, rows: &[CacheRow]) {
     if rows.is_empty() {

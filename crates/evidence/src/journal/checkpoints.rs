@@ -76,6 +76,13 @@ pub fn evidence(s: &mut String, c: &Checkpoints) {
             f.fork_ms,
             esc(&f.how)
         );
+        if !f.setup_caches.is_empty() {
+            let _ = writeln!(
+                s,
+                "- Before the checkpoint the setup run had used {}: this run inherits what it did, so it is not reproducible from the commit alone.",
+                esc(&super::caches::setup_caches_text(&f.setup_caches))
+            );
+        }
         if let Some(commit) = &c.source_from {
             let _ = writeln!(
                 s,

@@ -1,14 +1,18 @@
 //! `report.html`: the run at a glance, one self-contained file (no
 //! network, no external script, style or font; a Content-Security-Policy
 //! that allows none). The outcome and what failed come first; then the
-//! pins, the steps with their last output, each terminal session's screen
-//! at every assertion and at its end (SVG rendered from the emulator's
-//! cells) with a player for its recording, the script's output, the
+//! pins (for a bisect: the ends and the commit found), the steps with
+//! their last output, each terminal session's screen at every assertion
+//! and at its end (SVG rendered from the emulator's cells) with a player
+//! for its recording, and every other section EVIDENCE.md has (labels,
+//! background processes, services, caches, checkpoints, the script's
+//! output, artifacts, network: see [`super::html_sections`]), the
 //! refusals, the cleanup and the journal's head. A pure function of the
 //! bundle: `rfs verify` renders it again and compares.
 
 use std::fmt::Write as _;
 
+use super::html_sections;
 use super::html_text::{h, json_in_script};
 use super::terminal::{Screenshot, SessionView};
 use super::FinishedRun;
@@ -22,7 +26,7 @@ const PLAYER: &str = include_str!("assets/player.js");
 /// Who drew a report, written into it: rfs's version and the page
 /// format, raised whenever the page or the screens are drawn differently
 /// (so `rfs verify` compares a report only with its own rendering).
-pub const GENERATOR: &str = concat!("rfs ", env!("CARGO_PKG_VERSION"), " report/3");
+pub const GENERATOR: &str = concat!("rfs ", env!("CARGO_PKG_VERSION"), " report/4");
 
 /// The generator a report names (its `<meta name="generator">`).
 pub fn generator_of(html: &[u8]) -> Option<String> {
@@ -67,11 +71,15 @@ pub fn page(b: &FinishedRun, sessions: &[SessionView]) -> String {
     );
     header(&mut s, r);
     failure(&mut s, r, sessions);
+    html_sections::labels(&mut s, r);
     steps(&mut s, r);
     terminal(&mut s, r, sessions);
-    spawns(&mut s, r);
-    services(&mut s, r);
+    html_sections::spawns(&mut s, r);
+    html_sections::services(&mut s, r);
+    html_sections::caches(&mut s, r);
+    html_sections::checkpoints(&mut s, r);
     prints(&mut s, r);
+    html_sections::artifacts(&mut s, r);
     crate::journal::network_view::html(&mut s, &r.network, &|t| h(t).to_string());
     refusals(&mut s, r);
     cleanup(&mut s, r);
@@ -133,6 +141,7 @@ fn header(s: &mut String, r: &RunSummary) {
             h(&w.describe())
         );
     }
+    html_sections::cache_banner(s, r);
     let mut facts: Vec<(&str, String)> = vec![("run", r.run_id.clone())];
     if answer.is_some() {
         facts.push(("run outcome", outcome.to_owned()));
@@ -150,10 +159,19 @@ fn header(s: &mut String, r: &RunSummary) {
     if let Some(f) = r.checkpoints.started_from_text() {
         facts.push(("started from", f));
     }
-    // A bisect re-syncs once per commit tested: those pins fold away.
-    let shown = if answer.is_some() { 1 } else { r.pins.len() };
+    // A bisect names what it tested, never one source commit (its first
+    // sync may be of a commit it did not test); its syncs fold away.
+    if let Some(a) = &answer {
+        facts.extend(a.tested_facts.iter().map(|(k, v)| (*k, v.clone())));
+    }
+    let shown = if answer.is_some() { 0 } else { r.pins.len() };
+    let tested = |c: &str| {
+        answer
+            .as_ref()
+            .is_none_or(|a| a.rows.iter().any(|row| row.commit == c))
+    };
     for (i, p) in r.pins.iter().take(shown).enumerate() {
-        pin_facts(&mut facts, r, p, i);
+        pin_facts(&mut facts, r, p, i, true);
     }
     s.push_str("<dl class=\"facts\">\n");
     fact_rows(s, &facts);
@@ -161,11 +179,11 @@ fn header(s: &mut String, r: &RunSummary) {
     if r.pins.len() > shown {
         let mut more = vec![];
         for (i, p) in r.pins.iter().enumerate().skip(shown) {
-            pin_facts(&mut more, r, p, i);
+            pin_facts(&mut more, r, p, i, tested(&p.commit));
         }
         let _ = writeln!(
             s,
-            "<details id=\"resyncs\"><summary>{} re-syncs (one per commit tested)</summary><dl class=\"facts\">",
+            "<details id=\"resyncs\"><summary>{} syncs of the source (one per commit tested; one not tested is marked)</summary><dl class=\"facts\">",
             r.pins.len() - shown
         );
         fact_rows(s, &more);
@@ -179,13 +197,19 @@ fn pin_facts(
     r: &RunSummary,
     p: &crate::journal::fold::Pin,
     i: usize,
+    tested: bool,
 ) {
-    let what = if i == 0 {
-        "source commit"
-    } else {
-        "re-synced to"
+    let what = match (i, r.bisect.is_some()) {
+        (0, false) => "source commit",
+        (0, true) => "synced to",
+        _ => "re-synced to",
     };
-    facts.push((what, p.commit.clone()));
+    let commit = if tested {
+        p.commit.clone()
+    } else {
+        format!("{} (not tested)", p.commit)
+    };
+    facts.push((what, commit));
     facts.push(("tree digest", p.tree_digest.clone()));
     facts.push(("files verified", p.files.to_string()));
     facts.push(("source workdir", in_sandbox(r.home.as_deref(), &p.workdir)));
@@ -229,6 +253,7 @@ fn bisect_answer(s: &mut String, a: &crate::journal::bisect_answer::Answer) {
             h(&m.git)
         );
     }
+    let _ = writeln!(s, "<p id=\"bisect-ends\">{}</p>", h(&a.ends));
     let _ = writeln!(
         s,
         "<p>Range: {}.</p>\n<table id=\"bisect-tested\">\n<tr><th>commit</th><th>end</th><th>result</th><th>why</th></tr>",
@@ -464,44 +489,6 @@ fn terminal(s: &mut String, r: &RunSummary, sessions: &[SessionView]) {
     s.push_str("</section>\n");
 }
 
-/// Background processes, briefly: what ran, when it was ready, how it
-/// ended (EVIDENCE.md and the journal have the rest).
-fn spawns(s: &mut String, r: &RunSummary) {
-    if r.spawns.is_empty() {
-        return;
-    }
-    s.push_str("<section id=\"spawns\"><h2>Background processes</h2><ul>\n");
-    for p in &r.spawns {
-        let ready: Vec<String> = p
-            .ready
-            .iter()
-            .map(|(on, t, ms)| format!("ready ({on} {t}) after {ms} ms"))
-            .chain(
-                p.wait_failed
-                    .iter()
-                    .map(|(on, t, why)| format!("wait_for {on} {t} failed: {why}")),
-            )
-            .collect();
-        let end = p.end.as_ref().map_or(
-            "still running".to_owned(),
-            crate::journal::spawns::ended_text,
-        );
-        let _ = writeln!(
-            s,
-            "<li><code>{}</code>: <code>{}</code>{}; {}</li>",
-            h(&p.name),
-            h(&p.command),
-            if ready.is_empty() {
-                String::new()
-            } else {
-                format!("; {}", h(&ready.join("; ")))
-            },
-            h(&end)
-        );
-    }
-    s.push_str("</ul></section>\n");
-}
-
 fn prints(s: &mut String, r: &RunSummary) {
     if r.prints.is_empty() {
         return;
@@ -575,17 +562,4 @@ pub fn push_screen(s: &mut String, shot: Option<&Screenshot>) {
         }
         None => s.push_str("<p>(no screen was recorded)</p>"),
     }
-}
-
-/// Services, briefly: the image by content, when it was ready, how it
-/// ended.
-fn services(s: &mut String, r: &RunSummary) {
-    if r.services.is_empty() {
-        return;
-    }
-    s.push_str("<section id=\"services\"><h2>Services</h2><ul>\n");
-    for (name, text) in crate::journal::services::html_lines(&r.services) {
-        let _ = writeln!(s, "<li><code>{}</code>: {}</li>", h(&name), h(&text));
-    }
-    s.push_str("</ul></section>\n");
 }

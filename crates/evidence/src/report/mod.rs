@@ -7,6 +7,7 @@
 //!   ([`terminal`]) rendered from the recordings.
 
 pub mod html;
+mod html_sections;
 pub mod html_text;
 pub mod junit;
 pub mod junit_in;

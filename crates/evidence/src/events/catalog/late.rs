@@ -38,6 +38,7 @@ pub(super) fn late_samples() -> Vec<Event> {
             good: s("c0ffee"),
             bad: s("beef"),
             commits: 2,
+            ends_trusted: true,
         },
         Event::BisectCommit {
             commit: s("d00d"),

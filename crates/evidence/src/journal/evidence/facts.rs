@@ -73,25 +73,28 @@ pub fn facts(s: &mut String, r: &RunSummary) {
     if let Some(e) = r.environment.as_ref().and_then(|e| e.describe()) {
         let _ = writeln!(s, "- environment: {}", esc(&e));
     }
-    let _ = writeln!(
-        s,
-        "- source commit: {}",
-        opt(pin.map(|p| p.commit.as_str()))
-    );
-    let _ = writeln!(
-        s,
-        "- tree digest: {}",
-        opt(pin.map(|p| p.tree_digest.as_str()))
-    );
-    let kind = r.archive_digest_kind.map_or("sha256", |k| k.name());
-    let _ = writeln!(
-        s,
-        "- archive {}: {}",
-        esc(kind),
-        opt(pin.map(|p| p.archive_sha256.as_str()))
-    );
-    if let Some(p) = pin {
-        let _ = writeln!(s, "- files synced and verified: {}", p.files);
+    match crate::journal::bisect_answer::Answer::of(r, &script_shown(r)) {
+        // A bisect has no one source commit: it names what it tested
+        // (each re-sync below), never a commit it did not test.
+        Some(a) => {
+            for (k, v) in &a.tested_facts {
+                let _ = writeln!(s, "- {k}: {}", esc(v));
+            }
+            if let Some(first) = r.pins.first() {
+                let tested = |c: &str| a.rows.iter().any(|row| row.commit == c);
+                let _ = writeln!(
+                    s,
+                    "- first synced: {}{}",
+                    code(&first.commit),
+                    if tested(&first.commit) {
+                        ""
+                    } else {
+                        " (not tested: where the source was bound before the first commit tested)"
+                    }
+                );
+            }
+        }
+        None => pin_lines(s, r),
     }
     if let Some(w) = &r.not_reproducible {
         const SHOWN: usize = 20;
@@ -129,6 +132,32 @@ pub fn facts(s: &mut String, r: &RunSummary) {
     );
     if let Some(reason) = &r.reason {
         let _ = writeln!(s, "- reason: {}", esc(reason));
+    }
+}
+
+/// The source pin's lines: commit, tree, archive, files.
+fn pin_lines(s: &mut String, r: &RunSummary) {
+    let opt = |o: Option<&str>| o.map(code).unwrap_or_else(|| "(none)".into());
+    let pin = r.pin();
+    let _ = writeln!(
+        s,
+        "- source commit: {}",
+        opt(pin.map(|p| p.commit.as_str()))
+    );
+    let _ = writeln!(
+        s,
+        "- tree digest: {}",
+        opt(pin.map(|p| p.tree_digest.as_str()))
+    );
+    let kind = r.archive_digest_kind.map_or("sha256", |k| k.name());
+    let _ = writeln!(
+        s,
+        "- archive {}: {}",
+        esc(kind),
+        opt(pin.map(|p| p.archive_sha256.as_str()))
+    );
+    if let Some(p) = pin {
+        let _ = writeln!(s, "- files synced and verified: {}", p.files);
     }
 }
 

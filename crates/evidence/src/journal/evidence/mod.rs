@@ -54,6 +54,10 @@ impl Evidence {
         if !r.caches.is_empty() {
             let _ = writeln!(s, "> **{}**\n", super::caches::NOT_REPRODUCIBLE);
         }
+        let forked = r.checkpoints.started_from.as_ref();
+        for why in super::caches::not_reproducible(&[], forked) {
+            let _ = writeln!(s, "> **{}**\n", esc(&why));
+        }
         bisect(&mut s, r);
         if r.bisect.is_some() {
             let _ = writeln!(s, "## Run\n");
@@ -89,7 +93,7 @@ impl Evidence {
 /// (an HTML comment: invisible when the Markdown is shown). Raised
 /// whenever the rendering changes, so `rfs verify` compares a file only
 /// with its own layout instead of calling an older rfs's file edited.
-pub const FORMAT: &str = "rfs-evidence/4";
+pub const FORMAT: &str = "rfs-evidence/5";
 
 /// The layout an EVIDENCE.md text names (`None`: an rfs from before
 /// layouts were named).

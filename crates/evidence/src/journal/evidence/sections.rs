@@ -281,6 +281,7 @@ pub fn bisect(s: &mut String, r: &RunSummary) {
         let _ = writeln!(s, "- with git: {}", code(&m.git));
     }
     let _ = writeln!(s, "\nRange: {}.\n", esc(&a.range));
+    let _ = writeln!(s, "{}\n", esc(&a.ends));
     let _ = writeln!(
         s,
         "Commits tested, oldest first:\n\n| commit | end | result | why |\n|---|---|---|---|"

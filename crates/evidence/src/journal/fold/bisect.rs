@@ -7,11 +7,17 @@ impl RunSummary {
     /// `rfs bisect`'s facts.
     pub(super) fn apply_bisect(&mut self, e: &Event) {
         match e {
-            Event::BisectStart { good, bad, commits } => {
+            Event::BisectStart {
+                good,
+                bad,
+                commits,
+                ends_trusted,
+            } => {
                 self.bisect = Some(Bisect {
                     good: good.clone(),
                     bad: bad.clone(),
                     commits: *commits,
+                    ends_trusted: *ends_trusted,
                     ..Bisect::default()
                 });
             }

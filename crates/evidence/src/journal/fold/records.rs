@@ -83,6 +83,9 @@ pub struct Bisect {
     pub good: String,
     pub bad: String,
     pub commits: usize,
+    /// `--trust-ends`: the ends' results are the person's word, not
+    /// tested.
+    pub ends_trusted: bool,
     /// (commit, result, reason) in the order tested.
     pub tested: Vec<(String, crate::events::BisectResult, Option<String>)>,
     pub first_changed: Option<String>,
