@@ -212,6 +212,22 @@ pub(super) fn artifacts(s: &mut String, r: &RunSummary) {
                 }
                 s.push_str("</ul></li>\n");
             }
+            ArtifactRow::Absent {
+                path,
+                optional,
+                step,
+            } => {
+                let why = match (optional, step) {
+                    (true, _) => "optional: the run went on".to_owned(),
+                    (false, Some(st)) => format!("it failed step <code>{}</code>", h(st)),
+                    (false, None) => "it failed the run".to_owned(),
+                };
+                let _ = writeln!(
+                    s,
+                    "<li><code>{}</code> was absent when collected ({why})</li>",
+                    h(path)
+                );
+            }
             ArtifactRow::Put {
                 local,
                 path,

@@ -176,11 +176,14 @@ impl GvisorSandbox {
 }
 
 /// Whether the directory `cwd` (a path inside) exists in the sandbox in
-/// `dir`: its home and tmp are the host's `dir/home` and `dir/tmp`, its
-/// `/etc` is `dir/etc`, the system directories are the host's.
+/// `dir`: its home ([`super::super::HOME_INSIDE`]) and tmp are the host's
+/// `dir/home` and `dir/tmp`, its `/etc` is `dir/etc`, the system
+/// directories are the host's.
 pub fn cwd_exists(dir: &Path, cwd: &str) -> bool {
     let p = Path::new(cwd);
-    let on_host = if let Ok(rest) = p.strip_prefix("/tmp") {
+    let on_host = if let Ok(rest) = p.strip_prefix(super::super::HOME_INSIDE) {
+        dir.join("home").join(rest)
+    } else if let Ok(rest) = p.strip_prefix("/tmp") {
         dir.join("tmp").join(rest)
     } else if let Ok(rest) = p.strip_prefix("/etc") {
         super::super::private_etc::etc_dir(dir).join(rest)
