@@ -45,6 +45,10 @@ pub struct Summary {
     /// The network policy and what rfs's proxy carried and refused
     /// (`null` when the journal says nothing of the network).
     pub network: Option<NetworkSummary>,
+    /// Host folders the person mounted read-only (`--mount-ro`), each
+    /// with its digest (empty: none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub host_mounts: Vec<crate::events::host_mount_facts::HostMounted>,
 }
 
 /// The run's network in the `--json` summary.
@@ -109,6 +113,7 @@ impl Summary {
                     .to_string()
             }),
             network: network(run),
+            host_mounts: run.host_mounts.clone(),
         }
     }
 }

@@ -81,9 +81,10 @@ fn ordinal(e: &Event) -> usize {
         Event::CheckpointRemoved(..) => 54,
         Event::PlacementForked(..) => 55,
         Event::SourceFromCheckpoint(..) => 56,
+        Event::HostMount(..) => 57,
     }
 }
-const COUNT: usize = 57;
+const COUNT: usize = 58;
 
 /// An owned string (the samples' shorthand).
 fn s(x: &str) -> String {
@@ -97,6 +98,7 @@ pub fn samples() -> Vec<Event> {
     let all = [
         run_start_samples(),
         source_resolve_samples(),
+        super::host_mount_facts::samples(),
         placement_samples(),
         super::checkpoint_facts::samples(),
         source_sync_samples(),
