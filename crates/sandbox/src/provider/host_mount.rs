@@ -4,7 +4,7 @@
 //! directories do not. Only the person's flag makes one: a script, a
 //! repository's `rfs.toml` and an MCP client cannot ask for it.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// The flag that mounts a host folder (named in every refusal).
 pub const FLAG: &str = "--mount-ro";
@@ -75,10 +75,11 @@ pub fn check_target(target: &str, home: Option<&str>) -> Result<(), String> {
             "`{target}`: the sandbox path must be absolute (such as /toolchains/rust)"
         ));
     }
-    let normal = p
-        .components()
-        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-    if !normal || target.contains("//") || (target.len() > 1 && target.ends_with('/')) {
+    let normal = target.len() == 1
+        || target[1..]
+            .split('/')
+            .all(|n| !n.is_empty() && n != "." && n != "..");
+    if !normal {
         return Err(format!(
             "`{target}`: the sandbox path must be plain names (no `.`, `..`, empty parts or trailing `/`)"
         ));
@@ -89,7 +90,7 @@ pub fn check_target(target: &str, home: Option<&str>) -> Result<(), String> {
     for (dir, what) in RESERVED {
         if p.starts_with(dir) {
             return Err(format!(
-                "`{target}` would shadow {dir} ({what}); name a new folder such as /toolchains/rust, or one under /opt"
+                "`{target}` would shadow {dir} ({what}); name a new folder such as /toolchains/rust"
             ));
         }
     }
