@@ -1011,3 +1011,37 @@ print(r.stdout);"#;
     assert!(ok, "{said}");
     rfs.assert_no_leftovers();
 }
+
+/// Where rfs is not root the host folder is a plain bind (not id-mapped):
+/// it must still be read-only, `nosuid` and `nodev` in the sandbox.
+#[test]
+fn an_unprivileged_rfs_shows_a_host_folder_read_only_nosuid_and_nodev() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let host = tempfile::tempdir().unwrap();
+    std::fs::write(host.path().join("hello.txt"), "host-folder-content\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let flag = format!("{}:/toolchains/probe", host.path().display());
+    let script = r#"print(step("look", "cat /toolchains/probe/hello.txt; touch /toolchains/probe/new 2>/dev/null && echo WROTE || echo write-refused; grep ' /toolchains/probe ' /proc/self/mounts").stdout);"#;
+    let args = ["--isolation", "namespaces", "--mount-ro", &flag];
+    let out = run_unprivileged(&rfs, repo.path(), script, &args);
+    out.assert_code(0);
+    assert!(
+        out.stdout.contains("host-folder-content") && out.stdout.contains("write-refused"),
+        "{}",
+        out.stdout
+    );
+    assert!(!host.path().join("new").exists());
+    let mount = out
+        .stdout
+        .lines()
+        .find(|l| l.contains(" /toolchains/probe "))
+        .expect("its mount");
+    assert!(
+        mount.contains(" ro,") && mount.contains("nosuid") && mount.contains("nodev"),
+        "{mount}"
+    );
+    assert_eq!(out.entries("host.mount").len(), 1);
+}
