@@ -37,6 +37,15 @@ impl Run {
                 m.host_dir.as_os_str().as_encoded_bytes(),
             ));
             let file = memos.join(format!("{}.memo", &name[..32]));
+            // The proofs of a suite digest the same folder at once: one
+            // reads it, the others then find its digests kept.
+            let _held = std::fs::File::options()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(file.with_extension("lock"))
+                .ok()
+                .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).ok());
             let mut memo = Memo::load(&file);
             let started = Instant::now();
             let d = untrusted_tree::digest_with(&m.host_dir, &mut memo).map_err(|e| {
