@@ -53,6 +53,23 @@ pub struct RepoConfig {
     /// above one is refused, naming the flag that would allow it); a
     /// script may ask more, up to the ceiling.
     pub limits: Option<crate::limit_ceilings::RepoLimits>,
+    /// Never accepted: read only to refuse it naming `--mount-ro` (a host
+    /// folder is the person's to mount, never the repository's).
+    #[serde(default)]
+    mount_ro: Option<toml::Value>,
+    #[serde(default)]
+    mounts: Option<toml::Value>,
+}
+
+impl RepoConfig {
+    /// The key of a host folder the file asked to mount, if any.
+    pub fn host_mount_key(&self) -> Option<&'static str> {
+        if self.mount_ro.is_some() {
+            Some("mount_ro")
+        } else {
+            self.mounts.is_some().then_some("mounts")
+        }
+    }
 }
 
 /// Why `rfs.toml` was refused.

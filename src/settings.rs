@@ -85,6 +85,9 @@ pub struct RunArgs {
     /// `--max-memory`, `--max-pids`, `--max-disk`, `--max-cpus`: the
     /// person's resource ceilings (else `RFS_MAX_*`).
     pub ceilings: crate::limit_ceilings::CeilingArgs,
+    /// `--mount-ro HOST_DIR:SANDBOX_PATH`: host folders shown read-only
+    /// in the sandbox.
+    pub mount_ro: Vec<String>,
 }
 
 /// The state directory: `$RFS_STATE_DIR`, else `$XDG_STATE_HOME/rfs`,
@@ -195,6 +198,7 @@ impl RunSettings {
         )
         .map_err(|e| Error::Usage(e.to_string()))?;
         isolation.host_network_allowed_by = host_network_allowed_by(a.allow_host_network)?;
+        isolation.host_mounts = host_mounts(&a.mount_ro, &file, &state_dir)?;
         if let Some((policy, by)) = person_network(a.network.as_deref())? {
             isolation = isolation.with_person_network(policy, &by);
         }
@@ -290,6 +294,30 @@ fn person_network(flag: Option<&str>) -> Result<Option<(crate::network::NetworkP
     crate::network::policy::parse_flag(&value)
         .map(|p| Some((p, by.clone())))
         .map_err(|e| Error::Usage(format!("{by}: {e}")))
+}
+
+/// The person's host folders (`--mount-ro`); `rfs.toml` asking for one
+/// is refused naming the flag: only the person widens what the sandbox
+/// sees of this machine.
+fn host_mounts(
+    flags: &[String],
+    file: &crate::repo_config::RepoConfig,
+    state_dir: &Path,
+) -> Result<Vec<crate::provider::host_mount::HostMount>> {
+    use crate::provider::host_mount;
+    if let Some(key) = file.host_mount_key() {
+        return Err(Error::Usage(format!(
+            "refused: rfs.toml: `{key}`: a repository cannot mount a folder of this machine into its sandboxes; only the person running rfs can: pass {} HOST_DIR:SANDBOX_PATH",
+            host_mount::FLAG
+        )));
+    }
+    let mounts = flags
+        .iter()
+        .map(|f| host_mount::parse(f, state_dir))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::Usage(format!("refused: {e}")))?;
+    host_mount::check_distinct(&mounts).map_err(|e| Error::Usage(format!("refused: {e}")))?;
+    Ok(mounts)
 }
 
 /// Who let scripts ask for `network: "host"`: `--allow-host-network`,

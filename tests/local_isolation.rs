@@ -956,3 +956,97 @@ fn a_local_step_cannot_read_host_kernel_memory_or_keys() {
     }
     rfs.assert_no_leftovers();
 }
+
+/// A rustup toolchain of this machine (`$RUSTUP_HOME`, else
+/// `~/.rustup`), the first holding `bin/cargo` and `bin/rustc`.
+fn host_rust_toolchain() -> Option<PathBuf> {
+    let home = std::env::var_os("RUSTUP_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".rustup")))?;
+    let mut all: Vec<PathBuf> = std::fs::read_dir(home.join("toolchains"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("bin/cargo").is_file() && p.join("bin/rustc").is_file())
+        .collect();
+    all.sort();
+    all.into_iter().next()
+}
+
+// The book's route to Rust on `local` (Debian's cargo) was old and
+// fetched its index from a git host; the host's rustup toolchain was
+// invisible to the sandbox. Mounted with `--mount-ro`, it runs there, and
+// its digest is journaled (read once; a second run only walks it).
+#[test]
+fn a_host_rust_toolchain_mounted_read_only_runs_cargo_and_rustc() {
+    require_namespaces();
+    let Some(toolchain) = host_rust_toolchain() else {
+        eprintln!("skipped: this host has no rustup toolchain (~/.rustup/toolchains/*/bin/cargo)");
+        return;
+    };
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let flag = format!("{}:/toolchains/rust", toolchain.display());
+    let script = r#"let r = step("rust", "export PATH=/toolchains/rust/bin:$PATH; cargo --version && rustc --version");
+print(r.stdout);"#;
+    let out = rfs.run_with(repo.path(), script, &["--mount-ro", &flag]);
+    out.assert_code(0);
+    assert!(
+        out.stdout.contains("cargo 1.") && out.stdout.contains("rustc 1."),
+        "{}",
+        out.stdout
+    );
+    let first = &out.entries("host.mount")[0];
+    assert!(first["files"].as_u64().unwrap() > 1000, "{first}");
+    assert_eq!(first["files_read"], first["files"], "{first}");
+    eprintln!(
+        "digest of {}: {} files, {} bytes, {} ms",
+        toolchain.display(),
+        first["files"],
+        first["bytes"],
+        first["digest_ms"]
+    );
+    let again = rfs.run_with(repo.path(), script, &["--mount-ro", &flag]);
+    again.assert_code(0);
+    let second = &again.entries("host.mount")[0];
+    assert_eq!(second["sha256"], first["sha256"]);
+    assert_eq!(second["files_read"], 0, "{second}");
+    eprintln!("unchanged: {} ms", second["digest_ms"]);
+    let (ok, said) = rfs_verify(&rfs, repo.path(), &again.out_dir);
+    assert!(ok, "{said}");
+    rfs.assert_no_leftovers();
+}
+
+/// Where rfs is not root the host folder is a plain bind (not id-mapped):
+/// it must still be read-only, `nosuid` and `nodev` in the sandbox.
+#[test]
+fn an_unprivileged_rfs_shows_a_host_folder_read_only_nosuid_and_nodev() {
+    require_namespaces();
+    let rfs = Rfs::new(Prov::Local);
+    let repo = Repo::new();
+    let host = tempfile::tempdir().unwrap();
+    std::fs::write(host.path().join("hello.txt"), "host-folder-content\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let flag = format!("{}:/toolchains/probe", host.path().display());
+    let script = r#"print(step("look", "cat /toolchains/probe/hello.txt; touch /toolchains/probe/new 2>/dev/null && echo WROTE || echo write-refused; grep ' /toolchains/probe ' /proc/self/mounts").stdout);"#;
+    let args = ["--isolation", "namespaces", "--mount-ro", &flag];
+    let out = run_unprivileged(&rfs, repo.path(), script, &args);
+    out.assert_code(0);
+    assert!(
+        out.stdout.contains("host-folder-content") && out.stdout.contains("write-refused"),
+        "{}",
+        out.stdout
+    );
+    assert!(!host.path().join("new").exists());
+    let mount = out
+        .stdout
+        .lines()
+        .find(|l| l.contains(" /toolchains/probe "))
+        .expect("its mount");
+    assert!(
+        mount.contains(" ro,") && mount.contains("nosuid") && mount.contains("nodev"),
+        "{mount}"
+    );
+    assert_eq!(out.entries("host.mount").len(), 1);
+}

@@ -164,6 +164,67 @@ provider_tests! {
         assert!(step_logs(&out.out_dir).contains("deep-content"));
         rfs.assert_no_leftovers();
     }
+
+    // A toolchain the host has was unreachable from a sandbox, and the
+    // only way to widen what a sandbox sees of this machine must be the
+    // person's: `--mount-ro` shows a host folder read-only and journals
+    // its digest; a script or rfs.toml asking is refused naming the flag;
+    // Daytona, which cannot see this machine, refuses before anything runs.
+    fn a_host_folder_only_the_persons_flag_mounts_read_only_with_its_digest(rfs: &Rfs) {
+        let repo = Repo::new();
+        let host = tempfile::tempdir().unwrap();
+        std::fs::write(host.path().join("hello.txt"), "host-folder-content\n").unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let flag = format!("{}:/toolchains/probe", host.path().display());
+        let look = "step(\"look\", \"cat /toolchains/probe/hello.txt; touch /toolchains/probe/new 2>/dev/null && echo WROTE || echo write-refused; grep ' /toolchains/probe ' /proc/self/mounts || true\");";
+        let out = rfs.run_with(repo.path(), look, &["--mount-ro", &flag]);
+        if rfs.prov == Prov::Daytona {
+            out.assert_code(3);
+            assert!(out.stderr.contains("cannot mount a host folder") && out.stderr.contains("Daytona"), "{}", out.stderr);
+            assert!(out.entries("placement").is_empty(), "a sandbox was placed");
+            assert!(out.entries("step.start").is_empty());
+            rfs.assert_no_leftovers();
+            return;
+        }
+        out.assert_code(0);
+        let logs = step_logs(&out.out_dir);
+        assert!(logs.contains("host-folder-content") && logs.contains("write-refused"), "{logs}");
+        assert!(!logs.contains("WROTE") && !host.path().join("new").exists(), "{logs}");
+        if rfs.prov == Prov::Local && rfs.isolation.is_none() {
+            let mount = logs.lines().find(|l| l.contains(" /toolchains/probe ")).expect("its mount");
+            assert!(mount.contains("ro,") && mount.contains("nosuid") && mount.contains("nodev"), "{mount}");
+        }
+        let m = &out.entries("host.mount")[0];
+        let canonical = std::fs::canonicalize(host.path()).unwrap();
+        assert_eq!(m["host_dir"], canonical.display().to_string(), "{m}");
+        assert_eq!((m["path"].as_str(), m["files"].as_u64(), m["by"].as_str()), (Some("/toolchains/probe"), Some(1), Some("--mount-ro flag")), "{m}");
+        let sha = m["sha256"].as_str().unwrap();
+        assert_eq!(sha.len(), 64);
+        let ev = out.evidence();
+        assert!(ev.contains("## Host folders") && ev.contains(sha), "{ev}");
+        let html = std::fs::read_to_string(out.out_dir.join("report.html")).unwrap();
+        assert!(html.contains("host folder") && html.contains(sha));
+        let (ok, said) = rfs_verify(rfs, repo.path(), &out.out_dir);
+        assert!(ok, "{said}");
+        // A script asking is refused naming the flag, before any step.
+        let asked = format!("sandbox(#{{ mount_ro: \"{flag}\" }});\n{look}");
+        let out = rfs.run(repo.path(), &asked);
+        out.assert_code(3);
+        assert!(out.stderr.contains("pass --mount-ro HOST_DIR:SANDBOX_PATH"), "{}", out.stderr);
+        assert!(out.entries("step.start").is_empty() && out.entries("host.mount").is_empty());
+        // A path that would shadow the sandbox's own /etc is refused.
+        let out = rfs.run_with(repo.path(), look, &["--mount-ro", &format!("{}:/etc/x", host.path().display())]);
+        out.assert_code(2);
+        assert!(out.stderr.contains("would shadow /etc"), "{}", out.stderr);
+        // So is a repository's rfs.toml asking.
+        repo.write("rfs.toml", &format!("mount_ro = [\"{flag}\"]\n"));
+        repo.commit("asks for a host folder");
+        let out = rfs.run(repo.path(), look);
+        out.assert_code(2);
+        assert!(out.stderr.contains("rfs.toml") && out.stderr.contains("pass --mount-ro"), "{}", out.stderr);
+        rfs.assert_no_leftovers();
+    }
 }
 
 fn step_logs(out_dir: &Path) -> String {

@@ -67,6 +67,13 @@ pub(crate) struct SessionArgs {
     secrets: Vec<String>,
     #[command(flatten)]
     ceilings: crate::limit_ceilings::CeilingArgs,
+    /// Show the host folder HOST_DIR read-only (nosuid) in the sandbox at
+    /// SANDBOX_PATH (a new folder such as /toolchains/rust), e.g. a
+    /// rustup toolchain. Its digest is journaled. Only this flag mounts
+    /// one: a script or rfs.toml cannot. local (namespaces, gvisor) and
+    /// docker; refused on daytona. Repeatable.
+    #[arg(long = "mount-ro", value_name = "HOST_DIR:SANDBOX_PATH")]
+    mount_ro: Vec<String>,
 }
 
 impl SessionArgs {
@@ -90,6 +97,7 @@ impl SessionArgs {
             network: self.network,
             secrets: self.secrets,
             ceilings: self.ceilings,
+            mount_ro: self.mount_ro,
         }
     }
 }

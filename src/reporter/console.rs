@@ -144,6 +144,10 @@ fn progress_line(event: &Event) -> Option<String> {
             ),
             None => format!("rfs: sandbox {sandbox_id} ({provider})"),
         },
+        Event::HostMount(m) => format!(
+            "rfs: host folder {} at {} read-only ({} files, sha256 {}, digested in {} ms)",
+            m.host_dir, m.path, m.files, m.sha256, m.digest_ms
+        ),
         Event::SourcePin {
             commit,
             tree_digest,

@@ -50,6 +50,10 @@ pub struct Summary {
     /// used, a cache the setup it forked from used (absent: reproducible).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_reproducible: Vec<String>,
+    /// Host folders the person mounted read-only (`--mount-ro`), each
+    /// with its digest (empty: none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub host_mounts: Vec<crate::events::host_mount_facts::HostMounted>,
 }
 
 /// The run's network in the `--json` summary.
@@ -123,6 +127,7 @@ impl Summary {
                     run.checkpoints.started_from.as_ref(),
                 ))
                 .collect(),
+            host_mounts: run.host_mounts.clone(),
         }
     }
 }

@@ -14,6 +14,7 @@ pub(crate) mod checkpoint;
 pub(crate) mod cwd;
 mod egress;
 pub(crate) mod exec_loop;
+mod host_mounts;
 mod image_env;
 mod junit_collect;
 pub(crate) mod output;

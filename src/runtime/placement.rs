@@ -25,6 +25,9 @@ pub(crate) struct SandboxOptions {
     pub limits: crate::provider::limits::Limits,
     /// Caches kept between runs: name → path under the home (`~/...`).
     pub caches: std::collections::BTreeMap<String, String>,
+    /// `mount_ro` was given: always refused (only `--mount-ro` mounts a
+    /// host folder).
+    pub mount_ro: bool,
 }
 
 impl SandboxOptions {
@@ -108,6 +111,12 @@ impl Run {
     /// Record the options of a `sandbox(opts)` call. A second call must
     /// agree with the first.
     pub(crate) fn sandbox_options(&self, opts: SandboxOptions) -> Result<()> {
+        if opts.mount_ro {
+            return Err(self.refuse(format!(
+                "sandbox(#{{ mount_ro }}) refused: a script cannot mount a folder of this machine into the sandbox; only the person running rfs can: pass {} HOST_DIR:SANDBOX_PATH",
+                crate::provider::host_mount::FLAG
+            )));
+        }
         for (k, v) in &opts.labels {
             if k.starts_with("relayflows/") {
                 return Err(self.refuse(format!(
@@ -313,6 +322,7 @@ impl Run {
         })?;
         self.block_on(p.preflight())
             .map_err(|e| self.refuse(format!("provider `{}` cannot be used: {e}", p.name())))?;
+        self.digest_host_mounts(&request)?;
         let caches = self.open_caches(&opts, &request)?;
         let env = self.withheld_image_env(&opts, base.as_ref())?;
         let spec = CreateSpec {

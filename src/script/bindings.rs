@@ -93,6 +93,8 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, OptionError> {
         .transpose()
         .map_err(|reason| OptionError::Network { reason })?;
     let caches = o.string_map("caches")?.into_iter().collect();
+    // Known, to be refused naming the flag (not as a typo).
+    let mount_ro = o.value("mount_ro").is_some();
     let mut limits = crate::provider::limits::Limits::default();
     for kind in crate::provider::limits::LimitKind::ALL {
         if let Some(v) = o.value(kind.key()) {
@@ -114,6 +116,7 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, OptionError> {
         network,
         limits,
         caches,
+        mount_ro,
     })
 }
 

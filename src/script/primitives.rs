@@ -48,6 +48,7 @@ pub(crate) const PRIMITIVES: &[Primitive] = &[
                 "cpus",
                 "disk",
                 "caches",
+                "mount_ro",
             ],
         )),
         returns: &[],

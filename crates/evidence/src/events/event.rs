@@ -588,6 +588,9 @@ pub enum Event {
     /// The source bound from the checkpoint the sandbox started from.
     #[serde(rename = "source.from_checkpoint")]
     SourceFromCheckpoint(checkpoint_facts::SourceFromCheckpoint),
+    /// A host folder the person mounted read-only (`--mount-ro`).
+    #[serde(rename = "host.mount")]
+    HostMount(super::host_mount_facts::HostMounted),
     /// The run is over (last line).
     #[serde(rename = "run.end")]
     RunEnd {

@@ -21,6 +21,7 @@ mod reporter;
 #[cfg(test)]
 pub mod catalog;
 pub mod checkpoint_facts;
+pub mod host_mount_facts;
 pub mod network_facts;
 pub mod sandbox_facts;
 pub mod source_facts;

@@ -11,6 +11,7 @@ pub mod checkpoints;
 pub mod evidence;
 pub mod fold;
 pub mod head;
+pub mod host_mounts;
 pub mod inert_markdown;
 pub mod network_view;
 pub mod services;

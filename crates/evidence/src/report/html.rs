@@ -156,6 +156,9 @@ fn header(s: &mut String, r: &RunSummary) {
     if let Some(i) = &r.isolation {
         facts.push(("isolation", i.clone()));
     }
+    for m in &r.host_mounts {
+        facts.push(("host folder", m.describe()));
+    }
     if let Some(f) = r.checkpoints.started_from_text() {
         facts.push(("started from", f));
     }

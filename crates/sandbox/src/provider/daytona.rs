@@ -293,6 +293,10 @@ impl Provider for DaytonaProvider {
         req: &super::isolation::IsolationRequest,
     ) -> Result<super::isolation::IsolationInForce, super::isolation::IsolationError> {
         use super::isolation::{IsolationError, IsolationInForce, IsolationMode};
+        req.refuse_host_mounts(
+            "daytona",
+            "a Daytona sandbox runs on Daytona's machines, which cannot see this machine's folders (run with --provider local or docker to mount one)",
+        )?;
         if req.mode != IsolationMode::Auto {
             return Err(IsolationError::ModeUnsupported {
                 provider: "daytona".into(),

@@ -44,6 +44,7 @@ mod exec;
 pub mod exec_script;
 mod fork;
 mod hardening;
+mod host_binds;
 mod image;
 mod lane_probe;
 mod limits;
@@ -264,6 +265,7 @@ impl Provider for DockerProvider {
             // Docker's default bridge, said as unfiltered.
             (_, false) => None,
         };
+        host_binds::check(self.client.host(), &self.options.home, req)?;
         Ok(IsolationInForce {
             mode: "container".into(),
             reason: format!(

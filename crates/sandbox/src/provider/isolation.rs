@@ -70,6 +70,13 @@ pub enum IsolationError {
         /// The `--network` value that would allow it.
         flag: String,
     },
+    /// The provider cannot show a host folder the person mounted.
+    #[error("provider `{provider}` cannot mount a host folder (--mount-ro {mounts}): {why}")]
+    HostMountUnsupported {
+        provider: String,
+        mounts: String,
+        why: String,
+    },
     /// A repository's `rfs.toml` or a script asked for weaker isolation
     /// than the person running rfs set: only they may lower it.
     #[error("isolation `{asked}` asked by {by} would widen the boundary set by {set_by} (`{set}`); only the person running rfs can lower it: pass `--isolation {asked}` (or RFS_LOCAL_ISOLATION={asked})")]
@@ -154,6 +161,9 @@ pub struct IsolationRequest {
     /// Resource limits, each with who set it (rfs's default process cap
     /// when nobody named one).
     pub limits: super::limits::LimitsRequest,
+    /// Host folders the person mounted read-only (`--mount-ro`); only
+    /// their flag sets these.
+    pub host_mounts: Vec<super::host_mount::HostMount>,
 }
 
 impl Default for IsolationRequest {
@@ -166,6 +176,7 @@ impl Default for IsolationRequest {
             host_network_allowed_by: None,
             network_ceiling: None,
             limits: Default::default(),
+            host_mounts: vec![],
         }
     }
 }
@@ -295,6 +306,24 @@ impl IsolationRequest {
 }
 
 impl IsolationRequest {
+    /// Refuse the person's host folders (`--mount-ro`) on `provider`,
+    /// which cannot show them, saying `why`; none asked: fine.
+    pub fn refuse_host_mounts(&self, provider: &str, why: &str) -> Result<(), IsolationError> {
+        if self.host_mounts.is_empty() {
+            return Ok(());
+        }
+        let mounts: Vec<String> = self
+            .host_mounts
+            .iter()
+            .map(|m| format!("{}:{}", m.host_dir.display(), m.target))
+            .collect();
+        Err(IsolationError::HostMountUnsupported {
+            provider: provider.to_owned(),
+            mounts: mounts.join(" --mount-ro "),
+            why: why.to_owned(),
+        })
+    }
+
     /// Whether nobody named the network: rfs's default (`public`).
     pub fn network_is_default(&self) -> bool {
         self.network == crate::network::NetworkPolicy::Public && self.network_by == DEFAULT_BY
@@ -385,6 +414,7 @@ pub fn only_defaults(
             why: String::new(),
         });
     }
+    req.refuse_host_mounts(provider, "it has no way to show a folder of this machine")?;
     Ok(IsolationInForce {
         mode: "provider".into(),
         reason: format!("whatever provider `{provider}` gives its sandboxes"),

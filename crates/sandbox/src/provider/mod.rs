@@ -7,6 +7,7 @@
 pub mod daytona;
 pub mod docker;
 pub mod fork;
+pub mod host_mount;
 pub mod input;
 pub mod isolation;
 pub mod labels;

@@ -31,10 +31,18 @@ pub struct TreeDigest {
 /// The digest of the folder `dir` (links never followed, nothing outside
 /// it read, other filesystems mounted inside not descended into).
 pub fn digest(dir: &Path) -> std::io::Result<TreeDigest> {
+    digest_with(dir, &mut super::digest_memo::Memo::default())
+}
+
+/// [`digest`], reusing the sha256 of each file `memo` holds with the same
+/// device, inode, size, modification and change times, and leaving in it
+/// exactly this tree's files (see [`super::digest_memo`]).
+pub fn digest_with(dir: &Path, memo: &mut super::digest_memo::Memo) -> std::io::Result<TreeDigest> {
     let root = open_root(dir)?;
     let dev = rustix::fs::fstat(&root)?.st_dev;
     let mut records: Vec<(Vec<u8>, Vec<u8>)> = vec![];
     let (mut files, mut bytes) = (0, 0);
+    memo.begin();
     walk(
         &root,
         dev,
@@ -42,7 +50,9 @@ pub fn digest(dir: &Path) -> std::io::Result<TreeDigest> {
         &mut records,
         &mut files,
         &mut bytes,
+        memo,
     )?;
+    memo.end();
     records.sort();
     let mut h = Sha256::new();
     h.update(b"rfs-tree-digest-v2\0");
@@ -71,6 +81,7 @@ fn walk(
     out: &mut Vec<(Vec<u8>, Vec<u8>)>,
     files: &mut u64,
     bytes: &mut u64,
+    memo: &mut super::digest_memo::Memo,
 ) -> std::io::Result<()> {
     for name in names(dir)? {
         let st = match rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -90,27 +101,24 @@ fn walk(
                 rest.push(b'd');
                 rest.extend_from_slice(&perm);
                 let sub = open_entry(dir, &name, &st, OFlags::RDONLY | OFlags::DIRECTORY)?;
-                walk(&sub, dev, path, out, files, bytes)?;
+                walk(&sub, dev, path, out, files, bytes, memo)?;
             }
             FileType::Directory => rest.push(b'm'), // a mount point: not read
             FileType::RegularFile => {
-                let f = open_entry(dir, &name, &st, OFlags::RDONLY)?;
-                let mut f = std::fs::File::from(f);
-                let mut fh = Sha256::new();
-                let mut buf = vec![0u8; 64 * 1024];
-                let mut size = 0u64;
-                loop {
-                    let n = f.read(&mut buf)?;
-                    if n == 0 {
-                        break;
+                let key = super::digest_memo::Key::of(&st);
+                let (size, sha) = match memo.get(path, &key) {
+                    Some(known) => known,
+                    None => {
+                        let f = open_entry(dir, &name, &st, OFlags::RDONLY)?;
+                        let (size, sha) = hash_file(std::fs::File::from(f))?;
+                        memo.read(path, key, size, sha);
+                        (size, sha)
                     }
-                    size += n as u64;
-                    fh.update(&buf[..n]);
-                }
+                };
                 rest.push(b'f');
                 rest.extend_from_slice(&perm);
                 rest.extend_from_slice(&size.to_le_bytes());
-                rest.extend_from_slice(&fh.finalize());
+                rest.extend_from_slice(&sha);
                 *files += 1;
                 *bytes += size;
             }
@@ -138,4 +146,20 @@ fn walk(
         path.truncate(len);
     }
     Ok(())
+}
+
+/// A file's size and sha256, as read.
+fn hash_file(mut f: std::fs::File) -> std::io::Result<(u64, [u8; 32])> {
+    let mut fh = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        fh.update(&buf[..n]);
+    }
+    Ok((size, fh.finalize().into()))
 }

@@ -21,6 +21,7 @@ mod clean;
 mod copy;
 mod create;
 mod digest;
+pub mod digest_memo;
 mod overlay_upper;
 mod remove;
 
@@ -32,7 +33,7 @@ use rustix::fs::{FileType, Mode, OFlags};
 pub use clean::{clean, Cleaned};
 pub use copy::{copy, Copied};
 pub use create::{create_dir_all, open_dir, place_file};
-pub use digest::{digest, TreeDigest};
+pub use digest::{digest, digest_with, TreeDigest};
 pub use overlay_upper::apply_overlay_upper;
 pub use remove::{empty, remove};
 

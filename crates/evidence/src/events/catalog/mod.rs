@@ -82,9 +82,10 @@ fn ordinal(e: &Event) -> usize {
         Event::PlacementForked(..) => 55,
         Event::SourceFromCheckpoint(..) => 56,
         Event::ArtifactAbsent { .. } => 57,
+        Event::HostMount(..) => 58,
     }
 }
-const COUNT: usize = 58;
+const COUNT: usize = 59;
 
 /// An owned string (the samples' shorthand).
 fn s(x: &str) -> String {
@@ -98,6 +99,7 @@ pub fn samples() -> Vec<Event> {
     let all = [
         run_start_samples(),
         source_resolve_samples(),
+        super::host_mount_facts::samples(),
         placement_samples(),
         super::checkpoint_facts::samples(),
         source_sync_samples(),

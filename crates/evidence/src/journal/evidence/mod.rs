@@ -70,6 +70,7 @@ impl Evidence {
         super::spawns::evidence(&mut s, &r.spawns);
         super::services::evidence(&mut s, &r.services);
         super::caches::evidence(&mut s, &r.caches);
+        super::host_mounts::evidence(&mut s, &r.host_mounts);
         super::checkpoints::evidence(&mut s, &r.checkpoints);
         prints(&mut s, r);
         artifacts(&mut s, r);

@@ -69,6 +69,8 @@ pub struct RunSummary {
     pub services: Vec<super::services::ServiceRow>,
     /// Caches the run mounted (`cache.*`).
     pub caches: Vec<super::caches::CacheRow>,
+    /// Host folders the person mounted read-only (`host.mount`).
+    pub host_mounts: Vec<crate::events::host_mount_facts::HostMounted>,
     /// Checkpoints made, and the one the sandbox started from.
     pub checkpoints: super::checkpoints::Checkpoints,
     /// The network policy and every connection through rfs's proxy.
@@ -151,6 +153,7 @@ impl RunSummary {
             Event::BisectStart { .. } | Event::BisectCommit { .. } | Event::BisectEnd { .. } => {
                 self.apply_bisect(e)
             }
+            Event::HostMount(m) => self.host_mounts.push(m.clone()),
             Event::CacheMount { .. } | Event::CacheEnd { .. } => {
                 super::caches::apply(&mut self.caches, e)
             }

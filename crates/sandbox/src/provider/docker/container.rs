@@ -234,6 +234,7 @@ fn container_body(
                     std::iter::once(home_volume(&options.home, &spec.labels))
                         .chain(lane.map(Lane::mount))
                         .chain(spec.caches.iter().map(|c| cache_bind(&options.home, c)))
+                        .chain(super::host_binds::mounts(&spec.isolation.host_mounts))
                         .collect(),
                 ),
                 ..limits

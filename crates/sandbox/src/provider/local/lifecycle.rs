@@ -168,6 +168,7 @@ impl LocalProvider {
             .map_err(|e| io_err("creating sandbox root", e))?;
         let (d, network) = (dir.to_path_buf(), spec.isolation.network.clone());
         let caches = spec.caches.clone();
+        let host_mounts = spec.isolation.host_mounts.clone();
         let (layers, id_owned) = (self.cache_layers.clone(), id.to_owned());
         let log = self.egress_log(id);
         let gv = gvisor.then(|| (id.to_owned(), super::gvisor::state_dir(&self.root)));
@@ -179,11 +180,12 @@ impl LocalProvider {
                 .lock()
                 .expect("cache layers lock")
                 .insert(id_owned, layered);
-            let init = Init::for_sandbox_with_caches(&d, &network, &caches)?;
+            let init = Init::for_sandbox_with_caches(&d, &network, &caches, &host_mounts)?;
             init.serve_egress(&network, log)?;
             if let Some((id, state)) = gv {
                 let host = network == crate::network::NetworkPolicy::Host;
-                super::gvisor::attach(&id, &d, &state, &init, host, cg_fds, &caches)?;
+                let binds = (&caches[..], &host_mounts[..]);
+                super::gvisor::attach(&id, &d, &state, &init, host, cg_fds, binds)?;
             }
             Ok::<_, SetupError>(init)
         })

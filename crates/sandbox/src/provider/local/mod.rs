@@ -74,6 +74,7 @@ mod errors;
 mod fingerprint;
 mod fork;
 pub mod gvisor;
+mod host_mounts;
 mod idmap;
 mod input_feed;
 mod inventory;
@@ -224,7 +225,10 @@ impl Provider for LocalProvider {
         &self,
         req: &IsolationRequest,
     ) -> Result<IsolationInForce, crate::provider::isolation::IsolationError> {
-        probe::decide(req)
+        let in_force = probe::decide(req)?;
+        host_mounts::check(&req.host_mounts, &self.sandboxes(), &in_force.mode)
+            .map_err(|why| req.refuse_host_mounts("local", &why).unwrap_err())?;
+        Ok(in_force)
     }
 
     /// Only into a sandbox isolated in namespaces (its own mount

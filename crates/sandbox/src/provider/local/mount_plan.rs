@@ -327,7 +327,11 @@ fn system_dirs(
 /// id-mapped where rfs runs as root (a step then reads only what the
 /// host's unprivileged users may, see [`super::idmap`]), a plain
 /// read-only bind otherwise.
-fn bind_host_read_only(ops: &mut Vec<Op>, host: &Path, target: CString) -> Result<(), SetupError> {
+pub(super) fn bind_host_read_only(
+    ops: &mut Vec<Op>,
+    host: &Path,
+    target: CString,
+) -> Result<(), SetupError> {
     if super::idmap::needed() {
         ops.push(Op::MoveTree {
             fd: super::idmap::tree(host)?,

@@ -58,7 +58,7 @@ impl Init {
         dir: &Path,
         network: &crate::network::NetworkPolicy,
     ) -> Result<Init, SetupError> {
-        Init::for_sandbox_with_caches(dir, network, &[])
+        Init::for_sandbox_with_caches(dir, network, &[], &[])
     }
 
     /// [`Init::for_sandbox`], with `caches` bound into its home
@@ -67,9 +67,11 @@ impl Init {
         dir: &Path,
         network: &crate::network::NetworkPolicy,
         caches: &[crate::provider::CacheMount],
+        host_mounts: &[crate::provider::host_mount::HostMount],
     ) -> Result<Init, SetupError> {
         let mut plan = Plan::sandbox(dir, *network == crate::network::NetworkPolicy::Host)?;
         super::cache_mounts::add(&mut plan, dir, caches)?;
+        super::host_mounts::add(&mut plan, dir, host_mounts)?;
         // The init and its parent stay for the sandbox's whole life: as
         // forks of rfs they would each hold a copy of rfs's page tables
         // (megabytes for a suite's rfs), so, where rfs's own executable

@@ -12,7 +12,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+use crate::provider::host_mount::HostMount;
 use crate::provider::CacheMount;
+
+/// What is bound into a gVisor sandbox besides its own folders: caches
+/// and the person's host folders (`--mount-ro`).
+pub type Binds<'a> = (&'a [CacheMount], &'a [HostMount]);
 
 /// Where rfs's own executable is inside a gVisor sandbox (bound
 /// read-only), for the native verifier.
@@ -33,6 +38,8 @@ pub struct BundleSpec<'a> {
     /// The host directories bound read-only at their own paths
     /// ([`super::host_view::host_dirs`]: the system directories first).
     pub host_dirs: Vec<PathBuf>,
+    /// The person's host folders, read-only at their sandbox paths.
+    pub host_mounts: &'a [HostMount],
 }
 
 /// Write the bundle of the sandbox in `dir` (its `home`, `tmp` and the
@@ -96,6 +103,13 @@ pub fn write(dir: &Path, spec: &BundleSpec) -> std::io::Result<PathBuf> {
     for c in spec.caches {
         // Mount points made in the home by the namespaces plan.
         mounts.push(bind(&c.host_dir, &home.join(&c.home_relative), false));
+    }
+    for m in spec.host_mounts {
+        std::fs::create_dir_all(rootfs.join(m.target.trim_start_matches('/')))?;
+        mounts.push(
+            json!({"destination": m.target, "type": "bind", "source": m.host_dir,
+                           "options": ["rbind", "ro", "nosuid", "nodev"]}),
+        );
     }
     if let Some(exe) = &spec.own_exe {
         let inside = rootfs.join(OWN_EXE_INSIDE.trim_start_matches('/'));

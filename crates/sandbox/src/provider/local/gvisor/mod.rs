@@ -100,14 +100,14 @@ pub(super) fn attach(
     init: &super::namespace_init::Init,
     host_network: bool,
     cgroup: [std::os::fd::RawFd; 3],
-    caches: &[crate::provider::CacheMount],
+    binds: bundle::Binds,
 ) -> Result<(), super::SetupError> {
     let ns = (!host_network).then(|| runsc::Enter {
         user: init.userns_path(),
         net: init.netns_path(),
     });
-    let g = GvisorSandbox::start(id, dir, state, ns, cgroup, caches)
-        .map_err(super::SetupError::View)?;
+    let g =
+        GvisorSandbox::start(id, dir, state, ns, cgroup, binds).map_err(super::SetupError::View)?;
     let _ = init.gvisor.set(std::sync::Arc::new(g));
     Ok(())
 }

@@ -78,7 +78,7 @@ fn probe_in(tmp: &std::path::Path) -> Result<String, String> {
     }
     let state = tmp.join("runsc");
     let cid = format!("rfs-probe-{}", std::process::id());
-    let g = super::GvisorSandbox::start(&cid, &dir, &state, None, [-1; 3], &[])?;
+    let g = super::GvisorSandbox::start(&cid, &dir, &state, None, [-1; 3], (&[], &[]))?;
     let said = run_in(&g, &["/bin/uname", "-r"]).and_then(|out| {
         if !out.status.success() {
             return Err(format!(

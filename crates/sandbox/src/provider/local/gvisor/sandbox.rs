@@ -69,7 +69,7 @@ impl GvisorSandbox {
         state: &Path,
         ns: Option<Enter>,
         cgroup: [std::os::fd::RawFd; 3],
-        caches: &[crate::provider::CacheMount],
+        (caches, host_mounts): bundle::Binds,
     ) -> Result<GvisorSandbox, String> {
         let runsc = runsc()?;
         let own_exe = crate::provider::own_executable::executable()
@@ -77,7 +77,9 @@ impl GvisorSandbox {
             .filter(|p| p.is_file());
         let host_dirs = super::host_view::host_dirs(dir);
         // Before anything of the sandbox exists: refused here, nothing runs.
-        let id_mapped = super::host_view::prepare(&host_dirs)?;
+        // The person's host folders are served id-mapped as well.
+        let served: Vec<_> = host_mounts.iter().map(|m| m.host_dir.clone()).collect();
+        let id_mapped = super::host_view::prepare(&[&host_dirs[..], &served[..]].concat())?;
         let (netns, enter) = match ns {
             Some(e) if rootless() => (None, Some(e)),
             other => (other.map(|e| e.net), None),
@@ -87,6 +89,7 @@ impl GvisorSandbox {
             own_exe: own_exe.clone(),
             caches,
             host_dirs,
+            host_mounts,
         };
         let bundle = bundle::write(dir, &spec)
             .map_err(|e| format!("cannot write its OCI bundle in {}: {e}", dir.display()))?;
