@@ -191,14 +191,15 @@ fn progress_line(event: &Event) -> Option<String> {
         Event::SandboxLost {
             sandbox_id, how, ..
         } => format!("rfs: sandbox {sandbox_id} {how}"),
-        Event::ArtifactAbsent { path, optional, .. } if *optional => {
-            format!("rfs: `{path}` is absent: nothing collected (optional; the run goes on)")
-        }
-        Event::ArtifactAbsent {
-            path,
-            step: Some(st),
-            ..
-        } => format!("rfs: step `{st}` FAILED: it wrote no `{path}`, which collect() takes"),
+        Event::ArtifactAbsent(a) if a.optional => format!(
+            "rfs: `{}` is absent: nothing collected (optional; the run goes on)",
+            a.path
+        ),
+        Event::ArtifactAbsent(a) if a.step.is_some() => format!(
+            "rfs: step `{}` FAILED: it wrote no `{}`, which collect() takes",
+            a.step.as_deref().unwrap_or_default(),
+            a.path
+        ),
         Event::CleanupKept { sandbox_id, reason } => {
             format!("rfs: sandbox {sandbox_id} kept ({reason})")
         }

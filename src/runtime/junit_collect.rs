@@ -22,11 +22,13 @@ impl Run {
             let st = self.state();
             (st.redactor.redact_str(rel), st.last_step.clone())
         };
-        self.record(Event::ArtifactAbsent {
-            path: shown.clone(),
-            optional,
-            step: last.as_ref().map(|(name, _)| name.clone()),
-        })?;
+        self.record(Event::ArtifactAbsent(
+            crate::events::artifact_facts::ArtifactAbsent {
+                path: shown.clone(),
+                optional,
+                step: last.as_ref().map(|(name, _)| name.clone()),
+            },
+        ))?;
         if optional {
             return Ok(Collected {
                 files: 0,

@@ -386,16 +386,9 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         junit: Option<JunitCounts>,
     },
-    /// `collect(path)` found nothing at `path`. `optional: true` (the
-    /// script's `#{ optional: true }`): recorded as absent and the run
-    /// went on. Else it is the failure of `step`, the step that ran last
-    /// (which wrote no such file), when one did.
+    /// `collect(path)` found nothing at `path`.
     #[serde(rename = "artifact.absent")]
-    ArtifactAbsent {
-        path: String,
-        optional: bool,
-        step: Option<String>,
-    },
+    ArtifactAbsent(super::artifact_facts::ArtifactAbsent),
     /// `put(local, path)` shipped the file `local` (not in the commit) to
     /// `path` under the synced root; kept in the bundle at `bundled`
     /// (`bundle/put/...`), or not (a run without a bundle: not

@@ -18,6 +18,7 @@ mod event;
 mod facts;
 mod reporter;
 
+pub mod artifact_facts;
 #[cfg(test)]
 pub mod catalog;
 pub mod checkpoint_facts;

@@ -116,11 +116,11 @@ pub(super) fn late_samples() -> Vec<Event> {
                 skipped: 0,
             }),
         },
-        Event::ArtifactAbsent {
+        Event::ArtifactAbsent(crate::events::artifact_facts::ArtifactAbsent {
             path: s("reports/junit.xml"),
             optional: false,
             step: Some(s("tests")),
-        },
+        }),
         Event::ArtifactPut {
             local: s("fixtures/data.bin"),
             path: s("data.bin"),

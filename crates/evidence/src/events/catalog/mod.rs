@@ -81,7 +81,7 @@ fn ordinal(e: &Event) -> usize {
         Event::CheckpointRemoved(..) => 54,
         Event::PlacementForked(..) => 55,
         Event::SourceFromCheckpoint(..) => 56,
-        Event::ArtifactAbsent { .. } => 57,
+        Event::ArtifactAbsent(..) => 57,
         Event::HostMount(..) => 58,
     }
 }

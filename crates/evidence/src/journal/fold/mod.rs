@@ -149,7 +149,7 @@ impl RunSummary {
             | Event::SourceResync(..) => self.apply_source(e),
             Event::ArtifactCollected { .. }
             | Event::ArtifactPut { .. }
-            | Event::ArtifactAbsent { .. } => self.apply_artifact(e),
+            | Event::ArtifactAbsent(..) => self.apply_artifact(e),
             Event::BisectStart { .. } | Event::BisectCommit { .. } | Event::BisectEnd { .. } => {
                 self.apply_bisect(e)
             }

@@ -69,18 +69,14 @@ impl RunSummary {
                 bytes: *bytes,
                 junit: *junit,
             }),
-            Event::ArtifactAbsent {
-                path,
-                optional,
-                step,
-            } => {
+            Event::ArtifactAbsent(a) => {
                 self.artifacts.push(ArtifactRow::Absent {
-                    path: path.clone(),
-                    optional: *optional,
-                    step: step.clone(),
+                    path: a.path.clone(),
+                    optional: a.optional,
+                    step: a.step.clone(),
                 });
-                if let (false, Some(name)) = (optional, step) {
-                    self.fail_for_missing(name, path);
+                if let (false, Some(name)) = (a.optional, &a.step) {
+                    self.fail_for_missing(name, &a.path);
                 }
             }
             Event::ArtifactPut {
