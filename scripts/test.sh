@@ -2,8 +2,9 @@
 # The whole test suite, on a fresh machine: installs what the tests need
 # (git, tmux, chromium for the report test, Debian's busybox-static for
 # the tiny local Docker image,
-# openssh-client and python3-cryptography for the signing tests, Debian's
-# cargo for the book's Rust walkthrough, pytest's wheels for the pip test),
+# openssh-client and python3-cryptography for the signing tests, python3-venv
+# and pytest's and setuptools' wheels for the pip tests; the book's Rust
+# walkthrough mounts the toolchain that builds rfs, read-only),
 # makes sure the Docker engine answers, builds the test image, then runs
 # formatting, lints and every test.
 set -euo pipefail
@@ -25,9 +26,6 @@ command -v runsc >/dev/null || need+=(runsc)
 # Signing tests: the real ssh-keygen/ssh-agent, and an independent DSSE
 # verifier in Python (`cryptography`).
 command -v ssh-keygen >/dev/null && command -v ssh-agent >/dev/null || need+=(openssh-client)
-# The book's Rust walkthrough runs cargo inside a local sandbox, which
-# sees the system's folders but not rustup's ~/.cargo: Debian's cargo.
-[ -x /usr/bin/cargo ] || need+=(cargo)
 python3 -c 'import cryptography' 2>/dev/null || /usr/bin/python3 -c 'import cryptography' 2>/dev/null \
   || need+=(python3 python3-cryptography)
 # The sandbox's python is the system's: the pip test fetches pytest's

@@ -300,17 +300,19 @@ fn console_lines_match_with_ellipses() {
     assert!(output_shows(&["a…", "a…"], "a\nx\nbc\n").is_err());
 }
 
-/// The Rust walkthrough (`project=adder`), with the system's cargo the
-/// sandbox sees (`scripts/test.sh` installs Debian's `cargo`; without it a
-/// plain `cargo test` skips this with one line).
+/// The Rust walkthrough (`project=adder`), with the toolchain that builds
+/// this test mounted read-only (`--mount-ro "$(rustc --print sysroot):…"`;
+/// without a `rustc` on PATH whose sysroot holds `cargo`, skipped with
+/// one line).
 #[test]
 fn real_projects_rust_walkthrough_runs_as_written() {
-    if !Path::new("/usr/bin/cargo").exists() {
-        assert!(
-            std::env::var_os("RFS_REQUIRE_SYSTEM_CARGO").is_none(),
-            "RFS_REQUIRE_SYSTEM_CARGO is set but /usr/bin/cargo is missing"
-        );
-        eprintln!("skipped: no system-wide cargo (/usr/bin/cargo) for the Rust walkthrough; `apt-get install cargo` or run scripts/test.sh");
+    let sysroot = Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    if !sysroot.is_some_and(|s| Path::new(&s).join("bin/cargo").exists()) {
+        eprintln!("skipped: no rustc on PATH whose sysroot holds cargo, for the Rust walkthrough");
         return;
     }
     let (_, blocks) = chapter();
@@ -333,9 +335,13 @@ fn real_projects_rust_walkthrough_runs_as_written() {
         journal.contains("placement.forked") && journal.contains(&ckpt),
         "the proof did not fork {ckpt}"
     );
-    // As the chapter says: the crate itself is compiled again in a local
-    // fork (its path is the fork's own).
+    // As the chapter says: the fork compiles nothing, its home being the
+    // setup's path (#46 item 1: before, a local fork's home was a path of
+    // its own and cargo compiled the crate again).
     let log =
         std::fs::read_to_string(suite.join("proofs-tests/steps/001-test.stderr.log")).unwrap();
-    assert!(log.contains("Compiling adder"), "{log}");
+    assert!(!log.contains("Compiling"), "{log}");
+    assert!(log.contains("Finished"), "{log}");
+    let setup = std::fs::read_to_string(suite.join("_setup/steps/001-build.stderr.log")).unwrap();
+    assert!(setup.contains("Compiling adder"), "the setup built it: {setup}");
 }
