@@ -2,13 +2,13 @@
 # A Rust crate's suite, setup once and fork per proof (issue #46): a crate
 # with 40-odd dependencies from crates.io (clap, serde, serde_json, regex,
 # tempfile, ...) and 40 tests split into 4 proofs by name. The setup builds
-# the crate and its tests (`cargo build --tests --locked`) with the host's
+# the crate and its tests (`cargo test --no-run --locked`) with the host's
 # rustup toolchain shown read-only in the sandbox (`--mount-ro`); each
 # proof forks it and runs its share (`cargo test --locked -- share_N`).
 # crates.io's downloads are kept between runs in a cache (as the book's
 # Rust chapter does), so every run after the first is warm.
 # Baseline, in the same invocation: the same work by hand on the host — a
-# fresh copy of the project, `cargo build --tests --locked`, then the 4
+# fresh copy of the project, `cargo test --no-run --locked`, then the 4
 # shares 2 at a time, with the same toolchain and a warm ~/.cargo.
 # Figures (medians of the warm runs, RUNS runs in all):
 #  1. rfs test --jobs 2 with its setup / by hand — target <= 1.2x;
@@ -63,8 +63,8 @@ TOML
   printf '/target\n' > "$dir/.gitignore"
   (cd "$dir" && cargo generate-lockfile -q)
   printf 'proofs = "proofs"\nsetup = "proofs/_setup.rhai"\n' > "$dir/rfs.toml"
-  local env='export PATH=/opt/rust/bin:$PATH'
-  printf 'sandbox(#{ caches: #{ cargo: "~/.cargo/registry" } });\nsync_source();\nstep("build", "%s && cargo build --tests --locked");\ncheckpoint("built");\n' "$env" > "$dir/proofs/_setup.rhai"
+  local env='export PATH=/toolchains/rust/bin:$PATH'
+  printf 'sandbox(#{ caches: #{ cargo: "~/.cargo/registry" } });\nsync_source();\nstep("build", "%s && cargo test --no-run --locked");\ncheckpoint("built");\n' "$env" > "$dir/proofs/_setup.rhai"
   for s in 1 2 3 4; do
     printf 'sandbox(#{ caches: #{ cargo: "~/.cargo/registry" } });\nsync_source();\nstep("test", "%s && cargo test --locked -- share_%s 2>&1");\n' "$env" "$s" > "$dir/proofs/share$s.rhai"
   done
@@ -78,7 +78,7 @@ by_hand() {
   local dir="$work/by-hand" t0
   rm -rf "$dir"; cp -a "$1" "$dir"; rm -rf "$dir/target"
   t0=$(now)
-  (cd "$dir" && cargo build -q --tests --locked \
+  (cd "$dir" && cargo test -q --no-run --locked \
     && printf '%s\n' 1 2 3 4 | xargs -P 2 -I{} cargo test -q --locked -- share_{}) >/dev/null 2>&1
   elapsed "$t0" "$(now)"
 }
@@ -88,7 +88,7 @@ project "$work/crate"
 walls=() hands=() ratios=() compiled=0
 for r in $(seq 1 "$runs"); do
   out="$work/out-$r"
-  wall=$(timed_suite "$work/crate" "$out" --jobs 2 --mount-ro "$toolchain:/opt/rust")
+  wall=$(timed_suite "$work/crate" "$out" --jobs 2 --mount-ro "$toolchain:/toolchains/rust")
   hand=$(by_hand "$work/crate")
   n=$(cat "$out"/proofs-*/steps/*-test.stdout.log | grep -c 'Compiling' || true)
   compiled=$((compiled + n))
