@@ -148,12 +148,15 @@ fn keep_leaves_the_sandbox_and_journals_it() {
     assert_eq!(out.entries("run.start")[0]["keep"], true);
     assert!(out.evidence().contains("was kept (--keep)"));
     assert_eq!(rfs.leftovers(), vec![id.clone()]);
-    // What the steps left is still there.
-    let home = out.entries("placement")[0]["home"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let kept_file = Path::new(&home).join("relayflows-source/kept.txt");
+    // What the steps left is still there (the home the steps saw at
+    // /home/rfs is the sandbox's folder `home` in the state directory).
+    assert_eq!(out.entries("placement")[0]["home"], "/home/rfs");
+    let kept_file = rfs
+        .state
+        .path()
+        .join("local/sandboxes")
+        .join(&id)
+        .join("home/relayflows-source/kept.txt");
     assert_eq!(std::fs::read_to_string(kept_file).unwrap(), "kept\n");
     // Clean up for the next test run.
     gc(&rfs, &[]);
