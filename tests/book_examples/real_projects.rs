@@ -343,5 +343,8 @@ fn real_projects_rust_walkthrough_runs_as_written() {
     assert!(!log.contains("Compiling"), "{log}");
     assert!(log.contains("Finished"), "{log}");
     let setup = std::fs::read_to_string(suite.join("_setup/steps/001-build.stderr.log")).unwrap();
-    assert!(setup.contains("Compiling adder"), "the setup built it: {setup}");
+    assert!(
+        setup.contains("Compiling adder"),
+        "the setup built it: {setup}"
+    );
 }
