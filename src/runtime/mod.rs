@@ -19,6 +19,7 @@ mod image_env;
 mod junit_collect;
 pub(crate) mod output;
 pub(crate) mod placement;
+mod replay_check;
 pub(crate) mod resync;
 mod resync_error;
 mod secret_identifiers;
