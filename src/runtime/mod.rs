@@ -30,6 +30,7 @@ pub(crate) mod step;
 pub(crate) mod step_attempt;
 pub(crate) mod step_wrapper;
 pub(crate) mod sync;
+mod sync_target;
 pub(crate) mod teardown;
 mod transfer;
 pub(crate) mod watch;
