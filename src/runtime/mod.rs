@@ -17,6 +17,7 @@ pub(crate) mod exec_loop;
 mod host_mounts;
 mod image_env;
 mod junit_collect;
+pub(crate) mod kept;
 pub(crate) mod output;
 pub(crate) mod placement;
 mod replay_check;
