@@ -54,33 +54,6 @@ pub(crate) fn reachable(
     Ok(out)
 }
 
-/// The marker a run leaves when `--keep` keeps sandbox `id` (a run
-/// killed before its end leaves none): `<state>/kept/<id>`. `None` for an
-/// id that is not a plain file name.
-fn kept_marker(state: &std::path::Path, id: &str) -> Option<std::path::PathBuf> {
-    let plain = !id.is_empty()
-        && !id.starts_with('.')
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    plain.then(|| state.join("kept").join(id))
-}
-
-/// Say that `--keep` kept sandbox `id` at the end of its run.
-pub(crate) fn mark_kept(state: &std::path::Path, id: &str) {
-    if let Some(m) = kept_marker(state, id) {
-        if let Some(dir) = m.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let _ = std::fs::write(m, b"");
-    }
-}
-
-/// Whether a run kept sandbox `id` on purpose (see [`mark_kept`]).
-fn was_kept(state: &std::path::Path, id: &str) -> bool {
-    kept_marker(state, id).is_some_and(|m| m.is_file())
-}
-
 /// What `rfs ps` says of a sandbox: whose it is and what works on it.
 fn status(state: &std::path::Path, s: &SandboxInfo) -> String {
     let id = &s.id;
@@ -89,7 +62,7 @@ fn status(state: &std::path::Path, s: &SandboxInfo) -> String {
             "in use by its live run (rfs pid {})",
             s.labels.get(labels::OWNER_PID).map_or("?", String::as_str)
         ),
-        Liveness::Gone(_) if enterable(&s.state) && was_kept(state, id) => {
+        Liveness::Gone(_) if enterable(&s.state) && crate::runtime::kept::was_kept(state, id) => {
             format!("kept, its run has ended: `rfs shell {id}` enters it, `rfs rm {id}` removes it")
         }
         Liveness::Gone(_) if enterable(&s.state) => format!(

@@ -117,3 +117,34 @@ fn no_source_file_is_over_600_lines() {
         "source files over {MAX_FILE_LINES} lines (split them into files named for what they hold): {long:#?}"
     );
 }
+
+/// Every path ARCHITECTURE.md names in backticks (one with a `/`, ending
+/// in `.rs`, `.md`, `.toml`, `.sh` or `/`) exists: the map stays true
+/// when files move.
+#[test]
+fn architecture_md_names_only_paths_that_exist() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let paths: Vec<&str> = text
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| {
+            s.contains('/')
+                && !s.contains(char::is_whitespace)
+                && [".rs", ".md", ".toml", ".sh", "/"]
+                    .iter()
+                    .any(|end| s.ends_with(end))
+        })
+        .collect();
+    assert!(paths.len() > 20, "found only {} paths", paths.len());
+    let missing: Vec<&str> = paths
+        .iter()
+        .copied()
+        .filter(|p| !root.join(p).exists())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names paths that do not exist: {missing:#?}"
+    );
+}

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::attestation::events;
 use crate::error::{Error, Result};
-use crate::events::{Environment, Event, ReplayOf};
+use crate::events::{Event, ReplayOf};
 use crate::exit_code;
 
 /// One step as a run journaled it.
@@ -271,75 +271,6 @@ pub(crate) struct ReplayArgs {
     /// The person's resource ceilings and `--network` (never the original run's).
     pub ceilings: crate::limit_ceilings::CeilingArgs,
     pub network: Option<String>,
-}
-
-/// What the replay's environment check found.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct EnvironmentCheck {
-    /// Said and journaled (`placement.warning`); the replay goes on.
-    pub warnings: Vec<String>,
-    /// Why the replay is refused.
-    pub refused: Option<String>,
-}
-
-/// Compare the replay's sandbox environment (`now`) with the original's
-/// (`of.environment`): a different docker image is refused, naming both
-/// ids, unless `--allow-other-image` was given (then said); a different
-/// local host is warned about.
-pub(crate) fn environment_check(of: &ReplayOf, now: Option<&Environment>) -> EnvironmentCheck {
-    let mut check = EnvironmentCheck::default();
-    let empty = Environment::default();
-    let now = now.unwrap_or(&empty);
-    let Some(was) = &of.environment else {
-        // A journal from an rfs that pinned no environment.
-        if let Some(b) = &now.image {
-            check.warnings.push(format!(
-                "run {}'s journal pins no image, so this replay's image {} is not compared with it",
-                of.run_id, b.id
-            ));
-        }
-        return check;
-    };
-    match (&was.image, &now.image) {
-        (Some(a), Some(b)) if a.id != b.id && of.allow_other_image => {
-            check.warnings.push(format!(
-                "replaying on image {}, not the original run's {} (--allow-other-image)",
-                b.id, a.id
-            ));
-        }
-        (Some(a), Some(b)) if a.id != b.id => {
-            check.refused = Some(format!(
-                "the replay's image is {}, but run {} ran on image {}: a different image under the same name is refused; load or tag the original image (a script may name it by id, `image: \"{}\"`), or pass --allow-other-image to replay on this one",
-                b.id, of.run_id, a.id, a.id
-            ));
-        }
-        (Some(a), None) => check.warnings.push(format!(
-            "run {} ran on image {}; this replay's provider has no image, so it is not compared",
-            of.run_id, a.id
-        )),
-        _ => {}
-    }
-    if let (Some(a), Some(b)) = (&was.host, &now.host) {
-        let mut differ = vec![];
-        if a.kernel != b.kernel {
-            differ.push(format!("kernel {} (was {})", b.kernel, a.kernel));
-        }
-        if a.os != b.os {
-            let os = |o: &Option<String>| o.clone().unwrap_or_else(|| "unknown".into());
-            differ.push(format!("os {} (was {})", os(&b.os), os(&a.os)));
-        }
-        if a.packages_sha256 != b.packages_sha256 {
-            differ.push("the installed packages (dpkg-query -W) differ".into());
-        }
-        if !differ.is_empty() {
-            check.warnings.push(format!(
-                "this host differs from the one run {} ran on: {}",
-                of.run_id,
-                differ.join(", ")
-            ));
-        }
-    }
-    check
 }
 
 /// Run a replay; returns the process exit code (0 all steps match, 1 some

@@ -412,7 +412,7 @@ impl Run {
         let Some(of) = &self.cfg.replay_of else {
             return Ok(());
         };
-        let check = crate::replay::environment_check(of, now);
+        let check = super::replay_check::environment_check(of, now);
         for message in check.warnings {
             self.record(Event::PlacementWarning { message })?;
         }

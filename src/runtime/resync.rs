@@ -11,6 +11,7 @@ use std::time::Instant;
 use super::ms;
 use super::resync_error::ApplyError;
 use super::sync::{SourcePin, SyncRequestKey};
+use super::sync_target::stamp_path;
 use super::{BoundSource, Run};
 use crate::error::{Error, Result};
 use crate::events::Event;
@@ -36,11 +37,6 @@ const ARGV_BUDGET: usize = 64 * 1024;
 pub(crate) fn deadline(entries: usize, bytes: u64) -> std::time::Duration {
     let secs = 60 + entries as u64 / 200 + bytes / (1 << 20);
     std::time::Duration::from_secs(secs.min(1800))
-}
-
-/// The sandbox file whose modification time marks the end of the last sync.
-pub(crate) fn stamp_path(home: &str, run_id: &str) -> String {
-    format!("{}/.rfs-synced-{run_id}", home.trim_end_matches('/'))
 }
 
 impl Run {

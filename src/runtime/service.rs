@@ -167,7 +167,7 @@ impl Run {
         let Some(of) = &self.cfg.replay_of else {
             return Ok(());
         };
-        let check = service_image_check(of, name, now);
+        let check = super::replay_check::service_image_check(of, name, now);
         for message in check.warnings {
             self.record(Event::PlacementWarning { message })?;
         }
@@ -319,33 +319,4 @@ pub(crate) fn unsupported(provider: &str) -> String {
     format!(
         "service() refused: provider `{provider}` cannot start service containers (only `docker` can: a service is a container sharing the sandbox's network); use --provider docker, or start the service in the sandbox with spawn()"
     )
-}
-
-/// Compare the image a replay's service `name` runs (`now`) with the
-/// original's service of that name: a different one is refused as a
-/// different sandbox image is, unless `--allow-other-image`.
-fn service_image_check(
-    of: &crate::events::ReplayOf,
-    name: &str,
-    now: &crate::events::ImagePin,
-) -> crate::replay::EnvironmentCheck {
-    let mut check = crate::replay::EnvironmentCheck::default();
-    match of.services.get(name) {
-        None => check.warnings.push(format!(
-            "run {} started no service `{name}` (or pinned none), so this replay's image {} for it is not compared",
-            of.run_id, now.id
-        )),
-        Some(a) if a.id != now.id && of.allow_other_image => check.warnings.push(format!(
-            "service `{name}` runs image {}, not the original run's {} (--allow-other-image)",
-            now.id, a.id
-        )),
-        Some(a) if a.id != now.id => {
-            check.refused = Some(format!(
-                "the replay's service `{name}` runs image {}, but run {} ran it on image {}: a different image under the same name is refused; load or tag the original image (a script may name it by id, `image: \"{}\"`), or pass --allow-other-image",
-                now.id, of.run_id, a.id, a.id
-            ))
-        }
-        Some(_) => {}
-    }
-    check
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::ms;
-use super::transfer::SyncTarget;
+use super::sync_target::SyncTarget;
 use super::{BoundSource, Run};
 use crate::error::{Error, Result};
 use crate::events::{Event, SubmodulePin};

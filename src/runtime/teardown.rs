@@ -131,7 +131,7 @@ pub(crate) async fn finish(run: &Run) -> Option<String> {
         }
     };
     if run.cfg.keep {
-        crate::sandboxes::mark_kept(&run.cfg.state_dir, &id);
+        super::kept::mark_kept(&run.cfg.state_dir, &id);
         run.record_connections_kept(run.cfg.provider.egress(&id).as_ref());
         let _ = run.record(Event::CleanupKept {
             sandbox_id: id,

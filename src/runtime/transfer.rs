@@ -8,54 +8,16 @@
 
 use std::time::Instant;
 
+use super::sync_target::SyncTarget;
 use super::Run;
 use crate::error::{Error, Result};
 use crate::events::{Compression, Transfer, Verifier};
 use crate::provider::{
-    Collect, ExecOutcome, ExecRequest, InputRoute, NativeVerifier, Provider, SandboxInfo,
-    StreamInput,
+    Collect, ExecOutcome, ExecRequest, InputRoute, NativeVerifier, Provider, StreamInput,
 };
 use crate::source::archive_digest::DigestKind;
 use crate::source::repo::ResolvedSource;
 use crate::source::{archive, native_check, remote_check, stream};
-
-/// The sandbox a sync writes into, and its paths there.
-pub(super) struct SyncTarget<'a> {
-    pub(super) sb: &'a SandboxInfo,
-    pub(super) commit: &'a str,
-    /// The synced root.
-    pub(super) dest: String,
-    /// Where an uploaded archive is written.
-    upload: String,
-    /// The verifier's scratch directory.
-    aux: String,
-    /// The stamp a later re-sync checks.
-    stamp: String,
-    /// When the sync began (an archive built before provisioning counts
-    /// from here).
-    started: Instant,
-}
-
-impl<'a> SyncTarget<'a> {
-    pub(super) fn new(
-        sb: &'a SandboxInfo,
-        commit: &'a str,
-        dest: &str,
-        run_id: &str,
-        started: Instant,
-    ) -> Self {
-        let home = sb.home.trim_end_matches('/');
-        SyncTarget {
-            sb,
-            commit,
-            dest: format!("{home}/{dest}"),
-            upload: format!("{home}/.rfs-upload-{run_id}.tar"),
-            aux: format!("{home}/.rfs-verify-{run_id}"),
-            stamp: super::resync::stamp_path(home, run_id),
-            started,
-        }
-    }
-}
 
 /// How the archive travels, decided once per sync.
 pub(super) struct TransferPlan<'p> {

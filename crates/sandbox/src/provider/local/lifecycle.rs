@@ -185,7 +185,7 @@ impl LocalProvider {
             if let Some((id, state)) = gv {
                 let host = network == crate::network::NetworkPolicy::Host;
                 let binds = (&caches[..], &host_mounts[..]);
-                super::gvisor::attach(&id, &d, &state, &init, host, cg_fds, binds)?;
+                init.attach_gvisor(&id, &d, &state, host, cg_fds, binds)?;
             }
             Ok::<_, SetupError>(init)
         })

@@ -251,6 +251,27 @@ impl Init {
         format!("/proc/{}/ns/user", self.pid).into()
     }
 
+    /// Start the gVisor sandbox of the sandbox `id` (in `dir`) over this
+    /// init's namespaces (its user namespace only when `host_network`),
+    /// in the cgroups `cgroup`, and keep it. Blocking.
+    pub(super) fn attach_gvisor(
+        &self,
+        id: &str,
+        dir: &std::path::Path,
+        state: &std::path::Path,
+        host_network: bool,
+        cgroup: [std::os::fd::RawFd; 3],
+        binds: super::gvisor::Binds,
+    ) -> Result<(), super::SetupError> {
+        let ns = (!host_network).then(|| super::gvisor::Enter {
+            user: self.userns_path(),
+            net: self.netns_path(),
+        });
+        let g = super::gvisor::attach(id, dir, state, ns, cgroup, binds)?;
+        let _ = self.gvisor.set(std::sync::Arc::new(g));
+        Ok(())
+    }
+
     /// Kill the sandbox's PID namespace (and the gVisor sandbox in it)
     /// and wait until it is gone.
     pub fn kill(&self) {

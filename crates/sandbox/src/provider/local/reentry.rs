@@ -63,7 +63,7 @@ impl LocalProvider {
                     let state = super::gvisor::state_dir(&self.root);
                     let host = known.network == crate::network::NetworkPolicy::Host;
                     let fds = cg.as_ref().map_or([-1; 3], |c| c.procs_fds());
-                    super::gvisor::attach(id, &dir, &state, &init, host, fds, (&[], &[]))?;
+                    init.attach_gvisor(id, &dir, &state, host, fds, (&[], &[]))?;
                 }
                 Ok(init)
             })

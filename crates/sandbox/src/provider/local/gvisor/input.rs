@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::super::child::LocalChild;
 use super::super::commands::wait_streaming;
 use super::super::input_feed::{run_fed, stdin_pipe};
 use super::super::LocalProvider;
@@ -40,6 +41,7 @@ impl LocalProvider {
         })?;
         let (child, out, err) =
             super::start_with_stdin(g, &dir, id, req, &env, Some(stdin), false)?;
+        let child = LocalChild::Gvisor(child);
         run_fed(feed, wait_streaming(child, out, err, req, sink)).await
     }
 }

@@ -33,15 +33,16 @@ mod sandbox;
 
 pub use agent::main_if_agent as agent_main;
 pub use agent_client::AgentGroup;
+pub(super) use bundle::Binds;
 pub use keeper::main_if_keeper as keeper_main;
 pub use probe::{decide, doctor_probe};
+pub(super) use runsc::Enter;
 pub use runsc::{rootless, unusable, DEBUG_ENV, RUNSC_ENV};
 pub use sandbox::{remove_leftover, state_dir, GvisorSandbox};
 
 use std::path::Path;
 use std::process::Stdio;
 
-use super::child::LocalChild;
 use super::commands::{Output, OwnProgram};
 use crate::provider::{ExecRequest, ProviderError, ProviderResult};
 
@@ -91,25 +92,18 @@ pub fn check_pids(pids: Option<u64>) -> Result<(), String> {
     }
 }
 
-/// Start the gVisor sandbox of the sandbox `id` (in `dir`) over its
-/// namespace `init`, in the cgroups `cgroup`. Blocking.
+/// Start the gVisor sandbox of the sandbox `id` (in `dir`) in the
+/// namespaces `ns` of its namespace init (none: the host's network), in
+/// the cgroups `cgroup`. Blocking.
 pub(super) fn attach(
     id: &str,
     dir: &Path,
     state: &Path,
-    init: &super::namespace_init::Init,
-    host_network: bool,
+    ns: Option<Enter>,
     cgroup: [std::os::fd::RawFd; 3],
-    binds: bundle::Binds,
-) -> Result<(), super::SetupError> {
-    let ns = (!host_network).then(|| runsc::Enter {
-        user: init.userns_path(),
-        net: init.netns_path(),
-    });
-    let g =
-        GvisorSandbox::start(id, dir, state, ns, cgroup, binds).map_err(super::SetupError::View)?;
-    let _ = init.gvisor.set(std::sync::Arc::new(g));
-    Ok(())
+    binds: Binds,
+) -> Result<GvisorSandbox, super::SetupError> {
+    GvisorSandbox::start(id, dir, state, ns, cgroup, binds).map_err(super::SetupError::View)
 }
 
 /// Start `req` in gVisor sandbox `g` (of the sandbox in `dir`) with
@@ -121,7 +115,7 @@ pub(super) fn start(
     req: &ExecRequest,
     env: &[(String, String)],
     own: Option<OwnProgram>,
-) -> ProviderResult<(LocalChild, Output, Output)> {
+) -> ProviderResult<(GvisorChild, Output, Output)> {
     let own_exe = own.is_some();
     start_with_stdin(g, dir, id, req, env, own.map(|o| o.stdin), own_exe)
 }
@@ -136,7 +130,7 @@ pub(super) fn start_with_stdin(
     env: &[(String, String)],
     stdin: Option<std::os::fd::OwnedFd>,
     own_exe: bool,
-) -> ProviderResult<(LocalChild, Output, Output)> {
+) -> ProviderResult<(GvisorChild, Output, Output)> {
     let prog = req.argv.first().map_or("", String::as_str);
     let cannot = |e: &dyn std::fmt::Display| super::commands::cannot_start(prog, id, e);
     if !exec::cwd_exists(dir, &req.cwd) {
@@ -161,7 +155,7 @@ pub(super) fn start_with_stdin(
     let out: Output = Box::pin(client.stdout.take().expect("piped"));
     let err: Output = Box::pin(client.stderr.take().expect("piped"));
     Ok((
-        LocalChild::Gvisor(GvisorChild::Exec(Box::new(g.child(client, files)))),
+        GvisorChild::Exec(Box::new(g.child(client, files))),
         out,
         err,
     ))

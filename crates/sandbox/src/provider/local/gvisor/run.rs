@@ -29,6 +29,7 @@ impl LocalProvider {
         let dir = self.dir(id)?;
         let Some(agent) = g.agent.as_ref().filter(|_| own.is_none()) else {
             let (child, out, err) = super::start(g, &dir, id, req, &env, own)?;
+            let child = LocalChild::Gvisor(child);
             return wait_streaming(child, out, err, req, sink).await;
         };
         let cannot = |e: &dyn std::fmt::Display| super::super::commands::cannot_start(prog, id, e);
