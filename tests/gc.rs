@@ -5,7 +5,6 @@
 mod common;
 use common::*;
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
