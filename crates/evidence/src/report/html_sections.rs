@@ -217,11 +217,9 @@ pub(super) fn artifacts(s: &mut String, r: &RunSummary) {
                 optional,
                 step,
             } => {
-                let why = match (optional, step) {
-                    (true, _) => "optional: the run went on".to_owned(),
-                    (false, Some(st)) => format!("it failed step <code>{}</code>", h(st)),
-                    (false, None) => "it failed the run".to_owned(),
-                };
+                let why = crate::journal::fold::absent_why(*optional, step.as_deref(), |s| {
+                    format!("<code>{}</code>", h(s))
+                });
                 let _ = writeln!(
                     s,
                     "<li><code>{}</code> was absent when collected ({why})</li>",

@@ -214,11 +214,7 @@ pub(super) fn artifacts(s: &mut String, r: &RunSummary) {
                 optional,
                 step,
             } => {
-                let why = match (optional, step) {
-                    (true, _) => "optional: the run went on".to_owned(),
-                    (false, Some(st)) => format!("it failed step {}", code(st)),
-                    (false, None) => "it failed the run".to_owned(),
-                };
+                let why = crate::journal::fold::absent_why(*optional, step.as_deref(), code);
                 let _ = writeln!(s, "- {} was absent when collected ({why})", code(path));
             }
             crate::journal::fold::ArtifactRow::Put {

@@ -15,8 +15,8 @@ mod sources;
 mod steps;
 
 pub use records::{
-    ArtifactRow, Assertion, Bisect, BundledFile, Cleanup, Pin, Recording, Resync, StepRecord,
-    EMPTY_SHA256, MAX_PRINTS,
+    absent_why, ArtifactRow, Assertion, Bisect, BundledFile, Cleanup, Pin, Recording, Resync,
+    StepRecord, EMPTY_SHA256, MAX_PRINTS,
 };
 
 /// Everything the views show, folded from the journal's events in order.

@@ -173,6 +173,16 @@ pub struct BundledFile {
     pub sha256: String,
 }
 
+/// Why a `collect()` that found nothing mattered (or did not), with
+/// `code` quoting a step's name as the view quotes code.
+pub fn absent_why(optional: bool, step: Option<&str>, code: impl Fn(&str) -> String) -> String {
+    match (optional, step) {
+        (true, _) => "optional: the run went on".to_owned(),
+        (false, Some(st)) => format!("it failed step {}", code(st)),
+        (false, None) => "it failed the run".to_owned(),
+    }
+}
+
 /// What `collect()` or `put()` moved (`artifact.*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArtifactRow {
