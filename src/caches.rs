@@ -243,7 +243,7 @@ pub(crate) fn cleaned_text(c: &rfs_sandbox::untrusted_tree::Cleaned) -> String {
 /// What a cache holds: the digest of its tree, read by descriptor and
 /// encoded without ambiguity (names and link targets as raw bytes with
 /// their lengths, special files by kind and device numbers: see
-/// [`crate::untrusted_tree::digest`]), its files and their bytes.
+/// [`rfs_sandbox::untrusted_tree::digest`]), its files and their bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Content {
     pub sha256: String,
@@ -269,7 +269,7 @@ impl Content {
 
 /// The content of folder `dir` (never follows a link).
 pub(crate) fn content(dir: &Path) -> std::io::Result<Content> {
-    let d = crate::untrusted_tree::digest(dir)?;
+    let d = rfs_sandbox::untrusted_tree::digest(dir)?;
     Ok(Content {
         sha256: d.sha256,
         files: d.files,

@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::Error;
-use crate::exit_code;
-use crate::report::{FinishedRun, ReportError};
+use rfs_evidence::error::Error;
+use rfs_evidence::exit_code;
+use rfs_evidence::report::{FinishedRun, ReportError};
 
 /// The CI views asked for, validated before the run.
 #[derive(Debug, Default)]
@@ -53,13 +53,13 @@ impl Views {
             Err(e) => return self.failed(code, &e),
         };
         if let Some(path) = &self.step_summary {
-            let md = crate::report::markdown::summary(&bundle, &out.display().to_string());
-            if let Err(e) = crate::report::append(path, &format!("{md}\n")) {
+            let md = rfs_evidence::report::markdown::summary(&bundle, &out.display().to_string());
+            if let Err(e) = rfs_evidence::report::append(path, &format!("{md}\n")) {
                 errln!("rfs: warning: GITHUB_STEP_SUMMARY: {e}");
             }
         }
         if let Some(path) = &self.junit {
-            let xml = crate::report::junit::xml_of(out, &bundle);
+            let xml = rfs_evidence::report::junit::xml_of(out, &bundle);
             if let Err(source) = std::fs::write(path, xml) {
                 let e = ReportError::Write {
                     path: path.display().to_string(),

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::provider::registry::{self, ProviderKind};
+use rfs_sandbox::provider::registry::{self, ProviderKind};
 
 /// One provider's health.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,16 +56,16 @@ pub(crate) fn local(state_dir: &Path) -> Health {
             ),
         ),
     };
-    let (usable, detail) = match crate::provider::local::doctor_line(None) {
+    let (usable, detail) = match rfs_sandbox::provider::local::doctor_line(None) {
         Ok(iso) => (usable, format!("{detail}; {iso}")),
         Err(why) => (false, format!("{detail}; {why}")),
     };
     // gVisor, tried for real (a throwaway sandbox running a command):
     // whether `--isolation gvisor` would work here, and why not.
-    let (usable, detail) = match crate::provider::local::gvisor::doctor_probe() {
+    let (usable, detail) = match rfs_sandbox::provider::local::gvisor::doctor_probe() {
         Ok(works) => (usable, format!("{detail}; {works}")),
         Err(why) => {
-            let wanted = std::env::var(crate::provider::isolation::ISOLATION_ENV)
+            let wanted = std::env::var(rfs_sandbox::provider::isolation::ISOLATION_ENV)
                 .is_ok_and(|m| m.trim() == "gvisor");
             (
                 usable && !wanted,
@@ -127,16 +127,16 @@ async fn daytona() -> Health {
         usable: false,
         detail,
     };
-    let config = match crate::provider::daytona::config::Config::from_env(None) {
+    let config = match rfs_sandbox::provider::daytona::config::Config::from_env(None) {
         Ok(c) => c,
         Err(e) => return fail(e.to_string()),
     };
     let url = config.api_url.clone();
-    let provider = match crate::provider::daytona::DaytonaProvider::new(config) {
+    let provider = match rfs_sandbox::provider::daytona::DaytonaProvider::new(config) {
         Ok(p) => p,
         Err(e) => return fail(e.to_string()),
     };
-    use crate::provider::Provider;
+    use rfs_sandbox::provider::Provider;
     match tokio::time::timeout(std::time::Duration::from_secs(15), provider.preflight()).await {
         Ok(Ok(())) => Health {
             provider: ProviderKind::Daytona.name().into(),

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use crate::provider::owner::{owner_liveness, Liveness};
-use crate::provider::{labels, Provider, ProviderError};
 use crate::runtime::teardown::destroy_verified;
+use rfs_sandbox::provider::owner::{owner_liveness, Liveness};
+use rfs_sandbox::provider::{labels, Provider, ProviderError};
 
 /// What gc decided about one sandbox.
 #[derive(Debug, Clone)]
@@ -134,7 +134,7 @@ pub(crate) async fn collect_older_than(
                 match destroy_verified(p, &s.id, Duration::from_secs(60)).await {
                     Ok(proof) => GcAction::Destroyed(format!(
                         "{why}; verified gone after {}, {} ms",
-                        crate::plural::count(proof.polls, "poll", "polls"),
+                        rfs_evidence::plural::count(proof.polls, "poll", "polls"),
                         proof.elapsed_ms
                     )),
                     Err(e) => GcAction::Failed(e.to_string()),
@@ -234,7 +234,10 @@ mod older_than_tests {
             panic!("a sandbox older than --older-than must be judged gone")
         };
         assert!(gone.contains("longer than --older-than 60s"), "{gone}");
-        l.insert(labels::STARTED_AT.into(), crate::journal::now_rfc3339());
+        l.insert(
+            labels::STARTED_AT.into(),
+            rfs_evidence::journal::now_rfc3339(),
+        );
         let Liveness::Unknown(young) = judge_unknown(
             "owned by host h2".into(),
             &l,

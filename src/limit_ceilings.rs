@@ -7,8 +7,8 @@
 
 use serde::Deserialize;
 
-use crate::error::{Error, Result};
-use crate::provider::limits::{
+use rfs_evidence::error::{Error, Result};
+use rfs_sandbox::provider::limits::{
     ceiling_env, ceiling_flag, parse_limit, Limit, LimitKind, Limits, LimitsRequest,
 };
 
@@ -70,7 +70,7 @@ impl Default for LogBound {
     fn default() -> Self {
         LogBound {
             bytes: crate::runtime::output::DEFAULT_MAX_LOG_BYTES,
-            by: crate::provider::limits::RFS_DEFAULT.into(),
+            by: rfs_sandbox::provider::limits::RFS_DEFAULT.into(),
         }
     }
 }
@@ -88,7 +88,7 @@ pub fn log_bound(flags: &CeilingArgs, file: Option<&RepoLimits>) -> Result<LogBo
     };
     let bound = match person {
         Some((raw, by)) => LogBound {
-            bytes: crate::provider::limits::parse_size(&raw)
+            bytes: rfs_sandbox::provider::limits::parse_size(&raw)
                 .map_err(|e| Error::Usage(format!("{by}: {e}")))?,
             by,
         },
@@ -99,12 +99,12 @@ pub fn log_bound(flags: &CeilingArgs, file: Option<&RepoLimits>) -> Result<LogBo
     };
     let refuse =
         |why: String| Error::Usage(format!("refused: rfs.toml: [limits] log_bytes: {why}"));
-    let bytes = crate::provider::limits::parse_size(asked).map_err(refuse)?;
+    let bytes = rfs_sandbox::provider::limits::parse_size(asked).map_err(refuse)?;
     if bytes > bound.bytes {
         return Err(refuse(format!(
             "{} exceeds this run's log bound of {} ({}); pass --max-log-bytes {asked} to allow it",
-            crate::provider::limits::show_bytes(bytes),
-            crate::provider::limits::show_bytes(bound.bytes),
+            rfs_sandbox::provider::limits::show_bytes(bytes),
+            rfs_sandbox::provider::limits::show_bytes(bound.bytes),
             bound.by
         )));
     }
@@ -147,7 +147,7 @@ pub fn limits_request(flags: &CeilingArgs, file: Option<&RepoLimits>) -> Result<
     }
     let req = LimitsRequest::with_ceilings(person);
     let Some(file) = file else { return Ok(req) };
-    let refuse = |e: crate::provider::limits::LimitsError| {
+    let refuse = |e: rfs_sandbox::provider::limits::LimitsError| {
         Error::Usage(format!("refused: rfs.toml: [limits] {e}"))
     };
     let size = |kind: LimitKind, v: &Option<String>| -> Result<Option<u64>> {
@@ -161,12 +161,12 @@ pub fn limits_request(flags: &CeilingArgs, file: Option<&RepoLimits>) -> Result<
         disk: size(LimitKind::Disk, &file.disk)?,
         pids: file
             .pids
-            .map(|n| crate::provider::limits::check(LimitKind::Pids, n))
+            .map(|n| rfs_sandbox::provider::limits::check(LimitKind::Pids, n))
             .transpose()
             .map_err(refuse)?,
         cpus: file
             .cpus
-            .map(crate::provider::limits::parse_cpus)
+            .map(rfs_sandbox::provider::limits::parse_cpus)
             .transpose()
             .map_err(refuse)?,
     };

@@ -2,7 +2,7 @@
 //! default: without either, nothing is logged.
 //!
 //! Every line passes the redactor of the process's known secrets (see
-//! [`crate::secrets::redact_known`]) on its way to stderr, like every
+//! [`rfs_evidence::secrets::redact_known`]) on its way to stderr, like every
 //! other byte rfs writes.
 
 use std::io::Write;
@@ -20,7 +20,7 @@ pub(crate) fn init<'a>(verbose: u8, vars: impl IntoIterator<Item = &'a str>) {
         1 => EnvFilter::new("rfs=debug"),
         _ => EnvFilter::new("rfs=trace"),
     };
-    crate::secrets::learn_from_env(vars);
+    rfs_evidence::secrets::learn_from_env(vars);
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| RedactedLine(Vec::new()))
@@ -45,7 +45,7 @@ impl Write for RedactedLine {
 
 impl Drop for RedactedLine {
     fn drop(&mut self) {
-        let line = crate::secrets::redact_known(&self.0);
+        let line = rfs_evidence::secrets::redact_known(&self.0);
         let _ = std::io::stderr().lock().write_all(&line);
     }
 }
@@ -74,7 +74,7 @@ pub(crate) fn install_panic_hook() {
             "thread '{}' panicked at {at}:\n{msg}\n{bt}",
             thread.name().unwrap_or("<unnamed>"),
         );
-        let text = crate::secrets::redact_known(text.as_bytes());
+        let text = rfs_evidence::secrets::redact_known(text.as_bytes());
         let _ = std::io::stderr().lock().write_all(&text);
     }));
 }

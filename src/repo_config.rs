@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 /// The file's name.
-pub use crate::source::repo::SETTINGS_FILE as FILE;
+pub use rfs_sandbox::source::repo::SETTINGS_FILE as FILE;
 
 /// The most bytes read of it.
 const MAX_BYTES: u64 = 64 * 1024;
@@ -123,7 +123,7 @@ pub fn load(path: &Path) -> Result<RepoConfig, ConfigError> {
     }
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or(FILE);
-    let bytes = crate::out_dir::read_regular(dir, name, MAX_BYTES)
+    let bytes = rfs_evidence::out_dir::read_regular(dir, name, MAX_BYTES)
         .map_err(|e| err(format!("cannot read it: {e}")))?;
     let text = String::from_utf8(bytes).map_err(|_| err("it is not UTF-8".into()))?;
     toml::from_str(&text).map_err(|e| err(e.message().to_owned()))

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::Error;
-use crate::outcome::RunOutcome;
 use crate::runtime::Run;
 use crate::script::{self, Script};
+use rfs_evidence::error::Error;
+use rfs_evidence::outcome::RunOutcome;
 
 /// How often the repository and the proof are looked at.
 const POLL: Duration = Duration::from_millis(300);

@@ -10,18 +10,18 @@
 //! std::process::exit(report.exit_code);
 //! ```
 
-use crate::outcome::RunOutcome;
+use rfs_evidence::outcome::RunOutcome;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::error::Error;
-use crate::events::{Reporter, Silent};
-use crate::exit_code;
-use crate::provider::Provider;
 use crate::runtime::Run;
 use crate::script::{self, Script};
 use crate::settings::RunSettings;
+use rfs_evidence::error::Error;
+use rfs_evidence::events::{Reporter, Silent};
+use rfs_evidence::exit_code;
+use rfs_sandbox::provider::Provider;
 use rhai::Engine;
 
 /// Stack of the script thread (Rhai recursion is bounded by the engine's
@@ -40,10 +40,10 @@ pub struct Hooks {
     /// on them.
     pub handle_signals: bool,
     /// Sign the journal (`journal.sig`) and the attestation with this key.
-    pub signing_key: Option<Arc<crate::signing::SigningKey>>,
+    pub signing_key: Option<Arc<rfs_evidence::signing::SigningKey>>,
     /// Set by `rfs replay`: the run replayed (its commit is bound whatever
     /// the script asks; the first journal fact names it).
-    pub replay_of: Option<crate::events::ReplayOf>,
+    pub replay_of: Option<rfs_evidence::events::ReplayOf>,
 }
 
 impl Default for Hooks {
@@ -109,7 +109,7 @@ fn end_into(
     run: &Run,
     outcome: RunOutcome,
     reason: Option<&str>,
-    key: Option<&crate::signing::SigningKey>,
+    key: Option<&rfs_evidence::signing::SigningKey>,
 ) {
     into_report(report, crate::lifecycle::end_run(run, outcome, reason, key));
 }
@@ -138,7 +138,9 @@ fn failed_after(report: &mut RunReport, what: &str, e: &dyn std::fmt::Display) {
 
 /// A script, compiled and collected before anything else: a broken
 /// script provisions nothing.
-fn load(settings: &RunSettings) -> Result<(Script, rhai::AST, crate::bundle::ScriptBundle), Error> {
+fn load(
+    settings: &RunSettings,
+) -> Result<(Script, rhai::AST, rfs_evidence::bundle::ScriptBundle), Error> {
     let script = Script::load(&settings.script)?;
     let ast = script::base_engine(&script.dir).and_then(|e| script::compile(&e, &script))?;
     let bundle = script::collect::bundle(&script)?;

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::journal::fold::RunSummary;
+use rfs_evidence::journal::fold::RunSummary;
 
 /// One bundle as `rfs runs` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +48,7 @@ fn describe(dir: &Path) -> Listed {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    match crate::report::FinishedRun::read(dir) {
+    match rfs_evidence::report::FinishedRun::read(dir) {
         Ok(b) => {
             let r: &RunSummary = &b.summary;
             Listed {
@@ -59,7 +59,7 @@ fn describe(dir: &Path) -> Listed {
                     r.run_id.clone()
                 },
                 outcome: r.outcome.map_or("running", |o| o.as_str()).to_owned(),
-                script: crate::journal::evidence::script_shown(r),
+                script: rfs_evidence::journal::evidence::script_shown(r),
                 provider: r.provider.clone(),
                 steps: r.steps.len(),
             }

@@ -8,10 +8,12 @@ pub(crate) mod rm;
 use std::io::{IsTerminal, Read, Write};
 use std::sync::Arc;
 
-use crate::error::Error;
-use crate::exit_code;
-use crate::provider::owner::{owner_liveness, Liveness};
-use crate::provider::{labels, select, Provider, ProviderError, PtyInput, PtyRequest, SandboxInfo};
+use rfs_evidence::error::Error;
+use rfs_evidence::exit_code;
+use rfs_sandbox::provider::owner::{owner_liveness, Liveness};
+use rfs_sandbox::provider::{
+    labels, select, Provider, ProviderError, PtyInput, PtyRequest, SandboxInfo,
+};
 
 /// Every provider that answers (or only `only`), with a line on stderr
 /// naming `command` for each that does not (`rfs ps`, `rfs shell`, `rfs gc`,
@@ -88,7 +90,7 @@ pub(crate) fn enterable(state: &str) -> bool {
 /// with the commands that work on it.
 pub(crate) fn ps(only: Option<String>, all: bool) -> Result<i32, Error> {
     let rt = tokio::runtime::Runtime::new().map_err(Error::internal)?;
-    let me = crate::provider::owner::uid();
+    let me = rfs_sandbox::provider::owner::uid();
     let state = crate::settings::state_dir();
     let mut n = 0;
     for p in reachable(&rt, only, "ps")? {
@@ -225,9 +227,9 @@ pub(crate) fn shell(id: &str, only: Option<String>) -> Result<i32, Error> {
 /// on a terminal, resizes follow the window.
 fn bridge(
     rt: &tokio::runtime::Runtime,
-    mut ch: crate::provider::PtyChannel,
+    mut ch: rfs_sandbox::provider::PtyChannel,
     tty: bool,
-) -> Option<crate::provider::ExecOutcome> {
+) -> Option<rfs_sandbox::provider::ExecOutcome> {
     let input = ch.input.clone();
     std::thread::spawn(move || {
         let mut stdin = std::io::stdin().lock();

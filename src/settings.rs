@@ -5,15 +5,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::error::{Error, Result};
-use crate::provider::select::{self, ProviderChoice};
+use rfs_evidence::error::{Error, Result};
+use rfs_sandbox::provider::select::{self, ProviderChoice};
 
-pub use crate::source::allowed_repos::AllowedRepos;
+pub use rfs_sandbox::source::allowed_repos::AllowedRepos;
 
 /// Env var overriding where rfs keeps its state (local sandboxes, runs).
 pub const STATE_DIR_ENV: &str = "RFS_STATE_DIR";
 /// Default maximum sandbox lifetime (the dead-man switch).
-pub use crate::provider::DEFAULT_MAX_LIFETIME;
+pub use rfs_sandbox::provider::DEFAULT_MAX_LIFETIME;
 /// The longest `--max-lifetime` accepted (30 days).
 pub const MAX_MAX_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
 
@@ -38,7 +38,7 @@ pub struct RunSettings {
     pub max_lifetime: Duration,
     pub cleanup_deadline: Duration,
     /// `--isolation`, else `RFS_LOCAL_ISOLATION` (local only), else auto.
-    pub isolation: crate::provider::isolation::IsolationRequest,
+    pub isolation: rfs_sandbox::provider::isolation::IsolationRequest,
     /// `rfs.toml`'s `secrets`: variables redacted whatever their name.
     pub secret_names: std::collections::BTreeSet<String>,
     /// `--allow-dirty`: ship the working tree as it is (uncommitted
@@ -46,7 +46,7 @@ pub struct RunSettings {
     pub allow_dirty: bool,
     /// The repositories a script may ship: where rfs started, and each
     /// `--allow-repo`.
-    pub allowed_repos: crate::source::allowed_repos::AllowedRepos,
+    pub allowed_repos: rfs_sandbox::source::allowed_repos::AllowedRepos,
     /// The bound on the output the run keeps in its logs
     /// (`--max-log-bytes`, else `RFS_MAX_LOG_BYTES`, else 256 MiB).
     pub max_log: crate::limit_ceilings::LogBound,
@@ -81,7 +81,7 @@ pub struct RunArgs {
     /// The files and folders the person named on this command line for
     /// rfs to write (`--junit`, `--out`): inside the working tree, they
     /// do not make it dirty while untracked.
-    pub own_outputs: Vec<crate::source::own_outputs::OwnOutput>,
+    pub own_outputs: Vec<rfs_sandbox::source::own_outputs::OwnOutput>,
     /// `--max-memory`, `--max-pids`, `--max-disk`, `--max-cpus`: the
     /// person's resource ceilings (else `RFS_MAX_*`).
     pub ceilings: crate::limit_ceilings::CeilingArgs,
@@ -173,7 +173,7 @@ impl RunSettings {
         let out_dir = match a.out {
             Some(o) => {
                 let o = absolute(&o);
-                crate::out_dir::check(&o, &invocation_dir)
+                rfs_evidence::out_dir::check(&o, &invocation_dir)
                     .map_err(|r| Error::Usage(format!("refused: {r}")))?;
                 o
             }
@@ -182,7 +182,7 @@ impl RunSettings {
         let person_image = a
             .image
             .filter(|s| !s.trim().is_empty())
-            .or_else(crate::provider::docker::image_from_env);
+            .or_else(rfs_sandbox::provider::docker::image_from_env);
         let image_by_repository = person_image.is_none() && file.image.is_some();
         let image = person_image.or(file.image.clone().filter(|s| !s.trim().is_empty()));
         let max_lifetime = max_lifetime(a.max_lifetime_secs, file.max_lifetime)?;
@@ -190,9 +190,9 @@ impl RunSettings {
         let isolation_env = provider
             .kind()
             .is_some_and(|k| k.reads_local_isolation_env())
-            .then(|| std::env::var(crate::provider::isolation::ISOLATION_ENV).ok())
+            .then(|| std::env::var(rfs_sandbox::provider::isolation::ISOLATION_ENV).ok())
             .flatten();
-        let mut isolation = crate::provider::isolation::IsolationRequest::from_settings(
+        let mut isolation = rfs_sandbox::provider::isolation::IsolationRequest::from_settings(
             a.isolation.as_deref(),
             isolation_env.as_deref(),
         )
@@ -207,16 +207,16 @@ impl RunSettings {
             crate::limit_ceilings::limits_request(&a.ceilings, file.limits.as_ref())?;
         // The repository's rfs.toml may only narrow what the person set.
         if let Some(m) = file.isolation.as_deref() {
-            let refuse = |e: crate::provider::isolation::IsolationError| {
+            let refuse = |e: rfs_sandbox::provider::isolation::IsolationError| {
                 Error::Usage(format!("refused: rfs.toml: {e}"))
             };
-            let mode = crate::provider::isolation::IsolationMode::parse(m).map_err(refuse)?;
+            let mode = rfs_sandbox::provider::isolation::IsolationMode::parse(m).map_err(refuse)?;
             isolation = isolation.narrowed(mode, "rfs.toml").map_err(refuse)?;
         }
         let mut vars = parse_vars(&a.vars)?;
         let secret_names = secrets_of(&a.secrets, &file, &mut vars)?;
         let allowed_repos =
-            crate::source::allowed_repos::AllowedRepos::new(&invocation_dir, &a.allow_repos)
+            rfs_sandbox::source::allowed_repos::AllowedRepos::new(&invocation_dir, &a.allow_repos)
                 .map_err(Error::Usage)?;
         let allowed_repos = allowed_repos
             .with_puts(&invocation_dir, &a.allow_puts)
@@ -242,7 +242,7 @@ impl RunSettings {
             // The file's snapshot only where RELAYFLOWS_SANDBOX_SNAPSHOT
             // (read by the provider, after --snapshot) is not set.
             snapshot: a.snapshot.filter(|s| !s.trim().is_empty()).or_else(|| {
-                env(crate::provider::daytona::config::SNAPSHOT_ENV)
+                env(rfs_sandbox::provider::daytona::config::SNAPSHOT_ENV)
                     .is_none()
                     .then_some(file.snapshot)
                     .flatten()
@@ -281,17 +281,19 @@ fn max_lifetime(flag: Option<u64>, file: Option<u64>) -> Result<Duration> {
 
 /// The network the person running rfs set: `--network`, else
 /// `RFS_NETWORK` (empty: unset), with who set it.
-fn person_network(flag: Option<&str>) -> Result<Option<(crate::network::NetworkPolicy, String)>> {
-    let env = std::env::var(crate::network::NETWORK_ENV).ok();
+fn person_network(
+    flag: Option<&str>,
+) -> Result<Option<(rfs_sandbox::network::NetworkPolicy, String)>> {
+    let env = std::env::var(rfs_sandbox::network::NETWORK_ENV).ok();
     let (value, by) = match (flag.map(str::trim).filter(|v| !v.is_empty()), env) {
         (Some(f), _) => (f.to_owned(), "--network flag".to_owned()),
         (None, Some(e)) if !e.trim().is_empty() => (
             e,
-            format!("{} environment variable", crate::network::NETWORK_ENV),
+            format!("{} environment variable", rfs_sandbox::network::NETWORK_ENV),
         ),
         _ => return Ok(None),
     };
-    crate::network::policy::parse_flag(&value)
+    rfs_sandbox::network::policy::parse_flag(&value)
         .map(|p| Some((p, by.clone())))
         .map_err(|e| Error::Usage(format!("{by}: {e}")))
 }
@@ -303,8 +305,8 @@ fn host_mounts(
     flags: &[String],
     file: &crate::repo_config::RepoConfig,
     state_dir: &Path,
-) -> Result<Vec<crate::provider::host_mount::HostMount>> {
-    use crate::provider::host_mount;
+) -> Result<Vec<rfs_sandbox::provider::host_mount::HostMount>> {
+    use rfs_sandbox::provider::host_mount;
     if let Some(key) = file.host_mount_key() {
         return Err(Error::Usage(format!(
             "refused: rfs.toml: `{key}`: a repository cannot mount a folder of this machine into its sandboxes; only the person running rfs can: pass {} HOST_DIR:SANDBOX_PATH",
@@ -326,7 +328,7 @@ fn host_network_allowed_by(flag: bool) -> Result<Option<String>> {
     if flag {
         return Ok(Some("--allow-host-network flag".into()));
     }
-    let env = crate::network::ALLOW_HOST_NETWORK_ENV;
+    let env = rfs_sandbox::network::ALLOW_HOST_NETWORK_ENV;
     match std::env::var(env).unwrap_or_default().trim() {
         "" | "0" | "false" | "no" => Ok(None),
         "1" | "true" | "yes" => Ok(Some(format!("{env} environment variable"))),

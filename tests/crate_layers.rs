@@ -148,3 +148,59 @@ fn architecture_md_names_only_paths_that_exist() {
         "ARCHITECTURE.md names paths that do not exist: {missing:#?}"
     );
 }
+
+/// Issue #47: `src/` named the other crates' modules as if they were its
+/// own (`crate::provider::…` through `src/lib.rs`'s re-exports), so grep
+/// and code navigation stopped at folders that do not exist in `src/`.
+/// Code in `src/` names them by their crate (`rfs_sandbox::provider::…`);
+/// the re-exports stay only as the embedders' public face.
+#[test]
+fn src_names_the_sandbox_and_evidence_crates_where_it_uses_them() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let mut reexported = vec![];
+    for krate in ["rfs_sandbox", "rfs_evidence"] {
+        let at = lib
+            .find(&format!("pub use {krate}::{{"))
+            .unwrap_or_else(|| panic!("src/lib.rs re-exports nothing of {krate}"));
+        let list = &lib[at..at + lib[at..].find('}').unwrap()];
+        let list = list.split_once('{').unwrap().1;
+        reexported.extend(
+            list.split(',')
+                .map(|m| m.trim().to_owned())
+                .filter(|m| !m.is_empty()),
+        );
+    }
+    assert!(
+        reexported.contains(&"provider".to_owned()),
+        "{reexported:?}"
+    );
+    let mut files = vec![];
+    rust_files(&root.join("src"), &mut files);
+    let mut found = vec![];
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            for m in &reexported {
+                let needle = format!("crate::{m}");
+                let mut from = 0;
+                while let Some(at) = line[from..].find(&needle) {
+                    let start = from + at;
+                    let end = start + needle.len();
+                    let before = line[..start].chars().last();
+                    let after = line[end..].chars().next();
+                    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+                    if !word(before) && before != Some('$') && !word(after) {
+                        found.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
+                    }
+                    from = end;
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "name the crate (rfs_sandbox::… or rfs_evidence::…), not crate::…:\n{}",
+        found.join("\n")
+    );
+}

@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::search::{Found, Next, Search};
-use crate::error::Error;
-use crate::events::{BisectResult, BisectTested, Event, Reporter};
 use crate::runtime::Run;
 use crate::script::{self, Script};
+use rfs_evidence::error::Error;
+use rfs_evidence::events::{BisectResult, BisectTested, Event, Reporter};
 
 /// The search, shared by the lanes.
 pub(crate) struct Coordinator {
@@ -246,7 +246,7 @@ fn test(
         Ok(()) => return Ok((BisectResult::Passed, None)),
         Err(e) => e,
     };
-    use crate::outcome::RunOutcome;
+    use rfs_evidence::outcome::RunOutcome;
     match e.outcome() {
         RunOutcome::Interrupted | RunOutcome::Error => Err(e),
         RunOutcome::Refused => Ok((BisectResult::Skipped, Some(e.to_string()))),

@@ -22,10 +22,10 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::error::Error;
-use crate::events::BisectResult;
-use crate::exit_code;
 use crate::settings::{RunArgs, RunSettings};
+use rfs_evidence::error::Error;
+use rfs_evidence::events::BisectResult;
+use rfs_evidence::exit_code;
 use search::Found;
 
 /// The raw inputs of `rfs bisect`.
@@ -66,7 +66,7 @@ pub(crate) fn run(a: BisectArgs) -> Result<i32, Error> {
         here.clone(),
         a.trust_ends,
     ));
-    let key = crate::signing::key::for_run(a.sign_key.as_deref())?;
+    let key = rfs_evidence::signing::key::for_run(a.sign_key.as_deref())?;
     let interrupt = CancellationToken::new();
     let _signals = crate::lifecycle::cancel_on_signals(
         &interrupt,
@@ -209,7 +209,7 @@ fn say_lane_errors(reports: &[crate::runner::RunReport]) {
 fn lane_run(
     args: RunArgs,
     coord: Arc<lane::Coordinator>,
-    key: Option<Arc<crate::signing::SigningKey>>,
+    key: Option<Arc<rfs_evidence::signing::SigningKey>>,
     interrupt: CancellationToken,
     ends: (String, String),
     start_from: Option<Arc<crate::runtime::checkpoint::StartFrom>>,

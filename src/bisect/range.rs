@@ -69,7 +69,10 @@ pub(crate) fn resolve(dir: &Path, good: &str, bad: &str) -> Result<Range, RangeE
 /// `id` as the journal describes the commit found: subject, author,
 /// date in the author's time zone, parents, and for a merge the base of
 /// its parents (`None` when the repository cannot say).
-pub(crate) fn found_commit(dir: &Path, id: &str) -> Option<crate::events::BisectFoundCommit> {
+pub(crate) fn found_commit(
+    dir: &Path,
+    id: &str,
+) -> Option<rfs_evidence::events::BisectFoundCommit> {
     let repo = Repository::discover(dir).ok()?;
     let c = repo.find_commit(Oid::from_str(id).ok()?).ok()?;
     let a = c.author();
@@ -78,7 +81,7 @@ pub(crate) fn found_commit(dir: &Path, id: &str) -> Option<crate::events::Bisect
         [first, second, ..] => repo.merge_base(*first, *second).ok().map(|o| o.to_string()),
         _ => None,
     };
-    Some(crate::events::BisectFoundCommit {
+    Some(rfs_evidence::events::BisectFoundCommit {
         subject: c.summary().unwrap_or("").to_owned(),
         author: format!("{} <{}>", a.name().unwrap_or("?"), a.email().unwrap_or("?")),
         date: author_date(&a.when()),

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::events::BisectResult;
+use rfs_evidence::events::BisectResult;
 
 /// What a lane should do next.
 #[derive(Debug, Clone, PartialEq, Eq)]

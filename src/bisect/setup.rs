@@ -24,7 +24,7 @@ pub(crate) fn run(
     script: &Path,
     folder: &Path,
     template: &RunArgs,
-    key: Option<Arc<crate::signing::SigningKey>>,
+    key: Option<Arc<rfs_evidence::signing::SigningKey>>,
     interrupt: &CancellationToken,
 ) -> Result<(SetupRun, Arc<StartFrom>), i32> {
     errln!(
@@ -55,9 +55,9 @@ pub(crate) fn run(
             .unwrap_or_default()
     );
     let code = if interrupt.is_cancelled() {
-        crate::exit_code::INTERRUPTED
-    } else if s.result.exit_code == crate::exit_code::SUCCESS {
-        crate::exit_code::INTERNAL
+        rfs_evidence::exit_code::INTERRUPTED
+    } else if s.result.exit_code == rfs_evidence::exit_code::SUCCESS {
+        rfs_evidence::exit_code::INTERNAL
     } else {
         s.result.exit_code
     };

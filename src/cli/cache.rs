@@ -3,9 +3,9 @@
 
 use clap::Subcommand;
 
-use crate::error::Error;
-use crate::exit_code;
 use crate::settings;
+use rfs_evidence::error::Error;
+use rfs_evidence::exit_code;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct CacheCommand {

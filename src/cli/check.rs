@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use crate::error::Error;
-use crate::exit_code;
+use rfs_evidence::error::Error;
+use rfs_evidence::exit_code;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct CheckCommand {

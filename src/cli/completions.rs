@@ -1,7 +1,7 @@
 //! `rfs completions SHELL` and `rfs man`: generated from the clap
 //! definitions.
 
-use crate::error::Error;
+use rfs_evidence::error::Error;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct CompletionsCommand {

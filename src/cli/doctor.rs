@@ -1,9 +1,9 @@
 //! `rfs doctor`: one line per provider.
 
-use crate::error::Error;
-use crate::exit_code;
-use crate::provider::select;
 use crate::settings;
+use rfs_evidence::error::Error;
+use rfs_evidence::exit_code;
+use rfs_sandbox::provider::select;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct DoctorCommand {
@@ -37,7 +37,7 @@ fn doctor(provider: Option<String>, image: Option<String>) -> Result<i32, Error>
     .map_err(|e| Error::Usage(e.to_string()))?;
     let image = image
         .filter(|s| !s.trim().is_empty())
-        .or_else(crate::provider::docker::image_from_env)
+        .or_else(rfs_sandbox::provider::docker::image_from_env)
         .or(file.image);
     let rt = tokio::runtime::Runtime::new().map_err(Error::internal)?;
     let all = crate::doctor::check_all(&rt, &settings::state_dir(), image);

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
-use crate::error::Error;
-use crate::exit_code;
+use rfs_evidence::error::Error;
+use rfs_evidence::exit_code;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct JournalCommand {
@@ -29,7 +29,7 @@ impl JournalCommand {
 
 /// `rfs journal verify FILE`.
 fn journal_verify(file: &std::path::Path) -> Result<i32, Error> {
-    let v = crate::journal::chain::verify(file).map_err(|reason| Error::JournalInvalid {
+    let v = rfs_evidence::journal::chain::verify(file).map_err(|reason| Error::JournalInvalid {
         path: file.display().to_string(),
         reason: reason.to_string(),
     })?;

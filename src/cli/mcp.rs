@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use super::session_args::SessionArgs;
-use crate::error::Error;
 use crate::settings::RunSettings;
+use rfs_evidence::error::Error;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct McpCommand {

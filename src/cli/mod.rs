@@ -22,8 +22,8 @@ mod verify_folder;
 
 use clap::{Parser, Subcommand};
 
-use crate::error::Error;
-use crate::exit_code;
+use rfs_evidence::error::Error;
+use rfs_evidence::exit_code;
 
 /// rfs: fail-closed, provable sandbox workflows scripted in Rhai.
 #[derive(Debug, Parser)]
@@ -140,15 +140,15 @@ pub fn run() -> i32 {
     let mut all = std::env::args_os();
     if let Some(argv0) = all.next() {
         let rest: Vec<_> = all.collect();
-        if let Some(code) = crate::provider::local::reaper_main(&argv0, &rest) {
+        if let Some(code) = rfs_sandbox::provider::local::reaper_main(&argv0, &rest) {
             return code;
         }
         // rfs's agent inside a gVisor sandbox: no CLI, logging or runtime.
-        if let Some(code) = crate::provider::local::gvisor::agent_main(&rest) {
+        if let Some(code) = rfs_sandbox::provider::local::gvisor::agent_main(&rest) {
             return code;
         }
         // The keeper of a gVisor sandbox on the host: reaps, nothing else.
-        if let Some(code) = crate::provider::local::gvisor::keeper_main(&rest) {
+        if let Some(code) = rfs_sandbox::provider::local::gvisor::keeper_main(&rest) {
             return code;
         }
     }
@@ -156,11 +156,11 @@ pub fn run() -> i32 {
     let mut args = std::env::args_os().skip(1);
     if args
         .next()
-        .is_some_and(|a| crate::source::native_check::is_command(&a))
+        .is_some_and(|a| rfs_sandbox::source::native_check::is_command(&a))
     {
-        return crate::source::native_check::main(args.collect());
+        return rfs_sandbox::source::native_check::main(args.collect());
     }
-    crate::source::native_check::declare_executable("/proc/self/exe".into());
+    rfs_sandbox::source::native_check::declare_executable("/proc/self/exe".into());
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

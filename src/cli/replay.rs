@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::error::Error;
+use rfs_evidence::error::Error;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReplayCommand {

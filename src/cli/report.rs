@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use crate::error::Error;
-use crate::exit_code;
+use rfs_evidence::error::Error;
+use rfs_evidence::exit_code;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReportCommand {
@@ -39,11 +39,11 @@ fn report(
     output: Option<&std::path::Path>,
 ) -> Result<i32, Error> {
     // The report in the bundle is what this command replaces.
-    let skip = [crate::report::HTML_FILE];
-    if let Err(f) = crate::verify::verify_except(
+    let skip = [rfs_evidence::report::HTML_FILE];
+    if let Err(f) = rfs_evidence::verify::verify_except(
         out,
-        crate::seal::Trust::default(),
-        crate::verify::Views::MustMatch,
+        rfs_evidence::seal::Trust::default(),
+        rfs_evidence::verify::Views::MustMatch,
         &skip,
     ) {
         return Err(Error::NotVerified {
@@ -52,20 +52,20 @@ fn report(
             reason: f.reason.to_string(),
         });
     }
-    let failed = |e: crate::report::ReportError| Error::Internal(e.to_string());
+    let failed = |e: rfs_evidence::report::ReportError| Error::Internal(e.to_string());
     match (format, output) {
         (ReportFormat::Html, None) => {
-            crate::report::write_html(out).map_err(failed)?;
-            outln!("{}", out.join(crate::report::HTML_FILE).display());
+            rfs_evidence::report::write_html(out).map_err(failed)?;
+            outln!("{}", out.join(rfs_evidence::report::HTML_FILE).display());
         }
         (ReportFormat::Html, Some(file)) => {
-            let page = crate::report::render_html(out).map_err(failed)?;
+            let page = rfs_evidence::report::render_html(out).map_err(failed)?;
             std::fs::write(file, page).map_err(Error::internal)?;
             outln!("{}", file.display());
         }
         (ReportFormat::Markdown, to) => {
-            let b = crate::report::FinishedRun::read(out).map_err(failed)?;
-            let md = crate::report::markdown::summary(&b, &out.display().to_string());
+            let b = rfs_evidence::report::FinishedRun::read(out).map_err(failed)?;
+            let md = rfs_evidence::report::markdown::summary(&b, &out.display().to_string());
             match to {
                 Some(file) => std::fs::write(file, md).map_err(Error::internal)?,
                 None => outln!("{}", md.trim_end()),

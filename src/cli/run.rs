@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::session_args::SessionArgs;
-use crate::error::Error;
 use crate::settings::{RunArgs, RunSettings};
+use rfs_evidence::error::Error;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunCommand {
@@ -63,7 +63,7 @@ impl RunCommand {
 fn run_script(
     args: RunArgs,
     sign_key: Option<PathBuf>,
-    reporter: Arc<dyn crate::events::Reporter>,
+    reporter: Arc<dyn rfs_evidence::events::Reporter>,
     views: &crate::ci::Views,
     watch: bool,
 ) -> Result<i32, Error> {
@@ -71,7 +71,7 @@ fn run_script(
     let hooks = crate::runner::Hooks {
         reporter,
         handle_signals: true,
-        signing_key: crate::signing::key::for_run(sign_key.as_deref())?,
+        signing_key: rfs_evidence::signing::key::for_run(sign_key.as_deref())?,
         ..Default::default()
     };
     // `--watch`: the script runs again on each change until Ctrl-C, which

@@ -1,8 +1,8 @@
 //! `rfs ps`, `rfs shell ID`, `rfs rm ID…` and `rfs gc`: the sandboxes rfs
 //! created.
 
-use crate::error::Error;
-use crate::exit_code;
+use rfs_evidence::error::Error;
+use rfs_evidence::exit_code;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct PsCommand {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::settings::RunArgs;
-use crate::source::own_outputs::OwnOutput;
+use rfs_sandbox::source::own_outputs::OwnOutput;
 
 /// What `run` and `repl` share: where the run goes and what it gets.
 #[derive(Debug, clap::Args)]

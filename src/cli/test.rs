@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::session_args::SessionArgs;
-use crate::error::Error;
+use rfs_evidence::error::Error;
 
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("out", |a| a.help(

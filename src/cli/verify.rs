@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use crate::error::Error;
-use crate::exit_code;
+use rfs_evidence::error::Error;
+use rfs_evidence::exit_code;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct VerifyCommand {
@@ -28,28 +28,28 @@ pub(crate) struct VerifyCommand {
 
 impl VerifyCommand {
     pub(crate) fn exec(self) -> Result<i32, Error> {
-        let trust = crate::seal::Trust {
+        let trust = rfs_evidence::seal::Trust {
             allowed_signers: self.allowed_signers.clone(),
             identity: self.identity.clone(),
         };
         let views = if self.allow_unchecked_views {
-            crate::verify::Views::AllowUnchecked
+            rfs_evidence::verify::Views::AllowUnchecked
         } else {
-            crate::verify::Views::MustMatch
+            rfs_evidence::verify::Views::MustMatch
         };
         if super::verify_folder::is_folder(&self.out) {
             return super::verify_folder::verify(&self.out, &trust, views);
         }
         verify(
             &self.out,
-            crate::seal::Trust {
+            rfs_evidence::seal::Trust {
                 allowed_signers: self.allowed_signers,
                 identity: self.identity,
             },
             if self.allow_unchecked_views {
-                crate::verify::Views::AllowUnchecked
+                rfs_evidence::verify::Views::AllowUnchecked
             } else {
-                crate::verify::Views::MustMatch
+                rfs_evidence::verify::Views::MustMatch
             },
         )
     }
@@ -59,10 +59,10 @@ impl VerifyCommand {
 /// the error (exit 4).
 fn verify(
     out: &std::path::Path,
-    trust: crate::seal::Trust,
-    views: crate::verify::Views,
+    trust: rfs_evidence::seal::Trust,
+    views: rfs_evidence::verify::Views,
 ) -> Result<i32, Error> {
-    let (passed, failed) = match crate::verify::verify_views(out, trust, views) {
+    let (passed, failed) = match rfs_evidence::verify::verify_views(out, trust, views) {
         Ok(p) => (p, None),
         Err(mut f) => (std::mem::take(&mut f.passed), Some(f)),
     };
@@ -88,7 +88,7 @@ fn verify(
                 );
             }
             // Intact, and yet nobody else can re-run it: said every time.
-            if let Some(w) = crate::report::FinishedRun::read(out)
+            if let Some(w) = rfs_evidence::report::FinishedRun::read(out)
                 .ok()
                 .and_then(|b| b.summary.not_reproducible)
             {

@@ -8,8 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::Error;
-use crate::exit_code;
+use rfs_evidence::error::Error;
+use rfs_evidence::exit_code;
 
 /// Whether `dir` is a suite's or a bisect's folder (not a bundle).
 pub(super) fn is_folder(dir: &Path) -> bool {
@@ -20,8 +20,8 @@ pub(super) fn is_folder(dir: &Path) -> bool {
 /// Verify every bundle below `dir`, and a suite's index against them.
 pub(super) fn verify(
     dir: &Path,
-    trust: &crate::seal::Trust,
-    views: crate::verify::Views,
+    trust: &rfs_evidence::seal::Trust,
+    views: rfs_evidence::verify::Views,
 ) -> Result<i32, Error> {
     let root = std::fs::canonicalize(dir).map_err(|e| not_verified(dir, format!("{e}")))?;
     let mut found = vec![];
@@ -36,7 +36,7 @@ pub(super) fn verify(
     }
     for b in &found {
         let shown = b.strip_prefix(&root).unwrap_or(b).display().to_string();
-        match crate::verify::verify_views(b, trust.clone(), views) {
+        match rfs_evidence::verify::verify_views(b, trust.clone(), views) {
             Ok(_) => outln!("ok: {shown}: verified"),
             Err(f) => {
                 outln!("FAILED: {shown}: {}: {}", f.check, f.reason);
@@ -117,7 +117,7 @@ fn index_against(root: &Path, found: &[PathBuf]) -> Vec<String> {
             ));
             continue;
         }
-        let journal_run = crate::report::FinishedRun::read(&real)
+        let journal_run = rfs_evidence::report::FinishedRun::read(&real)
             .ok()
             .map(|r| r.summary.run_id.clone());
         if !run_id.is_empty() && journal_run.as_deref() != Some(run_id.as_str()) {

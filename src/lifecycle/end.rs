@@ -1,7 +1,7 @@
 //! The end of every run: [`end_run`].
 
-use crate::outcome::RunOutcome;
 use crate::runtime::Run;
+use rfs_evidence::outcome::RunOutcome;
 
 /// How a run's end went, beyond its outcome.
 #[derive(Debug, Clone, Default)]
@@ -26,7 +26,7 @@ pub(crate) fn end_run(
     run: &Run,
     outcome: RunOutcome,
     reason: Option<&str>,
-    key: Option<&crate::signing::SigningKey>,
+    key: Option<&rfs_evidence::signing::SigningKey>,
 ) -> Ended {
     let (teardown_warning, interrupted_at_end) = run.finish_with(outcome, reason);
     let seal_error = seal_bundle(&run.cfg.out_dir, key).err();
@@ -43,8 +43,8 @@ pub(crate) fn end_run(
 /// evidence would be incomplete): the error says which.
 fn seal_bundle(
     out_dir: &std::path::Path,
-    key: Option<&crate::signing::SigningKey>,
+    key: Option<&rfs_evidence::signing::SigningKey>,
 ) -> Result<(), (&'static str, String)> {
-    crate::seal::seal(out_dir, key).map_err(|e| ("sealing its evidence", e.to_string()))?;
-    crate::report::write_html(out_dir).map_err(|e| ("writing report.html", e.to_string()))
+    rfs_evidence::seal::seal(out_dir, key).map_err(|e| ("sealing its evidence", e.to_string()))?;
+    rfs_evidence::report::write_html(out_dir).map_err(|e| ("writing report.html", e.to_string()))
 }

@@ -3,7 +3,7 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::error::Error;
+use rfs_evidence::error::Error;
 
 /// Listeners for every terminating signal a terminal or a supervisor
 /// sends: SIGINT (Ctrl-C), SIGTERM (kill, systemd, docker stop), SIGHUP

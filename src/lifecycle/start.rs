@@ -4,12 +4,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::end::{end_run, Ended};
-use crate::error::Error;
-use crate::events::Reporter;
-use crate::outcome::RunOutcome;
-use crate::provider::{select, Provider};
 use crate::runtime::{Run, RunConfig};
 use crate::settings::RunSettings;
+use rfs_evidence::error::Error;
+use rfs_evidence::events::Reporter;
+use rfs_evidence::outcome::RunOutcome;
+use rfs_sandbox::provider::{select, Provider};
 
 /// What a run's start needs besides its settings.
 pub(crate) struct Start {
@@ -19,11 +19,11 @@ pub(crate) struct Start {
     pub(crate) script_path: PathBuf,
     pub(crate) reporter: Arc<dyn Reporter>,
     /// The script and its modules, copied into the bundle.
-    pub(crate) bundle: Option<Arc<crate::bundle::ScriptBundle>>,
+    pub(crate) bundle: Option<Arc<rfs_evidence::bundle::ScriptBundle>>,
     /// The key the journal and the attestation are signed with.
-    pub(crate) key: Option<Arc<crate::signing::SigningKey>>,
+    pub(crate) key: Option<Arc<rfs_evidence::signing::SigningKey>>,
     /// Set by `rfs replay`: the run replayed.
-    pub(crate) replay_of: Option<crate::events::ReplayOf>,
+    pub(crate) replay_of: Option<rfs_evidence::events::ReplayOf>,
     /// A suite's setup or proof: how the run is tied to the setup (#36).
     pub(crate) link: SetupLink,
 }
@@ -76,7 +76,7 @@ pub(crate) fn start(
 ) -> Result<Arc<Run>, Box<NotStarted>> {
     // The secret-named `--var`s are learned by the run's own redactor
     // (`Run::start`, which teaches the process too).
-    crate::secrets::learn_from_env(std::iter::empty());
+    rfs_evidence::secrets::learn_from_env(std::iter::empty());
     let mut cfg = config(settings, s.provider, s.script_path);
     cfg.bundle = s.bundle;
     cfg.signer = s.key.as_ref().map(|k| k.signer());
@@ -142,11 +142,11 @@ fn provider_of(settings: &RunSettings) -> Arc<dyn Provider> {
         settings.snapshot.clone(),
     )
     .unwrap_or_else(|e| {
-        Arc::new(crate::provider::unavailable::Unavailable {
+        Arc::new(rfs_sandbox::provider::unavailable::Unavailable {
             name: settings.provider.name.clone(),
             // Its refusal says "provider X is unavailable: …" once.
             message: match e {
-                crate::provider::ProviderError::Unavailable { message, .. } => message,
+                rfs_sandbox::provider::ProviderError::Unavailable { message, .. } => message,
                 other => other.to_string(),
             },
         })

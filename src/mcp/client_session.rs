@@ -11,11 +11,11 @@ use rhai::Dynamic;
 
 use super::save::Bounds;
 use super::worker::{self, Control, Job, Reply};
-use crate::error::Error;
-use crate::outcome::RunOutcome;
 use crate::runtime::Run;
 use crate::script::{self, Script, ScriptSource};
 use crate::settings::RunSettings;
+use rfs_evidence::error::Error;
+use rfs_evidence::outcome::RunOutcome;
 
 /// The session behind the tools.
 pub(crate) struct Session {
@@ -57,7 +57,7 @@ impl Session {
             crate::lifecycle::Start {
                 provider: None,
                 script_path: settings.script.clone(),
-                reporter: Arc::new(crate::events::Silent),
+                reporter: Arc::new(rfs_evidence::events::Silent),
                 bundle: None,
                 key: None,
                 replay_of: None,

@@ -25,9 +25,9 @@ use rmcp::service::ServerInitializeError;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::ServiceExt as _;
 
-use crate::error::Error;
 use crate::settings::RunSettings;
 use client_session::Session;
+use rfs_evidence::error::Error;
 
 /// Serve one session on stdin/stdout; the exit code.
 pub(crate) fn run(settings: RunSettings) -> Result<i32, Error> {
@@ -52,7 +52,7 @@ pub(crate) fn run(settings: RunSettings) -> Result<i32, Error> {
         Err(ServerInitializeError::ConnectionClosed(_)) => {
             tracing::debug!("rfs mcp: the client left before it initialized a session");
             server_rt.shutdown_timeout(std::time::Duration::from_secs(1));
-            return Ok(crate::exit_code::SUCCESS);
+            return Ok(rfs_evidence::exit_code::SUCCESS);
         }
         Err(e) => {
             server_rt.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -104,12 +104,12 @@ pub(crate) fn run(settings: RunSettings) -> Result<i32, Error> {
     let code = match &ending.seal_error {
         Some(e) => {
             errln!("rfs mcp: error: the session ended but {e}: its evidence is incomplete");
-            crate::exit_code::INTERNAL
+            rfs_evidence::exit_code::INTERNAL
         }
         // `end` cancelled a call at the client's request: done as asked.
-        None if by_end => crate::exit_code::SUCCESS,
-        None if signalled || ending.cancelled_a_call => crate::exit_code::INTERRUPTED,
-        None => crate::exit_code::SUCCESS,
+        None if by_end => rfs_evidence::exit_code::SUCCESS,
+        None if signalled || ending.cancelled_a_call => rfs_evidence::exit_code::INTERRUPTED,
+        None => rfs_evidence::exit_code::SUCCESS,
     };
     drop(state);
     // Every answer written out before the process ends.

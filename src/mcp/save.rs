@@ -181,7 +181,7 @@ fn resolve(bounds: &Bounds, requested: &str) -> Result<PathBuf, SaveRefusal> {
             bounds.base.display().to_string(),
         ));
     }
-    let target = crate::out_dir::lexical(&bounds.base.join(p));
+    let target = rfs_evidence::out_dir::lexical(&bounds.base.join(p));
     let Ok(rel) = target.strip_prefix(&bounds.repo) else {
         return Err(SaveRefusal::Outside(
             requested.into(),

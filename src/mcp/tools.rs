@@ -410,7 +410,7 @@ impl RfsMcp {
         };
         Ok(CallToolResult::success(vec![ContentBlock::text(format!(
             "saved {} to {}; run it with `rfs run {}` (commit it first: rfs ships only what is committed)",
-            crate::plural::count(lines.len(), "call", "calls"),
+            rfs_evidence::plural::count(lines.len(), "call", "calls"),
             path.display(),
             path.display()
         ))]))

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use rhai::{Dynamic, Engine, Scope};
 
-use crate::error::Error;
 use crate::runtime::Run;
+use rfs_evidence::error::Error;
 
 /// One call for the script thread.
 pub(crate) struct Job {
@@ -131,7 +131,7 @@ fn redact_json(run: &Run, v: serde_json::Value) -> serde_json::Value {
 
 fn redact(run: &Run, s: &str) -> String {
     let s = run.state().redactor.redact_str(s);
-    String::from_utf8_lossy(&crate::secrets::redact_known(s.as_bytes())).into_owned()
+    String::from_utf8_lossy(&rfs_evidence::secrets::redact_known(s.as_bytes())).into_owned()
 }
 
 fn to_json(v: &Dynamic) -> serde_json::Value {

@@ -108,7 +108,7 @@ pub(crate) fn sandbox(run: &Run) -> String {
         Some(b) => {
             let _ = writeln!(s, "source    commit {}", b.pin.commit);
             let _ = writeln!(s, "          tree {}", b.pin.tree_digest);
-            let files = crate::plural::count(b.pin.files, "file", "files");
+            let files = rfs_evidence::plural::count(b.pin.files, "file", "files");
             let _ = writeln!(s, "          {files} at {}", b.pin.workdir);
         }
         None => s.push_str("source    not synced (sync_source())\n"),
@@ -215,7 +215,7 @@ pub(crate) fn screen(run: &Run, args: &str) -> Result<String, MetaError> {
 /// the program prints, secrets included.
 pub(crate) fn redacted(run: &Run, text: &str) -> String {
     let text = run.state().redactor.redact_str(text);
-    String::from_utf8_lossy(&crate::secrets::redact_known(text.as_bytes())).into_owned()
+    String::from_utf8_lossy(&rfs_evidence::secrets::redact_known(text.as_bytes())).into_owned()
 }
 
 /// `:save FILE` / `:save! FILE`.
@@ -241,7 +241,7 @@ pub(crate) fn save(
     })?;
     let saved = format!(
         "saved {} to {}",
-        crate::plural::count(transcript.len(), "input", "inputs"),
+        rfs_evidence::plural::count(transcript.len(), "input", "inputs"),
         path.display()
     );
     Ok(match where_saved(&path) {

@@ -27,7 +27,7 @@ pub(crate) mod pretty;
 pub(crate) mod transcript;
 mod tty;
 
-use crate::outcome::RunOutcome;
+use rfs_evidence::outcome::RunOutcome;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -36,13 +36,13 @@ use rhai::{Dynamic, Engine, Scope, AST};
 use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
 
-use crate::error::Error;
-use crate::events::Reporter;
-use crate::exit_code;
 use crate::runtime::Run;
 use crate::script::{self, Script, ScriptSource};
 use crate::settings::RunSettings;
 use line_meaning::Parsed;
+use rfs_evidence::error::Error;
+use rfs_evidence::events::Reporter;
+use rfs_evidence::exit_code;
 
 const PROMPT: &str = "rfs> ";
 const CONTINUE: &str = "...> ";
@@ -215,7 +215,9 @@ fn save_history(ed: &mut Editor, history: &std::path::Path) {
     let entries: Vec<String> = ed
         .history()
         .iter()
-        .map(|e| String::from_utf8_lossy(&crate::secrets::redact_known(e.as_bytes())).into_owned())
+        .map(|e| {
+            String::from_utf8_lossy(&rfs_evidence::secrets::redact_known(e.as_bytes())).into_owned()
+        })
         .collect();
     let _ = ed.clear_history();
     for e in entries {

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::attestation::events;
-use crate::error::{Error, Result};
-use crate::events::{Event, ReplayOf};
-use crate::exit_code;
+use rfs_evidence::attestation::events;
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::{Event, ReplayOf};
+use rfs_evidence::exit_code;
 
 /// One step as a run journaled it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +44,7 @@ pub(crate) struct Original {
 /// Read a bundle, refusing one that does not pass `rfs verify` (chain,
 /// EVIDENCE.md, files, bundled script and modules, signature, attestation).
 pub(crate) fn read_bundle(out: &Path) -> Result<Original> {
-    if let Err(f) = crate::verify::verify(out) {
+    if let Err(f) = rfs_evidence::verify::verify(out) {
         return Err(Error::NotVerified {
             out: out.display().to_string(),
             check: f.check,
@@ -58,7 +58,7 @@ pub(crate) fn read_bundle(out: &Path) -> Result<Original> {
     let head = bytes
         .split(|b| *b == b'\n')
         .rfind(|l| !l.is_empty())
-        .map(|l| crate::journal::line_hash(&String::from_utf8_lossy(l)))
+        .map(|l| rfs_evidence::journal::line_hash(&String::from_utf8_lossy(l)))
         .unwrap_or_default();
     let Some(Event::RunStart {
         run_id,
@@ -141,9 +141,9 @@ pub(crate) fn read_bundle(out: &Path) -> Result<Original> {
 /// The steps of a journal that ended or were refused, in order, with
 /// their final stdout digests (a view of the journal's one fold).
 pub(crate) fn steps(evs: &[Event]) -> Vec<StepFact> {
-    use crate::outcome::StepOutcome;
-    let empty = || crate::journal::fold::EMPTY_SHA256.to_owned();
-    crate::journal::fold::RunSummary::of(evs)
+    use rfs_evidence::outcome::StepOutcome;
+    let empty = || rfs_evidence::journal::fold::EMPTY_SHA256.to_owned();
+    rfs_evidence::journal::fold::RunSummary::of(evs)
         .steps
         .into_iter()
         .filter_map(|st| {
@@ -277,12 +277,15 @@ pub(crate) struct ReplayArgs {
 /// differ; a replay that could not run returns its run's code).
 pub(crate) fn replay(
     a: ReplayArgs,
-    reporter: std::sync::Arc<dyn crate::events::Reporter>,
+    reporter: std::sync::Arc<dyn rfs_evidence::events::Reporter>,
 ) -> Result<i32> {
     let original = read_bundle(&a.bundle)?;
-    let repo = crate::source::repo::discover(&std::env::current_dir().map_err(Error::internal)?)
-        .map_err(|e| Error::Refused(format!("replay needs the repository the run pinned: {e}")))?;
-    let root = crate::source::repo::root_of(&repo);
+    let repo =
+        rfs_sandbox::source::repo::discover(&std::env::current_dir().map_err(Error::internal)?)
+            .map_err(|e| {
+                Error::Refused(format!("replay needs the repository the run pinned: {e}"))
+            })?;
+    let root = rfs_sandbox::source::repo::root_of(&repo);
     if let Some(o) = &original.origin {
         let present = git2::Oid::from_str(&o.commit)
             .ok()
@@ -333,7 +336,7 @@ pub(crate) fn replay(
         _ => root.clone(),
     };
     let vars = replay_vars(&original.vars, &a.vars)?;
-    let signing_key = crate::signing::key::for_run(None)?;
+    let signing_key = rfs_evidence::signing::key::for_run(None)?;
     let mut settings = crate::settings::RunSettings::from_args(crate::settings::RunArgs {
         script: original.script.clone(),
         provider: a.provider.clone(),
@@ -404,7 +407,7 @@ fn replay_vars(original: &[(String, String)], given: &[String]) -> Result<Vec<St
     for (k, v) in original {
         match given.get(k) {
             Some(g) => vars.push(format!("{k}={g}")),
-            None if v == crate::secrets::REDACTED => {
+            None if v == rfs_evidence::secrets::REDACTED => {
                 return Err(Error::Usage(format!(
                     "the original run's variable `{k}` was redacted in its journal; give it with --var {k}=VALUE"
                 )))

@@ -5,8 +5,8 @@
 
 use std::io::Write;
 
-use crate::events::{Event, Reporter, Stream};
 use crate::reporter::{text, Progress};
+use rfs_evidence::events::{Event, Reporter, Stream};
 
 /// Prints events for a human.
 #[derive(Debug, Default)]
@@ -156,9 +156,9 @@ fn progress_line(event: &Event) -> Option<String> {
             ..
         } => format!(
             "rfs: synced commit {commit} (tree {tree_digest}, {} verified) to {workdir}",
-            crate::plural::count(*files, "file", "files")
+            rfs_evidence::plural::count(*files, "file", "files")
         ),
-        Event::SourceResync(crate::events::SourceResynced {
+        Event::SourceResync(rfs_evidence::events::SourceResynced {
             from_commit,
             commit,
             shipped,
@@ -168,7 +168,7 @@ fn progress_line(event: &Event) -> Option<String> {
             ..
         }) => format!(
             "rfs: re-synced {from_commit} -> {commit}: {} shipped, {removed} removed, {kept_untracked} untracked kept, verified ({sync_ms} ms)",
-            crate::plural::count(*shipped, "file", "files")
+            rfs_evidence::plural::count(*shipped, "file", "files")
         ),
         Event::StepStart { .. }
         | Event::StepAttempt { .. }
@@ -227,7 +227,7 @@ fn step_line(event: &Event) -> Option<String> {
             format!(
                 "rfs: step `{}` attempt {attempt} ended with {}",
                 text::inline(name),
-                crate::exit_code::ExitText(*exit)
+                rfs_evidence::exit_code::ExitText(*exit)
             )
         }
         Event::StepProviderError {

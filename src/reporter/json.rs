@@ -6,9 +6,9 @@
 use std::io::Write;
 use std::sync::Mutex;
 
-use crate::events::{Event, Reporter, Stream};
-use crate::journal::fold::RunSummary;
 use crate::reporter::Summary;
+use rfs_evidence::events::{Event, Reporter, Stream};
+use rfs_evidence::journal::fold::RunSummary;
 
 /// The JSON-lines reporter; [`Json::finish`] prints the summary.
 #[derive(Debug, Default)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::events::Event;
+use rfs_evidence::events::Event;
 
 /// How long a phase runs before its spinner appears.
 pub const DEFAULT_AFTER: Duration = Duration::from_secs(1);

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use crate::exit_code;
-use crate::journal::fold::{RunSummary, StepOutcome};
+use rfs_evidence::exit_code;
+use rfs_evidence::journal::fold::{RunSummary, StepOutcome};
 
 /// One step of the run as it ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -21,7 +21,7 @@ pub struct StepSummary {
     /// What the step used (`memory_peak`, `pids_peak`, `disk_used`),
     /// absent where the provider does not say.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<crate::provider::limits::Usage>,
+    pub usage: Option<rfs_sandbox::provider::limits::Usage>,
 }
 
 /// The run as a whole (the last `--json` line).
@@ -53,7 +53,7 @@ pub struct Summary {
     /// Host folders the person mounted read-only (`--mount-ro`), each
     /// with its digest (empty: none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub host_mounts: Vec<crate::events::host_mount_facts::HostMounted>,
+    pub host_mounts: Vec<rfs_evidence::events::host_mount_facts::HostMounted>,
 }
 
 /// The run's network in the `--json` summary.
@@ -122,7 +122,7 @@ impl Summary {
                 .not_reproducible
                 .iter()
                 .map(|w| w.describe())
-                .chain(crate::journal::caches::not_reproducible(
+                .chain(rfs_evidence::journal::caches::not_reproducible(
                     &run.caches,
                     run.checkpoints.started_from.as_ref(),
                 ))
@@ -180,7 +180,7 @@ fn outcome_of_code(code: i32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::Event;
+    use rfs_evidence::events::Event;
 
     fn start(name: &str) -> Event {
         Event::StepStart {
@@ -227,7 +227,7 @@ mod tests {
             attempt("build", 1, 1, 5),
             attempt("build", 2, 1, 7),
         ]);
-        let s = Summary::view(&run, Some("r1"), crate::exit_code::INTERRUPTED);
+        let s = Summary::view(&run, Some("r1"), rfs_evidence::exit_code::INTERRUPTED);
         assert_eq!(
             s.steps,
             vec![StepSummary {
@@ -269,7 +269,11 @@ mod tests {
 
     #[test]
     fn a_refusal_before_the_journal_is_a_refused_outcome() {
-        let s = Summary::view(&RunSummary::default(), None, crate::exit_code::REFUSED);
+        let s = Summary::view(
+            &RunSummary::default(),
+            None,
+            rfs_evidence::exit_code::REFUSED,
+        );
         assert_eq!(s.outcome, "refused");
         assert_eq!((s.run_id, s.evidence), (None, None));
     }
@@ -280,16 +284,16 @@ mod tests {
     /// EVIDENCE.md does.
     #[test]
     fn a_proof_forked_from_a_setup_that_used_a_cache_says_not_reproducible_in_its_json_summary() {
-        use crate::events::checkpoint_facts::{Forked, SetupCache};
+        use rfs_evidence::events::checkpoint_facts::{Forked, SetupCache};
         let forked = |caches: Vec<SetupCache>| {
-            crate::events::Event::PlacementForked(Forked {
+            rfs_evidence::events::Event::PlacementForked(Forked {
                 sandbox_id: "local-2".into(),
                 checkpoint_id: "cp-1".into(),
                 checkpoint_name: "deps".into(),
                 provider: "local".into(),
                 setup_run_id: "r0".into(),
                 setup_journal_head: "4ead".into(),
-                setup_journal: crate::events::FileDigest {
+                setup_journal: rfs_evidence::events::FileDigest {
                     path: "setup/journal.jsonl".into(),
                     sha256: "0".repeat(64),
                     bytes: 1,

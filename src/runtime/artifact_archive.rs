@@ -6,7 +6,7 @@ use std::io::Read as _;
 use std::path::{Component, Path};
 
 use super::Run;
-use crate::error::{Error, Result};
+use rfs_evidence::error::{Error, Result};
 
 /// One entry of a collected archive.
 pub(super) enum Entry {

@@ -17,13 +17,13 @@ use sha2::Digest as _;
 
 pub(super) use super::artifact_archive::Entry;
 use super::Run;
-use crate::error::{Error, Result};
-use crate::events::{ArtifactLink, Event, FileDigest};
-use crate::provider::{BoundedCollect, Collect, ExecRequest};
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::{ArtifactLink, Event, FileDigest};
+use rfs_sandbox::provider::{BoundedCollect, Collect, ExecRequest};
 
 /// The most a run collects and puts, in bytes of file contents.
 pub(crate) const MAX_RUN_BYTES: u64 = 256 << 20;
-pub(crate) use crate::out_dir::{ARTIFACTS_DIR as DIR, PUT_DIR};
+pub(crate) use rfs_evidence::out_dir::{ARTIFACTS_DIR as DIR, PUT_DIR};
 /// The most rfs reads of an artifact helper's stderr (its refusal or
 /// failure text), and of `put()`'s stdout.
 const HELPER_STDERR: usize = 64 * 1024;
@@ -82,7 +82,7 @@ pub(crate) struct CollectOptions {
 /// `path` (relative to the synced root) as normal components: refused
 /// when empty, absolute, holding `..`, a NUL or a line break.
 pub(crate) fn sandbox_path(path: &str) -> std::result::Result<Vec<String>, String> {
-    crate::validate::path("its path", path).map_err(|e| e.to_string())?;
+    rfs_evidence::validate::path("its path", path).map_err(|e| e.to_string())?;
     if path.starts_with('/') {
         return Err(format!(
             "{path:?} is absolute; a path in the sandbox is relative to the synced source root"
@@ -328,7 +328,7 @@ impl Run {
         rel: &str,
         entries: Vec<Entry>,
         total: u64,
-        junit: Option<crate::events::JunitCounts>,
+        junit: Option<rfs_evidence::events::JunitCounts>,
     ) -> Result<Collected> {
         let out = &self.cfg.out_dir;
         let redactor = self.state().redactor.clone();
@@ -341,10 +341,10 @@ impl Run {
                 for c in Path::new(bundle_rel).components() {
                     dir.push(c);
                     if std::fs::symlink_metadata(&dir).is_err() {
-                        crate::out_dir::create_dir(&dir)?;
+                        rfs_evidence::out_dir::create_dir(&dir)?;
                         made.push(dir.clone());
                     } else {
-                        crate::out_dir::ensure_dir(&dir)?;
+                        rfs_evidence::out_dir::ensure_dir(&dir)?;
                     }
                 }
                 Ok::<_, std::io::Error>(())
@@ -361,7 +361,7 @@ impl Run {
                             redacted.push(bundle_rel.clone());
                         }
                         let p = out.join(&bundle_rel);
-                        crate::out_dir::write_new(&p, &kept)?;
+                        rfs_evidence::out_dir::write_new(&p, &kept)?;
                         made.push(p);
                         files.push(FileDigest {
                             path: bundle_rel,
@@ -418,7 +418,8 @@ impl Run {
     pub(crate) fn put(&self, local: &str, path: &str) -> Result<FileDigest> {
         self.check_cancelled()?;
         let what = format!("put({local:?}, {path:?})");
-        crate::validate::path("its local path", local).map_err(|e| self.refuse_early(&what, e))?;
+        rfs_evidence::validate::path("its local path", local)
+            .map_err(|e| self.refuse_early(&what, e))?;
         let parts = sandbox_path(path).map_err(|m| self.refuse_early(&what, m))?;
         self.refuse_secret_in("put()'s destination", path)?;
         let rel = parts.join("/");
@@ -442,10 +443,10 @@ impl Run {
                 .flat_map(|p| p.components())
                 .try_for_each(|c| {
                     dir.push(c);
-                    crate::out_dir::ensure_dir(&dir)
+                    rfs_evidence::out_dir::ensure_dir(&dir)
                 })
                 .and_then(|_| {
-                    crate::out_dir::write_new(&self.cfg.out_dir.join(&bundle_rel), &bytes)
+                    rfs_evidence::out_dir::write_new(&self.cfg.out_dir.join(&bundle_rel), &bytes)
                 });
             written.map_err(|e| {
                 self.refuse_early(&what, format!("cannot keep it in the bundle: {e}"))
@@ -461,7 +462,7 @@ impl Run {
             self.cfg.run_id,
             uuid::Uuid::new_v4().simple()
         ));
-        crate::out_dir::write_new(&scratch, &bytes).map_err(Error::internal)?;
+        rfs_evidence::out_dir::write_new(&scratch, &bytes).map_err(Error::internal)?;
         let upload = format!(
             "{}/.rfs-put-{}",
             pl.home.trim_end_matches('/'),
@@ -520,7 +521,7 @@ impl Run {
             .any(|a| real.starts_with(a));
         if !allowed {
             let flag = format!("pass --allow-put {local} to allow it");
-            let root = crate::source::allowed_repos::work_tree_of(&self.cfg.invocation_dir)
+            let root = rfs_sandbox::source::allowed_repos::work_tree_of(&self.cfg.invocation_dir)
                 .ok_or_else(|| {
                     self.refuse_early(
                         what,

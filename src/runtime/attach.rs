@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Run;
-use crate::error::{Error, Result};
-use crate::events::Event;
-use crate::outcome::AssertionOutcome;
-use crate::provider::{BoundedCollect, ExecOutcome, ExecRequest, PtyRequest, PROBE_OUTPUT};
 use crate::terminal::{self, PatternSpec, SessionOptions, TerminalSession};
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::Event;
+use rfs_evidence::outcome::AssertionOutcome;
+use rfs_sandbox::provider::{BoundedCollect, ExecOutcome, ExecRequest, PtyRequest, PROBE_OUTPUT};
 
 /// Options of `attach(command, opts)`.
 #[derive(Debug, Clone)]
@@ -72,7 +72,7 @@ impl Run {
         };
         let rel_rec = format!("terminal/session-{index}.cast");
         let dir = self.cfg.out_dir.join("terminal");
-        crate::out_dir::ensure_dir(&dir).map_err(Error::internal)?;
+        rfs_evidence::out_dir::ensure_dir(&dir).map_err(Error::internal)?;
         let req = PtyRequest {
             argv: pl.pty_argv(command),
             cwd: super::step_wrapper::START_DIR.into(),
@@ -226,13 +226,14 @@ impl Run {
             let shown = self.state().redactor.redact_str(&screen.text());
             hex::encode(sha2::Sha256::digest(shown.as_bytes()))
         };
-        let snapshot = crate::out_dir::write_new(&self.cfg.out_dir.join(&snap), text.as_bytes())
-            .ok()
-            .map(|()| crate::events::FileDigest {
-                path: snap.clone(),
-                sha256: crate::journal::line_hash(&text),
-                bytes: text.len() as u64,
-            });
+        let snapshot =
+            rfs_evidence::out_dir::write_new(&self.cfg.out_dir.join(&snap), text.as_bytes())
+                .ok()
+                .map(|()| rfs_evidence::events::FileDigest {
+                    path: snap.clone(),
+                    sha256: rfs_evidence::journal::line_hash(&text),
+                    bytes: text.len() as u64,
+                });
         self.record(Event::AttachAssert {
             session: a.index,
             assert: k,
@@ -284,7 +285,7 @@ impl Run {
         }
         let recording_error = a.session.recording_error();
         let rel = format!("terminal/session-{}.cast", a.index);
-        let recording = crate::journal::file_digest(&self.cfg.out_dir, &rel).ok();
+        let recording = rfs_evidence::journal::file_digest(&self.cfg.out_dir, &rel).ok();
         self.record_connections(self.egress_log().as_ref());
         self.record(Event::AttachEnd {
             session: a.index,
@@ -340,7 +341,7 @@ fn secret_assignment() -> &'static regex::Regex {
 /// value.
 fn redact_input(text: &str) -> String {
     secret_assignment()
-        .replace_all(text, format!("${{1}}{}", crate::secrets::REDACTED))
+        .replace_all(text, format!("${{1}}{}", rfs_evidence::secrets::REDACTED))
         .into_owned()
 }
 

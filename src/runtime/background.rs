@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::output::StepSink;
 use super::Run;
-use crate::error::Result;
-use crate::events::{FileDigest, OutputTail, Stream};
+use rfs_evidence::error::Result;
+use rfs_evidence::events::{FileDigest, OutputTail, Stream};
 
 /// Bytes of a background process's output its handle keeps (the last
 /// ones; the logs have all of it).

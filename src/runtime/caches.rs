@@ -7,10 +7,10 @@ use std::path::PathBuf;
 
 use super::Run;
 use crate::caches::{self, Content, Held};
-use crate::error::{Error, Result};
-use crate::events::Event;
-use crate::provider::isolation::IsolationRequest;
-use crate::provider::CacheMount;
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::Event;
+use rfs_sandbox::provider::isolation::IsolationRequest;
+use rfs_sandbox::provider::CacheMount;
 use rfs_sandbox::untrusted_tree;
 
 /// How runs sharing a cache take turns (journaled with each mount).

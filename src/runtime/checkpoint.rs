@@ -17,11 +17,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{BoundSource, Run, SourcePin};
-use crate::error::Result;
-use crate::events::checkpoint_facts::{CheckpointRemoved, Checkpointed, Forked as ForkedFact};
-use crate::events::Event;
-use crate::provider::fork::{self, Checkpoint, Fork};
-use crate::provider::{labels, CreateSpec, Provider, ProviderResult, SandboxInfo};
+use rfs_evidence::error::Result;
+use rfs_evidence::events::checkpoint_facts::{
+    CheckpointRemoved, Checkpointed, Forked as ForkedFact,
+};
+use rfs_evidence::events::Event;
+use rfs_sandbox::provider::fork::{self, Checkpoint, Fork};
+use rfs_sandbox::provider::{labels, CreateSpec, Provider, ProviderResult, SandboxInfo};
 
 /// A checkpoint a run made: the provider's handle, the journaled fact
 /// and the source bound when it was made.
@@ -96,11 +98,14 @@ impl Run {
         self.refuse_secret_in("a checkpoint name", name)?;
         let fork = self.fork_capability()?;
         let sb = self.ensure_sandbox()?;
-        let mut l = crate::provider::owner::owner_labels();
+        let mut l = rfs_sandbox::provider::owner::owner_labels();
         l.insert(labels::CREATED_BY.into(), labels::CREATED_BY_VALUE.into());
         l.insert(labels::RUN_ID.into(), self.cfg.run_id.clone());
         l.insert(fork::CHECKPOINT_LABEL.into(), name.to_owned());
-        l.insert(labels::STARTED_AT.into(), crate::journal::now_rfc3339());
+        l.insert(
+            labels::STARTED_AT.into(),
+            rfs_evidence::journal::now_rfc3339(),
+        );
         let started = Instant::now();
         let cp = self
             .block_on(fork.checkpoint(&sb.id, name, &l))
@@ -154,7 +159,7 @@ impl Run {
     /// asks), or a script could fill the host by checkpointing again and
     /// again.
     fn within_disk_limit(&self, name: &str, new: &Checkpoint) -> Result<()> {
-        use crate::provider::limits::{ceiling_flag, LimitKind};
+        use rfs_sandbox::provider::limits::{ceiling_flag, LimitKind};
         let Some(bytes) = new.host_bytes else {
             return Ok(());
         };
@@ -174,7 +179,7 @@ impl Run {
         Err(self.refuse(format!(
             "checkpoint {name:?} refused: this run's checkpoints would keep {} on this machine, \
              more than its {} ({}); a larger disk limit allows more, up to {} (pass it to raise the ceiling)",
-            crate::events::sandbox_facts::show_used(kept),
+            rfs_evidence::events::sandbox_facts::show_used(kept),
             limit.describe(),
             limit.by,
             ceiling_flag(LimitKind::Disk)
@@ -212,7 +217,7 @@ impl Run {
             let fact = make(r.journal.head(), r.journal.len());
             let e = Event::Checkpoint(fact.clone());
             r.journal.append(&e).map_err(|err| {
-                crate::error::Error::Internal(format!("cannot write the journal: {err}"))
+                rfs_evidence::error::Error::Internal(format!("cannot write the journal: {err}"))
             })?;
             r.evidence.apply(&e);
             (e, fact)
@@ -230,7 +235,7 @@ impl Run {
             return self.block_on(p.create(spec));
         };
         let Some(fork) = p.forking() else {
-            return Err(crate::provider::ProviderError::Unsupported(
+            return Err(rfs_sandbox::provider::ProviderError::Unsupported(
                 fork::unsupported(p.name()),
             ));
         };
@@ -239,7 +244,7 @@ impl Run {
         let fork_ms = super::ms(started.elapsed().as_millis());
         self.state().sandbox = Some(forked.info.clone());
         let (setup_journal, setup_caches) = self.bundle_setup_journal(&from).map_err(|e| {
-            crate::provider::ProviderError::Io(format!(
+            rfs_sandbox::provider::ProviderError::Io(format!(
                 "cannot carry the setup run's journal into the bundle: {e}"
             ))
         })?;
@@ -256,7 +261,7 @@ impl Run {
             setup_caches,
         };
         self.record(Event::PlacementForked(fact))
-            .map_err(|e| crate::provider::ProviderError::Io(e.to_string()))?;
+            .map_err(|e| rfs_sandbox::provider::ProviderError::Io(e.to_string()))?;
         Ok(forked.info)
     }
 
@@ -266,16 +271,22 @@ impl Run {
         &self,
         from: &StartFrom,
     ) -> std::io::Result<(
-        crate::events::FileDigest,
-        Vec<crate::events::checkpoint_facts::SetupCache>,
+        rfs_evidence::events::FileDigest,
+        Vec<rfs_evidence::events::checkpoint_facts::SetupCache>,
     )> {
-        let dir = self.cfg.out_dir.join(crate::checkpoint_link::SETUP_DIR);
-        crate::out_dir::create_dir(&dir)?;
-        for f in ["journal.jsonl", crate::signing::SIG_FILE] {
+        let dir = self
+            .cfg
+            .out_dir
+            .join(rfs_evidence::checkpoint_link::SETUP_DIR);
+        rfs_evidence::out_dir::create_dir(&dir)?;
+        for f in ["journal.jsonl", rfs_evidence::signing::SIG_FILE] {
             let src = from.setup_out.join(f);
-            match crate::out_dir::read_regular(&from.setup_out, f, crate::out_dir::MAX_RECORD_BYTES)
-            {
-                Ok(bytes) => crate::out_dir::write_new(&dir.join(f), &bytes)?,
+            match rfs_evidence::out_dir::read_regular(
+                &from.setup_out,
+                f,
+                rfs_evidence::out_dir::MAX_RECORD_BYTES,
+            ) {
+                Ok(bytes) => rfs_evidence::out_dir::write_new(&dir.join(f), &bytes)?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && f != "journal.jsonl" => {}
                 Err(e) => {
                     return Err(std::io::Error::new(
@@ -285,18 +296,22 @@ impl Run {
                 }
             }
         }
-        let digest =
-            crate::journal::file_digest(&self.cfg.out_dir, crate::checkpoint_link::SETUP_FILES[0])?;
+        let digest = rfs_evidence::journal::file_digest(
+            &self.cfg.out_dir,
+            rfs_evidence::checkpoint_link::SETUP_FILES[0],
+        )?;
         let text = std::fs::read_to_string(
             self.cfg
                 .out_dir
-                .join(crate::checkpoint_link::SETUP_FILES[0]),
+                .join(rfs_evidence::checkpoint_link::SETUP_FILES[0]),
         )?;
-        let events = crate::journal::evidence::read_journal(&text)
+        let events = rfs_evidence::journal::evidence::read_journal(&text)
             .map_err(|e| std::io::Error::other(format!("the setup run's journal: {e}")))?
             .events;
-        let caches =
-            crate::events::checkpoint_facts::caches_before(&events, &from.made.fact.checkpoint_id);
+        let caches = rfs_evidence::events::checkpoint_facts::caches_before(
+            &events,
+            &from.made.fact.checkpoint_id,
+        );
         Ok((digest, caches))
     }
 
@@ -343,7 +358,7 @@ impl Run {
             ..src.pin.clone()
         };
         self.record(Event::SourceFromCheckpoint(
-            crate::events::checkpoint_facts::SourceFromCheckpoint {
+            rfs_evidence::events::checkpoint_facts::SourceFromCheckpoint {
                 sandbox_id: sb.id.clone(),
                 checkpoint_id: from.made.checkpoint.id.clone(),
                 commit: pin.commit.clone(),

@@ -9,8 +9,8 @@
 use std::collections::VecDeque;
 use std::path::Path;
 
-use crate::source::manifest::{Entry, Manifest};
-use crate::validate::shown;
+use rfs_evidence::validate::shown;
+use rfs_sandbox::source::manifest::{Entry, Manifest};
 
 /// The longest chain of symlinks followed.
 const MAX_LINKS: usize = 40;

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::Run;
-use crate::events::Event;
-use crate::network::EgressLog;
+use rfs_evidence::events::Event;
+use rfs_sandbox::network::EgressLog;
 
 impl Run {
     /// The egress record of the run's sandbox, if it has one (a sandbox
@@ -32,7 +32,7 @@ impl Run {
         self.egress_log()
             .filter(|l| l.served())
             .and_then(|l| l.opener(what, step))
-            .map(|user| crate::network::proxy_env_for(&user))
+            .map(|user| rfs_sandbox::network::proxy_env_for(&user))
             .unwrap_or_default()
     }
 
@@ -53,7 +53,7 @@ impl Run {
         ));
     }
 
-    fn journal_connections(&self, conns: Vec<crate::network::Connection>) {
+    fn journal_connections(&self, conns: Vec<rfs_sandbox::network::Connection>) {
         for mut c in conns {
             {
                 let st = self.state();

@@ -1,6 +1,6 @@
 //! An event loop of the script thread's own, for the commands of
 //! providers whose `exec` is self-contained
-//! ([`crate::provider::Profile::exec_is_self_contained`]).
+//! ([`rfs_sandbox::provider::Profile::exec_is_self_contained`]).
 //!
 //! The run's runtime is multi-threaded and the script thread only blocks
 //! on it: every readiness of a command's pipes first wakes a worker (its

@@ -1,5 +1,5 @@
 //! The person's host folders (`--mount-ro`, see
-//! [`crate::provider::host_mount`]): each digested and journaled
+//! [`rfs_sandbox::provider::host_mount`]): each digested and journaled
 //! (`host.mount`) before the sandbox that shows it is created. The
 //! digest of each file is kept in rfs's state directory between runs
 //! ([`rfs_sandbox::untrusted_tree::digest_memo`]), so an unchanged
@@ -10,10 +10,10 @@ use std::time::Instant;
 use sha2::Digest as _;
 
 use super::Run;
-use crate::error::{Error, Result};
-use crate::events::host_mount_facts::HostMounted;
-use crate::events::Event;
-use crate::provider::isolation::IsolationRequest;
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::host_mount_facts::HostMounted;
+use rfs_evidence::events::Event;
+use rfs_sandbox::provider::isolation::IsolationRequest;
 use rfs_sandbox::untrusted_tree::{self, digest_memo::Memo};
 
 /// Who mounts host folders: nobody but the person, by this flag.

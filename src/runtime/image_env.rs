@@ -3,7 +3,7 @@
 //! the repository's choice, not the person's: a locally built image may
 //! bake a `DEPLOY_TOKEN` into its `Env`, and the repository's steps could
 //! send it anywhere the network allows. Each baked variable whose name
-//! looks secret (the redaction rule, [`crate::secrets::is_secret_name`])
+//! looks secret (the redaction rule, [`rfs_evidence::secrets::is_secret_name`])
 //! is emptied in the sandbox, named (never its value) in a placement
 //! warning; the person keeps them by naming the image themselves
 //! (`--image`, `RFS_DOCKER_IMAGE`).
@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 
 use super::placement::SandboxOptions;
 use super::Run;
-use crate::error::Result;
-use crate::events::Event;
-use crate::provider::Base;
+use rfs_evidence::error::Result;
+use rfs_evidence::events::Event;
+use rfs_sandbox::provider::Base;
 
 impl Run {
     /// Who chose the image of a sandbox with `opts`, when it is not the
@@ -61,7 +61,7 @@ impl Run {
         })?;
         let withheld: BTreeMap<String, String> = names
             .into_iter()
-            .filter(|n| crate::secrets::is_secret_name(n))
+            .filter(|n| rfs_evidence::secrets::is_secret_name(n))
             .map(|n| (n, String::new()))
             .collect();
         if !withheld.is_empty() {

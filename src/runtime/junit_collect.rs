@@ -2,15 +2,15 @@
 //! the failure of the step that ran last (it did not write it), unless
 //! the script said `optional: true`. With `#{ junit: true }` the file
 //! must be a JUnit report rfs can read (bounded; see
-//! [`crate::report::junit_in`]), checked before anything is kept, so a
+//! [`rfs_evidence::report::junit_in`]), checked before anything is kept, so a
 //! malformed one fails the script at its `collect()` instead of reaching
 //! the JUnit views.
 
 use super::artifacts::{Collected, Entry};
 use super::Run;
-use crate::error::{Error, Result};
-use crate::events::{Event, JunitCounts};
-use crate::report::junit_in;
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::{Event, JunitCounts};
+use rfs_evidence::report::junit_in;
 
 impl Run {
     /// `collect()` found nothing at `rel`: journaled as absent. With
@@ -23,7 +23,7 @@ impl Run {
             (st.redactor.redact_str(rel), st.last_step.clone())
         };
         self.record(Event::ArtifactAbsent(
-            crate::events::artifact_facts::ArtifactAbsent {
+            rfs_evidence::events::artifact_facts::ArtifactAbsent {
                 path: shown.clone(),
                 optional,
                 step: last.as_ref().map(|(name, _)| name.clone()),

@@ -3,7 +3,7 @@
 //!
 //! Script bindings call into [`Run`] from the script thread; every method
 //! blocks on the run's tokio runtime. Data flows script → runtime →
-//! provider; the runtime reports through [`crate::events`] and the journal.
+//! provider; the runtime reports through [`rfs_evidence::events`] and the journal.
 
 mod artifact_archive;
 pub(crate) mod artifacts;
@@ -43,15 +43,15 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{Error, Result};
-use crate::events::{Event, Reporter};
-use crate::journal::evidence::Evidence;
-use crate::journal::Journal;
-use crate::outcome::RunOutcome;
-use crate::provider::select::ProviderChoice;
-use crate::provider::{Provider, SandboxInfo};
-use crate::secrets::Redactor;
-use crate::source::manifest::Manifest;
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::{Event, Reporter};
+use rfs_evidence::journal::evidence::Evidence;
+use rfs_evidence::journal::Journal;
+use rfs_evidence::outcome::RunOutcome;
+use rfs_evidence::secrets::Redactor;
+use rfs_sandbox::provider::select::ProviderChoice;
+use rfs_sandbox::provider::{Provider, SandboxInfo};
+use rfs_sandbox::source::manifest::Manifest;
 
 pub(crate) use placement::SandboxOptions;
 pub(crate) use step::StepOptions;
@@ -83,20 +83,20 @@ pub(crate) struct RunConfig {
     pub cleanup_deadline: Duration,
     /// The script and modules copied into the output directory (their
     /// digests go into the first journal fact).
-    pub bundle: Option<Arc<crate::bundle::ScriptBundle>>,
+    pub bundle: Option<Arc<rfs_evidence::bundle::ScriptBundle>>,
     /// The key that will sign the journal (named in the first fact).
-    pub signer: Option<crate::events::Signer>,
+    pub signer: Option<rfs_evidence::events::Signer>,
     /// What this run replays; its commit is bound whatever the script asks.
-    pub replay_of: Option<crate::events::ReplayOf>,
+    pub replay_of: Option<rfs_evidence::events::ReplayOf>,
     /// Isolation asked for by `--isolation` / `RFS_LOCAL_ISOLATION`.
-    pub isolation: crate::provider::isolation::IsolationRequest,
+    pub isolation: rfs_sandbox::provider::isolation::IsolationRequest,
     /// Variables that are secrets whatever their name (`rfs.toml`'s
     /// `secrets`).
     pub secret_names: std::collections::BTreeSet<String>,
     /// `--allow-dirty`: ship the working tree as it is.
     pub allow_dirty: bool,
     /// The repositories a script may ship (`--allow-repo`).
-    pub allowed_repos: crate::source::allowed_repos::AllowedRepos,
+    pub allowed_repos: rfs_sandbox::source::allowed_repos::AllowedRepos,
     /// The bound on the output the run keeps in its logs.
     pub max_log: crate::limit_ceilings::LogBound,
     /// A suite's setup run: its checkpoints go to the suite.
@@ -200,8 +200,8 @@ impl Run {
         reporter: Arc<dyn Reporter>,
         vars: &BTreeMap<String, String>,
     ) -> Result<Arc<Run>> {
-        crate::out_dir::create_root(&cfg.out_dir)
-            .and_then(|_| crate::out_dir::create_dir(&cfg.out_dir.join("steps")))
+        rfs_evidence::out_dir::create_root(&cfg.out_dir)
+            .and_then(|_| rfs_evidence::out_dir::create_dir(&cfg.out_dir.join("steps")))
             .map_err(|e| {
                 Error::Usage(format!(
                     "cannot create output directory {}: {e}",
@@ -216,7 +216,7 @@ impl Run {
         })?;
         // An output dir inside a repository must never make the next run's
         // tree dirty: git ignores everything in it, this file included.
-        crate::out_dir::write_new(&cfg.out_dir.join(".gitignore"), b"*\n")
+        rfs_evidence::out_dir::write_new(&cfg.out_dir.join(".gitignore"), b"*\n")
             .map_err(Error::internal)?;
         let journal = Journal::create(&cfg.out_dir.join("journal.jsonl")).map_err(|e| {
             Error::Usage(format!(
@@ -231,7 +231,7 @@ impl Run {
         }
         let mut state = RunState::default();
         for (k, v) in vars {
-            if crate::secrets::is_secret_name(k) || cfg.secret_names.contains(k) {
+            if rfs_evidence::secrets::is_secret_name(k) || cfg.secret_names.contains(k) {
                 state.redactor.add(v);
             }
         }
@@ -324,10 +324,13 @@ impl Run {
             let (lines, head) = (r.journal.len(), r.journal.head().to_owned());
             (r.evidence.render(lines, &head), lines, head)
         };
-        if let Err(e) = crate::journal::head::write(&self.cfg.out_dir, lines, &head) {
-            self.warn(&format!("cannot write {}: {e}", crate::journal::head::FILE));
+        if let Err(e) = rfs_evidence::journal::head::write(&self.cfg.out_dir, lines, &head) {
+            self.warn(&format!(
+                "cannot write {}: {e}",
+                rfs_evidence::journal::head::FILE
+            ));
         }
-        if let Err(e) = crate::journal::evidence::write(&self.cfg.out_dir, &text) {
+        if let Err(e) = rfs_evidence::journal::evidence::write(&self.cfg.out_dir, &text) {
             self.warn(&format!("cannot write EVIDENCE.md: {e}"));
         }
     }
@@ -340,8 +343,8 @@ impl Run {
 
     /// A value as it may appear in the journal.
     pub(crate) fn redact_value(&self, name: &str, value: &str) -> String {
-        if crate::secrets::is_secret_name(name) || self.cfg.secret_names.contains(name) {
-            crate::secrets::REDACTED.to_owned()
+        if rfs_evidence::secrets::is_secret_name(name) || self.cfg.secret_names.contains(name) {
+            rfs_evidence::secrets::REDACTED.to_owned()
         } else {
             self.state().redactor.redact_str(value)
         }
@@ -438,7 +441,7 @@ impl Run {
             .components()
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .collect();
-        let path = format!("{}/{}", crate::bundle::DIR, parts.join("/"));
+        let path = format!("{}/{}", rfs_evidence::bundle::DIR, parts.join("/"));
         let bundled = std::iter::once(&b.script)
             .chain(&b.modules)
             .any(|f| f.out_path() == path);
@@ -460,7 +463,7 @@ impl Run {
         if self.cfg.bundle.is_none() {
             return Ok(());
         }
-        self.bundle_text_at(format!("{}/{rel}", crate::bundle::DIR), import, text)
+        self.bundle_text_at(format!("{}/{rel}", rfs_evidence::bundle::DIR), import, text)
     }
 
     fn bundle_text_at(
@@ -480,9 +483,9 @@ impl Run {
                 .flat_map(|p| p.components())
             {
                 dir.push(c);
-                crate::out_dir::ensure_dir(&dir)?;
+                rfs_evidence::out_dir::ensure_dir(&dir)?;
             }
-            crate::out_dir::write_new(&self.cfg.out_dir.join(&path), text.as_bytes())
+            rfs_evidence::out_dir::write_new(&self.cfg.out_dir.join(&path), text.as_bytes())
         };
         write().map_err(|e| format!("cannot bundle it: {e}"))?;
         use sha2::Digest as _;
@@ -504,7 +507,7 @@ impl Run {
             }
             let path = self.cfg.out_dir.join(f.out_path());
             let tmp = path.with_extension("redacted.tmp");
-            if crate::out_dir::replace(&path, &tmp, &red).is_ok() {
+            if rfs_evidence::out_dir::replace(&path, &tmp, &red).is_ok() {
                 use sha2::Digest as _;
                 let _ = self.record(Event::BundleRedacted {
                     path: f.out_path(),

@@ -11,7 +11,7 @@
 //! output is still read — the command is never blocked, it keeps running
 //! — but neither logged nor shown: its log ends at the bound, the console
 //! says so once, and its journal fact says how much was dropped
-//! ([`crate::events::OutputCut`]). The in-memory capture (head and tail)
+//! ([`rfs_evidence::events::OutputCut`]). The in-memory capture (head and tail)
 //! still sees everything.
 
 use std::collections::VecDeque;
@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::step_wrapper::{Gate, WrapperRefusal};
-use crate::events::{Reporter, Stream};
-use crate::provider::OutputSink;
-use crate::secrets::Redactor;
+use rfs_evidence::events::{Reporter, Stream};
+use rfs_evidence::secrets::Redactor;
+use rfs_sandbox::provider::OutputSink;
 
 /// Bytes kept from the start of each stream.
 pub(crate) const CAPTURE_HEAD: usize = 512 * 1024;
@@ -113,7 +113,9 @@ impl StreamOut {
             return Ok(());
         }
         if self.log.is_none() {
-            self.log = Some(BufWriter::new(crate::out_dir::create_file(&self.log_path)?));
+            self.log = Some(BufWriter::new(rfs_evidence::out_dir::create_file(
+                &self.log_path,
+            )?));
         }
         self.log.as_mut().expect("created").write_all(b)
     }
@@ -163,7 +165,7 @@ pub(crate) struct Finished {
     /// Whether each log file (stdout, stderr) was written.
     pub(crate) logged: [bool; 2],
     /// What was not kept, past the run's log bound.
-    pub(crate) cut: Option<crate::events::OutputCut>,
+    pub(crate) cut: Option<rfs_evidence::events::OutputCut>,
 }
 
 /// The sink a step's attempt writes into.
@@ -259,7 +261,7 @@ impl StepSink {
 
     /// Flush partial lines and the logs; returns what of the output was
     /// not kept (past the run's log bound).
-    pub(crate) fn finish(self) -> std::io::Result<Option<crate::events::OutputCut>> {
+    pub(crate) fn finish(self) -> std::io::Result<Option<rfs_evidence::events::OutputCut>> {
         self.finish_logged().map(|f| f.cut)
     }
 
@@ -291,7 +293,7 @@ impl StepSink {
             stdout: self.out.captured(),
             stderr: self.err.captured(),
             logged: [self.out.log.is_some(), self.err.log.is_some()],
-            cut: (dropped > 0).then(|| crate::events::OutputCut {
+            cut: (dropped > 0).then(|| rfs_evidence::events::OutputCut {
                 bound_bytes: self.budget.bound,
                 set_by: self.budget.set_by.clone(),
                 bytes_dropped: dropped,
@@ -340,7 +342,7 @@ fn emit_line(
                 Stream::Stdout => "stdout",
                 Stream::Stderr => "stderr",
             },
-            crate::provider::limits::show_bytes(budget.bound),
+            rfs_sandbox::provider::limits::show_bytes(budget.bound),
             budget.set_by
         ));
     }
@@ -383,7 +385,7 @@ mod tests {
                 stem,
                 "nonce",
                 Redactor::default(),
-                Arc::new(crate::events::Silent),
+                Arc::new(rfs_evidence::events::Silent),
                 budget.clone(),
             )
             .without_wrapper()

@@ -3,11 +3,11 @@
 //! before anything runs in it.
 
 use super::Run;
-use crate::error::{Error, Result};
-use crate::events::Event;
-use crate::provider::isolation::{IsolationMode, IsolationRequest};
-use crate::provider::labels::{self, Labels};
-use crate::provider::{Base, BaseKind, CreateSpec, SandboxInfo};
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::Event;
+use rfs_sandbox::provider::isolation::{IsolationMode, IsolationRequest};
+use rfs_sandbox::provider::labels::{self, Labels};
+use rfs_sandbox::provider::{Base, BaseKind, CreateSpec, SandboxInfo};
 
 /// Options of `sandbox(opts)`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,9 +20,9 @@ pub(crate) struct SandboxOptions {
     /// Overrides `--isolation` / `RFS_LOCAL_ISOLATION`.
     pub isolation: Option<IsolationMode>,
     /// `network: false | true | "host" | #{ allow: [...] }` (#34).
-    pub network: Option<crate::network::NetworkPolicy>,
+    pub network: Option<rfs_sandbox::network::NetworkPolicy>,
     /// `pids`, `memory`, `cpus`, `disk`: at most the run's ceilings.
-    pub limits: crate::provider::limits::Limits,
+    pub limits: rfs_sandbox::provider::limits::Limits,
     /// Caches kept between runs: name → path under the home (`~/...`).
     pub caches: std::collections::BTreeMap<String, String>,
     /// `mount_ro` was given: always refused (only `--mount-ro` mounts a
@@ -54,7 +54,7 @@ impl SandboxOptions {
         if let Some(n) = &self.network {
             parts.push(format!(
                 "network: {}",
-                crate::network::policy::script_text(n)
+                rfs_sandbox::network::policy::script_text(n)
             ));
         }
         if !self.limits.is_empty() {
@@ -114,7 +114,7 @@ impl Run {
         if opts.mount_ro {
             return Err(self.refuse(format!(
                 "sandbox(#{{ mount_ro }}) refused: a script cannot mount a folder of this machine into the sandbox; only the person running rfs can: pass {} HOST_DIR:SANDBOX_PATH",
-                crate::provider::host_mount::FLAG
+                rfs_sandbox::provider::host_mount::FLAG
             )));
         }
         for (k, v) in &opts.labels {
@@ -292,7 +292,7 @@ impl Run {
                 message: format!("not enforced: {n}"),
             })?;
         }
-        isolation.limits = Some(crate::provider::limits::LimitsFact {
+        isolation.limits = Some(rfs_sandbox::provider::limits::LimitsFact {
             ceilings: request.limits.ceilings.clone(),
             ..limits
         });
@@ -367,7 +367,7 @@ impl Run {
         opts: &SandboxOptions,
         commit: Option<String>,
         tree: Option<String>,
-    ) -> crate::provider::Labels {
+    ) -> rfs_sandbox::provider::Labels {
         let mut l = opts.labels.clone();
         l.insert(labels::CREATED_BY.into(), labels::CREATED_BY_VALUE.into());
         l.insert(labels::RUN_ID.into(), self.cfg.run_id.clone());
@@ -379,8 +379,11 @@ impl Run {
             labels::TREE_DIGEST.into(),
             tree.unwrap_or_else(|| labels::UNBOUND.into()),
         );
-        l.extend(crate::provider::owner::owner_labels());
-        l.insert(labels::STARTED_AT.into(), crate::journal::now_rfc3339());
+        l.extend(rfs_sandbox::provider::owner::owner_labels());
+        l.insert(
+            labels::STARTED_AT.into(),
+            rfs_evidence::journal::now_rfc3339(),
+        );
         l
     }
 
@@ -395,7 +398,7 @@ impl Run {
 
     /// The sandbox's environment by content (fails closed: a provider
     /// that pins environments and cannot say this one's refuses the run).
-    fn environment_of(&self, id: &str) -> Result<Option<crate::events::Environment>> {
+    fn environment_of(&self, id: &str) -> Result<Option<rfs_evidence::events::Environment>> {
         let p = self.cfg.provider.clone();
         self.block_on(p.environment(id)).map_err(|e| {
             self.refuse(format!(
@@ -408,7 +411,10 @@ impl Run {
     /// A replay's environment against the original's: a different image
     /// is refused (unless `--allow-other-image`), a different host warned
     /// about; before anything runs in the sandbox.
-    fn check_replayed_environment(&self, now: Option<&crate::events::Environment>) -> Result<()> {
+    fn check_replayed_environment(
+        &self,
+        now: Option<&rfs_evidence::events::Environment>,
+    ) -> Result<()> {
         let Some(of) = &self.cfg.replay_of else {
             return Ok(());
         };

@@ -4,7 +4,7 @@
 //! image is refused unless `--allow-other-image`; a different host is a
 //! warning (journaled as `placement.warning`).
 
-use crate::events::{Environment, ImagePin, ReplayOf};
+use rfs_evidence::events::{Environment, ImagePin, ReplayOf};
 
 /// What the replay's environment check found.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -119,7 +119,7 @@ mod tests {
 
     fn image(id: &str) -> Environment {
         Environment {
-            image: Some(crate::events::ImagePin {
+            image: Some(rfs_evidence::events::ImagePin {
                 id: id.into(),
                 repo_digests: vec![],
             }),
@@ -130,7 +130,7 @@ mod tests {
     fn host(kernel: &str, packages: &str) -> Environment {
         Environment {
             image: None,
-            host: Some(crate::events::HostFingerprint {
+            host: Some(rfs_evidence::events::HostFingerprint {
                 kernel: kernel.into(),
                 os: Some("debian 12".into()),
                 packages_sha256: Some(packages.into()),

@@ -1,5 +1,5 @@
 //! A later `sync_source()` that resolves to another commit: pin it in the
-//! same sandbox, shipping only what differs (see [`crate::source::delta`]
+//! same sandbox, shipping only what differs (see [`rfs_sandbox::source::delta`]
 //! for the rule on files earlier steps created), verified inside the
 //! sandbox. Refusals found before the sandbox is touched leave the old pin
 //! in force; any failure after that destroys the sandbox, like a failed
@@ -13,18 +13,18 @@ use super::resync_error::ApplyError;
 use super::sync::{SourcePin, SyncRequestKey};
 use super::sync_target::stamp_path;
 use super::{BoundSource, Run};
-use crate::error::{Error, Result};
-use crate::events::Event;
-use crate::provider::{
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::Event;
+use rfs_sandbox::provider::{
     BoundedCollect, Collect, ExecRequest, InputStream, SandboxInfo, StreamInput,
     TREE_REPORT_OUTPUT, TREE_REPORT_STDERR,
 };
-use crate::source::archive::{self, HashingWriter};
-use crate::source::delta::{self as plan_mod, Checked, Listing, NextTree, Plan};
-use crate::source::manifest::{Entry, Manifest};
-use crate::source::repo::ResolvedSource;
-use crate::source::resync_remote as remote;
-use crate::source::SourceError;
+use rfs_sandbox::source::archive::{self, HashingWriter};
+use rfs_sandbox::source::delta::{self as plan_mod, Checked, Listing, NextTree, Plan};
+use rfs_sandbox::source::manifest::{Entry, Manifest};
+use rfs_sandbox::source::repo::ResolvedSource;
+use rfs_sandbox::source::resync_remote as remote;
+use rfs_sandbox::source::SourceError;
 
 /// Arguments of one apply command at most this long (bytes); more
 /// removals go first in commands of their own.
@@ -94,7 +94,11 @@ impl Run {
             &shipped,
         )?;
 
-        let names = |v: &[Vec<u8>]| v.iter().map(|p| crate::source::display_path(p)).collect();
+        let names = |v: &[Vec<u8>]| {
+            v.iter()
+                .map(|p| rfs_sandbox::source::display_path(p))
+                .collect()
+        };
         let shipped_paths: Vec<String> = names(&plan.shipped_files(&next));
         let pin = SourcePin {
             commit: commit.clone(),
@@ -103,7 +107,7 @@ impl Run {
             files: manifest.file_count(),
             workdir: rs.dest.clone(),
         };
-        self.record(Event::SourceResync(crate::events::SourceResynced {
+        self.record(Event::SourceResync(rfs_evidence::events::SourceResynced {
             sandbox_id: sb.id.clone(),
             from_commit: bound.pin.commit.clone(),
             from_tree_digest: bound.pin.tree_digest.clone(),
@@ -462,7 +466,7 @@ impl<'a> Resync<'a> {
                 String::from_utf8(a).map_err(|a| {
                     self.fail(format!(
                         "{} must be removed, and a re-sync passes only UTF-8 paths",
-                        crate::source::display_path(&a.into_bytes()[1..])
+                        rfs_sandbox::source::display_path(&a.into_bytes()[1..])
                     ))
                 })
             })

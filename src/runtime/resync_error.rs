@@ -4,9 +4,9 @@
 #[derive(Debug, thiserror::Error)]
 pub(super) enum ApplyError {
     #[error(transparent)]
-    Provider(#[from] crate::provider::ProviderError),
+    Provider(#[from] rfs_sandbox::provider::ProviderError),
     #[error(transparent)]
-    Report(#[from] crate::source::remote_check::ReportError),
+    Report(#[from] rfs_sandbox::source::remote_check::ReportError),
     #[error("interrupted")]
     Interrupted,
     /// Past its deadline ([`super::resync::deadline`]): stopped.
@@ -24,6 +24,6 @@ pub(super) enum ApplyError {
     Extract(String),
     #[error("cannot hash the upload: {0}")]
     Digest(String),
-    #[error("the sandbox command ended with {}: {stderr}", crate::exit_code::ExitText(*.exit))]
+    #[error("the sandbox command ended with {}: {stderr}", rfs_evidence::exit_code::ExitText(*.exit))]
     Exited { exit: Option<i32>, stderr: String },
 }

@@ -7,7 +7,7 @@
 //! a host name is compared without case, as DNS and the proxy fold it.
 
 use super::Run;
-use crate::error::Result;
+use rfs_evidence::error::Result;
 
 impl Run {
     /// Refuse `value`, the script's `what`, when it holds a secret.

@@ -1,7 +1,7 @@
 //! `service(name, #{ image, env, ready, cmd })`: a container of an image
 //! next to the run's sandbox, in its network namespace, so commands in
 //! the sandbox reach it on `127.0.0.1:<port>` (docker only: the
-//! provider's [`crate::provider::Services`] capability; others refuse it
+//! provider's [`rfs_sandbox::provider::Services`] capability; others refuse it
 //! before anything runs, see [`crate::script::services_refusal`]).
 //!
 //! Its image is pinned by content as the sandbox's is (`service.start`
@@ -22,9 +22,9 @@ use super::background::Background;
 use super::output::StepSink;
 use super::spawn_wait::{tail_text, WaitFor};
 use super::Run;
-use crate::error::{Error, Result};
-use crate::events::Event;
-use crate::provider::{ExecOutcome, ProviderError, ProviderResult, ServiceSpec};
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::Event;
+use rfs_sandbox::provider::{ExecOutcome, ProviderError, ProviderResult, ServiceSpec};
 
 /// Options of `service(name, opts)`.
 #[derive(Debug, Clone, Default)]
@@ -67,7 +67,8 @@ impl std::ops::Deref for Service {
 impl Run {
     /// Start a service; returns once it is ready (when `ready` is given).
     pub(crate) fn service(&self, name: &str, opts: ServiceOptions) -> Result<Arc<Service>> {
-        crate::validate::name("a service name", name).map_err(|e| self.refuse(e.to_string()))?;
+        rfs_evidence::validate::name("a service name", name)
+            .map_err(|e| self.refuse(e.to_string()))?;
         let name = &self.state().redactor.redact_str(name);
         let what = format!("service `{name}`");
         let p = self.cfg.provider.clone();
@@ -163,7 +164,11 @@ impl Run {
     /// In a replay, the service's image against the original's service of
     /// that name (as the sandbox's image is checked), before it starts: a
     /// different one is refused unless `--allow-other-image`.
-    fn check_replayed_service(&self, name: &str, now: &crate::events::ImagePin) -> Result<()> {
+    fn check_replayed_service(
+        &self,
+        name: &str,
+        now: &rfs_evidence::events::ImagePin,
+    ) -> Result<()> {
         let Some(of) = &self.cfg.replay_of else {
             return Ok(());
         };

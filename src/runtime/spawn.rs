@@ -1,7 +1,7 @@
 //! `spawn(name, command, #{ cwd, env })`: a background process in the
 //! run's sandbox, with a handle (`wait_for`, `alive`, `logs`, `stop`).
 //!
-//! It is a provider command like a step's ([`crate::provider::Provider::exec`],
+//! It is a provider command like a step's ([`rfs_sandbox::provider::Provider::exec`],
 //! through the same in-sandbox wrapper, so the same cwd mapping, env rules
 //! and refusals), waited on by a task of the run's runtime instead of the
 //! script thread. Its output goes through a step's sink: redacted into
@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use super::background::{Background, Shared};
 use super::output::StepSink;
 use super::Run;
-use crate::error::{Error, Result};
-use crate::events::Event;
-use crate::provider::{ExecOutcome, ExecRequest, OutputSink, ProviderResult};
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::Event;
+use rfs_sandbox::provider::{ExecOutcome, ExecRequest, OutputSink, ProviderResult};
 
 /// Options of `spawn(name, command, opts)`.
 #[derive(Debug, Clone, Default)]
@@ -127,7 +127,8 @@ impl Run {
         command: &str,
         opts: SpawnOptions,
     ) -> Result<Arc<Spawned>> {
-        crate::validate::name("a process name", name).map_err(|e| self.refuse(e.to_string()))?;
+        rfs_evidence::validate::name("a process name", name)
+            .map_err(|e| self.refuse(e.to_string()))?;
         let name = &self.state().redactor.redact_str(name);
         let what = format!("spawn `{name}`");
         if command.contains('\0') || command.trim().is_empty() {

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use super::background::Background;
 use super::spawn::Spawned;
 use super::Run;
-use crate::error::{Error, Result};
-use crate::events::Event;
-use crate::provider::{BoundedCollect, ExecRequest, PROBE_OUTPUT};
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::Event;
+use rfs_sandbox::provider::{BoundedCollect, ExecRequest, PROBE_OUTPUT};
 
 /// What `wait_for` waits for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,7 +243,7 @@ impl Run {
 }
 
 /// The tail of an output for a failure's message.
-pub(crate) fn tail_text(tail: Option<&crate::events::OutputTail>) -> String {
+pub(crate) fn tail_text(tail: Option<&rfs_evidence::events::OutputTail>) -> String {
     match tail {
         Some(t) => {
             let mut s = String::new();

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use super::step_attempt::{AttemptCtx, StepResult};
 use super::step_wrapper::Placement;
 use super::{cwd, Run};
-use crate::error::{Error, Result};
-use crate::events::Event;
-use crate::provider::ExecRequest;
-use crate::source::SourceOptions;
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::Event;
+use rfs_sandbox::provider::ExecRequest;
+use rfs_sandbox::source::SourceOptions;
 
 /// Options of `step(name, command, opts)`.
 #[derive(Debug, Clone, Default)]
@@ -64,13 +64,13 @@ impl Run {
     ) -> Result<Placement> {
         self.check_cancelled()?;
         if let Some(c) = cwd_opt {
-            crate::validate::path("its cwd", c)
+            rfs_evidence::validate::path("its cwd", c)
                 .map_err(|m| self.refuse(format!("{what} refused before running anything: {m}")))?;
         }
         for (k, v) in user_env {
-            crate::validate::env_var(k, v)
+            rfs_evidence::validate::env_var(k, v)
                 .map_err(|m| self.refuse(format!("{what} refused before running anything: {m}")))?;
-            if crate::secrets::is_secret_name(k) {
+            if rfs_evidence::secrets::is_secret_name(k) {
                 self.state().redactor.add(v);
             }
         }
@@ -161,7 +161,8 @@ impl Run {
 
     /// Run one step.
     pub(crate) fn step(&self, name: &str, command: &str, opts: StepOptions) -> Result<StepResult> {
-        crate::validate::name("a step name", name).map_err(|e| self.refuse(e.to_string()))?;
+        rfs_evidence::validate::name("a step name", name)
+            .map_err(|e| self.refuse(e.to_string()))?;
         let name = &self.state().redactor.redact_str(name);
         let what = format!("step `{name}`");
         let pl = self.place_step(name, &what, command, &opts)?;

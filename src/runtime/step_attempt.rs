@@ -5,9 +5,9 @@
 use std::time::Instant;
 
 use super::Run;
-use crate::error::{Error, Result};
-use crate::events::Event;
-use crate::provider::ExecRequest;
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::Event;
+use rfs_sandbox::provider::ExecRequest;
 
 /// What `step()` returns to the script.
 #[derive(Debug, Clone)]
@@ -109,7 +109,7 @@ impl Run {
                     duration_ms: elapsed,
                     stdout_log,
                     stderr_log,
-                    output_tail: crate::events::OutputTail::of(&stdout, &stderr),
+                    output_tail: rfs_evidence::events::OutputTail::of(&stdout, &stderr),
                     output_cut,
                 });
                 if attempt <= c.retries {
@@ -145,7 +145,7 @@ impl Run {
             duration_ms: elapsed,
             stdout_log,
             stderr_log,
-            output_tail: crate::events::OutputTail::of(&stdout, &stderr),
+            output_tail: rfs_evidence::events::OutputTail::of(&stdout, &stderr),
             output_cut,
         })?;
         if outcome.cancelled {
@@ -175,7 +175,7 @@ impl Run {
         c: &AttemptCtx<'_>,
         sink: &mut super::output::StepSink,
     ) -> (
-        crate::provider::ProviderResult<crate::provider::ExecOutcome>,
+        rfs_sandbox::provider::ProviderResult<rfs_sandbox::provider::ExecOutcome>,
         Option<String>,
     ) {
         // A sandbox paused (or ended) outside rfs while the command
@@ -188,7 +188,7 @@ impl Run {
         match watched {
             Ok(res) => (res, None),
             Err(how) => (
-                Err(crate::provider::ProviderError::Lost(
+                Err(rfs_sandbox::provider::ProviderError::Lost(
                     how.clone().to_string(),
                 )),
                 Some(how),
@@ -214,14 +214,14 @@ impl Run {
     fn lost_during_step(
         &self,
         c: &AttemptCtx<'_>,
-        outcome: &crate::provider::ExecOutcome,
+        outcome: &rfs_sandbox::provider::ExecOutcome,
     ) -> Option<Error> {
         let how = self.sandbox_death_after(&c.pl.sandbox_id, outcome)?;
         let msg = format!(
             "step `{}`: sandbox {} {how} during the step; its {} is not the command's",
             c.name,
             c.pl.sandbox_id,
-            crate::exit_code::ExitText(outcome.exit)
+            rfs_evidence::exit_code::ExitText(outcome.exit)
         );
         Some(self.sandbox_lost(&c.pl.sandbox_id, c.name, &how, msg))
     }
@@ -235,11 +235,11 @@ impl Run {
         &self,
         name: &str,
         id: &str,
-        e: crate::provider::ProviderError,
+        e: rfs_sandbox::provider::ProviderError,
     ) -> Error {
         let how = match self.sandbox_stall(id) {
             Some(how) => Some(how),
-            None if matches!(e, crate::provider::ProviderError::NotFound { .. }) => {
+            None if matches!(e, rfs_sandbox::provider::ProviderError::NotFound { .. }) => {
                 Some(super::watch::VANISHED.to_owned())
             }
             None => None,
@@ -271,7 +271,7 @@ impl Run {
         &self,
         id: &str,
         tries: u32,
-        classify: fn(Option<&crate::provider::SandboxInfo>) -> Option<String>,
+        classify: fn(Option<&rfs_sandbox::provider::SandboxInfo>) -> Option<String>,
     ) -> Option<String> {
         (0..tries).find_map(|i| {
             if i > 0 {
@@ -290,7 +290,7 @@ impl Run {
     pub(super) fn sandbox_death_after(
         &self,
         id: &str,
-        outcome: &crate::provider::ExecOutcome,
+        outcome: &rfs_sandbox::provider::ExecOutcome,
     ) -> Option<String> {
         let killed =
             outcome.signal.is_some() || matches!(outcome.exit, None | Some(137) | Some(143));
@@ -326,9 +326,12 @@ impl Run {
 
     /// The digest of step log `steps/NAME`, if it was written (silent
     /// streams leave none).
-    pub(crate) fn log_digest(&self, name: &str) -> Result<Option<crate::events::FileDigest>> {
+    pub(crate) fn log_digest(
+        &self,
+        name: &str,
+    ) -> Result<Option<rfs_evidence::events::FileDigest>> {
         let rel = format!("steps/{name}");
-        match crate::journal::file_digest(&self.cfg.out_dir, &rel) {
+        match rfs_evidence::journal::file_digest(&self.cfg.out_dir, &rel) {
             Ok(d) => Ok(Some(d)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::Internal(format!("cannot hash step log {rel}: {e}"))),

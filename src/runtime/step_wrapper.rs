@@ -27,17 +27,17 @@
 //! failure into a refusal. Both lines are rfs's own and never reach the
 //! step's logs, the console or the script.
 //!
-//! The script itself is the sandbox crate's ([`crate::provider::wrapper`]):
+//! The script itself is the sandbox crate's ([`rfs_sandbox::provider::wrapper`]):
 //! a provider may do its checks without a shell, saying the same lines
 //! with the same exit codes (isolation `gvisor`'s agent and `local` in
 //! namespaces do: one shell per command instead of two).
 
-use crate::provider::wrapper::{EXIT_CWD_ESCAPE, EXIT_CWD_MISSING};
+use rfs_sandbox::provider::wrapper::{EXIT_CWD_ESCAPE, EXIT_CWD_MISSING};
 
 /// The directory a wrapped command is started in (the wrapper then
 /// enters the mapped cwd): it exists in every sandbox, so a removed home
 /// or root is named by the wrapper instead of failing the start.
-pub(crate) const START_DIR: &str = crate::provider::wrapper::START_DIR;
+pub(crate) const START_DIR: &str = rfs_sandbox::provider::wrapper::START_DIR;
 
 /// Where a command runs, resolved and checked (by `Run::place_command`).
 #[derive(Debug, Clone)]
@@ -70,7 +70,7 @@ impl Placement {
     /// argv running `command` through the wrapper, confined to the root;
     /// the wrapper's signals carry `nonce` (see [`Gate`]).
     pub(crate) fn argv(&self, command: &str, nonce: &str) -> Vec<String> {
-        crate::provider::wrapper::argv(&self.remote_dir, &self.physical_root, command, nonce)
+        rfs_sandbox::provider::wrapper::argv(&self.remote_dir, &self.physical_root, command, nonce)
     }
 
     /// argv for a terminal session: the same checks, no start line (it
@@ -93,7 +93,7 @@ impl Placement {
             ),
             WrapperRefusal::Escape(p) => format!(
                 "{what} refused: its cwd `{shown}` resolves to {} in sandbox {id}, outside the synced root {root}",
-                crate::validate::shown(p)
+                rfs_evidence::validate::shown(p)
             ),
             WrapperRefusal::HomeMissing => format!(
                 "{what} refused: the sandbox home {} no longer exists in sandbox {id} (removed by an earlier command?)",

@@ -8,16 +8,18 @@ use std::time::Instant;
 use super::ms;
 use super::sync_target::SyncTarget;
 use super::{BoundSource, Run};
-use crate::error::{Error, Result};
-use crate::events::{Event, SubmodulePin};
-use crate::source::manifest::Entry;
-use crate::source::repo::ResolvedSource;
-use crate::source::{archive, repo, SourceError, SourceOptions, SubmodulePolicy};
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::{Event, SubmodulePin};
+use rfs_sandbox::source::manifest::Entry;
+use rfs_sandbox::source::repo::ResolvedSource;
+use rfs_sandbox::source::{archive, repo, SourceError, SourceOptions, SubmodulePolicy};
 
 /// The journal's account of a shipped working tree, if one was.
-pub(crate) fn working_tree_of(r: &ResolvedSource) -> Option<crate::events::WorkingTreeShipped> {
+pub(crate) fn working_tree_of(
+    r: &ResolvedSource,
+) -> Option<rfs_evidence::events::WorkingTreeShipped> {
     r.working_tree_of
-        .map(|base| crate::events::WorkingTreeShipped {
+        .map(|base| rfs_evidence::events::WorkingTreeShipped {
             base_commit: base.to_string(),
             uncommitted_paths: r.uncommitted.clone(),
         })
@@ -352,7 +354,7 @@ impl Run {
 }
 
 /// The destination must be a plain relative path below the sandbox home.
-fn validate_dest(dest: &str) -> std::result::Result<(), crate::validate::InputError> {
+fn validate_dest(dest: &str) -> std::result::Result<(), rfs_evidence::validate::InputError> {
     let p = Path::new(dest);
     let ok = !dest.is_empty()
         && p.is_relative()
@@ -361,7 +363,7 @@ fn validate_dest(dest: &str) -> std::result::Result<(), crate::validate::InputEr
     if ok {
         Ok(())
     } else {
-        Err(crate::validate::InputError::NotBelowHome {
+        Err(rfs_evidence::validate::InputError::NotBelowHome {
             what: "sync_source dest",
             value: dest.to_owned(),
         })
@@ -395,7 +397,7 @@ fn verify_event(
     report: &super::transfer::Checked,
     started: Instant,
 ) -> Event {
-    Event::SourceVerify(crate::events::SourceVerified {
+    Event::SourceVerify(rfs_evidence::events::SourceVerified {
         sandbox_id: sandbox_id.to_owned(),
         archive_sha256_local: sent.built.sha256.clone(),
         archive_sha256_sandbox: report.archive_sha256.clone(),

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use crate::provider::SandboxInfo;
+use rfs_sandbox::provider::SandboxInfo;
 
 /// The sandbox file whose modification time marks the end of the last sync.
 pub(super) fn stamp_path(home: &str, run_id: &str) -> String {

@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use super::Run;
-use crate::events::Event;
-use crate::provider::{labels, Provider};
+use rfs_evidence::events::Event;
+use rfs_sandbox::provider::{labels, Provider};
 
 /// The proof that a sandbox is gone.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ pub async fn destroy_verified(
     // verified, naming the sandbox, instead of holding the run.
     let left = || deadline.saturating_sub(start.elapsed());
     let saw_present_before = matches!(bounded(left(), p.get(id)).await,
-        Ok(Some(i)) if !crate::provider::being_removed(&i.state));
+        Ok(Some(i)) if !rfs_sandbox::provider::being_removed(&i.state));
     let mut destroy_err = None;
     for attempt in 0..3 {
         match bounded(left(), p.destroy(id)).await {
@@ -102,11 +102,11 @@ pub async fn destroy_verified(
 /// `call`, or a provider error when it does not answer within `left`.
 async fn bounded<T>(
     left: Duration,
-    call: impl std::future::Future<Output = crate::provider::ProviderResult<T>>,
-) -> crate::provider::ProviderResult<T> {
+    call: impl std::future::Future<Output = rfs_sandbox::provider::ProviderResult<T>>,
+) -> rfs_sandbox::provider::ProviderResult<T> {
     match tokio::time::timeout(left, call).await {
         Ok(r) => r,
-        Err(_) => Err(crate::provider::ProviderError::Timeout(
+        Err(_) => Err(rfs_sandbox::provider::ProviderError::Timeout(
             "no answer from the provider before the cleanup deadline".into(),
         )),
     }

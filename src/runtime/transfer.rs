@@ -1,8 +1,8 @@
 //! How a first sync's archive reaches the sandbox and is verified there.
 //! The transfer plan is chosen once, from the provider's typed
 //! capabilities: a stream into the verifier while the archive is built
-//! ([`crate::provider::StreamInput`], verified by rfs's own executable
-//! where the provider offers [`crate::provider::NativeVerifier`]), or a
+//! ([`rfs_sandbox::provider::StreamInput`], verified by rfs's own executable
+//! where the provider offers [`rfs_sandbox::provider::NativeVerifier`]), or a
 //! file uploaded whole and verified by the POSIX script. Both routes end
 //! in the same report check.
 
@@ -10,14 +10,14 @@ use std::time::Instant;
 
 use super::sync_target::SyncTarget;
 use super::Run;
-use crate::error::{Error, Result};
-use crate::events::{Compression, Transfer, Verifier};
-use crate::provider::{
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::{Compression, Transfer, Verifier};
+use rfs_sandbox::provider::{
     Collect, ExecOutcome, ExecRequest, InputRoute, NativeVerifier, Provider, StreamInput,
 };
-use crate::source::archive_digest::DigestKind;
-use crate::source::repo::ResolvedSource;
-use crate::source::{archive, native_check, remote_check, stream};
+use rfs_sandbox::source::archive_digest::DigestKind;
+use rfs_sandbox::source::repo::ResolvedSource;
+use rfs_sandbox::source::{archive, native_check, remote_check, stream};
 
 /// How the archive travels, decided once per sync.
 pub(super) struct TransferPlan<'p> {
@@ -147,7 +147,7 @@ enum SyncEnd {
 
 impl SyncEnd {
     /// How a verifier that ended with `outcome` ended.
-    fn of(outcome: &crate::provider::ExecOutcome) -> Self {
+    fn of(outcome: &rfs_sandbox::provider::ExecOutcome) -> Self {
         if outcome.signal.is_some() || matches!(outcome.exit, Some(137 | 143)) {
             SyncEnd::Cut
         } else {
@@ -302,7 +302,7 @@ impl Run {
             let digest = r.digest();
             (
                 stream::ArchiveWriter::Chunks(w),
-                crate::provider::InputStream::new(r),
+                rfs_sandbox::provider::InputStream::new(r),
                 Some(digest),
             )
         };
@@ -339,7 +339,7 @@ impl Run {
             Ok(Ok(b)) => b,
             // The consumer stopped reading first: its failure, or the
             // verifier's refusal, says why.
-            Ok(Err(crate::source::SourceError::ReaderGone)) => {
+            Ok(Err(rfs_sandbox::source::SourceError::ReaderGone)) => {
                 return Err(match outcome {
                     Err(e) => cut(format!("streaming the archive: {e}")),
                     Ok(o) => match refusal(&o, &out.stderr, &t.dest) {
@@ -467,19 +467,23 @@ impl Run {
 }
 
 /// What keeps the verifier's output: its report (a line per entry) up to
-/// [`crate::provider::TREE_REPORT_OUTPUT`], its stderr up to
-/// [`crate::provider::TREE_REPORT_STDERR`]; past either the verifier is
+/// [`rfs_sandbox::provider::TREE_REPORT_OUTPUT`], its stderr up to
+/// [`rfs_sandbox::provider::TREE_REPORT_STDERR`]; past either the verifier is
 /// cancelled.
-fn verifier_sink(req: &ExecRequest) -> crate::provider::BoundedCollect {
-    crate::provider::BoundedCollect::new(
-        crate::provider::TREE_REPORT_OUTPUT,
-        crate::provider::TREE_REPORT_STDERR,
+fn verifier_sink(req: &ExecRequest) -> rfs_sandbox::provider::BoundedCollect {
+    rfs_sandbox::provider::BoundedCollect::new(
+        rfs_sandbox::provider::TREE_REPORT_OUTPUT,
+        rfs_sandbox::provider::TREE_REPORT_STDERR,
         req.cancel.clone(),
     )
 }
 
 /// Why a verification that ended this way refused (`None`: it exited 0).
-fn refusal(outcome: &crate::provider::ExecOutcome, stderr: &[u8], dest: &str) -> Option<String> {
+fn refusal(
+    outcome: &rfs_sandbox::provider::ExecOutcome,
+    stderr: &[u8],
+    dest: &str,
+) -> Option<String> {
     if outcome.cancelled {
         return Some("interrupted".into());
     }
@@ -496,11 +500,11 @@ fn refusal(outcome: &crate::provider::ExecOutcome, stderr: &[u8], dest: &str) ->
         }
         other if stderr.is_empty() => format!(
             "verification ended with {} and said nothing",
-            crate::exit_code::ExitText(other)
+            rfs_evidence::exit_code::ExitText(other)
         ),
         other => format!(
             "verification ended with {}: {stderr}",
-            crate::exit_code::ExitText(other)
+            rfs_evidence::exit_code::ExitText(other)
         ),
     })
 }
@@ -512,7 +516,7 @@ fn build_streamed(
     writer: stream::ArchiveWriter,
     gzip: bool,
     digest: Option<DigestKind>,
-) -> std::result::Result<archive::Built, crate::source::SourceError> {
+) -> std::result::Result<archive::Built, rfs_sandbox::source::SourceError> {
     if gzip {
         let z = flate2::write::GzEncoder::new(writer, flate2::Compression::fast());
         let (z, built) = archive::build_into(&resolved.repo_root, resolved, z, digest)?;
@@ -533,7 +537,7 @@ async fn probe_gzip(
     id: &str,
     home: &str,
     cancel: tokio_util::sync::CancellationToken,
-) -> crate::provider::ProviderResult<bool> {
+) -> rfs_sandbox::provider::ProviderResult<bool> {
     let req = ExecRequest {
         argv: vec![
             "/bin/sh".into(),
@@ -545,9 +549,9 @@ async fn probe_gzip(
         timeout: Some(std::time::Duration::from_secs(60)),
         cancel: cancel.child_token(),
     };
-    let mut bounded = crate::provider::BoundedCollect::new(
-        crate::provider::PROBE_OUTPUT,
-        crate::provider::PROBE_OUTPUT,
+    let mut bounded = rfs_sandbox::provider::BoundedCollect::new(
+        rfs_sandbox::provider::PROBE_OUTPUT,
+        rfs_sandbox::provider::PROBE_OUTPUT,
         req.cancel.clone(),
     );
     let ran = p.exec(id, &req, &mut bounded).await;

@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::provider::{Provider, SandboxInfo};
+use rfs_sandbox::provider::{Provider, SandboxInfo};
 
 /// How often a waiting run asks the provider for its sandbox's state (the
 /// first time after this long too, so short commands never pay for it).
@@ -22,7 +22,7 @@ pub(crate) const VANISHED: &str = "vanished: the provider no longer knows it (re
 pub(crate) fn death_of(found: Option<&SandboxInfo>) -> Option<String> {
     match found {
         None => Some(VANISHED.to_owned()),
-        Some(info) if crate::provider::being_removed(&info.state) => Some(format!(
+        Some(info) if rfs_sandbox::provider::being_removed(&info.state) => Some(format!(
             "vanished: removed outside rfs (the provider reports it `{}`)",
             info.state
         )),
@@ -82,7 +82,7 @@ async fn state_of(provider: &dyn Provider, id: &str) -> Option<Option<SandboxInf
     if let Ok(Ok(found)) = tokio::time::timeout(ASK_WITHIN, provider.get(id)).await {
         return Some(found);
     }
-    let selector = crate::provider::labels::rfs_selector();
+    let selector = rfs_sandbox::provider::labels::rfs_selector();
     match tokio::time::timeout(ASK_WITHIN, provider.list(&selector)).await {
         Ok(Ok(all)) => Some(all.into_iter().find(|s| s.id == id)),
         _ => None,

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use crate::error::Error;
-use crate::exit_code;
-use crate::provider::owner::{owner_liveness, Liveness};
-use crate::provider::{labels, Provider, SandboxInfo};
 use crate::runtime::teardown::destroy_verified;
+use rfs_evidence::error::Error;
+use rfs_evidence::exit_code;
+use rfs_sandbox::provider::owner::{owner_liveness, Liveness};
+use rfs_sandbox::provider::{labels, Provider, SandboxInfo};
 
 /// How long one removal may take to be verified.
 const VERIFY_WITHIN: Duration = Duration::from_secs(60);
@@ -124,7 +124,7 @@ fn allowed(info: &SandboxInfo, scope: Scope) -> Result<(), String> {
             labels::CREATED_BY_VALUE
         ));
     }
-    let me = crate::provider::owner::uid();
+    let me = rfs_sandbox::provider::owner::uid();
     match info.labels.get(labels::OWNER_USER) {
         Some(u) if *u == me => {}
         _ if scope.all => {}

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext, Position};
 
 use super::options::{OptionError, Opts};
-use crate::error::Error;
 use crate::runtime::{Run, SandboxOptions, SourcePin, StepOptions, StepResult};
-use crate::source::{SourceOptions, SubmodulePolicy};
+use rfs_evidence::error::Error;
+use rfs_sandbox::source::{SourceOptions, SubmodulePolicy};
 
 type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
 
@@ -34,7 +34,7 @@ pub(crate) fn to_rhai(run: &Run, e: Error, pos: Position) -> Box<EvalAltResult> 
             // Every refusal is a journal fact with its reason, whichever
             // check raised it (the run's end only says `refused`).
             let reason = run.state().redactor.redact_str(m);
-            let _ = run.record(crate::events::Event::Refused { reason });
+            let _ = run.record(rfs_evidence::events::Event::Refused { reason });
             // The refusal crosses the script boundary as this very value:
             // the exit code is decided by its identity, never by its text.
             let value = rhai::ImmutableString::from(e.to_string());
@@ -84,7 +84,7 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, OptionError> {
     let labels = o.string_map("labels")?.into_iter().collect();
     let isolation = o.string("isolation")?;
     let isolation = isolation
-        .map(|m| crate::provider::isolation::IsolationMode::parse(&m))
+        .map(|m| rfs_sandbox::provider::isolation::IsolationMode::parse(&m))
         .transpose()
         .map_err(|e| OptionError::Isolation { reason: e })?;
     let network = o
@@ -95,15 +95,15 @@ fn sandbox_opts(map: Map) -> Result<SandboxOptions, OptionError> {
     let caches = o.string_map("caches")?.into_iter().collect();
     // Known, to be refused naming the flag (not as a typo).
     let mount_ro = o.value("mount_ro").is_some();
-    let mut limits = crate::provider::limits::Limits::default();
-    for kind in crate::provider::limits::LimitKind::ALL {
+    let mut limits = rfs_sandbox::provider::limits::Limits::default();
+    for kind in rfs_sandbox::provider::limits::LimitKind::ALL {
         if let Some(v) = o.value(kind.key()) {
             let v = limit_value(kind, &v).map_err(|reason| OptionError::Limit { reason })?;
             match kind {
-                crate::provider::limits::LimitKind::Pids => limits.pids = Some(v),
-                crate::provider::limits::LimitKind::Memory => limits.memory = Some(v),
-                crate::provider::limits::LimitKind::Cpus => limits.cpus = Some(v),
-                crate::provider::limits::LimitKind::Disk => limits.disk = Some(v),
+                rfs_sandbox::provider::limits::LimitKind::Pids => limits.pids = Some(v),
+                rfs_sandbox::provider::limits::LimitKind::Memory => limits.memory = Some(v),
+                rfs_sandbox::provider::limits::LimitKind::Cpus => limits.cpus = Some(v),
+                rfs_sandbox::provider::limits::LimitKind::Disk => limits.disk = Some(v),
             }
         }
     }
@@ -127,7 +127,7 @@ pub(crate) fn limit_literals(
 ) -> Vec<super::problem::Problem> {
     let mut out = vec![];
     for (k, v) in entries {
-        let Some(kind) = crate::provider::limits::LimitKind::ALL
+        let Some(kind) = rfs_sandbox::provider::limits::LimitKind::ALL
             .into_iter()
             .find(|l| l.key() == k.name.as_str())
         else {
@@ -151,10 +151,10 @@ pub(crate) fn limit_literals(
 /// size as Docker reads it (`"512M"`) or a number of bytes, `cpus` a
 /// number (`1.5`). Also judged by `rfs check` on literal maps.
 pub(crate) fn limit_value(
-    kind: crate::provider::limits::LimitKind,
+    kind: rfs_sandbox::provider::limits::LimitKind,
     v: &Dynamic,
-) -> Result<u64, crate::provider::limits::LimitsError> {
-    use crate::provider::limits::{self as l, LimitKind, LimitsError};
+) -> Result<u64, rfs_sandbox::provider::limits::LimitsError> {
+    use rfs_sandbox::provider::limits::{self as l, LimitKind, LimitsError};
     let wrong = |want: &str| LimitsError::Malformed {
         kind,
         why: format!("must be {want}, not {}", v.type_name()),

@@ -1,12 +1,12 @@
 //! A script's bundle: the script and every module its literal imports
 //! resolve to, found with the engine's own resolver (the bundle's data and
-//! files are [`crate::bundle`]'s, which knows nothing of Rhai).
+//! files are [`rfs_evidence::bundle`]'s, which knows nothing of Rhai).
 
 use std::path::PathBuf;
 
 use super::Script;
-use crate::bundle::ScriptBundle;
-use crate::error::{Error, Result};
+use rfs_evidence::bundle::ScriptBundle;
+use rfs_evidence::error::{Error, Result};
 
 /// Collect `script` (the text that was compiled) and the files its
 /// literal imports resolve to, recursively.
@@ -27,7 +27,7 @@ pub(crate) fn bundle(script: &Script) -> Result<ScriptBundle> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bundle::{check_redacted, BundleMismatch};
+    use rfs_evidence::bundle::{check_redacted, BundleMismatch};
 
     #[test]
     fn bundles_script_and_nested_imports_with_digests() {

@@ -6,7 +6,7 @@
 use miette::{NamedSource, SourceOffset, SourceSpan};
 use rhai::{EvalAltResult, ParseError, Position};
 
-use crate::error::{CallSite, Error, ScriptError};
+use rfs_evidence::error::{CallSite, Error, ScriptError};
 
 /// The script being run, for rendering.
 #[derive(Clone)]
@@ -209,7 +209,7 @@ pub(crate) fn displayable(text: &str) -> String {
                 && c != '\r'
                 && c != '\t'
                 && (c.is_control()
-                    || crate::validate::is_invisible(c)
+                    || rfs_evidence::validate::is_invisible(c)
                     || matches!(c, '\u{2028}' | '\u{2029}'));
             match (hidden, c.len_utf8()) {
                 (false, _) => c,

@@ -23,7 +23,7 @@ fn lint_table_covers_every_run_binding() {
     let run = crate::runtime::Run::start(
         cfg,
         rt.handle().clone(),
-        std::sync::Arc::new(crate::events::Silent),
+        std::sync::Arc::new(rfs_evidence::events::Silent),
         &Default::default(),
     )
     .unwrap();

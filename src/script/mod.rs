@@ -23,10 +23,10 @@ use std::sync::Arc;
 use rhai::packages::{Package, StandardPackage};
 use rhai::{Engine, AST};
 
-use crate::error::{Error, Result};
-use crate::events::Event;
 use crate::runtime::Run;
 pub(crate) use diagnostics::ScriptSource;
+use rfs_evidence::error::{Error, Result};
+use rfs_evidence::events::Event;
 
 /// A loaded script.
 #[derive(Clone)]
@@ -80,8 +80,9 @@ fn read_script(path: &Path) -> Result<String> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let bytes = crate::out_dir::read_regular(dir, &name, crate::out_dir::MAX_MODULE_BYTES)
-        .map_err(|e| Error::Usage(format!("cannot read script {}: {e}", path.display())))?;
+    let bytes =
+        rfs_evidence::out_dir::read_regular(dir, &name, rfs_evidence::out_dir::MAX_MODULE_BYTES)
+            .map_err(|e| Error::Usage(format!("cannot read script {}: {e}", path.display())))?;
     String::from_utf8(bytes).map_err(|_| {
         Error::Usage(format!(
             "cannot read script {}: it is not UTF-8 text",

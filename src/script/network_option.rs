@@ -4,7 +4,7 @@
 
 use rhai::Dynamic;
 
-use crate::network::NetworkPolicy;
+use rfs_sandbox::network::NetworkPolicy;
 
 /// The policy a `network` value asks for, or why it is refused.
 pub(crate) fn network_value(v: &Dynamic) -> Result<NetworkPolicy, String> {

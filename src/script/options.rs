@@ -49,7 +49,7 @@ pub(crate) enum OptionError {
     /// `sandbox(#{ isolation })` names no isolation mode.
     #[error("sandbox(): option `isolation`: {reason}")]
     Isolation {
-        reason: crate::provider::isolation::IsolationError,
+        reason: rfs_sandbox::provider::isolation::IsolationError,
     },
     /// `sandbox(#{ network })` with a malformed value (#34).
     #[error("sandbox(): option `network`: {reason}")]
@@ -57,7 +57,7 @@ pub(crate) enum OptionError {
     /// `sandbox(#{ pids, memory, cpus })` with a malformed value.
     #[error("sandbox(): option {reason}")]
     Limit {
-        reason: crate::provider::limits::LimitsError,
+        reason: rfs_sandbox::provider::limits::LimitsError,
     },
     /// An option of the right type with a value outside its set or range.
     #[error("{func}: {key} must be {want}, not {got}")]

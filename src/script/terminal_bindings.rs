@@ -8,10 +8,10 @@ use rhai::{Array, Dynamic, Engine, EvalAltResult, Map, NativeCallContext};
 
 use super::bindings::{script_error, to_rhai};
 use super::options::Opts;
-use crate::provider::ExecOutcome;
 use crate::runtime::attach::{AttachOptions, Attached};
 use crate::runtime::Run;
 use crate::terminal::PatternSpec;
+use rfs_sandbox::provider::ExecOutcome;
 
 type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
 

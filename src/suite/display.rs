@@ -147,7 +147,7 @@ impl Console {
     }
 
     /// A checkpoint of the suite was removed (or not verified so).
-    fn checkpoint_removed(&self, r: &crate::events::checkpoint_facts::CheckpointRemoved) {
+    fn checkpoint_removed(&self, r: &rfs_evidence::events::checkpoint_facts::CheckpointRemoved) {
         let what = if r.verified {
             "removed, verified gone"
         } else {

@@ -21,7 +21,7 @@ pub(crate) enum Verdict {
 impl Verdict {
     /// The verdict of one run's exit code.
     pub(crate) fn of_exit(code: i32) -> Verdict {
-        use crate::exit_code::*;
+        use rfs_evidence::exit_code::*;
         match code {
             SUCCESS => Verdict::Passed,
             SCRIPT_FAILED => Verdict::Failed,
@@ -122,7 +122,7 @@ impl Counts {
     /// The suite's exit code: the worst of its proofs' (rfs's own error
     /// over a refusal over a failure), 130 when it was interrupted.
     pub(crate) fn exit_code(&self, interrupted: bool) -> i32 {
-        use crate::exit_code::*;
+        use rfs_evidence::exit_code::*;
         if interrupted {
             INTERRUPTED
         } else if self.error > 0 {
@@ -154,7 +154,7 @@ pub(crate) enum SuiteEvent {
     /// The suite's setup ended (before any proof starts).
     SetupEnd(super::setup::SetupResult),
     /// A checkpoint of the setup removed at the suite's end.
-    CheckpointRemoved(crate::events::checkpoint_facts::CheckpointRemoved),
+    CheckpointRemoved(rfs_evidence::events::checkpoint_facts::CheckpointRemoved),
     /// A proof's attempt starts (attempt 1 is its first run).
     ProofStart { name: String, attempt: u32 },
     /// An attempt failed and the proof runs again.

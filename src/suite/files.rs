@@ -135,7 +135,7 @@ impl SuiteReporter for Files {
 }
 
 fn markdown(ix: &Index) -> String {
-    use crate::journal::inert_markdown::{code, esc};
+    use rfs_evidence::journal::inert_markdown::{code, esc};
     let warning = if ix.not_reproducible.is_empty() {
         String::new()
     } else {
@@ -187,7 +187,7 @@ fn markdown(ix: &Index) -> String {
 
 /// The commit, the project's tests and the network, one line each.
 fn totals_markdown(t: &super::totals::Totals) -> String {
-    use crate::journal::inert_markdown::esc;
+    use rfs_evidence::journal::inert_markdown::esc;
     let mut s = String::new();
     for (what, text) in [
         ("Commit", t.commit_text()),
@@ -213,12 +213,16 @@ fn junit(ix: &Index) -> String {
             .last()
             .filter(|a| !a.out_dir.is_empty())
             .map(|a| Path::new(&a.out_dir));
-        let bundle = out.and_then(|o| crate::report::FinishedRun::read(o).ok().map(|b| (o, b)));
+        let bundle = out.and_then(|o| {
+            rfs_evidence::report::FinishedRun::read(o)
+                .ok()
+                .map(|b| (o, b))
+        });
         let mut collected = vec![];
         let mut suite = match bundle {
             Some((o, b)) => {
-                collected = crate::report::junit::collected_suites(o, &b, &p.name);
-                crate::report::junit::test_suite(&b, p.name.clone())
+                collected = rfs_evidence::report::junit::collected_suites(o, &b, &p.name);
+                rfs_evidence::report::junit::test_suite(&b, p.name.clone())
             }
             None => {
                 let mut s = TestSuite::new(p.name.clone());
@@ -236,7 +240,7 @@ fn junit(ix: &Index) -> String {
         s.add_test_case(TestCase::new("run", TestCaseStatus::skipped()));
         report.add_test_suite(s);
     }
-    crate::report::junit::to_xml(&report)
+    rfs_evidence::report::junit::to_xml(&report)
 }
 
 fn proof_case(p: &ProofResult) -> TestCase {
@@ -249,7 +253,7 @@ fn proof_case(p: &ProofResult) -> TestCase {
         };
         let mut s = TestCaseStatus::non_success(kind);
         let msg = p.last().and_then(|a| a.error.clone()).unwrap_or_default();
-        s.set_message(crate::journal::inert_markdown::strip_ansi(&msg));
+        s.set_message(rfs_evidence::journal::inert_markdown::strip_ansi(&msg));
         s
     };
     let mut c = TestCase::new("run", status);

@@ -25,10 +25,10 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::error::Error;
-use crate::exit_code;
-use crate::provider::registry::ProviderKind;
 use crate::settings::{self, RunArgs, RunSettings};
+use rfs_evidence::error::Error;
+use rfs_evidence::exit_code;
+use rfs_sandbox::provider::registry::ProviderKind;
 
 /// How many proofs run at once on a remote provider when neither
 /// `--jobs`, `RFS_JOBS` nor `rfs.toml`'s `jobs` says.
@@ -69,7 +69,8 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
     // Given no path, the suite is the repository's wherever in it rfs
     // starts (as git and cargo find their root): `rfs.toml`'s folder, else
     // `proofs/` at the repository's root, named from that root.
-    let root = crate::source::allowed_repos::work_tree_of(&here).unwrap_or_else(|| here.clone());
+    let root =
+        rfs_sandbox::source::allowed_repos::work_tree_of(&here).unwrap_or_else(|| here.clone());
     let (configured, base) = match (a.paths.is_empty(), configured) {
         (true, Some(c)) => (Some(c), root),
         (true, None) => (Some(root.join(plan::DEFAULT_FOLDER)), root),
@@ -104,7 +105,7 @@ pub(crate) fn run(a: SuiteArgs) -> Result<i32, Error> {
     if let Some(j) = &a.junit {
         crate::ci::Views::from_args(Some(j.clone()))?;
     }
-    let signing_key = crate::signing::key::for_run(a.sign_key.as_deref())?;
+    let signing_key = rfs_evidence::signing::key::for_run(a.sign_key.as_deref())?;
     let files = Arc::new(
         files::Files::create(&out_dir, a.junit.clone()).map_err(|e| {
             Error::Usage(format!(
@@ -213,7 +214,8 @@ fn suite_out_dir(
     Ok(match &a.out {
         Some(o) => {
             let o = std::path::absolute(o).unwrap_or_else(|_| o.clone());
-            crate::out_dir::check(&o, here).map_err(|r| Error::Usage(format!("refused: {r}")))?;
+            rfs_evidence::out_dir::check(&o, here)
+                .map_err(|r| Error::Usage(format!("refused: {r}")))?;
             o
         }
         None => first.state_dir.join("suites").join(suite_id),
@@ -338,7 +340,9 @@ fn step_summary(out_dir: &std::path::Path) {
         return;
     };
     if let Ok(md) = std::fs::read_to_string(out_dir.join(files::INDEX_MD)) {
-        if let Err(e) = crate::report::append(std::path::Path::new(&path), &format!("{md}\n")) {
+        if let Err(e) =
+            rfs_evidence::report::append(std::path::Path::new(&path), &format!("{md}\n"))
+        {
             errln!("rfs: warning: GITHUB_STEP_SUMMARY: {e}");
         }
     }

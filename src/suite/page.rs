@@ -17,8 +17,8 @@ use std::path::Path;
 
 use super::events::{Attempt, ProofResult, Verdict};
 use super::index::Index;
-use crate::report::html::{csp_hash, CSS};
-use crate::report::html_text::{h, h_inline};
+use rfs_evidence::report::html::{csp_hash, CSS};
+use rfs_evidence::report::html_text::{h, h_inline};
 
 /// Who drew the page (its `<meta name="generator">`).
 const GENERATOR: &str = concat!("rfs ", env!("CARGO_PKG_VERSION"), " suite/1");
@@ -249,7 +249,7 @@ fn anchor(p: &ProofResult) -> String {
 fn proof_head(s: &mut String, p: &ProofResult, dir: &Path, class: &str) {
     let report = p
         .last()
-        .and_then(|a| link(a, dir, crate::report::HTML_FILE))
+        .and_then(|a| link(a, dir, rfs_evidence::report::HTML_FILE))
         .map(|href| format!(" <a class=\"report\" href=\"{}\">report.html</a>", h(&href)))
         .unwrap_or_else(|| " (no bundle: refused before it ran)".into());
     let _ = writeln!(
@@ -260,7 +260,7 @@ fn proof_head(s: &mut String, p: &ProofResult, dir: &Path, class: &str) {
         p.verdict.word(),
         h_inline(&p.name),
         p.exit_code,
-        crate::plural::count(p.attempts.len() as u64, "attempt", "attempts"),
+        rfs_evidence::plural::count(p.attempts.len() as u64, "attempt", "attempts"),
         p.duration_ms as f64 / 1000.0
     );
 }
@@ -274,7 +274,7 @@ fn error(s: &mut String, p: &ProofResult, a: Option<&Attempt>) {
     let shown = e
         .trim_end()
         .split(p.name.as_str())
-        .map(|part| h(&crate::journal::inert_markdown::strip_ansi(part)))
+        .map(|part| h(&rfs_evidence::journal::inert_markdown::strip_ansi(part)))
         .collect::<Vec<_>>()
         .join(&h_inline(&p.name));
     let _ = writeln!(s, "<p>error</p><pre class=\"error\">{shown}</pre>");
@@ -323,18 +323,18 @@ fn screen(s: &mut String, a: &Attempt, dir: &Path) {
         return;
     }
     let out = Path::new(&a.out_dir);
-    let Ok(b) = crate::report::FinishedRun::read(out) else {
+    let Ok(b) = rfs_evidence::report::FinishedRun::read(out) else {
         return;
     };
     let Some(failed) = b.summary.first_failures().1 else {
         return;
     };
-    let sessions = crate::report::terminal::sessions(out, &b.summary);
+    let sessions = rfs_evidence::report::terminal::sessions(out, &b.summary);
     let shot = sessions
         .iter()
         .find(|v| v.session == failed.session)
         .and_then(|v| v.at_assert.get(&failed.assert));
-    let there = link(a, dir, crate::report::HTML_FILE)
+    let there = link(a, dir, rfs_evidence::report::HTML_FILE)
         .map(|href| {
             format!(
                 " (<a class=\"screen-link\" href=\"{}#failed-session-{}-assert-{}\">in report.html</a>)",
@@ -351,7 +351,7 @@ fn screen(s: &mut String, a: &Attempt, dir: &Path) {
         failed.assert,
         h(&failed.pattern)
     );
-    crate::report::html::push_screen(s, shot);
+    rfs_evidence::report::html::push_screen(s, shot);
     let _ = writeln!(
         s,
         "</div></div><figcaption>session {}, assert {}: {}{there}</figcaption></figure>",
@@ -365,7 +365,7 @@ fn screen(s: &mut String, a: &Attempt, dir: &Path) {
 fn attempts(s: &mut String, p: &ProofResult, dir: &Path) {
     s.push_str("<ol class=\"attempts\">\n");
     for a in &p.attempts {
-        let report = link(a, dir, crate::report::HTML_FILE)
+        let report = link(a, dir, rfs_evidence::report::HTML_FILE)
             .map(|href| format!(" <a href=\"{}\">report.html</a>", h(&href)))
             .unwrap_or_default();
         let _ = writeln!(
@@ -387,7 +387,7 @@ fn table(s: &mut String, ix: &Index, dir: &Path) {
     for p in rows {
         let class = if p.verdict.passed() { "ok" } else { "bad" };
         let evidence = match p.last() {
-            Some(a) => [crate::report::HTML_FILE, "EVIDENCE.md"]
+            Some(a) => [rfs_evidence::report::HTML_FILE, "EVIDENCE.md"]
                 .iter()
                 .filter_map(|f| {
                     link(a, dir, f).map(|href| format!("<a href=\"{}\">{f}</a>", h(&href)))

@@ -189,7 +189,10 @@ pub(crate) fn setup_like(paths: &[PathBuf], configured: Option<&Path>, base: &Pa
 /// with `/` separators.
 fn name_of(path: &Path, base: &Path) -> String {
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let (a, b) = (crate::out_dir::lexical(&abs), crate::out_dir::lexical(base));
+    let (a, b) = (
+        rfs_evidence::out_dir::lexical(&abs),
+        rfs_evidence::out_dir::lexical(base),
+    );
     let common = a
         .components()
         .zip(b.components())

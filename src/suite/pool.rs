@@ -27,7 +27,7 @@ pub(crate) struct Pool {
     pub(crate) fail_fast: bool,
     /// Every proof's run arguments but its script and folder.
     pub(crate) template: RunArgs,
-    pub(crate) signing_key: Option<Arc<crate::signing::SigningKey>>,
+    pub(crate) signing_key: Option<Arc<rfs_evidence::signing::SigningKey>>,
     /// The suite's setup, run once before the proofs (#36).
     pub(crate) setup: Option<PathBuf>,
 }
@@ -111,13 +111,13 @@ impl Pool {
         if let Some((_, code)) = blocked.filter(|_| !interrupted) {
             // The setup's own failure is the suite's (never a green suite
             // of proofs that did not run).
-            exit_code = if code == crate::exit_code::SUCCESS {
-                crate::exit_code::INTERNAL
+            exit_code = if code == rfs_evidence::exit_code::SUCCESS {
+                rfs_evidence::exit_code::INTERNAL
             } else {
                 code
             };
-        } else if removal_failed && exit_code == crate::exit_code::SUCCESS {
-            exit_code = crate::exit_code::INTERNAL;
+        } else if removal_failed && exit_code == rfs_evidence::exit_code::SUCCESS {
+            exit_code = rfs_evidence::exit_code::INTERNAL;
         }
         reporter.event(&SuiteEvent::End {
             counts,
@@ -281,7 +281,7 @@ fn remove_checkpoints(s: &mut super::setup::SetupRun, reporter: &dyn SuiteReport
 }
 
 /// An error as `rfs run` prints it (with the script's source span).
-fn render(e: crate::error::Error) -> String {
+fn render(e: rfs_evidence::error::Error) -> String {
     format!("{:?}", miette::Report::new(e))
 }
 

@@ -13,9 +13,9 @@ use std::time::Instant;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::checkpoint_facts::CheckpointRemoved;
 use crate::runtime::checkpoint::{CheckpointSink, MadeCheckpoint, StartFrom};
 use crate::settings::{RunArgs, RunSettings};
+use rfs_evidence::events::checkpoint_facts::CheckpointRemoved;
 
 /// The setup run's folder in the suite's.
 pub(crate) const FOLDER: &str = "_setup";
@@ -45,7 +45,7 @@ pub(crate) struct SetupResult {
 
 impl SetupResult {
     pub(crate) fn passed(&self) -> bool {
-        self.exit_code == crate::exit_code::SUCCESS && self.checkpoint.is_some()
+        self.exit_code == rfs_evidence::exit_code::SUCCESS && self.checkpoint.is_some()
     }
 
     /// Why no proof ran, when the setup did not pass.
@@ -64,7 +64,7 @@ impl SetupResult {
 
 /// The first line of an error as rfs printed it, without its marks.
 fn first_line(e: &str) -> String {
-    let plain = crate::journal::inert_markdown::strip_ansi(e);
+    let plain = rfs_evidence::journal::inert_markdown::strip_ansi(e);
     let line = plain.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     line.trim().trim_start_matches('×').trim().to_owned()
 }
@@ -85,7 +85,7 @@ pub(crate) fn run(
     script: &Path,
     out_dir: &Path,
     template: &RunArgs,
-    signing_key: Option<Arc<crate::signing::SigningKey>>,
+    signing_key: Option<Arc<rfs_evidence::signing::SigningKey>>,
     interrupt: &CancellationToken,
 ) -> SetupRun {
     let started = Instant::now();
@@ -98,7 +98,7 @@ pub(crate) fn run(
         script: shown.display().to_string(),
         out_dir: String::new(),
         run_id: String::new(),
-        exit_code: crate::exit_code::SUCCESS,
+        exit_code: rfs_evidence::exit_code::SUCCESS,
         duration_ms: 0,
         checkpoint: None,
         error: None,
@@ -149,7 +149,7 @@ pub(crate) fn run(
     let held = sink.held();
     result.run_id = report.run_id.clone();
     result.exit_code = report.exit_code;
-    if report.exit_code != crate::exit_code::SUCCESS {
+    if report.exit_code != rfs_evidence::exit_code::SUCCESS {
         result.output_tail = tail.lines();
     }
     result.duration_ms = started.elapsed().as_millis().try_into().unwrap_or(u64::MAX);
@@ -160,7 +160,7 @@ pub(crate) fn run(
         result.out_dir = report.out_dir.display().to_string();
     }
     let start_from = match made.last() {
-        Some(last) if report.exit_code == crate::exit_code::SUCCESS => {
+        Some(last) if report.exit_code == rfs_evidence::exit_code::SUCCESS => {
             result.checkpoint = Some(last.checkpoint.id.clone());
             Some(crate::runtime::checkpoint::start_from(
                 last.clone(),
@@ -190,7 +190,7 @@ impl SetupRun {
         if made.is_empty() && held.is_empty() {
             return vec![];
         }
-        let provider = crate::provider::select::build_with_snapshot(
+        let provider = rfs_sandbox::provider::select::build_with_snapshot(
             &settings.provider,
             &settings.state_dir,
             settings.image.clone(),

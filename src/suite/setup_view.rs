@@ -8,7 +8,7 @@ use super::setup::{SetupResult, FOLDER};
 
 /// `index.md`'s setup paragraph (empty without a setup).
 pub(super) fn markdown(setup: Option<&SetupResult>) -> String {
-    use crate::journal::inert_markdown::{code, esc};
+    use rfs_evidence::journal::inert_markdown::{code, esc};
     let Some(r) = setup else {
         return String::new();
     };
@@ -54,7 +54,7 @@ pub(super) fn markdown(setup: Option<&SetupResult>) -> String {
 
 /// `index.html`'s setup section (nothing without a setup).
 pub(super) fn html(s: &mut String, setup: Option<&SetupResult>) {
-    use crate::report::html_text::h_inline as h;
+    use rfs_evidence::report::html_text::h_inline as h;
     let Some(r) = setup else { return };
     let (class, word) = if r.passed() {
         ("ok", "passed")

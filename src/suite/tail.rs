@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use crate::events::{Event, Reporter, Stream};
+use rfs_evidence::events::{Event, Reporter, Stream};
 
 /// How many lines are kept.
 pub(crate) const LINES: usize = 15;
@@ -47,7 +47,7 @@ impl Tail {
         if l.len() == LINES {
             l.pop_front();
         }
-        let mut line: String = crate::journal::inert_markdown::strip_ansi(&line);
+        let mut line: String = rfs_evidence::journal::inert_markdown::strip_ansi(&line);
         if line.chars().count() > WIDTH {
             line = line.chars().take(WIDTH).collect::<String>() + "…";
         }

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::events::ProofResult;
-use crate::journal::fold::{ArtifactRow, RunSummary};
+use rfs_evidence::journal::fold::{ArtifactRow, RunSummary};
 
 /// The totals of a suite's proofs (their last attempts).
 #[derive(Debug, Default, Clone, Serialize)]
@@ -60,7 +60,7 @@ impl Totals {
             let Some(a) = p.last().filter(|a| !a.out_dir.is_empty()) else {
                 continue;
             };
-            let Ok(b) = crate::report::FinishedRun::read(Path::new(&a.out_dir)) else {
+            let Ok(b) = rfs_evidence::report::FinishedRun::read(Path::new(&a.out_dir)) else {
                 continue;
             };
             t.add(&p.name, &b.summary);

@@ -5,7 +5,7 @@
 //! evidence crate ([`rfs_evidence::terminal`]), because the views of a
 //! finished run re-emulate recordings; this module adds the live part:
 //! - [`session`]: [`TerminalSession`], which ties a provider's
-//!   [`PtyChannel`](crate::provider::PtyChannel) to all of the above.
+//!   [`PtyChannel`](rfs_sandbox::provider::PtyChannel) to all of the above.
 
 pub use rfs_evidence::terminal::*;
 

@@ -27,7 +27,7 @@ use super::keys::{self, KeyMode};
 use super::pattern::{Match, Pattern};
 use super::screen::Screen;
 use super::TerminalError;
-use crate::provider::{ExecOutcome, PtyChannel, PtyInput};
+use rfs_sandbox::provider::{ExecOutcome, PtyChannel, PtyInput};
 
 /// Most output bytes the pump processes before releasing the screen lock and
 /// waking waiters.
@@ -48,7 +48,7 @@ pub struct SessionOptions {
     /// Command line stated in the recording header.
     pub command: Option<String>,
     /// Secrets the recording must never contain (output and input).
-    pub redactor: Option<crate::secrets::Redactor>,
+    pub redactor: Option<rfs_evidence::secrets::Redactor>,
     /// Cancelling this aborts every wait with [`FailureKind::Cancelled`] /
     /// [`TerminalError::Cancelled`] (e.g. on Ctrl-C of the run).
     pub cancel: CancellationToken,
@@ -525,15 +525,15 @@ async fn pump(
     }
     shared.bump();
 }
-impl From<&FailureKind> for crate::outcome::AssertionOutcome {
+impl From<&FailureKind> for rfs_evidence::outcome::AssertionOutcome {
     fn from(k: &FailureKind) -> Self {
         use FailureKind as K;
         match k {
-            K::Timeout => crate::outcome::AssertionOutcome::Timeout,
-            K::Appeared(_) => crate::outcome::AssertionOutcome::Appeared,
-            K::Ended => crate::outcome::AssertionOutcome::Ended,
-            K::Lost => crate::outcome::AssertionOutcome::Lost,
-            K::Cancelled => crate::outcome::AssertionOutcome::Cancelled,
+            K::Timeout => rfs_evidence::outcome::AssertionOutcome::Timeout,
+            K::Appeared(_) => rfs_evidence::outcome::AssertionOutcome::Appeared,
+            K::Ended => rfs_evidence::outcome::AssertionOutcome::Ended,
+            K::Lost => rfs_evidence::outcome::AssertionOutcome::Lost,
+            K::Cancelled => rfs_evidence::outcome::AssertionOutcome::Cancelled,
         }
     }
 }
