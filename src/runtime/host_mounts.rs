@@ -56,7 +56,10 @@ impl Run {
                 ))
             })?;
             let digest_ms = super::ms(started.elapsed().as_millis());
-            if let Err(e) = memo.save(&file) {
+            // Kept again only when the folder changed: an unchanged
+            // toolchain's memo is megabytes, and each proof of a suite
+            // digests it.
+            if let Err(e) = memo.changed.then(|| memo.save(&file)).transpose() {
                 self.warn(&format!(
                     "cannot keep the digests of {} in {}: {e}",
                     m.host_dir.display(),

@@ -40,6 +40,9 @@ pub struct Memo {
     pub files_read: u64,
     /// Files whose digest was known.
     pub files_known: u64,
+    /// Whether the last digest found a file read or gone (the memo kept
+    /// on disk no longer says what the tree holds).
+    pub changed: bool,
 }
 
 /// The file's first bytes.
@@ -50,9 +53,12 @@ impl Memo {
         self.old.extend(std::mem::take(&mut self.now));
         self.files_read = 0;
         self.files_known = 0;
+        self.changed = false;
     }
 
     pub(super) fn end(&mut self) {
+        // What is left was not found again: gone from the tree.
+        self.changed |= !self.old.is_empty();
         self.old.clear();
     }
 
@@ -69,6 +75,7 @@ impl Memo {
 
     pub(super) fn read(&mut self, path: &[u8], key: Key, size: u64, sha: [u8; 32]) {
         self.files_read += 1;
+        self.changed = true;
         self.now.insert(path.to_vec(), (key, size, sha));
     }
 
@@ -154,6 +161,7 @@ mod tests {
         let again = digest_with(&t, &mut m).unwrap();
         assert_eq!(again, first);
         assert_eq!((m.files_read, m.files_known), (0, 2));
+        assert!(!m.changed, "nothing to keep again");
         std::fs::write(t.join("y"), "TWO").unwrap();
         let changed = digest_with(&t, &mut m).unwrap();
         assert_ne!(changed.sha256, first.sha256);

@@ -51,11 +51,6 @@ pub(super) fn add(plan: &mut Plan, dir: &Path, caches: &[CacheMount]) -> Result<
             data: None,
         });
     }
-    let at = plan
-        .ops
-        .iter()
-        .position(|o| matches!(o, Op::Hostname(_)))
-        .unwrap_or(plan.ops.len());
-    plan.ops.splice(at..at, ops);
+    plan.add_before_hostname(ops);
     Ok(())
 }

@@ -13,12 +13,12 @@ use super::{errors::SetupError, sys::cpath};
 use crate::provider::host_mount::{self, HostMount};
 
 /// Whether the local provider can show `mounts` in a sandbox whose
-/// state lives under `sandboxes` and whose isolation in force is `mode`:
-/// only in its own mount namespace (with `none`, steps run on the host);
-/// never over the path of the sandboxes' homes; under a system directory
+/// isolation in force is `mode`: only in its own mount namespace (with
+/// `none`, steps run on the host); never over the sandbox's home
+/// ([`super::HOME_INSIDE`]); under a system directory
 /// rfs binds from the host (`/opt`) only at a folder that exists there,
 /// as the bind is read-only and no mount point can be made in it.
-pub(super) fn check(mounts: &[HostMount], sandboxes: &Path, mode: &str) -> Result<(), String> {
+pub(super) fn check(mounts: &[HostMount], mode: &str) -> Result<(), String> {
     if mounts.is_empty() {
         return Ok(());
     }
@@ -28,8 +28,7 @@ pub(super) fn check(mounts: &[HostMount], sandboxes: &Path, mode: &str) -> Resul
         ));
     }
     for m in mounts {
-        let home = sandboxes.to_string_lossy();
-        host_mount::check_target(&m.target, Some(&home))?;
+        host_mount::check_target(&m.target, Some(super::HOME_INSIDE))?;
         let t = Path::new(&m.target);
         let bound = mount_plan::SYSTEM_DIRS
             .iter()
@@ -58,14 +57,7 @@ pub(super) fn add(plan: &mut Plan, dir: &Path, mounts: &[HostMount]) -> Result<(
     let mut ops = vec![];
     for m in mounts {
         let target = Path::new(&m.target);
-        let mut chain: Vec<&Path> = target
-            .ancestors()
-            .filter(|a| a.parent().is_some())
-            .collect();
-        chain.reverse();
-        for a in chain {
-            ops.push(Op::Mkdir(inside(a)?));
-        }
+        mount_plan::mkdirs(&mut ops, target, &inside)?;
         let at = inside(target)?;
         mount_plan::bind_host_read_only(&mut ops, &m.host_dir, at.clone())?;
         if !super::idmap::needed() {
@@ -85,11 +77,6 @@ pub(super) fn add(plan: &mut Plan, dir: &Path, mounts: &[HostMount]) -> Result<(
             });
         }
     }
-    let at = plan
-        .ops
-        .iter()
-        .position(|o| matches!(o, Op::Hostname(_)))
-        .unwrap_or(plan.ops.len());
-    plan.ops.splice(at..at, ops);
+    plan.add_before_hostname(ops);
     Ok(())
 }

@@ -226,7 +226,7 @@ impl Provider for LocalProvider {
         req: &IsolationRequest,
     ) -> Result<IsolationInForce, crate::provider::isolation::IsolationError> {
         let in_force = probe::decide(req)?;
-        host_mounts::check(&req.host_mounts, &self.sandboxes(), &in_force.mode)
+        host_mounts::check(&req.host_mounts, &in_force.mode)
             .map_err(|why| req.refuse_host_mounts("local", &why).unwrap_err())?;
         Ok(in_force)
     }
