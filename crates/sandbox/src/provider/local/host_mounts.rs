@@ -57,7 +57,7 @@ pub(super) fn add(plan: &mut Plan, dir: &Path, mounts: &[HostMount]) -> Result<(
     let mut ops = vec![];
     for m in mounts {
         let target = Path::new(&m.target);
-        mount_plan::mkdirs(&mut ops, target, &inside)?;
+        super::mount_points::mkdirs(&mut ops, target, &inside)?;
         let at = inside(target)?;
         mount_plan::bind_host_read_only(&mut ops, &m.host_dir, at.clone())?;
         if !super::idmap::needed() {

@@ -82,6 +82,7 @@ mod launch;
 mod lifecycle;
 mod limits;
 mod mount_plan;
+mod mount_points;
 mod namespace_init;
 mod overlay;
 mod private_etc;

@@ -227,18 +227,6 @@ impl Plan {
 }
 
 impl Plan {
-    /// Add `ops` (binds over folders of the root: caches, the person's
-    /// host folders) after the sandbox's own mounts, before the root is
-    /// made read-only.
-    pub(super) fn add_before_hostname(&mut self, ops: Vec<Op>) {
-        let at = self
-            .ops
-            .iter()
-            .position(|o| matches!(o, Op::Hostname(_)))
-            .unwrap_or(self.ops.len());
-        self.ops.splice(at..at, ops);
-    }
-
     /// The root of a sandbox whose directory is `dir` (holding `home/`,
     /// `tmp/` and the mount point `root/`).
     pub(super) fn sandbox(dir: &Path, network: bool) -> Result<Plan, SetupError> {
@@ -475,7 +463,7 @@ fn bind_home(
     inside: &dyn Fn(&Path) -> Result<CString, SetupError>,
 ) -> Result<(), SetupError> {
     let target = Path::new(super::HOME_INSIDE);
-    mkdirs(ops, target, inside)?;
+    super::mount_points::mkdirs(ops, target, inside)?;
     ops.push(Op::Mount {
         src: Some(cpath(home)?),
         target: inside(target)?,
@@ -483,23 +471,6 @@ fn bind_home(
         flags: libc::MS_BIND,
         data: None,
     });
-    Ok(())
-}
-
-/// The ops that create `target` in the root, and each folder above it.
-pub(super) fn mkdirs(
-    ops: &mut Vec<Op>,
-    target: &Path,
-    inside: &dyn Fn(&Path) -> Result<CString, SetupError>,
-) -> Result<(), SetupError> {
-    let mut chain: Vec<&Path> = target
-        .ancestors()
-        .filter(|a| a.parent().is_some())
-        .collect();
-    chain.reverse();
-    for a in chain {
-        ops.push(Op::Mkdir(inside(a)?));
-    }
     Ok(())
 }
 
